@@ -1,0 +1,3 @@
+from trspark.cli import main
+
+main()

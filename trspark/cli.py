@@ -1,0 +1,74 @@
+"""The ``trspark`` command line.
+
+Each command lives in the module that owns its feature and is imported only when invoked, so
+``trspark --help`` stays fast and one broken feature cannot break the others' commands.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+# command name -> "module:attribute" of a click.Command
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("trspark.demo:demo", "Run the main job: TPC-DS queries on executors that get killed, per policy."),
+    "simulate": ("simulators.cli:simulate", "Simulate Spark DAG jobs on evictable VMs under a policy (and sweeps)."),
+    "whatif": ("simulators.cli:whatif", "Replay your own Spark event log under evictions, per policy."),
+    "bench": ("jobs.tpcds.cli:bench", "Benchmarks on real Spark (TPC-DS on transient executors)."),
+    "jar-path": ("trspark.shim:jar_path_command", "Print the path of the plugin jar (building it if needed)."),
+    "build-shim": ("trspark.shim:build_shim_command", "Compile the Scala plugin with the compiler shipped in pyspark."),
+    "gc": ("trspark.shim:gc_command", "Delete remote backups left behind by crashed applications."),
+    "conf": ("trspark.cli:conf_command", "List every spark.trspark.* setting with its default and allowed values."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        target, _ = COMMANDS[cmd_name]
+        module_name, _, attr = target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+            command = getattr(module, attr)
+        except (ImportError, AttributeError) as exc:
+            raise click.ClickException(f"command {cmd_name!r} is not available: {exc}") from exc
+        return command  # type: ignore[no-any-return]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Use the static help so listing commands imports nothing heavy.
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][1]) for name in sorted(COMMANDS)])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="trspark")
+def cli() -> None:
+    """trspark: Apache Spark on transient (spot / preemptible) executors."""
+
+
+@click.command("conf")
+@click.option("--markdown", is_flag=True, help="Print the table in Markdown (as in the README).")
+def conf_command(markdown: bool) -> None:
+    """List every spark.trspark.* setting with its default and allowed values."""
+    from trspark.config import KEYS, markdown_table
+
+    if markdown:
+        click.echo(markdown_table())
+        return
+    for key in KEYS:
+        default = str(key.default).lower() if isinstance(key.default, bool) else key.default
+        click.echo(f"{key.full} = {default}\n    allowed: {key.allowed}\n    {key.doc}")
+
+
+def main() -> None:
+    cli(prog_name="trspark")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

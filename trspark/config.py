@@ -1,0 +1,233 @@
+"""Every ``spark.trspark.*`` setting in one table: name, default, parser, allowed values, doc.
+
+The same names are used by the live plugin (Spark conf), the policy engine (``TRConfig``
+fields), the simulator and the CLI. Each key is parsed by one helper; a bad value raises
+:class:`ConfigError` naming the key and what is allowed -- before any job starts.
+
+To add a key: append a :class:`Key` to ``KEYS`` and a field of the same (snake_case) name to
+:class:`TRConfig`. The README's configuration table is generated from ``KEYS``
+(``trspark conf --markdown``); keep them in step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+PREFIX = "spark.trspark."
+
+
+class ConfigError(ValueError):
+    """A ``spark.trspark.*`` value that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    """Suffix after ``spark.trspark.`` (camelCase like Spark's own keys)."""
+    field: str
+    """Field of :class:`TRConfig`."""
+    default: Any
+    parse: Callable[[str], Any]
+    allowed: str
+    doc: str
+
+    @property
+    def full(self) -> str:
+        return PREFIX + self.name
+
+
+def _choice(*options: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in options:
+            raise ValueError
+        return value
+
+    return parse
+
+
+def _number(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        value = float(raw)
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError
+        if lo is not None and (value < lo or (lo_open and value == lo)):
+            raise ValueError
+        if hi is not None and value > hi:
+            raise ValueError
+        return value
+
+    return parse
+
+
+def _int(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        value = int(raw)
+        if not lo <= value <= hi:
+            raise ValueError
+        return value
+
+    return parse
+
+
+def _bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise ValueError
+
+
+def _lifetime(raw: str) -> str:
+    from cost_model.lifetimes import from_spec
+
+    from_spec(raw)  # validates; raises ValueError with the reason
+    return raw.strip()
+
+
+def _text(raw: str) -> str:
+    return raw.strip()
+
+
+def _bandwidth(raw: str) -> float:
+    """Bytes/s from ``"100m"``, ``"1.5g"``, ``"400000000"`` (k/m/g = 10^3/10^6/10^9 bytes/s)."""
+    text = raw.strip().lower().removesuffix("b/s").removesuffix("/s")
+    scale = {"k": 1e3, "m": 1e6, "g": 1e9}.get(text[-1:], 1.0)
+    value = float(text[:-1] if scale != 1.0 else text)
+    if not value > 0:
+        raise ValueError
+    return value * scale
+
+
+MODES = ("tr", "always", "never", "stage", "interval")
+
+KEYS: tuple[Key, ...] = (
+    Key("mode", "mode", "tr", _choice(*MODES), " | ".join(MODES),
+        "Checkpointing policy: TR-Spark, or a baseline (never = vanilla Spark, always = every map output to remote)."),
+    Key("lifetime", "lifetime", "exponential:mean=3600", _lifetime,
+        "a lifetime spec, e.g. exponential:mean=600, weibull:shape=0.8,scale=3600",
+        "Executor lifetime model the engine starts from (seconds)."),
+    Key("lifetime.knowledge", "knowledge", "indeterministic", _choice("indeterministic", "deterministic", "fitted"),
+        "indeterministic | deterministic | fitted",
+        "What the engine knows of lifetimes: only the distribution, exact lifetimes (spot block / notices), or a distribution fitted online from observed evictions."),
+    Key("backup.targets", "targets", "both", _choice("both", "local", "remote"), "both | local | remote",
+        "Where backups may go: peer executors, remote storage, or both."),
+    Key("beta", "beta", 0.5, _number(0.0, None, lo_open=True), "a number > 0",
+        "Safety belt: switch to always-checkpoint once re-computation exceeds beta x the job's time before re-computation started."),
+    Key("gamma", "gamma", 1.0, _number(0.0, None, lo_open=True), "a number > 0",
+        "TR-Scheduling: start a task on executor v only if ET / v.E(t,T) < gamma."),
+    Key("alpha", "alpha", 1.5, _number(1.0), "a number >= 1",
+        "Next-stage start estimate alpha * sum(N_i * T_i) / #cores; larger on less stable capacity."),
+    Key("recursionDepth", "recursion_depth", 8, _int(0, 64), "an integer 0..64",
+        "Depth limit of the cascading re-computation estimate Er."),
+    Key("gridSize", "grid_size", 64, _int(4, 4096), "an integer 4..4096",
+        "Time-grid points used to integrate C_Redo and the backup costs."),
+    Key("period", "period", 5.0, _number(0.0, None, lo_open=True), "seconds > 0",
+        "Periodic re-planning interval (seconds)."),
+    Key("bandwidth.local", "local_bandwidth", 400e6, _bandwidth, "bytes/s > 0, e.g. 400m",
+        "Peer-to-peer copy bandwidth per executor (bytes/s)."),
+    Key("bandwidth.remote", "remote_bandwidth", 100e6, _bandwidth, "bytes/s > 0, e.g. 100m",
+        "Remote-store write bandwidth per executor (bytes/s)."),
+    Key("bandwidth.remoteCap", "remote_cap", 10e9, _bandwidth, "bytes/s > 0, e.g. 10g",
+        "Total remote-store bandwidth shared by all concurrent backups (bytes/s)."),
+    Key("scheduling", "scheduling", True, _bool, "true | false", "TR-Scheduling (stage order and the gamma rule) on/off."),
+    Key("safetyBelt", "safety_belt", True, _bool, "true | false", "Safety belt on/off."),
+    Key("duplication", "duplication", True, _bool, "true | false", "Duplicate running tasks on idle executors (paper §5)."),
+    Key("remote.path", "remote_path", "", _text, "a Hadoop FileSystem URL (file://, hdfs://, s3a://, abfs://)",
+        "Where remote backups are written; empty = <spark.local.dir>/trspark-backups on the driver host (file://)."),
+    Key("python", "python", "", _text, "path to a Python interpreter",
+        "Interpreter that runs the engine (python -m trspark.engine); empty = the PySpark driver's."),
+    Key("engine.timeout", "engine_timeout", 2.0, _number(0.0, None, lo_open=True), "seconds > 0",
+        "How long the shim waits for the engine before falling back to always-checkpoint."),
+    Key("history.url", "history_url", "", _text, "an fsspec URL (local path, file://, abfs://...)",
+        "Lifetime history store: observed executor lifetimes are appended here and fitted by the next application."),
+    Key("pool", "pool", "default", _text, "a name", "Executor pool / instance type; history is kept per pool."),
+)
+
+_BY_NAME = {k.name: k for k in KEYS}
+_BY_FULL = {k.full: k for k in KEYS}
+
+
+@dataclass(frozen=True)
+class TRConfig:
+    """Validated engine/plugin configuration; field names match ``KEYS[*].field``."""
+
+    mode: str = "tr"
+    lifetime: str = "exponential:mean=3600"
+    knowledge: str = "indeterministic"
+    targets: str = "both"
+    beta: float = 0.5
+    gamma: float = 1.0
+    alpha: float = 1.5
+    recursion_depth: int = 8
+    grid_size: int = 64
+    period: float = 5.0
+    local_bandwidth: float = 400e6
+    remote_bandwidth: float = 100e6
+    remote_cap: float = 10e9
+    scheduling: bool = True
+    safety_belt: bool = True
+    duplication: bool = True
+    remote_path: str = ""
+    python: str = ""
+    engine_timeout: float = 2.0
+    history_url: str = ""
+    pool: str = "default"
+
+    def __post_init__(self) -> None:
+        # Re-validate typed values so TRConfig(beta=-1) fails like spark.trspark.beta=-1.
+        for key in KEYS:
+            value = getattr(self, key.field)
+            parse_value(key, str(value).lower() if isinstance(value, bool) else str(value))
+
+    @classmethod
+    def from_spark_conf(cls, conf: Mapping[str, str]) -> TRConfig:
+        """Build from ``spark.trspark.*`` entries (other keys ignored; unknown trspark keys rejected)."""
+        values: dict[str, Any] = {}
+        for full, raw in conf.items():
+            if not full.startswith(PREFIX):
+                continue
+            key = _BY_FULL.get(full)
+            if key is None:
+                known = ", ".join(k.full for k in KEYS)
+                raise ConfigError(f"unknown setting {full!r}; known settings: {known}")
+            values[key.field] = parse_value(key, raw)
+        return cls(**values)
+
+    def with_options(self, **options: Any) -> TRConfig:
+        return dataclasses.replace(self, **options)
+
+    def to_spark_conf(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for key in KEYS:
+            value = getattr(self, key.field)
+            out[key.full] = str(value).lower() if isinstance(value, bool) else str(value)
+        return out
+
+
+def parse_value(key: Key, raw: str) -> Any:
+    try:
+        return key.parse(raw)
+    except (ValueError, TypeError) as exc:
+        detail = f" ({exc})" if str(exc) else ""
+        raise ConfigError(f"{key.full}={raw!r} is not valid{detail}; allowed: {key.allowed}") from exc
+
+
+def key_for_option(option: str) -> Key:
+    """Look up a key by TRConfig field name (``recursion_depth``) or Spark suffix (``recursionDepth``)."""
+    for key in KEYS:
+        if option in (key.field, key.name):
+            return key
+    raise ConfigError(f"unknown trspark option {option!r}; known: {', '.join(k.field for k in KEYS)}")
+
+
+def markdown_table() -> str:
+    rows = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
+    for key in KEYS:
+        default = str(key.default).lower() if isinstance(key.default, bool) else key.default
+        rows.append(f"| `{key.full}` | `{default}` | {key.allowed} | {key.doc} |")
+    return "\n".join(rows)

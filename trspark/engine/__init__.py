@@ -1,0 +1,1 @@
+"""The policy engine: one event interface (``protocol``), policies behind it, two drivers."""

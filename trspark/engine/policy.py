@@ -1,0 +1,26 @@
+"""What a policy is: something that turns engine events into commands.
+
+Every policy (the baselines ``never`` / ``always`` / ``stage`` / ``interval``, TR-Spark, and the
+simulator-only ``oracle``) implements :class:`Policy`. Drivers call :meth:`Policy.handle` once per
+event, in time order, and apply the returned commands in list order.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from trspark.engine.protocol import Command, Event
+
+
+class Policy(ABC):
+    #: Registry name (``spark.trspark.mode`` / ``--policy``).
+    name: str = ""
+
+    @abstractmethod
+    def handle(self, event: Event) -> Sequence[Command]:
+        """React to one event; return the commands to apply now (possibly none)."""
+
+    def summary(self) -> dict[str, object]:
+        """Counters worth reporting at the end of a run (backups planned, safety belt, ...)."""
+        return {}
