@@ -1,0 +1,263 @@
+"""The engine side of the live bridge: the pure line translator and the real engine process.
+
+The process tests play the shim: a loopback server socket, the real
+``python -m trspark.engine --connect`` subprocess, the wire protocol of ``docs/bridge.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pytest
+
+from trspark.engine.bridge import PROTOCOL_VERSION, Bridge, ack_line, hello_line
+from trspark.engine.policy import Policy
+from trspark.engine.protocol import (
+    REMOTE,
+    Backup,
+    ExecutorAdded,
+    JobEnded,
+    SafetyBelt,
+    TaskEnded,
+    from_json,
+    to_dict,
+)
+from trspark.engine.registry import make_policy
+
+TIMEOUT = 20.0
+
+MAP_TASK = TaskEnded(
+    time=3.5, stage_id=0, partition=4, executor_id="2", duration=1.25,
+    shuffle_write_bytes=4096, shuffle_id=7, map_id=41,
+)
+RESULT_TASK = TaskEnded(time=4.0, stage_id=1, partition=0, executor_id="1", duration=0.5)
+
+
+def event_line(event: object, seq: int) -> str:
+    return json.dumps({**to_dict(event), "seq": seq})  # type: ignore[arg-type]
+
+
+# ---- the pure part ---------------------------------------------------------------------------
+
+
+def test_always_policy_answers_a_map_task_with_a_backup_then_the_ack() -> None:
+    bridge = Bridge(make_policy("always"))
+    out = bridge.handle_line(event_line(MAP_TASK, 1))
+    assert [from_json(line) for line in out[:-1]] == [
+        Backup(shuffle_id=7, map_index=4, source="2", target=REMOTE, bytes=4096, map_id=41)
+    ]
+    assert json.loads(out[-1]) == {"type": "Ack", "seq": 1}
+
+
+def test_result_task_and_never_policy_get_only_the_ack() -> None:
+    assert Bridge(make_policy("always")).handle_line(event_line(RESULT_TASK, 1)) == [ack_line(1)]
+    assert Bridge(make_policy("never")).handle_line(event_line(MAP_TASK, 1)) == [ack_line(1)]
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("garbage\n", "not JSON"),
+        ("[1, 2]\n", "not a JSON object"),
+        ('{"type": "Nope", "seq": 2}\n', "unknown message type"),
+        ('{"type": "Tick", "seq": 2, "time": 1, "extra": 3}\n', "bad fields"),
+        ('{"type": "Tick", "time": 1}\n', "seq"),
+        ('{"type": "Backup", "seq": 2, "shuffle_id": 1, "map_index": 0, "source": "1", "target": "remote"}', "command"),
+    ],
+)
+def test_malformed_lines_are_acked_counted_and_logged(line: str, why: str, caplog: pytest.LogCaptureFixture) -> None:
+    bridge = Bridge(make_policy("always"))
+    bridge.handle_line(event_line(RESULT_TASK, 1))
+    with caplog.at_level(logging.WARNING, logger="trspark.engine.bridge"):
+        out = bridge.handle_line(line)
+    # A line without a readable seq is acked as the next one the shim numbered (2).
+    assert out == [ack_line(2)]
+    assert bridge.stats.malformed == 1 and bridge.stats.events == 1
+    assert why in caplog.text
+
+
+def test_malformed_log_is_capped_but_counting_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    bridge = Bridge(make_policy("never"))
+    with caplog.at_level(logging.WARNING, logger="trspark.engine.bridge"):
+        for _ in range(50):
+            bridge.handle_line("x")
+    assert bridge.stats.malformed == 50
+    assert len(caplog.records) == 21  # 20 in full, then one "counting silently" line
+    assert bridge.handle_line(event_line(RESULT_TASK, 51)) == [ack_line(51)]
+
+
+class ExplodingPolicy(Policy):
+    """Fails on executor events, backs up everything else through a partly unserialisable answer."""
+
+    name = "exploding"
+
+    def handle(self, event):  # type: ignore[no-untyped-def]
+        if isinstance(event, ExecutorAdded):
+            raise RuntimeError("boom")
+        if isinstance(event, JobEnded):
+            return (SafetyBelt(on=True), object())  # the second one cannot be sent
+        return (SafetyBelt(on=True, reason="test"),)
+
+
+def test_policy_exception_is_logged_with_traceback_and_the_loop_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    bridge = Bridge(ExplodingPolicy())
+    with caplog.at_level(logging.ERROR, logger="trspark.engine.bridge"):
+        assert bridge.handle_line(event_line(ExecutorAdded(time=0.0, executor_id="1"), 1)) == [ack_line(1)]
+        # All-or-nothing: a command that cannot be serialised suppresses the whole answer.
+        assert bridge.handle_line(event_line(JobEnded(time=9.0), 2)) == [ack_line(2)]
+    assert "RuntimeError: boom" in caplog.text  # the traceback is in the log
+    out = bridge.handle_line(event_line(RESULT_TASK, 3))
+    assert [from_json(line) for line in out[:-1]] == [SafetyBelt(on=True, reason="test")]
+    summary = bridge.summary()
+    assert summary["policy_errors"] == 2 and summary["events"] == 3 and summary["commands"] == {"SafetyBelt": 1}
+
+
+def test_observers_see_valid_events_and_their_failures_do_not_stop_the_policy() -> None:
+    seen: list[object] = []
+
+    def broken(event: object) -> None:
+        raise ValueError("observer bug")
+
+    bridge = Bridge(make_policy("always"), observers=[seen.append, broken])
+    out = bridge.handle_line(event_line(MAP_TASK, 1))
+    bridge.handle_line("garbage")
+    assert seen == [MAP_TASK]
+    assert len(out) == 2 and bridge.stats.policy_errors == 0
+
+
+def test_hello_line_carries_token_and_version() -> None:
+    assert json.loads(hello_line("s3cr3t")) == {"type": "Hello", "token": "s3cr3t", "version": PROTOCOL_VERSION}
+
+
+# ---- the real engine process against a fake shim ------------------------------------------------
+
+
+@dataclass
+class FakeShim:
+    conn: socket.socket
+    reader: object
+
+    def send(self, line: str) -> None:
+        self.conn.sendall((line.rstrip("\n") + "\n").encode())
+
+    def read(self) -> dict[str, object]:
+        line = self.reader.readline()  # type: ignore[attr-defined]
+        assert line, "engine closed the connection"
+        return json.loads(line)  # type: ignore[no-any-return]
+
+    def answer(self) -> tuple[list[dict[str, object]], dict[str, object]]:
+        """Lines up to and including the next Ack: (commands, ack)."""
+        commands = []
+        while (message := self.read())["type"] != "Ack":
+            commands.append(message)
+        return commands, message
+
+
+def engine_env(conf: dict[str, str], token: str = "tok-123") -> dict[str, str]:
+    return {**os.environ, "TRSPARK_TOKEN": token, "TRSPARK_CONF": json.dumps(conf)}
+
+
+@contextmanager
+def engine_session(conf: dict[str, str], token: str = "tok-123") -> Iterator[tuple[FakeShim, subprocess.Popen[str]]]:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(TIMEOUT)
+        port = server.getsockname()[1]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "trspark.engine", "--connect", f"127.0.0.1:{port}"],
+            env=engine_env(conf, token), stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            conn, _ = server.accept()
+            conn.settimeout(TIMEOUT)
+            with conn, conn.makefile("r", encoding="utf-8") as reader:
+                yield FakeShim(conn, reader), proc
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(TIMEOUT)
+
+
+def test_engine_process_handshake_backup_garbage_and_clean_exit() -> None:
+    conf = {"spark.trspark.mode": "always", "spark.app.id": "app-20261122-0001", "spark.trspark.gamma": "2"}
+    with engine_session(conf) as (shim, proc):
+        assert shim.read() == {"type": "Hello", "token": "tok-123", "version": 1}
+        shim.send(event_line(MAP_TASK, 1))
+        commands, ack = shim.answer()
+        assert ack == {"type": "Ack", "seq": 1}
+        assert [from_json(json.dumps(c)) for c in commands] == [
+            Backup(shuffle_id=7, map_index=4, source="2", target=REMOTE, bytes=4096, map_id=41)
+        ]
+        shim.send("this is not json")
+        assert shim.answer() == ([], {"type": "Ack", "seq": 2})
+        shim.send(event_line(JobEnded(time=5.0), 3))
+        assert shim.answer() == ([], {"type": "Ack", "seq": 3})
+        shim.conn.shutdown(socket.SHUT_WR)  # EOF for the engine
+        assert proc.wait(TIMEOUT) == 0
+        stderr = proc.stderr.read()  # type: ignore[union-attr]
+    summary = json.loads(stderr.split("session ended: ", 1)[1].splitlines()[0])
+    assert summary["malformed"] == 1 and summary["events"] == 2 and summary["commands"] == {"Backup": 1}
+    assert "app-20261122-0001" in stderr
+
+
+@pytest.mark.parametrize(
+    ("conf", "token", "expected"),
+    [
+        ({"spark.trspark.gamma": "-1"}, "t", "spark.trspark.gamma='-1' is not valid"),
+        ({"spark.trspark.mode": "sometimes"}, "t", "allowed: tr | always | never"),
+        ({"spark.trspark.bogus": "1"}, "t", "unknown setting 'spark.trspark.bogus'"),
+        ({}, "", "TRSPARK_TOKEN"),
+    ],
+)
+def test_bad_settings_end_the_engine_with_one_clear_line(conf: dict[str, str], token: str, expected: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "trspark.engine", "--connect", "127.0.0.1:9"],
+        env=engine_env(conf, token), capture_output=True, text=True, timeout=TIMEOUT,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], proc.stderr
+
+
+def test_bad_conf_json_and_address_are_reported() -> None:
+    env = {**os.environ, "TRSPARK_TOKEN": "t", "TRSPARK_CONF": "{not json"}
+    proc = subprocess.run([sys.executable, "-m", "trspark.engine", "--connect", "127.0.0.1:9"],
+                          env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 2 and "TRSPARK_CONF is not JSON" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "trspark.engine", "--connect", "nowhere"],
+                          env=engine_env({}), capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 2 and "--connect 'nowhere' is not valid" in proc.stderr
+
+
+def test_engine_stops_when_its_parent_dies() -> None:
+    """The socket stays open on our side; only the parent watch can end the session."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(TIMEOUT)
+        port = server.getsockname()[1]
+        launcher = textwrap.dedent(f"""
+            import subprocess, sys, time
+            subprocess.Popen([sys.executable, "-m", "trspark.engine", "--connect", "127.0.0.1:{port}"])
+            time.sleep(600)
+        """)
+        parent = subprocess.Popen([sys.executable, "-c", launcher],
+                                  env=engine_env({"spark.trspark.mode": "never"}), stderr=subprocess.DEVNULL)
+        try:
+            conn, _ = server.accept()
+            conn.settimeout(TIMEOUT)
+            with conn, conn.makefile("r", encoding="utf-8") as reader:
+                assert json.loads(reader.readline())["type"] == "Hello"
+                parent.kill()
+                parent.wait(TIMEOUT)
+                assert reader.readline() == ""  # EOF: the engine closed its end (or timeout fails)
+        finally:
+            if parent.poll() is None:
+                parent.kill()
+            parent.wait(TIMEOUT)

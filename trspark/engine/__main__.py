@@ -1,0 +1,148 @@
+"""``python -m trspark.engine --connect HOST:PORT``: the policy engine process of the live bridge.
+
+Started by the JVM shim's driver plugin. Reads its settings from the environment:
+
+* ``TRSPARK_TOKEN``: the per-application secret, echoed in the ``Hello`` line;
+* ``TRSPARK_CONF``: a JSON object with every ``spark.trspark.*`` setting (and ``spark.app.id``).
+
+It validates the configuration and builds the policy *before* connecting, so a bad setting ends
+the process at once with one line naming the key (exit code 2) and the shim falls back to
+always-checkpoint. Then it connects, sends ``Hello`` and answers events (see
+:mod:`trspark.engine.bridge` and ``docs/bridge.md``) until end of input or its parent dies.
+
+Exit codes: 0 after end of input, 2 bad settings / arguments, 3 cannot connect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Mapping
+
+from trspark.config import ConfigError, TRConfig
+from trspark.engine.bridge import Bridge, EventObserver, hello_line
+from trspark.engine.registry import make_policy
+
+log = logging.getLogger("trspark.engine")
+
+EXIT_OK, EXIT_USAGE, EXIT_CONNECT = 0, 2, 3
+PARENT_POLL_SECONDS = 0.5
+
+
+class StartupError(Exception):
+    """Bad settings or arguments: reported as one line, exit code 2."""
+
+
+def read_settings(environ: Mapping[str, str]) -> tuple[str, TRConfig, str]:
+    """``(token, config, app_id)`` from ``TRSPARK_TOKEN`` and ``TRSPARK_CONF``."""
+    token = environ.get("TRSPARK_TOKEN", "")
+    if not token:
+        raise StartupError("environment variable TRSPARK_TOKEN is missing or empty (set by the trspark plugin)")
+    raw = environ.get("TRSPARK_CONF", "{}")
+    try:
+        conf = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise StartupError(f"TRSPARK_CONF is not JSON ({exc.msg} at char {exc.pos})") from None
+    if not isinstance(conf, dict):
+        raise StartupError("TRSPARK_CONF must be a JSON object of Spark settings")
+    # Spark conf values are strings; accept JSON numbers/booleans too, spelled as Spark would.
+    as_text = {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in conf.items()}
+    try:
+        config = TRConfig.from_spark_conf(as_text)
+    except ConfigError as exc:
+        raise StartupError(str(exc)) from None
+    return token, config, as_text.get("spark.app.id", "")
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise StartupError(f"--connect {text!r} is not valid; expected HOST:PORT, e.g. 127.0.0.1:40123")
+    return host, int(port)
+
+
+def event_observers(config: TRConfig, app_id: str) -> list[EventObserver]:
+    """Watchers of every event besides the policy.
+
+    Hook for issue 5 (lifetime history): when ``config.history_url`` is set, a recorder of
+    observed executor lifetimes (``ExecutorAdded`` -> ``ExecutorLost``, survivors censored at
+    ``JobEnded``/exit) is returned here, keyed by ``config.pool`` and ``app_id``.
+    """
+    return []
+
+
+def watch_parent(sock: socket.socket, parent_pid: int) -> None:
+    """End the session when the process that started us is gone.
+
+    A killed driver JVM normally closes the socket (EOF), but a half-open loopback connection
+    or a hung parent would leave the engine waiting forever. Shutting the socket down makes the
+    main loop see EOF and exit through its normal path.
+    """
+
+    def poll() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_SECONDS)
+        log.warning("parent process %d is gone; stopping", parent_pid)
+        with contextlib.suppress(OSError):  # already closed: nothing left to end
+            sock.shutdown(socket.SHUT_RDWR)
+
+    threading.Thread(target=poll, name="trspark-parent-watch", daemon=True).start()
+
+
+def serve(sock: socket.socket, bridge: Bridge, token: str) -> None:
+    """Send Hello, then answer each event line until end of input."""
+    with sock.makefile("r", encoding="utf-8", errors="replace", newline="\n") as reader, sock.makefile(
+        "w", encoding="utf-8", newline="\n"
+    ) as writer:
+        writer.write(hello_line(token) + "\n")
+        writer.flush()
+        for line in reader:
+            if not line.strip():
+                continue  # keep-alive blank lines carry no seq
+            writer.write("".join(out + "\n" for out in bridge.handle_line(line)))
+            writer.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="trspark engine %(levelname)s: %(message)s")
+    parser = argparse.ArgumentParser(prog="python -m trspark.engine", description=__doc__.splitlines()[0])
+    parser.add_argument("--connect", required=True, metavar="HOST:PORT", help="the shim's loopback socket")
+    args = parser.parse_args(argv)
+    parent_pid = os.getppid()
+    try:
+        host, port = parse_address(args.connect)
+        token, config, app_id = read_settings(os.environ)
+        policy = make_policy(config.mode, config)
+    except (StartupError, ValueError) as exc:
+        # make_policy raises ValueError naming the mode and the policies that exist.
+        print(f"trspark engine: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    bridge = Bridge(policy, event_observers(config, app_id))
+    try:
+        sock = socket.create_connection((host, port), timeout=max(config.engine_timeout, 5.0))
+    except OSError as exc:
+        print(f"trspark engine: cannot connect to the trspark plugin at {host}:{port}: {exc}", file=sys.stderr)
+        return EXIT_CONNECT
+    sock.settimeout(None)  # events may be minutes apart; the parent watch ends a dead session
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # one small write per event
+    watch_parent(sock, parent_pid)
+    log.info("policy %s for %s connected to %s:%d", policy.name, app_id or "(no app id)", host, port)
+    try:
+        serve(sock, bridge, token)
+    except OSError as exc:
+        log.warning("connection lost: %s", exc)
+    finally:
+        sock.close()
+        log.info("session ended: %s", json.dumps(bridge.summary(), sort_keys=True))
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
