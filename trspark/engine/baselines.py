@@ -1,14 +1,22 @@
-"""Baseline policies: ``never`` (vanilla Spark) and ``always`` (every map output to remote).
+"""Baseline policies behind the engine interface; the TR-Spark policy is in ``trspark.engine.tr``.
 
-``stage`` and ``interval`` live beside them once written; the TR-Spark policy is in ``tr``.
+* ``never``: vanilla Spark (no backups).
+* ``always``: every map output to remote as soon as it exists.
+* ``stage``: Flint-like stage granularity -- a whole stage's outputs go to remote once any
+  executor holding or producing them is at risk of dying before they are consumed.
+* ``interval``: periodic checkpointing with the Young/Daly period :math:`\\sqrt{2\\delta\\,MTTF}`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 
+from cost_model.lifetimes import LifetimeModel
 from trspark.engine.policy import Policy
-from trspark.engine.protocol import REMOTE, Backup, Command, Event, TaskEnded
+from trspark.engine.protocol import REMOTE, Backup, BackupFailed, Command, Event, TaskEnded, Tick
+from trspark.engine.state import JobState, MapOutput
+from trspark.engine.tr.horizon import consumption_horizon
 
 
 class NeverPolicy(Policy):
@@ -45,3 +53,163 @@ class AlwaysPolicy(Policy):
 
     def summary(self) -> dict[str, object]:
         return {"backups_planned": self.backups}
+
+
+def _forget_released(event: Event, released: set[tuple[int, int]]) -> None:
+    """A re-created or failed block may be released again."""
+    if isinstance(event, TaskEnded) and event.successful and event.shuffle_id is not None:
+        released.discard((event.shuffle_id, event.partition))
+    elif isinstance(event, BackupFailed):
+        released.discard((event.shuffle_id, event.map_index))
+
+
+def _remote_backups(blocks: Iterable[MapOutput], released: set[tuple[int, int]]) -> list[Command]:
+    """Backup-to-remote commands for blocks not yet safe and not already released."""
+    out: list[Command] = []
+    for block in blocks:
+        if block.consumed or block.on_remote or block.block_id in released or not block.holders():
+            continue
+        released.add(block.block_id)
+        out.append(
+            Backup(
+                shuffle_id=block.shuffle_id,
+                map_index=block.map_index,
+                source=block.holders()[0],
+                target=REMOTE,
+                bytes=block.bytes,
+                map_id=block.map_id,
+            )
+        )
+    return out
+
+
+class StagePolicy(Policy):
+    """Flint-like stage-granularity checkpointing (Sharma et al., EuroSys'16; TR-Spark Fig. 7c).
+
+    A map stage is *flagged* once any alive executor that holds one of its outputs (or runs one
+    of its tasks) would die before the stage's outputs are consumed with probability at least
+    ``risk``:
+
+    .. math:: P(\\text{fail in } [\\tau_e, \\tau_e + H] \\mid T > \\tau_e) \\ge risk,
+
+    where :math:`H` is the consumption horizon (the next-stage start estimate
+    :math:`\\alpha\\sum N_i T_i / \\#cores`, s). From then on every output of the stage, present
+    and future, is backed up to remote. Checked on every task end and tick.
+
+    Parameters
+    ----------
+    lifetime : LifetimeModel
+        The lifetime distribution the policy believes (s).
+    alpha : float
+        The ``α`` of the horizon estimate (>= 1).
+    risk : float
+        Failure probability above which an executor counts as at risk (0..1).
+    """
+
+    name = "stage"
+
+    def __init__(self, lifetime: LifetimeModel, alpha: float = 1.5, risk: float = 0.05) -> None:
+        self.lifetime = lifetime
+        self.alpha = alpha
+        self.risk = risk
+        self.state = JobState()
+        self.flagged: set[int] = set()
+        self.released: set[tuple[int, int]] = set()
+
+    def handle(self, event: Event) -> Sequence[Command]:
+        self.state.apply(event)
+        _forget_released(event, self.released)
+        if isinstance(event, TaskEnded) and event.successful:
+            if event.stage_id in self.flagged:
+                return _remote_backups(self._stage_outputs(event.stage_id), self.released)
+            return self._flag_risky_stages()
+        if isinstance(event, Tick):
+            return self._flag_risky_stages()
+        return ()
+
+    def _stage_outputs(self, stage_id: int) -> list[MapOutput]:
+        stage = self.state.stages[stage_id]
+        if stage.shuffle_id is None:
+            return []
+        return [b for p in stage.finished if (b := self.state.outputs.get((stage.shuffle_id, p))) is not None]
+
+    def _flag_risky_stages(self) -> list[Command]:
+        state = self.state
+        horizon = consumption_horizon(state, self.alpha)
+        out: list[Command] = []
+        for stage in state.stages.values():
+            if stage.stage_id in self.flagged or stage.shuffle_id is None:
+                continue
+            if stage.shuffle_id in state.consumed_shuffles:
+                continue
+            blocks = self._stage_outputs(stage.stage_id)
+            holders = {h for b in blocks for h in b.holders()}
+            holders.update(e for copies in stage.running.values() for e in copies)
+            ages = [state.executors[h].age(state.now) for h in holders if h in state.executors]
+            if not ages:
+                continue
+            risk = self.lifetime.prob_fail(ages, 0.0, horizon)
+            if float(max(risk)) >= self.risk:
+                self.flagged.add(stage.stage_id)
+                out.extend(_remote_backups(blocks, self.released))
+        return out
+
+    def summary(self) -> dict[str, object]:
+        return {"backups_planned": len(self.released), "stages_flagged": len(self.flagged)}
+
+
+class IntervalPolicy(Policy):
+    """Periodic checkpointing with the Young/Daly period (Young 1974, Daly 2006).
+
+    Every period :math:`P` all map outputs that exist, are not yet on remote storage and are
+    not consumed are backed up to remote:
+
+    .. math:: P = \\sqrt{2\\,\\delta\\,MTTF}, \\qquad
+              \\delta = \\frac{\\bar b \\cdot c}{\\min(B_r, B_{cap}/n)},
+
+    with :math:`MTTF` the mean executor lifetime of the believed model (s), and the checkpoint
+    cost :math:`\\delta` (s) the time one executor needs to write one wave of outputs: the mean
+    map-output size :math:`\\bar b` (bytes) times its cores :math:`c`, at its share of the remote
+    bandwidth (per-executor :math:`B_r`, total cap :math:`B_{cap}` over :math:`n` executors, bytes/s).
+    :math:`\\delta` is re-estimated from the outputs seen so far at every checkpoint.
+    """
+
+    name = "interval"
+
+    def __init__(self, lifetime: LifetimeModel, remote_bandwidth: float, remote_cap: float) -> None:
+        self.mttf = lifetime.mean()
+        self.remote_bandwidth = remote_bandwidth
+        self.remote_cap = remote_cap
+        self.state = JobState()
+        self.released: set[tuple[int, int]] = set()
+        self.last_checkpoint = 0.0
+        self.checkpoints = 0
+        self.period: float | None = None
+
+    def checkpoint_seconds(self) -> float | None:
+        """δ: seconds to write one wave of outputs from one executor (None before any output)."""
+        sizes = [b.bytes for b in self.state.outputs.values()]
+        executors = self.state.alive_executors()
+        if not sizes or not executors:
+            return None
+        cores = sum(e.cores for e in executors) / len(executors)
+        share = min(self.remote_bandwidth, self.remote_cap / len(executors))
+        return (sum(sizes) / len(sizes)) * cores / share
+
+    def handle(self, event: Event) -> Sequence[Command]:
+        self.state.apply(event)
+        _forget_released(event, self.released)
+        if not isinstance(event, (TaskEnded, Tick)):
+            return ()
+        delta = self.checkpoint_seconds()
+        if delta is None:
+            return ()
+        self.period = math.sqrt(2.0 * delta * self.mttf)
+        if self.state.now - self.last_checkpoint < self.period:
+            return ()
+        self.last_checkpoint = self.state.now
+        self.checkpoints += 1
+        return _remote_backups(list(self.state.live_outputs()), self.released)
+
+    def summary(self) -> dict[str, object]:
+        return {"backups_planned": len(self.released), "checkpoints": self.checkpoints, "period_s": self.period}

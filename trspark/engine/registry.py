@@ -4,14 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from cost_model.lifetimes import from_spec
 from trspark.config import TRConfig
-from trspark.engine.baselines import AlwaysPolicy, NeverPolicy
+from trspark.engine.baselines import AlwaysPolicy, IntervalPolicy, NeverPolicy, StagePolicy
 from trspark.engine.policy import Policy
+
+
+def _stage(config: TRConfig) -> Policy:
+    return StagePolicy(from_spec(config.lifetime), alpha=config.alpha)
+
+
+def _interval(config: TRConfig) -> Policy:
+    return IntervalPolicy(from_spec(config.lifetime), config.remote_bandwidth, config.remote_cap)
+
 
 # name -> factory(config) ; the TR policy and further baselines register here.
 POLICIES: dict[str, Callable[[TRConfig], Policy]] = {
     "never": lambda config: NeverPolicy(),
     "always": lambda config: AlwaysPolicy(),
+    "stage": _stage,
+    "interval": _interval,
 }
 
 

@@ -1,0 +1,127 @@
+"""JobState: the engine's view of the job, rebuilt from hand-made event sequences."""
+
+from __future__ import annotations
+
+import pytest
+from engine_world import MB, add_executors, map_stage, run_task
+
+from trspark.engine.protocol import (
+    REMOTE,
+    BlockBackedUp,
+    BlockLost,
+    ExecutorLost,
+    ExecutorNotice,
+    ShuffleConsumed,
+    StageSubmitted,
+    TaskStarted,
+)
+from trspark.engine.state import JobState
+
+
+def _state(*groups: list) -> JobState:  # type: ignore[type-arg]
+    state = JobState()
+    for group in groups:
+        for event in group:
+            state.apply(event)
+    return state
+
+
+def _two_stage_job() -> JobState:
+    """Stage 0 (2 map tasks on a and b, shuffle 0) -> stage 1 reads shuffle 0."""
+    return _state(
+        add_executors(["a", "b"], time=0.0, cores=2),
+        [map_stage(0, 2, 0, time=0.0)],
+        run_task(0, 0, "a", start=0.0, seconds=4.0, write=10 * MB, read=30 * MB, shuffle_id=0),
+        run_task(0, 1, "b", start=0.0, seconds=6.0, write=20 * MB, read=30 * MB, shuffle_id=0),
+        [map_stage(1, 3, None, time=6.0, parents=[0], parent_shuffles=[0])],
+    )
+
+
+def test_ages_count_from_vm_start_when_known() -> None:
+    state = _state(add_executors(["a"], time=10.0, vm_started=4.0))
+    state.now = 30.0
+    assert state.executors["a"].age(state.now) == pytest.approx(26.0)
+
+
+def test_stage_stats_give_unfinished_count_and_mean_time() -> None:
+    state = _two_stage_job()
+    s0, s1 = state.stages[0], state.stages[1]
+    assert (s0.unfinished, s0.mean_task_seconds(1.0)) == (0, pytest.approx(5.0))
+    assert s0.mean_write_bytes() == pytest.approx(15 * MB)
+    assert (s1.unfinished, s1.pending_count) == (3, 3)
+    state.apply(TaskStarted(time=7.0, stage_id=1, partition=0, executor_id="a"))
+    assert s1.pending_count == 2
+    assert [s.stage_id for s in state.runnable_stages()] == [1]
+
+
+def test_map_outputs_know_their_place_and_size() -> None:
+    state = _two_stage_job()
+    block = state.outputs[(0, 1)]
+    assert (block.executor_id, block.bytes, block.seconds) == ("b", 20 * MB, 6.0)
+    assert [b.block_id for b in state.outputs_on("a")] == [(0, 0)]
+
+
+def test_eviction_loses_unprotected_outputs_and_reopens_their_partitions() -> None:
+    state = _two_stage_job()
+    state.apply(BlockBackedUp(time=7.0, shuffle_id=0, map_index=1, target=REMOTE, bytes=20 * MB))
+    state.apply(ExecutorLost(time=8.0, executor_id="a"))
+    state.apply(ExecutorLost(time=9.0, executor_id="b"))
+    assert (0, 0) not in state.outputs
+    assert state.outputs[(0, 1)].on_remote
+    assert state.stages[0].finished == {1}
+    assert state.lifetimes["default"] == [(8.0, True), (9.0, True)]
+
+
+def test_peer_backup_outlives_its_source_but_not_its_peer() -> None:
+    state = _two_stage_job()
+    state.apply(BlockBackedUp(time=7.0, shuffle_id=0, map_index=0, target="b", bytes=10 * MB))
+    state.apply(ExecutorLost(time=8.0, executor_id="a"))
+    assert state.outputs[(0, 0)].holders() == ["b"]
+    state.apply(ExecutorLost(time=9.0, executor_id="b"))
+    assert (0, 0) not in state.outputs
+
+
+def test_rerun_of_a_lost_output_counts_as_recomputation() -> None:
+    state = _two_stage_job()
+    state.apply(BlockLost(time=8.0, shuffle_id=0, map_index=0))
+    for event in run_task(0, 0, "b", start=10.0, seconds=4.0, write=10 * MB, shuffle_id=0):
+        state.apply(event)
+    assert state.first_recompute_time == pytest.approx(10.0)
+    assert state.recompute_seconds == pytest.approx(4.0)
+
+
+def test_running_work_lost_with_its_executor_is_counted() -> None:
+    state = _two_stage_job()
+    state.apply(TaskStarted(time=7.0, stage_id=1, partition=0, executor_id="a"))
+    state.apply(ExecutorLost(time=10.0, executor_id="a"))
+    assert state.lost_work_seconds == pytest.approx(3.0)
+    assert state.stages[1].pending_count == 3
+
+
+def test_consumed_shuffle_marks_blocks_safe_and_notice_sets_deadline() -> None:
+    state = _two_stage_job()
+    state.apply(ExecutorNotice(time=7.0, executor_id="a", deadline=37.0))
+    assert state.executors["a"].notice_deadline == 37.0
+    assert not state.consumers_safe(0)
+    state.apply(ShuffleConsumed(time=9.0, shuffle_id=0))
+    assert all(state.is_safe(b) for b in state.outputs.values())
+    assert state.consumers_safe(0)
+
+
+def test_consumers_safe_once_reader_outputs_are_on_remote() -> None:
+    state = _state(
+        add_executors(["a"], cores=1),
+        [map_stage(0, 1, 0), map_stage(1, 1, 1, parents=[0], parent_shuffles=[0])],
+        run_task(0, 0, "a", start=0.0, seconds=1.0, write=MB, shuffle_id=0),
+        run_task(1, 0, "a", start=1.0, seconds=1.0, write=MB, shuffle_id=1),
+    )
+    assert not state.consumers_safe(0)
+    state.apply(BlockBackedUp(time=3.0, shuffle_id=1, map_index=0, target=REMOTE, bytes=MB))
+    assert state.consumers_safe(0)
+
+
+def test_resubmitted_attempt_runs_only_missing_partitions() -> None:
+    state = _two_stage_job()
+    state.apply(StageSubmitted(time=9.0, stage_id=0, num_tasks=2, shuffle_id=0, attempt=1, pending_partitions=(0,)))
+    assert state.stages[0].finished == {1}
+    assert state.stages[0].attempt == 1

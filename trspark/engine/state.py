@@ -1,0 +1,404 @@
+"""The engine's view of one Spark application, rebuilt from protocol events only.
+
+:class:`JobState` is what every policy reads: executors (start time, age, pool, termination
+notice), stages (parents, shuffles, unfinished tasks ``N_i``, mean task time ``T_i``, bytes in
+and out), map outputs (where they are, their backups, whether they were consumed), running
+task copies, and the re-computation bookkeeping the safety belt needs.
+
+It is driver-agnostic: the simulator and the live shim send the same events. Every update is
+idempotent where a driver may report the same fact twice (an ``ExecutorLost`` followed by
+``BlockLost`` for each of its blocks, a repeated ``ShuffleConsumed``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from trspark.engine.protocol import (
+    REMOTE,
+    BackupFailed,
+    BlockBackedUp,
+    BlockLost,
+    Event,
+    ExecutorAdded,
+    ExecutorLost,
+    ExecutorNotice,
+    JobEnded,
+    ShuffleConsumed,
+    StageCompleted,
+    StageSubmitted,
+    TaskEnded,
+    TaskStarted,
+)
+
+BlockId = tuple[int, int]
+"""``(shuffle_id, map_index)``: one map output."""
+
+
+@dataclass
+class ExecutorView:
+    executor_id: str
+    added: float
+    started: float
+    """Start of the lifetime clock (the VM start if the driver knows it, else registration)."""
+    host: str = ""
+    cores: int = 1
+    pool: str = "default"
+    notice_deadline: float | None = None
+    """Absolute time the executor will be gone (termination notice / spot block), if known."""
+    lost: float | None = None
+    lost_reason: str = ""
+    running: set[tuple[int, int]] = field(default_factory=set)
+    """Task copies ``(stage_id, partition)`` running here now."""
+
+    @property
+    def alive(self) -> bool:
+        return self.lost is None
+
+    def age(self, now: float) -> float:
+        """Seconds this executor has lived at ``now`` (τ in the paper)."""
+        return max(0.0, now - self.started)
+
+    @property
+    def free_cores(self) -> int:
+        return max(0, self.cores - len(self.running))
+
+
+@dataclass
+class StageView:
+    stage_id: int
+    num_tasks: int
+    parent_stage_ids: tuple[int, ...] = ()
+    parent_shuffle_ids: tuple[int, ...] = ()
+    shuffle_id: int | None = None
+    attempt: int = 0
+    submitted: float = 0.0
+    active: bool = True
+    """Submitted and not completed (its tasks are runnable or running)."""
+    finished: set[int] = field(default_factory=set)
+    """Partitions whose output currently exists (or, for a result stage, that completed)."""
+    ever_finished: set[int] = field(default_factory=set)
+    running: dict[int, set[str]] = field(default_factory=dict)
+    """partition -> executors running a copy of it."""
+    started_at: dict[tuple[int, str], float] = field(default_factory=dict)
+    tasks_done: int = 0
+    seconds_sum: float = 0.0
+    read_bytes_sum: int = 0
+    write_bytes_sum: int = 0
+
+    @property
+    def unfinished(self) -> int:
+        """``N_i``: tasks of this stage that have not (or no longer) produced their output."""
+        return max(0, self.num_tasks - len(self.finished))
+
+    @property
+    def pending_count(self) -> int:
+        """Tasks neither finished nor running (waiting for a core)."""
+        running_unfinished = sum(1 for p in self.running if p not in self.finished)
+        return max(0, self.unfinished - running_unfinished)
+
+    def mean_task_seconds(self, default: float) -> float:
+        """``T_i``: mean run time of this stage's finished tasks (``default`` before any finished)."""
+        return self.seconds_sum / self.tasks_done if self.tasks_done else default
+
+    def mean_read_bytes(self) -> float | None:
+        return self.read_bytes_sum / self.tasks_done if self.tasks_done else None
+
+    def mean_write_bytes(self) -> float | None:
+        return self.write_bytes_sum / self.tasks_done if self.tasks_done else None
+
+
+@dataclass
+class MapOutput:
+    shuffle_id: int
+    map_index: int
+    stage_id: int
+    executor_id: str
+    """Where the original copy lives (the executor that wrote it)."""
+    bytes: int
+    seconds: float
+    """Run time of the map task that produced it (its re-computation cost ``C_k``)."""
+    created: float
+    map_id: int | None = None
+    backups: set[str] = field(default_factory=set)
+    """Finished backups: ``"remote"`` and/or peer executor ids."""
+    source_lost: bool = False
+    """The writing executor died; the block lives on only in ``backups``."""
+    consumed: bool = False
+
+    @property
+    def block_id(self) -> BlockId:
+        return (self.shuffle_id, self.map_index)
+
+    @property
+    def on_remote(self) -> bool:
+        return REMOTE in self.backups
+
+    def holders(self) -> list[str]:
+        """Executors holding a copy (the writer unless lost, then peer backups)."""
+        out = [] if self.source_lost else [self.executor_id]
+        return out + sorted(b for b in self.backups if b != REMOTE)
+
+
+class JobState:
+    """Executors, stages and map outputs of one application, updated by :meth:`apply`.
+
+    Parameters
+    ----------
+    default_task_seconds : float
+        Task run time assumed for a stage before any of its tasks finished (s).
+    """
+
+    def __init__(self, default_task_seconds: float = 1.0) -> None:
+        self.default_task_seconds = default_task_seconds
+        self.now = 0.0
+        self.executors: dict[str, ExecutorView] = {}
+        self.stages: dict[int, StageView] = {}
+        self.outputs: dict[BlockId, MapOutput] = {}
+        self.shuffle_stage: dict[int, int] = {}
+        """shuffle id -> the stage that writes it."""
+        self.shuffle_readers: dict[int, set[int]] = {}
+        """shuffle id -> stages that read it."""
+        self.consumed_shuffles: set[int] = set()
+        self.lifetimes: dict[str, list[tuple[float, bool]]] = {}
+        """pool -> ``(lifetime seconds, observed eviction?)`` of executors that left (censored if not evicted)."""
+        self.first_recompute_time: float | None = None
+        self.recompute_seconds = 0.0
+        """Task-seconds spent re-running map tasks whose output had been lost."""
+        self.lost_work_seconds = 0.0
+        """Task-seconds of running tasks killed by executor loss."""
+        self.task_seconds_total = 0.0
+        self.job_ended = False
+
+    # ---- queries --------------------------------------------------------------------------
+    def alive_executors(self) -> list[ExecutorView]:
+        return [e for e in self.executors.values() if e.alive]
+
+    def total_cores(self) -> int:
+        return sum(e.cores for e in self.executors.values() if e.alive)
+
+    def active_stages(self) -> list[StageView]:
+        return [s for s in self.stages.values() if s.active]
+
+    def runnable_stages(self) -> list[StageView]:
+        """Active stages with tasks waiting for a core (all their parent shuffles complete)."""
+        return [s for s in self.active_stages() if s.pending_count and self._inputs_ready(s)]
+
+    def _inputs_ready(self, stage: StageView) -> bool:
+        for shuffle in stage.parent_shuffle_ids:
+            writer = self.shuffle_stage.get(shuffle)
+            if writer is not None and self.stages[writer].unfinished > 0:
+                return False
+        return True
+
+    def live_outputs(self) -> Iterator[MapOutput]:
+        """Map outputs that still exist and may still be read."""
+        return (b for b in self.outputs.values() if not b.consumed)
+
+    def outputs_on(self, executor_id: str) -> list[MapOutput]:
+        """Unconsumed outputs whose only at-risk copy includes ``executor_id``."""
+        return [b for b in self.live_outputs() if executor_id in b.holders()]
+
+    def reader_stages(self, shuffle_id: int) -> list[StageView]:
+        return [self.stages[s] for s in sorted(self.shuffle_readers.get(shuffle_id, ())) if s in self.stages]
+
+    def is_safe(self, block: MapOutput) -> bool:
+        """The block survives any eviction: consumed, or on remote storage."""
+        return block.consumed or block.on_remote
+
+    def consumers_safe(self, shuffle_id: int) -> bool:
+        """Every reader of ``shuffle_id`` finished and its own outputs are safe (paper §2.3).
+
+        Then the shuffle's blocks are no longer needed for any re-computation: lost reader
+        outputs come back from their backups, not by re-running the readers.
+        """
+        if shuffle_id in self.consumed_shuffles:
+            return True
+        readers = self.reader_stages(shuffle_id)
+        if not readers:
+            return False
+        for stage in readers:
+            if stage.unfinished > 0:
+                return False
+            if stage.shuffle_id is None:
+                continue  # a finished result stage needs nothing more
+            for p in range(stage.num_tasks):
+                out = self.outputs.get((stage.shuffle_id, p))
+                if out is None or not self.is_safe(out):
+                    return False
+        return True
+
+    def mean_task_seconds(self) -> float:
+        done = sum(s.tasks_done for s in self.stages.values())
+        total = sum(s.seconds_sum for s in self.stages.values())
+        return total / done if done else self.default_task_seconds
+
+    # ---- updates ----------------------------------------------------------------------------
+    def apply(self, event: Event) -> None:
+        """Fold one event into the state (events arrive in non-decreasing time)."""
+        self.now = max(self.now, event.time)
+        handler = _HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event)
+
+    def _executor_added(self, e: ExecutorAdded) -> None:
+        started = e.vm_started if e.vm_started is not None else e.time
+        self.executors[e.executor_id] = ExecutorView(
+            executor_id=e.executor_id, added=e.time, started=started, host=e.host, cores=max(1, e.cores), pool=e.pool
+        )
+
+    def _executor_notice(self, e: ExecutorNotice) -> None:
+        ex = self.executors.get(e.executor_id)
+        if ex is not None and ex.alive:
+            ex.notice_deadline = e.deadline
+
+    def _executor_lost(self, e: ExecutorLost) -> None:
+        ex = self.executors.get(e.executor_id)
+        if ex is None or not ex.alive:
+            return
+        ex.lost, ex.lost_reason = e.time, e.reason
+        self.lifetimes.setdefault(ex.pool, []).append((ex.age(e.time), e.reason == "evicted"))
+        for stage_id, partition in list(ex.running):
+            stage = self.stages.get(stage_id)
+            if stage is not None:
+                self._stop_copy(stage, partition, e.executor_id, e.time, lost=True)
+        ex.running.clear()
+        for block in list(self.outputs.values()):
+            block.backups.discard(e.executor_id)
+            if block.executor_id == e.executor_id:
+                block.source_lost = True
+            if not block.consumed and not block.holders() and not block.on_remote:
+                self._drop_output(block)
+
+    def _stage_submitted(self, e: StageSubmitted) -> None:
+        stage = self.stages.get(e.stage_id)
+        if stage is None:
+            stage = StageView(
+                stage_id=e.stage_id,
+                num_tasks=e.num_tasks,
+                parent_stage_ids=tuple(e.parent_stage_ids),
+                parent_shuffle_ids=tuple(e.parent_shuffle_ids),
+                shuffle_id=e.shuffle_id,
+                submitted=e.time,
+            )
+            self.stages[e.stage_id] = stage
+        stage.attempt, stage.active = e.attempt, True
+        if e.pending_partitions is not None:
+            # A re-submitted attempt runs only the missing partitions: everything else exists.
+            stage.finished = set(range(stage.num_tasks)) - set(e.pending_partitions)
+        if e.shuffle_id is not None:
+            self.shuffle_stage[e.shuffle_id] = e.stage_id
+        for shuffle in e.parent_shuffle_ids:
+            self.shuffle_readers.setdefault(shuffle, set()).add(e.stage_id)
+
+    def _stage_completed(self, e: StageCompleted) -> None:
+        stage = self.stages.get(e.stage_id)
+        if stage is not None:
+            stage.active = False
+
+    def _task_started(self, e: TaskStarted) -> None:
+        stage = self.stages.get(e.stage_id)
+        ex = self.executors.get(e.executor_id)
+        if stage is None or ex is None or not ex.alive:
+            return
+        stage.running.setdefault(e.partition, set()).add(e.executor_id)
+        stage.started_at[(e.partition, e.executor_id)] = e.time
+        ex.running.add((e.stage_id, e.partition))
+
+    def _task_ended(self, e: TaskEnded) -> None:
+        stage = self.stages.get(e.stage_id)
+        if stage is None:
+            return
+        self._stop_copy(stage, e.partition, e.executor_id, e.time, lost=False)
+        ex = self.executors.get(e.executor_id)
+        if ex is not None:
+            ex.running.discard((e.stage_id, e.partition))
+        self.task_seconds_total += e.duration
+        if not e.successful:
+            if e.reason == "executor_lost":
+                self.lost_work_seconds += e.duration
+            return
+        if e.partition in stage.ever_finished and e.partition not in stage.finished:
+            # A re-run of an output that existed once and was lost: re-computation (paper §5).
+            if self.first_recompute_time is None:
+                self.first_recompute_time = e.time - e.duration
+            self.recompute_seconds += e.duration
+        stage.finished.add(e.partition)
+        stage.ever_finished.add(e.partition)
+        stage.tasks_done += 1
+        stage.seconds_sum += e.duration
+        stage.read_bytes_sum += e.shuffle_read_bytes + e.input_bytes
+        stage.write_bytes_sum += e.shuffle_write_bytes
+        shuffle = e.shuffle_id if e.shuffle_id is not None else stage.shuffle_id
+        if shuffle is not None:
+            self.outputs[(shuffle, e.partition)] = MapOutput(
+                shuffle_id=shuffle,
+                map_index=e.partition,
+                stage_id=e.stage_id,
+                executor_id=e.executor_id,
+                bytes=e.shuffle_write_bytes,
+                seconds=e.duration,
+                created=e.time,
+                map_id=e.map_id,
+                consumed=shuffle in self.consumed_shuffles,
+            )
+
+    def _stop_copy(self, stage: StageView, partition: int, executor_id: str, now: float, *, lost: bool) -> None:
+        copies = stage.running.get(partition)
+        if copies is not None:
+            copies.discard(executor_id)
+            if not copies:
+                del stage.running[partition]
+        started = stage.started_at.pop((partition, executor_id), None)
+        if lost and started is not None:
+            self.lost_work_seconds += max(0.0, now - started)
+
+    def _block_backed_up(self, e: BlockBackedUp) -> None:
+        block = self.outputs.get((e.shuffle_id, e.map_index))
+        if block is None:
+            return
+        target_alive = e.target == REMOTE or (e.target in self.executors and self.executors[e.target].alive)
+        if target_alive:
+            block.backups.add(e.target)
+
+    def _block_lost(self, e: BlockLost) -> None:
+        block = self.outputs.get((e.shuffle_id, e.map_index))
+        if block is not None and not block.on_remote:
+            self._drop_output(block)
+
+    def _drop_output(self, block: MapOutput) -> None:
+        del self.outputs[block.block_id]
+        stage = self.stages.get(block.stage_id)
+        if stage is not None:
+            stage.finished.discard(block.map_index)
+
+    def _shuffle_consumed(self, e: ShuffleConsumed) -> None:
+        self.consumed_shuffles.add(e.shuffle_id)
+        for block in self.outputs.values():
+            if block.shuffle_id == e.shuffle_id:
+                block.consumed = True
+
+    def _job_ended(self, e: JobEnded) -> None:
+        self.job_ended = True
+
+
+def _ignore(state: JobState, event: object) -> None:
+    return None
+
+
+_HANDLERS: dict[type, Callable[[JobState, Any], None]] = {
+    ExecutorAdded: JobState._executor_added,
+    ExecutorNotice: JobState._executor_notice,
+    ExecutorLost: JobState._executor_lost,
+    StageSubmitted: JobState._stage_submitted,
+    StageCompleted: JobState._stage_completed,
+    TaskStarted: JobState._task_started,
+    TaskEnded: JobState._task_ended,
+    BlockBackedUp: JobState._block_backed_up,
+    BackupFailed: _ignore,
+    BlockLost: JobState._block_lost,
+    ShuffleConsumed: JobState._shuffle_consumed,
+    JobEnded: JobState._job_ended,
+}
