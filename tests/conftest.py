@@ -1,0 +1,77 @@
+"""Shared fixtures: an Azurite blob-store emulator on loopback (started once per session)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+# The well-known development account of the Azure storage emulators (public, not a secret).
+AZURITE_ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+def _azurite_binary() -> str | None:
+    candidates = [os.environ.get("TRSPARK_AZURITE", ""), str(REPO / ".tools/node_modules/.bin/azurite-blob")]
+    for path in candidates:
+        if path and Path(path).exists():
+            return path
+    return shutil.which("azurite-blob")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"azurite exited early with code {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)  # polling a condition (the port), bounded by the deadline
+    raise RuntimeError(f"azurite did not listen on port {port} within {timeout} s")
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Start Azurite's blob service on 127.0.0.1 and yield its connection string.
+
+    Skipped when Azurite is not installed, except in CI (``CI=true``) where it must be
+    (``make test`` installs it).
+    """
+    binary = _azurite_binary()
+    if binary is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("Azurite is required in CI: run `make azurite` (npm install azurite@3.35)")
+        pytest.skip("Azurite not installed (run `make azurite`)")
+    port = _free_port()
+    location = tmp_path_factory.mktemp("azurite")
+    proc = subprocess.Popen(
+        [binary, "--silent", "--disableTelemetry", "--location", str(location), "--blobHost", "127.0.0.1",
+         "--blobPort", str(port), "--skipApiVersionCheck"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        _wait_for_port(port, proc, timeout=60)
+        yield (
+            "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+            f"AccountKey={AZURITE_ACCOUNT_KEY};BlobEndpoint=http://127.0.0.1:{port}/devstoreaccount1;"
+        )
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

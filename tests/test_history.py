@@ -1,0 +1,108 @@
+"""Lifetime history: records survive, unreachable stores degrade, fits follow the documented rule."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from trspark.history import (
+    HistoryError,
+    HistoryStore,
+    LifetimeRecord,
+    LifetimeRecorder,
+    check_url,
+    fit_lifetime,
+)
+
+TRUE_SHAPE, TRUE_SCALE = 1.5, 600.0
+TRUE_MEAN = float(stats.weibull_min(TRUE_SHAPE, scale=TRUE_SCALE).mean())
+
+
+def _weibull_records(n: int, seed: int, *, app: str = "app-1", horizon: float = 900.0) -> list[LifetimeRecord]:
+    """n executors with Weibull lifetimes; those alive at `horizon` are right-censored there."""
+    rng = np.random.default_rng(seed)
+    life = stats.weibull_min(TRUE_SHAPE, scale=TRUE_SCALE).rvs(n, random_state=rng)
+    return [
+        LifetimeRecord("pool-a", app, str(i), float(min(x, horizon)), bool(x < horizon)) for i, x in enumerate(life)
+    ]
+
+
+def test_store_roundtrip_local(tmp_path):
+    store = HistoryStore(str(tmp_path / "hist"))
+    recs = _weibull_records(10, seed=1)
+    store.append(recs[:4])
+    store.append(recs[4:])
+    assert sorted(store.load("pool-a"), key=lambda r: int(r.executor_id)) == recs
+    assert store.load("other-pool") == []
+
+
+def test_recorder_censors_survivors_at_finish(tmp_path):
+    store = HistoryStore(f"file://{tmp_path}/h")
+    rec = LifetimeRecorder(store, pool="p", app_id="a")
+    rec.executor_added("0", 0.0)
+    rec.executor_added("1", 5.0)
+    rec.executor_lost("0", 30.0, evicted=True)
+    rec.finish(100.0)
+    got = {r.executor_id: (r.duration, r.observed) for r in store.load("p")}
+    assert got == {"0": (30.0, True), "1": (95.0, False)}
+
+
+def test_unreachable_store_keeps_records_and_warns_once(tmp_path, caplog):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the store's folder should be")
+    store = HistoryStore(str(blocker / "hist"))
+    rec = LifetimeRecorder(store, pool="p", app_id="a")
+    with caplog.at_level(logging.WARNING, logger="trspark.history"):
+        for i in range(3):
+            rec.executor_added(str(i), 0.0)
+            rec.executor_lost(str(i), 10.0 + i, evicted=True)
+    assert len(rec.pending) == 3 and rec.written == 0
+    assert sum("unreachable" in m for m in caplog.messages) == 1
+    # The store comes back: everything pending is written, nothing lost.
+    blocker.unlink()
+    assert rec.flush()
+    assert len(store.load("p")) == 3
+
+
+def test_check_url_fails_fast_naming_the_key(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(HistoryError, match=r"spark\.trspark\.history\.url"):
+        check_url(str(blocker / "sub"))
+
+
+def test_fit_rule_configured_weibull_km():
+    few = _weibull_records(4, seed=2, horizon=1e9)
+    assert fit_lifetime(few, "exponential:mean=100").method == "configured"
+    some = _weibull_records(20, seed=3)
+    assert fit_lifetime(some, "exponential:mean=100").method == "weibull"
+    many = _weibull_records(200, seed=4)
+    assert fit_lifetime(many, "exponential:mean=100").method == "kaplan-meier"
+
+
+@pytest.mark.parametrize("n", [20, 200])
+def test_fitted_mean_within_20_percent(n):
+    fit = fit_lifetime(_weibull_records(n, seed=5 + n), "exponential:mean=100")
+    assert abs(fit.model.mean() - TRUE_MEAN) / TRUE_MEAN < 0.20, (fit.method, fit.model.mean(), TRUE_MEAN)
+
+
+@pytest.mark.azurite
+def test_store_on_azurite(azurite, monkeypatch):
+    from azure.storage.blob import BlobServiceClient
+
+    BlobServiceClient.from_connection_string(azurite).create_container("history")
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite)
+    url = "abfs://history/trspark"
+    check_url(url)
+    store = HistoryStore(url)
+    recs = _weibull_records(40, seed=7)
+    store.append(recs[:20])
+    store.append(recs[20:])
+    loaded = store.load("pool-a")
+    assert sorted(loaded, key=lambda r: int(r.executor_id)) == recs
+    fit = fit_lifetime(loaded, "exponential:mean=100")
+    assert fit.method == "kaplan-meier"
+    assert abs(fit.model.mean() - TRUE_MEAN) / TRUE_MEAN < 0.20
