@@ -1,0 +1,122 @@
+"""trspark.spark_conf / trspark.configure: the settings PySpark users apply."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import trspark
+from trspark import sparkconf
+from trspark.config import ConfigError
+
+FAKE_JAR = "/opt/trspark/trspark-shim-abc123.jar"
+
+
+@pytest.fixture
+def fake_jar(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The dict logic is tested without building the jar."""
+    monkeypatch.setattr(sparkconf, "plugin_jar", lambda: FAKE_JAR)
+    return FAKE_JAR
+
+
+def test_spark_conf_has_jar_plugin_python_and_the_options_in_both_spellings(fake_jar: str) -> None:
+    conf = trspark.spark_conf(mode="always", recursionDepth=4, remote_path="file:///tmp/bk", scheduling=False)
+    assert conf == {
+        "spark.jars": fake_jar,
+        "spark.plugins": "org.apache.spark.trspark.TRSparkPlugin",
+        "spark.trspark.python": sys.executable,
+        "spark.trspark.mode": "always",
+        "spark.trspark.recursionDepth": "4",
+        "spark.trspark.remote.path": "file:///tmp/bk",
+        "spark.trspark.scheduling": "false",
+    }
+
+
+def test_python_option_overrides_the_interpreter(fake_jar: str) -> None:
+    assert trspark.spark_conf(python="/usr/bin/python3")["spark.trspark.python"] == "/usr/bin/python3"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"mode": "sometimes"}, "spark.trspark.mode='sometimes' is not valid; allowed: tr | always | never"),
+        ({"gamma": -1}, "spark.trspark.gamma='-1' is not valid; allowed: a number > 0"),
+        ({"recursionDepth": 100}, "allowed: an integer 0..64"),
+        ({"lifetime": "gamma:k=2"}, "unknown lifetime model 'gamma'"),
+        ({"colour": "red"}, "unknown trspark option 'colour'"),
+        ({"recursion_depth": 3, "recursionDepth": 4}, "spark.trspark.recursionDepth is given twice"),
+    ],
+)
+def test_bad_options_raise_config_error_naming_the_key(fake_jar: str, options: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        trspark.spark_conf(**options)
+    assert message in str(info.value)
+
+
+def test_configure_appends_to_existing_jars_and_plugins_of_a_dict(fake_jar: str) -> None:
+    settings = {"spark.jars": "/a.jar, /b.jar", "spark.plugins": "com.example.Other", "spark.app.name": "x"}
+    assert trspark.configure(settings, mode="never") is settings
+    assert settings["spark.jars"] == f"/a.jar,/b.jar,{fake_jar}"
+    assert settings["spark.plugins"] == "com.example.Other,org.apache.spark.trspark.TRSparkPlugin"
+    assert settings["spark.trspark.mode"] == "never" and settings["spark.app.name"] == "x"
+    trspark.configure(settings)  # applying twice does not duplicate list entries
+    assert settings["spark.jars"].count(fake_jar) == 1
+
+
+def test_configure_sparkconf_and_builder_without_starting_spark(fake_jar: str) -> None:
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    conf = SparkConf(loadDefaults=False).set("spark.jars", "/x.jar")
+    assert trspark.configure(conf, gamma=2) is conf
+    assert conf.get("spark.jars") == f"/x.jar,{fake_jar}" and conf.get("spark.trspark.gamma") == "2"
+
+    builder = SparkSession.builder.config("spark.plugins", "com.example.P")
+    assert trspark.configure(builder, mode="always") is builder
+    options = builder._options
+    assert options["spark.plugins"] == "com.example.P,org.apache.spark.trspark.TRSparkPlugin"
+    assert options["spark.jars"] == fake_jar and options["spark.trspark.mode"] == "always"
+
+
+def test_configure_rejects_other_objects(fake_jar: str) -> None:
+    with pytest.raises(TypeError, match="SparkSession.Builder, a SparkConf or a dict"):
+        trspark.configure(42)
+
+
+def test_missing_shim_module_gives_a_fix_it_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "trspark.shim", None)  # import of it raises ImportError
+    with pytest.raises(RuntimeError, match="trspark build-shim"):
+        sparkconf.plugin_jar()
+
+
+# A fresh interpreter: the plugin jar must be on the driver's class path when its JVM starts, which
+# a JVM gateway left running by another test module would not give.
+SESSION_SCRIPT = textwrap.dedent("""
+    from pyspark.sql import SparkSession
+    import trspark
+    builder = SparkSession.builder.master("local[1]").appName("trspark-configure-test")
+    builder = builder.config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "3")
+    spark = trspark.configure(builder, mode="always").getOrCreate()
+    try:
+        df = spark.range(0, 1000).selectExpr("id % 7 AS k", "id AS v").groupBy("k").sum("v").orderBy("k")
+        print("ROWS", [(r[0], r[1]) for r in df.collect()])
+        print("PLUGINS", spark.sparkContext.getConf().get("spark.plugins"))
+    finally:
+        spark.stop()
+""")
+
+
+@pytest.mark.spark
+def test_local_session_built_with_configure_runs_a_query() -> None:
+    try:
+        sparkconf.plugin_jar()
+    except Exception as exc:  # any build failure means: no jar to test against
+        pytest.skip(f"the plugin jar cannot be built here: {exc}")
+    proc = subprocess.run([sys.executable, "-c", SESSION_SCRIPT], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    expected = [(k, sum(v for v in range(1000) if v % 7 == k)) for k in range(7)]
+    assert f"ROWS {expected}" in proc.stdout
+    assert "PLUGINS org.apache.spark.trspark.TRSparkPlugin" in proc.stdout
