@@ -1,5 +1,29 @@
 """Pure cost math of TR-Spark (§4): lifetimes, cascading recomputation, backup costs. No Spark, no I/O."""
 
-from .lifetimes import LifetimeModel, from_spec
+from .lifetimes import (
+    Bathtub,
+    Capped,
+    Deterministic,
+    Empirical,
+    Exponential,
+    LifetimeModel,
+    LogNormal,
+    Notice,
+    Weibull,
+    from_spec,
+    with_notice,
+)
 
-__all__ = ["LifetimeModel", "from_spec"]
+__all__ = [
+    "Bathtub",
+    "Capped",
+    "Deterministic",
+    "Empirical",
+    "Exponential",
+    "LifetimeModel",
+    "LogNormal",
+    "Notice",
+    "Weibull",
+    "from_spec",
+    "with_notice",
+]

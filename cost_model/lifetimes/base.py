@@ -1,20 +1,37 @@
 """The one interface every executor-lifetime model implements.
 
 A lifetime model describes the random time ``T`` (seconds) from an executor's start until it is
-taken away. Subclasses supply the least they must -- ``sf`` and ``pdf`` (and, where it helps
-numerics, ``cumulative_hazard`` / ``mean`` / ``sample``) -- and this base derives the rest,
-including the *conditional* quantities TR-Spark needs for an executor that has already lived
-``age`` seconds (paper §4.1, our notation):
+taken away. Subclasses supply the least they must -- ``sf``, ``pdf``, ``mean``, ``sample`` and
+``spec`` (and, where it helps numerics, ``cumulative_hazard`` / ``hazard`` /
+``expected_lifetime`` / ``mean_residual_life``) -- and this base derives the rest, including the
+*conditional* quantities TR-Spark needs for an executor that has already lived ``age`` seconds
+(paper §4.1, our notation):
 
 .. math::
 
     f(t \\mid \\tau) = \\frac{f(\\tau + t)}{S(\\tau)}, \\qquad
-    P(a \\le T - \\tau < b \\mid T > \\tau) = \\frac{S(\\tau + a) - S(\\tau + b)}{S(\\tau)}, \\qquad
+    P(a < T - \\tau \\le b \\mid T > \\tau) = \\frac{S(\\tau + a) - S(\\tau + b)}{S(\\tau)}, \\qquad
     E_\\tau(a, b) = \\int_a^b \\frac{S(\\tau + u)}{S(\\tau)}\\,du .
 
 Times ``t``, ``a``, ``b`` in the conditional methods are measured *from now* (the executor's
 current age ``τ``), never absolute. All methods are vectorised over numpy arrays and broadcast
-their arguments; scalars in give numpy scalars / 0-d results out.
+their arguments; scalars in give 0-d arrays out.
+
+Conventions every model follows
+-------------------------------
+* ``S(t) = P(T > t)`` is right-continuous, so a failure window ``(a, b]`` is open on the left.
+* ``pdf`` / ``cond_pdf`` / ``hazard`` describe only the *absolutely continuous* part of the law.
+  Models with point masses (``continuous = False``: :class:`Deterministic`, :class:`Empirical`,
+  the 24 h cap of :class:`Bathtub`, :class:`Notice`) put probability where ``pdf`` cannot show it,
+  so ``∫ pdf dt`` under-counts failures for them. **Consumers that integrate a failure density
+  over a time grid must use** :meth:`LifetimeModel.cell_fail_probs` (the exact ``dF`` per cell),
+  never ``cond_pdf(t) * dt``.
+* The conditional methods work on cumulative-hazard differences,
+  ``S(τ+t)/S(τ) = exp(-(H(τ+t) - H(τ)))``, so they stay exact where ``S(τ)`` underflows.
+* An executor observed alive at or past the end of the support (``S(τ) = 0``, e.g. past a known
+  deadline) is treated as *failing now*: its residual lifetime is ``0+``, so
+  ``cond_sf(τ, t) = 1`` for ``t <= 0`` and ``0`` for ``t > 0``; all its failure probability falls
+  in the first cell of a grid that starts at 0, and its expected remaining life is 0.
 """
 
 from __future__ import annotations
@@ -23,6 +40,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.integrate import quad, simpson
 
 FloatArray = NDArray[np.float64]
 
@@ -30,14 +48,51 @@ _TINY = 1e-300
 
 
 def as_float_array(x: ArrayLike) -> FloatArray:
+    """``x`` as a float64 ndarray (no copy when it already is one)."""
     return np.asarray(x, dtype=np.float64)
 
 
+def check_positive(model: str, param: str, value: float, unit: str = "seconds") -> float:
+    """Return ``float(value)`` or raise ``ValueError`` naming the model and parameter unless ``0 < value < inf``."""
+    number = _as_number(model, param, value)
+    if not (np.isfinite(number) and number > 0.0):
+        raise ValueError(f"{model}: {param!r} must be a finite number > 0 ({unit}), got {value!r}")
+    return number
+
+
+def check_nonnegative(model: str, param: str, value: float, unit: str = "seconds") -> float:
+    """Return ``float(value)`` or raise ``ValueError`` naming the model and parameter unless ``0 <= value < inf``."""
+    number = _as_number(model, param, value)
+    if not (np.isfinite(number) and number >= 0.0):
+        raise ValueError(f"{model}: {param!r} must be a finite number >= 0 ({unit}), got {value!r}")
+    return number
+
+
+def check_unit_interval(model: str, param: str, value: float, *, closed_right: bool = True) -> float:
+    """Return ``float(value)`` or raise ``ValueError`` unless it lies in ``[0, 1]`` (``[0, 1)`` if not closed_right)."""
+    number = _as_number(model, param, value)
+    ok = 0.0 <= number <= 1.0 if closed_right else 0.0 <= number < 1.0
+    if not ok:
+        bound = "[0, 1]" if closed_right else "[0, 1)"
+        raise ValueError(f"{model}: {param!r} must be a probability in {bound}, got {value!r}")
+    return number
+
+
+def _as_number(model: str, param: str, value: float) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{model}: {param!r} must be a number, got {value!r}") from exc
+
+
 class LifetimeModel(ABC):
-    """Distribution of an executor's lifetime ``T`` in seconds (support ``[0, upper)``)."""
+    """Distribution of an executor's lifetime ``T`` in seconds (support ``[0, upper]``)."""
 
     #: Short name used by :func:`cost_model.lifetimes.from_spec` (e.g. ``"weibull"``).
     name: str = ""
+
+    #: ``False`` when the law has point masses that ``pdf`` does not show (see module docstring).
+    continuous: bool = True
 
     # ---- what a model must supply ------------------------------------------------------------
     @abstractmethod
@@ -46,11 +101,11 @@ class LifetimeModel(ABC):
 
     @abstractmethod
     def pdf(self, t: ArrayLike) -> FloatArray:
-        """Density :math:`f(t) = -dS/dt` in 1/s (0 outside the support)."""
+        """Density :math:`f(t) = -dS/dt` of the continuous part, in 1/s (0 outside the support)."""
 
     @abstractmethod
     def mean(self) -> float:
-        """:math:`E[T]` in seconds."""
+        """:math:`E[T] = \\int_0^\\infty S(t)\\,dt` in seconds."""
 
     @abstractmethod
     def sample(self, n: int, rng: np.random.Generator) -> FloatArray:
@@ -71,9 +126,9 @@ class LifetimeModel(ABC):
         return 1.0 - self.sf(t)
 
     def cumulative_hazard(self, t: ArrayLike) -> FloatArray:
-        """:math:`H(t) = -\\ln S(t)` (``inf`` past the support)."""
+        """:math:`H(t) = -\\ln S(t)` (``inf`` past the support). Override where ``S`` underflows."""
         with np.errstate(divide="ignore"):
-            return -np.log(self.sf(t))
+            return np.asarray(-np.log(self.sf(t)), dtype=np.float64)
 
     def hazard(self, t: ArrayLike) -> FloatArray:
         """:math:`h(t) = f(t) / S(t)` in 1/s (``inf`` past the support)."""
@@ -83,69 +138,118 @@ class LifetimeModel(ABC):
             return np.where(s > _TINY, f / np.maximum(s, _TINY), np.inf)
 
     # ---- conditional on having lived `age` seconds ---------------------------------------------
-    def cond_sf(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
-        """:math:`P(T > \\tau + t \\mid T > \\tau) = S(\\tau + t) / S(\\tau)`.
+    def _alive(self, age: FloatArray) -> NDArray[np.bool_]:
+        """Whether ``S(age) > 0``, i.e. being alive at ``age`` is possible under the model."""
+        return np.asarray(np.isfinite(self.cumulative_hazard(age)))
 
-        An executor already past the support (``S(τ) = 0``) is treated as failing now (0).
+    def cond_sf(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
+        """:math:`P(T > \\tau + t \\mid T > \\tau) = e^{-(H(\\tau + t) - H(\\tau))}` (dimensionless).
+
+        Equals 1 for ``t <= 0``. Past the support (``S(τ) = 0``) the executor fails now: 0 for
+        ``t > 0``.
         """
         age_a = as_float_array(age)
-        t_a = np.maximum(as_float_array(t), 0.0)
-        s0 = self.sf(age_a)
-        st = self.sf(age_a + t_a)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(s0 > _TINY, np.clip(st / np.maximum(s0, _TINY), 0.0, 1.0), 0.0)
+        t_a = as_float_array(t)
+        h0 = self.cumulative_hazard(age_a)
+        h1 = self.cumulative_hazard(age_a + np.maximum(t_a, 0.0))
+        alive = np.isfinite(h0)
+        with np.errstate(invalid="ignore", over="ignore"):
+            ratio = np.exp(-np.where(alive, np.maximum(h1 - h0, 0.0), np.inf))
+        return np.where(t_a <= 0.0, 1.0, ratio)
 
     def cond_pdf(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
-        """Failure density ``t`` seconds from now given alive at age τ: :math:`f(\\tau+t)/S(\\tau)` (1/s)."""
+        """Failure density ``t`` s from now given alive at τ: :math:`f(\\tau+t)/S(\\tau) = h(\\tau+t)\\,S(\\tau+t)/S(\\tau)` (1/s).
+
+        Continuous part only (0 for ``t < 0`` and past the support). To integrate failures
+        over time use :meth:`cell_fail_probs`, which also counts point masses.
+        """
         age_a = as_float_array(age)
         t_a = as_float_array(t)
-        s0 = self.sf(age_a)
-        f = np.where(t_a >= 0.0, self.pdf(age_a + np.maximum(t_a, 0.0)), 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(s0 > _TINY, f / np.maximum(s0, _TINY), 0.0)
+        haz = self.hazard(age_a + np.maximum(t_a, 0.0))
+        surv = self.cond_sf(age_a, np.maximum(t_a, 0.0))
+        with np.errstate(invalid="ignore"):
+            dens = np.where(surv > 0.0, haz * surv, 0.0)
+        return np.where((t_a >= 0.0) & self._alive(age_a), dens, 0.0)
 
     def prob_fail(self, age: ArrayLike, a: ArrayLike, b: ArrayLike) -> FloatArray:
-        """:math:`P(\\text{fail in } [\\tau+a, \\tau+b) \\mid T > \\tau)` (dimensionless, 0 if b <= a)."""
-        a_a = np.maximum(as_float_array(a), 0.0)
+        """:math:`P(a < T - \\tau \\le b \\mid T > \\tau) = S_\\tau(a) - S_\\tau(b)` (dimensionless, 0 if ``b <= a``).
+
+        Exact for every model, point masses included.
+        """
+        a_a = as_float_array(a)
         b_a = np.maximum(as_float_array(b), a_a)
-        return np.clip(self.cond_sf(age, a_a) - self.cond_sf(age, b_a), 0.0, 1.0)
+        return np.asarray(np.clip(self.cond_sf(age, a_a) - self.cond_sf(age, b_a), 0.0, 1.0))
+
+    def cell_fail_probs(self, age: ArrayLike, grid: ArrayLike) -> FloatArray:
+        """Probability of failing in each cell of a time grid, given alive at age τ.
+
+        .. math::
+
+            p_i = P(g_i < T - \\tau \\le g_{i+1} \\mid T > \\tau) = S_\\tau(g_i) - S_\\tau(g_{i+1}),
+            \\qquad \\sum_i p_i = P(g_0 < T - \\tau \\le g_n \\mid T > \\tau).
+
+        This is the exact ``dF`` of each cell for every model -- continuous ones, step functions
+        (:class:`Empirical`) and point masses (:class:`Deterministic`, :class:`Notice`, the cap of
+        :class:`Bathtub`) alike -- so a consumer approximates
+        :math:`\\int_{g_0}^{g_n} f(\\tau, t)\\,g(t)\\,dt \\approx \\sum_i p_i\\,g(t_i^*)` with any point
+        :math:`t_i^*` of cell *i*, instead of ``cond_pdf(t) * dt`` which misses point masses.
+
+        Parameters
+        ----------
+        age : array_like
+            Current age(s) τ in seconds; any shape ``A``.
+        grid : array_like
+            1-D non-decreasing times from now ``g_0 <= ... <= g_n`` in seconds (``n >= 1``).
+
+        Returns
+        -------
+        ndarray, shape ``A + (n,)``
+            Dimensionless probabilities, each in ``[0, 1]``.
+        """
+        grid_a = as_float_array(grid)
+        if grid_a.ndim != 1 or grid_a.size < 2:
+            raise ValueError(f"cell_fail_probs: 'grid' must be a 1-D array of >= 2 times, got shape {grid_a.shape}")
+        if np.any(np.diff(grid_a) < 0.0) or not np.all(np.isfinite(grid_a)):
+            raise ValueError("cell_fail_probs: 'grid' must be finite and non-decreasing")
+        surv = self.cond_sf(as_float_array(age)[..., None], grid_a)
+        return np.asarray(np.clip(surv[..., :-1] - surv[..., 1:], 0.0, 1.0))
 
     def expected_lifetime(self, age: ArrayLike, a: ArrayLike, b: ArrayLike, *, points: int = 129) -> FloatArray:
         """Expected time alive within ``[τ+a, τ+b]``: :math:`E_\\tau(a,b) = \\int_a^b S(\\tau+u)/S(\\tau)\\,du` (s).
 
         This is the paper's ``E(t_i, t_j)``: the part of a window an executor is expected to
-        survive. Integrated with the composite Simpson rule on ``points`` nodes (odd).
+        survive. The generic version integrates with the composite Simpson rule on ``points``
+        nodes (odd) over ``[a, min(b, upper - τ)]``; models with jumps override it exactly.
         """
         a_a = np.maximum(as_float_array(a), 0.0)
         b_a = np.maximum(as_float_array(b), a_a)
-        u = np.linspace(0.0, 1.0, points)
-        shape = np.broadcast_shapes(np.shape(age), a_a.shape, b_a.shape)
+        age_a = as_float_array(age)
+        shape = np.broadcast_shapes(age_a.shape, a_a.shape, b_a.shape)
+        age_b = np.broadcast_to(age_a, shape)[..., None]
         a_b = np.broadcast_to(a_a, shape)[..., None]
-        b_b = np.broadcast_to(b_a, shape)[..., None]
-        age_b = np.broadcast_to(as_float_array(age), shape)[..., None]
-        grid = a_b + (b_b - a_b) * u
+        hi = np.broadcast_to(np.minimum(b_a, np.maximum(self.upper - age_a, a_a)), shape)[..., None]
+        grid = a_b + (hi - a_b) * np.linspace(0.0, 1.0, points)
         vals = self.cond_sf(age_b, grid)
-        from scipy.integrate import simpson
-
-        return np.asarray(simpson(vals, x=grid, axis=-1), dtype=np.float64)
+        area = np.asarray(simpson(vals, x=grid, axis=-1), dtype=np.float64)
+        return np.where(self._alive(np.broadcast_to(age_a, shape)), area, 0.0)
 
     def mean_residual_life(self, age: ArrayLike) -> FloatArray:
-        """:math:`m(\\tau) = E[T - \\tau \\mid T > \\tau] = \\int_0^\\infty S(\\tau+u)\\,du / S(\\tau)` (s).
+        """:math:`m(\\tau) = E[T - \\tau \\mid T > \\tau] = \\int_0^\\infty S(\\tau+u)/S(\\tau)\\,du` (s).
 
-        Generic numeric version (models override with closed forms where they exist).
+        Generic adaptive quadrature of :meth:`cond_sf`, one ``quad`` per age, with the time
+        variable scaled by :meth:`mean` so that 1e-12 s and 1e12 s models integrate alike.
+        Models override it with closed forms where they exist.
         """
-        from scipy.integrate import quad
-
         ages = as_float_array(age)
-        out = np.empty(ages.shape, dtype=np.float64)
+        out = np.zeros(ages.shape, dtype=np.float64)
+        mean = self.mean()
+        scale = mean if np.isfinite(mean) and mean > _TINY else 1.0
         for idx, tau in np.ndenumerate(ages):
-            s0 = float(self.sf(tau))
-            if s0 <= _TINY:
-                out[idx] = 0.0
+            if not bool(self._alive(as_float_array(tau))):
                 continue
-            upper = self.upper - float(tau) if np.isfinite(self.upper) else np.inf
-            val, _ = quad(lambda u, tau=tau: float(self.sf(tau + u)), 0.0, upper, limit=200)
-            out[idx] = val / s0
+            span = (self.upper - float(tau)) / scale
+            val, _ = quad(lambda v, tau=tau: float(self.cond_sf(tau, v * scale)), 0.0, span, limit=200)
+            out[idx] = val * scale
         return out
 
     def __repr__(self) -> str:

@@ -5,11 +5,18 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .base import FloatArray, LifetimeModel, as_float_array
+from .base import FloatArray, LifetimeModel, as_float_array, check_positive
 
 
 class Exponential(LifetimeModel):
-    """:math:`S(t) = e^{-\\lambda t}`, :math:`f(t) = \\lambda e^{-\\lambda t}`, mean :math:`1/\\lambda` (s).
+    """Constant eviction rate :math:`\\lambda` (1/s).
+
+    .. math::
+
+        S(t) = e^{-\\lambda t}, \\quad f(t) = \\lambda e^{-\\lambda t}, \\quad h(t) = \\lambda, \\quad
+        E[T] = m(\\tau) = 1/\\lambda, \\quad E_\\tau(a, b) = \\frac{e^{-\\lambda a} - e^{-\\lambda b}}{\\lambda}.
+
+    Memoryless: every conditional quantity is independent of the age τ.
 
     Parameters
     ----------
@@ -23,16 +30,15 @@ class Exponential(LifetimeModel):
 
     def __init__(self, mean: float | None = None, *, rate: float | None = None) -> None:
         if (mean is None) == (rate is None):
-            raise ValueError("exponential: give exactly one of 'mean' or 'rate'")
+            raise ValueError("exponential: give exactly one of 'mean' (seconds) or 'rate' (1/s)")
         if mean is not None:
-            if not (np.isfinite(mean) and mean > 0):
-                raise ValueError(f"exponential: 'mean' must be a finite number > 0 seconds, got {mean!r}")
-            self.rate_ = 1.0 / float(mean)
+            # Remember what was given so that spec() round-trips it bit for bit.
+            self._given = ("mean", check_positive(self.name, "mean", mean))
+            self.rate_ = 1.0 / self._given[1]
         else:
             assert rate is not None
-            if not (np.isfinite(rate) and rate > 0):
-                raise ValueError(f"exponential: 'rate' must be a finite number > 0 per second, got {rate!r}")
-            self.rate_ = float(rate)
+            self._given = ("rate", check_positive(self.name, "rate", rate, "per second"))
+            self.rate_ = self._given[1]
 
     def sf(self, t: ArrayLike) -> FloatArray:
         return np.exp(-self.rate_ * np.maximum(as_float_array(t), 0.0))
@@ -45,7 +51,20 @@ class Exponential(LifetimeModel):
         return self.rate_ * np.maximum(as_float_array(t), 0.0)
 
     def hazard(self, t: ArrayLike) -> FloatArray:
-        return np.full(np.shape(t), self.rate_, dtype=np.float64)
+        return np.where(as_float_array(t) >= 0.0, self.rate_, 0.0)
+
+    def cond_sf(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
+        # Memoryless: exact at any age, with no cancellation of large H(τ) values.
+        shape = np.broadcast_shapes(np.shape(age), np.shape(t))
+        return np.broadcast_to(self.sf(t), shape).copy()
+
+    def expected_lifetime(self, age: ArrayLike, a: ArrayLike, b: ArrayLike, *, points: int = 129) -> FloatArray:
+        a_a = np.maximum(as_float_array(a), 0.0)
+        b_a = np.maximum(as_float_array(b), a_a)
+        # (e^{-λa} - e^{-λb}) / λ written with expm1 so that short windows keep their digits.
+        area = -np.exp(-self.rate_ * a_a) * np.expm1(-self.rate_ * (b_a - a_a)) / self.rate_
+        shape = np.broadcast_shapes(np.shape(age), area.shape)
+        return np.broadcast_to(area, shape).copy()
 
     def mean(self) -> float:
         return 1.0 / self.rate_
@@ -57,4 +76,5 @@ class Exponential(LifetimeModel):
         return rng.exponential(1.0 / self.rate_, size=n)
 
     def spec(self) -> str:
-        return f"exponential:mean={1.0 / self.rate_:.17g}"
+        key, value = self._given
+        return f"exponential:{key}={value!r}"
