@@ -1,0 +1,208 @@
+"""Expected cost of backing up a map output to remote storage (``C_BR``) or to a peer (``C_BL``), paper §4.3.
+
+For output :math:`k` on executor :math:`X` (failure law :math:`f(\\tau, t)`, cdf :math:`F_X`), consumed at
+:math:`T = T_{max}` (s from now), copied in :math:`BT(x) = \\text{size} / \\text{bandwidth}(x)` seconds:
+
+.. math::
+
+    C_{B1}(x) &= \\int_0^{BT} f(\\tau,t)\\, t \\, dt
+        && \\text{backup time spent when } X \\text{ fails during the copy}
+
+    C_R(x) &= \\int_0^{\\min(BT, T)} f(\\tau,t)\\, Er(t,k)\\, dt
+        && \\text{re-computation when } X \\text{ fails before the copy is done}
+
+    C_{B2}(x) &= BT \\cdot P(BT < T_X \\le T)
+        && \\text{backup time when } X \\text{ fails after the copy}
+
+    C_B(x) &= C_{B1} + C_R + C_{B2} \\; (+\\, C_P(Y) \\text{ for a peer } Y)
+
+:math:`C_R` stops at :math:`T`: a failure after consumption costs no re-computation. Each integral is
+:math:`\\sum_i p_i\\, g(t_i^*)` with the exact cell failure mass :math:`p_i`, :math:`t_i^*` the cell
+midpoint for :math:`t` and the mean of the edge values for :math:`Er`.
+
+**Peer destination.** A copy on peer :math:`Y` is itself transient: the block is lost when both
+:math:`X` and :math:`Y` have failed before :math:`T` (:math:`X` failing after the copy is done).
+If :math:`X` fails at :math:`t \\in (BT, T]` the loss happens at :math:`t` when :math:`Y` already
+failed (during or after the copy), else at :math:`Y`'s later failure :math:`u \\in (t, T]`:
+
+.. math::
+
+    C_P(Y) = \\int_{BT}^{T} f_X(t) \\Bigl[ F_Y(t)\\, Er(t,k) + \\int_t^{T} f_Y(u)\\, Er(u,k)\\, du \\Bigr] dt
+    \\approx \\sum_i p^X_i \\Bigl[F_Y(g_{i+1})\\, \\overline{Er}_i + \\sum_{j > i} p^Y_j\\, \\overline{Er}_j\\Bigr]
+
+on the grid clipped to :math:`[BT, T]` (a failure of :math:`Y` in the same cell as :math:`X`'s is
+charged :math:`\\overline{Er}_i`). ``Er`` is the one conditioned on :math:`X`'s failure, as in
+:mod:`cost_model.recompute`. Vectorised over candidate peers.
+
+**Remote bandwidth.** :math:`\\min(b_{remote}, \\; \\text{cap} / (n + 1))` with :math:`n` other remote
+backups in flight: the store's total bandwidth is shared.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .failure import cell_fail_probs, executors_cdf
+from .lifetimes.base import FloatArray
+from .lineage import REMOTE
+from .recompute import Recompute
+
+
+@dataclass(frozen=True, slots=True)
+class BackupCost:
+    """Expected cost (s) of one backup option; ``total`` is what TR-Checkpointing compares."""
+
+    target: str
+    """``"remote"`` or the peer executor id."""
+    seconds: float
+    """:math:`BT`: copy time in seconds."""
+    b1: float
+    """:math:`C_{B1}` (s)."""
+    redo: float
+    """:math:`C_R` (s)."""
+    b2: float
+    """:math:`C_{B2}` (s)."""
+    peer_loss: float = 0.0
+    """:math:`C_P(Y)` (s); 0 for remote."""
+
+    @property
+    def total(self) -> float:
+        """:math:`C_B = C_{B1} + C_R + C_{B2} + C_P` in seconds."""
+        return self.b1 + self.redo + self.b2 + self.peer_loss
+
+
+def shared_remote_bandwidth(per_executor: float, total_cap: float, concurrent: int) -> float:
+    """Bandwidth (bytes/s) of one more remote backup: :math:`\\min(b, \\text{cap} / (n + 1))`.
+
+    Parameters
+    ----------
+    per_executor : float
+        One executor's write bandwidth to the store (bytes/s, > 0).
+    total_cap : float
+        The store's total bandwidth (bytes/s, > 0).
+    concurrent : int
+        Other remote backups in flight (>= 0).
+    """
+    _check_bandwidth("per_executor", per_executor)
+    _check_bandwidth("total_cap", total_cap)
+    if not (isinstance(concurrent, int) and concurrent >= 0):
+        raise ValueError(f"shared_remote_bandwidth: 'concurrent' must be an integer >= 0, got {concurrent!r}")
+    return min(per_executor, total_cap / (concurrent + 1))
+
+
+class BackupCosts:
+    """``C_BR`` and ``C_BL`` for the outputs known to a :class:`Recompute`.
+
+    Parameters
+    ----------
+    recompute : Recompute
+        Supplies the lineage, the grid, the failure table and ``Er``.
+    local_bandwidth : float
+        Peer-to-peer copy bandwidth (bytes/s, > 0).
+    remote_bandwidth : float
+        One executor's write bandwidth to the remote store (bytes/s, > 0).
+    remote_cap : float
+        Total remote-store bandwidth shared by concurrent backups (bytes/s, > 0).
+    """
+
+    def __init__(
+        self, recompute: Recompute, local_bandwidth: float, remote_bandwidth: float, remote_cap: float
+    ) -> None:
+        self.recompute = recompute
+        self.local_bandwidth = _check_bandwidth("local_bandwidth", local_bandwidth)
+        self.remote_bandwidth = _check_bandwidth("remote_bandwidth", remote_bandwidth)
+        self.remote_cap = _check_bandwidth("remote_cap", remote_cap)
+
+    def remote(self, shuffle_id: Hashable, map_index: int, t_max: float, concurrent: int = 0) -> BackupCost:
+        """:math:`C_{BR}`: copy to remote storage with ``concurrent`` other remote copies in flight."""
+        bandwidth = shared_remote_bandwidth(self.remote_bandwidth, self.remote_cap, concurrent)
+        return self._source_terms(shuffle_id, map_index, t_max, bandwidth, REMOTE)
+
+    def local(self, shuffle_id: Hashable, map_index: int, t_max: float, peers: Sequence[str]) -> list[BackupCost]:
+        """:math:`C_{BL}(Y)` for each peer ``Y`` in ``peers`` (live executors other than the block's)."""
+        base = self._source_terms(shuffle_id, map_index, t_max, self.local_bandwidth, "peer")
+        peer_loss = self._peer_loss(shuffle_id, map_index, t_max, base.seconds, peers)
+        return [
+            BackupCost(peer, base.seconds, base.b1, base.redo, base.b2, float(loss))
+            for peer, loss in zip(peers, peer_loss, strict=True)
+        ]
+
+    def best_local_destination(
+        self, shuffle_id: Hashable, map_index: int, t_max: float, candidates: Sequence[str] | None = None
+    ) -> BackupCost | None:
+        """The peer with the lowest :math:`C_{BL}` (ties: first in order), or None if there is none.
+
+        ``candidates`` defaults to every live executor; the executors already holding the
+        block are never candidates.
+        """
+        out = self.recompute.lineage.output(shuffle_id, map_index)
+        pool = [ex.executor_id for ex in self.recompute.lineage.executors()] if candidates is None else list(candidates)
+        peers = [p for p in pool if p not in out.locations]
+        if not peers:
+            return None
+        costs = self.local(shuffle_id, map_index, t_max, peers)
+        return costs[int(np.argmin([c.total for c in costs]))]
+
+    # ---- terms -----------------------------------------------------------------------------
+    def _source_terms(self, shuffle_id: Hashable, map_index: int, t_max: float, bandwidth: float, target: str) -> BackupCost:
+        """:math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}` for a copy at ``bandwidth`` bytes/s."""
+        rc = self.recompute
+        if not (math.isfinite(t_max) and t_max >= 0.0):
+            raise ValueError(f"backup cost: 't_max' must be a finite number >= 0 seconds, got {t_max!r}")
+        out = rc.lineage.output(shuffle_id, map_index)
+        seconds = out.size / bandwidth
+        if not math.isfinite(seconds):
+            raise ValueError(f"backup cost: copy time {out.size!r} B / {bandwidth!r} B/s is not finite")
+        failing = rc.failing_executor(out)
+        if failing is None:
+            raise ValueError(f"backup cost: map output {(shuffle_id, map_index)!r} has no live copy to back up")
+        executor = rc.lineage.executor(failing)
+        age = np.array([rc.age(failing)])
+        # C_B1 and C_R share the window [0, BT] (C_R stops at T).
+        edges = rc.grid.edges_to(seconds)
+        probs = cell_fail_probs(executor.model, age, edges)[0]
+        b1 = float(probs @ (0.5 * (edges[:-1] + edges[1:])))
+        redo_edges = edges if seconds <= t_max else rc.grid.edges_to(t_max)
+        redo_probs = probs if seconds <= t_max else cell_fail_probs(executor.model, age, redo_edges)[0]
+        er = rc.er_at(shuffle_id, map_index, redo_edges)
+        redo = float(redo_probs @ (0.5 * (er[:-1] + er[1:])))
+        after = float(executor.model.prob_fail(age[0], seconds, t_max)) if t_max > seconds else 0.0
+        return BackupCost(target, seconds, b1, redo, seconds * after)
+
+    def _peer_loss(
+        self, shuffle_id: Hashable, map_index: int, t_max: float, seconds: float, peers: Sequence[str]
+    ) -> FloatArray:
+        """:math:`C_P(Y)` (s) for every peer, shape ``(len(peers),)`` (see the module docstring)."""
+        rc = self.recompute
+        out = rc.lineage.output(shuffle_id, map_index)
+        failing = rc.failing_executor(out)
+        holders = set(out.locations)
+        for peer in peers:
+            rc.lineage.executor(peer)
+            if peer in holders:
+                raise ValueError(f"backup cost: peer {peer!r} already holds map output {(shuffle_id, map_index)!r}")
+        if t_max <= seconds or failing is None or not peers:
+            return np.zeros(len(peers))
+        # Window (BT, T] on the grid, with a leading 0 so that cdfs start from now.
+        window = np.concatenate(([0.0], np.maximum(rc.grid.edges_to(t_max), seconds)))
+        lineage, now = rc.lineage, rc.table.now
+        f_x = executors_cdf(lineage, [lineage.executor(failing)], now, window)[0, 1:]
+        f_y = executors_cdf(lineage, [lineage.executor(p) for p in peers], now, window)[:, 1:]
+        er = rc.er_at(shuffle_id, map_index, window[1:])
+        er_cell = 0.5 * (er[:-1] + er[1:])
+        p_x = np.diff(f_x)
+        p_y = np.diff(f_y, axis=1)
+        later = p_y * er_cell
+        # tail[:, i] = sum_{j > i} p^Y_j Er_j  (reverse cumulative sum, shifted by one cell)
+        tail = np.cumsum(later[:, ::-1], axis=1)[:, ::-1] - later
+        return np.asarray((f_y[:, 1:] * er_cell + tail) @ p_x)
+
+
+def _check_bandwidth(name: str, value: float) -> float:
+    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0.0):
+        raise ValueError(f"backup cost: {name!r} must be a finite number > 0 bytes/s, got {value!r}")
+    return float(value)
