@@ -1,0 +1,156 @@
+"""``trspark bench``: TPC-DS on transient executors (``tpcds``), its data (``datagen``), plots (``plot``)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from jobs.tpcds.session import POLICIES
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from jobs.tpcds.runner import BenchResult, BenchSettings
+
+
+def _policies(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(p.strip().lower() for p in value.split(",") if p.strip()))
+    bad = [p for p in names if p not in POLICIES]
+    if bad or not names:
+        raise click.BadParameter(f"{', '.join(bad) or 'empty'}; allowed: comma-separated {', '.join(POLICIES)}")
+    return names
+
+
+def _queries(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    from jobs.tpcds.queries import QueryError, parse_list
+
+    try:
+        return parse_list(value)
+    except QueryError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--queries: ")) from exc
+
+
+def _lifetime(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    from cost_model.lifetimes import from_spec
+
+    try:
+        from_spec(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    return value
+
+
+def _sf(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    if not value > 0:
+        raise click.BadParameter(f"{value} is not a scale factor; allowed: a number > 0 (0.1 for tests, 1 for benchmarks)")
+    return value
+
+
+_positive = click.FloatRange(min=0, min_open=True)
+
+
+@click.group("bench")
+def bench() -> None:
+    """Benchmarks on real Spark: TPC-DS queries while executor JVMs are killed."""
+
+
+@bench.command("datagen")
+@click.option("--sf", type=float, default=1.0, show_default=True, callback=_sf, help="TPC-DS scale factor.")
+@click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Cache root [default: $TRSPARK_TPCDS_CACHE or ~/.cache/trspark/tpcds].")
+def datagen_command(sf: float, cache: Path | None) -> None:
+    """Generate TPC-DS Parquet data with DuckDB's dsdgen (re-used when present)."""
+    from jobs.tpcds.datagen import generate
+
+    click.echo(generate(sf, cache))
+
+
+@bench.command("tpcds")
+@click.option("--sf", type=float, default=1.0, show_default=True, callback=_sf, help="TPC-DS scale factor.")
+@click.option("--queries", "queries", default="default", show_default=True, callback=_queries,
+              help="'default', 'all', or a list like q3,q7,q19.")
+@click.option("--policies", default="never,always,decommission,tr", show_default=True, callback=_policies,
+              help=f"Comma-separated subset of {', '.join(POLICIES)}.")
+@click.option("--lifetime", default=None, callback=_lifetime,
+              help="Executor lifetime model for the kills, e.g. exponential:mean=60 (seconds).")
+@click.option("--stability", type=_positive, default=None,
+              help="Mean executor lifetime as a multiple of each query's stable time (exponential). [default: 3]")
+@click.option("--executors", type=click.IntRange(1, 16), default=3, show_default=True)
+@click.option("--cores", type=click.IntRange(1, 8), default=1, show_default=True, help="Cores per executor.")
+@click.option("--memory", "memory_mb", type=click.IntRange(512, 65536), default=2048, show_default=True,
+              help="Memory per executor (MB).")
+@click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the kill schedules.")
+@click.option("--notice", type=click.FloatRange(min=0), default=30.0, show_default=True,
+              help="Seconds of termination notice (SIGPWR) before each kill, for the decommission policy.")
+@click.option("--time-cap", type=_positive, default=600.0, show_default=True,
+              help="Seconds after which a run is cancelled and recorded as failed.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("results.csv"),
+              show_default=True, help="CSV to append one row per run to.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write a slowdown chart (PNG) from --out.")
+@click.option("--master", default=None,
+              help="Run on this existing cluster (spark://host:7077) instead of a local-cluster; no kills are injected.")
+@click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, help="TPC-DS data cache root.")
+def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...], lifetime: str | None,
+                  stability: float | None, executors: int, cores: int, memory_mb: int, repeat: int, seed: int,
+                  notice: float, time_cap: float, out: Path, plot_path: Path | None, master: str | None,
+                  cache: Path | None) -> None:
+    """Run TPC-DS queries per policy, stable and under the same executor kills; one CSV row per run."""
+    if lifetime is not None and stability is not None:
+        raise click.UsageError("give --lifetime or --stability, not both")
+    from rich.console import Console
+
+    from jobs.tpcds.runner import BenchSettings
+
+    settings = BenchSettings(sf=sf, queries=queries, policies=policies, out=out, lifetime=lifetime,
+                             stability=None if lifetime else (stability or 3.0), executors=executors,
+                             cores=cores, memory_mb=memory_mb, repeat=repeat, seed=seed, time_cap=time_cap,
+                             notice=notice, master=master, cache=cache)
+    console = Console(stderr=True)
+    result = run_with_progress(settings, console)
+    from jobs.tpcds.report import summary_table
+
+    Console().print(summary_table(result.rows, title=f"TPC-DS SF {sf:g} on transient executors ({out})"))
+    for policy, reason in result.skipped.items():
+        console.print(f"[yellow]skipped policy {policy}:[/] {reason}")
+    if plot_path is not None:
+        from jobs.tpcds.plot import plot
+
+        click.echo(f"wrote {plot(out, plot_path)}")
+
+
+def run_with_progress(settings: BenchSettings, console: Console) -> BenchResult:
+    """Run the benchmark under a rich progress bar."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from jobs.tpcds import runner
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as bar:
+        task = bar.add_task("preparing", total=None)
+        hooks = runner.Progress(
+            start=lambda total: bar.update(task, total=total),
+            step=lambda label: bar.update(task, description=label),
+            advance=lambda: bar.advance(task),
+        )
+        return runner.run(settings, hooks)
+
+
+@bench.command("plot")
+@click.argument("csv_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("slowdown.png"), show_default=True)
+def plot_command(csv_path: Path, out: Path) -> None:
+    """Plot median slowdown per query and policy from a results CSV."""
+    from jobs.tpcds.plot import plot
+
+    try:
+        click.echo(f"wrote {plot(csv_path, out)}")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="CSV_PATH") from exc

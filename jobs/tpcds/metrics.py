@@ -1,0 +1,131 @@
+"""What a query run cost, read from Spark's own status REST API and from the executor count.
+
+``tasks_recomputed``
+    For every shuffle-map stage of the query's jobs (a stage that wrote shuffle data in some
+    attempt): task attempts launched over all stage attempts minus the number of distinct
+    partitions. One attempt per partition is the work a run without failures does; the rest is
+    re-computation (lost map outputs re-run, resubmitted stages, tasks that died with their
+    executor). Read from ``/api/v1/applications/<app>/stages/<id>?details=true`` of the driver UI.
+``capacity_lost_seconds``
+    :math:`\\int (N - n(t))\\,dt` over the run, where ``N`` is the configured executor count and
+    ``n(t)`` the executors registered with the driver, sampled every ``poll`` seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+
+
+def _get(url: str, timeout: float = 10.0) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback driver UI
+        return json.load(response)
+
+
+class StatusApi:
+    """The driver UI's REST API for one application (``sc.uiWebUrl``, ``sc.applicationId``)."""
+
+    def __init__(self, ui_url: str, app_id: str) -> None:
+        self.base = f"{ui_url.rstrip('/')}/api/v1/applications/{app_id}"
+
+    @classmethod
+    def of(cls, sc: SparkContext) -> StatusApi:
+        if not sc.uiWebUrl:
+            raise RuntimeError("the Spark UI is disabled (spark.ui.enabled=false); the benchmark needs its REST API")
+        return cls(sc.uiWebUrl, sc.applicationId)
+
+    def jobs_of_group(self, group: str) -> list[dict[str, Any]]:
+        return [job for job in _get(f"{self.base}/jobs") if job.get("jobGroup") == group]
+
+    def stage_attempts(self, stage_id: int) -> list[dict[str, Any]]:
+        try:
+            return list(_get(f"{self.base}/stages/{stage_id}?details=true"))
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:  # a skipped stage (its output was re-used) has no attempts
+                return []
+            raise
+
+    def wait_settled(self, group: str, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """The group's jobs once none is RUNNING (the listener bus delivers events asynchronously)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            jobs = self.jobs_of_group(group)
+            if all(job.get("status") != "RUNNING" for job in jobs) or time.monotonic() > deadline:
+                return jobs
+            time.sleep(0.2)
+
+    def tasks_recomputed(self, group: str) -> int:
+        """Task attempts of the group's shuffle-map stages beyond one per partition (see module doc)."""
+        stage_ids = sorted({sid for job in self.wait_settled(group) for sid in job.get("stageIds", ())})
+        return sum(recomputed_in_stage(self.stage_attempts(sid)) for sid in stage_ids)
+
+
+def recomputed_in_stage(attempts: list[dict[str, Any]]) -> int:
+    """Extra task attempts of one stage given its REST ``StageData`` attempts (0 for result stages)."""
+    if not any(a.get("shuffleWriteBytes", 0) > 0 or a.get("shuffleWriteRecords", 0) > 0 for a in attempts):
+        return 0
+    tasks = [task for attempt in attempts for task in (attempt.get("tasks") or {}).values()]
+    partitions = {task.get("partitionId", task.get("index")) for task in tasks}
+    return len(tasks) - len(partitions)
+
+
+class CapacityMeter:
+    """Integrates missing executors over time: executor-seconds of capacity lost to evictions.
+
+    Parameters
+    ----------
+    count
+        Returns the number of executors currently registered with the driver.
+    expected
+        Executors the cluster should have (``N``).
+    poll
+        Sampling period in seconds (the integral is a left Riemann sum at this step).
+    """
+
+    def __init__(self, count: Callable[[], int], expected: int, *, poll: float = 0.25) -> None:
+        self._count = count
+        self.expected = expected
+        self.poll = poll
+        self.lost_seconds = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        last = time.monotonic()
+        while not self._stop.wait(self.poll):
+            now = time.monotonic()
+            try:
+                missing = max(self.expected - self._count(), 0)
+            except Exception:  # the driver is busy or shutting down: skip this sample
+                missing = 0
+            self.lost_seconds += missing * (now - last)
+            last = now
+
+    def __enter__(self) -> CapacityMeter:
+        self._thread = threading.Thread(target=self._run, name="trspark-capacity-meter", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def executor_count(sc: SparkContext) -> Callable[[], int]:
+    """A callable giving the executors registered with the driver (the driver itself excluded)."""
+    tracker = sc._jsc.sc().statusTracker()
+
+    def count() -> int:
+        infos = tracker.getExecutorInfos()
+        return max(len(infos) - 1, 0)
+
+    return count

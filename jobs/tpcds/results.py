@@ -1,0 +1,102 @@
+"""The benchmark's tidy CSV: one row per (query, policy, scenario, repeat) run.
+
+Columns (units in the names where they have one):
+
+``query, policy, sf, seed, repeat, scenario``
+    What ran. ``scenario`` is ``stable`` (no kills: the reference time and the policy's overhead)
+    or ``evicted`` (the drawn kill schedule, the same for every policy: a paired comparison).
+``seconds``
+    Wall-clock time of the query (collect included), or the time cap when it timed out.
+``stable_seconds, slowdown``
+    Median stable time of vanilla Spark (``never``) on this query; ``slowdown = seconds /
+    stable_seconds`` (so a policy's own overhead shows in its stable rows' slowdown).
+``executors_killed, capacity_lost_seconds``
+    Kills that hit the query, and executor-seconds without a registered executor in the slot
+    (each kill costs ~12 s of one executor here before the replacement registers).
+``tasks_recomputed``
+    Task attempts of shuffle-map stages beyond one per partition (re-runs after lost outputs,
+    resubmitted stages, tasks that died with their executor).
+``backups_count, backups_bytes, backups_local, backups_remote``
+    Map outputs backed up by the plugin (0 for policies without it).
+``result_ok, failed, error``
+    Answer equal to DuckDB's (the oracle); the run failed (aborted job, time cap); why.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class RunRow:
+    query: str
+    policy: str
+    sf: float
+    seed: int
+    repeat: int
+    scenario: str
+    seconds: float
+    stable_seconds: float = float("nan")
+    slowdown: float = float("nan")
+    executors_killed: int = 0
+    capacity_lost_seconds: float = 0.0
+    tasks_recomputed: int = 0
+    backups_count: int = 0
+    backups_bytes: int = 0
+    backups_local: int = 0
+    backups_remote: int = 0
+    result_ok: bool = False
+    failed: bool = False
+    error: str = ""
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunRow))
+_TYPES: dict[str, Any] = {f.name: f.type for f in dataclasses.fields(RunRow)}
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return "" if value != value else f"{value:.6g}"
+    return str(value).replace("\n", " ")
+
+
+def append(path: Path, row: RunRow) -> None:
+    """Append ``row`` to the CSV at ``path`` (writing the header first if the file is new)."""
+    path = Path(path)
+    new = not path.exists() or path.stat().st_size == 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", newline="") as handle:
+        writer = csv.writer(handle)
+        if new:
+            writer.writerow(COLUMNS)
+        writer.writerow([_format(getattr(row, name)) for name in COLUMNS])
+
+
+def _parse(name: str, raw: str) -> Any:
+    kind = _TYPES[name]
+    if kind == "bool":
+        if raw not in ("true", "false"):
+            raise ValueError(f"column {name}: expected true/false, got {raw!r}")
+        return raw == "true"
+    if kind == "float":
+        return float(raw) if raw else float("nan")
+    if kind == "int":
+        return int(raw)
+    return raw
+
+
+def read(path: Path) -> list[RunRow]:
+    """Read a results CSV back, checking that its header is exactly :data:`COLUMNS`."""
+    with Path(path).open(newline="") as handle:
+        reader = csv.reader(handle)
+        header = tuple(next(reader, ()))
+        if header != COLUMNS:
+            raise ValueError(f"{path}: not a trspark TPC-DS results file; expected columns {','.join(COLUMNS)}")
+        return [RunRow(**{name: _parse(name, raw) for name, raw in zip(COLUMNS, line, strict=True)})
+                for line in reader if line]

@@ -1,0 +1,276 @@
+"""Run TPC-DS queries per policy with and without executor kills; one CSV row per run.
+
+Plan of a benchmark (``--policies never,always,decommission,tr``)
+-------------------------------------------------------------------
+1. Generate (or re-use) the Parquet data of the scale factor; DuckDB answers every query once.
+2. ``never`` (vanilla Spark) runs first: one session, a warm-up pass, then ``repeat`` *stable*
+   runs per query (no kills). Their median is each query's ``stable_seconds``, the reference of
+   every slowdown, and -- with ``--stability S`` -- sets the lifetime model of that query:
+   exponential with mean ``S x stable_seconds``.
+3. One kill schedule per (query, repeat) is drawn from the lifetime model with a seeded generator
+   (:func:`trspark.chaos.draw_schedule`: ``executors`` renewal processes, a replacement
+   ``replacement_delay`` s after each kill). Every policy replays exactly these kills (paired).
+4. Each policy gets one session (start-up costs 22-31 s here, so sessions are re-used across
+   queries and repeats), a warm-up pass, its stable runs, then its *evicted* runs: the injector
+   starts with the query and SIGKILLs executor JVMs on the schedule (for ``decommission`` it sends
+   SIGPWR -- Spark's decommission signal -- ``notice`` s before each SIGKILL, a termination
+   notice). Before every run all executors must be registered again; after a run with kills the
+   query is run once more unrecorded, so cold replacement JVMs do not slow the next measurement.
+
+A run that exceeds ``time_cap`` is cancelled and recorded as failed; an aborted job is recorded as
+failed with Spark's reason. With ``master`` set (a real cluster, e.g. on spot VMs) nothing is
+killed: runs are recorded with scenario ``real`` and whatever evictions the cluster suffers.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from jobs.tpcds import datagen, metrics, results, session
+from jobs.tpcds.oracle import Answer, DuckDBOracle
+from jobs.tpcds.queries import Query, load
+from jobs.tpcds.results import RunRow
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("trspark.bench")
+
+Schedule = list[tuple[float, int]]
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """Everything one benchmark needs (the CLI's options, validated)."""
+
+    sf: float
+    queries: tuple[str, ...]
+    policies: tuple[str, ...]
+    out: Path
+    lifetime: str | None = None
+    """Lifetime spec for every query (e.g. ``exponential:mean=60``); or use ``stability``."""
+    stability: float | None = 3.0
+    """Mean lifetime as a multiple of the query's stable time (exponential); used if no lifetime."""
+    executors: int = 3
+    cores: int = 1
+    memory_mb: int = 2048
+    repeat: int = 1
+    seed: int = 0
+    time_cap: float = 600.0
+    notice: float = 30.0
+    replacement_delay: float = 10.0
+    min_alive: int = 1
+    master: str | None = None
+    cache: Path | None = None
+    rewarm: bool = True
+
+
+@dataclass
+class Outcome:
+    """What one query run produced, before it becomes a CSV row."""
+
+    seconds: float
+    answer: Answer | None = None
+    error: str = ""
+    timed_out: bool = False
+
+
+@dataclass
+class Progress:
+    """Callbacks for a display: ``total`` runs announced once, then ``advance(label)`` per step."""
+
+    start: Callable[[int], None] = lambda total: None
+    step: Callable[[str], None] = lambda label: None
+    advance: Callable[[], None] = lambda: None
+
+
+@dataclass
+class _Context:
+    """State shared across policies of one benchmark."""
+
+    settings: BenchSettings
+    oracle: DuckDBOracle
+    queries: dict[str, Query]
+    stable: dict[str, float] = field(default_factory=dict)
+    schedules: dict[tuple[str, int], Schedule] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def execute(spark: SparkSession, query: Query, group: str, time_cap: float) -> Outcome:
+    """Run ``query`` with a wall-clock cap; a run over the cap is cancelled (its jobs killed)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["answer"] = session.run_query(spark, query, job_group=group)
+        except Exception as exc:  # py4j / Spark errors: the job aborted
+            box["error"] = _first_line(exc)
+
+    started = time.monotonic()
+    worker = threading.Thread(target=target, name=f"query-{group}", daemon=True)
+    worker.start()
+    worker.join(time_cap)
+    if worker.is_alive():
+        spark.sparkContext.cancelJobGroup(group)
+        worker.join(60)
+        return Outcome(time_cap, error=f"exceeded the time cap of {time_cap:g} s", timed_out=True)
+    return Outcome(time.monotonic() - started, box.get("answer"), box.get("error", ""))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    for line in text.splitlines():  # py4j puts the Java exception's message on its own line
+        if "Exception" in line or "Error" in line:
+            return line.strip()[:300]
+    return text.splitlines()[0][:300]
+
+
+def wait_for_executors(count: Callable[[], int], expected: int, timeout: float = 180.0) -> bool:
+    """Block until ``expected`` executors are registered (replacements take 7-17 s here)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if count() >= expected:
+            return True
+        time.sleep(0.25)
+    return False
+
+
+def draw_schedules(ctx: _Context) -> None:
+    """One kill schedule per (query, repeat), from a generator seeded by (seed, query, repeat)."""
+    from trspark.chaos import draw_schedule
+
+    s = ctx.settings
+    for qi, name in enumerate(s.queries):
+        spec = lifetime_spec(ctx, name)
+        for r in range(s.repeat):
+            rng = np.random.default_rng([s.seed, qi, r])
+            ctx.schedules[(name, r)] = draw_schedule(spec, s.executors, s.time_cap, rng,
+                                                     replacement_delay=s.replacement_delay)
+
+
+def lifetime_spec(ctx: _Context, name: str) -> str:
+    """The query's lifetime model: ``--lifetime``, else exponential with mean stability x stable time."""
+    s = ctx.settings
+    if s.lifetime:
+        return s.lifetime
+    assert s.stability is not None
+    return f"exponential:mean={s.stability * ctx.stable[name]:.6g}"
+
+
+@dataclass
+class BenchResult:
+    """The rows of a benchmark and the policies that could not run here, with the reason."""
+
+    rows: list[RunRow]
+    skipped: dict[str, str]
+
+
+def run(settings: BenchSettings, progress: Progress | None = None) -> BenchResult:
+    """Run the whole benchmark, appending each row to ``settings.out`` as soon as it exists."""
+    progress = progress or Progress()
+    progress.step("TPC-DS data")
+    data = datagen.generate(settings.sf, settings.cache, show_progress=False)
+    with DuckDBOracle(data) as oracle:
+        ctx = _Context(settings, oracle, {name: load(name) for name in settings.queries})
+        for query in ctx.queries.values():
+            oracle.answer(query)  # fail early on a query DuckDB cannot answer
+        policies = ["never", *(p for p in settings.policies if p != "never")]
+        per_policy = len(settings.queries) * settings.repeat * (1 if settings.master else 2)
+        progress.start(per_policy * len(policies))
+        rows: list[RunRow] = []
+        for policy in policies:
+            rows.extend(_run_policy(ctx, policy, data, progress))
+        return BenchResult(rows, ctx.skipped)
+
+
+def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> list[RunRow]:
+    s = ctx.settings
+    spec = session.ClusterSpec(executors=s.executors, cores=s.cores, memory_mb=s.memory_mb, master=s.master)
+    progress.step(f"{policy}: starting Spark ({spec.master_url})")
+    try:
+        spark, work_dir = session.start(spec, policy)
+    except session.PolicyUnavailable as exc:
+        ctx.skipped[policy] = str(exc)
+        log.warning("skipping policy %s: %s", policy, exc)
+        for _ in range(len(s.queries) * s.repeat * (1 if s.master else 2)):
+            progress.advance()
+        return []
+    rows: list[RunRow] = []
+    try:
+        session.register_tables(spark, data)
+        api = metrics.StatusApi.of(spark.sparkContext)
+        count = metrics.executor_count(spark.sparkContext)
+        progress.step(f"{policy}: warm-up")
+        for query in ctx.queries.values():
+            execute(spark, query, f"warmup-{policy}-{query.name}", s.time_cap)
+        scenarios = ("real",) if s.master else ("stable", "evicted")
+        for scenario in scenarios:
+            if scenario == "evicted" and not ctx.schedules:
+                draw_schedules(ctx)
+            for name, query in ctx.queries.items():
+                for r in range(s.repeat):
+                    progress.step(f"{policy} · {scenario} · {name} · run {r + 1}/{s.repeat}")
+                    row = _run_once(ctx, spark, api, count, policy, scenario, query, r)
+                    results.append(s.out, row)
+                    rows.append(row)
+                    progress.advance()
+                if scenario == "stable" and policy == "never":
+                    times = [x.seconds for x in rows if x.query == name and x.scenario == "stable" and not x.failed]
+                    ctx.stable[name] = statistics.median(times) if times else float("nan")
+        return rows
+    finally:
+        spark.stop()
+
+
+def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count: Callable[[], int],
+              policy: str, scenario: str, query: Query, r: int) -> RunRow:
+    s = ctx.settings
+    if s.master is None and not wait_for_executors(count, s.executors):
+        log.warning("only %d of %d executors registered before %s", count(), s.executors, query.name)
+    group = f"{policy}-{scenario}-{query.name}-{r}-{time.monotonic_ns()}"
+    injector = _injector(ctx, spark, policy, query.name, r) if scenario == "evicted" else None
+    with metrics.CapacityMeter(count, s.executors) as meter, injector or nullcontext():
+        outcome = execute(spark, query, group, s.time_cap)
+    kills = injector.victims if injector is not None else 0
+    row = RunRow(query=query.name, policy=policy, sf=s.sf, seed=s.seed, repeat=r, scenario=scenario,
+                 seconds=outcome.seconds, executors_killed=kills,
+                 capacity_lost_seconds=meter.lost_seconds if s.master is None else float("nan"),
+                 failed=outcome.answer is None, error=outcome.error)
+    stable = ctx.stable.get(query.name)
+    if stable:
+        row.stable_seconds, row.slowdown = stable, outcome.seconds / stable
+    if outcome.answer is not None:
+        verdict = ctx.oracle.check(query, outcome.answer)
+        row.result_ok = verdict.ok
+        row.error = verdict.reason
+    try:
+        row.tasks_recomputed = api.tasks_recomputed(group)
+    except Exception as exc:  # the status API is an observer: never lose the run over it
+        log.warning("could not read task attempts of %s: %s", group, exc)
+    if kills and s.rewarm and s.master is None:
+        # Replacements are cold JVMs (first pass 1.5-2.3x slower here): warm them before measuring on.
+        wait_for_executors(count, s.executors)
+        execute(spark, query, f"rewarm-{group}", s.time_cap)
+    return row
+
+
+def _injector(ctx: _Context, spark: SparkSession, policy: str, name: str, r: int) -> Any:
+    if ctx.settings.master is not None:
+        return None
+    from trspark.chaos import EvictionInjector
+
+    gateway: Any = spark.sparkContext._gateway
+    notice = ctx.settings.notice if policy == "decommission" else None
+    return EvictionInjector(gateway.proc.pid, schedule=ctx.schedules[(name, r)], notice=notice,
+                            signal=signal.SIGKILL, min_alive=ctx.settings.min_alive)

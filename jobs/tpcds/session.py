@@ -1,0 +1,155 @@
+"""Spark sessions for the benchmark: a local-cluster (or a given master) configured per policy.
+
+``local-cluster[N,cores,MB]`` runs each executor as its own JVM (a child of the driver JVM), so
+killing one really loses its shuffle files -- the situation on a spot VM. Start-up takes 22-31 s
+here, so the runner starts one session per policy and re-uses it for every query and repeat
+(see README "TPC-DS on transient executors"); replacements for killed executors are cold JVMs,
+which is why each session is warmed up first and the capacity lost to kills is reported.
+
+Policies
+--------
+``never``         vanilla Spark, no plugin.
+``decommission``  Spark's own decommissioning with fallback storage: on SIGPWR (the termination
+                  notice) an executor migrates its shuffle files to peers or to the fallback path.
+``always``, ``tr``  the trspark plugin (``trspark.spark_conf``) in that mode; needs the plugin jar.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jobs.tpcds.datagen import TABLES
+from jobs.tpcds.oracle import Answer
+from jobs.tpcds.queries import Query
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+POLICIES: tuple[str, ...] = ("never", "always", "decommission", "tr")
+PLUGIN_POLICIES = frozenset({"always", "tr"})
+
+
+class PolicyUnavailable(RuntimeError):
+    """A policy cannot run here (e.g. the plugin jar or ``trspark.spark_conf`` is not built yet)."""
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Where queries run: a local-cluster of ``executors`` JVMs, or an existing ``master``."""
+
+    executors: int = 3
+    cores: int = 1
+    memory_mb: int = 2048
+    master: str | None = None
+    extra_conf: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def local(self) -> bool:
+        return self.master is None
+
+    @property
+    def master_url(self) -> str:
+        return self.master or f"local-cluster[{self.executors},{self.cores},{self.memory_mb}]"
+
+
+def spark_home() -> Path:
+    """A private SPARK_HOME linking pyspark's ``bin``, ``jars``, ``python``, ``sbin``.
+
+    Executors of a local-cluster write their logs to ``$SPARK_HOME/work``; without this they land
+    inside site-packages.
+    """
+    import pyspark
+
+    source = Path(pyspark.__file__).parent
+    home = Path(os.environ.get("TRSPARK_SPARK_HOME", "~/.cache/trspark/spark-home")).expanduser()
+    home.mkdir(parents=True, exist_ok=True)
+    for name in ("bin", "jars", "python", "sbin", "conf"):
+        link = home / name
+        if (source / name).exists() and not link.exists():
+            link.symlink_to(source / name)
+    return home
+
+
+def policy_conf(policy: str, work_dir: Path) -> dict[str, str]:
+    """Spark settings that select ``policy`` (raises :class:`PolicyUnavailable` when it cannot run)."""
+    if policy == "never":
+        return {}
+    if policy == "decommission":
+        fallback = work_dir / "fallback"
+        fallback.mkdir(parents=True, exist_ok=True)
+        return {
+            "spark.decommission.enabled": "true",
+            "spark.storage.decommission.enabled": "true",
+            "spark.storage.decommission.shuffleBlocks.enabled": "true",
+            "spark.storage.decommission.rddBlocks.enabled": "true",
+            # The trailing slash matters: Spark appends "<appId>/<shuffleId>/..." to the path.
+            "spark.storage.decommission.fallbackStorage.path": fallback.as_uri() + "/",
+        }
+    if policy in PLUGIN_POLICIES:
+        return _plugin_conf(policy, work_dir)
+    raise PolicyUnavailable(f"unknown policy {policy!r}; allowed: {', '.join(POLICIES)}")
+
+
+def _plugin_conf(policy: str, work_dir: Path) -> dict[str, str]:
+    try:
+        from trspark.sparkconf import spark_conf  # engineer B's module; may not have landed yet
+    except ImportError as exc:
+        raise PolicyUnavailable(f"policy {policy!r} needs trspark.spark_conf, which is not available: {exc}") from exc
+    try:
+        conf = spark_conf(mode=policy, remote_path=(work_dir / "backups").as_uri())
+    except Exception as exc:  # the jar cannot be built or found: say so, never pretend
+        raise PolicyUnavailable(f"policy {policy!r}: the trspark plugin is not usable: {exc}") from exc
+    return {str(k): str(v) for k, v in dict(conf).items()}
+
+
+def start(spec: ClusterSpec, policy: str, *, app_name: str = "trspark-tpcds") -> tuple[SparkSession, Path]:
+    """Start a session for ``policy`` and return it with its private work directory.
+
+    The work directory holds ``spark.local.dir`` (shuffle files), the fallback storage and the
+    plugin's remote backups, so nothing is shared between policies.
+    """
+    os.environ.setdefault("SPARK_HOME", str(spark_home()))
+    from pyspark.sql import SparkSession
+
+    work_dir = Path(tempfile.mkdtemp(prefix=f"trspark-tpcds-{policy}-"))
+    conf: dict[str, Any] = {
+        "spark.ui.port": "0",  # any free port: several sessions run on this machine at once
+        "spark.ui.showConsoleProgress": "false",
+        "spark.local.dir": str(work_dir / "local"),
+        "spark.scheduler.minRegisteredResourcesRatio": "1.0",  # wait for every executor at start-up
+        "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s",
+        # A local-cluster worker offers memory_mb; the executor must ask for no more than that.
+        "spark.executor.memory": f"{spec.memory_mb}m" if spec.local else None,
+        "spark.driver.memory": "2g",
+        **policy_conf(policy, work_dir),
+        **spec.extra_conf,
+    }
+    builder = SparkSession.builder.master(spec.master_url).appName(f"{app_name}-{policy}")
+    for key, value in conf.items():
+        if value is not None:
+            builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark, work_dir
+
+
+def register_tables(spark: SparkSession, data: Path) -> None:
+    """Expose every TPC-DS Parquet file as a temporary view named after its table."""
+    for table in TABLES:
+        spark.read.parquet(str(Path(data) / f"{table}.parquet")).createOrReplaceTempView(table)
+
+
+def run_query(spark: SparkSession, query: Query, *, job_group: str) -> Answer:
+    """Run ``query`` under ``job_group`` (so its jobs can be cancelled and measured) and collect it."""
+    sc = spark.sparkContext
+    sc.setJobGroup(job_group, f"TPC-DS {query.name}", interruptOnCancel=True)
+    try:
+        df = spark.sql(query.spark_sql)
+        rows = df.collect()
+        return Answer.of(df.columns, [tuple(row) for row in rows])
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
