@@ -1,0 +1,122 @@
+package org.apache.spark.trspark
+
+import java.util.{Map => JMap}
+import java.util.concurrent.{ConcurrentHashMap, Executors, TimeUnit}
+import java.util.concurrent.atomic.AtomicInteger
+
+import scala.util.control.NonFatal
+
+import org.apache.spark.SparkEnv
+import org.apache.spark.api.plugin.{ExecutorPlugin, PluginContext}
+import org.apache.spark.deploy.SparkHadoopUtil
+import org.apache.spark.internal.Logging
+import org.apache.spark.shuffle.{IndexShuffleBlockResolver, ShuffleBlockInfo}
+import org.apache.spark.storage.{ShuffleDataBlockId, StorageLevel}
+
+/**
+ * Executor side: asks the driver for backup work every [[TRExecutorPlugin.PollMs]] ms (the
+ * plugin API only lets executors talk to the driver) and copies one map output at a time,
+ * either to the remote store ([[RemoteBackups]]) or to a peer's block manager the way
+ * `BlockManagerDecommissioner` migrates shuffle files (`uploadBlockSync` of the data block,
+ * then the index block, whose arrival makes the driver re-point the output to the peer).
+ */
+class TRExecutorPlugin extends ExecutorPlugin with Logging {
+  private var ctx: PluginContext = _
+  private var conf: TRConf = _
+  private lazy val remote = new RemoteBackups(conf.remotePath, ctx.conf().getAppId,
+    SparkHadoopUtil.get.newConfiguration(ctx.conf()))
+  private val cancelled = ConcurrentHashMap.newKeySet[(Int, Long)]()
+  private val poller = Executors.newSingleThreadScheduledExecutor(Daemon.factory("trspark-backup-poll"))
+  // Backups run one at a time on their own thread so polling (and so cancelling) goes on meanwhile.
+  private val worker = Executors.newSingleThreadExecutor(Daemon.factory("trspark-backup"))
+  private val inFlight = new AtomicInteger(0)
+
+  override def init(context: PluginContext, extraConf: JMap[String, String]): Unit = {
+    ctx = context
+    conf = TRConf(context.conf())
+    if (conf.backupsEnabled) {
+      poller.scheduleWithFixedDelay(() => pollOnce(), TRExecutorPlugin.PollMs, TRExecutorPlugin.PollMs,
+        TimeUnit.MILLISECONDS)
+    }
+  }
+
+  override def shutdown(): Unit = {
+    poller.shutdownNow()
+    worker.shutdownNow()
+  }
+
+  private def pollOnce(): Unit = try {
+    // Take at most a couple of tasks: the rest stay on the driver, where cancelling is free.
+    val capacity = math.max(0, TRExecutorPlugin.MaxInFlight - inFlight.get())
+    ctx.ask(PollWork(ctx.executorID(), capacity)) match {
+      case Work(tasks, cancels) =>
+        cancels.foreach(cancelled.add)
+        tasks.foreach { task =>
+          inFlight.incrementAndGet()
+          worker.execute(() => try run(task) finally inFlight.decrementAndGet())
+        }
+      case _ =>
+    }
+  } catch {
+    case NonFatal(e) => logDebug(s"trspark: poll failed: $e")
+  }
+
+  private def run(task: BackupTask): Unit = {
+    if (cancelled.remove((task.shuffleId, task.mapId))) return
+    val started = System.nanoTime()
+    try {
+      val (bytes, indexCrc, dataCrc) =
+        if (task.target == Target.Remote) toRemote(task) else toPeer(task)
+      ctx.send(BackupDone(ctx.executorID(), task, bytes, (System.nanoTime() - started) / 1e9, indexCrc, dataCrc))
+    } catch {
+      case _: RemoteBackups.Cancelled =>
+        remote.delete(task.shuffleId, task.mapId)
+      case NonFatal(e) =>
+        logWarning(s"trspark: backup of shuffle ${task.shuffleId} map ${task.mapId} to ${task.target} failed: $e")
+        Try(ctx.send(BackupFailedMsg(ctx.executorID(), task, e.toString)))
+    }
+  }
+
+  private def resolver: IndexShuffleBlockResolver = SparkEnv.get.blockManager.migratableResolver match {
+    case r: IndexShuffleBlockResolver => r
+    case other => throw new UnsupportedOperationException(s"shuffle resolver ${other.getClass.getName}")
+  }
+
+  private def toRemote(task: BackupTask): (Long, Long, Long) = {
+    val index = resolver.getIndexFile(task.shuffleId, task.mapId)
+    if (!index.exists()) throw new java.io.FileNotFoundException(s"no map output file $index")
+    val data = resolver.getDataFile(task.shuffleId, task.mapId)
+    remote.write(task.shuffleId, task.mapId, index, data, conf.throttleBytesPerS,
+      () => cancelled.contains((task.shuffleId, task.mapId)))
+  }
+
+  private def toPeer(task: BackupTask): (Long, Long, Long) = {
+    val bm = SparkEnv.get.blockManager
+    val blocks = bm.migratableResolver.getMigrationBlocks(ShuffleBlockInfo(task.shuffleId, task.mapId))
+    if (blocks.isEmpty) throw new java.io.FileNotFoundException(s"no map output for $task")
+    // Data before index: the index's arrival is what re-points the output to the peer.
+    val ordered = blocks.sortBy { case (id, _) => if (id.isInstanceOf[ShuffleDataBlockId]) 0 else 1 }
+    ordered.foreach { case (blockId, buffer) =>
+      if (cancelled.contains((task.shuffleId, task.mapId))) throw new RemoteBackups.Cancelled
+      bm.blockTransferService.uploadBlockSync(task.peerHost, task.peerPort, task.target, blockId, buffer,
+        StorageLevel.DISK_ONLY, null)
+    }
+    (ordered.map(_._2.size()).sum, 0L, 0L)
+  }
+
+  private def Try[T](body: => T): Unit = try body catch { case NonFatal(_) => }
+}
+
+object TRExecutorPlugin {
+  val PollMs = 150L
+  val MaxInFlight = 2
+}
+
+/** Daemon threads with a name, so a stuck trspark thread never keeps a JVM alive. */
+object Daemon {
+  def factory(name: String): java.util.concurrent.ThreadFactory = (r: Runnable) => {
+    val t = new Thread(r, name)
+    t.setDaemon(true)
+    t
+  }
+}

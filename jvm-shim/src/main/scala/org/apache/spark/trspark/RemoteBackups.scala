@@ -1,0 +1,128 @@
+package org.apache.spark.trspark
+
+import java.io.{File, FileInputStream, InputStream, OutputStream}
+import java.nio.charset.StandardCharsets
+import java.util.UUID
+import java.util.zip.CRC32
+
+import scala.util.Try
+
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.{FileSystem, Path}
+
+import org.apache.spark.network.util.JavaUtils
+import org.apache.spark.shuffle.IndexShuffleBlockResolver.NOOP_REDUCE_ID
+import org.apache.spark.storage.{ShuffleDataBlockId, ShuffleIndexBlockId}
+
+/**
+ * Remote backups in Spark's fallback-storage layout, so Spark's shuffle reader reads a map
+ * output re-pointed to `FallbackStorage.FALLBACK_BLOCK_MANAGER_ID` straight from here:
+ * `<root>/<appId>/<shuffleId>/<hash(name)>/<name>` with `hash = JavaUtils.nonNegativeHash`
+ * (measured from `FallbackStorage.read` of Spark 4.3).
+ *
+ * Commit protocol (why a cut-off backup is never used): each file is written under a temporary
+ * name and renamed; data first, then index, then the marker `shuffle_S_M_0.trspark-ok` holding
+ * both lengths and CRC32s. The driver re-points an output only after the executor reported the
+ * commit and [[verify]] found the marker, the lengths and the checksums consistent.
+ */
+class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
+  private val base = new Path(root)
+  lazy val fs: FileSystem = FileSystem.get(base.toUri, hadoopConf)
+
+  def appDir: Path = new Path(base, appId)
+
+  private def place(shuffleId: Int, name: String): Path =
+    new Path(base, s"$appId/$shuffleId/${JavaUtils.nonNegativeHash(name)}/$name")
+
+  def indexPath(shuffleId: Int, mapId: Long): Path =
+    place(shuffleId, ShuffleIndexBlockId(shuffleId, mapId, NOOP_REDUCE_ID).name)
+  def dataPath(shuffleId: Int, mapId: Long): Path =
+    place(shuffleId, ShuffleDataBlockId(shuffleId, mapId, NOOP_REDUCE_ID).name)
+  def markerPath(shuffleId: Int, mapId: Long): Path =
+    place(shuffleId, s"shuffle_${shuffleId}_${mapId}_$NOOP_REDUCE_ID.trspark-ok")
+
+  /**
+   * Copy one map output's local files here; returns (bytes, indexCrc, dataCrc).
+   *
+   * @param throttle bytes/s cap for this copy (0 = unlimited); stands for a slow blob store.
+   * @param cancelled polled between chunks: abandon the copy (temporary files are deleted).
+   */
+  def write(shuffleId: Int, mapId: Long, index: File, data: File, throttle: Double,
+      cancelled: () => Boolean): (Long, Long, Long) = {
+    val (dataLen, dataCrc) = copy(data, dataPath(shuffleId, mapId), throttle, cancelled)
+    val (indexLen, indexCrc) = copy(index, indexPath(shuffleId, mapId), throttle, cancelled)
+    val marker = s"index=$indexLen data=$dataLen indexCrc=$indexCrc dataCrc=$dataCrc\n"
+    commit(markerPath(shuffleId, mapId)) { out => out.write(marker.getBytes(StandardCharsets.UTF_8)) }
+    (indexLen + dataLen, indexCrc, dataCrc)
+  }
+
+  /** Write `target` via a temporary sibling and a rename, so `target` is complete or absent. */
+  private def commit[T](target: Path)(body: OutputStream => T): T = {
+    val tmp = new Path(target.getParent, s".${target.getName}.${UUID.randomUUID()}.trspark-tmp")
+    val result = try {
+      val out = fs.create(tmp, true)
+      try body(out) finally out.close()
+    } catch {
+      case e: Throwable =>
+        Try(fs.delete(tmp, false))
+        throw e
+    }
+    fs.delete(target, false)
+    if (!fs.rename(tmp, target)) {
+      Try(fs.delete(tmp, false))
+      throw new java.io.IOException(s"could not rename $tmp to $target")
+    }
+    result
+  }
+
+  private def copy(file: File, target: Path, throttle: Double, cancelled: () => Boolean): (Long, Long) =
+    commit(target) { out =>
+      // A map output whose partitions are all empty may have no data file: back up an empty one.
+      val in: InputStream = if (file.exists()) new FileInputStream(file) else InputStream.nullInputStream()
+      try RemoteBackups.pump(in, out, throttle, cancelled) finally in.close()
+    }
+
+  /** True when the committed files exist and match the marker's lengths and CRC32s. */
+  def verify(shuffleId: Int, mapId: Long, indexCrc: Long, dataCrc: Long): Boolean = Try {
+    val marker = fs.open(markerPath(shuffleId, mapId))
+    val text = try new String(marker.readAllBytes(), StandardCharsets.UTF_8) finally marker.close()
+    val fields = text.trim.split(" ").map(_.split("=", 2)).collect { case Array(k, v) => k -> v.toLong }.toMap
+    def matches(path: Path, len: String, crc: String, expected: Long): Boolean = {
+      val in = fs.open(path)
+      val (n, c) = try RemoteBackups.pump(in, OutputStream.nullOutputStream(), 0, () => false) finally in.close()
+      n == fields(len) && c == fields(crc) && c == expected
+    }
+    matches(indexPath(shuffleId, mapId), "index", "indexCrc", indexCrc) &&
+      matches(dataPath(shuffleId, mapId), "data", "dataCrc", dataCrc)
+  }.getOrElse(false)
+
+  def delete(shuffleId: Int, mapId: Long): Unit = Seq(markerPath(shuffleId, mapId),
+    indexPath(shuffleId, mapId), dataPath(shuffleId, mapId)).foreach(p => Try(fs.delete(p, false)))
+
+  def deleteApp(): Unit = Try(fs.delete(appDir, true))
+}
+
+object RemoteBackups {
+  class Cancelled extends RuntimeException("backup cancelled")
+
+  /** Copy `in` to `out` in 1 MiB chunks; returns (bytes, CRC32). Sleeps to stay under `throttle` B/s. */
+  def pump(in: InputStream, out: OutputStream, throttle: Double, cancelled: () => Boolean): (Long, Long) = {
+    val crc = new CRC32
+    val buffer = new Array[Byte](1 << 20)
+    val started = System.nanoTime()
+    var total = 0L
+    var n = in.read(buffer)
+    while (n >= 0) {
+      if (cancelled()) throw new Cancelled
+      out.write(buffer, 0, n)
+      crc.update(buffer, 0, n)
+      total += n
+      if (throttle > 0) {
+        val aheadMs = (total / throttle * 1000 - (System.nanoTime() - started) / 1e6).toLong
+        if (aheadMs > 0) Thread.sleep(aheadMs)
+      }
+      n = in.read(buffer)
+    }
+    (total, crc.getValue)
+  }
+}

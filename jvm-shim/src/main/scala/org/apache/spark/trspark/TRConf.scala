@@ -1,0 +1,90 @@
+package org.apache.spark.trspark
+
+import java.net.URI
+
+import scala.util.Try
+
+import org.apache.spark.SparkConf
+
+/**
+ * The `spark.trspark.*` settings the JVM side acts on, validated once at plugin start-up.
+ *
+ * The Python side (`trspark/config.py`) validates every key; this mirrors the ones the shim
+ * itself uses, with the same names, defaults and "allowed" wording, so a bad value stops
+ * SparkContext creation with one line naming the key and what is allowed.
+ */
+case class TRConf(
+    mode: String,
+    targets: String,
+    remotePath: String,
+    engineTimeoutS: Double,
+    periodS: Double,
+    python: String,
+    throttleBytesPerS: Double) {
+
+  /** Modes whose decisions come from the Python engine (the others are built in). */
+  def usesEngine: Boolean = !TRConf.BuiltinModes.contains(mode)
+  def backupsEnabled: Boolean = mode != "never"
+}
+
+object TRConf {
+  val Prefix = "spark.trspark."
+  val Modes: Seq[String] = Seq("tr", "always", "never", "stage", "interval")
+  val BuiltinModes: Set[String] = Set("always", "never")
+  val Targets: Seq[String] = Seq("both", "local", "remote")
+  /** Spark's own key that makes executors read map outputs re-pointed to the fallback id. */
+  val FallbackPathKey = "spark.storage.decommission.fallbackStorage.path"
+  /** How long the engine process may take to connect and say Hello (imports numpy/scipy). */
+  val EngineStartTimeoutS = 60.0
+
+  def fail(key: String, raw: String, allowed: String): Nothing =
+    throw new IllegalArgumentException(s"$Prefix$key='$raw' is not valid; allowed: $allowed")
+
+  private def choice(conf: SparkConf, key: String, default: String, options: Seq[String]): String = {
+    val raw = conf.get(Prefix + key, default)
+    val value = raw.trim.toLowerCase(java.util.Locale.ROOT)
+    if (!options.contains(value)) fail(key, raw, options.mkString(" | "))
+    value
+  }
+
+  private def positive(conf: SparkConf, key: String, default: Double): Double = {
+    val raw = conf.get(Prefix + key, default.toString)
+    Try(raw.trim.toDouble).toOption.filter(v => v > 0 && !v.isInfinite).getOrElse(fail(key, raw, "seconds > 0"))
+  }
+
+  /** Bytes/s from "50m", "1.5g", "400000" (k/m/g = 1e3/1e6/1e9); 0 means unlimited. */
+  private def rate(conf: SparkConf, key: String): Double = {
+    val raw = conf.get(Prefix + key, "0")
+    val text = raw.trim.toLowerCase(java.util.Locale.ROOT).stripSuffix("b/s").stripSuffix("/s")
+    val scale = text.lastOption match {
+      case Some('k') => 1e3
+      case Some('m') => 1e6
+      case Some('g') => 1e9
+      case _ => 1.0
+    }
+    val number = if (scale != 1.0) text.dropRight(1) else text
+    Try(number.toDouble * scale).toOption.filter(v => v >= 0 && !v.isInfinite)
+      .getOrElse(fail(key, raw, "bytes/s >= 0 (0 = unlimited), e.g. 50m"))
+  }
+
+  private def remotePath(conf: SparkConf): String = {
+    val raw = conf.get(Prefix + "remote.path", "").trim
+    if (raw.isEmpty) {
+      val localDir = conf.get("spark.local.dir", System.getProperty("java.io.tmpdir")).split(",").head
+      s"file://$localDir/trspark-backups"
+    } else {
+      val ok = Try(new URI(raw)).toOption.exists(u => u.getScheme != null && u.getPath != null)
+      if (!ok) fail("remote.path", raw, "a Hadoop FileSystem URL (file://, hdfs://, s3a://, abfs://)")
+      raw.stripSuffix("/")
+    }
+  }
+
+  def apply(conf: SparkConf): TRConf = TRConf(
+    mode = choice(conf, "mode", "tr", Modes),
+    targets = choice(conf, "backup.targets", "both", Targets),
+    remotePath = remotePath(conf),
+    engineTimeoutS = positive(conf, "engine.timeout", 2.0),
+    periodS = positive(conf, "period", 5.0),
+    python = conf.get(Prefix + "python", "").trim,
+    throttleBytesPerS = rate(conf, "backup.throttle"))
+}

@@ -1,0 +1,344 @@
+package org.apache.spark.trspark
+
+import java.util.{Collections, Map => JMap}
+import java.util.concurrent.{ConcurrentLinkedQueue, Executors, TimeUnit}
+import java.util.concurrent.atomic.{AtomicBoolean, AtomicLong}
+
+import scala.collection.mutable
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import com.fasterxml.jackson.databind.JsonNode
+import com.fasterxml.jackson.databind.node.ObjectNode
+
+import org.apache.spark.{MapOutputTrackerMaster, SparkContext, SparkEnv}
+import org.apache.spark.api.plugin.{DriverPlugin, PluginContext}
+import org.apache.spark.deploy.SparkHadoopUtil
+import org.apache.spark.internal.Logging
+import org.apache.spark.storage.{BlockManagerId, FallbackStorage}
+
+/**
+ * The driver half of trspark: owns the [[BackupLedger]], hands backup work to executors
+ * (they poll with [[PollWork]]), re-points lost map outputs to their copies, and talks to the
+ * policy engine through the [[EngineBridge]] -- or decides itself in the built-in modes:
+ * `never` (no backups) and `always` (every map output to the remote store, or to a peer when
+ * `spark.trspark.backup.targets=local`). When the engine fails, it switches to `always`.
+ */
+class TRDriverPlugin extends DriverPlugin with Logging {
+  private var sc: SparkContext = _
+  private var conf: TRConf = _
+  private var remote: RemoteBackups = _
+  private var bridge: Option[EngineBridge] = None
+  private val builtinAlways = new AtomicBoolean(false)
+  private val ledger = new BackupLedger
+  private val work = mutable.HashMap.empty[String, mutable.Queue[BackupTask]]
+  private val cancels = mutable.HashMap.empty[String, mutable.Buffer[(Int, Long)]]
+  private val blockManagers = mutable.HashMap.empty[String, BlockManagerId]
+  private val deadExecutors = mutable.HashSet.empty[String]
+  private val clock = Executors.newSingleThreadScheduledExecutor(Daemon.factory("trspark-tick"))
+  private val verifier = Executors.newSingleThreadExecutor(Daemon.factory("trspark-verify"))
+  private var lastTime = 0.0
+  private val peerRound = new AtomicLong(0)
+  /** Counters, read by tests and the status line at shutdown. */
+  val stats: mutable.Map[String, Long] = mutable.LinkedHashMap(
+    "backups_requested" -> 0L, "backups_done" -> 0L, "backups_failed" -> 0L, "backups_rejected" -> 0L,
+    "outputs_repointed" -> 0L, "outputs_lost" -> 0L)
+
+  // ------------------------------------------------------------------------------------------
+  // Plugin life cycle
+  // ------------------------------------------------------------------------------------------
+
+  override def init(context: SparkContext, pluginContext: PluginContext): JMap[String, String] = {
+    sc = context
+    conf = TRConf(sc.conf)
+    // Executors read re-pointed outputs through Spark's fallback storage, so it must point at
+    // our remote root. A root the user already set wins (backups go there).
+    sc.conf.getOption(TRConf.FallbackPathKey) match {
+      case Some(path) => conf = conf.copy(remotePath = path.stripSuffix("/"))
+      case None => sc.conf.set(TRConf.FallbackPathKey, conf.remotePath + "/")
+    }
+    sc.conf.set(TRConf.Prefix + "remote.path", conf.remotePath)
+    builtinAlways.set(conf.mode == "always")
+    if (conf.backupsEnabled) sc.addSparkListener(new TRListener(this, sc))
+    TRDriverPlugin.active = Some(this)
+    logInfo(s"trspark: mode=${conf.mode} targets=${conf.targets} remote=${conf.remotePath}")
+    Collections.emptyMap()
+  }
+
+  /** Called once the application id exists (after the task scheduler started). */
+  override def registerMetrics(appId: String, pluginContext: PluginContext): Unit = {
+    remote = new RemoteBackups(conf.remotePath, appId, SparkHadoopUtil.get.newConfiguration(sc.conf))
+    if (conf.backupsEnabled && conf.usesEngine) bridge = Some(startEngine(appId))
+    val period = (conf.periodS * 1000).toLong
+    if (conf.backupsEnabled) clock.scheduleAtFixedRate(() => tick(), period, period, TimeUnit.MILLISECONDS)
+  }
+
+  override def receive(message: Any): AnyRef = message match {
+    case PollWork(executorId, capacity) => poll(executorId, capacity)
+    case done: BackupDone => backupDone(done); null
+    case failed: BackupFailedMsg => backupFailed(failed.task, failed.executorId, failed.reason); null
+    case other => logWarning(s"trspark: unexpected message $other"); null
+  }
+
+  override def shutdown(): Unit = {
+    clock.shutdownNow()
+    verifier.shutdownNow()
+    bridge.foreach(_.stop())
+    if (remote != null && conf.backupsEnabled) remote.deleteApp()
+    logInfo(s"trspark: ${stats.map { case (k, v) => s"$k=$v" }.mkString(" ")}")
+    TRDriverPlugin.active = None
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Events (from the listener, the executors and the clock) -> engine / built-in policy
+  // ------------------------------------------------------------------------------------------
+
+  /** An event for the engine; `time` is seconds since the application started, never decreasing. */
+  def event(kind: String): ObjectNode = synchronized {
+    lastTime = math.max(lastTime, (System.currentTimeMillis() - sc.startTime) / 1000.0)
+    Json.obj(kind).put("time", lastTime)
+  }
+
+  def emit(event: ObjectNode): Unit = bridge.foreach(b => if (!builtinAlways.get()) b.send(event))
+
+  private def tick(): Unit = try {
+    bridge.foreach(_.checkLag())
+    emit(event("Tick"))
+  } catch { case NonFatal(e) => logWarning(s"trspark: tick failed: $e") }
+
+  def executorAdded(executorId: String, bm: BlockManagerId): Unit = synchronized {
+    blockManagers(executorId) = bm
+  }
+
+  /** A map task succeeded: record its output and, in always mode, back it up. */
+  def mapOutputCreated(record: OutputRecord): Unit = synchronized {
+    ledger.add(record).foreach(dropCopies)
+    if (builtinAlways.get()) backupBuiltin(record)
+  }
+
+  private def backupBuiltin(record: OutputRecord): Unit = {
+    if (conf.targets == "local") choosePeer(record.source).foreach(peer => request(record, peer))
+    else request(record, Target.Remote)
+  }
+
+  /** The built-in always policy's peer: the live executors in turn, skipping the source. */
+  private def choosePeer(source: String): Option[String] = {
+    val peers = blockManagers.keys.filter(e => e != source && !deadExecutors.contains(e)).toSeq.sorted
+    if (peers.isEmpty) None else Some(peers((peerRound.getAndIncrement() % peers.size).toInt))
+  }
+
+  private def request(record: OutputRecord, target: String): Unit = {
+    if (deadExecutors.contains(record.source)) return
+    val task = if (target == Target.Remote) {
+      if (record.remote != CopyState.None) return
+      record.remote = CopyState.Running
+      BackupTask(record.shuffleId, record.mapIndex, record.mapId, target)
+    } else {
+      val bm = blockManagers.get(target).filterNot(_ => deadExecutors.contains(target))
+      if (bm.isEmpty || record.peers.contains(target) || target == record.source) return
+      record.peers(target) = CopyState.Running
+      BackupTask(record.shuffleId, record.mapIndex, record.mapId, target, bm.get.host, bm.get.port)
+    }
+    work.getOrElseUpdate(record.source, mutable.Queue.empty).enqueue(task)
+    stats("backups_requested") += 1
+  }
+
+  private def poll(executorId: String, capacity: Int): Work = synchronized {
+    val queue = work.getOrElse(executorId, mutable.Queue.empty)
+    val tasks = (0 until math.min(capacity, queue.size)).map(_ => queue.dequeue())
+    Work(tasks, cancels.remove(executorId).map(_.toSeq).getOrElse(Nil))
+  }
+
+  private def backupDone(done: BackupDone): Unit = {
+    val task = done.task
+    if (task.target == Target.Remote) {
+      // Verify off the RPC thread: re-read the committed files against the marker and CRCs.
+      verifier.execute { () =>
+        val ok = remote.verify(task.shuffleId, task.mapId, done.indexCrc, done.dataCrc)
+        if (ok) committed(done) else {
+          stats.synchronized(stats("backups_rejected") += 1)
+          remote.delete(task.shuffleId, task.mapId)
+          backupFailed(task, done.executorId, "remote copy failed verification")
+        }
+      }
+    } else committed(done)
+  }
+
+  private def committed(done: BackupDone): Unit = {
+    val task = done.task
+    val current = synchronized {
+      ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId).map { record =>
+        if (task.target == Target.Remote) {
+          record.remote = CopyState.Done
+          record.remoteCrcs = (done.indexCrc, done.dataCrc)
+        } else record.peers(task.target) = CopyState.Done
+        stats("backups_done") += 1
+        record
+      }
+    }
+    if (current.isEmpty && task.target == Target.Remote) remote.delete(task.shuffleId, task.mapId)
+    current.foreach { _ =>
+      emit(event("BlockBackedUp").put("shuffle_id", task.shuffleId).put("map_index", task.mapIndex)
+        .put("target", task.target).put("bytes", done.bytes).put("seconds", done.seconds))
+    }
+  }
+
+  private def backupFailed(task: BackupTask, executorId: String, reason: String): Unit = {
+    synchronized {
+      stats("backups_failed") += 1
+      ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId).foreach { record =>
+        if (task.target == Target.Remote) record.remote = CopyState.None else record.peers.remove(task.target)
+      }
+    }
+    emit(event("BackupFailed").put("shuffle_id", task.shuffleId).put("map_index", task.mapIndex)
+      .put("target", task.target).put("reason", reason))
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Loss: re-point outputs to a surviving copy before the DAGScheduler drops or re-runs them
+  // ------------------------------------------------------------------------------------------
+
+  /**
+   * `executorId`'s map outputs are gone (it was lost, or a reducer could not fetch from it):
+   * move every output that lived there to a surviving copy -- a peer, the source, or the remote
+   * store -- with `MapOutputTrackerMaster.updateMapOutput`, which also revives an output the
+   * DAGScheduler already removed. Idempotent; called synchronously by [[TRTaskScheduler]] and
+   * again (possibly late) from the listener.
+   */
+  def outputsLost(executorId: String, why: String, evicted: Boolean): Unit = {
+    val tracker = SparkEnv.get.mapOutputTracker.asInstanceOf[MapOutputTrackerMaster]
+    val (repointed, lost) = synchronized {
+      val firstTime = deadExecutors.add(executorId)
+      work.remove(executorId).foreach(_.foreach(t => if (t.target == Target.Remote) {
+        ledger.get(t.shuffleId, t.mapIndex).foreach(_.remote = CopyState.None)
+      }))
+      var moved = 0
+      val lost = mutable.Buffer.empty[OutputRecord]
+      for (record <- ledger.touching(executorId)) {
+        record.peers.remove(executorId)
+        if (TRDriverPlugin.isOn(tracker, record, executorId)) survivor(record, executorId) match {
+          case Some(bm) =>
+            tracker.updateMapOutput(record.shuffleId, record.mapId, bm)
+            moved += 1
+          case None => if (firstTime) lost += record
+        }
+      }
+      stats("outputs_repointed") += moved
+      stats("outputs_lost") += lost.size
+      (moved, lost.toSeq)
+    }
+    if (repointed > 0 || lost.nonEmpty) {
+      logInfo(s"trspark: $why on executor $executorId: re-pointed $repointed map outputs to backups, " +
+        s"${lost.size} without backup will be recomputed")
+    }
+    lost.foreach(r => emit(event("BlockLost").put("shuffle_id", r.shuffleId).put("map_index", r.mapIndex)))
+  }
+
+  /** Where a lost output can be read now: a finished peer copy, its live source, or the remote store. */
+  private def survivor(record: OutputRecord, lostExecutor: String): Option[BlockManagerId] = {
+    def alive(e: String) = e != lostExecutor && !deadExecutors.contains(e)
+    val peer = record.peers.collectFirst { case (e, CopyState.Done) if alive(e) => e }.flatMap(blockManagers.get)
+    val source = Some(record.source).filter(alive).flatMap(blockManagers.get)
+    val remoteCopy = if (record.remote == CopyState.Done) Some(FallbackStorage.FALLBACK_BLOCK_MANAGER_ID) else None
+    peer.orElse(source).orElse(remoteCopy)
+  }
+
+  /** Forget a superseded output's copies (a re-run replaced it). */
+  private def dropCopies(record: OutputRecord): Unit = {
+    if (record.remote != CopyState.None) verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
+    if (record.busy) cancels.getOrElseUpdate(record.source, mutable.Buffer.empty) += ((record.shuffleId, record.mapId))
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // The engine
+  // ------------------------------------------------------------------------------------------
+
+  private def startEngine(appId: String): EngineBridge = {
+    val settings = Json.mapper.createObjectNode()
+    sc.conf.getAll.filter(_._1.startsWith(TRConf.Prefix)).foreach { case (k, v) => settings.put(k, v) }
+    settings.put("spark.app.id", appId)
+    val python = Seq(Some(conf.python).filter(_.nonEmpty), sc.conf.getOption("spark.pyspark.driver.python"),
+      sc.conf.getOption("spark.pyspark.python"), sys.env.get("PYSPARK_DRIVER_PYTHON"),
+      sys.env.get("PYSPARK_PYTHON")).flatten.headOption.getOrElse("python3")
+    val b = new EngineBridge(python, Json.mapper.writeValueAsString(settings), conf.engineTimeoutS,
+      command, reason => fallBack(reason))
+    b.start()
+    b
+  }
+
+  /** The engine is gone or too slow: checkpoint every output from now on (the safety net). */
+  private def fallBack(reason: String): Unit = {
+    if (builtinAlways.compareAndSet(false, true)) {
+      logWarning(s"trspark: policy engine unavailable ($reason); falling back to always-checkpoint " +
+        s"(every map output to ${if (conf.targets == "local") "a peer" else conf.remotePath}) for the rest of this application")
+      synchronized(ledger.all.filter(r => !r.hasCopy && !r.busy).foreach(backupBuiltin))
+    }
+  }
+
+  /** Apply one engine command (runs on the bridge's reader thread). */
+  private def command(node: JsonNode): Unit = node.path("type").asText() match {
+    case "Backup" => synchronized {
+      val sid = node.path("shuffle_id").asInt()
+      val index = node.path("map_index").asInt()
+      ledger.get(sid, index) match {
+        case Some(record) if node.path("map_id").isNull || node.path("map_id").isMissingNode ||
+            node.path("map_id").asLong() == record.mapId =>
+          request(record, node.path("target").asText(Target.Remote))
+        case _ => logDebug(s"trspark: Backup of unknown/superseded output $sid/$index ignored")
+      }
+    }
+    case "CancelBackup" => synchronized {
+      ledger.get(node.path("shuffle_id").asInt(), node.path("map_index").asInt()).foreach { record =>
+        work.get(record.source).foreach(_.removeAll(t => t.shuffleId == record.shuffleId && t.mapId == record.mapId))
+        if (record.busy) cancels.getOrElseUpdate(record.source, mutable.Buffer.empty) += ((record.shuffleId, record.mapId))
+        if (record.remote == CopyState.Running) record.remote = CopyState.None
+        record.peers.filterInPlace((_, s) => s != CopyState.Running)
+      }
+    }
+    case "DropBackup" => synchronized {
+      ledger.get(node.path("shuffle_id").asInt(), node.path("map_index").asInt()).foreach { record =>
+        if (record.remote != CopyState.None) {
+          record.remote = CopyState.None
+          verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
+        }
+        // A peer copy is also the tracker's location (the index upload re-pointed it): move the
+        // output back to its source while that lives; the peer's files go with its local dirs.
+        if (!deadExecutors.contains(record.source) && record.peers.nonEmpty) {
+          blockManagers.get(record.source).foreach { bm =>
+            SparkEnv.get.mapOutputTracker.asInstanceOf[MapOutputTrackerMaster]
+              .updateMapOutput(record.shuffleId, record.mapId, bm)
+          }
+          record.peers.clear()
+        }
+      }
+    }
+    case "SafetyBelt" => logInfo(s"trspark: engine safety belt on=${node.path("on").asBoolean()}: ${node.path("reason").asText()}")
+    case "Advice" => logInfo(s"trspark advice: ${node.path("message").asText()}")
+    case "SchedulingHints" | "DuplicateTask" | "KillDuplicate" => // applied by the scheduler hook (issue 5)
+    case other => logWarning(s"trspark: unknown engine command '$other' ignored")
+  }
+
+  // Test hooks (py4j): counters and the current mode.
+  def stat(name: String): Long = synchronized(stats.getOrElse(name, 0L))
+  def fallenBack: Boolean = builtinAlways.get() && conf.mode != "always"
+}
+
+object TRDriverPlugin {
+  /** The running driver plugin (one SparkContext per JVM), for the scheduler hook and tests. */
+  @volatile var active: Option[TRDriverPlugin] = None
+
+  /**
+   * True when the tracker has `record` (this very map attempt) on `executorId`, or has just
+   * removed it (it sits in `mapStatusesDeleted` and no newer attempt took its place).
+   */
+  def isOn(tracker: MapOutputTrackerMaster, record: OutputRecord, executorId: String): Boolean =
+    tracker.shuffleStatuses.get(record.shuffleId).exists { status =>
+      val live = status.mapStatuses(record.mapIndex)
+      if (live != null) live.mapId == record.mapId && live.location.executorId == executorId
+      else Option(status.mapStatusesDeleted(record.mapIndex)).exists(_.mapId == record.mapId)
+    }
+
+  /** py4j entry points (static forwarders): counters of the active plugin. */
+  def stat(name: String): Long = active.map(_.stat(name)).getOrElse(-1L)
+  def isFallenBack: Boolean = active.exists(_.fallenBack)
+}

@@ -1,0 +1,146 @@
+package org.apache.spark.trspark
+
+import scala.collection.mutable
+
+import org.apache.spark.{ExceptionFailure, ExecutorLostFailure, FetchFailed, SparkContext, SparkEnv, Success,
+  TaskKilled}
+import org.apache.spark.scheduler._
+
+/**
+ * Records Spark's scheduler events as the engine's protocol events (`trspark/engine/protocol.py`,
+ * same JSON field names) and tells the driver plugin about new and lost map outputs. Runs on
+ * Spark's listener bus, i.e. asynchronously: the synchronous re-pointing is in [[TRTaskScheduler]].
+ */
+class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener {
+  private val shuffleOfStage = mutable.HashMap.empty[Int, Int]
+  /** shuffle id -> stages that read it and have not completed yet. */
+  private val readers = mutable.HashMap.empty[Int, mutable.Set[Int]]
+  private val shufflesOfJob = mutable.HashMap.empty[Int, Seq[Int]]
+  private val consumed = mutable.HashSet.empty[Int]
+  private val pool = sc.conf.get(TRConf.Prefix + "pool", "default")
+
+  private def ev(kind: String) = plugin.event(kind)
+
+  override def onBlockManagerAdded(added: SparkListenerBlockManagerAdded): Unit = {
+    val id = added.blockManagerId
+    if (!id.isDriver && id.executorId != "fallback") plugin.executorAdded(id.executorId, id)
+  }
+
+  override def onExecutorAdded(added: SparkListenerExecutorAdded): Unit = plugin.emit(
+    ev("ExecutorAdded").put("executor_id", added.executorId).put("host", added.executorInfo.executorHost)
+      .put("cores", added.executorInfo.totalCores).put("pool", pool))
+
+  override def onExecutorRemoved(removed: SparkListenerExecutorRemoved): Unit = {
+    val reason = TRListener.lossKind(removed.reason)
+    plugin.emit(ev("ExecutorLost").put("executor_id", removed.executorId).put("reason", reason))
+    plugin.outputsLost(removed.executorId, "executor lost", evicted = reason == "evicted")
+  }
+
+  override def onJobStart(job: SparkListenerJobStart): Unit = {
+    job.stageInfos.foreach(s => s.shuffleDepId.foreach(shuffleOfStage(s.stageId) = _))
+    for (s <- job.stageInfos; parent <- s.parentIds; shuffle <- shuffleOfStage.get(parent)) {
+      readers.getOrElseUpdate(shuffle, mutable.Set.empty) += s.stageId
+    }
+    shufflesOfJob(job.jobId) = job.stageInfos.flatMap(_.shuffleDepId)
+  }
+
+  override def onStageSubmitted(submitted: SparkListenerStageSubmitted): Unit = {
+    val s = submitted.stageInfo
+    val node = ev("StageSubmitted").put("stage_id", s.stageId).put("num_tasks", s.numTasks)
+      .put("attempt", s.attemptNumber()).put("name", s.name)
+    val parents = node.putArray("parent_stage_ids")
+    s.parentIds.foreach(p => parents.add(p))
+    val parentShuffles = node.putArray("parent_shuffle_ids")
+    s.parentIds.flatMap(shuffleOfStage.get).foreach(p => parentShuffles.add(p))
+    s.shuffleDepId match {
+      case Some(id) => node.put("shuffle_id", id)
+      case None => node.putNull("shuffle_id")
+    }
+    plugin.emit(node)
+  }
+
+  override def onTaskStart(start: SparkListenerTaskStart): Unit = plugin.emit(
+    ev("TaskStarted").put("stage_id", start.stageId).put("partition", start.taskInfo.partitionId)
+      .put("executor_id", start.taskInfo.executorId).put("attempt", start.taskInfo.attemptNumber)
+      .put("speculative", start.taskInfo.speculative))
+
+  override def onTaskEnd(end: SparkListenerTaskEnd): Unit = {
+    val info = end.taskInfo
+    val shuffle = shuffleOfStage.get(end.stageId)
+    val success = end.reason == Success
+    val mapId = shuffle.filter(_ => success).map(id => TRListener.mapIdOf(id, info.partitionId, info.taskId))
+    val node = ev("TaskEnded").put("stage_id", end.stageId).put("partition", info.partitionId)
+      .put("executor_id", info.executorId).put("duration", info.duration / 1000.0).put("successful", success)
+      .put("attempt", info.attemptNumber).put("reason", TRListener.taskEndKind(end.reason))
+    Option(end.taskMetrics).foreach { m =>
+      node.put("input_bytes", m.inputMetrics.bytesRead)
+        .put("shuffle_read_bytes", m.shuffleReadMetrics.totalBytesRead)
+        .put("shuffle_read_local_bytes", m.shuffleReadMetrics.localBytesRead)
+        .put("shuffle_write_bytes", m.shuffleWriteMetrics.bytesWritten)
+    }
+    shuffle match {
+      case Some(id) => node.put("shuffle_id", id)
+      case None => node.putNull("shuffle_id")
+    }
+    mapId match {
+      case Some(id) => node.put("map_id", id)
+      case None => node.putNull("map_id")
+    }
+    plugin.emit(node)
+    for (id <- shuffle; m <- mapId) {
+      val bytes = Option(end.taskMetrics).map(_.shuffleWriteMetrics.bytesWritten).getOrElse(0L)
+      plugin.mapOutputCreated(new OutputRecord(id, info.partitionId, m, info.executorId, bytes))
+    }
+    end.reason match {
+      case f: FetchFailed if f.bmAddress != null => plugin.outputsLost(f.bmAddress.executorId, "fetch failed", evicted = false)
+      case _ =>
+    }
+  }
+
+  override def onStageCompleted(completed: SparkListenerStageCompleted): Unit = {
+    val s = completed.stageInfo
+    val failed = s.failureReason.isDefined
+    plugin.emit(ev("StageCompleted").put("stage_id", s.stageId).put("attempt", s.attemptNumber()).put("failed", failed))
+    if (!failed) for (parent <- s.parentIds; shuffle <- shuffleOfStage.get(parent)) {
+      readers.get(shuffle).foreach { stages =>
+        stages -= s.stageId
+        if (stages.isEmpty) markConsumed(shuffle)
+      }
+    }
+  }
+
+  override def onJobEnd(end: SparkListenerJobEnd): Unit = {
+    shufflesOfJob.remove(end.jobId).foreach(_.foreach(markConsumed))
+    plugin.emit(ev("JobEnded").put("succeeded", end.jobResult == JobSucceeded))
+  }
+
+  private def markConsumed(shuffle: Int): Unit = if (consumed.add(shuffle)) {
+    readers.remove(shuffle)
+    plugin.emit(ev("ShuffleConsumed").put("shuffle_id", shuffle))
+  }
+}
+
+object TRListener {
+  /** The engine's ExecutorLost reason from Spark's loss message (see [[TRTaskScheduler.asEviction]]). */
+  def lossKind(reason: String): String = {
+    val exit = """exited with code (\d+)""".r.findFirstMatchIn(reason).map(_.group(1).toInt)
+    if (reason.contains("trspark") && reason.contains("eviction")) "evicted"
+    else if (reason.toLowerCase(java.util.Locale.ROOT).contains("decommission")) "decommissioned"
+    else if (exit.exists(_ >= 128) || reason.contains("disassociated") || reason.contains("Remote RPC client")) "evicted"
+    else if (reason.contains("killed by driver") || reason.contains("Executor killed")) "killed"
+    else "app"
+  }
+
+  def taskEndKind(reason: Any): String = reason match {
+    case Success => "success"
+    case _: FetchFailed => "fetch_failed"
+    case _: ExecutorLostFailure => "executor_lost"
+    case _: TaskKilled => "killed"
+    case _: ExceptionFailure => "exception"
+    case _ => "exception"
+  }
+
+  /** Spark's unique map id of a map task's output: its task attempt id (Spark >= 3.0). */
+  def mapIdOf(shuffleId: Int, mapIndex: Int, taskId: Long): Long =
+    if (SparkEnv.get.conf.getBoolean("spark.shuffle.useOldFetchProtocol", false)) mapIndex.toLong else taskId
+}
