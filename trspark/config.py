@@ -103,6 +103,11 @@ def _bandwidth(raw: str) -> float:
     return value * scale
 
 
+def _rate_or_zero(raw: str) -> float:
+    """Like :func:`_bandwidth` but 0 (= unlimited) is allowed."""
+    return 0.0 if raw.strip() in ("0", "0.0") else _bandwidth(raw)
+
+
 MODES = ("tr", "always", "never", "stage", "interval")
 
 KEYS: tuple[Key, ...] = (
@@ -146,6 +151,8 @@ KEYS: tuple[Key, ...] = (
     Key("history.url", "history_url", "", _text, "an fsspec URL (local path, file://, abfs://...)",
         "Lifetime history store: observed executor lifetimes are appended here and fitted by the next application."),
     Key("pool", "pool", "default", _text, "a name", "Executor pool / instance type; history is kept per pool."),
+    Key("backup.throttle", "backup_throttle", 0.0, _rate_or_zero, "bytes/s >= 0 (0 = unlimited), e.g. 50m",
+        "Cap on the speed of each backup copy (bytes/s); stands for a slow blob store in tests and benchmarks."),
 )
 
 _BY_NAME = {k.name: k for k in KEYS}
@@ -177,6 +184,7 @@ class TRConfig:
     engine_timeout: float = 2.0
     history_url: str = ""
     pool: str = "default"
+    backup_throttle: float = 0.0
 
     def __post_init__(self) -> None:
         # Re-validate typed values so TRConfig(beta=-1) fails like spark.trspark.beta=-1.
