@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .lifetimes.base import FloatArray, LifetimeModel, as_float_array
+from .lifetimes.base import FloatArray, LifetimeModel
 from .lineage import Executor, Lineage
 
 #: Floor of survival probabilities before taking logs (keeps ``log`` finite; exp(-690) ~ 0).
@@ -16,9 +16,8 @@ TINY = 1e-300
 def cell_fail_probs(model: LifetimeModel, ages: FloatArray, edges: FloatArray) -> FloatArray:
     """Exact failure mass per cell, :math:`p_{e,i} = P(g_i < T_e - \\tau_e \\le g_{i+1} \\mid T_e > \\tau_e)`.
 
-    Uses :meth:`LifetimeModel.cell_fail_probs` when the model has it, else the same quantity from
-    :meth:`LifetimeModel.prob_fail` on adjacent edges. Both count point masses (deterministic
-    lifetimes), unlike ``cond_pdf * dt``.
+    Delegates to :meth:`LifetimeModel.cell_fail_probs`, which counts point masses (deterministic lifetimes),
+    unlike ``cond_pdf * dt``.
 
     Parameters
     ----------
@@ -32,10 +31,7 @@ def cell_fail_probs(model: LifetimeModel, ages: FloatArray, edges: FloatArray) -
     -------
     ndarray, shape (P, n)
     """
-    method = getattr(model, "cell_fail_probs", None)
-    if method is not None:
-        return as_float_array(method(ages, edges))
-    return as_float_array(model.prob_fail(ages[:, None], edges[:-1], edges[1:]))
+    return model.cell_fail_probs(ages, edges)
 
 
 def cond_cdf(model: LifetimeModel, ages: FloatArray, edges: FloatArray) -> FloatArray:
