@@ -21,6 +21,14 @@ class Policy(ABC):
     def handle(self, event: Event) -> Sequence[Command]:
         """React to one event; return the commands to apply now (possibly none)."""
 
+    def wants(self, event_type: type) -> bool:
+        """Does this policy need events of ``event_type``? (default: all of them)
+
+        A driver may skip building events a policy declares it does not need; the simulator
+        uses this to stay fast for policies that ignore per-task events (e.g. ``never``).
+        """
+        return True
+
     def summary(self) -> dict[str, object]:
         """Counters worth reporting at the end of a run (backups planned, safety belt, ...)."""
         return {}
