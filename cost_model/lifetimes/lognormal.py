@@ -49,6 +49,9 @@ class LogNormal(LifetimeModel):
     def sf(self, t: ArrayLike) -> FloatArray:
         return np.asarray(ndtr(-self._z(as_float_array(t))), dtype=np.float64)
 
+    def cdf(self, t: ArrayLike) -> FloatArray:
+        return np.asarray(ndtr(self._z(as_float_array(t))), dtype=np.float64)
+
     def cumulative_hazard(self, t: ArrayLike) -> FloatArray:
         return np.asarray(-log_ndtr(-self._z(as_float_array(t))), dtype=np.float64)
 

@@ -41,6 +41,21 @@ class Weibull(LifetimeModel):
     def sf(self, t: ArrayLike) -> FloatArray:
         return np.exp(-self.cumulative_hazard(t))
 
+    def cond_sf(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
+        """:math:`e^{-\\Delta H}` with :math:`\\Delta H = (\\tau/\\lambda)^k\\,\\operatorname{expm1}(k \\ln(1 + t/\\tau))` for ``t < τ``.
+
+        The factored form keeps its digits for short windows at old ages, where the plain
+        difference :math:`H(\\tau+t) - H(\\tau)` of two large numbers would cancel.
+        """
+        age_a = np.maximum(as_float_array(age), 0.0)
+        t_a = as_float_array(t)
+        t_pos = np.maximum(t_a, 0.0)
+        short = (t_pos < age_a) & (age_a > 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            factored = (age_a / self.scale_) ** self.shape_ * np.expm1(self.shape_ * np.log1p(t_pos / age_a))
+        plain = np.maximum(self.cumulative_hazard(age_a + t_pos) - self.cumulative_hazard(age_a), 0.0)
+        return np.where(t_a <= 0.0, 1.0, np.exp(-np.where(short, factored, plain)))
+
     def hazard(self, t: ArrayLike) -> FloatArray:
         t_a = as_float_array(t)
         x = np.maximum(t_a, 0.0) / self.scale_
