@@ -33,7 +33,7 @@ from trspark.engine.protocol import (
 )
 from trspark.engine.registry import make_policy
 
-TIMEOUT = 20.0
+TIMEOUT = 60.0  # generous: the shared machine is often heavily loaded
 
 MAP_TASK = TaskEnded(
     time=3.5, stage_id=0, partition=4, executor_id="2", duration=1.25,

@@ -1,0 +1,267 @@
+"""The eviction injector: discovery, kills and records on a fake process tree, then on real Spark."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import pytest
+
+from cost_model.lifetimes import from_spec
+from trspark.chaos import EXECUTOR_CLASS, EvictionInjector, draw_schedule, find_executors
+
+TIMEOUT = 20.0
+SPARK_TIMEOUT = 150.0  # a loaded 2-core machine: executors took 40 s to register in one run
+PAUSE = "import signal; signal.pause()"
+# A launcher that starts an executor as its own child (a grandchild of the test) and prints its pid.
+# Its own argv holds the executor's arguments with the class name split, so only the child matches.
+NESTED = (
+    "import subprocess, sys, signal; "
+    "args = [a.replace('#', '') for a in sys.argv[2:]]; "
+    "p = subprocess.Popen([sys.executable, '-c', sys.argv[1], *args]); "
+    "print(p.pid, flush=True); signal.pause()"
+)
+# Ignores SIGPWR (as a Spark executor does: it starts decommissioning instead), then says so.
+IGNORES_SIGPWR = "import signal; signal.signal(signal.SIGPWR, signal.SIG_IGN); print('ready', flush=True); signal.pause()"
+
+
+def wait_for(condition: Callable[[], object], timeout: float = TIMEOUT, what: str = "condition") -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if result := condition():
+            return result
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+class FakeCluster:
+    """Child processes of the test whose argv looks like Spark executor JVMs."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.pids: dict[str, int] = {}
+
+    def executor_args(self, executor_id: str) -> list[str]:
+        return [EXECUTOR_CLASS, "--driver-url", "spark://x", "--executor-id", executor_id, "--cores", "1"]
+
+    def add(self, executor_id: str, *, nested: bool = False) -> int:
+        if nested:
+            args = [a.replace("org.", "org.#") for a in self.executor_args(executor_id)]
+            proc = subprocess.Popen([sys.executable, "-c", NESTED, PAUSE, *args], stdout=subprocess.PIPE)
+            pid = int(proc.stdout.readline())  # type: ignore[union-attr]
+        else:
+            proc = subprocess.Popen([sys.executable, "-c", PAUSE, *self.executor_args(executor_id)])
+            pid = proc.pid
+        self.procs.append(proc)
+        self.pids[executor_id] = pid
+        # Distinct start times (10 ms /proc resolution) keep "oldest first" unambiguous.
+        wait_for(lambda: any(e.pid == pid for e in find_executors(self.driver)), what=f"executor {executor_id}")
+        time.sleep(0.02)
+        return pid
+
+    def decoy(self) -> None:
+        self.procs.append(subprocess.Popen([sys.executable, "-c", PAUSE, "org.apache.spark.deploy.worker.Worker"]))
+
+    @property
+    def driver(self) -> int:
+        import os
+
+        return os.getpid()
+
+    def alive_ids(self) -> list[str]:
+        return [e.executor_id for e in find_executors(self.driver)]
+
+    def close(self) -> None:
+        for proc in self.procs:
+            proc.kill()
+            proc.wait(TIMEOUT)
+        for pid in self.pids.values():  # grandchildren of nested launchers
+            try:
+                import os
+
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture
+def cluster() -> Iterator[FakeCluster]:
+    fake = FakeCluster()
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+def test_find_executors_reads_ids_from_descendants_oldest_first(cluster: FakeCluster) -> None:
+    cluster.decoy()
+    cluster.add("10")
+    cluster.add("2", nested=True)
+    cluster.add("3")
+    found = find_executors(cluster.driver)
+    assert [(e.executor_id, e.pid) for e in found] == [(i, cluster.pids[i]) for i in ("10", "2", "3")]
+    assert found[0].started <= found[1].started <= found[2].started
+    assert find_executors(2**22 + 12345) == []  # no such driver
+
+
+def test_schedule_kills_by_rank_and_records_it(cluster: FakeCluster) -> None:
+    for executor_id in ("0", "1", "2"):
+        cluster.add(executor_id)
+    with EvictionInjector(cluster.driver, schedule=[(0.0, 0), (0.3, 5)], poll=0.02) as injector:
+        wait_for(lambda: len(injector.records) == 2, what="two kills")
+    records = injector.records
+    # rank 0 = oldest ("0"); then rank 5 mod 2 alive = 1 -> "2" (the younger of "1", "2").
+    assert [(r.executor_id, r.pid, r.signal, r.rank) for r in records] == [
+        ("0", cluster.pids["0"], signal.SIGKILL, 0),
+        ("2", cluster.pids["2"], signal.SIGKILL, 1),
+    ]
+    assert 0.0 <= records[0].t < 0.3 <= records[1].t
+    assert cluster.procs[0].wait(TIMEOUT) == -signal.SIGKILL and cluster.procs[2].wait(TIMEOUT) == -signal.SIGKILL
+    assert cluster.alive_ids() == ["1"]
+    assert injector.schedule() == [(records[0].t, 0), (records[1].t, 1)]
+
+
+def test_min_alive_makes_a_due_kill_wait_for_a_replacement(cluster: FakeCluster) -> None:
+    for executor_id in ("0", "1", "2"):
+        cluster.add(executor_id)
+    injector = EvictionInjector(cluster.driver, schedule=[(0.0, 0)] * 3, min_alive=2).start(background=False)
+    injector.step()
+    injector.step()
+    assert [r.executor_id for r in injector.records] == ["0"]  # a second kill would leave 1 < 2
+    wait_for(lambda: cluster.alive_ids() == ["1", "2"], what="the kill to take effect")
+    cluster.add("3")  # the replacement registers
+    injector.step()
+    assert [r.executor_id for r in injector.records] == ["0", "1"]
+
+
+def test_max_kills_and_sigpwr_only(cluster: FakeCluster) -> None:
+    for executor_id in ("0", "1"):
+        cluster.add(executor_id)
+    injector = EvictionInjector(cluster.driver, schedule=[(0.0, 0)] * 3, max_kills=1, min_alive=0,
+                                signal=signal.SIGPWR).start(background=False)
+    injector.step()
+    injector.step()
+    assert [(r.executor_id, r.signal) for r in injector.records] == [("0", signal.SIGPWR)]
+    assert cluster.procs[0].wait(TIMEOUT) == -signal.SIGPWR  # default action of SIGPWR: terminate
+
+
+def test_notice_sends_sigpwr_then_sigkill_after_the_notice(cluster: FakeCluster) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", IGNORES_SIGPWR, *cluster.executor_args("0")], stdout=subprocess.PIPE)
+    cluster.procs.append(proc)
+    assert proc.stdout.readline() == b"ready\n"  # type: ignore[union-attr]
+    now = [100.0]
+    injector = EvictionInjector(cluster.driver, schedule=[(10.0, 0)], notice=4.0, min_alive=0,
+                                clock=lambda: now[0]).start(background=False)
+    now[0] = 105.9  # 5.9 s after start: 0.1 s before the notice is due
+    injector.step()
+    assert injector.records == []
+    now[0] = 106.0
+    injector.step()
+    now[0] = 109.9
+    injector.step()
+    assert [r.signal for r in injector.records] == [signal.SIGPWR] and proc.poll() is None
+    now[0] = 110.0
+    injector.step()
+    assert [(r.t, r.signal) for r in injector.records] == [(6.0, signal.SIGPWR), (10.0, signal.SIGKILL)]
+    assert proc.wait(TIMEOUT) == -signal.SIGKILL
+    assert injector.schedule() == [(10.0, 0)]
+
+
+def test_model_lifetimes_are_drawn_per_executor_from_its_start(cluster: FakeCluster) -> None:
+    for executor_id in ("0", "1", "2"):
+        cluster.add(executor_id)
+    model = from_spec("exponential:mean=50")
+    expected = model.sample(4, np.random.default_rng(11))  # the injector's draws, in discovery order
+    now = [0.0]
+    injector = EvictionInjector(cluster.driver, model="exponential:mean=50", rng=11, min_alive=1,
+                                clock=lambda: now[0]).start(background=False)
+    injector.step()  # draws for the three running executors, first seen at 0
+    deaths = injector.planned_deaths()
+    assert deaths == {"0": expected[0], "1": expected[1], "2": expected[2]}
+    order = sorted(deaths, key=deaths.__getitem__)
+    now[0] = deaths[order[0]] - 1e-6
+    injector.step()
+    assert injector.records == []
+    now[0] = deaths[order[0]]
+    injector.step()
+    assert [r.executor_id for r in injector.records] == [order[0]]
+    now[0] = max(deaths.values()) + 1.0
+    injector.step()  # the last one is due too but min_alive=1 keeps it
+    assert [r.executor_id for r in injector.records] == order[:2]
+    wait_for(lambda: cluster.alive_ids() == [order[2]], what="two kills to take effect")
+    cluster.add("3")  # a replacement: its own lifetime from when it appeared
+    now[0] += 7.0
+    injector.step()
+    assert injector.planned_deaths()["3"] == now[0] + expected[3]
+
+
+def test_draw_schedule_is_reproducible_and_follows_the_model() -> None:
+    first = draw_schedule("exponential:mean=10", 3, 1000.0, np.random.default_rng(5))
+    assert first == draw_schedule(from_spec("exponential:mean=10"), 3, 1000.0, np.random.default_rng(5))
+    assert first != draw_schedule("exponential:mean=10", 3, 1000.0, np.random.default_rng(6))
+    times = [t for t, _ in first]
+    assert times == sorted(times) and times[-1] <= 1000.0
+    assert {rank for _, rank in first} <= {0, 1, 2}
+    # Three renewal processes with mean lifetime 10 s: about 3 * 1000 / 10 = 300 kills (sd ~ 17).
+    assert 250 <= len(first) <= 350
+    # With a replacement delay the replacement is not alive yet: a lone slot is always rank 0.
+    assert {rank for _, rank in draw_schedule("exponential:mean=10", 1, 100.0, np.random.default_rng(5))} == {0}
+    with pytest.raises(ValueError, match="executors >= 1"):
+        draw_schedule("exponential:mean=10", 0, 10.0, np.random.default_rng(5))
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="exactly one of model"):
+        EvictionInjector(1)
+    with pytest.raises(ValueError, match="needs rng"):
+        EvictionInjector(1, model="exponential:mean=5")
+    with pytest.raises(ValueError, match="unknown lifetime model"):
+        EvictionInjector(1, model="nope:x=1", rng=1)
+
+
+# ---- real Spark ------------------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_kill_a_real_executor_and_spark_registers_a_replacement() -> None:
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local-cluster[2,1,1024]").appName("trspark-chaos-test")
+        .config("spark.ui.enabled", "false")
+        .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    try:
+        sc = spark.sparkContext
+        assert sc.master == "local-cluster[2,1,1024]", "another test left a different SparkContext running"
+        driver_pid = sc._gateway.proc.pid  # type: ignore[attr-defined]
+
+        def spark_executor_ids() -> set[str]:
+            return set(sc._jsc.sc().getExecutorIds().mkString(",").split(",")) - {""}  # type: ignore[union-attr]
+
+        executors = wait_for(lambda: len(found := find_executors(driver_pid)) == 2 and found,
+                             timeout=SPARK_TIMEOUT, what="2 executor JVMs")
+        before = {e.executor_id: e.pid for e in executors}  # type: ignore[attr-defined]
+        wait_for(lambda: spark_executor_ids() == set(before), timeout=SPARK_TIMEOUT,
+                 what="Spark to register both executors")
+        with EvictionInjector(driver_pid, schedule=[(0.0, 0)], min_alive=1, poll=0.1) as injector:
+            wait_for(lambda: injector.records, what="the kill")
+        (record,) = injector.records
+        assert record.executor_id in before and record.pid == before[record.executor_id]
+
+        def replaced() -> bool:
+            ids = spark_executor_ids()
+            return len(ids) == 2 and record.executor_id not in ids
+
+        wait_for(replaced, timeout=SPARK_TIMEOUT, what="Spark to drop the killed executor and register a replacement")
+        new_id = (spark_executor_ids() - set(before)).pop()
+        assert new_id in {e.executor_id for e in find_executors(driver_pid)}
+        assert spark.range(0, 10_000, numPartitions=4).selectExpr("sum(id)").collect()[0][0] == 49_995_000
+    finally:
+        spark.stop()
