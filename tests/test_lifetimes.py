@@ -141,6 +141,33 @@ def test_exponential_is_memoryless() -> None:
     np.testing.assert_allclose(w.mean_residual_life([0.0, 5000.0]), [600.0, 600.0], rtol=1e-7)
 
 
+@pytest.mark.parametrize(("ours", "ref"), SCIPY_TWINS, ids=lambda x: getattr(x, "name", ""))
+def test_quantiles_match_scipy(ours: LifetimeModel, ref: st.rv_continuous) -> None:
+    q = np.array([1e-9, 0.01, 0.5, 0.9, 1.0 - 1e-9])
+    np.testing.assert_allclose(ours.ppf(q), ref.ppf(q), rtol=1e-9)
+    # Residual-life quantile: S(τ + u) = (1 - q) S(τ).
+    age, q = 2000.0, q[1:]  # the reference's isf((1 - q) S(τ)) has no digits left for q = 1e-9
+    np.testing.assert_allclose(ours.cond_ppf(age, q), ref.isf((1.0 - q) * ref.sf(age)) - age, rtol=1e-8)
+
+
+def test_quantiles_of_step_laws() -> None:
+    np.testing.assert_array_equal(Deterministic(900.0).cond_ppf(100.0, [0.01, 0.5, 1.0]), [800.0, 800.0, 800.0])
+    np.testing.assert_allclose(Empirical([50.0, 150.0, 150.0, 350.0]).ppf([0.2, 0.25, 0.3, 0.75, 0.9]),
+                               [50.0, 50.0, 150.0, 150.0, 350.0], rtol=1e-12)
+    notice = Notice(Exponential(600.0), 1000.0)
+    assert float(notice.cond_ppf(900.0, 0.999)) == pytest.approx(100.0)  # the deadline caps it
+    assert float(notice.cond_ppf(900.0, 0.01)) == pytest.approx(-600.0 * math.log(0.99))
+    assert float(Deterministic(900.0).cond_ppf(1000.0, 0.5)) == 0.0  # past the deadline: now
+    with pytest.raises(ValueError, match="'q'"):
+        Exponential(600.0).cond_ppf(0.0, 1.5)
+
+
+@pytest.mark.parametrize("model", [Weibull(0.8, 3600.0), Weibull(3.0, 3600.0), LogNormal(1800.0, 1.2)], ids=repr)
+def test_closed_form_mean_residual_life_matches_quadrature(model: LifetimeModel) -> None:
+    ages = np.array([0.0, 1.0, 600.0, 3600.0, 1e5, 1e7])
+    np.testing.assert_allclose(model.mean_residual_life(ages), LifetimeModel.mean_residual_life(model, ages), rtol=1e-8)
+
+
 # ---- conditional quantities against Monte Carlo ------------------------------------------------
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_conditional_law_matches_monte_carlo(name: str, draws: dict[str, np.ndarray]) -> None:

@@ -142,20 +142,27 @@ class LifetimeModel(ABC):
         """Whether ``S(age) > 0``, i.e. being alive at ``age`` is possible under the model."""
         return np.asarray(np.isfinite(self.cumulative_hazard(age)))
 
-    def cond_sf(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
-        """:math:`P(T > \\tau + t \\mid T > \\tau) = e^{-(H(\\tau + t) - H(\\tau))}` (dimensionless).
+    def cond_cumulative_hazard(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
+        """:math:`\\Delta H_\\tau(t) = H(\\tau + t) - H(\\tau) = -\\ln P(T > \\tau + t \\mid T > \\tau)` (dimensionless).
 
-        Equals 1 for ``t <= 0``. Past the support (``S(τ) = 0``) the executor fails now: 0 for
-        ``t > 0``.
+        0 for ``t <= 0``; ``inf`` for ``t > 0`` past the support (the executor fails now).
+        Models override it where the plain difference of two large ``H`` values would cancel.
         """
         age_a = as_float_array(age)
         t_a = as_float_array(t)
         h0 = self.cumulative_hazard(age_a)
         h1 = self.cumulative_hazard(age_a + np.maximum(t_a, 0.0))
-        alive = np.isfinite(h0)
-        with np.errstate(invalid="ignore", over="ignore"):
-            ratio = np.exp(-np.where(alive, np.maximum(h1 - h0, 0.0), np.inf))
-        return np.where(t_a <= 0.0, 1.0, ratio)
+        with np.errstate(invalid="ignore"):
+            dh = np.where(np.isfinite(h0), np.maximum(h1 - h0, 0.0), np.inf)
+        return np.where(t_a <= 0.0, 0.0, dh)
+
+    def cond_sf(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
+        """:math:`P(T > \\tau + t \\mid T > \\tau) = S(\\tau+t)/S(\\tau) = e^{-\\Delta H_\\tau(t)}` (dimensionless).
+
+        Equals 1 for ``t <= 0``. Past the support (``S(τ) = 0``) the executor fails now: 0 for
+        ``t > 0``.
+        """
+        return np.exp(-self.cond_cumulative_hazard(age, t))
 
     def cond_pdf(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
         """Failure density ``t`` s from now given alive at τ: :math:`f(\\tau+t)/S(\\tau) = h(\\tau+t)\\,S(\\tau+t)/S(\\tau)` (1/s).
@@ -226,12 +233,11 @@ class LifetimeModel(ABC):
         if np.any(~((q_a >= 0.0) & (q_a <= 1.0))):
             raise ValueError(f"cond_ppf: 'q' must be probabilities in [0, 1], got {q!r}")
         with np.errstate(divide="ignore"):
-            target = np.log1p(-q_a)  # done once -H-increment <= log(1 - q)
+            target = -np.log1p(-q_a)  # done once the hazard increment reaches -ln(1 - q)
         alive = self._alive(age_a)
 
         def done(u: FloatArray) -> NDArray[np.bool_]:
-            with np.errstate(divide="ignore"):
-                return np.asarray((np.log(self.cond_sf(age_a, u)) <= target) | ~alive | (q_a <= 0.0))
+            return np.asarray((self.cond_cumulative_hazard(age_a, u) >= target) | ~alive | (q_a <= 0.0))
 
         mean = self.mean()
         hi = np.full(age_a.shape, mean if np.isfinite(mean) and mean > _TINY else 1.0)

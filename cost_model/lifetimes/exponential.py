@@ -53,10 +53,10 @@ class Exponential(LifetimeModel):
     def hazard(self, t: ArrayLike) -> FloatArray:
         return np.where(as_float_array(t) >= 0.0, self.rate_, 0.0)
 
-    def cond_sf(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
-        # Memoryless: exact at any age, with no cancellation of large H(τ) values.
+    def cond_cumulative_hazard(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
+        # Memoryless: λt at any age, with no cancellation of large H(τ) values.
         shape = np.broadcast_shapes(np.shape(age), np.shape(t))
-        return np.broadcast_to(self.sf(t), shape).copy()
+        return np.broadcast_to(self.cumulative_hazard(t), shape).copy()
 
     def expected_lifetime(self, age: ArrayLike, a: ArrayLike, b: ArrayLike, *, points: int = 129) -> FloatArray:
         a_a = np.maximum(as_float_array(a), 0.0)

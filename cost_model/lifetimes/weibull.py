@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy.special import gammaincc
 
 from .base import FloatArray, LifetimeModel, as_float_array, check_positive
 
@@ -41,8 +42,8 @@ class Weibull(LifetimeModel):
     def sf(self, t: ArrayLike) -> FloatArray:
         return np.exp(-self.cumulative_hazard(t))
 
-    def cond_sf(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
-        """:math:`e^{-\\Delta H}` with :math:`\\Delta H = (\\tau/\\lambda)^k\\,\\operatorname{expm1}(k \\ln(1 + t/\\tau))` for ``t < τ``.
+    def cond_cumulative_hazard(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
+        """:math:`\\Delta H = (\\tau/\\lambda)^k\\,\\operatorname{expm1}(k \\ln(1 + t/\\tau))` for ``0 < t < τ``.
 
         The factored form keeps its digits for short windows at old ages, where the plain
         difference :math:`H(\\tau+t) - H(\\tau)` of two large numbers would cancel.
@@ -51,10 +52,10 @@ class Weibull(LifetimeModel):
         t_a = as_float_array(t)
         t_pos = np.maximum(t_a, 0.0)
         short = (t_pos < age_a) & (age_a > 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             factored = (age_a / self.scale_) ** self.shape_ * np.expm1(self.shape_ * np.log1p(t_pos / age_a))
         plain = np.maximum(self.cumulative_hazard(age_a + t_pos) - self.cumulative_hazard(age_a), 0.0)
-        return np.where(t_a <= 0.0, 1.0, np.exp(-np.where(short, factored, plain)))
+        return np.where(t_a <= 0.0, 0.0, np.where(short, factored, plain))
 
     def hazard(self, t: ArrayLike) -> FloatArray:
         t_a = as_float_array(t)
@@ -74,6 +75,22 @@ class Weibull(LifetimeModel):
         # lgamma, not gamma: shape < ~0.006 has Γ(1 + 1/k) beyond float range (mean = inf).
         log_mean = math.log(self.scale_) + math.lgamma(1.0 + 1.0 / self.shape_)
         return math.exp(log_mean) if log_mean < 709.0 else math.inf
+
+    def mean_residual_life(self, age: ArrayLike) -> FloatArray:
+        """:math:`m(\\tau) = \\lambda\\,\\Gamma(1+1/k)\\,Q(1/k, x)\\,e^{x}` with :math:`x = (\\tau/\\lambda)^k` (s).
+
+        :math:`Q` is the regularised upper incomplete gamma function. Past :math:`x = 600` the
+        product :math:`Q e^x` leaves float range, and the generic quadrature takes over.
+        """
+        age_a = np.maximum(as_float_array(age), 0.0)
+        x = (age_a / self.scale_) ** self.shape_
+        a = 1.0 / self.shape_  # ∫_τ^∞ S = (λ/k) Γ(1/k, x) = λ Γ(1 + 1/k) Q(1/k, x)
+        with np.errstate(over="ignore", invalid="ignore"):
+            closed = self.mean() * gammaincc(a, np.minimum(x, 600.0)) * np.exp(np.minimum(x, 600.0))
+        far = (x > 600.0) | ~np.isfinite(closed)
+        if np.any(far):
+            closed = np.where(far, super().mean_residual_life(np.where(far, age_a, 0.0)), closed)
+        return np.asarray(closed, dtype=np.float64)
 
     def sample(self, n: int, rng: np.random.Generator) -> FloatArray:
         return self.scale_ * rng.weibull(self.shape_, size=n)
