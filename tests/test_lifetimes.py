@@ -206,6 +206,16 @@ def test_expected_lifetime_matches_quadrature(name: str) -> None:
             assert float(m.expected_lifetime(age, a, b)) == pytest.approx(ref, rel=1e-4, abs=1e-6), (age, a, b)
 
 
+def test_whole_future_is_the_mean_residual_life(model: LifetimeModel) -> None:
+    # A window reaching far past the support: nothing survives it, and the time alive in it is m(τ).
+    for age in [0.0, 450.0, 5000.0]:
+        assert float(model.cond_sf(age, 1e15)) == pytest.approx(0.0, abs=1e-12)
+        assert float(model.prob_fail(age, 0.0, 1e15)) == pytest.approx(1.0, abs=1e-12)
+        assert float(model.expected_lifetime(age, 0.0, 1e15)) == pytest.approx(
+            float(model.mean_residual_life(age)), rel=1e-4
+        )
+
+
 # ---- cell_fail_probs: the grid integral every consumer uses -------------------------------------
 def test_cell_fail_probs_sum_to_window_probability(model: LifetimeModel) -> None:
     grid = np.concatenate(([0.0], np.geomspace(1.0, 2e5, 60)))

@@ -50,6 +50,14 @@ class Capped(LifetimeModel):
         t_a = as_float_array(t)
         return np.where(t_a < self.cap_, self.base_.cumulative_hazard(t_a), np.inf)
 
+    def cond_cumulative_hazard(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
+        # The base's own (possibly cancellation-free) increment, until the cap ends everything.
+        age_a = as_float_array(age)
+        t_a = as_float_array(t)
+        inside = self.base_.cond_cumulative_hazard(np.minimum(age_a, self.cap_), t_a)
+        ends = (age_a + np.maximum(t_a, 0.0) >= self.cap_) & (t_a > 0.0)
+        return np.where(ends, np.inf, inside)
+
     def hazard(self, t: ArrayLike) -> FloatArray:
         t_a = as_float_array(t)
         return np.where(t_a < self.cap_, self.base_.hazard(t_a), np.inf)

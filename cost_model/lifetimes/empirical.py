@@ -103,6 +103,14 @@ class Empirical(LifetimeModel):
         tail = steps + self.tail_rate_ * np.maximum(t_a - self.horizon_, 0.0)
         return np.where(t_a > self.horizon_, tail, steps)
 
+    def cond_cumulative_hazard(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
+        age_a = as_float_array(age)
+        t_a = as_float_array(t)
+        # In the tail the law is memoryless: λt exactly, whatever the age.
+        tail = self.tail_rate_ * np.maximum(t_a, 0.0)
+        inside = super().cond_cumulative_hazard(age_a, t_a)
+        return np.where((age_a >= self.horizon_) & (self._last > 0.0), tail, inside)
+
     def hazard(self, t: ArrayLike) -> FloatArray:
         t_a = as_float_array(t)
         return np.where(self.sf(t_a) <= 0.0, np.inf, np.where(t_a > self.horizon_, self.tail_rate_, 0.0))
