@@ -6,9 +6,10 @@ Tolerances, and why:
   5 standard errors of the estimate (plus 1e-9 for exact zero-variance cases): fixed seeds make
   them deterministic, 5 SE keeps them meaningful if a seed or numpy's generator ever changes;
 * Simpson-integrated ``expected_lifetime`` vs adaptive quadrature: rtol 1e-4 (129 nodes);
-* Kaplan–Meier recovery of Weibull(0.8, 3600) from 2000 lifetimes, 30 % censored: median within
-  10 % and S(t) within 0.04 absolute at 600 s, 3600 s, 10800 s (KM's standard error there is
-  ~0.011, so 0.04 is ~3.5 SE).
+* Kaplan–Meier recovery of Weibull(0.8, 3600) from 2000 lifetimes, 30 % censored: S(t) within
+  0.04 absolute at 600 s, 3600 s, 10800 s (KM's standard error there is <= ~0.012, so ~3.5 SE)
+  and the median within 15 % (its standard error is ~0.012 / f(median) ≈ 100 s ≈ 4.4 %, so
+  ~3.4 SE). Seed 1234 gives errors of 0.006, 0.004, 0.0003 and 5.9 %.
 Every test here runs with warnings turned into errors.
 """
 
@@ -151,9 +152,14 @@ def test_quantiles_match_scipy(ours: LifetimeModel, ref: st.rv_continuous) -> No
 
 
 def test_quantiles_of_step_laws() -> None:
-    np.testing.assert_array_equal(Deterministic(900.0).cond_ppf(100.0, [0.01, 0.5, 1.0]), [800.0, 800.0, 800.0])
-    np.testing.assert_allclose(Empirical([50.0, 150.0, 150.0, 350.0]).ppf([0.2, 0.25, 0.3, 0.75, 0.9]),
-                               [50.0, 50.0, 150.0, 150.0, 350.0], rtol=1e-12)
+    np.testing.assert_array_equal(
+        Deterministic(900.0).cond_ppf(100.0, [0.01, 0.5, 1.0]), [800.0, 800.0, 800.0]
+    )
+    np.testing.assert_allclose(
+        Empirical([50.0, 150.0, 150.0, 350.0]).ppf([0.2, 0.25, 0.3, 0.75, 0.9]),
+        [50.0, 50.0, 150.0, 150.0, 350.0],
+        rtol=1e-12,
+    )
     notice = Notice(Exponential(600.0), 1000.0)
     assert float(notice.cond_ppf(900.0, 0.999)) == pytest.approx(100.0)  # the deadline caps it
     assert float(notice.cond_ppf(900.0, 0.01)) == pytest.approx(-600.0 * math.log(0.99))
@@ -162,10 +168,14 @@ def test_quantiles_of_step_laws() -> None:
         Exponential(600.0).cond_ppf(0.0, 1.5)
 
 
-@pytest.mark.parametrize("model", [Weibull(0.8, 3600.0), Weibull(3.0, 3600.0), LogNormal(1800.0, 1.2)], ids=repr)
+@pytest.mark.parametrize(
+    "model", [Weibull(0.8, 3600.0), Weibull(3.0, 3600.0), LogNormal(1800.0, 1.2)], ids=repr
+)
 def test_closed_form_mean_residual_life_matches_quadrature(model: LifetimeModel) -> None:
     ages = np.array([0.0, 1.0, 600.0, 3600.0, 1e5, 1e7])
-    np.testing.assert_allclose(model.mean_residual_life(ages), LifetimeModel.mean_residual_life(model, ages), rtol=1e-8)
+    np.testing.assert_allclose(
+        model.mean_residual_life(ages), LifetimeModel.mean_residual_life(model, ages), rtol=1e-8
+    )
 
 
 # ---- conditional quantities against Monte Carlo ------------------------------------------------
@@ -184,7 +194,9 @@ def test_conditional_law_matches_monte_carlo(name: str, draws: dict[str, np.ndar
             bound = max(_se_bound(hits), 5.0 * math.sqrt(p * (1.0 - p) / alive.size))
             assert p == pytest.approx(hits.mean(), abs=bound), (age, a, b)
             inside = np.clip(alive - a, 0.0, b - a)
-            assert float(m.expected_lifetime(age, a, b)) == pytest.approx(inside.mean(), abs=_se_bound(inside))
+            assert float(m.expected_lifetime(age, a, b)) == pytest.approx(
+                inside.mean(), abs=_se_bound(inside)
+            )
         assert float(m.mean_residual_life(age)) == pytest.approx(alive.mean(), abs=_se_bound(alive))
 
 
@@ -203,7 +215,11 @@ def test_expected_lifetime_matches_quadrature(name: str) -> None:
         for a, b in WINDOWS:
             hi = min(b, max(m.upper - age, a))
             ref, _ = quad(lambda u, age=age: float(m.cond_sf(age, u)), a, hi, limit=200)
-            assert float(m.expected_lifetime(age, a, b)) == pytest.approx(ref, rel=1e-4, abs=1e-6), (age, a, b)
+            assert float(m.expected_lifetime(age, a, b)) == pytest.approx(ref, rel=1e-4, abs=1e-6), (
+                age,
+                a,
+                b,
+            )
 
 
 def test_whole_future_is_the_mean_residual_life(model: LifetimeModel) -> None:
@@ -234,22 +250,31 @@ def test_cell_fail_probs_equal_integrated_density(name: str) -> None:
     m = MODELS[name]()
     grid = np.linspace(10.0, 5000.0, 7)
     cells = m.cell_fail_probs(300.0, grid)
-    ref = [quad(lambda t: float(m.cond_pdf(300.0, t)), lo, hi)[0] for lo, hi in zip(grid[:-1], grid[1:], strict=True)]
+    ref = [
+        quad(lambda t: float(m.cond_pdf(300.0, t)), lo, hi)[0]
+        for lo, hi in zip(grid[:-1], grid[1:], strict=True)
+    ]
     np.testing.assert_allclose(cells, ref, rtol=1e-8)
 
 
 def test_point_masses_land_in_their_cell() -> None:
     grid = np.array([0.0, 100.0, 200.0, 300.0, 400.0])
     det = Deterministic(1000.0)
-    np.testing.assert_array_equal(det.cell_fail_probs(750.0, grid), [0.0, 0.0, 1.0, 0.0])  # dies 250 s from now
-    np.testing.assert_array_equal(det.cell_fail_probs(800.0, grid), [0.0, 1.0, 0.0, 0.0])  # exactly at 200: (100, 200]
+    np.testing.assert_array_equal(
+        det.cell_fail_probs(750.0, grid), [0.0, 0.0, 1.0, 0.0]
+    )  # dies 250 s from now
+    np.testing.assert_array_equal(
+        det.cell_fail_probs(800.0, grid), [0.0, 1.0, 0.0, 0.0]
+    )  # exactly at 200: (100, 200]
     assert float(det.cond_pdf(750.0, 250.0)) == 0.0  # no density: the pdf-times-dt road would miss it
     emp = Empirical([50.0, 150.0, 150.0, 350.0])
     np.testing.assert_allclose(emp.cell_fail_probs(0.0, grid), [0.25, 0.5, 0.0, 0.25])
     notice = with_notice(Exponential(600.0), age=100.0, notice_seconds=250.0)
     cells = notice.cell_fail_probs(100.0, grid)
     np.testing.assert_allclose(cells[:2], -np.diff(np.exp(-np.array([0.0, 100.0, 200.0]) / 600.0)))
-    assert cells[2] == pytest.approx(math.exp(-200.0 / 600.0))  # the rest dies by the deadline, 250 s from now
+    assert cells[2] == pytest.approx(
+        math.exp(-200.0 / 600.0)
+    )  # the rest dies by the deadline, 250 s from now
     assert cells[3] == 0.0
 
 
@@ -326,6 +351,7 @@ def test_kaplan_meier_recovers_a_known_weibull() -> None:
     rng = np.random.default_rng(SEED)
     truth = Weibull(0.8, 3600.0)
     life = truth.sample(2000, rng)
+
     # Independent exponential censoring, its mean chosen so that P(C < T) = 30 %.
     def censored_share(mean_c: float) -> float:
         return quad(lambda t: float(truth.pdf(t)) * -math.expm1(-t / mean_c), 0.0, math.inf, limit=200)[0]
@@ -336,7 +362,7 @@ def test_kaplan_meier_recovers_a_known_weibull() -> None:
     assert 1.0 - km.n_events_ / life.size == pytest.approx(0.3, abs=0.03)
     true_median = 3600.0 * math.log(2.0) ** (1.0 / 0.8)
     km_median = float(km.times_[np.argmax(km.survival_ <= 0.5)])
-    assert km_median == pytest.approx(true_median, rel=0.10)
+    assert km_median == pytest.approx(true_median, rel=0.15)
     points = np.array([600.0, 3600.0, 10_800.0])
     np.testing.assert_allclose(km.sf(points), truth.sf(points), atol=0.04)
 
@@ -455,7 +481,10 @@ def test_from_spec_builds_the_model(spec: str, expect: LifetimeModel) -> None:
         ("", "non-empty"),
         ("weibul:shape=1,scale=2", r"unknown lifetime model 'weibul'.*known: bathtub, deterministic"),
         ("weibull:shape=0.8", "needs parameter.*scale"),
-        ("weibull:shape=0.8,scale=3600,shap=1", "unknown parameter 'shap' for weibull; allowed: shape, scale"),
+        (
+            "weibull:shape=0.8,scale=3600,shap=1",
+            "unknown parameter 'shap' for weibull; allowed: shape, scale",
+        ),
         ("weibull:shape=abc,scale=1", "'shape' must be a number, got 'abc'"),
         ("weibull:shape=1,shape=2,scale=1", "'shape' given twice"),
         ("weibull:shape", "expected key=value"),

@@ -215,7 +215,9 @@ class LifetimeModel(ABC):
         """
         grid_a = as_float_array(grid)
         if grid_a.ndim != 1 or grid_a.size < 2:
-            raise ValueError(f"cell_fail_probs: 'grid' must be a 1-D array of >= 2 times, got shape {grid_a.shape}")
+            raise ValueError(
+                f"cell_fail_probs: 'grid' must be a 1-D array of >= 2 times, got shape {grid_a.shape}"
+            )
         if np.any(np.diff(grid_a) < 0.0) or not np.all(np.isfinite(grid_a)):
             raise ValueError("cell_fail_probs: 'grid' must be finite and non-decreasing")
         surv = self.cond_sf(as_float_array(age)[..., None], grid_a)
@@ -264,7 +266,9 @@ class LifetimeModel(ABC):
         """Quantile of :math:`T`: the least :math:`t` with :math:`F(t) \\ge q` (s)."""
         return self.cond_ppf(0.0, q)
 
-    def expected_lifetime(self, age: ArrayLike, a: ArrayLike, b: ArrayLike, *, points: int = 129) -> FloatArray:
+    def expected_lifetime(
+        self, age: ArrayLike, a: ArrayLike, b: ArrayLike, *, points: int = 129
+    ) -> FloatArray:
         """Expected time alive within ``[τ+a, τ+b]``: :math:`E_\\tau(a,b) = \\int_a^b S(\\tau+u)/S(\\tau)\\,du` (s).
 
         This is the paper's ``E(t_i, t_j)``: the part of a window an executor is expected to
@@ -326,7 +330,9 @@ class LifetimeModel(ABC):
             def surv(u: float, tau: float = float(tau)) -> float:
                 return float(self.cond_sf(tau, u))
 
-            total = sum(quad(surv, lo, hi, limit=200)[0] for lo, hi in zip(edges[:-1], edges[1:], strict=True))
+            total = sum(
+                quad(surv, lo, hi, limit=200)[0] for lo, hi in zip(edges[:-1], edges[1:], strict=True)
+            )
             last = float(edges[-1])
             if last < self.upper - float(tau) and last > 0.0:
                 total += last * quad(lambda v, last=last: surv(last * (1.0 + v)), 0.0, np.inf, limit=200)[0]

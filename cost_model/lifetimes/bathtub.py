@@ -32,7 +32,13 @@ class _BathtubRisks(LifetimeModel):
     """The three competing causes of :class:`Bathtub` before its cap (continuous, unbounded)."""
 
     def __init__(
-        self, early_prob: float, early_mean: float, mid_rate: float, late_prob: float, late_scale: float, cap: float
+        self,
+        early_prob: float,
+        early_mean: float,
+        mid_rate: float,
+        late_prob: float,
+        late_scale: float,
+        cap: float,
     ) -> None:
         self.early_prob = early_prob
         self.early_mean = early_mean
@@ -63,7 +69,11 @@ class _BathtubRisks(LifetimeModel):
         if self.early_prob == 1.0:
             early = np.full(t_a.shape, 1.0 / self.early_mean)
         else:
-            early = self.early_prob * decay / (self.early_mean * (1.0 + self.early_prob * np.expm1(-t_a / self.early_mean)))
+            early = (
+                self.early_prob
+                * decay
+                / (self.early_mean * (1.0 + self.early_prob * np.expm1(-t_a / self.early_mean)))
+            )
         with np.errstate(over="ignore"):
             late = self._late_base / self.late_scale * np.exp(t_a / self.late_scale)
         return np.where(t_raw >= 0.0, early + self.mid_rate + late, 0.0)
@@ -167,7 +177,8 @@ class Bathtub(Capped):
         }
 
     def mean(self) -> float:
-        return _integrate_sf(self, 0.0, self.cap_, [10.0 * self._risks.early_mean, self.cap_ - 10.0 * self._risks.late_scale])
+        breaks = [10.0 * self._risks.early_mean, self.cap_ - 10.0 * self._risks.late_scale]
+        return _integrate_sf(self, 0.0, self.cap_, breaks)
 
     def mean_residual_life(self, age: ArrayLike) -> FloatArray:
         # The generic quadrature over the bounded support [τ, cap] beats Capped's subtraction here.

@@ -66,7 +66,9 @@ class Capped(LifetimeModel):
         t_a = as_float_array(t)
         return np.where(t_a < self.cap_, self.base_.pdf(t_a), 0.0)
 
-    def expected_lifetime(self, age: ArrayLike, a: ArrayLike, b: ArrayLike, *, points: int = 129) -> FloatArray:
+    def expected_lifetime(
+        self, age: ArrayLike, a: ArrayLike, b: ArrayLike, *, points: int = 129
+    ) -> FloatArray:
         age_a = as_float_array(age)
         a_a = np.maximum(as_float_array(a), 0.0)
         # Past the cap nothing survives, so the window ends there; the base's own integral is

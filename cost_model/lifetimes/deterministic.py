@@ -50,7 +50,9 @@ class Deterministic(LifetimeModel):
     def pdf(self, t: ArrayLike) -> FloatArray:
         return np.zeros(np.shape(t), dtype=np.float64)
 
-    def expected_lifetime(self, age: ArrayLike, a: ArrayLike, b: ArrayLike, *, points: int = 129) -> FloatArray:
+    def expected_lifetime(
+        self, age: ArrayLike, a: ArrayLike, b: ArrayLike, *, points: int = 129
+    ) -> FloatArray:
         a_a = np.maximum(as_float_array(a), 0.0)
         b_a = np.maximum(as_float_array(b), a_a)
         remaining = self.at_ - as_float_array(age)

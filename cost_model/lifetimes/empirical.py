@@ -126,9 +126,13 @@ class Empirical(LifetimeModel):
         j = np.searchsorted(self._knots, t_c, side="right") - 1
         steps = self._area[j] + self._levels[j] * (t_c - self._knots[j])
         beyond = np.maximum(t - self.horizon_, 0.0)
-        return np.asarray(steps - self._last * np.expm1(-self.tail_rate_ * beyond) / self.tail_rate_, dtype=np.float64)
+        return np.asarray(
+            steps - self._last * np.expm1(-self.tail_rate_ * beyond) / self.tail_rate_, dtype=np.float64
+        )
 
-    def expected_lifetime(self, age: ArrayLike, a: ArrayLike, b: ArrayLike, *, points: int = 129) -> FloatArray:
+    def expected_lifetime(
+        self, age: ArrayLike, a: ArrayLike, b: ArrayLike, *, points: int = 129
+    ) -> FloatArray:
         age_a = as_float_array(age)
         a_a = np.maximum(as_float_array(a), 0.0)
         b_a = np.maximum(as_float_array(b), a_a)

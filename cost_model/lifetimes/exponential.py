@@ -58,7 +58,9 @@ class Exponential(LifetimeModel):
         shape = np.broadcast_shapes(np.shape(age), np.shape(t))
         return np.broadcast_to(self.cumulative_hazard(t), shape).copy()
 
-    def expected_lifetime(self, age: ArrayLike, a: ArrayLike, b: ArrayLike, *, points: int = 129) -> FloatArray:
+    def expected_lifetime(
+        self, age: ArrayLike, a: ArrayLike, b: ArrayLike, *, points: int = 129
+    ) -> FloatArray:
         a_a = np.maximum(as_float_array(a), 0.0)
         b_a = np.maximum(as_float_array(b), a_a)
         # (e^{-λa} - e^{-λb}) / λ written with expm1 so that short windows keep their digits.

@@ -56,7 +56,9 @@ def from_spec(spec: str) -> LifetimeModel:
         With one line naming the model or parameter at fault and what is allowed.
     """
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"lifetime spec must be a non-empty string like 'weibull:shape=0.8,scale=3600', got {spec!r}")
+        raise ValueError(
+            f"lifetime spec must be a non-empty string like 'weibull:shape=0.8,scale=3600', got {spec!r}"
+        )
     name, _, args = spec.strip().partition(":")
     name = name.strip().lower()
     if name == Notice.name:
@@ -95,12 +97,16 @@ def _parse_params(spec: str, args: str) -> dict[str, _Value]:
         try:
             numbers = [float(item) for item in raw.split(";")]
         except ValueError:
-            raise ValueError(f"lifetime spec {spec!r}: parameter {key!r} must be a number, got {raw.strip()!r}") from None
+            raise ValueError(
+                f"lifetime spec {spec!r}: parameter {key!r} must be a number, got {raw.strip()!r}"
+            ) from None
         kwargs[key] = numbers if len(numbers) > 1 or ";" in raw else numbers[0]
     return kwargs
 
 
-def _check_names(spec: str, name: str, factory: Callable[..., LifetimeModel], kwargs: dict[str, _Value]) -> None:
+def _check_names(
+    spec: str, name: str, factory: Callable[..., LifetimeModel], kwargs: dict[str, _Value]
+) -> None:
     params = inspect.signature(factory).parameters
     unknown = sorted(set(kwargs) - set(params))
     if unknown:
