@@ -46,7 +46,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .failure import cell_fail_probs, executors_cdf
 from .lifetimes.base import FloatArray
 from .lineage import REMOTE
 from .recompute import Recompute
@@ -126,10 +125,7 @@ class BackupCosts:
         """:math:`C_{BL}(Y)` for each peer ``Y`` in ``peers`` (live executors other than the block's)."""
         base = self._source_terms(shuffle_id, map_index, t_max, self.local_bandwidth, "peer")
         peer_loss = self._peer_loss(shuffle_id, map_index, t_max, base.seconds, peers)
-        return [
-            BackupCost(peer, base.seconds, base.b1, base.redo, base.b2, float(loss))
-            for peer, loss in zip(peers, peer_loss, strict=True)
-        ]
+        return [_with_peer(base, peer, float(loss)) for peer, loss in zip(peers, peer_loss, strict=True)]
 
     def best_local_destination(
         self, shuffle_id: Hashable, map_index: int, t_max: float, candidates: Sequence[str] | None = None
@@ -137,15 +133,17 @@ class BackupCosts:
         """The peer with the lowest :math:`C_{BL}` (ties: first in order), or None if there is none.
 
         ``candidates`` defaults to every live executor; the executors already holding the
-        block are never candidates.
+        block are never candidates. Only :math:`C_P` differs between peers (same bandwidth).
         """
         out = self.recompute.lineage.output(shuffle_id, map_index)
         pool = [ex.executor_id for ex in self.recompute.lineage.executors()] if candidates is None else list(candidates)
         peers = [p for p in pool if p not in out.locations]
         if not peers:
             return None
-        costs = self.local(shuffle_id, map_index, t_max, peers)
-        return costs[int(np.argmin([c.total for c in costs]))]
+        base = self._source_terms(shuffle_id, map_index, t_max, self.local_bandwidth, "peer")
+        peer_loss = self._peer_loss(shuffle_id, map_index, t_max, base.seconds, peers)
+        best = int(np.argmin(peer_loss))
+        return _with_peer(base, peers[best], float(peer_loss[best]))
 
     # ---- terms -----------------------------------------------------------------------------
     def _source_terms(self, shuffle_id: Hashable, map_index: int, t_max: float, bandwidth: float, target: str) -> BackupCost:
@@ -160,17 +158,18 @@ class BackupCosts:
         failing = rc.failing_executor(out)
         if failing is None:
             raise ValueError(f"backup cost: map output {(shuffle_id, map_index)!r} has no live copy to back up")
-        executor = rc.lineage.executor(failing)
-        age = np.array([rc.age(failing)])
+        slot = [rc.lineage.executor(failing).slot]
+        f_bt, f_t = rc.table.cdf_at(np.array([seconds, t_max]), slot)[0]
         # C_B1 and C_R share the window [0, BT] (C_R stops at T).
-        edges = rc.grid.edges_to(seconds)
-        probs = cell_fail_probs(executor.model, age, edges)[0]
+        edges, cdf = rc.window(slot, 0.0, seconds, ends=np.array([[0.0, f_bt]]))
+        probs = np.diff(cdf[0])
         b1 = float(probs @ (0.5 * (edges[:-1] + edges[1:])))
-        redo_edges = edges if seconds <= t_max else rc.grid.edges_to(t_max)
-        redo_probs = probs if seconds <= t_max else cell_fail_probs(executor.model, age, redo_edges)[0]
-        er = rc.er_at(shuffle_id, map_index, redo_edges)
-        redo = float(redo_probs @ (0.5 * (er[:-1] + er[1:])))
-        after = float(executor.model.prob_fail(age[0], seconds, t_max)) if t_max > seconds else 0.0
+        if seconds > t_max:
+            edges, cdf = rc.window(slot, 0.0, t_max, ends=np.array([[0.0, f_t]]))
+            probs = np.diff(cdf[0])
+        er = rc.er_at(shuffle_id, map_index, edges)
+        redo = float(probs @ (0.5 * (er[:-1] + er[1:])))
+        after = max(f_t - f_bt, 0.0)
         return BackupCost(target, seconds, b1, redo, seconds * after)
 
     def _peer_loss(
@@ -180,19 +179,16 @@ class BackupCosts:
         rc = self.recompute
         out = rc.lineage.output(shuffle_id, map_index)
         failing = rc.failing_executor(out)
-        holders = set(out.locations)
         for peer in peers:
-            rc.lineage.executor(peer)
-            if peer in holders:
+            if peer in out.locations:
                 raise ValueError(f"backup cost: peer {peer!r} already holds map output {(shuffle_id, map_index)!r}")
+        peer_slots = [rc.lineage.executor(p).slot for p in peers]
         if t_max <= seconds or failing is None or not peers:
             return np.zeros(len(peers))
-        # Window (BT, T] on the grid, with a leading 0 so that cdfs start from now.
-        window = np.concatenate(([0.0], np.maximum(rc.grid.edges_to(t_max), seconds)))
-        lineage, now = rc.lineage, rc.table.now
-        f_x = executors_cdf(lineage, [lineage.executor(failing)], now, window)[0, 1:]
-        f_y = executors_cdf(lineage, [lineage.executor(p) for p in peers], now, window)[:, 1:]
-        er = rc.er_at(shuffle_id, map_index, window[1:])
+        # Every slot at once (one model call per pool), then pick X and the peers.
+        window, cdf = rc.window(None, seconds, t_max)
+        f_x, f_y = cdf[rc.lineage.executor(failing).slot], cdf[peer_slots]
+        er = rc.er_at(shuffle_id, map_index, window)
         er_cell = 0.5 * (er[:-1] + er[1:])
         p_x = np.diff(f_x)
         p_y = np.diff(f_y, axis=1)
@@ -206,3 +202,7 @@ def _check_bandwidth(name: str, value: float) -> float:
     if not (isinstance(value, int | float) and math.isfinite(value) and value > 0.0):
         raise ValueError(f"backup cost: {name!r} must be a finite number > 0 bytes/s, got {value!r}")
     return float(value)
+
+
+def _with_peer(base: BackupCost, peer: str, peer_loss: float) -> BackupCost:
+    return BackupCost(peer, base.seconds, base.b1, base.redo, base.b2, peer_loss)

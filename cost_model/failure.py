@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .lifetimes.base import FloatArray, LifetimeModel
-from .lineage import Executor, Lineage
+from .lineage import Lineage
 
 #: Floor of survival probabilities before taking logs (keeps ``log`` finite; exp(-690) ~ 0).
 TINY = 1e-300
@@ -50,42 +51,60 @@ def cond_cdf(model: LifetimeModel, ages: FloatArray, edges: FloatArray) -> Float
     return np.minimum(out, 1.0, out=out)
 
 
-def executors_cdf(lineage: Lineage, executors: Sequence[Executor], now: float, edges: FloatArray) -> FloatArray:
-    """:func:`cond_cdf` of ``executors`` (rows in the given order) at ages ``now - started``."""
-    out = np.zeros((len(executors), edges.size))
-    if not executors:
-        return out
-    row = {ex.executor_id: i for i, ex in enumerate(executors)}
-    for model, group in lineage.executor_groups(ex.executor_id for ex in executors):
-        ages = np.maximum(now - np.fromiter((ex.started for ex in group), float, len(group)), 0.0)
-        rows = [row[ex.executor_id] for ex in group]
-        out[rows] = cond_cdf(model, ages, edges)
-    return out
-
-
 class FailureTable:
-    """:math:`F_e(g_i)` and :math:`\\ln(1 - F_e(g_i))` of every live executor at time ``now``.
+    """:math:`F_e(t)` of every live executor, conditional on its age at time ``now``.
 
     Row ``e`` is executor slot ``e`` of the lineage (rows of free slots are 0, i.e. never fail;
-    they carry no outputs). Built once per refresh: O(#executors × #edges) model evaluations,
-    one vectorised call per lifetime model.
+    they carry no outputs). The grid values are built once per refresh: O(#executors × #edges)
+    model evaluations, one vectorised call per lifetime model (executors of one pool share a
+    model object).
 
     Attributes
     ----------
     now : float
         Driver time (s) the executors' ages were taken at.
     cdf : ndarray, shape (capacity, G + 1)
-        :math:`F_e(g_i)`, dimensionless.
-    log_sf : ndarray, shape (capacity, G + 1)
-        :math:`\\ln \\max(1 - F_e(g_i), 10^{-300})`.
+        :math:`F_e(g_i)` on the grid edges, dimensionless (accumulated :func:`cell_fail_probs`).
+    cdf_padded : ndarray, shape (capacity + 1, G + 1)
+        :attr:`cdf` with an extra last row of ones (index -1 selects it as a neutral factor).
     """
 
     def __init__(self, lineage: Lineage, edges: FloatArray, now: float) -> None:
         self.now = float(now)
         self.edges = edges
-        self.cdf = np.zeros((lineage.capacity, edges.size))
-        executors = lineage.executors()
-        if executors:
-            slots = [ex.slot for ex in executors]
-            self.cdf[slots] = executors_cdf(lineage, executors, self.now, edges)
-        self.log_sf = np.log(np.maximum(1.0 - self.cdf, TINY))
+        capacity = lineage.capacity
+        self.cdf = np.zeros((capacity, edges.size))
+        self._ages = np.zeros(capacity)
+        self._group = np.full(capacity, -1, dtype=np.int64)
+        self._groups: list[tuple[LifetimeModel, NDArray[np.int64]]] = []
+        for index, (model, members) in enumerate(lineage.executor_groups()):
+            slots = np.array([ex.slot for ex in members], dtype=np.int64)
+            self._ages[slots] = np.maximum(self.now - np.array([ex.started for ex in members]), 0.0)
+            self._group[slots] = index
+            self._groups.append((model, slots))
+            self.cdf[slots] = cond_cdf(model, self._ages[slots], edges)
+        self.cdf_padded = np.vstack((self.cdf, np.ones(edges.size)))
+
+    def cdf_at(self, times: FloatArray, slots: Sequence[int] | None = None) -> FloatArray:
+        """:math:`F_e(t) = 1 - S_{\\tau_e}(t)` at arbitrary ``times`` (s from now), exact for point masses.
+
+        Its differences are exactly :func:`cell_fail_probs`. Rows: ``slots`` in order, or every
+        slot of the table when None.
+
+        Returns
+        -------
+        ndarray, shape (len(slots) or capacity, len(times))
+        """
+        if slots is None:
+            out = np.zeros((self._ages.size, times.size))
+            for model, members in self._groups:
+                out[members] = 1.0 - model.cond_sf(self._ages[members, None], times)
+            return out
+        picked = np.asarray(slots, dtype=np.int64)
+        out = np.empty((picked.size, times.size))
+        for index in np.unique(self._group[picked]):
+            rows = np.flatnonzero(self._group[picked] == index)
+            if index < 0:
+                raise ValueError(f"FailureTable: slots {picked[rows].tolist()} hold no live executor")
+            out[rows] = 1.0 - self._groups[index][0].cond_sf(self._ages[picked[rows], None], times)
+        return out

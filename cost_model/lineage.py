@@ -87,6 +87,24 @@ class ShuffleState:
     lost_cost: float = 0.0
     lost_count: int = 0
     version: int = 0
+    _multi_arrays: tuple[int, NDArray[np.int64], FloatArray] | None = None
+
+    def multi_arrays(self) -> tuple[NDArray[np.int64], FloatArray]:
+        """:attr:`multi` as arrays for vectorised use: slot sets padded with -1 ``(M, L_max)`` and costs ``(M,)``.
+
+        Cached until the shuffle changes.
+        """
+        cached = self._multi_arrays
+        if cached is not None and cached[0] == self.version:
+            return cached[1], cached[2]
+        width = max((len(sig) for sig in self.multi), default=0)
+        slots = np.full((len(self.multi), width), -1, dtype=np.int64)
+        costs = np.zeros(len(self.multi))
+        for row, (sig, entry) in enumerate(self.multi.items()):
+            slots[row, : len(sig)] = sorted(sig)
+            costs[row] = entry[0]
+        self._multi_arrays = (self.version, slots, costs)
+        return slots, costs
 
     def _grow(self, capacity: int) -> None:
         if self.single_cost.size < capacity:
@@ -109,6 +127,7 @@ class Lineage:
         self._capacity = 0
         self._shuffles: dict[Hashable, ShuffleState] = {}
         self._on_executor: dict[str, set[OutputKey]] = {}
+        self._read: set[Hashable] = set()
         #: Bumped when executors come or go (the failure table must be rebuilt).
         self.executors_version = 0
         #: Bumped when the shuffle graph (``parents``) changes.
@@ -195,6 +214,7 @@ class Lineage:
         if new_parents:
             for parent in new_parents:
                 self._shuffle_state(parent)
+                self._read.add(parent)
             state.parents |= new_parents
             self.structure_version += 1
         if map_index in state.outputs:
@@ -245,6 +265,14 @@ class Lineage:
 
     def has_shuffle(self, shuffle_id: Hashable) -> bool:
         return shuffle_id in self._shuffles
+
+    def shuffle_ids(self) -> list[Hashable]:
+        """Every shuffle seen (written by an output or read by one)."""
+        return list(self._shuffles)
+
+    def is_read(self, shuffle_id: Hashable) -> bool:
+        """Whether some known stage reads ``shuffle_id``."""
+        return shuffle_id in self._read
 
     def parents(self, shuffle_id: Hashable) -> set[Hashable]:
         """Shuffles read by the stage that writes ``shuffle_id``."""

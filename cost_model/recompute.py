@@ -60,12 +60,12 @@ shuffle (and the cached ``Er`` of shuffles below it, through version numbers).
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from .failure import TINY, FailureTable, executors_cdf
+from .failure import TINY, FailureTable
 from .lifetimes.base import FloatArray
 from .lineage import Lineage, Output, ShuffleState
 from .timegrid import TimeGrid
@@ -118,18 +118,36 @@ class Recompute:
         self._table: FailureTable | None = None
         self._table_executors = -1
         self._table_version = 0
-        self._loss: dict[Hashable, tuple[tuple[int, int], FloatArray]] = {}
+        self._shared: dict[Hashable, tuple[tuple[int, int], _Shared]] = {}
         self._ancestry: dict[Hashable, tuple[int, _Ancestry]] = {}
         self._rest: dict[tuple[Hashable, int | None], tuple[tuple[int, ...], FloatArray]] = {}
 
     # ---- clock and failure table ---------------------------------------------------------------
-    def advance(self, now: float) -> None:
-        """Move the clock to ``now`` (s); rebuilds the failure table if it is ``max_staleness`` old."""
+    def advance(self, now: float) -> bool:
+        """Move the clock to ``now`` (s); :meth:`refresh` when the table is ``max_staleness`` old.
+
+        Returns whether it refreshed, so a caller can account for the (periodic) cost.
+        """
         if not math.isfinite(now):
             raise ValueError(f"Recompute.advance: 'now' must be a finite time in seconds, got {now!r}")
         self._now = float(now)
         if self._table is not None and self._now - self._table.now >= self.max_staleness:
-            self._table = None
+            self.refresh()
+            return True
+        return False
+
+    def refresh(self) -> None:
+        """Rebuild the failure table at the current clock and the per-shuffle products that read it.
+
+        O(#executors × G) model evaluations plus one O(#executors × G) product per shuffle that
+        some stage reads; done here, on the clock tick, rather than inside the next decision.
+        """
+        self._table = None
+        table = self.table
+        del table
+        for sid in list(self.lineage.shuffle_ids()):
+            if self.lineage.is_read(sid):
+                self._shared_of(sid, self.lineage.shuffle(sid))
 
     @property
     def table(self) -> FailureTable:
@@ -148,6 +166,38 @@ class Recompute:
     def age(self, executor_id: str) -> float:
         """Age (s) of a live executor at :attr:`now_of_table`."""
         return max(self.table.now - self.lineage.executor(executor_id).started, 0.0)
+
+    def window(
+        self, slots: Sequence[int] | None, lo: float, hi: float, ends: FloatArray | None = None
+    ) -> tuple[FloatArray, FloatArray]:
+        """The grid restricted to the window ``[lo, hi]`` (s from now) and :math:`F_e` on it.
+
+        Edges are the grid's clipped into ``[lo, hi]`` (:meth:`TimeGrid.edges_to`, so ``diff(F)``
+        is the exact failure mass of each part-cell, 0 for cells outside the window). Inside the
+        horizon the values come from the failure table and only :math:`F_e(lo)`, :math:`F_e(hi)`
+        are evaluated (or taken from ``ends``, shape ``(P, 2)``); past it the window is evaluated.
+
+        Parameters
+        ----------
+        slots : sequence of int or None
+            Executor slots (rows of the result), or None for every slot of the table.
+
+        Returns
+        -------
+        edges : ndarray, shape (n + 1,)
+        cdf : ndarray, shape (P, n + 1)
+        """
+        edges = np.maximum(self.grid.edges_to(hi), lo)
+        table = self.table
+        if hi > self.grid.horizon:
+            return edges, table.cdf_at(edges, slots)
+        if ends is None:
+            ends = table.cdf_at(np.array([lo, hi]), slots)
+        rows = table.cdf if slots is None else table.cdf[list(slots)]
+        grid = self.grid.edges
+        cdf = np.where(grid <= lo, ends[:, 0:1], np.where(grid >= hi, ends[:, 1:2], rows))
+        # Table and end values come from separate sums: keep F non-decreasing despite rounding.
+        return edges, np.maximum.accumulate(cdf, axis=1)
 
     # ---- Er and C_Redo ---------------------------------------------------------------------------
     def failing_executor(self, out: Output) -> str | None:
@@ -198,109 +248,47 @@ class Recompute:
         er = self.er(shuffle_id, map_index)
         if not out.locations:
             return float(er[0])
-        edges = self.grid.edges_to(t_max)
-        holders = [self.lineage.executor(e) for e in sorted(out.locations)]
-        lost_cdf = np.prod(executors_cdf(self.lineage, holders, self.table.now, edges), axis=0)
+        holders = [self.lineage.executor(e).slot for e in sorted(out.locations)]
+        edges, holders_cdf = self.window(holders, 0.0, t_max)
+        lost_cdf = np.prod(holders_cdf, axis=0)
         er_at = np.interp(edges, self.grid.edges, er)
         return float(np.diff(lost_cdf) @ (0.5 * (er_at[:-1] + er_at[1:])))
 
     # ---- the ancestors' part of Er, memoised per (shuffle, failing executor) --------------------
     def _rest_of(self, shuffle_id: Hashable, slot: int | None) -> FloatArray:
         """:math:`Er(t,k) - C_k` (s, on the grid edges) for outputs of ``shuffle_id`` lost with executor slot ``slot``."""
-        table = self.table
         ancestry = self._ancestry_of(shuffle_id)
         states = [self.lineage.shuffle(s) for s in ancestry.order]
         key = (self._table_version, self.lineage.structure_version, *(st.version for st in states))
         cached = self._rest.get((shuffle_id, slot))
         if cached is not None and cached[0] == key:
             return cached[1]
-        n_slots, n_edges = table.cdf.shape
-        # P_e(t | X): holders other than X fail by t with F_e(t); X itself has failed.
-        p_lost = table.cdf.copy()
-        if slot is not None:
-            p_lost[slot] = 1.0
-        rest = np.zeros(n_edges)
+        rest = np.zeros(self.grid.edges.size)
         # log P(no output of c is lost-and-needed | X, e), row e per executor slot, last row: no e.
         log_clear: dict[Hashable, FloatArray] = {}
         for sid, state in zip(ancestry.order, states, strict=True):
+            given = _GivenX(self._shared_of(sid, state), state, self.table, slot)
             if sid in ancestry.direct:
                 need = None  # read by k's own stage: needed whenever lost
-                rest += self._direct_loss(sid, state, slot)
+                rest += given.direct_loss()
             else:
                 need = -np.expm1(np.minimum(sum(log_clear[c] for c in ancestry.readers[sid]), 0.0))
-                rest += self._needed_loss(state, need, p_lost, slot)
+                rest += given.needed_loss(need)
             if ancestry.has_parents[sid]:
-                log_clear[sid] = self._log_clear(state, need, p_lost, slot, n_slots, n_edges)
+                log_clear[sid] = given.direct_log_clear() if need is None else given.needed_log_clear(need)
         rest.setflags(write=False)
         self._rest[(shuffle_id, slot)] = (key, rest)
         return rest
 
-    def _direct_loss(self, sid: Hashable, state: ShuffleState, slot: int | None) -> FloatArray:
-        """:math:`\\sum_j P_j(t|X) C_j` (s) for a shuffle k's stage reads: cached product plus O(G) for X."""
-        table = self.table
-        loss = self._loss_of(sid, state)
-        if slot is None:
-            return loss
-        f_x = table.cdf[slot]
-        if state.single_count[slot] > 0:
-            # Outputs only on X are lost for sure (Set_N): F_X -> 1.
-            loss = loss + state.single_cost[slot] * (1.0 - f_x)
-        for sig in state.multi_by_slot.get(slot, ()):
-            others = np.prod(table.cdf[[s for s in sig if s != slot]], axis=0)
-            loss = loss + state.multi[sig][0] * others * (1.0 - f_x)
-        return loss
-
-    def _needed_loss(self, state: ShuffleState, need: FloatArray, p_lost: FloatArray, slot: int | None) -> FloatArray:
-        """:math:`\\sum_e \\nu(t|e) P_e(t|X) C_{s,e} + \\nu(t)(C_{s,\\varnothing} + \\sum_L P_L C_{s,L})` (s)."""
-        n_slots = p_lost.shape[0]
-        loss = np.asarray(state.single_cost[:n_slots] @ (need[:n_slots] * p_lost))
-        other = state.lost_cost + sum(
-            (entry[0] * self._group_lost(sig, p_lost, slot) for sig, entry in state.multi.items()),
-            np.zeros(p_lost.shape[1]),
-        )
-        return loss + need[n_slots] * other
-
-    def _log_clear(
-        self, state: ShuffleState, need: FloatArray | None, p_lost: FloatArray, slot: int | None, n_slots: int, n_edges: int
-    ) -> FloatArray:
-        """:math:`\\ln P(\\text{no output of this shuffle is lost and needed} \\mid X, e)`, rows e, last row no e."""
-        need_e = np.ones((n_slots, n_edges)) if need is None else need[:n_slots]
-        need_0 = np.ones(n_edges) if need is None else need[n_slots]
-        held = state.single_count[:n_slots] > 0
-        log_keep = np.log(np.maximum(1.0 - need_e * p_lost, TINY))
-        base = held.astype(np.float64) @ log_keep
-        if state.lost_count:
-            base = base + np.log(np.maximum(1.0 - need_0, TINY))
-        for sig in state.multi:
-            base = base + np.log(np.maximum(1.0 - need_0 * self._group_lost(sig, p_lost, slot), TINY))
-        out = np.empty((n_slots + 1, n_edges))
-        out[:] = base
-        # Given e failed, e's outputs of this shuffle are lost: P_e -> 1 (X's already are).
-        swap = np.log(np.maximum(1.0 - need_e, TINY)) - log_keep
-        if slot is not None:
-            swap[slot] = 0.0
-        out[:n_slots] += np.where(held[:, None], swap, 0.0)
-        return out
-
-    @staticmethod
-    def _group_lost(sig: frozenset[int], p_lost: FloatArray, slot: int | None) -> FloatArray:
-        """:math:`P_L(t|X) = \\prod_{l \\in L} P_l(t|X)` for an output with copies on every slot of ``sig``."""
-        del slot  # p_lost already has X's row at 1
-        return np.asarray(np.prod(p_lost[list(sig)], axis=0))
-
-    def _loss_of(self, sid: Hashable, state: ShuffleState) -> FloatArray:
-        """Unconditioned :math:`\\sum_e F_e C_{s,e} + \\sum_L C_{s,L} \\prod_{l \\in L} F_l + C_{s,\\varnothing}`, cached."""
+    def _shared_of(self, sid: Hashable, state: ShuffleState) -> _Shared:
+        """The failing-executor-independent terms of a shuffle, cached per (failure table, shuffle version)."""
         key = (self._table_version, state.version)
-        cached = self._loss.get(sid)
+        cached = self._shared.get(sid)
         if cached is not None and cached[0] == key:
             return cached[1]
-        table = self.table
-        cap = table.cdf.shape[0]
-        loss = state.single_cost[:cap] @ table.cdf + state.lost_cost
-        for sig, (cost, _count) in state.multi.items():
-            loss = loss + cost * np.prod(table.cdf[list(sig)], axis=0)
-        self._loss[sid] = (key, loss)
-        return loss
+        shared = _Shared.build(state, self.table)
+        self._shared[sid] = (key, shared)
+        return shared
 
     def _ancestry_of(self, shuffle_id: Hashable) -> _Ancestry:
         cached = self._ancestry.get(shuffle_id)
@@ -342,3 +330,143 @@ class Recompute:
         direct = frozenset(parents(root)) & member_set
         has_parents = {s: bool(parents(s) & member_set) for s in members}
         return _Ancestry(tuple(order), readers, direct, has_parents)
+
+
+_LOG_TINY = float(np.log(TINY))
+
+
+@dataclass(frozen=True, slots=True)
+class _Shared:
+    """What one shuffle contributes before conditioning on the failing executor X (grid edges).
+
+    With :math:`h_e` = "the shuffle has outputs living only on e" and :math:`\\ell_e = \\ln(1 - F_e)`:
+    """
+
+    loss: FloatArray
+    """:math:`\\sum_e F_e C_{s,e} + \\sum_L P_L C_{s,L} + C_{s,\\varnothing}` (s)."""
+    multi_lost: FloatArray
+    """:math:`P_L = \\prod_{l \\in L} F_l` per multi-location group, shape (M, G + 1)."""
+    log_keep: FloatArray
+    """:math:`\\ell_e` clipped at :math:`\\ln 10^{-300}`, shape (E, G + 1)."""
+    clear_base: FloatArray
+    """:math:`\\sum_e h_e \\ell_e + \\sum_L \\ln(1 - P_L)` (+ ln 0 if some output is lost): ln P(nothing lost)."""
+    clear_swap: FloatArray
+    """:math:`h_e (\\ln 0 - \\ell_e)`: the change when e is known to have failed, shape (E, G + 1)."""
+
+    @classmethod
+    def build(cls, state: ShuffleState, table: FailureTable) -> _Shared:
+        n_slots = table.cdf.shape[0]
+        held = state.single_count[:n_slots] > 0
+        _slots, costs = state.multi_arrays()
+        multi_lost = _multi_lost(state, table.cdf_padded)
+        log_keep = np.log(np.maximum(1.0 - table.cdf, TINY))
+        loss = state.single_cost[:n_slots] @ table.cdf + state.lost_cost + costs @ multi_lost
+        clear_base = held.astype(np.float64) @ log_keep + np.log(np.maximum(1.0 - multi_lost, TINY)).sum(axis=0)
+        if state.lost_count:
+            clear_base = clear_base + _LOG_TINY
+        clear_swap = np.where(held[:, None], _LOG_TINY - log_keep, 0.0)
+        return cls(loss, multi_lost, log_keep, clear_base, clear_swap)
+
+
+class _GivenX:
+    """One shuffle's terms given that executor slot X failed at t (X = None: no executor conditioned on).
+
+    Everything is the shared, unconditioned term plus an O(G) correction for X's row and for
+    the multi-location groups that include X: :math:`P_X \\to 1`.
+    """
+
+    def __init__(self, shared: _Shared, state: ShuffleState, table: FailureTable, slot: int | None) -> None:
+        self.shared, self.state, self.table, self.slot = shared, state, table, slot
+        self.n_slots = table.cdf.shape[0]
+        self.f_x = table.cdf[slot] if slot is not None else np.zeros(table.cdf.shape[1])
+        self.held_x = slot is not None and bool(state.single_count[slot] > 0)
+        # Multi-location groups with a copy on X: their loss probability without X's factor.
+        slots, costs = state.multi_arrays()
+        self.rows_x = np.flatnonzero((slots == slot).any(axis=1)) if slot is not None and slots.size else np.zeros(0, dtype=np.int64)
+        if self.rows_x.size:
+            others = slots[self.rows_x].copy()
+            others[others == slot] = -1
+            self.multi_x = np.prod(table.cdf_padded[others], axis=1)
+        else:
+            self.multi_x = np.zeros((0, table.cdf.shape[1]))
+        self.costs_x = costs[self.rows_x]
+
+    def direct_loss(self) -> FloatArray:
+        """:math:`\\sum_j P_j(t|X) C_j` (s): outputs only on X are lost for sure (Set_N)."""
+        loss = self.shared.loss
+        if self.held_x:
+            assert self.slot is not None
+            loss = loss + self.state.single_cost[self.slot] * (1.0 - self.f_x)
+        if self.rows_x.size:
+            loss = loss + self.costs_x @ (self.multi_x - self.shared.multi_lost[self.rows_x])
+        return np.asarray(loss)
+
+    def needed_loss(self, need: FloatArray) -> FloatArray:
+        """:math:`\\sum_e \\nu(t|e) P_e(t|X) C_{s,e} + \\nu(t)(C_{s,\\varnothing} + \\sum_L P_L(t|X) C_{s,L})` (s)."""
+        n = self.n_slots
+        state, shared = self.state, self.shared
+        loss = state.single_cost[:n] @ (need[:n] * self.table.cdf)
+        if self.held_x:
+            assert self.slot is not None
+            loss = loss + state.single_cost[self.slot] * need[self.slot] * (1.0 - self.f_x)
+        _slots, costs = state.multi_arrays()
+        other = state.lost_cost + costs @ shared.multi_lost
+        if self.rows_x.size:
+            other = other + self.costs_x @ (self.multi_x - shared.multi_lost[self.rows_x])
+        return np.asarray(loss + need[n] * other)
+
+    def direct_log_clear(self) -> FloatArray:
+        """ln P(no output is lost | X, e) for a shuffle that is needed whenever lost; rows e, last row no e."""
+        shared = self.shared
+        base = shared.clear_base
+        if self.held_x:
+            assert self.slot is not None
+            base = base + (_LOG_TINY - shared.log_keep[self.slot])
+        if self.rows_x.size:
+            base = base + (
+                np.log(np.maximum(1.0 - self.multi_x, TINY)) - np.log(np.maximum(1.0 - shared.multi_lost[self.rows_x], TINY))
+            ).sum(axis=0)
+        out = np.empty((self.n_slots + 1, base.size))
+        out[: self.n_slots] = shared.clear_swap
+        out[self.n_slots] = 0.0
+        if self.slot is not None:
+            out[self.slot] = 0.0  # X's outputs are already counted as lost
+        out += base
+        return out
+
+    def needed_log_clear(self, need: FloatArray) -> FloatArray:
+        """ln P(no output is lost-and-needed | X, e) with need :math:`\\nu(t|e)`; rows e, last row no e."""
+        n, slot = self.n_slots, self.slot
+        p_lost = self.table.cdf
+        held = self.state.single_count[:n] > 0
+        log_keep = np.log(np.maximum(1.0 - need[:n] * p_lost, TINY))
+        if slot is not None:
+            log_keep[slot] = np.log(np.maximum(1.0 - need[slot], TINY))
+        base = held.astype(np.float64) @ log_keep
+        if self.state.lost_count:
+            base = base + np.log(np.maximum(1.0 - need[n], TINY))
+        multi = self.shared.multi_lost
+        if self.rows_x.size:
+            multi = multi.copy()
+            multi[self.rows_x] = self.multi_x
+        if multi.size:
+            base = base + np.log(np.maximum(1.0 - need[n] * multi, TINY)).sum(axis=0)
+        out = np.empty((n + 1, base.size))
+        out[:] = base
+        # Given e failed, e's outputs of this shuffle are lost: P_e -> 1 (X's already are).
+        swap = np.log(np.maximum(1.0 - need[:n], TINY)) - log_keep
+        if slot is not None:
+            swap[slot] = 0.0
+        out[:n] += np.where(held[:, None], swap, 0.0)
+        return out
+
+
+def _multi_lost(state: ShuffleState, p_lost: FloatArray) -> FloatArray:
+    """:math:`P_L(t) = \\prod_{l \\in L} P_l(t)` per multi-location group, shape ``(M, G + 1)``.
+
+    ``p_lost`` has one row per slot plus a last row of ones, which the -1 padding selects.
+    """
+    slots, _costs = state.multi_arrays()
+    if slots.size == 0:
+        return np.zeros((slots.shape[0], p_lost.shape[1]))
+    return np.asarray(np.prod(p_lost[slots], axis=1))
