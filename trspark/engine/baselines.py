@@ -12,9 +12,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+
 from cost_model.lifetimes import LifetimeModel
 from trspark.engine.policy import Policy
-from trspark.engine.protocol import REMOTE, Backup, BackupFailed, Command, Event, TaskEnded, Tick
+from trspark.engine.protocol import REMOTE, Backup, BackupFailed, Command, Event, TaskEnded, TaskStarted, Tick
 from trspark.engine.state import JobState, MapOutput
 from trspark.engine.tr.horizon import consumption_horizon
 
@@ -108,23 +110,32 @@ class StagePolicy(Policy):
 
     name = "stage"
 
-    def __init__(self, lifetime: LifetimeModel, alpha: float = 1.5, risk: float = 0.05) -> None:
+    def __init__(self, lifetime: LifetimeModel, alpha: float = 1.5, risk: float = 0.01) -> None:
         self.lifetime = lifetime
         self.alpha = alpha
         self.risk = risk
         self.state = JobState()
         self.flagged: set[int] = set()
         self.released: set[tuple[int, int]] = set()
+        self.holders: dict[int, set[str]] = {}
+        """stage -> executors that ran (or run) its tasks, i.e. hold or will hold its outputs."""
 
     def handle(self, event: Event) -> Sequence[Command]:
         self.state.apply(event)
         _forget_released(event, self.released)
-        if isinstance(event, TaskEnded) and event.successful:
-            if event.stage_id in self.flagged:
-                return _remote_backups(self._stage_outputs(event.stage_id), self.released)
-            return self._flag_risky_stages()
-        if isinstance(event, Tick):
-            return self._flag_risky_stages()
+        if isinstance(event, TaskStarted):
+            self.holders.setdefault(event.stage_id, set()).add(event.executor_id)
+        elif isinstance(event, TaskEnded) and event.successful and event.shuffle_id is not None:
+            if event.stage_id not in self.flagged:
+                # Only the new holder's risk is new; the others were checked before (and on ticks).
+                return self._flag_if_risky(event.stage_id, {event.executor_id})
+            return _remote_backups(self._stage_outputs(event.stage_id), self.released)
+        elif isinstance(event, Tick):
+            out: list[Command] = []
+            for stage_id, holders in list(self.holders.items()):
+                if stage_id not in self.flagged:
+                    out += self._flag_if_risky(stage_id, holders)
+            return out
         return ()
 
     def _stage_outputs(self, stage_id: int) -> list[MapOutput]:
@@ -133,26 +144,20 @@ class StagePolicy(Policy):
             return []
         return [b for p in stage.finished if (b := self.state.outputs.get((stage.shuffle_id, p))) is not None]
 
-    def _flag_risky_stages(self) -> list[Command]:
+    def _flag_if_risky(self, stage_id: int, executors: set[str]) -> list[Command]:
         state = self.state
+        stage = state.stages.get(stage_id)
+        if stage is None or stage.shuffle_id is None or stage.shuffle_id in state.consumed_shuffles:
+            return []
+        alive = [state.executors[e] for e in executors if e in state.executors and state.executors[e].alive]
+        if not alive:
+            return []
         horizon = consumption_horizon(state, self.alpha)
-        out: list[Command] = []
-        for stage in state.stages.values():
-            if stage.stage_id in self.flagged or stage.shuffle_id is None:
-                continue
-            if stage.shuffle_id in state.consumed_shuffles:
-                continue
-            blocks = self._stage_outputs(stage.stage_id)
-            holders = {h for b in blocks for h in b.holders()}
-            holders.update(e for copies in stage.running.values() for e in copies)
-            ages = [state.executors[h].age(state.now) for h in holders if h in state.executors]
-            if not ages:
-                continue
-            risk = self.lifetime.prob_fail(ages, 0.0, horizon)
-            if float(max(risk)) >= self.risk:
-                self.flagged.add(stage.stage_id)
-                out.extend(_remote_backups(blocks, self.released))
-        return out
+        risk = self.lifetime.prob_fail([e.age(state.now) for e in alive], 0.0, horizon)
+        if float(np.max(risk)) < self.risk:
+            return []
+        self.flagged.add(stage_id)
+        return _remote_backups(self._stage_outputs(stage_id), self.released)
 
     def summary(self) -> dict[str, object]:
         return {"backups_planned": len(self.released), "stages_flagged": len(self.flagged)}
@@ -185,20 +190,24 @@ class IntervalPolicy(Policy):
         self.last_checkpoint = 0.0
         self.checkpoints = 0
         self.period: float | None = None
+        self._output_bytes = 0.0
+        self._outputs = 0
 
     def checkpoint_seconds(self) -> float | None:
         """δ: seconds to write one wave of outputs from one executor (None before any output)."""
-        sizes = [b.bytes for b in self.state.outputs.values()]
         executors = self.state.alive_executors()
-        if not sizes or not executors:
+        if not self._outputs or not executors:
             return None
         cores = sum(e.cores for e in executors) / len(executors)
         share = min(self.remote_bandwidth, self.remote_cap / len(executors))
-        return (sum(sizes) / len(sizes)) * cores / share
+        return (self._output_bytes / self._outputs) * cores / share
 
     def handle(self, event: Event) -> Sequence[Command]:
         self.state.apply(event)
         _forget_released(event, self.released)
+        if isinstance(event, TaskEnded) and event.successful and event.shuffle_id is not None:
+            self._output_bytes += event.shuffle_write_bytes
+            self._outputs += 1
         if not isinstance(event, (TaskEnded, Tick)):
             return ()
         delta = self.checkpoint_seconds()

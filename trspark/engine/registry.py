@@ -18,12 +18,30 @@ def _interval(config: TRConfig) -> Policy:
     return IntervalPolicy(from_spec(config.lifetime), config.remote_bandwidth, config.remote_cap)
 
 
+def _tr(**overrides: str) -> Callable[[TRConfig], Policy]:
+    """TR-Spark with some config fields forced (the named variants of paper §6.1.1)."""
+
+    def build(config: TRConfig) -> Policy:
+        from trspark.engine.tr.policy import TRPolicy
+
+        return TRPolicy(config.with_options(**overrides) if overrides else config)
+
+    return build
+
+
 # name -> factory(config) ; the TR policy and further baselines register here.
 POLICIES: dict[str, Callable[[TRConfig], Policy]] = {
     "never": lambda config: NeverPolicy(),
     "always": lambda config: AlwaysPolicy(),
     "stage": _stage,
     "interval": _interval,
+    # TR-Spark as configured (spark.trspark.lifetime.knowledge / backup.targets) ...
+    "tr": _tr(),
+    # ... and the paper's named variants, whatever the config says.
+    "tr-det": _tr(knowledge="deterministic"),
+    "tr-local": _tr(targets="local"),
+    "tr-remote": _tr(targets="remote"),
+    "tr-fitted": _tr(knowledge="fitted"),
 }
 
 

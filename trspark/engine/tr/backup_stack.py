@@ -1,0 +1,146 @@
+"""The backup stack of TR-Checkpointing (paper §2.3): planned backups, released newest first.
+
+Algorithm 2 decides *whether* and *where* a block goes; the stack decides *when*. Newest first,
+because once the newer blocks (the next stage's outputs) are safe, the older blocks they were
+computed from need no backup at all -- so a pending entry whose consumers are already safe
+(:meth:`JobState.consumers_safe`) is dropped instead of released.
+
+Each source executor has its own stack and at most ``max_in_flight`` released backups at a
+time: one executor's backup bandwidth is shared by its concurrent copies, so releasing more at
+once only delays the newest one. A released backup is cancelled when its block is consumed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trspark.engine.protocol import Backup, CancelBackup, Command
+from trspark.engine.state import BlockId, JobState, MapOutput
+
+
+@dataclass(frozen=True)
+class PlannedBackup:
+    block_id: BlockId
+    source: str
+    target: str
+    bytes: int
+    map_id: int | None = None
+
+    def command(self) -> Backup:
+        return Backup(
+            shuffle_id=self.block_id[0],
+            map_index=self.block_id[1],
+            source=self.source,
+            target=self.target,
+            bytes=self.bytes,
+            map_id=self.map_id,
+        )
+
+
+class BackupStack:
+    """Planned (pending) and released (in-flight) backups per source executor.
+
+    Parameters
+    ----------
+    max_in_flight : int
+        Released, unfinished backups allowed per source executor (>= 1).
+    """
+
+    def __init__(self, max_in_flight: int = 1) -> None:
+        if max_in_flight < 1:
+            raise ValueError("max_in_flight must be >= 1")
+        self.max_in_flight = max_in_flight
+        self._pending: dict[str, list[PlannedBackup]] = {}
+        self._planned: dict[BlockId, PlannedBackup] = {}
+        """block -> its pending entry (the latest plan wins; stale stack entries are skipped)."""
+        self.in_flight: dict[BlockId, PlannedBackup] = {}
+        self.dropped = 0
+        self.released = 0
+
+    # ---- planning -----------------------------------------------------------------------
+    def push(self, plan: PlannedBackup) -> None:
+        """Plan a backup (replaces an earlier pending plan of the same block)."""
+        if plan.block_id in self.in_flight:
+            return
+        self._planned[plan.block_id] = plan
+        self._pending.setdefault(plan.source, []).append(plan)
+
+    def unplan(self, block_id: BlockId) -> None:
+        """Forget a pending plan (Algorithm 2 changed its mind: no backup any more)."""
+        self._planned.pop(block_id, None)
+
+    def is_planned(self, block_id: BlockId) -> bool:
+        return block_id in self._planned
+
+    def is_busy(self, block_id: BlockId) -> bool:
+        """Planned or in flight."""
+        return block_id in self._planned or block_id in self.in_flight
+
+    def pending_count(self) -> int:
+        return len(self._planned)
+
+    # ---- release ----------------------------------------------------------------------------
+    def release(self, state: JobState) -> list[Command]:
+        """Backups to start now: per source with a free slot, the newest still-useful entries."""
+        out: list[Command] = []
+        busy: dict[str, int] = {}
+        for plan in self.in_flight.values():
+            busy[plan.source] = busy.get(plan.source, 0) + 1
+        for source in list(self._pending):
+            stack = self._pending[source]
+            while stack and busy.get(source, 0) < self.max_in_flight:
+                plan = stack.pop()
+                if self._planned.get(plan.block_id) is not plan:
+                    continue  # superseded or unplanned
+                del self._planned[plan.block_id]
+                if not self._useful(plan, state):
+                    self.dropped += 1
+                    continue
+                self.in_flight[plan.block_id] = plan
+                busy[source] = busy.get(source, 0) + 1
+                self.released += 1
+                out.append(plan.command())
+            if not stack:
+                del self._pending[source]
+        return out
+
+    def _useful(self, plan: PlannedBackup, state: JobState) -> bool:
+        block = state.outputs.get(plan.block_id)
+        if block is None or state.is_safe(block) or plan.source not in block.holders():
+            return False
+        if plan.target in block.backups:
+            return False
+        if plan.target != "remote":
+            peer = state.executors.get(plan.target)
+            if peer is None or not peer.alive:
+                return False
+        return not state.consumers_safe(block.shuffle_id)
+
+    # ---- outcomes ---------------------------------------------------------------------------
+    def finished(self, block_id: BlockId) -> None:
+        """A released backup completed or failed: its slot is free."""
+        self.in_flight.pop(block_id, None)
+
+    def cancel_consumed(self, shuffle_id: int) -> list[Command]:
+        """Cancel released backups of a consumed shuffle and forget its pending plans."""
+        out: list[Command] = []
+        for block_id in [b for b in self.in_flight if b[0] == shuffle_id]:
+            del self.in_flight[block_id]
+            out.append(CancelBackup(shuffle_id=block_id[0], map_index=block_id[1]))
+        for block_id in [b for b in self._planned if b[0] == shuffle_id]:
+            del self._planned[block_id]
+        return out
+
+    def executor_lost(self, executor_id: str) -> None:
+        """Forget backups from or to a lost executor (the driver fails the released ones)."""
+        for block_id, plan in list(self.in_flight.items()):
+            if executor_id in (plan.source, plan.target):
+                del self.in_flight[block_id]
+        for block_id, plan in list(self._planned.items()):
+            if executor_id in (plan.source, plan.target):
+                del self._planned[block_id]
+        self._pending.pop(executor_id, None)
+
+
+def plan_for(block: MapOutput, source: str, target: str) -> PlannedBackup:
+    return PlannedBackup(block_id=block.block_id, source=source, target=target, bytes=block.bytes, map_id=block.map_id)

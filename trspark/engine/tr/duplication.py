@@ -1,0 +1,178 @@
+"""Task duplication on idle executors and task-splitting advice (paper §5).
+
+Duplication. When an executor has had a free core for a whole re-planning period and no task
+is waiting anywhere, the running task with the largest *duplication rate* gets a copy there:
+
+.. math::
+
+    duplicationRate_i = reduceSizeRate_i \\cdot
+        \\frac{ET_i - s.E(t, t + ET_i)}{ET_i - v.E(t, t + ET_i) + \\epsilon}
+
+where ``s`` is the executor running task ``i``, ``v`` the idle one, ``ET_i`` the task's
+remaining estimated run time (s) and ``x.E(t, t+ET)`` the expected time ``x`` stays alive in
+that window (s). How we read the paper's ``E`` here: the paper writes ``s.E / v.E``, which
+taken literally prefers copying tasks from *stable* sources onto *unstable* targets -- the
+opposite of the point of duplication. We therefore use the expected time each executor is
+*not* alive in the window, ``ET - x.E(t, t+ET)``: the copy pays off when the source is likely
+to die before the task ends and the target is not. A copy is made only if the source's
+expected loss exceeds the target's. ``reduceSizeRate`` (bytes/s, clipped at 1 so that
+non-reducing tasks still rank by risk) keeps the paper's preference for reducing tasks.
+
+Killing. When tasks are waiting and no core is free, the copy we started with the most
+remaining time is killed; when any copy of a task succeeds, its other copies are killed.
+
+Splitting advice. A stage whose mean task time exceeds every executor's expected remaining
+lifetime cannot finish with high probability: the engine advises to split its tasks (once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from trspark.engine.protocol import Advice, Command, DuplicateTask, KillDuplicate
+from trspark.engine.state import ExecutorView, JobState
+from trspark.engine.tr.knowledge import LifetimeKnowledge
+from trspark.engine.tr.scheduling import reduce_rate
+
+_EPS = 1e-6
+
+
+class Duplicator:
+    """Starts and kills task copies; remembers the copies it started."""
+
+    def __init__(self, knowledge: LifetimeKnowledge) -> None:
+        self.knowledge = knowledge
+        self.copies: dict[tuple[int, int], str] = {}
+        """(stage, partition) -> executor running the copy we asked for."""
+        self.idle_since: dict[str, float] = {}
+        self.started = 0
+        self.killed = 0
+
+    def on_task_succeeded(self, state: JobState, stage_id: int, partition: int) -> list[Command]:
+        """One copy finished: kill the others."""
+        self.copies.pop((stage_id, partition), None)
+        stage = state.stages.get(stage_id)
+        others = sorted(stage.running.get(partition, ())) if stage is not None else []
+        self.killed += len(others)
+        return [KillDuplicate(stage_id=stage_id, partition=partition, executor_id=e) for e in others]
+
+    def forget_lost(self, state: JobState) -> None:
+        """Drop copies whose executor or task is gone."""
+        for key, executor in list(self.copies.items()):
+            stage = state.stages.get(key[0])
+            if stage is None or executor not in stage.running.get(key[1], ()):
+                del self.copies[key]
+
+    def kill_if_needed(self, state: JobState) -> list[Command]:
+        """Tasks waiting and no free core: kill the copy with the most remaining time."""
+        self.forget_lost(state)
+        if not self.copies:
+            return []
+        waiting = sum(s.pending_count for s in state.runnable_stages())
+        free = sum(e.free_cores for e in state.alive_executors())
+        out: list[Command] = []
+        for _ in range(min(max(0, waiting - free), len(self.copies))):
+            key, executor = max(self.copies.items(), key=lambda kv: self._remaining(state, kv[0], kv[1]))
+            del self.copies[key]
+            self.killed += 1
+            out.append(KillDuplicate(stage_id=key[0], partition=key[1], executor_id=executor))
+        return out
+
+    def _remaining(self, state: JobState, key: tuple[int, int], executor: str) -> float:
+        stage = state.stages[key[0]]
+        started = stage.started_at.get((key[1], executor), state.now)
+        return stage.mean_task_seconds(state.mean_task_seconds()) - (state.now - started)
+
+    def duplicate_on_idle(self, state: JobState, period: float) -> list[Command]:
+        """Copy the top running tasks onto executors idle for at least ``period`` seconds."""
+        idle = [e for e in state.alive_executors() if e.free_cores > 0]
+        if any(s.pending_count for s in state.runnable_stages()):
+            self.idle_since.clear()
+            return []
+        for gone in set(self.idle_since) - {e.executor_id for e in idle}:
+            del self.idle_since[gone]
+        ready: list[ExecutorView] = []
+        for e in idle:
+            since = self.idle_since.setdefault(e.executor_id, state.now)
+            if state.now - since >= period:
+                ready.append(e)
+        out: list[Command] = []
+        for target in ready:
+            for _ in range(target.free_cores):
+                best = self._best_task(state, target)
+                if best is None:
+                    break
+                stage_id, partition = best
+                self.copies[best] = target.executor_id
+                self.started += 1
+                out.append(DuplicateTask(stage_id=stage_id, partition=partition, executor_id=target.executor_id))
+        return out
+
+    def _best_task(self, state: JobState, target: ExecutorView) -> tuple[int, int] | None:
+        candidates: list[tuple[int, int, ExecutorView, float, float]] = []
+        default = state.mean_task_seconds()
+        for stage in state.active_stages():
+            et = stage.mean_task_seconds(default)
+            rate = max(reduce_rate(state, stage), 1.0)
+            for partition, copies in stage.running.items():
+                if len(copies) != 1 or (stage.stage_id, partition) in self.copies or partition in stage.finished:
+                    continue
+                source = state.executors.get(next(iter(copies)))
+                if source is None or source is target or not source.alive:
+                    continue
+                started = stage.started_at.get((partition, source.executor_id), state.now)
+                remaining = max(et - (state.now - started), _EPS)
+                candidates.append((stage.stage_id, partition, source, remaining, rate))
+        if not candidates:
+            return None
+        best_key: tuple[int, int] | None = None
+        best_rate = 0.0
+        for stage_id, partition, source, remaining, rate in candidates:
+            loss_s, loss_v = self._expected_loss([source, target], state.now, remaining)
+            if loss_s <= loss_v:
+                continue  # the copy would be no safer than the original
+            score = rate * loss_s / (loss_v + _EPS)
+            if score > best_rate:
+                best_key, best_rate = (stage_id, partition), score
+        return best_key
+
+    def _expected_loss(self, executors: Sequence[ExecutorView], now: float, window: float) -> np.ndarray:
+        """``window - E(t, t + window)`` per executor: expected seconds not alive in the window."""
+        out = np.empty(len(executors))
+        for i, ex in enumerate(executors):
+            model = self.knowledge.model(ex)
+            out[i] = window - float(model.expected_lifetime(ex.age(now), 0.0, window))
+        return out
+
+
+class SplitAdvisor:
+    """Advise splitting a stage whose tasks outlive every executor's expected remaining life."""
+
+    def __init__(self) -> None:
+        self.advised: set[int] = set()
+
+    def check(self, state: JobState, residual_life: np.ndarray) -> list[Command]:
+        if residual_life.size == 0:
+            return []
+        longest_life = float(residual_life.max())
+        default = state.mean_task_seconds()
+        out: list[Command] = []
+        for stage in state.active_stages():
+            if stage.stage_id in self.advised or stage.tasks_done == 0:
+                continue
+            et = stage.mean_task_seconds(default)
+            if et > longest_life:
+                self.advised.add(stage.stage_id)
+                out.append(
+                    Advice(
+                        kind="split",
+                        stage_id=stage.stage_id,
+                        message=(
+                            f"stage {stage.stage_id}: tasks take {et:.1f} s on average but no executor is "
+                            f"expected to live longer than {longest_life:.1f} s; split them (more partitions)"
+                        ),
+                    )
+                )
+        return out

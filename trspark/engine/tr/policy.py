@@ -1,0 +1,224 @@
+"""The TR-Spark policy: events in, backup / scheduling / duplication commands out.
+
+Per event (after folding it into :class:`~trspark.engine.state.JobState` and the cost model's
+lineage):
+
+* ``TaskEnded`` (a new map output) -- Algorithm 2 for that block; a backup decision goes on the
+  backup stack. A successful copy kills its other copies.
+* ``BlockBackedUp`` / ``BackupFailed`` -- the source's slot frees; a failed block is re-planned.
+* ``ExecutorLost`` / ``ExecutorAdded`` / ``ExecutorNotice`` -- the stack forgets what the lost
+  executor was part of; the next re-plan (immediately) sees the new failure picture.
+* ``ShuffleConsumed`` -- released backups of the shuffle are cancelled, finished ones dropped.
+* ``Tick`` -- re-plan the newest unsafe blocks (their risk grows as executors age and parents
+  are lost), the safety belt, TR-Scheduling hints, duplication and splitting advice.
+
+After every event the stack releases what it can (newest first, per source executor).
+Once the safety belt fires, every unsafe output goes to remote (the local-only variant: to the
+best peer), as ``always`` would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from trspark.config import TRConfig
+from trspark.engine.policy import Policy
+from trspark.engine.protocol import (
+    REMOTE,
+    BackupFailed,
+    BlockBackedUp,
+    Command,
+    DropBackup,
+    Event,
+    ExecutorAdded,
+    ExecutorLost,
+    ExecutorNotice,
+    SchedulingHints,
+    ShuffleConsumed,
+    StageCompleted,
+    StageSubmitted,
+    TaskEnded,
+    Tick,
+)
+from trspark.engine.state import JobState, MapOutput
+from trspark.engine.tr.backup_stack import BackupStack, plan_for
+from trspark.engine.tr.checkpointing import decide
+from trspark.engine.tr.costs import CostEstimator
+from trspark.engine.tr.duplication import Duplicator, SplitAdvisor
+from trspark.engine.tr.horizon import consumption_horizon
+from trspark.engine.tr.knowledge import LifetimeKnowledge
+from trspark.engine.tr.safety_belt import SafetyBelt
+from trspark.engine.tr.scheduling import build_hints, hints_changed
+
+#: Blocks re-planned per tick (newest first): older blocks have usually been planned or are
+#: about to be consumed, and the stack serves the newest first anyway.
+REPLAN_LIMIT = 64
+#: Blocks re-planned right after an eviction or a new executor (the rest wait for the tick).
+REPLAN_ON_CHANGE = 16
+
+
+class TRPolicy(Policy):
+    """TR-Spark (paper §3-§5) behind the engine interface.
+
+    Parameters
+    ----------
+    config : TRConfig
+        β, γ, α, grid size, recursion depth, period, bandwidths, targets, knowledge, switches.
+    knowledge : LifetimeKnowledge, optional
+        Override the lifetime knowledge built from ``config`` (tests, the robustness sweep).
+    """
+
+    name = "tr"
+
+    def __init__(self, config: TRConfig, knowledge: LifetimeKnowledge | None = None) -> None:
+        from cost_model.lifetimes import from_spec
+
+        self.config = config
+        self.knowledge = knowledge or LifetimeKnowledge(from_spec(config.lifetime), config.knowledge)
+        self.state = JobState()
+        self.costs = CostEstimator(config, self.knowledge)
+        self.stack = BackupStack(max_in_flight=1)
+        self.belt = SafetyBelt(config.beta, enabled=config.safety_belt)
+        self.duplicator = Duplicator(self.knowledge)
+        self.splitter = SplitAdvisor()
+        self.hints: SchedulingHints | None = None
+        self.decisions = {"local": 0, "remote": 0, "none": 0}
+        self._last_replan = -np.inf
+
+    # ---- the event loop ---------------------------------------------------------------------
+    def handle(self, event: Event) -> Sequence[Command]:
+        state = self.state
+        state.apply(event)
+        self.costs.apply(event, state)
+        out: list[Command] = []
+        if isinstance(event, TaskEnded):
+            out += self._on_task_ended(event)
+        elif isinstance(event, BlockBackedUp):
+            self.stack.finished((event.shuffle_id, event.map_index))
+        elif isinstance(event, BackupFailed):
+            self.stack.finished((event.shuffle_id, event.map_index))
+            block = state.outputs.get((event.shuffle_id, event.map_index))
+            if block is not None:
+                self._plan(block)
+        elif isinstance(event, ExecutorLost):
+            self.stack.executor_lost(event.executor_id)
+            self.knowledge.observe(state)
+            self.costs.refresh_models(state)
+            out += self._replan(REPLAN_ON_CHANGE)
+        elif isinstance(event, ExecutorAdded):
+            out += self._replan(REPLAN_ON_CHANGE)
+        elif isinstance(event, ExecutorNotice):
+            self.costs.refresh_models(state)
+        elif isinstance(event, ShuffleConsumed):
+            out += self._on_consumed(event.shuffle_id)
+        elif isinstance(event, Tick):
+            out += self._on_tick()
+        if isinstance(event, (StageSubmitted, StageCompleted, ExecutorAdded, ExecutorLost)):
+            out += self._scheduling()
+        if self.config.duplication and isinstance(event, (StageSubmitted, ExecutorLost, Tick)):
+            out += self.duplicator.kill_if_needed(state)
+        out += self.stack.release(state)
+        return out
+
+    def _on_task_ended(self, event: TaskEnded) -> list[Command]:
+        if not event.successful:
+            return []
+        out: list[Command] = []
+        if self.config.duplication:
+            out += self.duplicator.on_task_succeeded(self.state, event.stage_id, event.partition)
+        if event.shuffle_id is not None:
+            block = self.state.outputs.get((event.shuffle_id, event.partition))
+            if block is not None:
+                self._plan(block)
+        belt = self.belt.check(self.state)
+        if belt is not None:
+            out.append(belt)
+            out += self._replan(limit=None)
+        return out
+
+    def _on_consumed(self, shuffle_id: int) -> list[Command]:
+        out = self.stack.cancel_consumed(shuffle_id)
+        for block in self.state.outputs.values():
+            if block.shuffle_id == shuffle_id and block.backups:
+                out.append(DropBackup(shuffle_id=shuffle_id, map_index=block.map_index))
+        return out
+
+    def _on_tick(self) -> list[Command]:
+        out: list[Command] = []
+        belt = self.belt.check(self.state)
+        if belt is not None:
+            out.append(belt)
+        out += self._replan()
+        out += self._scheduling()
+        if self.config.duplication:
+            out += self.duplicator.duplicate_on_idle(self.state, self.config.period)
+        return out
+
+    # ---- TR-Checkpointing -------------------------------------------------------------------
+    def _plan(self, block: MapOutput) -> None:
+        """Algorithm 2 for one block, its outcome onto the backup stack."""
+        state = self.state
+        if state.is_safe(block) or not block.holders() or block.block_id in self.stack.in_flight:
+            return
+        if self.belt.on:
+            target = self._belt_target(block)
+        else:
+            self.costs.remote_in_flight = sum(1 for p in self.stack.in_flight.values() if p.target == REMOTE)
+            horizon = consumption_horizon(state, self.config.alpha)
+            target = decide(self.costs.costs(block, state, horizon))
+        if target is None or target in block.backups:
+            self.decisions["none"] += 1
+            self.stack.unplan(block.block_id)
+            return
+        self.decisions["remote" if target == REMOTE else "local"] += 1
+        self.stack.push(plan_for(block, block.holders()[0], target))
+
+    def _belt_target(self, block: MapOutput) -> str | None:
+        if self.config.targets != "local":
+            return REMOTE
+        return self.costs.best_peer(block, self.state, consumption_horizon(self.state, self.config.alpha))
+
+    def _replan(self, limit: int | None = REPLAN_LIMIT) -> list[Command]:
+        """Re-run Algorithm 2 on the newest unsafe, not in-flight blocks (at most ``limit``)."""
+        done = 0
+        for block in reversed(list(self.state.outputs.values())):  # insertion order = creation order
+            if limit is not None and done >= limit:
+                break
+            if block.consumed or block.on_remote or not block.holders() or block.block_id in self.stack.in_flight:
+                continue
+            self._plan(block)
+            done += 1
+        return []
+
+    # ---- TR-Scheduling ----------------------------------------------------------------------
+    def _scheduling(self) -> list[Command]:
+        state = self.state
+        executors = state.alive_executors()
+        residual = self.knowledge.mean_residual_life(executors, state.now) if executors else np.zeros(0)
+        out: list[Command] = []
+        if self.config.scheduling:
+            gamma = 1.0 if self.knowledge.mode == "deterministic" else self.config.gamma
+            hints = build_hints(state, residual, executors, gamma)
+            if hints_changed(self.hints, hints):
+                self.hints = hints
+                out.append(hints)
+        out += self.splitter.check(state, residual)
+        return out
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "backups_planned_local": self.decisions["local"],
+            "backups_planned_remote": self.decisions["remote"],
+            "decisions_none": self.decisions["none"],
+            "backups_released": self.stack.released,
+            "backups_dropped_consumers_safe": self.stack.dropped,
+            "safety_belt": self.belt.on,
+            "safety_belt_at": self.belt.fired_at,
+            "safety_belt_reason": self.belt.reason,
+            "duplicates_started": self.duplicator.started,
+            "duplicates_killed": self.duplicator.killed,
+            "split_advice": sorted(self.splitter.advised),
+            "lifetime_refits": self.knowledge.refits,
+        }

@@ -1,0 +1,98 @@
+"""TR-Scheduling (paper §3.1, Algorithm 1) as :class:`SchedulingHints` for the driver's scheduler.
+
+Two rules, applied by ``trspark.engine.placement`` (simulator) and the Scala hook (live):
+
+1. **Stage order** -- among runnable stages, the largest data-size reduction rate first:
+
+   .. math:: rate_i = \\frac{\\bar{in}_i - \\bar{out}_i}{T_i} \\quad \\text{(bytes/s)},
+
+   with :math:`\\bar{in}_i` the mean bytes a task reads (shuffle read + input),
+   :math:`\\bar{out}_i` the mean bytes it writes, :math:`T_i` its mean run time. The paper writes
+   ``reduceSize = Size(Output) - Size(Input)`` but wants "tasks that output the least amount of
+   data" first, so we take the reduction as in - out (positive for a reducing task). A stage
+   with no finished task yet is estimated from its parents' shuffle output spread over its
+   tasks, with output = input (rate 0). The paper zeroes ``Size(Input)`` when the input is not
+   on the VM; per-VM locality is left to the driver's own locality rule.
+
+2. **The γ rule** -- a task of estimated run time ET may start on executor v only if
+   ``ET / v.E(t, T) < γ``. We read ``v.E(t, T)`` with ``T = ∞`` as v's expected remaining
+   lifetime (mean residual life ``m_v``, s), so ``max_task_seconds[v] = γ · m_v``: with exact
+   lifetimes (γ = 1) a task goes only where it can finish before the executor dies, and with a
+   memoryless (exponential) belief every executor gets the same limit, i.e. no restriction.
+   Limits are sent only for executors whose limit is below the safest executor's and below
+   some runnable stage's ET -- otherwise the rule could never bind (placement's contract).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from trspark.engine.protocol import SchedulingHints
+from trspark.engine.state import ExecutorView, JobState, StageView
+
+
+def reduce_rate(state: JobState, stage: StageView) -> float:
+    """Data-size reduction rate of one task of ``stage`` (bytes/s; larger = schedule first)."""
+    seconds = stage.mean_task_seconds(state.mean_task_seconds())
+    read, write = stage.mean_read_bytes(), stage.mean_write_bytes()
+    if read is None or write is None:
+        return 0.0
+    return (read - write) / max(seconds, 1e-9)
+
+
+def stage_order(state: JobState) -> tuple[int, ...]:
+    """Runnable stages by reduction rate, largest first (ties: lower stage id first)."""
+    runnable = state.runnable_stages()
+    return tuple(s.stage_id for s in sorted(runnable, key=lambda s: (-reduce_rate(state, s), s.stage_id)))
+
+
+def expected_task_seconds(state: JobState) -> dict[int, float]:
+    """ET of a task of each runnable stage (its stage's mean, else the job's mean task time, s)."""
+    default = state.mean_task_seconds()
+    return {s.stage_id: s.mean_task_seconds(default) for s in state.runnable_stages()}
+
+
+def task_limits(
+    executors: Sequence[ExecutorView], residual_life: np.ndarray, gamma: float, longest_task: float
+) -> dict[str, float]:
+    """``max_task_seconds`` per executor from the γ rule (only where it can bind)."""
+    if not executors or longest_task <= 0.0:
+        return {}
+    limits = gamma * np.asarray(residual_life, dtype=float)
+    safest = float(limits.max())
+    out: dict[str, float] = {}
+    for ex, limit in zip(executors, limits, strict=True):
+        if limit < safest and limit < longest_task:
+            out[ex.executor_id] = float(limit)
+    return out
+
+
+def build_hints(
+    state: JobState, residual_life: np.ndarray, executors: Sequence[ExecutorView], gamma: float
+) -> SchedulingHints:
+    """The full hint set for the current state (``residual_life`` aligned with ``executors``)."""
+    expected = expected_task_seconds(state)
+    longest = max(expected.values(), default=0.0)
+    return SchedulingHints(
+        stage_order=stage_order(state),
+        max_task_seconds=task_limits(executors, residual_life, gamma, longest),
+        expected_task_seconds=expected,
+    )
+
+
+def hints_changed(old: SchedulingHints | None, new: SchedulingHints, tolerance: float = 0.1) -> bool:
+    """Worth sending? Order or restricted set changed, or a limit moved by more than ``tolerance``."""
+    if old is None:
+        return bool(new.stage_order or new.max_task_seconds)
+    if old.stage_order != new.stage_order or old.max_task_seconds.keys() != new.max_task_seconds.keys():
+        return True
+    for key, limit in new.max_task_seconds.items():
+        if abs(limit - old.max_task_seconds[key]) > tolerance * max(limit, 1e-9):
+            return True
+    for stage_id, seconds in new.expected_task_seconds.items():
+        before = old.expected_task_seconds.get(stage_id)
+        if before is None or abs(seconds - before) > tolerance * max(seconds, 1e-9):
+            return True
+    return False
