@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -93,32 +92,42 @@ def main() -> None:
 
     cpu: dict[str, list[float]] = {name: [] for name in timings}
 
-    def timed(name: str, call: Callable[[], object]) -> object:
-        c0, t0 = time.process_time(), time.perf_counter()
-        value = call()
-        timings[name].append(time.perf_counter() - t0)
-        cpu[name].append(time.process_time() - c0)
-        return value
+    def record(name: str, started: tuple[float, float]) -> None:
+        timings[name].append(time.perf_counter() - started[0])
+        cpu[name].append(time.process_time() - started[1])
+
+    def clock() -> tuple[float, float]:
+        return time.perf_counter(), time.process_time()
 
     refreshes: list[float] = []
     now = 0.0
+    rc.refresh()  # the engine's first tick, before any decision
     for d in range(args.decisions):
         index = first_c + d
         now += args.step
         t_max = float(rng.uniform(5.0, 600.0))
+        concurrent = int(rng.integers(0, 50))
         t0 = time.perf_counter()
         if rc.advance(now):
             refreshes.append(time.perf_counter() - t0)
-        timed("update", lambda: add_random_output(lineage, names, "C", index, ("B",), rng))
-        redo = timed("C_Redo", lambda: rc.c_redo("C", index, t_max))
-        local = timed("C_BL (best peer)", lambda: costs.best_local_destination("C", index, t_max))
-        remote = timed("C_BR", lambda: costs.remote("C", index, t_max, concurrent=int(rng.integers(0, 50))))
+        started = clock()
+        add_random_output(lineage, names, "C", index, ("B",), rng)
+        record("update", started)
+        started = clock()
+        redo = rc.c_redo("C", index, t_max)
+        record("C_Redo", started)
+        started = clock()
+        local = costs.best_local_destination("C", index, t_max)
+        record("C_BL (best peer)", started)
+        started = clock()
+        remote = costs.remote("C", index, t_max, concurrent=concurrent)
+        record("C_BR", started)
         # Algorithm 2, to show the figures are used as they would be.
-        c_bl = local.total if local is not None else np.inf  # type: ignore[attr-defined]
-        c_br = remote.total  # type: ignore[attr-defined]
-        if c_bl <= redo:  # type: ignore[operator]
+        c_bl = local.total if local is not None else np.inf
+        c_br = remote.total
+        if c_bl <= redo:
             checks["backup local" if c_bl <= c_br else "backup remote"] += 1
-        elif redo >= c_br:  # type: ignore[operator]
+        elif redo >= c_br:
             checks["backup remote"] += 1
         else:
             checks["no backup"] += 1

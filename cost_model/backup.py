@@ -119,12 +119,18 @@ class BackupCosts:
     def remote(self, shuffle_id: Hashable, map_index: int, t_max: float, concurrent: int = 0) -> BackupCost:
         """:math:`C_{BR}`: copy to remote storage with ``concurrent`` other remote copies in flight."""
         bandwidth = shared_remote_bandwidth(self.remote_bandwidth, self.remote_cap, concurrent)
-        return self._source_terms(shuffle_id, map_index, t_max, bandwidth, REMOTE)
+        block = self._block(shuffle_id, map_index, t_max, bandwidth)
+        ends = self.recompute.table.cdf_at(np.array([block.seconds, t_max]), [block.slot])[0]
+        return self._source_terms(block, ends, REMOTE)
 
     def local(self, shuffle_id: Hashable, map_index: int, t_max: float, peers: Sequence[str]) -> list[BackupCost]:
         """:math:`C_{BL}(Y)` for each peer ``Y`` in ``peers`` (live executors other than the block's)."""
-        base = self._source_terms(shuffle_id, map_index, t_max, self.local_bandwidth, "peer")
-        peer_loss = self._peer_loss(shuffle_id, map_index, t_max, base.seconds, peers)
+        out = self.recompute.lineage.output(shuffle_id, map_index)
+        for peer in peers:
+            if peer in out.locations:
+                raise ValueError(f"backup cost: peer {peer!r} already holds map output {(shuffle_id, map_index)!r}")
+        executors = [self.recompute.lineage.executor(p) for p in peers]
+        base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, [ex.slot for ex in executors])
         return [_with_peer(base, peer, float(loss)) for peer, loss in zip(peers, peer_loss, strict=True)]
 
     def best_local_destination(
@@ -135,19 +141,18 @@ class BackupCosts:
         ``candidates`` defaults to every live executor; the executors already holding the
         block are never candidates. Only :math:`C_P` differs between peers (same bandwidth).
         """
-        out = self.recompute.lineage.output(shuffle_id, map_index)
-        pool = [ex.executor_id for ex in self.recompute.lineage.executors()] if candidates is None else list(candidates)
-        peers = [p for p in pool if p not in out.locations]
+        lineage = self.recompute.lineage
+        out = lineage.output(shuffle_id, map_index)
+        pool = lineage.executors() if candidates is None else [lineage.executor(c) for c in candidates]
+        peers = [ex for ex in pool if ex.executor_id not in out.locations]
         if not peers:
             return None
-        base = self._source_terms(shuffle_id, map_index, t_max, self.local_bandwidth, "peer")
-        peer_loss = self._peer_loss(shuffle_id, map_index, t_max, base.seconds, peers)
+        base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, [ex.slot for ex in peers])
         best = int(np.argmin(peer_loss))
-        return _with_peer(base, peers[best], float(peer_loss[best]))
+        return _with_peer(base, peers[best].executor_id, float(peer_loss[best]))
 
     # ---- terms -----------------------------------------------------------------------------
-    def _source_terms(self, shuffle_id: Hashable, map_index: int, t_max: float, bandwidth: float, target: str) -> BackupCost:
-        """:math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}` for a copy at ``bandwidth`` bytes/s."""
+    def _block(self, shuffle_id: Hashable, map_index: int, t_max: float, bandwidth: float) -> _Block:
         rc = self.recompute
         if not (math.isfinite(t_max) and t_max >= 0.0):
             raise ValueError(f"backup cost: 't_max' must be a finite number >= 0 seconds, got {t_max!r}")
@@ -158,8 +163,25 @@ class BackupCosts:
         failing = rc.failing_executor(out)
         if failing is None:
             raise ValueError(f"backup cost: map output {(shuffle_id, map_index)!r} has no live copy to back up")
-        slot = [rc.lineage.executor(failing).slot]
-        f_bt, f_t = rc.table.cdf_at(np.array([seconds, t_max]), slot)[0]
+        return _Block(shuffle_id, map_index, t_max, seconds, rc.lineage.executor(failing).slot)
+
+    def _local_costs(
+        self, shuffle_id: Hashable, map_index: int, t_max: float, peer_slots: list[int]
+    ) -> tuple[BackupCost, FloatArray]:
+        """The peer-independent terms and :math:`C_P(Y)` per peer slot."""
+        rc = self.recompute
+        block = self._block(shuffle_id, map_index, t_max, self.local_bandwidth)
+        rows = [block.slot, *peer_slots]
+        # F at BT and T for X and every peer: one model call per lifetime model.
+        ends = rc.table.cdf_at(np.array([block.seconds, t_max]), rows)
+        base = self._source_terms(block, ends[0], "peer")
+        return base, self._peer_loss(block, rows, ends)
+
+    def _source_terms(self, block: _Block, ends: FloatArray, target: str) -> BackupCost:
+        """:math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}`; ``ends`` = :math:`(F_X(BT), F_X(T))`."""
+        rc = self.recompute
+        seconds, t_max, slot = block.seconds, block.t_max, [block.slot]
+        f_bt, f_t = float(ends[0]), float(ends[1])
         # C_B1 and C_R share the window [0, BT] (C_R stops at T).
         edges, cdf = rc.window(slot, 0.0, seconds, ends=np.array([[0.0, f_bt]]))
         probs = np.diff(cdf[0])
@@ -167,28 +189,19 @@ class BackupCosts:
         if seconds > t_max:
             edges, cdf = rc.window(slot, 0.0, t_max, ends=np.array([[0.0, f_t]]))
             probs = np.diff(cdf[0])
-        er = rc.er_at(shuffle_id, map_index, edges)
+        er = rc.er_at(block.shuffle_id, block.map_index, edges)
         redo = float(probs @ (0.5 * (er[:-1] + er[1:])))
         after = max(f_t - f_bt, 0.0)
         return BackupCost(target, seconds, b1, redo, seconds * after)
 
-    def _peer_loss(
-        self, shuffle_id: Hashable, map_index: int, t_max: float, seconds: float, peers: Sequence[str]
-    ) -> FloatArray:
-        """:math:`C_P(Y)` (s) for every peer, shape ``(len(peers),)`` (see the module docstring)."""
+    def _peer_loss(self, block: _Block, rows: list[int], ends: FloatArray) -> FloatArray:
+        """:math:`C_P(Y)` (s) for the peers ``rows[1:]`` (``rows[0]`` is X), see the module docstring."""
+        if block.t_max <= block.seconds:
+            return np.zeros(len(rows) - 1)
         rc = self.recompute
-        out = rc.lineage.output(shuffle_id, map_index)
-        failing = rc.failing_executor(out)
-        for peer in peers:
-            if peer in out.locations:
-                raise ValueError(f"backup cost: peer {peer!r} already holds map output {(shuffle_id, map_index)!r}")
-        peer_slots = [rc.lineage.executor(p).slot for p in peers]
-        if t_max <= seconds or failing is None or not peers:
-            return np.zeros(len(peers))
-        # Every slot at once (one model call per pool), then pick X and the peers.
-        window, cdf = rc.window(None, seconds, t_max)
-        f_x, f_y = cdf[rc.lineage.executor(failing).slot], cdf[peer_slots]
-        er = rc.er_at(shuffle_id, map_index, window)
+        window, cdf = rc.window(rows, block.seconds, block.t_max, ends=ends)
+        f_x, f_y = cdf[0], cdf[1:]
+        er = rc.er_at(block.shuffle_id, block.map_index, window)
         er_cell = 0.5 * (er[:-1] + er[1:])
         p_x = np.diff(f_x)
         p_y = np.diff(f_y, axis=1)
@@ -198,11 +211,22 @@ class BackupCosts:
         return np.asarray((f_y[:, 1:] * er_cell + tail) @ p_x)
 
 
-def _check_bandwidth(name: str, value: float) -> float:
-    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0.0):
-        raise ValueError(f"backup cost: {name!r} must be a finite number > 0 bytes/s, got {value!r}")
-    return float(value)
+@dataclass(frozen=True, slots=True)
+class _Block:
+    """The block being priced: its key, :math:`T_{max}`, :math:`BT` (s) and the slot of X."""
+
+    shuffle_id: Hashable
+    map_index: int
+    t_max: float
+    seconds: float
+    slot: int
 
 
 def _with_peer(base: BackupCost, peer: str, peer_loss: float) -> BackupCost:
     return BackupCost(peer, base.seconds, base.b1, base.redo, base.b2, peer_loss)
+
+
+def _check_bandwidth(name: str, value: float) -> float:
+    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0.0):
+        raise ValueError(f"backup cost: {name!r} must be a finite number > 0 bytes/s, got {value!r}")
+    return float(value)

@@ -101,10 +101,12 @@ class FailureTable:
                 out[members] = 1.0 - model.cond_sf(self._ages[members, None], times)
             return out
         picked = np.asarray(slots, dtype=np.int64)
+        group = self._group[picked]
+        if np.any(group < 0):
+            raise ValueError(f"FailureTable: slots {picked[group < 0].tolist()} hold no live executor")
         out = np.empty((picked.size, times.size))
-        for index in np.unique(self._group[picked]):
-            rows = np.flatnonzero(self._group[picked] == index)
-            if index < 0:
-                raise ValueError(f"FailureTable: slots {picked[rows].tolist()} hold no live executor")
-            out[rows] = 1.0 - self._groups[index][0].cond_sf(self._ages[picked[rows], None], times)
+        for index, (model, _members) in enumerate(self._groups):
+            rows = np.flatnonzero(group == index)
+            if rows.size:
+                out[rows] = 1.0 - model.cond_sf(self._ages[picked[rows], None], times)
         return out
