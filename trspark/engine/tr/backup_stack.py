@@ -5,13 +5,16 @@ because once the newer blocks (the next stage's outputs) are safe, the older blo
 computed from need no backup at all -- so a pending entry whose consumers are already safe
 (:meth:`JobState.consumers_safe`) is dropped instead of released.
 
-Each source executor has its own stack and at most ``max_in_flight`` released backups at a
+"Newest" is the block's creation time, not when it was planned: a block re-planned on a tick
+does not jump ahead of the outputs written after it. Each source executor has its own stack and at most ``max_in_flight`` released backups at a
 time: one executor's backup bandwidth is shared by its concurrent copies, so releasing more at
 once only delays the newest one. A released backup is cancelled when its block is consumed.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from dataclasses import dataclass
 
 from trspark.engine.protocol import Backup, CancelBackup, Command
@@ -25,6 +28,8 @@ class PlannedBackup:
     target: str
     bytes: int
     map_id: int | None = None
+    created: float = 0.0
+    """When the block was written (s): the stack's order key, newest first."""
 
     def command(self) -> Backup:
         return Backup(
@@ -50,7 +55,9 @@ class BackupStack:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
         self.max_in_flight = max_in_flight
-        self._pending: dict[str, list[PlannedBackup]] = {}
+        self._pending: dict[str, list[tuple[float, int, PlannedBackup]]] = {}
+        """source -> heap of (-created, push order, plan): the top is the newest block."""
+        self._seq = itertools.count()
         self._planned: dict[BlockId, PlannedBackup] = {}
         """block -> its pending entry (the latest plan wins; stale stack entries are skipped)."""
         self.in_flight: dict[BlockId, PlannedBackup] = {}
@@ -63,7 +70,7 @@ class BackupStack:
         if plan.block_id in self.in_flight:
             return
         self._planned[plan.block_id] = plan
-        self._pending.setdefault(plan.source, []).append(plan)
+        heapq.heappush(self._pending.setdefault(plan.source, []), (-plan.created, next(self._seq), plan))
 
     def unplan(self, block_id: BlockId) -> None:
         """Forget a pending plan (Algorithm 2 changed its mind: no backup any more)."""
@@ -89,7 +96,7 @@ class BackupStack:
         for source in list(self._pending):
             stack = self._pending[source]
             while stack and busy.get(source, 0) < self.max_in_flight:
-                plan = stack.pop()
+                plan = heapq.heappop(stack)[2]
                 if self._planned.get(plan.block_id) is not plan:
                     continue  # superseded or unplanned
                 del self._planned[plan.block_id]
@@ -143,4 +150,7 @@ class BackupStack:
 
 
 def plan_for(block: MapOutput, source: str, target: str) -> PlannedBackup:
-    return PlannedBackup(block_id=block.block_id, source=source, target=target, bytes=block.bytes, map_id=block.map_id)
+    return PlannedBackup(
+        block_id=block.block_id, source=source, target=target, bytes=block.bytes, map_id=block.map_id,
+        created=block.created,
+    )

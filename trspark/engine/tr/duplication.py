@@ -59,10 +59,14 @@ class Duplicator:
         return [KillDuplicate(stage_id=stage_id, partition=partition, executor_id=e) for e in others]
 
     def forget_lost(self, state: JobState) -> None:
-        """Drop copies whose executor or task is gone."""
+        """Drop copies whose executor died or whose task no longer runs anywhere.
+
+        A copy just asked for is kept although its ``TaskStarted`` has not arrived yet.
+        """
         for key, executor in list(self.copies.items()):
             stage = state.stages.get(key[0])
-            if stage is None or executor not in stage.running.get(key[1], ()):
+            ex = state.executors.get(executor)
+            if stage is None or key[1] not in stage.running or ex is None or not ex.alive:
                 del self.copies[key]
 
     def kill_if_needed(self, state: JobState) -> list[Command]:

@@ -132,11 +132,17 @@ class TRPolicy(Policy):
             block = self.state.outputs.get((event.shuffle_id, event.partition))
             if block is not None:
                 self._plan(block)
-        belt = self.belt.check(self.state)
-        if belt is not None:
-            out.append(belt)
-            out += self._replan(limit=None)
+        out += self._check_belt()
         return out
+
+    def _check_belt(self) -> list[Command]:
+        belt = self.belt.check(self.state)
+        if belt is None:
+            return []
+        # Always-checkpoint from now on: every unsafe block, released as fast as ``always`` does.
+        self.stack.max_in_flight = 1 << 30
+        self._replan(limit=None)
+        return [belt]
 
     def _on_consumed(self, shuffle_id: int) -> list[Command]:
         out = self.stack.cancel_consumed(shuffle_id)
@@ -146,10 +152,7 @@ class TRPolicy(Policy):
         return out
 
     def _on_tick(self) -> list[Command]:
-        out: list[Command] = []
-        belt = self.belt.check(self.state)
-        if belt is not None:
-            out.append(belt)
+        out: list[Command] = self._check_belt()
         out += self._replan()
         out += self._scheduling()
         if self.config.duplication:

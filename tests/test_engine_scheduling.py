@@ -1,0 +1,182 @@
+"""TR-Scheduling (Algorithm 1) as hints, the safety belt, duplication and splitting advice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from engine_world import MB, add_executors, feed, map_stage, run_task
+
+from cost_model.lifetimes import Exponential
+from trspark.config import TRConfig
+from trspark.engine.protocol import (
+    REMOTE,
+    Advice,
+    Backup,
+    BlockLost,
+    DuplicateTask,
+    ExecutorLost,
+    ExecutorNotice,
+    KillDuplicate,
+    SafetyBelt,
+    SchedulingHints,
+    StageSubmitted,
+    TaskStarted,
+    Tick,
+)
+from trspark.engine.registry import make_policy
+from trspark.engine.state import JobState
+from trspark.engine.tr.knowledge import LifetimeKnowledge
+from trspark.engine.tr.scheduling import build_hints, reduce_rate, stage_order, task_limits
+
+
+def _two_parents_state() -> JobState:
+    """Stages 0 and 1 are runnable; 0 reduces 10 MB -> 1 MB per 1 s task, 1 grows 1 MB -> 5 MB per 2 s task."""
+    state = JobState()
+    events = add_executors(["a"], cores=2) + [map_stage(0, 4, 0), map_stage(1, 4, 1)]
+    events += run_task(0, 0, "a", start=0.0, seconds=1.0, read=10 * MB, write=1 * MB, shuffle_id=0)
+    events += run_task(1, 0, "a", start=0.0, seconds=2.0, read=1 * MB, write=5 * MB, shuffle_id=1)
+    for event in events:
+        state.apply(event)
+    return state
+
+
+def test_reduce_rate_is_bytes_saved_per_second() -> None:
+    state = _two_parents_state()
+    assert reduce_rate(state, state.stages[0]) == pytest.approx(9 * MB / 1.0)
+    assert reduce_rate(state, state.stages[1]) == pytest.approx(-4 * MB / 2.0)
+
+
+def test_largest_reduction_rate_first() -> None:
+    state = _two_parents_state()
+    state.apply(map_stage(2, 3, 2))  # no statistics yet: rate 0, between the two
+    assert stage_order(state) == (0, 2, 1)
+
+
+def test_gamma_rule_limits_only_executors_that_die_before_the_task_ends() -> None:
+    executors = JobState()
+    for event in add_executors(["a", "b", "c"]):
+        executors.apply(event)
+    views = executors.alive_executors()
+    # Residual lives 5 s, 100 s, 100 s; tasks take 10 s; gamma 1: a may only take tasks <= 5 s.
+    assert task_limits(views, np.array([5.0, 100.0, 100.0]), 1.0, 10.0) == {"a": 5.0}
+    # Tasks of 3 s fit everywhere: no restriction at all.
+    assert task_limits(views, np.array([5.0, 100.0, 100.0]), 1.0, 3.0) == {}
+    # Memoryless belief: every executor has the same residual life, nothing to prefer.
+    assert task_limits(views, np.array([50.0, 50.0, 50.0]), 1.0, 80.0) == {}
+
+
+def test_policy_sends_hints_with_deterministic_lifetimes() -> None:
+    config = TRConfig(lifetime="exponential:mean=1000", knowledge="deterministic", duplication=False)
+    policy = make_policy("tr", config)
+    events = add_executors(["a", "b"], cores=1)
+    events += [ExecutorNotice(time=0.0, executor_id="a", deadline=12.0), ExecutorNotice(time=0.0, executor_id="b", deadline=1e6)]
+    events += [map_stage(0, 4, 0)]
+    events += run_task(0, 0, "b", start=0.0, seconds=8.0, write=MB, shuffle_id=0)
+    events += [Tick(time=9.0)]
+    hints = [c for c in feed(policy, events) if isinstance(c, SchedulingHints)]
+    assert hints, "expected scheduling hints"
+    last = hints[-1]
+    assert last.stage_order == (0,)
+    assert last.expected_task_seconds == {0: pytest.approx(8.0)}
+    assert last.max_task_seconds == {"a": pytest.approx(3.0)}  # a dies at 12 s; now is 9 s
+
+
+def test_scheduling_off_sends_no_hints() -> None:
+    config = TRConfig(lifetime="exponential:mean=1000", knowledge="deterministic", scheduling=False, duplication=False)
+    policy = make_policy("tr", config)
+    events = add_executors(["a"]) + [map_stage(0, 4, 0), Tick(time=5.0)]
+    assert not [c for c in feed(policy, events) if isinstance(c, SchedulingHints)]
+
+
+def test_safety_belt_fires_once_and_switches_to_always_checkpoint() -> None:
+    # The engine believes executors never die; a lost block is re-run for longer than beta x t1.
+    config = TRConfig(lifetime="exponential:mean=1e9", beta=0.5, duplication=False, scheduling=False)
+    policy = make_policy("tr", config)
+    events = add_executors(["a"], cores=1) + [map_stage(0, 3, 0)]
+    events += run_task(0, 0, "a", start=0.0, seconds=10.0, write=MB, shuffle_id=0)  # t1 = 10 s
+    events += [BlockLost(time=10.0, shuffle_id=0, map_index=0)]
+    events += run_task(0, 0, "a", start=10.0, seconds=4.0, write=MB, shuffle_id=0)  # 4 s <= 0.5 x 10 s
+    commands = feed(policy, events)
+    assert not [c for c in commands if isinstance(c, (SafetyBelt, Backup))]
+    events = [BlockLost(time=14.0, shuffle_id=0, map_index=0)]
+    events += run_task(0, 0, "a", start=14.0, seconds=4.0, write=MB, shuffle_id=0)  # 8 s > 5 s
+    commands = feed(policy, events)
+    belts = [c for c in commands if isinstance(c, SafetyBelt)]
+    assert len(belts) == 1 and belts[0].on and "beta=0.5" in belts[0].reason
+    assert [(b.map_index, b.target) for b in commands if isinstance(b, Backup)] == [(0, REMOTE)]
+    # From now on every new output goes to remote, however stable the belief.
+    later = feed(policy, run_task(0, 1, "a", start=18.0, seconds=1.0, write=MB, shuffle_id=0))
+    assert [(b.map_index, b.target) for b in later if isinstance(b, Backup)] == [(1, REMOTE)]
+    assert not [c for c in later if isinstance(c, SafetyBelt)]
+
+
+def test_safety_belt_can_be_switched_off() -> None:
+    config = TRConfig(lifetime="exponential:mean=1e9", safety_belt=False, duplication=False, scheduling=False)
+    policy = make_policy("tr", config)
+    events = add_executors(["a"], cores=1) + [map_stage(0, 1, 0)]
+    events += run_task(0, 0, "a", start=0.0, seconds=1.0, write=MB, shuffle_id=0)
+    events += [BlockLost(time=1.0, shuffle_id=0, map_index=0)]
+    events += run_task(0, 0, "a", start=1.0, seconds=50.0, write=MB, shuffle_id=0)
+    assert not [c for c in feed(policy, events) if isinstance(c, SafetyBelt)]
+
+
+def _dup_setup() -> tuple[object, list]:  # type: ignore[type-arg]
+    config = TRConfig(lifetime="exponential:mean=1000", knowledge="deterministic", scheduling=False, period=5.0)
+    policy = make_policy("tr", config)
+    events = add_executors(["a", "b"], cores=1)
+    events += [ExecutorNotice(time=0.0, executor_id="a", deadline=30.0), ExecutorNotice(time=0.0, executor_id="b", deadline=1e6)]
+    # Stage 0 has 2 tasks of ~20 s: partition 0 done on b, partition 1 running on a (dies at 30 s).
+    events += [map_stage(0, 2, 0)]
+    events += run_task(0, 0, "b", start=0.0, seconds=20.0, write=MB, shuffle_id=0)
+    events += [TaskStarted(time=20.0, stage_id=0, partition=1, executor_id="a")]
+    return policy, events
+
+
+def test_duplicates_a_task_at_risk_onto_an_idle_safe_executor() -> None:
+    policy, events = _dup_setup()
+    feed(policy, events)  # type: ignore[arg-type]
+    assert not [c for c in feed(policy, [Tick(time=21.0)]) if isinstance(c, DuplicateTask)]  # b idle < period
+    dups = [c for c in feed(policy, [Tick(time=26.0)]) if isinstance(c, DuplicateTask)]  # type: ignore[arg-type]
+    assert dups == [DuplicateTask(stage_id=0, partition=1, executor_id="b")]
+    # The copy on b finishes first: the original on a is killed.
+    done = feed(policy, run_task(0, 1, "b", start=26.0, seconds=1.0, write=MB, shuffle_id=0)[1:])  # type: ignore[arg-type]
+    assert KillDuplicate(stage_id=0, partition=1, executor_id="a") in done
+
+
+def test_duplicate_killed_when_cores_are_needed() -> None:
+    policy, events = _dup_setup()
+    feed(policy, events + [Tick(time=21.0), Tick(time=26.0)])  # type: ignore[arg-type, operator]
+    feed(policy, [TaskStarted(time=26.0, stage_id=0, partition=1, executor_id="b")])  # type: ignore[arg-type]
+    # A new stage arrives with waiting tasks and no core is free: the copy goes.
+    out = feed(policy, [StageSubmitted(time=27.0, stage_id=1, num_tasks=3, shuffle_id=1)])  # type: ignore[arg-type]
+    assert KillDuplicate(stage_id=0, partition=1, executor_id="b") in out
+
+
+def test_no_duplication_when_switched_off() -> None:
+    config = TRConfig(lifetime="exponential:mean=1000", knowledge="deterministic", duplication=False)
+    policy = make_policy("tr", config)
+    _, events = _dup_setup()
+    assert not [c for c in feed(policy, events + [Tick(time=21.0), Tick(time=26.0)]) if isinstance(c, DuplicateTask)]  # type: ignore[operator]
+
+
+def test_split_advice_for_tasks_longer_than_any_executor_lives() -> None:
+    config = TRConfig(lifetime="exponential:mean=5", duplication=False, scheduling=True)
+    policy = make_policy("tr", config)
+    events = add_executors(["a", "b"]) + [map_stage(0, 4, 0)]
+    events += run_task(0, 0, "a", start=0.0, seconds=30.0, write=MB, shuffle_id=0)
+    events += [Tick(time=31.0), Tick(time=36.0)]
+    advice = [c for c in feed(policy, events) if isinstance(c, Advice)]
+    assert len(advice) == 1 and advice[0].kind == "split" and advice[0].stage_id == 0
+
+
+def test_fitted_knowledge_refits_after_enough_evictions() -> None:
+    knowledge = LifetimeKnowledge(Exponential(mean=1000.0), "fitted", min_evictions=3)
+    state = JobState()
+    for event in add_executors([str(i) for i in range(6)]):
+        state.apply(event)
+    for i, t in enumerate([10.0, 12.0, 14.0]):
+        state.apply(ExecutorLost(time=t, executor_id=str(i)))
+        knowledge.observe(state)
+    assert knowledge.refits == 1
+    # Three evictions by 14 s out of six executors: far less stable than the 1000 s prior.
+    assert knowledge.shared.mean() < 100.0
