@@ -26,7 +26,7 @@ from trspark.engine.protocol import (
 from trspark.engine.registry import make_policy
 from trspark.engine.state import JobState
 from trspark.engine.tr.knowledge import LifetimeKnowledge
-from trspark.engine.tr.scheduling import build_hints, reduce_rate, stage_order, task_limits
+from trspark.engine.tr.scheduling import reduce_rate, stage_order, task_limits
 
 
 def _two_parents_state() -> JobState:
