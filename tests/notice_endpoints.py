@@ -10,6 +10,12 @@ a notice is posted with :meth:`NoticeServer.post_notice`:
 * Azure Scheduled Events ``GET /metadata/scheduledevents?api-version=2020-07-01`` (header
   ``Metadata: true`` required, else 400): ``{"DocumentIncarnation": n, "Events": [...]}``
   with one ``Preempt`` event whose ``NotBefore`` is an RFC-1123 time (30 s on Azure spot).
+
+Options for the watcher's less common paths: ``aws_require_token`` makes the AWS imitation
+answer 401 without an IMDSv2 session token (``PUT /latest/api/token``, which it always offers);
+``azure_vm_name`` is served at ``/metadata/instance/compute/name`` and ``azure_resources`` lists
+the VMs the event concerns; ``refuse_metadata`` answers GCP and Azure as they answer a request
+without their metadata header (403 / 400).
 """
 
 from __future__ import annotations
@@ -23,14 +29,22 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 AWS_PATH = "/latest/meta-data/spot/instance-action"
 GCP_PATH = "/computeMetadata/v1/instance/preempted"
 AZURE_PATH = "/metadata/scheduledevents"
+AWS_TOKEN_PATH = "/latest/api/token"
+AZURE_NAME_PATH = "/metadata/instance/compute/name"
 
 
 class NoticeServer:
     """One loopback HTTP server answering all three endpoints; ``url`` is its base address."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, aws_require_token: bool = False, azure_vm_name: str = "executor-vm",
+                 azure_resources: tuple[str, ...] = ("executor-vm",)) -> None:
         self.deadline: datetime | None = None
         self.requests = 0
+        self.aws_require_token = aws_require_token
+        self.aws_tokens: set[str] = set()
+        self.azure_vm_name = azure_vm_name
+        self.azure_resources = list(azure_resources)
+        self.refuse_metadata = False
         self._incarnation = 1
         server = self
 
@@ -42,16 +56,21 @@ class NoticeServer:
                 server.requests += 1
                 path = self.path.split("?", 1)[0]
                 if path == AWS_PATH:
+                    token = self.headers.get("X-aws-ec2-metadata-token")
+                    if (server.aws_require_token or token is not None) and token not in server.aws_tokens:
+                        return self._reply(401, "text/plain", "Unauthorized")
                     if server.deadline is None:
                         return self._reply(404, "text/plain", "Not Found")
                     body = {"action": "terminate", "time": server.deadline.strftime("%Y-%m-%dT%H:%M:%SZ")}
                     return self._reply(200, "application/json", json.dumps(body))
                 if path == GCP_PATH:
-                    if self.headers.get("Metadata-Flavor") != "Google":
+                    if self.headers.get("Metadata-Flavor") != "Google" or server.refuse_metadata:
                         return self._reply(403, "text/plain", "Missing Metadata-Flavor:Google header")
                     return self._reply(200, "text/plain", "TRUE" if server.deadline else "FALSE")
+                if path == AZURE_NAME_PATH and self.headers.get("Metadata", "").lower() == "true":
+                    return self._reply(200, "text/plain", server.azure_vm_name)
                 if path == AZURE_PATH:
-                    if self.headers.get("Metadata", "").lower() != "true":
+                    if self.headers.get("Metadata", "").lower() != "true" or server.refuse_metadata:
                         return self._reply(400, "application/json", '{"error":"Bad request. Required metadata header not specified"}')
                     events = []
                     if server.deadline is not None:
@@ -59,7 +78,7 @@ class NoticeServer:
                             "EventId": "602d9444-d2cd-49c7-8624-8643e7171297",
                             "EventType": "Preempt",
                             "ResourceType": "VirtualMachine",
-                            "Resources": ["executor-vm"],
+                            "Resources": server.azure_resources,
                             "EventStatus": "Scheduled",
                             "NotBefore": format_datetime(server.deadline, usegmt=True),
                             "Description": "Spot eviction",
@@ -69,6 +88,15 @@ class NoticeServer:
                     body = {"DocumentIncarnation": server._incarnation, "Events": events}
                     return self._reply(200, "application/json", json.dumps(body))
                 return self._reply(404, "text/plain", "Not Found")
+
+            def do_PUT(self) -> None:  # noqa: N802 (http.server's name)
+                server.requests += 1
+                ttl = self.headers.get("X-aws-ec2-metadata-token-ttl-seconds", "")
+                if self.path != AWS_TOKEN_PATH or not ttl.isdigit() or not 1 <= int(ttl) <= 21600:
+                    return self._reply(400, "text/plain", "Bad Request")
+                token = f"token-{len(server.aws_tokens) + 1}"
+                server.aws_tokens.add(token)
+                return self._reply(200, "text/plain", token)
 
             def _reply(self, code: int, ctype: str, body: str) -> None:
                 data = body.encode()

@@ -186,10 +186,8 @@ object NoticeEndpoints {
  * @param settings what to poll and how often.
  * @param onNotice called once with the deadline (ms since the epoch, UTC) and the source
  *                 (`aws`, `gcp`, `azure` or `signal:PWR`).
- * @param clock    current time in ms since the epoch (tests may pass their own).
  */
-class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
-    clock: () => Long = () => System.currentTimeMillis()) extends Logging {
+class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit) extends Logging {
   import NoticeWatcher._
 
   private val fired = new AtomicBoolean(false)
@@ -202,6 +200,7 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
     .followRedirects(HttpClient.Redirect.NEVER)
     .proxy(HttpClient.Builder.NO_PROXY) // metadata services must never be asked through a proxy
     .build()
+  private def clock(): Long = System.currentTimeMillis()
   private val timer: ScheduledExecutorService = Executors.newSingleThreadScheduledExecutor(daemon("trspark-notice"))
 
   /** Polls made so far (for tests and the status log). */

@@ -1,0 +1,258 @@
+"""The executor-side termination-notice watcher (``NoticeWatcher.scala``) against loopback imitations
+of the AWS, GCP and Azure metadata services, and SIGPWR sent to a JVM this module started."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.jvm_gateway import Jvm, plain_jvm, wait_for
+from tests.notice_endpoints import NoticeServer
+
+pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGPWR"), reason="SIGPWR is Linux-only")
+
+SOURCES = ("aws", "gcp", "azure")
+POLL_S = 0.05
+
+
+@pytest.fixture(scope="module")
+def jvm() -> Iterator[Jvm]:
+    with plain_jvm() as j:
+        yield j
+
+
+@pytest.fixture()
+def server() -> Iterator[NoticeServer]:
+    with NoticeServer() as s:
+        yield s
+
+
+def watcher(jvm: Jvm, source: str, url: str, *, window: float = 30.0, signal_name: str = "none") -> tuple[Any, Any]:
+    """A started watcher polling every POLL_S seconds, and the recorder it calls."""
+    settings = jvm.trspark.NoticeSettings(source, url, POLL_S, window, signal_name)
+    recorder = jvm.trspark.NoticeRecorder()
+    w = jvm.trspark.NoticeWatcher(settings, recorder)
+    w.start()
+    return w, recorder
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings
+# ---------------------------------------------------------------------------------------------
+
+
+def spark_conf(jvm: Jvm, **entries: str) -> Any:
+    conf = jvm.gateway.jvm.org.apache.spark.SparkConf(False)
+    for key, value in entries.items():
+        conf.set(f"spark.trspark.notice.{key}", value)
+    return conf
+
+
+def test_settings_defaults_per_source(jvm: Jvm) -> None:
+    settings = jvm.trspark.NoticeSettings.apply(spark_conf(jvm))
+    assert (settings.source(), settings.intervalS(), settings.windowS(), settings.signal()) == ("none", 1.0, 30.0, "PWR")
+    assert settings.polls() is False
+    assert jvm.trspark.NoticeSettings.apply(spark_conf(jvm, source="AWS")).baseUrl() == "http://169.254.169.254"
+    assert jvm.trspark.NoticeSettings.apply(spark_conf(jvm, source="gcp")).baseUrl() == "http://metadata.google.internal"
+    custom = jvm.trspark.NoticeSettings.apply(spark_conf(jvm, source="azure", url="http://127.0.0.1:9/", signal="none"))
+    assert (custom.baseUrl(), custom.signal()) == ("http://127.0.0.1:9", "none")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "allowed"),
+    [
+        ("source", "oracle", "allowed: none | aws | gcp | azure"),
+        ("interval", "0", "allowed: seconds > 0"),
+        ("window", "soon", "allowed: seconds > 0"),
+        ("url", "ftp://x", "allowed: an http:// base URL"),
+        ("signal", "SIG-PWR", "allowed: a signal name"),
+    ],
+)
+def test_bad_setting_names_key_and_allowed_values(jvm: Jvm, key: str, value: str, allowed: str) -> None:
+    from py4j.protocol import Py4JJavaError
+
+    with pytest.raises(Py4JJavaError) as info:
+        jvm.trspark.NoticeSettings.apply(spark_conf(jvm, **{key: value}))
+    message = info.value.java_exception.getMessage()
+    assert message.startswith(f"spark.trspark.notice.{key}='{value}' is not valid")
+    assert allowed in message
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing, exactly as each service answers
+# ---------------------------------------------------------------------------------------------
+
+
+def test_aws_answers(jvm: Jvm) -> None:
+    endpoints = jvm.trspark.NoticeEndpoints
+    assert "NoNotice" in endpoints.parseAws(404, "Not Found").toString()
+    notice = endpoints.parseAws(200, '{"action": "stop", "time": "2026-11-22T01:00:00Z"}')
+    assert notice.deadlineEpochMillis() == 1795309200000
+    with_offset = endpoints.parseAws(200, '{"action": "terminate", "time": "2026-11-22T02:00:00+01:00"}')
+    assert with_offset.deadlineEpochMillis() == 1795309200000
+    for status, body in [(200, '{"action": "terminate"}'), (200, "<html>"), (200, '{"time": "tomorrow"}'), (500, "")]:
+        assert "Unusable" in endpoints.parseAws(status, body).toString()
+
+
+def test_gcp_answers(jvm: Jvm) -> None:
+    endpoints = jvm.trspark.NoticeEndpoints
+    assert endpoints.parseGcp(200, "TRUE", 1000, 30000).deadlineEpochMillis() == 31000
+    assert "NoNotice" in endpoints.parseGcp(200, "FALSE\n", 1000, 30000).toString()
+    assert "403" in endpoints.parseGcp(403, "Missing Metadata-Flavor:Google header", 1000, 30000).reason()
+    assert "Unusable" in endpoints.parseGcp(200, "maybe", 1000, 30000).toString()
+
+
+def test_azure_answers(jvm: Jvm) -> None:
+    endpoints = jvm.trspark.NoticeEndpoints
+
+    def events(*items: str) -> str:
+        return '{"DocumentIncarnation": 3, "Events": [' + ",".join(items) + "]}"
+
+    preempt = '{"EventType": "Preempt", "Resources": ["vm1"], "NotBefore": "Sun, 22 Nov 2026 01:00:00 GMT"}'
+    terminate_now = '{"EventType": "Terminate", "Resources": ["vm1"], "NotBefore": ""}'
+    freeze = '{"EventType": "Freeze", "Resources": ["vm1"], "NotBefore": "Sun, 22 Nov 2026 00:00:00 GMT"}'
+    other_vm = '{"EventType": "Preempt", "Resources": ["vm2"], "NotBefore": "Sun, 22 Nov 2026 00:00:00 GMT"}'
+    assert endpoints.parseAzure(200, events(preempt, freeze), "vm1", 0, 30000).deadlineEpochMillis() == 1795309200000
+    assert endpoints.parseAzure(200, events(terminate_now), "vm1", 5000, 30000).deadlineEpochMillis() == 35000
+    assert "NoNotice" in endpoints.parseAzure(200, events(freeze, other_vm), "vm1", 0, 30000).toString()
+    # Name unknown: every Preempt/Terminate counts (a needless backup beats a missed notice).
+    assert endpoints.parseAzure(200, events(other_vm), "", 0, 30000).deadlineEpochMillis() == 1795305600000
+    assert "NoNotice" in endpoints.parseAzure(200, events(), "vm1", 0, 30000).toString()
+    assert "400" in endpoints.parseAzure(400, '{"error":"Bad request"}', "vm1", 0, 30000).reason()
+    assert "Unusable" in endpoints.parseAzure(200, '{"Events": 3}', "vm1", 0, 30000).toString()
+
+
+# ---------------------------------------------------------------------------------------------
+# Polling the imitations
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_one_callback_after_notice_with_posted_deadline(jvm: Jvm, server: NoticeServer, source: str) -> None:
+    w, recorder = watcher(jvm, source, server.url)
+    try:
+        wait_for(lambda: w.polls() >= 5, "five polls before the notice")
+        assert recorder.calls() == 0
+        assert w.problem() == ""
+        posted = server.post_notice(30)
+        wait_for(lambda: recorder.calls() >= 1, f"the {source} notice")
+        assert recorder.deadline() / 1000 == pytest.approx(posted.timestamp(), abs=2.0)
+        assert recorder.source() == source
+        # Exactly once: further polls and reports do not call back again.
+        w.pollOnce()
+        w.fire(0, "again")
+        assert recorder.calls() == 1
+        assert w.hasFired()
+    finally:
+        w.stop()
+
+
+def test_aws_imdsv2_token(jvm: Jvm) -> None:
+    with NoticeServer(aws_require_token=True) as server:
+        w, recorder = watcher(jvm, "aws", server.url)
+        try:
+            wait_for(lambda: w.polls() >= 3, "three polls")
+            assert recorder.calls() == 0 and w.problem() == ""
+            assert server.aws_tokens, "the watcher asked for an IMDSv2 token"
+            posted = server.post_notice(120)
+            wait_for(lambda: recorder.calls() == 1, "the AWS notice")
+            assert recorder.deadline() / 1000 == pytest.approx(posted.timestamp(), abs=2.0)
+            assert len(server.aws_tokens) == 1, "one token serves every poll until it expires"
+        finally:
+            w.stop()
+
+
+def test_azure_notice_for_another_vm_is_ignored(jvm: Jvm) -> None:
+    with NoticeServer(azure_vm_name="executor-vm", azure_resources=("other-vm",)) as server:
+        w, recorder = watcher(jvm, "azure", server.url)
+        try:
+            server.post_notice(30)
+            first = w.polls()
+            wait_for(lambda: w.polls() >= first + 5, "five polls after the other VM's notice")
+            assert recorder.calls() == 0
+            server.azure_resources.append("executor-vm")
+            wait_for(lambda: recorder.calls() == 1, "the notice naming this VM")
+        finally:
+            w.stop()
+
+
+@pytest.mark.parametrize(("source", "status"), [("gcp", "403"), ("azure", "400")])
+def test_refused_request_is_no_notice_and_logged_once(jvm: Jvm, source: str, status: str) -> None:
+    with NoticeServer() as server:
+        server.refuse_metadata = True
+        server.post_notice(30)
+        w, recorder = watcher(jvm, source, server.url)
+        try:
+            wait_for(lambda: w.polls() >= 10, "ten refused polls")
+            assert recorder.calls() == 0
+            assert f"({status}:" in w.problem()
+            wait_for(lambda: jvm.log_lines(w.problem()), "the INFO line about the refusal")
+            assert len(jvm.log_lines(w.problem())) == 1, "a repeated problem is logged at DEBUG only"
+            server.refuse_metadata = False  # recovers: the same watcher sees the notice
+            wait_for(lambda: recorder.calls() == 1, f"the {source} notice once accepted")
+        finally:
+            w.stop()
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_unreachable_service_is_no_notice_and_no_crash(jvm: Jvm, source: str) -> None:
+    w, recorder = watcher(jvm, source, f"http://127.0.0.1:{closed_port()}")
+    try:
+        wait_for(lambda: w.polls() >= 3, "three polls of a closed port")
+        assert "unreachable" in w.problem()
+        before = w.polls()
+        wait_for(lambda: w.polls() >= before + 3, "polling to go on after failures")
+        assert recorder.calls() == 0
+    finally:
+        w.stop()
+
+
+def test_silent_service_times_out(jvm: Jvm) -> None:
+    """A service that accepts connections but never answers costs one request timeout per poll."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        w, recorder = watcher(jvm, "gcp", f"http://127.0.0.1:{listener.getsockname()[1]}")
+        try:
+            started = time.monotonic()
+            wait_for(lambda: w.polls() >= 1, "one timed-out poll")
+            assert time.monotonic() - started < 5
+            assert "unreachable" in w.problem() and "imeout" in w.problem()
+            assert recorder.calls() == 0
+        finally:
+            w.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# SIGPWR
+# ---------------------------------------------------------------------------------------------
+
+
+def test_sigpwr_is_a_notice_and_chains_handlers(jvm: Jvm) -> None:
+    """Two watchers take SIGPWR (as Spark's decommission handler and ours would): both fire, the JVM lives."""
+    first, first_calls = watcher(jvm, "none", "http://127.0.0.1:9", window=30.0, signal_name="PWR")
+    second, second_calls = watcher(jvm, "none", "http://127.0.0.1:9", window=10.0, signal_name="PWR")
+    first.installSignalHandler()
+    second.installSignalHandler()
+    wait_for(lambda: jvm.log_lines("Registering signal handler for PWR"), "Spark's SignalUtils to register PWR")
+    assert first_calls.calls() == 0 and second_calls.calls() == 0
+    sent = time.time()
+    os.kill(jvm.proc.pid, signal.SIGPWR)
+    wait_for(lambda: first_calls.calls() == 1 and second_calls.calls() == 1, "both SIGPWR callbacks")
+    assert first_calls.deadline() / 1000 == pytest.approx(sent + 30, abs=2.0)
+    assert second_calls.deadline() / 1000 == pytest.approx(sent + 10, abs=2.0)
+    assert first_calls.source() == "signal:PWR"
+    assert jvm.proc.poll() is None, "SIGPWR must not kill the JVM once a notice handler is installed"
+    assert jvm.trspark.NoticeSettings.DefaultSignal() == "PWR"  # the gateway still answers
