@@ -108,6 +108,28 @@ def _rate_or_zero(raw: str) -> float:
     return 0.0 if raw.strip() in ("0", "0.0") else _bandwidth(raw)
 
 
+def _http_url(raw: str) -> str:
+    """An ``http(s)://host[:port]`` base URL without a trailing slash, or empty (= the default)."""
+    from urllib.parse import urlsplit
+
+    text = raw.strip().rstrip("/")
+    if text and (urlsplit(text).scheme not in ("http", "https") or not urlsplit(text).hostname):
+        raise ValueError
+    return text
+
+
+def _signal_name(raw: str) -> str:
+    """A POSIX signal name as the JVM spells it (``PWR`` for ``SIGPWR``), or ``none``."""
+    text = raw.strip().upper().removeprefix("SIG")
+    if text == "NONE":
+        return "none"
+    if not text.isalnum() or not text.isascii():
+        raise ValueError
+    return text
+
+
+NOTICE_SOURCES = ("none", "aws", "gcp", "azure")
+
 MODES = ("tr", "always", "never", "stage", "interval")
 
 KEYS: tuple[Key, ...] = (
@@ -155,6 +177,17 @@ KEYS: tuple[Key, ...] = (
     Key("pool", "pool", "default", _text, "a name", "Executor pool / instance type; history is kept per pool."),
     Key("backup.throttle", "backup_throttle", 0.0, _rate_or_zero, "bytes/s >= 0 (0 = unlimited), e.g. 50m",
         "Cap on the speed of each backup copy (bytes/s); stands for a slow blob store in tests and benchmarks."),
+    Key("notice.source", "notice_source", "none", _choice(*NOTICE_SOURCES), " | ".join(NOTICE_SOURCES),
+        "Cloud metadata service each executor polls for termination notices (AWS spot instance-action, "
+        "GCP preempted, Azure Scheduled Events); none = only the signal."),
+    Key("notice.url", "notice_url", "", _http_url, "an http:// base URL, e.g. http://169.254.169.254 (empty = the cloud's default)",
+        "Base URL of that metadata service; empty = http://169.254.169.254 (AWS, Azure) or http://metadata.google.internal (GCP)."),
+    Key("notice.interval", "notice_interval", 1.0, _number(0.0, None, lo_open=True), "seconds > 0",
+        "Seconds between two polls of the metadata service (a poll is one link-local HTTP request)."),
+    Key("notice.window", "notice_window", 30.0, _number(0.0, None, lo_open=True), "seconds > 0",
+        "Seconds between a notice and the end when the source gives no time (GCP, the signal, an Azure event without NotBefore)."),
+    Key("notice.signal", "notice_signal", "PWR", _signal_name, "a signal name such as PWR or TERM, or none",
+        "POSIX signal an executor takes as a termination notice (chained with Spark's own decommission handler); none = ignore signals."),
 )
 
 _BY_NAME = {k.name: k for k in KEYS}
@@ -187,6 +220,11 @@ class TRConfig:
     history_url: str = ""
     pool: str = "default"
     backup_throttle: float = 0.0
+    notice_source: str = "none"
+    notice_url: str = ""
+    notice_interval: float = 1.0
+    notice_window: float = 30.0
+    notice_signal: str = "PWR"
 
     def __post_init__(self) -> None:
         # Re-validate typed values so TRConfig(beta=-1) fails like spark.trspark.beta=-1.
