@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from jobs.tpcds.session import POLICIES
+from jobs.tpcds.session import POLICIES, parse_policies
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -17,11 +17,10 @@ if TYPE_CHECKING:
 
 
 def _policies(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
-    names = tuple(dict.fromkeys(p.strip().lower() for p in value.split(",") if p.strip()))
-    bad = [p for p in names if p not in POLICIES]
-    if bad or not names:
-        raise click.BadParameter(f"{', '.join(bad) or 'empty'}; allowed: comma-separated {', '.join(POLICIES)}")
-    return names
+    try:
+        return parse_policies(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
 
 
 def _queries(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -88,6 +87,7 @@ def datagen_command(sf: float, cache: Path | None) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the kill schedules.")
 @click.option("--notice", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="Seconds of termination notice (SIGPWR) before each kill, for the decommission policy.")
+@click.option("--max-kills", type=click.IntRange(0), default=None, help="Kill at most this many executors per run.")
 @click.option("--time-cap", type=_positive, default=600.0, show_default=True,
               help="Seconds after which a run is cancelled and recorded as failed.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("results.csv"),
@@ -99,7 +99,7 @@ def datagen_command(sf: float, cache: Path | None) -> None:
 @click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, help="TPC-DS data cache root.")
 def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...], lifetime: str | None,
                   stability: float | None, executors: int, cores: int, memory_mb: int, repeat: int, seed: int,
-                  notice: float, time_cap: float, out: Path, plot_path: Path | None, master: str | None,
+                  notice: float, max_kills: int | None, time_cap: float, out: Path, plot_path: Path | None, master: str | None,
                   cache: Path | None) -> None:
     """Run TPC-DS queries per policy, stable and under the same executor kills; one CSV row per run."""
     if lifetime is not None and stability is not None:
@@ -111,7 +111,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
     settings = BenchSettings(sf=sf, queries=queries, policies=policies, out=out, lifetime=lifetime,
                              stability=None if lifetime else (stability or 3.0), executors=executors,
                              cores=cores, memory_mb=memory_mb, repeat=repeat, seed=seed, time_cap=time_cap,
-                             notice=notice, master=master, cache=cache)
+                             notice=notice, max_kills=max_kills, master=master, cache=cache)
     console = Console(stderr=True)
     result = run_with_progress(settings, console)
     from jobs.tpcds.report import summary_table

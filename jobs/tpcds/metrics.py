@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pyspark import SparkContext
 
 
-def _get(url: str, timeout: float = 10.0) -> Any:
+def _get(url: str, timeout: float = 60.0) -> Any:
     with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback driver UI
         return json.load(response)
 
@@ -41,6 +41,10 @@ class StatusApi:
         if not sc.uiWebUrl:
             raise RuntimeError("the Spark UI is disabled (spark.ui.enabled=false); the benchmark needs its REST API")
         return cls(sc.uiWebUrl, sc.applicationId)
+
+    def warm_up(self, timeout: float = 120.0) -> None:
+        """Make the first request now: the UI's JAX-RS stack initialises lazily (17 s seen here)."""
+        _get(self.base, timeout=timeout)
 
     def jobs_of_group(self, group: str) -> list[dict[str, Any]]:
         return [job for job in _get(f"{self.base}/jobs") if job.get("jobGroup") == group]
@@ -129,3 +133,25 @@ def executor_count(sc: SparkContext) -> Callable[[], int]:
         return max(len(infos) - 1, 0)
 
     return count
+
+
+#: Counters of the trspark driver plugin (``TRDriverPlugin.stat(name)`` over py4j) -> CSV columns.
+PLUGIN_COUNTERS: dict[str, str] = {
+    "backups_done": "backups_count",
+    "backups_bytes": "backups_bytes",
+    "backups_local": "backups_local",
+    "backups_remote": "backups_remote",
+}
+
+
+def plugin_counters(sc: SparkContext) -> dict[str, int]:
+    """The plugin's backup counters (CSV column -> value); zeros when the plugin is not loaded.
+
+    The plugin returns -1 when no plugin instance is active and 0 for a counter it does not keep.
+    """
+    try:
+        plugin = sc._jvm.org.apache.spark.trspark.TRDriverPlugin  # type: ignore[union-attr]
+        values = {column: int(plugin.stat(name)) for name, column in PLUGIN_COUNTERS.items()}
+    except Exception:  # class not on the classpath (never, decommission): py4j raises on the call
+        return dict.fromkeys(PLUGIN_COUNTERS.values(), 0)
+    return {column: max(value, 0) for column, value in values.items()}

@@ -62,7 +62,7 @@ def _format(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return "" if value != value else f"{value:.6g}"
+        return "" if value != value else repr(value)  # shortest text that reads back exactly
     return str(value).replace("\n", " ")
 
 

@@ -71,6 +71,8 @@ class BenchSettings:
     notice: float = 30.0
     replacement_delay: float = 10.0
     min_alive: int = 1
+    max_kills: int | None = None
+    """At most this many executors killed per run (None: as the schedule says)."""
     master: str | None = None
     cache: Path | None = None
     rewarm: bool = True
@@ -210,6 +212,7 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
     try:
         session.register_tables(spark, data)
         api = metrics.StatusApi.of(spark.sparkContext)
+        api.warm_up()
         count = metrics.executor_count(spark.sparkContext)
         progress.step(f"{policy}: warm-up")
         for query in ctx.queries.values():
@@ -240,13 +243,17 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
         log.warning("only %d of %d executors registered before %s", count(), s.executors, query.name)
     group = f"{policy}-{scenario}-{query.name}-{r}-{time.monotonic_ns()}"
     injector = _injector(ctx, spark, policy, query.name, r) if scenario == "evicted" else None
+    before = metrics.plugin_counters(spark.sparkContext)
     with metrics.CapacityMeter(count, s.executors) as meter, injector or nullcontext():
         outcome = execute(spark, query, group, s.time_cap)
+    after = metrics.plugin_counters(spark.sparkContext)
     kills = injector.victims if injector is not None else 0
     row = RunRow(query=query.name, policy=policy, sf=s.sf, seed=s.seed, repeat=r, scenario=scenario,
                  seconds=outcome.seconds, executors_killed=kills,
                  capacity_lost_seconds=meter.lost_seconds if s.master is None else float("nan"),
                  failed=outcome.answer is None, error=outcome.error)
+    for column in after:  # counters are cumulative per application: the run's share is the difference
+        setattr(row, column, after[column] - before[column])
     stable = ctx.stable.get(query.name)
     if stable:
         row.stable_seconds, row.slowdown = stable, outcome.seconds / stable
@@ -273,4 +280,5 @@ def _injector(ctx: _Context, spark: SparkSession, policy: str, name: str, r: int
     gateway: Any = spark.sparkContext._gateway
     notice = ctx.settings.notice if policy == "decommission" else None
     return EvictionInjector(gateway.proc.pid, schedule=ctx.schedules[(name, r)], notice=notice,
-                            signal=signal.SIGKILL, min_alive=ctx.settings.min_alive)
+                            signal=signal.SIGKILL, min_alive=ctx.settings.min_alive,
+                            max_kills=ctx.settings.max_kills)

@@ -33,6 +33,15 @@ POLICIES: tuple[str, ...] = ("never", "always", "decommission", "tr")
 PLUGIN_POLICIES = frozenset({"always", "tr"})
 
 
+def parse_policies(text: str) -> tuple[str, ...]:
+    """Parse ``"never,tr"``; raises ``ValueError`` naming the bad entries and the allowed ones."""
+    names = tuple(dict.fromkeys(p.strip().lower() for p in text.split(",") if p.strip()))
+    bad = [p for p in names if p not in POLICIES]
+    if bad or not names:
+        raise ValueError(f"{', '.join(bad) or 'empty'}; allowed: comma-separated {', '.join(POLICIES)}")
+    return names
+
+
 class PolicyUnavailable(RuntimeError):
     """A policy cannot run here (e.g. the plugin jar or ``trspark.spark_conf`` is not built yet)."""
 
@@ -67,11 +76,33 @@ def spark_home() -> Path:
     source = Path(pyspark.__file__).parent
     home = Path(os.environ.get("TRSPARK_SPARK_HOME", "~/.cache/trspark/spark-home")).expanduser()
     home.mkdir(parents=True, exist_ok=True)
-    for name in ("bin", "jars", "python", "sbin", "conf"):
+    for name in ("bin", "jars", "python", "sbin"):
         link = home / name
         if (source / name).exists() and not link.exists():
             link.symlink_to(source / name)
+    conf = home / "conf"
+    conf.mkdir(exist_ok=True)
+    log4j = conf / "log4j2.properties"
+    if not log4j.exists():  # driver console at WARN for Spark, ERROR for the chatty parts
+        log4j.write_text(_LOG4J)
     return home
+
+
+_LOG4J = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stdout.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+logger.utils.name = org.apache.spark.util.Utils
+logger.utils.level = error
+logger.sparkconf.name = org.apache.spark.SparkConf
+logger.sparkconf.level = error
+logger.nativecode.name = org.apache.hadoop.util.NativeCodeLoader
+logger.nativecode.level = error
+"""
 
 
 def policy_conf(policy: str, work_dir: Path) -> dict[str, str]:

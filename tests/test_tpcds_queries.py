@@ -1,0 +1,64 @@
+"""Query texts: found in the wheel, adapted as documented, ordering detected, lists parsed."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs.tpcds.queries import (
+    DEFAULT_QUERIES,
+    DEMO_QUERIES,
+    EXCLUDED,
+    QueryError,
+    available,
+    has_top_level_order_by,
+    load,
+    parse_list,
+)
+
+
+def test_every_tpcds_query_and_variant_is_found() -> None:
+    names = available()
+    assert {f"q{i}" for i in range(1, 100)} - {"q14", "q23", "q24", "q39"} <= set(names)
+    assert {"q14a", "q14b", "q23a", "q23b", "q39a", "q39b"} <= set(names)
+    assert names.index("q2") < names.index("q10")  # natural order, not string order
+
+
+def test_default_and_demo_queries_are_runnable() -> None:
+    for name in DEFAULT_QUERIES + DEMO_QUERIES:
+        assert name in available() and name not in EXCLUDED
+
+
+def test_order_by_detection_ignores_subqueries_windows_and_strings() -> None:
+    assert has_top_level_order_by("select a from t order by a limit 10")
+    assert not has_top_level_order_by("select a from (select a from t order by a) x")
+    assert not has_top_level_order_by("select rank() over (partition by b order by a) from t")
+    assert not has_top_level_order_by("select 'order by' from t")
+    assert load("q3").ordered and not load("q9").ordered
+
+
+def test_spark_text_is_one_statement_without_comments() -> None:
+    text = load("q14").spark_sql
+    assert not text.rstrip().endswith(";")
+    assert "--" not in text
+
+
+def test_adaptations_apply_to_the_right_copy() -> None:
+    q30 = load("q30")
+    assert "c_last_review_date_sk" in q30.spark_sql and "c_last_review_date_sk" in q30.duckdb_sql
+    q16 = load("q16")
+    assert "`" in q16.spark_sql and "`" not in q16.duckdb_sql
+    q77 = load("q77")
+    assert '"returns"' in q77.duckdb_sql and "store_returns" in q77.duckdb_sql
+    assert q77.spark_sql.count("returns") == load("q77").duckdb_sql.count("returns")
+
+
+def test_parse_list() -> None:
+    assert parse_list("default") == DEFAULT_QUERIES
+    assert parse_list("q3, 19,q3") == ("q3", "q19")
+    assert len(parse_list("all")) == len(available()) - len(EXCLUDED)
+    with pytest.raises(QueryError, match="unknown query 'q999'"):
+        parse_list("q3,q999")
+    with pytest.raises(QueryError, match="empty list"):
+        parse_list(",")
+    with pytest.raises(QueryError, match="unknown query"):
+        load("q1000")

@@ -1,0 +1,68 @@
+"""The results CSV: exact header, one row per run appended, typed round trip, foreign files refused."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+
+from jobs.tpcds.plot import median_slowdowns, plot
+from jobs.tpcds.results import COLUMNS, RunRow, append, read
+
+REQUIRED = ("query", "policy", "sf", "seed", "seconds", "stable_seconds", "slowdown", "executors_killed",
+            "tasks_recomputed", "backups_count", "backups_bytes", "backups_local", "backups_remote",
+            "result_ok", "failed", "error")
+
+
+def row(**overrides: object) -> RunRow:
+    values: dict[str, object] = dict(query="q3", policy="never", sf=0.1, seed=7, repeat=0, scenario="evicted",
+                                      seconds=12.5, stable_seconds=5.0, slowdown=2.5, executors_killed=2,
+                                      capacity_lost_seconds=24.0, tasks_recomputed=9, result_ok=True)
+    values.update(overrides)
+    return RunRow(**values)  # type: ignore[arg-type]
+
+
+def test_header_has_every_required_column() -> None:
+    assert set(REQUIRED) <= set(COLUMNS)
+    assert len(set(COLUMNS)) == len(COLUMNS)
+
+
+def test_append_writes_header_once_and_round_trips(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    first = row()
+    second = row(policy="tr", seconds=6.0, slowdown=1.2, error="exceeded the time cap of 600 s\nsecond line",
+                 failed=True, result_ok=False, stable_seconds=float("nan"))
+    append(out, first)
+    append(out, second)
+    with out.open() as handle:
+        lines = list(csv.reader(handle))
+    assert tuple(lines[0]) == COLUMNS
+    assert len(lines) == 3
+    back = read(out)
+    assert back[0] == first
+    assert back[1].failed and not back[1].result_ok
+    assert back[1].error == "exceeded the time cap of 600 s second line"  # one physical line per run
+    assert math.isnan(back[1].stable_seconds)
+
+
+def test_read_refuses_a_foreign_csv(tmp_path: Path) -> None:
+    other = tmp_path / "other.csv"
+    other.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="not a trspark TPC-DS results file"):
+        read(other)
+
+
+def test_failed_runs_are_kept_but_not_in_the_median(tmp_path: Path) -> None:
+    rows = [row(), row(slowdown=3.5, repeat=1), row(policy="tr", slowdown=1.1), row(policy="tr", failed=True,
+            slowdown=9.0, repeat=1), row(policy="always", failed=True), row(scenario="stable", slowdown=1.0)]
+    medians = median_slowdowns(rows)
+    assert medians[("q3", "never")] == pytest.approx(3.0)
+    assert medians[("q3", "tr")] == pytest.approx(1.1)
+    assert math.isnan(medians[("q3", "always")])  # every run failed: shown as failed, not dropped
+    out = tmp_path / "r.csv"
+    for r in rows:
+        append(out, r)
+    png = plot(out, tmp_path / "slowdown.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
