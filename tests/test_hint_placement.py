@@ -1,0 +1,144 @@
+"""``HintPlacement.scala`` must place tasks exactly as the reference ``trspark/engine/placement.py``.
+
+Random hints and runnable stages (fixed seed) are evaluated by both; the Scala side gets the hints
+the way the live scheduler does: as the engine's JSON line (``protocol.to_json``).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.jvm_gateway import Jvm, plain_jvm
+from trspark.engine import placement
+from trspark.engine.protocol import SchedulingHints, to_json
+
+CASES = 400
+EXECUTORS = [str(i) for i in range(6)]
+
+
+@pytest.fixture(scope="module")
+def jvm() -> Iterator[Jvm]:
+    with plain_jvm() as j:
+        yield j
+
+
+def scala_hints(jvm: Jvm, hints: SchedulingHints | None) -> Any:
+    if hints is None:
+        return jvm.trspark.SchedulingHints.Empty()
+    return jvm.trspark.SchedulingHints.parse(to_json(hints))
+
+
+def seconds(rng: random.Random) -> float:
+    """Task times and limits, with the edge values the engine can produce."""
+    return rng.choice([0.0, 1.0, 2.5, 10.0, math.inf, rng.uniform(0, 20), float(rng.randint(0, 20))])
+
+
+def random_hints(rng: random.Random) -> SchedulingHints | None:
+    if rng.random() < 0.1:
+        return None
+    stages = range(12)
+    return SchedulingHints(
+        # Duplicates and stages that are not runnable included: both sides must agree on them too.
+        stage_order=tuple(rng.choice(stages) for _ in range(rng.randint(0, 8))),
+        max_task_seconds={e: seconds(rng) for e in rng.sample(EXECUTORS, rng.randint(0, len(EXECUTORS)))},
+        expected_task_seconds={s: seconds(rng) for s in rng.sample(stages, rng.randint(0, 12))},
+    )
+
+
+def random_cases(seed: int) -> Iterator[tuple[SchedulingHints | None, list[int]]]:
+    rng = random.Random(seed)
+    for _ in range(CASES):
+        yield random_hints(rng), [rng.randrange(12) for _ in range(rng.randint(0, 8))]
+
+
+def test_order_stages_agrees_with_reference(jvm: Jvm) -> None:
+    differences = []
+    for hints, runnable in random_cases(seed=5):
+        expected = placement.order_stages(runnable, hints)
+        got = list(jvm.trspark.HintPlacement.orderStages(runnable, scala_hints(jvm, hints)))
+        if got != expected:
+            differences.append((hints, runnable, expected, got))
+    assert differences == []
+
+
+def test_allowed_agrees_with_reference(jvm: Jvm) -> None:
+    checked = {True: 0, False: 0}
+    differences = []
+    for hints, _ in random_cases(seed=8):
+        scala = scala_hints(jvm, hints)
+        for executor in EXECUTORS + ["unknown"]:
+            for stage in (0, 3, 7, 11, 99):
+                expected = placement.allowed(executor, stage, hints)
+                checked[expected] += 1
+                if jvm.trspark.HintPlacement.allowed(executor, stage, scala) != expected:
+                    differences.append((hints, executor, stage, expected))
+    assert differences == []
+    assert min(checked.values()) > 100, f"both answers must be exercised: {checked}"
+
+
+def test_may_start_now_relaxes_only_when_no_allowed_executor_is_free(jvm: Jvm) -> None:
+    """The live γ rule: a forbidden executor may take the task only if no free executor allows it."""
+    rng = random.Random(13)
+    relaxed = 0
+    for hints, _ in random_cases(seed=13):
+        scala = scala_hints(jvm, hints)
+        executor, stage = rng.choice(EXECUTORS), rng.randrange(12)
+        free = rng.sample(EXECUTORS, rng.randint(0, len(EXECUTORS)))
+        allowed_here = placement.allowed(executor, stage, hints)
+        safer_free = any(placement.allowed(e, stage, hints) for e in free if e != executor)
+        expected = allowed_here or not safer_free
+        relaxed += expected and not allowed_here
+        assert jvm.trspark.HintPlacement.mayStartNow(executor, stage, free, scala) == expected, (hints, executor, stage, free)
+    assert relaxed > 5, "the no-safer-executor exception must be exercised"
+
+
+def test_worked_example(jvm: Jvm) -> None:
+    """Executor 2 is about to die (10 s left): stage 4's 30 s tasks go elsewhere, 5 s tasks may stay."""
+    hints = SchedulingHints(stage_order=(5, 4), max_task_seconds={"2": 10.0},
+                            expected_task_seconds={4: 30.0, 5: 5.0})
+    scala = scala_hints(jvm, hints)
+    assert list(jvm.trspark.HintPlacement.orderStages([3, 4, 5], scala)) == [5, 4, 3]
+    assert jvm.trspark.HintPlacement.allowed("2", 5, scala)
+    assert not jvm.trspark.HintPlacement.allowed("2", 4, scala)
+    assert jvm.trspark.HintPlacement.allowed("1", 4, scala)
+    assert not jvm.trspark.HintPlacement.mayStartNow("2", 4, ["1", "2"], scala)
+    assert jvm.trspark.HintPlacement.mayStartNow("2", 4, ["2"], scala)
+
+
+def test_parse_reads_every_field_and_non_finite_numbers(jvm: Jvm) -> None:
+    line = to_json(SchedulingHints(stage_order=(3, 1), max_task_seconds={"7": math.inf, "8": 2.5},
+                                   expected_task_seconds={1: 4.0, 3: math.nan}))
+    assert "Infinity" in line and "NaN" in line  # what Python's json writes for non-finite floats
+    hints = jvm.trspark.SchedulingHints.parse(line)
+    assert hints.stageOrder().mkString(",") == "3,1"
+    assert hints.maxTaskSeconds().apply("7") == math.inf
+    assert hints.maxTaskSeconds().apply("8") == 2.5
+    assert hints.expectedTaskSeconds().apply(1) == 4.0
+    assert math.isnan(hints.expectedTaskSeconds().apply(3))
+    assert jvm.trspark.SchedulingHints.parse('{"type":"SchedulingHints"}').isEmpty()
+
+
+@pytest.mark.parametrize(
+    ("line", "complaint"),
+    [
+        ("not json", "not JSON"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"type":"Backup"}', "got a 'Backup' message"),
+        ('{"type":"SchedulingHints","stage_order":"3,1"}', "bad stage_order"),
+        ('{"type":"SchedulingHints","stage_order":[1.5]}', "bad stage_order"),
+        ('{"type":"SchedulingHints","max_task_seconds":{"1":"soon"}}', "bad max_task_seconds[1]"),
+        ('{"type":"SchedulingHints","expected_task_seconds":{"x":1}}', "bad expected_task_seconds key"),
+    ],
+)
+def test_parse_rejects_bad_lines_with_a_reason(jvm: Jvm, line: str, complaint: str) -> None:
+    from py4j.protocol import Py4JJavaError
+
+    with pytest.raises(Py4JJavaError) as info:
+        jvm.trspark.SchedulingHints.parse(line)
+    assert info.value.java_exception.getClass().getName() == "java.lang.IllegalArgumentException"
+    assert complaint in info.value.java_exception.getMessage()
