@@ -172,8 +172,13 @@ class BackupCosts:
         rc = self.recompute
         block = self._block(shuffle_id, map_index, t_max, self.local_bandwidth)
         rows = [block.slot, *peer_slots]
-        # F at BT and T for X and every peer: one model call per lifetime model.
-        ends = rc.table.cdf_at(np.array([block.seconds, t_max]), rows)
+        times = np.array([block.seconds, t_max])
+        # F at BT and T: exact for X. For the peers only F(T) matters -- F(BT) bounds cells that X
+        # cannot fail in (p^X = 0 there) -- so it is interpolated from the failure table, without
+        # model calls, unless T lies in the grid's first cell.
+        table = rc.table
+        peers_cdf = table.cdf_interpolated if t_max >= rc.grid.edges[1] else table.cdf_at
+        ends = np.vstack((table.cdf_at(times, rows[:1]), peers_cdf(times, peer_slots)))
         base = self._source_terms(block, ends[0], "peer")
         return base, self._peer_loss(block, rows, ends)
 
@@ -195,20 +200,39 @@ class BackupCosts:
         return BackupCost(target, seconds, b1, redo, seconds * after)
 
     def _peer_loss(self, block: _Block, rows: list[int], ends: FloatArray) -> FloatArray:
-        """:math:`C_P(Y)` (s) for the peers ``rows[1:]`` (``rows[0]`` is X), see the module docstring."""
+        """:math:`C_P(Y)` (s) for the peers ``rows[1:]`` (``rows[0]`` is X), see the module docstring.
+
+        The double sum is linear in :math:`F_Y` at the window edges,
+
+        .. math::
+
+            C_P(Y) = \\sum_i p^X_i \\overline{Er}_i F_Y(g_{i+1})
+                   + \\sum_j p^Y_j \\overline{Er}_j \\sum_{i<j} p^X_i = \\sum_m w_m F_Y(g_m),
+
+        so every peer costs one dot product with the same weights :math:`w` (one matrix-vector
+        product with the failure table for all of them).
+        """
         if block.t_max <= block.seconds:
             return np.zeros(len(rows) - 1)
         rc = self.recompute
-        window, cdf = rc.window(rows, block.seconds, block.t_max, ends=ends)
-        f_x, f_y = cdf[0], cdf[1:]
+        window, f_x = rc.window(rows[:1], block.seconds, block.t_max, ends=ends[:1])
         er = rc.er_at(block.shuffle_id, block.map_index, window)
         er_cell = 0.5 * (er[:-1] + er[1:])
-        p_x = np.diff(f_x)
-        p_y = np.diff(f_y, axis=1)
-        later = p_y * er_cell
-        # tail[:, i] = sum_{j > i} p^Y_j Er_j  (reverse cumulative sum, shifted by one cell)
-        tail = np.cumsum(later[:, ::-1], axis=1)[:, ::-1] - later
-        return np.asarray((f_y[:, 1:] * er_cell + tail) @ p_x)
+        p_x = np.diff(f_x[0])
+        before = np.concatenate(([0.0], np.cumsum(p_x)[:-1]))  # sum_{i<j} p^X_i
+        weights = np.zeros(window.size)
+        weights[1:] += er_cell * (p_x + before)
+        weights[:-1] -= er_cell * before
+        if block.t_max > rc.grid.horizon:
+            return np.asarray(rc.window(rows[1:], block.seconds, block.t_max, ends=ends[1:])[1] @ weights)
+        # Inside the horizon a peer's F at the window edges is F(BT), table values, then F(T).
+        grid = rc.grid.edges
+        low, high = grid <= block.seconds, grid >= block.t_max
+        inner = np.where(low | high, 0.0, weights)
+        table_part = rc.table.cdf @ inner
+        return np.asarray(
+            table_part[rows[1:]] + ends[1:, 0] * weights[low].sum() + ends[1:, 1] * weights[high].sum()
+        )
 
 
 @dataclass(frozen=True, slots=True)
