@@ -91,31 +91,45 @@ class Duplicator:
 
     def duplicate_on_idle(self, state: JobState, period: float) -> list[Command]:
         """Copy the top running tasks onto executors idle for at least ``period`` seconds."""
-        idle = [e for e in state.alive_executors() if e.free_cores > 0]
         if any(s.pending_count for s in state.runnable_stages()):
             self.idle_since.clear()
             return []
+        idle = [e for e in state.alive_executors() if e.free_cores > 0]
         for gone in set(self.idle_since) - {e.executor_id for e in idle}:
             del self.idle_since[gone]
-        ready: list[ExecutorView] = []
-        for e in idle:
-            since = self.idle_since.setdefault(e.executor_id, state.now)
-            if state.now - since >= period:
-                ready.append(e)
+        ready = [e for e in idle if state.now - self.idle_since.setdefault(e.executor_id, state.now) >= period]
+        if not ready:
+            return []
+        candidates = self._candidates(state)
+        if not candidates:
+            return []
+        keys = [c[0] for c in candidates]
+        windows = np.array([c[2] for c in candidates])
+        rates = np.array([c[3] for c in candidates])
+        loss_s = self._expected_loss([c[1] for c in candidates], state.now, windows)
+        taken = np.zeros(len(candidates), dtype=bool)
         out: list[Command] = []
         for target in ready:
+            loss_v = self._expected_loss([target] * len(candidates), state.now, windows)
+            # A copy only where it is safer than the original, and never onto the task's own executor.
+            score = np.where((loss_s > loss_v) & ~taken, rates * loss_s / (loss_v + _EPS), 0.0)
+            for i, c in enumerate(candidates):
+                if c[1] is target:
+                    score[i] = 0.0
             for _ in range(target.free_cores):
-                best = self._best_task(state, target)
-                if best is None:
+                best = int(np.argmax(score))
+                if score[best] <= 0.0:
                     break
-                stage_id, partition = best
-                self.copies[best] = target.executor_id
+                stage_id, partition = keys[best]
+                taken[best], score[best] = True, 0.0
+                self.copies[keys[best]] = target.executor_id
                 self.started += 1
                 out.append(DuplicateTask(stage_id=stage_id, partition=partition, executor_id=target.executor_id))
         return out
 
-    def _best_task(self, state: JobState, target: ExecutorView) -> tuple[int, int] | None:
-        candidates: list[tuple[int, int, ExecutorView, float, float]] = []
+    def _candidates(self, state: JobState) -> list[tuple[tuple[int, int], ExecutorView, float, float]]:
+        """Running tasks with one copy: (key, source, remaining seconds, reduce rate clipped at 1)."""
+        out: list[tuple[tuple[int, int], ExecutorView, float, float]] = []
         default = state.mean_task_seconds()
         for stage in state.active_stages():
             et = stage.mean_task_seconds(default)
@@ -124,30 +138,29 @@ class Duplicator:
                 if len(copies) != 1 or (stage.stage_id, partition) in self.copies or partition in stage.finished:
                     continue
                 source = state.executors.get(next(iter(copies)))
-                if source is None or source is target or not source.alive:
+                if source is None or not source.alive:
                     continue
                 started = stage.started_at.get((partition, source.executor_id), state.now)
                 remaining = max(et - (state.now - started), _EPS)
-                candidates.append((stage.stage_id, partition, source, remaining, rate))
-        if not candidates:
-            return None
-        best_key: tuple[int, int] | None = None
-        best_rate = 0.0
-        for stage_id, partition, source, remaining, rate in candidates:
-            loss_s, loss_v = self._expected_loss([source, target], state.now, remaining)
-            if loss_s <= loss_v:
-                continue  # the copy would be no safer than the original
-            score = rate * loss_s / (loss_v + _EPS)
-            if score > best_rate:
-                best_key, best_rate = (stage_id, partition), score
-        return best_key
+                out.append(((stage.stage_id, partition), source, remaining, rate))
+        return out
 
-    def _expected_loss(self, executors: Sequence[ExecutorView], now: float, window: float) -> np.ndarray:
-        """``window - E(t, t + window)`` per executor: expected seconds not alive in the window."""
+    def _expected_loss(self, executors: Sequence[ExecutorView], now: float, windows: np.ndarray) -> np.ndarray:
+        """``w - E(t, t + w)`` per (executor, window): expected seconds not alive in the window.
+
+        One vectorised call per distinct lifetime model.
+        """
         out = np.empty(len(executors))
+        groups: dict[int, list[int]] = {}
+        models = {}
         for i, ex in enumerate(executors):
             model = self.knowledge.model(ex)
-            out[i] = window - float(model.expected_lifetime(ex.age(now), 0.0, window))
+            groups.setdefault(id(model), []).append(i)
+            models[id(model)] = model
+        for key, rows in groups.items():
+            ages = np.array([executors[i].age(now) for i in rows])
+            alive = models[key].expected_lifetime(ages, 0.0, windows[rows])
+            out[rows] = windows[rows] - alive
         return out
 
 
