@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -99,7 +100,7 @@ SESSION_SCRIPT = textwrap.dedent("""
     import trspark
     builder = SparkSession.builder.master("local[1]").appName("trspark-configure-test")
     builder = builder.config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "3")
-    spark = trspark.configure(builder, mode="always").getOrCreate()
+    spark = trspark.configure(builder, mode="tr").getOrCreate()  # tr: the plugin starts the engine
     try:
         df = spark.range(0, 1000).selectExpr("id % 7 AS k", "id AS v").groupBy("k").sum("v").orderBy("k")
         print("ROWS", [(r[0], r[1]) for r in df.collect()])
@@ -115,8 +116,14 @@ def test_local_session_built_with_configure_runs_a_query() -> None:
         sparkconf.plugin_jar()
     except Exception as exc:  # any build failure means: no jar to test against
         pytest.skip(f"the plugin jar cannot be built here: {exc}")
-    proc = subprocess.run([sys.executable, "-c", SESSION_SCRIPT], capture_output=True, text=True, timeout=120)
+    # ~15 s on an idle machine; the cap is for a shared, heavily loaded one (75 s start-up seen).
+    proc = subprocess.run([sys.executable, "-c", SESSION_SCRIPT], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     expected = [(k, sum(v for v in range(1000) if v % 7 == k)) for k in range(7)]
     assert f"ROWS {expected}" in proc.stdout
     assert "PLUGINS org.apache.spark.trspark.TRSparkPlugin" in proc.stdout
+    # The plugin started `python -m trspark.engine` (its stderr is inherited) and fed it events.
+    assert "trspark engine INFO: policy tr for local-" in proc.stderr, proc.stderr[-3000:]
+    summary = json.loads(proc.stderr.split("session ended: ", 1)[1].splitlines()[0])
+    assert summary["events"] > 0 and summary["jobs_ended"] >= 1
+    assert summary["malformed"] == 0 and summary["policy_errors"] == 0

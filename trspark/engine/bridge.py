@@ -140,6 +140,8 @@ class Bridge:
                 observe(event)
             except Exception:
                 log.exception("event observer %r failed on seq %d; ignored", observe, seq)
+        if not self.policy.wants(type(event)):
+            return []
         try:
             commands = self.policy.handle(event)
             # Serialise all before sending any: a half-sent answer would be worse than none.
