@@ -134,6 +134,28 @@ def test_observers_see_valid_events_and_their_failures_do_not_stop_the_policy() 
     assert len(out) == 2 and bridge.stats.policy_errors == 0
 
 
+class TaskBlindPolicy(Policy):
+    """Declares it needs no task events; would fail loudly if handed one."""
+
+    name = "task-blind"
+
+    def wants(self, event_type: type) -> bool:
+        return event_type is not TaskEnded
+
+    def handle(self, event):  # type: ignore[no-untyped-def]
+        assert not isinstance(event, TaskEnded)
+        return (SafetyBelt(on=False, reason=type(event).__name__),)
+
+
+def test_events_the_policy_does_not_want_are_acked_but_still_observed() -> None:
+    seen: list[object] = []
+    bridge = Bridge(TaskBlindPolicy(), observers=[seen.append])
+    assert bridge.handle_line(event_line(MAP_TASK, 1)) == [ack_line(1)]
+    out = bridge.handle_line(event_line(JobEnded(time=9.0), 2))
+    assert [from_json(line) for line in out[:-1]] == [SafetyBelt(on=False, reason="JobEnded")]
+    assert seen == [MAP_TASK, JobEnded(time=9.0)] and bridge.stats.policy_errors == 0
+
+
 def test_hello_line_carries_token_and_version() -> None:
     assert json.loads(hello_line("s3cr3t")) == {"type": "Hello", "token": "s3cr3t", "version": PROTOCOL_VERSION}
 
