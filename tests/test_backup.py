@@ -184,3 +184,35 @@ def test_next_stage_start_estimate() -> None:
         next_stage_start([1, 2], [1.0], cores=1)
     with pytest.raises(ValueError, match="unfinished"):
         next_stage_start([-1], [1.0], cores=1)
+
+
+def test_windows_past_the_horizon_and_interpolated_peer_cdfs() -> None:
+    # A coarse 32-cell grid whose horizon (150 s) ends before T = 400 s: windows are extended past
+    # the horizon and evaluated exactly, and Er is held at its horizon value (documented). So the
+    # reference is the double integral with Er(min(t, 150)); 1 % for the coarse cells.
+    horizon, bt, t_max = 150.0, 40.0, 400.0
+    short = BackupCosts(Recompute(_chain_lineage(), TimeGrid.geometric(horizon, 32, first=0.05)), 50e6, 50e6, 1e12)
+    got = {c.target: c for c in short.local("k", 0, t_max, ["P1", "P2", "P3"])}
+
+    def er(t: float) -> float:
+        return _er(min(t, horizon))
+
+    for peer in ("P1", "P2", "P3"):
+
+        def inner(t: float, peer: str = peer) -> float:
+            # split at the horizon, where Er has a kink, so that quad converges quickly
+            cut = max(t, horizon)
+            later = sum(quad(lambda u: _pdf(peer, u) * er(u), a, b)[0] for a, b in ((t, cut), (cut, t_max)))
+            return _pdf("X", t) * (_cdf(peer, t) * er(t) + later)
+
+        expected = quad(inner, bt, horizon)[0] + quad(inner, horizon, t_max)[0]
+        assert got[peer].peer_loss == pytest.approx(expected, rel=0.01), peer
+        assert got[peer].b2 == pytest.approx(bt * (_cdf("X", t_max) - _cdf("X", bt)), rel=1e-9)
+    # Interpolated cdfs: second-order accurate on the table's grid, exact for point masses.
+    lineage = _chain_lineage()
+    lineage.add_executor("D", Deterministic(500.0), started=-100.0)
+    table = Recompute(lineage, FINE).table
+    slots = [lineage.executor(e).slot for e in ("P1", "P3", "D")]
+    times = np.array([3.7, 150.0, 399.0, 400.0, 401.0])
+    np.testing.assert_allclose(table.cdf_interpolated(times, slots), table.cdf_at(times, slots), rtol=1e-3, atol=1e-12)
+    np.testing.assert_array_equal(table.cdf_interpolated(times, slots[2:]), [[0.0, 0.0, 0.0, 1.0, 1.0]])
