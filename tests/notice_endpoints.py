@@ -45,6 +45,8 @@ class NoticeServer:
         self.azure_vm_name = azure_vm_name
         self.azure_resources = list(azure_resources)
         self.refuse_metadata = False
+        self.vm_deadlines: dict[str, datetime] = {}
+        """Notices for one VM only: path prefix (``/vm-1``) -> deadline; see :meth:`post_notice`."""
         self._incarnation = 1
         server = self
 
@@ -54,33 +56,34 @@ class NoticeServer:
 
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 server.requests += 1
-                path = self.path.split("?", 1)[0]
+                prefix, path = server.split_path(self.path.split("?", 1)[0])
+                deadline = server.vm_deadlines.get(prefix, server.deadline)
                 if path == AWS_PATH:
                     token = self.headers.get("X-aws-ec2-metadata-token")
                     if (server.aws_require_token or token is not None) and token not in server.aws_tokens:
                         return self._reply(401, "text/plain", "Unauthorized")
-                    if server.deadline is None:
+                    if deadline is None:
                         return self._reply(404, "text/plain", "Not Found")
-                    body = {"action": "terminate", "time": server.deadline.strftime("%Y-%m-%dT%H:%M:%SZ")}
+                    body = {"action": "terminate", "time": deadline.strftime("%Y-%m-%dT%H:%M:%SZ")}
                     return self._reply(200, "application/json", json.dumps(body))
                 if path == GCP_PATH:
                     if self.headers.get("Metadata-Flavor") != "Google" or server.refuse_metadata:
                         return self._reply(403, "text/plain", "Missing Metadata-Flavor:Google header")
-                    return self._reply(200, "text/plain", "TRUE" if server.deadline else "FALSE")
+                    return self._reply(200, "text/plain", "TRUE" if deadline else "FALSE")
                 if path == AZURE_NAME_PATH and self.headers.get("Metadata", "").lower() == "true":
                     return self._reply(200, "text/plain", server.azure_vm_name)
                 if path == AZURE_PATH:
                     if self.headers.get("Metadata", "").lower() != "true" or server.refuse_metadata:
                         return self._reply(400, "application/json", '{"error":"Bad request. Required metadata header not specified"}')
                     events = []
-                    if server.deadline is not None:
+                    if deadline is not None:
                         events.append({
                             "EventId": "602d9444-d2cd-49c7-8624-8643e7171297",
                             "EventType": "Preempt",
                             "ResourceType": "VirtualMachine",
                             "Resources": server.azure_resources,
                             "EventStatus": "Scheduled",
-                            "NotBefore": format_datetime(server.deadline, usegmt=True),
+                            "NotBefore": format_datetime(deadline, usegmt=True),
                             "Description": "Spot eviction",
                             "EventSource": "Platform",
                             "DurationInSeconds": -1,
@@ -92,7 +95,7 @@ class NoticeServer:
             def do_PUT(self) -> None:  # noqa: N802 (http.server's name)
                 server.requests += 1
                 ttl = self.headers.get("X-aws-ec2-metadata-token-ttl-seconds", "")
-                if self.path != AWS_TOKEN_PATH or not ttl.isdigit() or not 1 <= int(ttl) <= 21600:
+                if server.split_path(self.path)[1] != AWS_TOKEN_PATH or not ttl.isdigit() or not 1 <= int(ttl) <= 21600:
                     return self._reply(400, "text/plain", "Bad Request")
                 token = f"token-{len(server.aws_tokens) + 1}"
                 server.aws_tokens.add(token)
@@ -114,15 +117,32 @@ class NoticeServer:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}"
 
-    def post_notice(self, seconds: float) -> datetime:
-        """Announce termination ``seconds`` from now on every endpoint; returns the deadline (UTC)."""
-        self.deadline = datetime.now(UTC) + timedelta(seconds=seconds)
+    def post_notice(self, seconds: float, vm: str = "") -> datetime:
+        """Announce termination ``seconds`` from now on every endpoint; returns the deadline (UTC).
+
+        With ``vm``, only requests under the path prefix ``/<vm>`` (base URL ``url + "/" + vm``)
+        see the notice: several executors on one host can then stand for different VMs.
+        """
+        deadline = datetime.now(UTC) + timedelta(seconds=seconds)
+        if vm:
+            self.vm_deadlines["/" + vm.strip("/")] = deadline
+        else:
+            self.deadline = deadline
         self._incarnation += 1
-        return self.deadline
+        return deadline
 
     def clear(self) -> None:
         self.deadline = None
+        self.vm_deadlines.clear()
         self._incarnation += 1
+
+    @staticmethod
+    def split_path(path: str) -> tuple[str, str]:
+        """``/vm-1/latest/meta-data/...`` -> (``/vm-1``, ``/latest/meta-data/...``); no prefix -> ``""``."""
+        for endpoint in (AWS_PATH, GCP_PATH, AZURE_PATH, AWS_TOKEN_PATH, AZURE_NAME_PATH):
+            if path.endswith(endpoint):
+                return path[: -len(endpoint)], endpoint
+        return "", path
 
     def __enter__(self) -> NoticeServer:
         self._thread.start()

@@ -6,6 +6,7 @@ the way the live scheduler does: as the engine's JSON line (``protocol.to_json``
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections.abc import Iterator
@@ -69,7 +70,7 @@ def test_order_stages_agrees_with_reference(jvm: Jvm) -> None:
 def test_allowed_agrees_with_reference(jvm: Jvm) -> None:
     checked = {True: 0, False: 0}
     differences = []
-    for hints, _ in random_cases(seed=8):
+    for hints, _ in itertools.islice(random_cases(seed=8), 150):  # x 35 (executor, stage) pairs each
         scala = scala_hints(jvm, hints)
         for executor in EXECUTORS + ["unknown"]:
             for stage in (0, 3, 7, 11, 99):

@@ -188,6 +188,28 @@ def test_azure_notice_for_another_vm_is_ignored(jvm: Jvm) -> None:
             w.stop()
 
 
+@pytest.mark.parametrize("source", SOURCES)
+def test_notice_for_one_executor_only(jvm: Jvm, server: NoticeServer, source: str) -> None:
+    """``{executorId}`` in the URL lets executors on one host stand for different VMs."""
+    conf = spark_conf(jvm, source=source, url=server.url + "/vm-{executorId}", interval=str(POLL_S))
+    settings = jvm.trspark.NoticeSettings.apply(conf)
+    watchers, recorders = [], []
+    for executor in ("1", "2"):
+        recorders.append(jvm.trspark.NoticeRecorder())
+        watchers.append(jvm.trspark.NoticeWatcher(settings.forExecutor(executor), recorders[-1]))
+        watchers[-1].start()
+    try:
+        posted = server.post_notice(30, vm="vm-2")
+        wait_for(lambda: recorders[1].calls() == 1, "executor 2's notice")
+        assert recorders[1].deadline() / 1000 == pytest.approx(posted.timestamp(), abs=2.0)
+        first = watchers[0].polls()
+        wait_for(lambda: watchers[0].polls() >= first + 5, "executor 1 to poll on")
+        assert recorders[0].calls() == 0 and watchers[0].problem() == ""
+    finally:
+        for w in watchers:
+            w.stop()
+
+
 @pytest.mark.parametrize(("source", "status"), [("gcp", "403"), ("azure", "400")])
 def test_refused_request_is_no_notice_and_logged_once(jvm: Jvm, source: str, status: str) -> None:
     with NoticeServer() as server:

@@ -181,7 +181,8 @@ KEYS: tuple[Key, ...] = (
         "Cloud metadata service each executor polls for termination notices (AWS spot instance-action, "
         "GCP preempted, Azure Scheduled Events); none = only the signal."),
     Key("notice.url", "notice_url", "", _http_url, "an http:// base URL, e.g. http://169.254.169.254 (empty = the cloud's default)",
-        "Base URL of that metadata service; empty = http://169.254.169.254 (AWS, Azure) or http://metadata.google.internal (GCP)."),
+        "Base URL of that metadata service; empty = http://169.254.169.254 (AWS, Azure) or http://metadata.google.internal (GCP). "
+        "{executorId} in it becomes the executor's id (tests: executors on one host standing for different VMs)."),
     Key("notice.interval", "notice_interval", 1.0, _number(0.0, None, lo_open=True), "seconds > 0",
         "Seconds between two polls of the metadata service (a poll is one link-local HTTP request)."),
     Key("notice.window", "notice_window", 30.0, _number(0.0, None, lo_open=True), "seconds > 0",

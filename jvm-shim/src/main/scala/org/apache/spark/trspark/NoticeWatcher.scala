@@ -26,7 +26,9 @@ case class TerminationNotice(executorId: String, deadlineEpochMillis: Long, sour
  * `trspark/config.py`).
  *
  * @param source   `none | aws | gcp | azure`: which metadata service to poll.
- * @param baseUrl  scheme://host[:port] of that service (the cloud's link-local address by default).
+ * @param baseUrl  scheme://host[:port][/prefix] of that service (the cloud's link-local address by
+ *                 default); `{executorId}` in it is replaced by the executor's id, so executors
+ *                 sharing a host in tests can stand for different VMs.
  * @param intervalS seconds between two polls.
  * @param windowS  seconds assumed between a notice and the end when the source gives no time
  *                 (GCP, SIGPWR, an Azure event without `NotBefore`).
@@ -36,6 +38,8 @@ case class TerminationNotice(executorId: String, deadlineEpochMillis: Long, sour
 case class NoticeSettings(source: String, baseUrl: String, intervalS: Double, windowS: Double, signal: String) {
   def polls: Boolean = source != "none"
   def windowMillis: Long = (windowS * 1000).round
+  def forExecutor(executorId: String): NoticeSettings =
+    copy(baseUrl = baseUrl.replace(NoticeSettings.ExecutorIdToken, executorId))
 }
 
 object NoticeSettings {
@@ -44,6 +48,7 @@ object NoticeSettings {
   val DefaultIntervalS = 1.0
   val DefaultWindowS = 30.0
   val DefaultSignal = "PWR"
+  val ExecutorIdToken = "{executorId}"
 
   /** Where each cloud's instance metadata service answers (link-local, no proxy, no DNS for AWS/Azure). */
   def defaultUrl(source: String): String = source match {
@@ -66,7 +71,8 @@ object NoticeSettings {
     if (!Sources.contains(source)) fail("source", rawSource, Sources.mkString(" | "))
     val rawUrl = conf.get(Prefix + "url", "").trim
     val url = if (rawUrl.isEmpty) defaultUrl(source) else {
-      val ok = Try(new URI(rawUrl)).toOption.exists(u => Set("http", "https").contains(u.getScheme) && u.getHost != null)
+      val ok = Try(new URI(rawUrl.replace(ExecutorIdToken, "0"))).toOption
+        .exists(u => Set("http", "https").contains(u.getScheme) && u.getHost != null)
       if (!ok) fail("url", rawUrl, "an http:// base URL, e.g. http://169.254.169.254 (empty = the cloud's default)")
       rawUrl.stripSuffix("/")
     }
@@ -178,7 +184,7 @@ object NoticeEndpoints {
  *
  * The executor plugin's use (see `docs/notices.md`):
  * {{{
- *   val watcher = new NoticeWatcher(NoticeSettings(ctx.conf()),
+ *   val watcher = new NoticeWatcher(NoticeSettings(ctx.conf()).forExecutor(ctx.executorID()),
  *     (deadline, source) => ctx.send(TerminationNotice(ctx.executorID(), deadline, source)))
  *   watcher.start(); watcher.installSignalHandler()      // ... and watcher.stop() in shutdown()
  * }}}
