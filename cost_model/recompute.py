@@ -50,6 +50,9 @@ costs O(#executors × G), not O(#parents × G). For the shuffles read directly t
 ``C_k`` is memoised per (shuffle of k, executor X) until a shuffle in the ancestry or the failure
 table changes.
 
+Past the grid's horizon ``Er`` is held at its horizon value (failure masses are still exact):
+choose a horizon that covers the consumption times ``T_max`` asked for.
+
 Staleness rule: the failure table :math:`F_e(g_i)` is taken at the ages of one instant
 (:attr:`Recompute.now_of_table`). It is rebuilt when executors come or go, and when
 :meth:`Recompute.advance` moves the clock by ``max_staleness`` seconds or more; in between, ages
@@ -257,6 +260,7 @@ class Recompute:
     # ---- the ancestors' part of Er, memoised per (shuffle, failing executor) --------------------
     def _rest_of(self, shuffle_id: Hashable, slot: int | None) -> FloatArray:
         """:math:`Er(t,k) - C_k` (s, on the grid edges) for outputs of ``shuffle_id`` lost with executor slot ``slot``."""
+        table = self.table  # first: rebuilding it (executors changed) bumps the table version
         ancestry = self._ancestry_of(shuffle_id)
         states = [self.lineage.shuffle(s) for s in ancestry.order]
         key = (self._table_version, self.lineage.structure_version, *(st.version for st in states))
@@ -267,7 +271,7 @@ class Recompute:
         # log P(no output of c is lost-and-needed | X, e), row e per executor slot, last row: no e.
         log_clear: dict[Hashable, FloatArray] = {}
         for sid, state in zip(ancestry.order, states, strict=True):
-            given = _GivenX(self._shared_of(sid, state), state, self.table, slot)
+            given = _GivenX(self._shared_of(sid, state), state, table, slot)
             if sid in ancestry.direct:
                 need = None  # read by k's own stage: needed whenever lost
                 rest += given.direct_loss()
@@ -337,9 +341,10 @@ _LOG_TINY = float(np.log(TINY))
 
 @dataclass(frozen=True, slots=True)
 class _Shared:
-    """What one shuffle contributes before conditioning on the failing executor X (grid edges).
+    """What one shuffle contributes before conditioning on the failing executor X (on the grid edges).
 
-    With :math:`h_e` = "the shuffle has outputs living only on e" and :math:`\\ell_e = \\ln(1 - F_e)`:
+    Notation: :math:`h_e` -- the shuffle has outputs living only on executor e;
+    :math:`\\ell_e = \\ln(1 - F_e)`. Built once per (failure table, shuffle version).
     """
 
     loss: FloatArray
