@@ -154,6 +154,24 @@ def test_degenerate_sizes_and_scales_are_finite() -> None:
     assert now.redo == 0.0 and now.b2 == 0.0
 
 
+@pytest.mark.parametrize("scale", [1e-12, 1e12])
+def test_backup_costs_scale_with_time(scale: float) -> None:
+    # Scaling lifetimes, ages, run times, T and the grid by s (sizes fixed, bandwidths / s)
+    # scales every cost by s: compare with the unit-scale answer.
+    def costs_at(s: float) -> tuple[float, ...]:
+        lineage = Lineage()
+        for name in ("X", "Y", "P"):
+            lineage.add_executor(name, Weibull(shape=0.8, scale=400.0 * s), started=-50.0 * s)
+        lineage.add_output("p", 0, "Y", 7.0 * s, 1e6)
+        lineage.add_output("k", 0, "X", 3.0 * s, 2e9, parents=["p"])
+        grid = TimeGrid.geometric(5000.0 * s, 128, first=1e-3 * s)
+        costs = BackupCosts(Recompute(lineage, grid), 50e6 / s, 20e6 / s, 1e12 / s)
+        remote, local = costs.remote("k", 0, 300.0 * s), costs.local("k", 0, 300.0 * s, ["P"])[0]
+        return (remote.b1, remote.redo, remote.b2, local.peer_loss, local.total)
+
+    np.testing.assert_allclose(np.array(costs_at(scale)) / scale, costs_at(1.0), rtol=1e-9)
+
+
 def test_bad_inputs_raise_clear_value_errors() -> None:
     rc = Recompute(_chain_lineage(), FINE)
     for name, args in [

@@ -115,6 +115,32 @@ def test_chain_deterministic_lifetimes_are_exact() -> None:
     assert Recompute(lineage2, grid).c_redo("k", 0, 150.0) == pytest.approx(15.0, abs=1e-12)
 
 
+def test_diamond_and_all_to_all_deterministic_lifetimes() -> None:
+    grid = TimeGrid.from_edges([0, 20, 40, 80, 120, 160, 300, 600])
+    # Diamond: a (C=10, W dies at 30) read by b (C=2, Y) and c (C=4, Z); k (C=1) on X dies at 100.
+    # Y dies at 60, Z at 500: at t=100 b is lost, c is not; a is lost and needed (b re-runs):
+    # Er(100) = 1 + 2 + 10 = 13. With Y also alive at 100, nothing re-runs but k: a is lost but
+    # no longer needed, Er = 1.
+    for y_life, expected in [(60.0, 13.0), (500.0, 1.0)]:
+        lineage = _lineage(
+            {"W": Deterministic(30.0), "X": Deterministic(100.0), "Y": Deterministic(y_life), "Z": Deterministic(500.0)}
+        )
+        lineage.add_output("a", 0, "W", 10.0, 1.0)
+        lineage.add_output("b", 0, "Y", 2.0, 1.0, parents=["a"])
+        lineage.add_output("c", 0, "Z", 4.0, 1.0, parents=["a"])
+        lineage.add_output("k", 0, "X", 1.0, 1.0, parents=["b", "c"])
+        assert Recompute(lineage, grid).c_redo("k", 0, 150.0) == pytest.approx(expected, abs=1e-12)
+    # All-to-all: map outputs m0 (C=2, on X itself), m1 (C=3, Y dies at 50), m2 (C=5, Z dies at
+    # 200); reduce r (C=1) on X dies at 100: Er(100) = 1 + 2 + 3 = 6; consumed at 90 -> 0.
+    lineage = _lineage({"X": Deterministic(100.0), "Y": Deterministic(50.0), "Z": Deterministic(200.0)})
+    for i, (ex, c) in enumerate([("X", 2.0), ("Y", 3.0), ("Z", 5.0)]):
+        lineage.add_output("m", i, ex, c, 1.0)
+    lineage.add_output("r", 0, "X", 1.0, 1.0, parents=["m"])
+    rc = Recompute(lineage, grid)
+    assert rc.c_redo("r", 0, 150.0) == pytest.approx(6.0, abs=1e-12)
+    assert rc.c_redo("r", 0, 90.0) == 0.0
+
+
 def test_deterministic_peer_copy_is_lost_only_when_both_holders_died() -> None:
     # Parent p (C=8) lives on Y (dies at 40) and on a peer copy at Z (dies at 120).
     # k (C=1) on X (dies at 80): at 80 Y is gone but Z still holds p -> Er = 1.
