@@ -171,6 +171,18 @@ class Lineage:
         self._free_slots.append(executor.slot)
         self.executors_version += 1
 
+    def set_model(self, executor_id: str, model: LifetimeModel) -> None:
+        """The executor's lifetime law changed (a termination notice, a refit): use ``model`` from now on."""
+        if not isinstance(model, LifetimeModel):
+            raise ValueError(f"executor {executor_id!r}: 'model' must be a LifetimeModel, got {type(model).__name__}")
+        executor = self._executor(executor_id)
+        if executor.model is not model:
+            executor.model = model
+            self.executors_version += 1
+
+    def has_executor(self, executor_id: str) -> bool:
+        return executor_id in self._executors
+
     def executor(self, executor_id: str) -> Executor:
         """The live executor ``executor_id`` (``ValueError`` if unknown)."""
         return self._executor(executor_id)

@@ -324,6 +324,20 @@ def test_executor_loss_makes_outputs_lost_and_certain() -> None:
     assert lineage.output("b", 0).locations == set()
 
 
+def test_a_new_lifetime_model_takes_effect_at_once() -> None:
+    # A termination notice: Y (holds b) will now die at t=10 for sure, so from t=10 on b is lost
+    # (and a with Z's unchanged exponential law); the failure table is rebuilt for the new law.
+    lineage = _chain()
+    rc = Recompute(lineage, FINE)
+    before = rc.c_redo("k", 0, 50.0)
+    lineage.set_model("Y", Deterministic(10.0))
+    assert lineage.has_executor("Y") and not lineage.has_executor("Q")
+    f_z = 1.0 - np.exp(-FINE.edges / 100.0)
+    # Er(t) = 3 + [t >= 10] (7 + 5 F_Z(t)) on the grid edges
+    np.testing.assert_allclose(rc.er("k", 0), 3.0 + (FINE.edges >= 10.0) * (7.0 + 5.0 * f_z), rtol=1e-12)
+    assert rc.c_redo("k", 0, 50.0) > before
+
+
 def test_staleness_rule_refreshes_ages() -> None:
     # Weibull shape 2 (wear-out): an older executor fails sooner, so C_Redo grows with time.
     lineage = _chain({e: Weibull(shape=2.0, scale=300.0) for e in "XYZ"})
