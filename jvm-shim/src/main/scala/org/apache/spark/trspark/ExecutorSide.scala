@@ -48,7 +48,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
   private def pollOnce(): Unit = try {
     // Take at most a couple of tasks: the rest stay on the driver, where cancelling is free.
     val capacity = math.max(0, TRExecutorPlugin.MaxInFlight - inFlight.get())
-    ctx.ask(PollWork(ctx.executorID(), capacity)) match {
+    Wire.decode(ctx.ask(Wire.encode(PollWork(ctx.executorID(), capacity))).asInstanceOf[String]) match {
       case Work(tasks, cancels) =>
         cancels.foreach(cancelled.add)
         tasks.foreach { task =>
@@ -67,13 +67,13 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     try {
       val (bytes, indexCrc, dataCrc) =
         if (task.target == Target.Remote) toRemote(task) else toPeer(task)
-      ctx.send(BackupDone(ctx.executorID(), task, bytes, (System.nanoTime() - started) / 1e9, indexCrc, dataCrc))
+      ctx.send(Wire.encode(BackupDone(ctx.executorID(), task, bytes, (System.nanoTime() - started) / 1e9, indexCrc, dataCrc)))
     } catch {
       case _: RemoteBackups.Cancelled =>
         remote.delete(task.shuffleId, task.mapId)
       case NonFatal(e) =>
         logWarning(s"trspark: backup of shuffle ${task.shuffleId} map ${task.mapId} to ${task.target} failed: $e")
-        Try(ctx.send(BackupFailedMsg(ctx.executorID(), task, e.toString)))
+        Try(ctx.send(Wire.encode(BackupFailedMsg(ctx.executorID(), task, e.toString))))
     }
   }
 
@@ -86,7 +86,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     val index = resolver.getIndexFile(task.shuffleId, task.mapId)
     if (!index.exists()) throw new java.io.FileNotFoundException(s"no map output file $index")
     val data = resolver.getDataFile(task.shuffleId, task.mapId)
-    remote.write(task.shuffleId, task.mapId, index, data, conf.throttleBytesPerS,
+    remote.write(task.shuffleId, task.mapId, index, data, task.throttle,
       () => cancelled.contains((task.shuffleId, task.mapId)))
   }
 

@@ -1,5 +1,9 @@
 package org.apache.spark.trspark
 
+import scala.jdk.CollectionConverters._
+
+import com.fasterxml.jackson.databind.JsonNode
+
 /** Where a backup goes: the remote store, or a peer executor's block manager. */
 object Target {
   val Remote = "remote"
@@ -7,7 +11,7 @@ object Target {
 
 /** Driver -> executor: copy one map output (index + data file) of `shuffleId`/`mapId`. */
 case class BackupTask(shuffleId: Int, mapIndex: Int, mapId: Long, target: String,
-    peerHost: String = "", peerPort: Int = 0)
+    peerHost: String = "", peerPort: Int = 0, throttle: Double = 0)
 
 /** Executor -> driver (ask): "any work for me?"; the answer is a [[Work]]. */
 case class PollWork(executorId: String, capacity: Int)
@@ -21,3 +25,55 @@ case class BackupDone(executorId: String, task: BackupTask, bytes: Long, seconds
 
 /** Executor -> driver: a backup could not be made (the output stays unprotected). */
 case class BackupFailedMsg(executorId: String, task: BackupTask, reason: String)
+
+/**
+ * Plugin messages travel as JSON strings: an executor deserializes RPC replies with Spark's own
+ * class loader, which does not see classes of a `--jars` jar (measured: ClassNotFoundException
+ * for a case class reply), while `String` is always there.
+ */
+object Wire {
+  private def task(t: BackupTask) = Json.mapper.createObjectNode().put("shuffle", t.shuffleId)
+    .put("index", t.mapIndex).put("map", t.mapId).put("target", t.target).put("host", t.peerHost)
+    .put("port", t.peerPort).put("throttle", t.throttle)
+
+  private def task(n: JsonNode) = BackupTask(n.path("shuffle").asInt(), n.path("index").asInt(),
+    n.path("map").asLong(), n.path("target").asText(), n.path("host").asText(), n.path("port").asInt(),
+    n.path("throttle").asDouble())
+
+  def encode(message: Any): String = {
+    val node = message match {
+      case PollWork(e, c) => Json.obj("poll").put("executor", e).put("capacity", c)
+      case Work(tasks, cancelled) =>
+        val n = Json.obj("work")
+        val ts = n.putArray("tasks")
+        tasks.foreach(t => ts.add(task(t)))
+        val cs = n.putArray("cancelled")
+        cancelled.foreach { case (s, m) => cs.addObject().put("shuffle", s).put("map", m) }
+        n
+      case BackupDone(e, t, bytes, seconds, ic, dc) =>
+        val n = Json.obj("done").put("executor", e).put("bytes", bytes).put("seconds", seconds)
+          .put("indexCrc", ic).put("dataCrc", dc)
+        n.set[JsonNode]("task", task(t))
+        n
+      case BackupFailedMsg(e, t, reason) =>
+        val n = Json.obj("failed").put("executor", e).put("reason", reason)
+        n.set[JsonNode]("task", task(t))
+        n
+      case other => throw new IllegalArgumentException(s"not a trspark message: $other")
+    }
+    Json.mapper.writeValueAsString(node)
+  }
+
+  def decode(text: String): Any = {
+    val n = Json.parse(text)
+    n.path("type").asText() match {
+      case "poll" => PollWork(n.path("executor").asText(), n.path("capacity").asInt())
+      case "work" => Work(n.path("tasks").elements().asScala.map(task).toSeq,
+        n.path("cancelled").elements().asScala.map(c => (c.path("shuffle").asInt(), c.path("map").asLong())).toSeq)
+      case "done" => BackupDone(n.path("executor").asText(), task(n.path("task")), n.path("bytes").asLong(),
+        n.path("seconds").asDouble(), n.path("indexCrc").asLong(), n.path("dataCrc").asLong())
+      case "failed" => BackupFailedMsg(n.path("executor").asText(), task(n.path("task")), n.path("reason").asText())
+      case other => throw new IllegalArgumentException(s"unknown trspark message type '$other'")
+    }
+  }
+}

@@ -59,6 +59,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     }
     sc.conf.set(TRConf.Prefix + "remote.path", conf.remotePath)
     builtinAlways.set(conf.mode == "always")
+    throttle = conf.throttleBytesPerS
     if (conf.backupsEnabled) sc.addSparkListener(new TRListener(this, sc))
     TRDriverPlugin.active = Some(this)
     logInfo(s"trspark: mode=${conf.mode} targets=${conf.targets} remote=${conf.remotePath}")
@@ -74,9 +75,12 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   }
 
   override def receive(message: Any): AnyRef = message match {
-    case PollWork(executorId, capacity) => poll(executorId, capacity)
-    case done: BackupDone => backupDone(done); null
-    case failed: BackupFailedMsg => backupFailed(failed.task, failed.executorId, failed.reason); null
+    case text: String => Wire.decode(text) match {
+      case PollWork(executorId, capacity) => Wire.encode(poll(executorId, capacity))
+      case done: BackupDone => backupDone(done); null
+      case failed: BackupFailedMsg => backupFailed(failed.task, failed.executorId, failed.reason); null
+      case other => logWarning(s"trspark: unexpected message $other"); null
+    }
     case other => logWarning(s"trspark: unexpected message $other"); null
   }
 
@@ -132,12 +136,12 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     val task = if (target == Target.Remote) {
       if (record.remote != CopyState.None) return
       record.remote = CopyState.Running
-      BackupTask(record.shuffleId, record.mapIndex, record.mapId, target)
+      BackupTask(record.shuffleId, record.mapIndex, record.mapId, target, throttle = throttle)
     } else {
       val bm = blockManagers.get(target).filterNot(_ => deadExecutors.contains(target))
       if (bm.isEmpty || record.peers.contains(target) || target == record.source) return
       record.peers(target) = CopyState.Running
-      BackupTask(record.shuffleId, record.mapIndex, record.mapId, target, bm.get.host, bm.get.port)
+      BackupTask(record.shuffleId, record.mapIndex, record.mapId, target, bm.get.host, bm.get.port, throttle)
     }
     work.getOrElseUpdate(record.source, mutable.Queue.empty).enqueue(task)
     stats("backups_requested") += 1
@@ -318,8 +322,16 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     case other => logWarning(s"trspark: unknown engine command '$other' ignored")
   }
 
-  // Test hooks (py4j): counters and the current mode.
+  // Test hooks (py4j): counters, the current mode, and the built-in policy's knobs.
   def stat(name: String): Long = synchronized(stats.getOrElse(name, 0L))
+  @volatile private var throttle = 0.0
+  /** Switch the built-in policy at run time (tests): `never` | `always`, targets, bytes/s cap. */
+  def setBuiltin(mode: String, targets: String, throttleBytesPerS: Double): Unit = synchronized {
+    require(TRConf.BuiltinModes.contains(mode) && TRConf.Targets.contains(targets), s"$mode/$targets")
+    builtinAlways.set(mode == "always")
+    conf = conf.copy(targets = targets)
+    throttle = throttleBytesPerS
+  }
   def fallenBack: Boolean = builtinAlways.get() && conf.mode != "always"
 }
 
@@ -338,7 +350,12 @@ object TRDriverPlugin {
       else Option(status.mapStatusesDeleted(record.mapIndex)).exists(_.mapId == record.mapId)
     }
 
-  /** py4j entry points (static forwarders): counters of the active plugin. */
-  def stat(name: String): Long = active.map(_.stat(name)).getOrElse(-1L)
-  def isFallenBack: Boolean = active.exists(_.fallenBack)
+}
+
+/** py4j entry points for tests and tools (an object without a companion class, so Java sees static methods). */
+object TRStatus {
+  def stat(name: String): Long = TRDriverPlugin.active.map(_.stat(name)).getOrElse(-1L)
+  def isFallenBack: Boolean = TRDriverPlugin.active.exists(_.fallenBack)
+  def setBuiltin(mode: String, targets: String, throttleBytesPerS: Double): Unit =
+    TRDriverPlugin.active.foreach(_.setBuiltin(mode, targets, throttleBytesPerS))
 }

@@ -1,0 +1,267 @@
+"""The plugin on a real ``local-trcluster[3,1,1024]``: backups, kills, re-pointing, no aborts.
+
+One cluster for the whole module (start-up takes ~30 s here). The built-in policy is switched
+between tests through the ``TRStatus.setBuiltin`` test hook (``never`` / ``always``, remote or
+peer targets, a bytes/s throttle), so each test sees one policy while sharing the executors.
+
+"Re-runs" are counted from Spark's own REST API (the stage attempts of the map stage in the
+second job), not from the plugin's counters.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import signal
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+EXECUTORS = 3
+TIMEOUT = 120.0  # the shared machine is often heavily loaded
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = TIMEOUT, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+class Cluster:
+    """The SparkSession plus helpers to inspect and kill its executors."""
+
+    def __init__(self, spark: Any, root: Path) -> None:
+        self.spark = spark
+        self.sc = spark.sparkContext
+        self.root = root
+        self.status = self.sc._jvm.org.apache.spark.trspark.TRStatus
+        self.app_id = self.sc.applicationId
+
+    def stat(self, name: str) -> int:
+        return int(self.status.stat(name))
+
+    def rest(self, path: str) -> Any:
+        url = f"{self.sc.uiWebUrl}/api/v1/applications/{self.app_id}/{path}"
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return json.load(response)
+
+    def alive(self) -> set[str]:
+        ids = self.sc._jsc.sc().getExecutorIds()
+        return {str(ids.apply(i)) for i in range(ids.size())}
+
+    def driver_pid(self) -> int:
+        return int(self.sc._jvm.java.lang.ProcessHandle.current().pid())
+
+    def kill(self, executor_id: str) -> None:
+        from trspark.chaos import find_executors
+
+        pids = [e.pid for e in find_executors(self.driver_pid()) if e.executor_id == executor_id]
+        assert pids, f"no process for executor {executor_id}"
+        os.kill(pids[0], signal.SIGKILL)
+        wait_for(lambda: executor_id not in self.alive(), what=f"executor {executor_id} to be removed")
+
+    def full_strength(self) -> None:
+        wait_for(lambda: len(self.alive()) >= EXECUTORS, what="replacement executors")
+
+    def job_stages(self, group: str) -> list[int]:
+        tracker = self.sc.statusTracker()
+        return sorted(s for j in tracker.getJobIdsForGroup(group) for s in tracker.getJobInfo(j).stageIds)
+
+    def map_tasks(self, stage_id: int) -> list[dict[str, Any]]:
+        """Successful tasks of every attempt of ``stage_id``."""
+        tasks = []
+        for attempt in self.rest(f"stages/{stage_id}"):
+            listed = self.rest(f"stages/{stage_id}/{attempt['attemptId']}/taskList?length=10000")
+            tasks += [dict(t, stageAttempt=attempt["attemptId"]) for t in listed if t["status"] == "SUCCESS"]
+        return tasks
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    from pyspark.sql import SparkSession
+
+    from trspark.shim import jar_path
+
+    root = tmp_path_factory.mktemp("backups")
+    spark = (
+        SparkSession.builder.master(f"local-trcluster[{EXECUTORS},1,1024]")
+        .appName("trspark-shim-live")
+        .config("spark.jars", jar_path())
+        .config("spark.plugins", "org.apache.spark.trspark.TRSparkPlugin")
+        .config("spark.trspark.mode", "always")
+        .config("spark.trspark.remote.path", f"file://{root}")
+        .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
+        .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    try:
+        yield Cluster(spark, root)
+    finally:
+        spark.stop()
+
+
+def shuffled(cluster: Cluster, rows: int = 60_000, payload: int = 0) -> Any:
+    """A two-stage RDD: 6 map tasks (2 per executor) writing a shuffle, 4 reducers."""
+    pad = "x" * payload
+    return (
+        cluster.sc.parallelize(range(rows), 6)
+        .map(lambda x: (x % 997, (x, pad)))
+        .reduceByKey(lambda a, b: (a[0] + b[0], ""), numPartitions=4)
+        .mapValues(lambda v: v[0])
+    )
+
+
+def expected_sums(rows: int) -> dict[int, int]:
+    sums: dict[int, int] = {}
+    for x in range(rows):
+        sums[x % 997] = sums.get(x % 997, 0) + x
+    return sums
+
+
+def run_job(cluster: Cluster, rdd: Any, group: str) -> dict[int, int]:
+    cluster.sc.setJobGroup(group, group)
+    try:
+        return dict(rdd.collect())
+    finally:
+        cluster.sc.setJobGroup("", "")
+
+
+def kill_and_rerun(cluster: Cluster, mode: str, targets: str) -> tuple[dict[int, int], list[int], int]:
+    """First job writes the shuffle, wait for its backups, kill a map executor, run again.
+
+    Returns the second job's answer, the map partitions it re-ran, and the partitions the
+    victim had written.
+    """
+    cluster.full_strength()
+    cluster.status.setBuiltin(mode, targets, 0.0)
+    tag = f"{mode}-{targets}-{time.monotonic_ns()}"
+    rdd = shuffled(cluster)
+    done_before = cluster.stat("backups_done")
+    assert run_job(cluster, rdd, f"first-{tag}") == expected_sums(60_000)
+    map_stage = cluster.job_stages(f"first-{tag}")[0]
+    first = cluster.map_tasks(map_stage)
+    if mode == "always":
+        wait_for(lambda: cluster.stat("backups_done") - done_before >= len(first), what="6 backups")
+    victim = first[0]["executorId"]
+    victim_parts = sorted(t["index"] for t in first if t["executorId"] == victim)
+    cluster.kill(victim)
+    answer = run_job(cluster, rdd, f"second-{tag}")
+    reruns = sorted(t["index"] for t in cluster.map_tasks(map_stage) if t["stageAttempt"] > first[0]["stageAttempt"])
+    return answer, reruns, len(victim_parts)
+
+
+def test_results_equal_without_plugin_semantics(cluster: Cluster) -> None:
+    """A multi-stage PySpark job and a Spark SQL query give the exact answers."""
+    cluster.status.setBuiltin("always", "remote", 0.0)
+    assert run_job(cluster, shuffled(cluster), "answers") == expected_sums(60_000)
+    spark = cluster.spark
+    spark.range(0, 200_000, numPartitions=6).selectExpr("id % 101 AS k", "id AS v").createOrReplaceTempView("t")
+    rows = spark.sql("SELECT k, sum(v) AS s, count(*) AS n FROM t GROUP BY k ORDER BY s DESC LIMIT 5").collect()
+    ks = {k: sum(v for v in range(200_000) if v % 101 == k) for k in range(101)}
+    top = sorted(ks.items(), key=lambda kv: -kv[1])[:5]
+    assert [(r.k, r.s) for r in rows] == top
+    assert all(r.n in (1980, 1981) for r in rows)
+
+
+def test_remote_backups_prevent_recomputation(cluster: Cluster) -> None:
+    repointed = cluster.stat("outputs_repointed")
+    answer, reruns, victim_outputs = kill_and_rerun(cluster, "always", "remote")
+    assert answer == expected_sums(60_000)
+    assert victim_outputs >= 1
+    assert reruns == [], f"map partitions re-run despite remote backups: {reruns}"
+    assert cluster.stat("outputs_repointed") - repointed >= victim_outputs
+
+
+def test_peer_backups_prevent_recomputation(cluster: Cluster) -> None:
+    answer, reruns, victim_outputs = kill_and_rerun(cluster, "always", "local")
+    assert answer == expected_sums(60_000)
+    assert victim_outputs >= 1
+    assert reruns == [], f"map partitions re-run despite peer backups: {reruns}"
+
+
+def test_without_backups_the_kill_costs_recomputation(cluster: Cluster) -> None:
+    answer, reruns, victim_outputs = kill_and_rerun(cluster, "never", "remote")
+    assert answer == expected_sums(60_000)
+    assert len(reruns) == victim_outputs >= 1
+
+
+def test_backup_cut_off_by_a_kill_is_never_used(cluster: Cluster) -> None:
+    """Throttled backups; kill a source mid-copy: its partial copy is not committed nor read."""
+    cluster.full_strength()
+    cluster.status.setBuiltin("always", "remote", 300_000.0)  # ~2 MB outputs take ~7 s each
+    rows = 30_000
+    rdd = shuffled(cluster, rows=rows, payload=400)
+    try:
+        assert run_job(cluster, rdd, "cutoff-first") == expected_sums(rows)
+        partial = wait_for(
+            lambda: glob.glob(f"{cluster.root}/{cluster.app_id}/*/*/.shuffle_*.data.*.trspark-tmp"),
+            what="a backup in progress",
+        )
+        match = re.search(r"\.shuffle_(\d+)_(\d+)_0\.data\.", partial[0])
+        assert match
+        shuffle_id, map_id = match.groups()
+        map_stage = cluster.job_stages("cutoff-first")[0]
+        first = cluster.map_tasks(map_stage)
+        victim = next(t["executorId"] for t in first if str(t["taskId"]) == map_id)
+        cluster.kill(victim)
+    finally:
+        cluster.status.setBuiltin("never", "remote", 0.0)
+    # The victim's copy never got its commit marker, so nothing points at it ...
+    assert not glob.glob(f"{cluster.root}/{cluster.app_id}/{shuffle_id}/*/shuffle_{shuffle_id}_{map_id}_0.trspark-ok")
+    # ... and the second job recomputes that partition instead of reading a partial file.
+    assert run_job(cluster, rdd, "cutoff-second") == expected_sums(rows)
+    reruns = [t["index"] for t in cluster.map_tasks(map_stage) if t["stageAttempt"] > first[0]["stageAttempt"]]
+    victim_index = next(t["index"] for t in first if str(t["taskId"]) == map_id)
+    assert victim_index in reruns
+
+
+def test_evictions_do_not_abort_the_job(cluster: Cluster) -> None:
+    """8 SIGKILLs in 41 s (the pattern that aborted a vanilla query here) and the job completes.
+
+    With ``spark.task.maxFailures=4`` a task killed 4 times with its executor aborts vanilla
+    Spark's job; the trcluster scheduler reports a signal-killed executor as not caused by the
+    application, so such failures do not count.
+    """
+    from trspark.chaos import EvictionInjector
+
+    cluster.full_strength()
+    cluster.status.setBuiltin("always", "remote", 0.0)
+    sc = cluster.sc
+    # ~60 s of 1-core tasks in three stages, so kills land on running tasks.
+    rdd = (
+        sc.parallelize(range(48), 12)
+        .map(lambda x: (time.sleep(2.5), (x % 7, x))[1])
+        .reduceByKey(lambda a, b: a + b, numPartitions=6)
+        .map(lambda kv: (time.sleep(2.5), (kv[0] % 3, kv[1]))[1])
+        .reduceByKey(lambda a, b: a + b, numPartitions=3)
+    )
+    schedule = [(t, 0) for t in (3.0, 8.0, 13.0, 19.0, 24.0, 30.0, 35.0, 41.0)]
+    injector = EvictionInjector(cluster.driver_pid(), schedule=schedule, min_alive=1)
+    sc.setJobGroup("evictions", "evictions")
+    with injector:
+        answer = dict(rdd.collect())
+    sc.setJobGroup("", "")
+    expected: dict[int, int] = {}
+    for x in range(48):
+        expected[(x % 7) % 3] = expected.get((x % 7) % 3, 0) + x
+    assert answer == expected
+    assert len(injector.records) >= 6
+    failures = [
+        t for s in cluster.job_stages("evictions") for a in cluster.rest(f"stages/{s}")
+        for t in cluster.rest(f"stages/{s}/{a['attemptId']}/taskList?length=10000") if t["status"] == "FAILED"
+    ]
+    lost = [t for t in failures if "ExecutorLostFailure" in t.get("errorMessage", "")]
+    assert all("unrelated to the running tasks" in t["errorMessage"] for t in lost), lost[:1]
