@@ -67,6 +67,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .failure import TINY, FailureTable
 from .lifetimes.base import FloatArray
@@ -357,6 +358,13 @@ class _Shared:
     """:math:`\\sum_e h_e \\ell_e + \\sum_L \\ln(1 - P_L)` (+ ln 0 if some output is lost): ln P(nothing lost)."""
     clear_swap: FloatArray
     """:math:`h_e (\\ln 0 - \\ell_e)`: the change when e is known to have failed, shape (E, G + 1)."""
+    multi_free: NDArray[np.bool_]
+    """Multi-location groups none of whose executors holds a single-location output of the shuffle.
+
+    Only these enter "is some output lost": a group with a copy on executor e is lost only if e
+    failed, and then e's own outputs are lost anyway -- counting it again as an independent
+    event over-stated the need of ancestors by 2-5 % against the Monte-Carlo.
+    """
 
     @classmethod
     def build(cls, state: ShuffleState, table: FailureTable) -> _Shared:
@@ -366,11 +374,12 @@ class _Shared:
         multi_lost = _multi_lost(state, table.cdf_padded)
         log_keep = np.log(np.maximum(1.0 - table.cdf, TINY))
         loss = state.single_cost[:n_slots] @ table.cdf + state.lost_cost + costs @ multi_lost
-        clear_base = held.astype(np.float64) @ log_keep + np.log(np.maximum(1.0 - multi_lost, TINY)).sum(axis=0)
+        multi_free = np.asarray(~np.append(held, False)[_slots].any(axis=1))  # padding -1 -> False
+        clear_base = held.astype(np.float64) @ log_keep + np.log(np.maximum(1.0 - multi_lost[multi_free], TINY)).sum(axis=0)
         if state.lost_count:
             clear_base = clear_base + _LOG_TINY
         clear_swap = np.where(held[:, None], _LOG_TINY - log_keep, 0.0)
-        return cls(loss, multi_lost, log_keep, clear_base, clear_swap)
+        return cls(loss, multi_lost, log_keep, clear_base, clear_swap, multi_free)
 
 
 class _GivenX:
@@ -427,9 +436,11 @@ class _GivenX:
         if self.held_x:
             assert self.slot is not None
             base = base + (_LOG_TINY - shared.log_keep[self.slot])
-        if self.rows_x.size:
+        free = shared.multi_free[self.rows_x]
+        if np.any(free):
+            rows = self.rows_x[free]
             base = base + (
-                np.log(np.maximum(1.0 - self.multi_x, TINY)) - np.log(np.maximum(1.0 - shared.multi_lost[self.rows_x], TINY))
+                np.log(np.maximum(1.0 - self.multi_x[free], TINY)) - np.log(np.maximum(1.0 - shared.multi_lost[rows], TINY))
             ).sum(axis=0)
         out = np.empty((self.n_slots + 1, base.size))
         out[: self.n_slots] = shared.clear_swap
@@ -454,6 +465,7 @@ class _GivenX:
         if self.rows_x.size:
             multi = multi.copy()
             multi[self.rows_x] = self.multi_x
+        multi = multi[self.shared.multi_free]
         if multi.size:
             base = base + np.log(np.maximum(1.0 - need[n] * multi, TINY)).sum(axis=0)
         out = np.empty((n + 1, base.size))
