@@ -14,38 +14,18 @@ from .lineage import Lineage
 TINY = 1e-300
 
 
-def cell_fail_probs(model: LifetimeModel, ages: FloatArray, edges: FloatArray) -> FloatArray:
-    """Exact failure mass per cell, :math:`p_{e,i} = P(g_i < T_e - \\tau_e \\le g_{i+1} \\mid T_e > \\tau_e)`.
-
-    Delegates to :meth:`LifetimeModel.cell_fail_probs`, which counts point masses (deterministic lifetimes),
-    unlike ``cond_pdf * dt``.
-
-    Parameters
-    ----------
-    model : LifetimeModel
-    ages : ndarray, shape (P,)
-        Current ages :math:`\\tau_e` in seconds.
-    edges : ndarray, shape (n + 1,)
-        Non-decreasing times from now in seconds.
-
-    Returns
-    -------
-    ndarray, shape (P, n)
-    """
-    return model.cell_fail_probs(ages, edges)
-
-
 def cond_cdf(model: LifetimeModel, ages: FloatArray, edges: FloatArray) -> FloatArray:
     """:math:`F_e(t) = P(T_e - \\tau_e \\le t \\mid T_e > \\tau_e)` at ``edges`` (``edges[0]`` must be 0).
 
-    Accumulated from :func:`cell_fail_probs`, so ``diff(F)`` is exactly the cell failure mass.
+    Accumulated from :meth:`LifetimeModel.cell_fail_probs`, so ``diff(F)`` is exactly the failure
+    mass of each cell, point masses (deterministic lifetimes) included -- unlike ``cond_pdf * dt``.
 
     Returns
     -------
     ndarray, shape (P, n + 1)
         Dimensionless, non-decreasing along the last axis, ``F[:, 0] = 0``.
     """
-    probs = cell_fail_probs(model, ages, edges)
+    probs = model.cell_fail_probs(ages, edges)
     out = np.zeros((ages.size, edges.size))
     np.cumsum(probs, axis=1, out=out[:, 1:])
     return np.minimum(out, 1.0, out=out)
@@ -64,7 +44,7 @@ class FailureTable:
     now : float
         Driver time (s) the executors' ages were taken at.
     cdf : ndarray, shape (capacity, G + 1)
-        :math:`F_e(g_i)` on the grid edges, dimensionless (accumulated :func:`cell_fail_probs`).
+        :math:`F_e(g_i)` on the grid edges, dimensionless (accumulated cell failure masses).
     cdf_padded : ndarray, shape (capacity + 1, G + 1)
         :attr:`cdf` with an extra last row of ones (index -1 selects it as a neutral factor).
     """
@@ -116,7 +96,7 @@ class FailureTable:
     def cdf_at(self, times: FloatArray, slots: Sequence[int] | None = None) -> FloatArray:
         """:math:`F_e(t) = 1 - S_{\\tau_e}(t)` at arbitrary ``times`` (s from now), exact for point masses.
 
-        Its differences are exactly :func:`cell_fail_probs`. Rows: ``slots`` in order, or every
+        Its differences are exactly :meth:`LifetimeModel.cell_fail_probs`. Rows: ``slots`` in order, or every
         slot of the table when None.
 
         Returns
