@@ -201,7 +201,7 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
     spec = session.ClusterSpec(executors=s.executors, cores=s.cores, memory_mb=s.memory_mb, master=s.master)
     progress.step(f"{policy}: starting Spark ({spec.master_url})")
     try:
-        spark, work_dir = session.start(spec, policy)
+        spark, work_dir = session.start(spec, policy, trspark_options=_plugin_options(ctx))
     except session.PolicyUnavailable as exc:
         ctx.skipped[policy] = str(exc)
         log.warning("skipping policy %s: %s", policy, exc)
@@ -234,6 +234,21 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
         return rows
     finally:
         spark.stop()
+
+
+def _plugin_options(ctx: _Context) -> dict[str, str]:
+    """What the plugin is told about the kills: the lifetime model (median over queries' models).
+
+    One session serves every query, so with ``--stability`` (a model per query) the plugin gets
+    the exponential model of the median query; ``--lifetime`` is passed as given.
+    """
+    s = ctx.settings
+    if s.lifetime:
+        return {"lifetime": s.lifetime}
+    stable = [t for t in ctx.stable.values() if t == t]
+    if not stable or s.stability is None:
+        return {}
+    return {"lifetime": f"exponential:mean={s.stability * statistics.median(stable):.6g}"}
 
 
 def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count: Callable[[], int],

@@ -105,8 +105,12 @@ logger.nativecode.level = error
 """
 
 
-def policy_conf(policy: str, work_dir: Path) -> dict[str, str]:
-    """Spark settings that select ``policy`` (raises :class:`PolicyUnavailable` when it cannot run)."""
+def policy_conf(policy: str, work_dir: Path, trspark_options: dict[str, str] | None = None) -> dict[str, str]:
+    """Spark settings that select ``policy`` (raises :class:`PolicyUnavailable` when it cannot run).
+
+    ``trspark_options`` are extra ``spark.trspark.*`` options (TRConfig field names) for the plugin
+    policies, e.g. the lifetime model the kills follow.
+    """
     if policy == "never":
         return {}
     if policy == "decommission":
@@ -121,23 +125,24 @@ def policy_conf(policy: str, work_dir: Path) -> dict[str, str]:
             "spark.storage.decommission.fallbackStorage.path": fallback.as_uri() + "/",
         }
     if policy in PLUGIN_POLICIES:
-        return _plugin_conf(policy, work_dir)
+        return _plugin_conf(policy, work_dir, trspark_options or {})
     raise PolicyUnavailable(f"unknown policy {policy!r}; allowed: {', '.join(POLICIES)}")
 
 
-def _plugin_conf(policy: str, work_dir: Path) -> dict[str, str]:
+def _plugin_conf(policy: str, work_dir: Path, options: dict[str, str]) -> dict[str, str]:
     try:
         from trspark.sparkconf import spark_conf  # engineer B's module; may not have landed yet
     except ImportError as exc:
         raise PolicyUnavailable(f"policy {policy!r} needs trspark.spark_conf, which is not available: {exc}") from exc
     try:
-        conf = spark_conf(mode=policy, remote_path=(work_dir / "backups").as_uri())
+        conf = spark_conf(mode=policy, remote_path=(work_dir / "backups").as_uri(), **options)
     except Exception as exc:  # the jar cannot be built or found: say so, never pretend
         raise PolicyUnavailable(f"policy {policy!r}: the trspark plugin is not usable: {exc}") from exc
     return {str(k): str(v) for k, v in dict(conf).items()}
 
 
-def start(spec: ClusterSpec, policy: str, *, app_name: str = "trspark-tpcds") -> tuple[SparkSession, Path]:
+def start(spec: ClusterSpec, policy: str, *, app_name: str = "trspark-tpcds",
+          trspark_options: dict[str, str] | None = None) -> tuple[SparkSession, Path]:
     """Start a session for ``policy`` and return it with its private work directory.
 
     The work directory holds ``spark.local.dir`` (shuffle files), the fallback storage and the
@@ -156,7 +161,7 @@ def start(spec: ClusterSpec, policy: str, *, app_name: str = "trspark-tpcds") ->
         # A local-cluster worker offers memory_mb; the executor must ask for no more than that.
         "spark.executor.memory": f"{spec.memory_mb}m" if spec.local else None,
         "spark.driver.memory": "2g",
-        **policy_conf(policy, work_dir),
+        **policy_conf(policy, work_dir, trspark_options),
         **spec.extra_conf,
     }
     builder = SparkSession.builder.master(spec.master_url).appName(f"{app_name}-{policy}")
