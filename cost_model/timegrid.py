@@ -71,10 +71,9 @@ class TimeGrid:
     def from_edges(cls, edges: ArrayLike) -> TimeGrid:
         """A grid with the given edges (seconds; start at 0, strictly increasing)."""
         edges_a = as_float_array(edges)
-        grid = cls(edges_a)
-        if edges_a.size >= 3 and edges_a[-2] > 0.0:
-            object.__setattr__(grid, "ratio", max(float(edges_a[-1] / edges_a[-2]), 1.5))
-        return grid
+        # Past the horizon, keep growing cells like the last two edges did (at least x1.5).
+        last_ratio = float(edges_a[-1] / edges_a[-2]) if edges_a.size >= 3 and edges_a[-2] > 0.0 else 2.0
+        return cls(edges_a, ratio=max(last_ratio, 1.5))
 
     @property
     def horizon(self) -> float:
