@@ -72,7 +72,7 @@ class TimeGrid:
         """A grid with the given edges (seconds; start at 0, strictly increasing)."""
         edges_a = as_float_array(edges)
         # Past the horizon, keep growing cells like the last two edges did (at least x1.5).
-        last_ratio = float(edges_a[-1] / edges_a[-2]) if edges_a.size >= 3 and edges_a[-2] > 0.0 else 2.0
+        last_ratio = float(edges_a[-1] / edges_a[-2]) if edges_a.ndim == 1 and edges_a.size >= 3 and edges_a[-2] > 0.0 else 2.0
         return cls(edges_a, ratio=max(last_ratio, 1.5))
 
     @property
