@@ -34,6 +34,7 @@ def test_killed_run_gives_the_stable_answer(bench: tuple[Path, list]) -> None:
     _, rows = bench
     stable, evicted = rows
     assert stable.result_ok and not stable.failed and stable.executors_killed == 0
+    assert stable.slowdown == 1.0  # vanilla Spark's stable time is the reference
     assert evicted.executors_killed == 1
     assert not evicted.failed, evicted.error
     assert evicted.result_ok, evicted.error

@@ -99,6 +99,7 @@ class CapacityMeter:
         self.expected = expected
         self.poll = poll
         self.lost_seconds = 0.0
+        self.samples = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -111,6 +112,7 @@ class CapacityMeter:
             except Exception:  # the driver is busy or shutting down: skip this sample
                 missing = 0
             self.lost_seconds += missing * (now - last)
+            self.samples += 1
             last = now
 
     def __enter__(self) -> CapacityMeter:

@@ -222,18 +222,27 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
             if scenario == "evicted" and not ctx.schedules:
                 draw_schedules(ctx)
             for name, query in ctx.queries.items():
+                batch = []
                 for r in range(s.repeat):
                     progress.step(f"{policy} · {scenario} · {name} · run {r + 1}/{s.repeat}")
-                    row = _run_once(ctx, spark, api, count, policy, scenario, query, r)
-                    results.append(s.out, row)
-                    rows.append(row)
+                    batch.append(_run_once(ctx, spark, api, count, policy, scenario, query, r))
                     progress.advance()
                 if scenario == "stable" and policy == "never":
-                    times = [x.seconds for x in rows if x.query == name and x.scenario == "stable" and not x.failed]
-                    ctx.stable[name] = statistics.median(times) if times else float("nan")
+                    _set_reference(ctx, name, batch)
+                for row in batch:
+                    results.append(s.out, row)
+                rows.extend(batch)
         return rows
     finally:
         spark.stop()
+
+
+def _set_reference(ctx: _Context, name: str, batch: list[RunRow]) -> None:
+    """Vanilla Spark's median stable time becomes the query's reference, its own rows included."""
+    times = [row.seconds for row in batch if not row.failed]
+    ctx.stable[name] = statistics.median(times) if times else float("nan")
+    for row in batch:
+        row.stable_seconds, row.slowdown = ctx.stable[name], row.seconds / ctx.stable[name]
 
 
 def _plugin_options(ctx: _Context) -> dict[str, str]:

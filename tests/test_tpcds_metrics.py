@@ -1,0 +1,50 @@
+"""Run metrics: re-computed task attempts from REST stage data, capacity lost to missing executors."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from jobs.tpcds.metrics import CapacityMeter, recomputed_in_stage
+
+
+def task(partition: int, status: str = "SUCCESS") -> dict[str, object]:
+    return {"partitionId": partition, "index": partition, "status": status}
+
+
+def attempt(tasks: list[dict[str, object]], shuffle_bytes: int = 0) -> dict[str, object]:
+    return {"shuffleWriteBytes": shuffle_bytes, "shuffleWriteRecords": 1 if shuffle_bytes else 0,
+            "tasks": {str(i): t for i, t in enumerate(tasks)}}
+
+
+def test_clean_map_stage_recomputes_nothing() -> None:
+    assert recomputed_in_stage([attempt([task(0), task(1), task(2)], shuffle_bytes=100)]) == 0
+
+
+def test_lost_outputs_and_a_resubmitted_attempt_count_as_recomputed() -> None:
+    first = attempt([task(0), task(1), task(2, "FAILED"), task(2)], shuffle_bytes=300)  # died with its executor
+    retry = attempt([task(0), task(1)], shuffle_bytes=200)  # outputs of 0 and 1 lost: run again
+    assert recomputed_in_stage([first, retry]) == 3
+
+
+def test_result_stages_are_not_counted() -> None:
+    assert recomputed_in_stage([attempt([task(0), task(0, "FAILED"), task(0)])]) == 0
+    assert recomputed_in_stage([]) == 0
+
+
+def test_capacity_meter_integrates_missing_executors() -> None:
+    poll = 0.05
+    started = time.monotonic()
+    with CapacityMeter(lambda: 1, expected=3, poll=poll) as meter:
+        while meter.lost_seconds < 1.0:  # two executors missing: ~0.5 s of wall time
+            time.sleep(poll)
+    elapsed = time.monotonic() - started
+    assert meter.lost_seconds == pytest.approx(2 * elapsed, abs=4 * poll + 0.2)
+
+
+def test_capacity_meter_counts_nothing_when_all_are_there() -> None:
+    with CapacityMeter(lambda: 3, expected=3, poll=0.01) as meter:
+        while meter.samples < 10:
+            time.sleep(0.01)
+    assert meter.lost_seconds == 0.0
