@@ -1,0 +1,362 @@
+"""``trspark simulate`` (one experiment, or ``simulate sweep``) and ``trspark whatif EVENTLOG``.
+
+Bad input gives one ``Error: ...`` line naming the option and what is allowed, exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from trspark.config import ConfigError, TRConfig, _bandwidth, key_for_option, parse_value
+
+F = Callable[..., Any]
+
+
+class OneLineError(click.UsageError):
+    """A usage error printed as a single line (no usage block, no traceback)."""
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"Error: {self.format_message()}", err=True)
+
+
+def fail(message: str) -> NoReturn:
+    raise OneLineError(message)
+
+
+class _OneLineParse:
+    """Mixin: click's own parse errors (bad int, unknown option) also become one line."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)  # type: ignore[misc, no-any-return]
+        except OneLineError:
+            raise
+        except click.UsageError as exc:
+            raise OneLineError(exc.format_message(), exc.ctx) from None
+
+
+class Command(_OneLineParse, click.Command):
+    pass
+
+
+class Group(_OneLineParse, click.Group):
+    command_class = Command
+
+
+def _bw(name: str) -> Callable[[click.Context, click.Parameter, str | None], float | None]:
+    def parse(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+        if value is None:
+            return None
+        try:
+            return _bandwidth(value)
+        except (ValueError, IndexError):
+            fail(f"--{name}={value!r} is not a bandwidth; allowed: bytes/s > 0, e.g. 400m, 1.5g, 100000000")
+    return parse
+
+
+def world_options(f: F) -> F:
+    """Cluster, lifetime and policy-belief options shared by simulate, sweep and whatif."""
+    options = [
+        click.option("--vms", type=int, default=None, help="Number of VMs (default 100; whatif: from the log)."),
+        click.option("--cores", type=int, default=None, help="Cores per VM (default 4; whatif: from the log)."),
+        click.option("--local-bw", callback=_bw("local-bw"), default=None, help="Peer bandwidth per VM, e.g. 400m (bytes/s)."),
+        click.option("--remote-bw", callback=_bw("remote-bw"), default=None, help="Remote bandwidth per VM, e.g. 100m."),
+        click.option("--remote-cap", callback=_bw("remote-cap"), default=None, help="Total remote bandwidth, e.g. 10g."),
+        click.option("--believed-lifetime", default=None, help="Lifetime model the policy believes (default: the true one)."),
+        click.option("--knowledge", type=click.Choice(["indeterministic", "deterministic"]), default="indeterministic",
+                     help="deterministic: each VM's death time is announced when it registers."),
+        click.option("--notice", type=float, default=None, help="Also announce each death N seconds ahead."),
+        click.option("--replace-delay", type=float, default=0.0, show_default=True, help="Seconds until an evicted VM is replaced."),
+        click.option("--max-slowdown", type=float, default=20.0, show_default=True, help="A run beyond this x stable time fails."),
+        click.option("--max-stage-attempts", type=int, default=None, help="Fail the job after N consecutive stage failures (Spark: 4)."),
+        click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Policy setting, e.g. beta=0.3 (see trspark conf)."),
+        click.option("--runs", type=int, default=50, show_default=True, help="Runs per experiment."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Base seed (run i uses SeedSequence(seed).spawn(R)[i])."),
+        click.option("--workers", type=int, default=None, help="Worker processes (default: all cores); results do not depend on it."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def workload_options(f: F) -> F:
+    options = [
+        click.option("--scale", type=float, default=1.0, show_default=True, help="Tasks-per-stage multiplier."),
+        click.option("--task-seconds", type=float, default=1.0, show_default=True, help="Mean task compute time (s)."),
+        click.option("--write-mb", type=float, default=24.0, show_default=True, help="Mean first-stage map output (MB)."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def lifetime_options(f: F) -> F:
+    options = [
+        click.option("--stability", type=float, default=None, help="Mean VM lifetime / mean task time (exponential)."),
+        click.option("--lambda", "lambda_", type=float, default=None, help="Evictions per second per VM (exponential)."),
+        click.option("--lifetime", default=None, help="Any true lifetime model, e.g. weibull:shape=0.8,scale=300."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+# ----------------------------------------------------------------------------------- builders
+def _check_spec(option: str, spec: str | None) -> None:
+    if spec is None:
+        return
+    from cost_model.lifetimes import from_spec
+
+    try:
+        from_spec(spec)
+    except ValueError as exc:
+        fail(f"{option}={spec!r}: {exc}")
+
+
+def _positive(option: str, value: float | None, integer: bool = False) -> None:
+    if value is not None and not value > 0:
+        fail(f"{option}={value!r} is not valid; allowed: {'an integer' if integer else 'a number'} > 0")
+
+
+def build_world(kw: dict[str, Any], *, vms: int = 100, cores: int = 4) -> Any:
+    from simulators.world import WorldSpec
+
+    for name in ("vms", "cores", "runs", "max_slowdown", "max_stage_attempts", "workers"):
+        _positive("--" + name.replace("_", "-"), kw.get(name), integer=name != "max_slowdown")
+    if kw["replace_delay"] < 0:
+        fail(f"--replace-delay={kw['replace_delay']!r} is not valid; allowed: seconds >= 0")
+    if kw["notice"] is not None and kw["notice"] < 0:
+        fail(f"--notice={kw['notice']!r} is not valid; allowed: seconds >= 0")
+    _check_spec("--believed-lifetime", kw["believed_lifetime"])
+    defaults = WorldSpec()
+    return WorldSpec(
+        vms=kw["vms"] or vms,
+        cores=kw["cores"] or cores,
+        local_bandwidth=kw["local_bw"] or defaults.local_bandwidth,
+        remote_bandwidth=kw["remote_bw"] or defaults.remote_bandwidth,
+        remote_cap=kw["remote_cap"] or defaults.remote_cap,
+        lifetime=None,
+        replace_delay=kw["replace_delay"],
+        knowledge=kw["knowledge"],
+        notice=kw["notice"],
+        max_slowdown=kw["max_slowdown"],
+        max_stage_attempts=kw["max_stage_attempts"],
+    )
+
+
+def build_config(confs: tuple[str, ...]) -> TRConfig:
+    values: dict[str, Any] = {}
+    for item in confs:
+        name, eq, raw = item.partition("=")
+        if not eq:
+            fail(f"--conf {item!r}: expected KEY=VALUE, e.g. beta=0.3")
+        try:
+            key = key_for_option(name.strip().removeprefix("spark.trspark."))
+            values[key.field] = parse_value(key, raw)
+        except ConfigError as exc:
+            fail(f"--conf: {exc}")
+    return TRConfig(**values)
+
+
+def true_lifetime(job: Any, world: Any, stability: float | None, lambda_: float | None, lifetime: str | None,
+                  default_stability: float | None = 100.0) -> Any:
+    """Apply exactly one of --stability / --lambda / --lifetime (default: --stability 100)."""
+    from simulators.runner import with_stability
+
+    given = [n for n, v in (("--stability", stability), ("--lambda", lambda_), ("--lifetime", lifetime)) if v is not None]
+    if len(given) > 1:
+        fail(f"give only one of --stability, --lambda, --lifetime (got {', '.join(given)})")
+    _positive("--stability", stability)
+    _positive("--lambda", lambda_)
+    _check_spec("--lifetime", lifetime)
+    if lifetime is not None:
+        return replace(world, lifetime=lifetime)
+    if lambda_ is not None:
+        return replace(world, lifetime=f"exponential:rate={lambda_:.17g}")
+    if stability is None and default_stability is None:
+        return replace(world, lifetime=None)
+    return with_stability(world, job, stability if stability is not None else float(default_stability or 100.0))
+
+
+def _policy(name: str) -> str:
+    from simulators.runner import all_policy_names
+
+    if name not in all_policy_names():
+        fail(f"--policy={name!r} is not a policy; allowed: {', '.join(all_policy_names())}")
+    return name
+
+
+def _make_job(workload: str, scale: float, task_seconds: float, write_mb: float, seed: int) -> Any:
+    from simulators.workloads import WorkloadParams, make_workload, workload_names
+
+    if workload not in workload_names():
+        fail(f"--workload={workload!r} is not a workload; allowed: {', '.join(workload_names())}")
+    for name, value in (("--scale", scale), ("--task-seconds", task_seconds), ("--write-mb", write_mb)):
+        _positive(name, value)
+    return make_workload(workload, WorkloadParams(scale=scale, task_seconds=task_seconds, write_mb=write_mb), seed=seed)
+
+
+# --------------------------------------------------------------------------------------- output
+_TABLE = (
+    ("slowdown (mean)", "slowdown_mean", "{:.3f}"),
+    ("slowdown p50", "slowdown_p50", "{:.3f}"),
+    ("slowdown p95", "slowdown_p95", "{:.3f}"),
+    ("slowdown 95% CI", "slowdown_ci95", "[{0[0]:.3f}, {0[1]:.3f}]"),
+    ("job time (s, mean)", "job_time_mean", "{:.2f}"),
+    ("stable job time (s)", "stable_job_time", "{:.2f}"),
+    ("recomputed tasks", "recomputed_tasks_mean", "{:.1f}"),
+    ("backups local", "backups_local_mean", "{:.1f}"),
+    ("backups remote", "backups_remote_mean", "{:.1f}"),
+    ("backup GB local", "backup_bytes_local_mean", "{:.3g}"),
+    ("backup GB remote", "backup_bytes_remote_mean", "{:.3g}"),
+    ("evictions", "evictions_mean", "{:.1f}"),
+    ("safety-belt firings", "safety_belt_firings_mean", "{:.2f}"),
+    ("failed runs", "failed_runs", "{}"),
+    ("runs", "runs", "{}"),
+)
+
+
+def print_table(summaries: list[dict[str, Any]], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("metric")
+    for s in summaries:
+        table.add_column(str(s["policy"]), justify="right")
+    for label, key, fmt in _TABLE:
+        cells = []
+        for s in summaries:
+            value = s[key]
+            if key.startswith("backup_bytes"):
+                value = value / 1e9
+            cells.append(fmt.format(value))
+        table.add_row(label, *cells)
+    Console().print(table)
+
+
+def public_summary(summary: dict[str, Any], rows: bool) -> dict[str, Any]:
+    return summary if rows else {k: v for k, v in summary.items() if k != "rows"}
+
+
+# -------------------------------------------------------------------------------------- commands
+@click.group("simulate", cls=Group, invoke_without_command=True)
+@click.option("--workload", default=None, help="tpcds | bing | cortana | pagerank.")
+@click.option("--policy", default=None, help="A registered policy (never, always, tr, ...) or oracle.")
+@lifetime_options
+@workload_options
+@world_options
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--rows", is_flag=True, help="JSON: include one record per run.")
+@click.pass_context
+def simulate(ctx: click.Context, /, workload: str | None, policy: str | None, stability: float | None, lambda_: float | None,
+             lifetime: str | None, fmt: str, rows: bool, **kw: Any) -> None:
+    """Simulate a Spark DAG job on evictable VMs under a policy, R runs; or `simulate sweep`."""
+    if ctx.invoked_subcommand is not None:
+        ctx.obj = {"stability": stability, "lambda_": lambda_, "lifetime": lifetime, **kw}
+        return
+    if workload is None or policy is None:
+        fail("simulate needs --workload and --policy (or a subcommand: sweep)")
+    from simulators.runner import Experiment, run_experiment
+
+    world = build_world(kw)
+    job = _make_job(workload, kw["scale"], kw["task_seconds"], kw["write_mb"], kw["seed"])
+    world = true_lifetime(job, world, stability, lambda_, lifetime)
+    config = build_config(kw["confs"]).with_options(lifetime=kw["believed_lifetime"] or world.lifetime)
+    exp = Experiment(job, world, _policy(policy), config, runs=kw["runs"], seed=kw["seed"])
+    summary = run_experiment(exp, workers=kw["workers"])
+    if fmt == "json":
+        click.echo(json.dumps(public_summary(summary, rows), indent=2, sort_keys=True))
+    else:
+        print_table([summary], f"{workload}: {job.num_tasks} tasks, lifetime {world.lifetime}")
+
+
+def _split(option: str, text: str, cast: Callable[[str], Any] = str) -> list[Any]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        fail(f"{option} is empty; give a comma-separated list")
+    try:
+        return [cast(t) for t in items]
+    except ValueError:
+        fail(f"{option}={text!r}: expected a comma-separated list of numbers")
+
+
+@simulate.command("sweep")
+@click.option("--workloads", default="tpcds", show_default=True, help="Comma-separated workloads.")
+@click.option("--policies", default="never,always,oracle", show_default=True, help="Comma-separated policies.")
+@click.option("--stabilities", default="5,10,20,50,100,200,500,1000", show_default=True, help="Comma-separated stabilities.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="CSV file to write.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help="PNG to draw.")
+@workload_options
+@world_options
+@click.pass_context
+def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str, out: Path, plot_path: Path | None,
+          **kw: Any) -> None:
+    """Slowdown vs stability for workloads x policies (CSV; Figure-7-style PNG)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from simulators import sweep as sweeping
+
+    parent = dict(ctx.obj or {})
+    if any(parent.get(k) is not None for k in ("lambda_", "lifetime", "stability")):
+        fail("simulate sweep sets lifetimes from --stabilities; drop --stability/--lambda/--lifetime")
+    names = _split("--workloads", workloads)
+    pols = [_policy(p) for p in _split("--policies", policies)]
+    stabs = _split("--stabilities", stabilities, float)
+    for s in stabs:
+        _positive("--stabilities", s)
+    world = build_world(kw)
+    config = build_config(kw["confs"])
+    jobs = {w: _make_job(w, kw["scale"], kw["task_seconds"], kw["write_mb"], kw["seed"]) for w in names}
+    points = sweeping.sweep_points(names, pols, stabs)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as progress:
+        bar = progress.add_task("sweep", total=len(points))
+
+        def advance(point: Any, row: dict[str, Any]) -> None:
+            progress.update(bar, advance=1, description=f"{point.workload} {point.policy} S={point.stability:g}: "
+                            f"{row['slowdown_mean']:.2f}x")
+
+        rows = sweeping.run_sweep(jobs, points, world, config, kw["runs"], kw["seed"], kw["workers"],
+                                  believed_lifetime=kw["believed_lifetime"], on_point=advance)
+    sweeping.write_csv(rows, out)
+    click.echo(f"wrote {out} ({len(rows)} rows)")
+    if plot_path is not None:
+        sweeping.plot(rows, plot_path)
+        click.echo(f"wrote {plot_path}")
+
+
+@click.command("whatif", cls=Command)
+@click.argument("eventlog", type=click.Path(path_type=Path))
+@click.option("--policy", "policies", multiple=True, help="Policies to compare (repeatable; default never, always, oracle).")
+@lifetime_options
+@world_options
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def whatif(eventlog: Path, policies: tuple[str, ...], stability: float | None, lambda_: float | None,
+           lifetime: str | None, fmt: str, **kw: Any) -> None:
+    """Replay your own Spark event log under evictions, per policy."""
+    from simulators.eventlog import EventLogError, load_eventlog
+    from simulators.runner import Experiment, run_experiment
+
+    try:
+        replay = load_eventlog(eventlog)
+    except EventLogError as exc:
+        fail(str(exc))
+    world = build_world(kw, vms=replay.executors, cores=replay.cores)
+    world = true_lifetime(replay.job, world, stability, lambda_, lifetime)
+    config = build_config(kw["confs"]).with_options(lifetime=kw["believed_lifetime"] or world.lifetime)
+    summaries = []
+    for name in policies or ("never", "always", "oracle"):
+        exp = Experiment(replay.job, world, _policy(name), config, runs=kw["runs"], seed=kw["seed"])
+        summaries.append(run_experiment(exp, workers=kw["workers"]))
+    if fmt == "json":
+        click.echo(json.dumps({"eventlog": str(eventlog), "recorded_job_time": replay.recorded_seconds,
+                               "results": [public_summary(s, False) for s in summaries]}, indent=2, sort_keys=True))
+    else:
+        print_table(summaries, f"{eventlog.name}: {replay.job.num_tasks} tasks on {world.vms}x{world.cores} cores, "
+                    f"recorded {replay.recorded_seconds:.2f} s, lifetime {world.lifetime}")

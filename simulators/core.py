@@ -1,0 +1,815 @@
+"""The discrete-event simulator: one Spark job on evictable VMs, driven by a policy.
+
+The simulator owns the clock and one heap of ``(time, priority, seq, kind, payload)`` tuples. It
+translates its world into :mod:`trspark.engine.protocol` events, hands each to the policy in
+non-decreasing time, and applies every command the policy returns.
+
+Model (Spark semantics, paper §6)
+---------------------------------
+* Each VM runs ``cores`` task slots. A task's run time is its compute time plus its shuffle read:
+  a reduce task reads ``total_write / num_tasks`` bytes of each parent shuffle, the part whose
+  blocks survive only remotely at the remote bandwidth, the rest at the local (peer) bandwidth.
+* A map output lives on the VM that wrote it and, once backed up, on a peer VM and/or the remote
+  store. A VM eviction kills its running tasks and loses every block it holds; a block with no
+  surviving copy is lost. A lost block of a shuffle that a running stage reads fails that
+  stage's attempt (like a FetchFailed): its tasks still in their read phase fail, the parent
+  stage re-runs the missing partitions (cascading through lost grand-parents, as Spark's
+  ``submitStage`` does), then the consumer is re-submitted for its unfinished partitions.
+* A backup holds one core of its source VM for the copy (the paper backs a block up right after
+  the task that wrote it; the next task starts only on a free core), so backups cost job time.
+  Backups queued on a busy VM start before new tasks there, in the order received.
+* An evicted VM is replaced after ``replace_delay`` seconds by a fresh VM with a new lifetime.
+* The job fails (reported, never dropped) when a stage fails ``max_stage_attempts`` times in a
+  row, when no task succeeds for ``stall_seconds``, or past ``max_slowdown`` x the stable time.
+
+Tie rules (events at the same instant)
+--------------------------------------
+Same-time heap entries are processed by priority, then by insertion order:
+
+0. evictions -- a task or backup that would end at the very instant its VM dies is lost
+   (the conservative choice: Spark cannot commit output from a VM that is gone);
+1. termination notices;
+2. backup completions -- before task ends, so a consumer scheduled at ``t`` sees the copy;
+3. task completions;
+4. replacement VMs registering;
+5. ticks -- the policy re-plans after everything else that happened at ``t``.
+
+New tasks are placed only after every heap entry at the current instant has been processed.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from simulators.dag import JobSpec, StageSpec
+from simulators.transfers import Transfer, TransferSet
+from simulators.world import LifetimeSampler, WorldSpec
+from trspark.engine import placement
+from trspark.engine.policy import Policy
+from trspark.engine.protocol import (
+    REMOTE,
+    Advice,
+    Backup,
+    BackupFailed,
+    BlockBackedUp,
+    BlockLost,
+    CancelBackup,
+    Command,
+    DropBackup,
+    DuplicateTask,
+    Event,
+    ExecutorAdded,
+    ExecutorLost,
+    ExecutorNotice,
+    JobEnded,
+    KillDuplicate,
+    SafetyBelt,
+    SchedulingHints,
+    ShuffleConsumed,
+    StageCompleted,
+    StageSubmitted,
+    TaskEnded,
+    TaskStarted,
+    Tick,
+)
+
+# heap entry kinds == their tie priority (see module docstring)
+EVICT, NOTICE, XFER_DONE, TASK_DONE, VM_ADD, TICK = range(6)
+
+IDLE, WAITING, ACTIVE, COMPLETE = range(4)
+
+
+class Executor:
+    """One VM: its cores, the blocks it holds, its true death time."""
+
+    __slots__ = ("idx", "id", "cores", "free", "alive", "born", "death", "tasks", "blocks", "peer_blocks", "queue")
+
+    def __init__(self, idx: int, cores: int, born: float, death: float) -> None:
+        self.idx = idx
+        self.id = str(idx)
+        self.cores = cores
+        self.free = cores
+        self.alive = True
+        self.born = born
+        self.death = death
+        self.tasks: set[int] = set()
+        self.blocks: list[tuple[int, int]] = []
+        self.peer_blocks: set[tuple[int, int]] = set()
+        self.queue: deque[Backup] = deque()
+
+
+class Stage:
+    """Run-time state of one stage (``spec`` is the immutable description)."""
+
+    def __init__(self, index: int, spec: StageSpec) -> None:
+        n = spec.num_tasks
+        self.index = index
+        self.spec = spec
+        self.id = spec.stage_id
+        self.n = n
+        self.seconds = spec.task_seconds.tolist()
+        self.writes = spec.shuffle_write_bytes.tolist()
+        self.inputs = spec.input_bytes.tolist() if spec.input_bytes is not None else [0.0] * n
+        self.total_write = float(spec.shuffle_write_bytes.sum())
+        self.read_bytes = 0.0  # shuffle bytes one task reads (set once parents are linked)
+        self.parents: list[Stage] = []
+        self.after: list[Stage] = []
+        self.children: list[Stage] = []
+        self.followers: list[Stage] = []
+        self.state = IDLE
+        self.attempt = -1
+        self.failures = 0
+        self.ever_completed = False
+        self.consumed = False
+        self.done = bytearray(n)
+        self.ever_done = bytearray(n)
+        self.running = [0] * n
+        self.n_done = 0
+        self.pending: deque[int] = deque()
+        # map-output locations (map stages only)
+        self.origin: list[Executor | None] = [None] * n
+        self.peer: list[Executor | None] = [None] * n
+        self.remote = bytearray(n)
+        self.remote_read = bytearray(n)
+        self.remote_bytes = 0.0
+
+    def final(self) -> bool:
+        """Complete and nothing will ever need to re-run it."""
+        return self.state == COMPLETE and (self.spec.shuffle_id is None or self.consumed)
+
+
+@dataclass
+class RunResult:
+    """What one simulated run measured (times in s, sizes in bytes)."""
+
+    job_time: float
+    succeeded: bool
+    fail_reason: str = ""
+    tasks_run: int = 0
+    recomputed_tasks: int = 0
+    killed_tasks: int = 0
+    evictions: int = 0
+    backups_local: int = 0
+    backups_remote: int = 0
+    backup_bytes_local: float = 0.0
+    backup_bytes_remote: float = 0.0
+    backups_failed: int = 0
+    blocks_lost: int = 0
+    stage_resubmissions: int = 0
+    safety_belt_firings: int = 0
+    advice: list[str] = field(default_factory=list)
+    events: int = 0
+    policy_summary: dict[str, object] = field(default_factory=dict)
+
+
+class Simulator:
+    """Run ``job`` on the cluster ``world`` under ``policy``.
+
+    Parameters
+    ----------
+    job, world : JobSpec, WorldSpec
+    policy : Policy
+        Receives every protocol event; its commands are applied immediately.
+    rng : numpy.random.Generator
+        Source of VM lifetimes (the only randomness in a run).
+    period : float
+        Seconds between ``Tick`` events.
+    deadline : float or None
+        Absolute job-time limit (s) after which the run counts as failed.
+    stall_seconds : float or None
+        Fail after this long without a successful task.
+    lifetimes : iterable of float, optional
+        Explicit VM lifetimes (s) in the order VMs register, instead of drawing them (for a
+        replayed kill schedule or a hand-checked test); ``inf`` once exhausted.
+    """
+
+    def __init__(
+        self,
+        job: JobSpec,
+        world: WorldSpec,
+        policy: Policy,
+        rng: np.random.Generator,
+        *,
+        period: float = 5.0,
+        deadline: float | None = None,
+        stall_seconds: float | None = None,
+        trace: Callable[[Event], None] | None = None,
+        lifetimes: Iterable[float] | None = None,
+    ) -> None:
+        self.job = job
+        self.world = world
+        self.policy = policy
+        self.period = period
+        self.deadline = deadline
+        self.stall_seconds = stall_seconds
+        self.trace = trace
+        self._next_lifetime: Callable[[], float]
+        if lifetimes is None:
+            self._next_lifetime = LifetimeSampler(world.lifetime_model(), rng).next
+        else:
+            explicit = iter(lifetimes)
+            self._next_lifetime = lambda: float(next(explicit, float("inf")))
+        self.now = 0.0
+        self._heap: list[tuple[float, int, int, int, object]] = []
+        self._seq = 0
+        self.executors: list[Executor] = []
+        self._free: deque[Executor] = deque()
+        self._tasks: dict[int, list[Any]] = {}  # tid -> [stage, partition, executor, start, read_end, attempt, speculative]
+        self._next_tid = 0
+        self._dups: dict[tuple[int, int], set[int]] = {}
+        self.transfers = TransferSet(world.local_bandwidth, world.remote_bandwidth, world.remote_cap)
+        self._xfer_by_block: dict[tuple[int, int], list[Transfer]] = {}
+        self.hints: SchedulingHints | None = None
+        self._order: list[Stage] = []
+        self._order_dirty = True
+        self._last_progress = 0.0
+        self._finished = False
+        self.result = RunResult(job_time=0.0, succeeded=False)
+        self.stages = [Stage(i, spec) for i, spec in enumerate(job.stages)]
+        by_id = {s.id: s for s in self.stages}
+        self.by_shuffle = {s.spec.shuffle_id: s for s in self.stages if s.spec.shuffle_id is not None}
+        for s in self.stages:
+            s.parents = [by_id[p] for p in s.spec.parents]
+            s.after = [by_id[p] for p in s.spec.after]
+            for p in s.parents:
+                p.children.append(s)
+            for p in s.after:
+                p.followers.append(s)
+            s.read_bytes = sum(p.total_write / s.n for p in s.parents)
+        self._active: set[Stage] = set()
+        self._sinks_left = sum(1 for s in self.stages if not s.children and not s.followers)
+        # Building a frozen protocol event costs ~10 us; skip per-task ones nobody reads.
+        self._want_started = trace is not None or policy.wants(TaskStarted)
+        self._want_ended = trace is not None or policy.wants(TaskEnded)
+
+    # ---------------------------------------------------------------------------------- public
+    def death_time(self, executor_id: str) -> float:
+        """True absolute death time of an executor (for the simulator-only oracle)."""
+        return self.executors[int(executor_id)].death
+
+    def alive_executors(self) -> list[Executor]:
+        return [e for e in self.executors if e.alive]
+
+    def run(self) -> RunResult:
+        """Simulate until the job ends or fails; return the measurements."""
+        for _ in range(self.world.vms):
+            self._add_executor()
+        self._push(self.period, TICK, None)
+        for stage in self.stages:
+            if not stage.children and not stage.followers:
+                self._submit(stage)
+        self._schedule()
+        heap = self._heap
+        pop = heapq.heappop
+        handlers = (self._on_evict, self._on_notice, self._on_xfer_done, self._on_task_done, self._on_vm_add, self._on_tick)
+        while not self._finished:
+            if not heap:
+                self._fail("deadlock: nothing left to happen")
+                break
+            t = heap[0][0]
+            if t > self._next_limit() and self._check_limits(t):
+                break
+            self.now = t
+            while heap and heap[0][0] == t and not self._finished:
+                _, kind, _, _, payload = pop(heap)
+                self.result.events += 1
+                handlers[kind](payload)
+            if not self._finished:
+                self._schedule()
+        self.result.policy_summary = dict(self.policy.summary())
+        return self.result
+
+    # ------------------------------------------------------------------------------- plumbing
+    def _push(self, t: float, kind: int, payload: object) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, kind, self._seq, kind, payload))
+
+    def _emit(self, event: Event) -> None:
+        if self.trace is not None:
+            self.trace(event)
+        for command in self.policy.handle(event):
+            self._apply(command)
+
+    def _next_limit(self) -> float:
+        limit = float("inf") if self.deadline is None else self.deadline
+        if self.stall_seconds is not None:
+            limit = min(limit, self._last_progress + self.stall_seconds)
+        return limit
+
+    def _check_limits(self, t: float) -> bool:
+        """Fail the run at the first limit crossed before ``t`` (job time cap, stall)."""
+        limits = []
+        if self.deadline is not None:
+            limits.append((self.deadline, f"job time beyond the cap of {self.deadline:.6g} s"))
+        if self.stall_seconds is not None:
+            limits.append((self._last_progress + self.stall_seconds, f"no task succeeded for {self.stall_seconds:.6g} s"))
+        for limit, reason in sorted(limits):
+            if t > limit:
+                self.now = max(self.now, limit)
+                self._fail(reason)
+                return True
+        return False
+
+    def _fail(self, reason: str) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        self.result.succeeded = False
+        self.result.fail_reason = reason
+        self.result.job_time = self.now
+        self._emit(JobEnded(self.now, succeeded=False))
+
+    # ------------------------------------------------------------------------------ executors
+    def _add_executor(self) -> None:
+        e = Executor(len(self.executors), self.world.cores, self.now, self.now + self._next_lifetime())
+        self.executors.append(e)
+        self._emit(ExecutorAdded(self.now, e.id, host=f"vm-{e.idx}", cores=e.cores))
+        if self.world.knowledge == "deterministic" and e.death < float("inf"):
+            self._emit(ExecutorNotice(self.now, e.id, deadline=e.death))
+        if e.death < float("inf"):
+            self._push(e.death, EVICT, e)
+            if self.world.notice is not None:
+                self._push(max(self.now, e.death - self.world.notice), NOTICE, e)
+        for _ in range(e.cores):
+            self._release_slot(e)
+
+    def _on_vm_add(self, _: Any) -> None:
+        self._add_executor()
+
+    def _on_notice(self, e: Any) -> None:
+        if e.alive:
+            self._emit(ExecutorNotice(self.now, e.id, deadline=e.death))
+
+    def _on_evict(self, e: Any) -> None:
+        e.alive = False
+        self.result.evictions += 1
+        self._emit(ExecutorLost(self.now, e.id, reason="evicted"))
+        for tid in sorted(e.tasks):
+            self._end_task_unsuccessfully(tid, "executor_lost")
+        for tr in self.transfers.all():
+            if tr.source is e or tr.target is e:
+                self._fail_transfer(tr, "executor lost")
+        while e.queue:
+            cmd = e.queue.popleft()
+            self._backup_failed(cmd.shuffle_id, cmd.map_index, cmd.target, "source executor lost")
+        lost: dict[Stage, list[int]] = {}
+        for si, p in sorted(e.peer_blocks):
+            stage = self.stages[si]
+            stage.peer[p] = None
+            self._refresh_block(stage, p, lost)
+        for si, p in e.blocks:
+            stage = self.stages[si]
+            if stage.origin[p] is e:
+                stage.origin[p] = None
+                self._refresh_block(stage, p, lost)
+        e.blocks = []
+        e.peer_blocks = set()
+        for stage, parts in lost.items():
+            self._outputs_lost(stage, parts)
+        self._push(self.now + self.world.replace_delay, VM_ADD, None)
+
+    def _release_slot(self, e: Executor) -> None:
+        """A core of ``e`` became free: queued backups first, else it waits for a task."""
+        while e.queue:
+            if self._start_backup(e.queue.popleft(), e):
+                return
+        self._free.append(e)
+
+    # ---------------------------------------------------------------------------------- stages
+    def _submit(self, stage: Stage) -> None:
+        """Spark's ``submitStage``: run it when its inputs exist, else submit what is missing."""
+        if stage.state in (WAITING, ACTIVE):
+            return
+        missing = [p for p in stage.parents if p.n_done < p.n] + [a for a in stage.after if not a.ever_completed]
+        if missing:
+            stage.state = WAITING
+            for parent in missing:
+                self._submit(parent)
+        else:
+            self._start_attempt(stage)
+
+    def _start_attempt(self, stage: Stage) -> None:
+        stage.state = ACTIVE
+        stage.attempt += 1
+        todo = [p for p in range(stage.n) if not stage.done[p] and not stage.running[p]]
+        stage.pending = deque(todo)
+        self._active.add(stage)
+        self._order_dirty = True
+        spec = stage.spec
+        self._emit(
+            StageSubmitted(
+                self.now,
+                stage.id,
+                stage.n,
+                parent_stage_ids=tuple(p.id for p in stage.parents),
+                parent_shuffle_ids=tuple(p.spec.shuffle_id for p in stage.parents if p.spec.shuffle_id is not None),
+                shuffle_id=spec.shuffle_id,
+                attempt=stage.attempt,
+                name=spec.name,
+                pending_partitions=None if stage.attempt == 0 else tuple(todo),
+            )
+        )
+        if stage.n_done == stage.n:
+            self._complete(stage)
+
+    def _complete(self, stage: Stage) -> None:
+        stage.state = COMPLETE
+        stage.failures = 0
+        first = not stage.ever_completed
+        stage.ever_completed = True
+        self._active.discard(stage)
+        self._order_dirty = True
+        self._emit(StageCompleted(self.now, stage.id, stage.attempt))
+        if stage.spec.shuffle_id is not None and not stage.children and not stage.consumed:
+            self._consume(stage)
+        for parent in stage.parents:
+            self._check_consumed(parent)
+        if first and not stage.children and not stage.followers:
+            self._sinks_left -= 1
+            if self._sinks_left == 0:
+                self._finish()
+                return
+        for child in stage.children + stage.followers:
+            if child.state == WAITING:
+                child.state = IDLE  # re-check its inputs now
+                self._submit(child)
+
+    def _check_consumed(self, stage: Stage) -> None:
+        if not stage.consumed and stage.children and all(c.final() for c in stage.children):
+            self._consume(stage)
+
+    def _consume(self, stage: Stage) -> None:
+        stage.consumed = True
+        assert stage.spec.shuffle_id is not None
+        self._emit(ShuffleConsumed(self.now, stage.spec.shuffle_id))
+        for parent in stage.parents:
+            self._check_consumed(parent)
+
+    def _finish(self) -> None:
+        for stage in self.stages:
+            if stage.spec.shuffle_id is not None and not stage.consumed:
+                stage.consumed = True
+                self._emit(ShuffleConsumed(self.now, stage.spec.shuffle_id))
+        self._finished = True
+        self.result.succeeded = True
+        self.result.job_time = self.now
+        self._emit(JobEnded(self.now, succeeded=True))
+
+    def _outputs_lost(self, stage: Stage, parts: list[int]) -> None:
+        """Map outputs of ``stage`` are gone: re-run them where a consumer needs them."""
+        if stage.state == COMPLETE:
+            stage.state = IDLE
+        elif stage.state == ACTIVE:
+            for p in parts:
+                if not stage.running[p]:
+                    stage.pending.append(p)
+        needed = False
+        for child in stage.children:
+            if child.state == ACTIVE:
+                self._fail_attempt(child)
+                if self._finished:
+                    return
+            needed = needed or child.state == WAITING
+        if needed:
+            self._submit(stage)
+
+    def _fail_attempt(self, stage: Stage) -> None:
+        """A consumer hit missing parent outputs (FetchFailed): this attempt fails and waits."""
+        self.result.stage_resubmissions += 1
+        stage.failures += 1
+        self._emit(StageCompleted(self.now, stage.id, stage.attempt, failed=True))
+        stage.state = WAITING
+        self._active.discard(stage)
+        self._order_dirty = True
+        stage.pending.clear()
+        for tid in sorted(self._running_in_read_phase(stage)):
+            self._end_task_unsuccessfully(tid, "fetch_failed")
+        if self.world.max_stage_attempts is not None and stage.failures >= self.world.max_stage_attempts:
+            self._fail(f"stage {stage.id} failed {stage.failures} consecutive attempts (lost parent outputs)")
+
+    def _running_in_read_phase(self, stage: Stage) -> list[int]:
+        return [tid for tid, rec in self._tasks.items() if rec[0] is stage and rec[4] > self.now]
+
+    # ---------------------------------------------------------------------------------- blocks
+    def _refresh_block(self, stage: Stage, p: int, lost: dict[Stage, list[int]] | None = None) -> None:
+        """Recompute where block ``p`` of map ``stage`` is read from; record it if it is lost."""
+        at_origin = stage.origin[p] is not None
+        at_peer = stage.peer[p] is not None
+        remote_only = not at_origin and not at_peer and bool(stage.remote[p])
+        if remote_only != bool(stage.remote_read[p]):
+            stage.remote_read[p] = remote_only
+            stage.remote_bytes += stage.writes[p] if remote_only else -stage.writes[p]
+        if stage.done[p] and not (at_origin or at_peer or stage.remote[p]) and not stage.consumed:
+            stage.done[p] = 0
+            stage.n_done -= 1
+            self.result.blocks_lost += 1
+            self._emit(BlockLost(self.now, stage.spec.shuffle_id, p))  # type: ignore[arg-type]
+            if lost is not None:
+                lost.setdefault(stage, []).append(p)
+            else:
+                self._outputs_lost(stage, [p])
+
+    def _read_seconds(self, stage: Stage) -> float:
+        """Shuffle read time of one task of ``stage`` (s): bytes / bandwidth of where they are."""
+        seconds = 0.0
+        for parent in stage.parents:
+            if parent.total_write <= 0.0:
+                continue
+            remote_share = parent.remote_bytes / parent.total_write
+            per_task = parent.total_write / stage.n
+            seconds += per_task * ((1.0 - remote_share) / self.world.local_bandwidth + remote_share / self.world.remote_bandwidth)
+        return seconds
+
+    # ----------------------------------------------------------------------------------- tasks
+    def _schedule(self) -> None:
+        """Place pending tasks on free cores: stage order and the γ rule from the policy's hints."""
+        if not self._free or not self._active:
+            return
+        if self._order_dirty:
+            order = placement.order_stages((s.id for s in self._active), self.hints)
+            by_id = {s.id: s for s in self._active}
+            self._order = [by_id[i] for i in order]
+            self._order_dirty = False
+        hints = self.hints
+        skipped: list[Executor] = []
+        while self._free:
+            e = self._free.popleft()
+            if not e.alive or e.free <= 0:
+                continue
+            stage = self._pick_stage(e, hints)
+            if stage is None:
+                if not any(s.pending for s in self._order):
+                    self._free.appendleft(e)
+                    break
+                skipped.append(e)
+                continue
+            self._start_task(stage, stage.pending.popleft(), e, speculative=False)
+        self._free.extendleft(reversed(skipped))
+        if skipped and hints is not None:
+            self._place_starved(hints)
+
+    def _pick_stage(self, e: Executor, hints: SchedulingHints | None) -> Stage | None:
+        for stage in self._order:
+            if stage.pending and (hints is None or placement.allowed(e.id, stage.id, hints)):
+                return stage
+        return None
+
+    def _place_starved(self, hints: SchedulingHints) -> None:
+        """A stage with pending tasks, nothing running and no allowed free core runs anyway.
+
+        The γ rule may delay a task, never starve a stage (``placement`` module docstring).
+        """
+        for stage in self._order:
+            while stage.pending and not any(stage.running[p] for p in range(stage.n)) and self._free:
+                e = self._free.popleft()
+                if e.alive and e.free > 0:
+                    self._start_task(stage, stage.pending.popleft(), e, speculative=False)
+
+    def _start_task(self, stage: Stage, p: int, e: Executor, *, speculative: bool) -> int:
+        read = self._read_seconds(stage)
+        tid = self._next_tid
+        self._next_tid += 1
+        self._tasks[tid] = [stage, p, e, self.now, self.now + read, stage.attempt, speculative]
+        e.free -= 1
+        e.tasks.add(tid)
+        stage.running[p] += 1
+        self.result.tasks_run += 1
+        self._push(self.now + stage.seconds[p] + read, TASK_DONE, tid)
+        if self._want_started:
+            self._emit(TaskStarted(self.now, stage.id, p, e.id, stage.attempt, speculative))
+        return tid
+
+    def _detach_task(self, tid: int) -> list[Any] | None:
+        rec = self._tasks.pop(tid, None)
+        if rec is None:
+            return None
+        stage, p, e = rec[0], rec[1], rec[2]
+        e.tasks.discard(tid)
+        stage.running[p] -= 1
+        copies = self._dups.get((stage.index, p))
+        if copies is not None:
+            copies.discard(tid)
+            if len(copies) <= 1:
+                del self._dups[(stage.index, p)]
+        return rec
+
+    def _end_task_unsuccessfully(self, tid: int, reason: str) -> None:
+        rec = self._detach_task(tid)
+        if rec is None:
+            return
+        stage, p, e, start = rec[0], rec[1], rec[2], rec[3]
+        self.result.killed_tasks += 1
+        if stage.state == ACTIVE and not stage.done[p] and not stage.running[p]:
+            stage.pending.append(p)
+        if self._want_ended:
+            self._emit(TaskEnded(self.now, stage.id, p, e.id, self.now - start, successful=False,
+                                 shuffle_id=stage.spec.shuffle_id, attempt=rec[5], reason=reason))
+        if e.alive:
+            e.free += 1
+            self._release_slot(e)
+
+    def _on_task_done(self, tid: Any) -> None:
+        rec = self._detach_task(tid)
+        if rec is None:
+            return  # killed earlier
+        stage, p, e, start = rec[0], rec[1], rec[2], rec[3]
+        self._last_progress = self.now
+        if stage.ever_done[p]:
+            self.result.recomputed_tasks += 1
+        stage.ever_done[p] = 1
+        stage.done[p] = 1
+        stage.n_done += 1
+        if stage.spec.shuffle_id is not None:
+            stage.origin[p] = e
+            e.blocks.append((stage.index, p))
+            self._refresh_block(stage, p)
+        if self._want_ended:
+            self._emit(TaskEnded(
+                self.now, stage.id, p, e.id, self.now - start, successful=True,
+                input_bytes=int(stage.inputs[p]), shuffle_read_bytes=int(stage.read_bytes),
+                shuffle_write_bytes=int(stage.writes[p]), shuffle_id=stage.spec.shuffle_id,
+                attempt=rec[5],
+            ))
+        for other in sorted(self._dups.get((stage.index, p), ())):
+            self._end_task_unsuccessfully(other, "killed")
+        e.free += 1
+        self._release_slot(e)
+        if stage.n_done == stage.n and stage.state == ACTIVE:
+            self._complete(stage)
+
+    def _on_tick(self, _: Any) -> None:
+        self._emit(Tick(self.now))
+        self._push(self.now + self.period, TICK, None)
+
+    # --------------------------------------------------------------------------------- backups
+    def _block(self, shuffle_id: int, map_index: int) -> tuple[Stage, int] | None:
+        stage = self.by_shuffle.get(shuffle_id)
+        if stage is None or not 0 <= map_index < stage.n:
+            return None
+        return stage, map_index
+
+    def _backup_failed(self, shuffle_id: int, map_index: int, target: str, reason: str) -> None:
+        self.result.backups_failed += 1
+        self._emit(BackupFailed(self.now, shuffle_id, map_index, target, reason))
+
+    def _request_backup(self, cmd: Backup) -> None:
+        idx = int(cmd.source) if cmd.source.isdigit() else -1
+        if not 0 <= idx < len(self.executors) or not self.executors[idx].alive:
+            self._backup_failed(cmd.shuffle_id, cmd.map_index, cmd.target, "source executor not alive")
+            return
+        source = self.executors[idx]
+        if source.free > 0:
+            source.free -= 1
+            if not self._start_backup(cmd, source, core_taken=True):
+                source.free += 1
+        else:
+            source.queue.append(cmd)
+
+    def _start_backup(self, cmd: Backup, source: Executor, *, core_taken: bool = False) -> bool:
+        """Start copying a block off ``source`` on one of its cores; False if it cannot start."""
+        block = self._block(cmd.shuffle_id, cmd.map_index)
+        if block is None:
+            self._backup_failed(cmd.shuffle_id, cmd.map_index, cmd.target, "no such block")
+            return False
+        stage, p = block
+        if stage.origin[p] is not source and stage.peer[p] is not source:
+            self._backup_failed(cmd.shuffle_id, cmd.map_index, cmd.target, "source does not hold the block")
+            return False
+        target: Executor | None = None
+        if cmd.target != REMOTE:
+            idx = int(cmd.target) if cmd.target.isdigit() else -1
+            if not 0 <= idx < len(self.executors) or not self.executors[idx].alive or self.executors[idx] is source:
+                self._backup_failed(cmd.shuffle_id, cmd.map_index, cmd.target, "target executor not alive")
+                return False
+            target = self.executors[idx]
+        if not core_taken:
+            source.free -= 1
+        tr = Transfer((stage.index, p), source, target, stage.writes[p], self.now)
+        self._xfer_by_block.setdefault(tr.block, []).append(tr)
+        for changed in self.transfers.start(tr, self.now):
+            self._push(changed.done_at, XFER_DONE, (changed, changed.token))
+        return True
+
+    def _end_transfer(self, tr: Transfer) -> None:
+        for changed in self.transfers.remove(tr, self.now):
+            self._push(changed.done_at, XFER_DONE, (changed, changed.token))
+        group = self._xfer_by_block.get(tr.block)
+        if group is not None:
+            group.remove(tr)
+            if not group:
+                del self._xfer_by_block[tr.block]
+        if tr.source.alive:
+            tr.source.free += 1
+            self._release_slot(tr.source)
+
+    def _fail_transfer(self, tr: Transfer, reason: str) -> None:
+        self._end_transfer(tr)
+        stage = self.stages[tr.block[0]]
+        self._backup_failed(stage.spec.shuffle_id, tr.block[1], REMOTE if tr.target is None else tr.target.id, reason)  # type: ignore[arg-type]
+
+    def _on_xfer_done(self, payload: Any) -> None:
+        tr, token = payload
+        if token != tr.token:
+            return  # rescheduled or cancelled since
+        self._end_transfer(tr)
+        stage, p = self.stages[tr.block[0]], tr.block[1]
+        if tr.target is None:
+            stage.remote[p] = 1
+            self.result.backups_remote += 1
+            self.result.backup_bytes_remote += tr.bytes
+        else:
+            old = stage.peer[p]
+            if old is not None:
+                old.peer_blocks.discard(tr.block)
+            stage.peer[p] = tr.target
+            tr.target.peer_blocks.add(tr.block)
+            self.result.backups_local += 1
+            self.result.backup_bytes_local += tr.bytes
+        self._refresh_block(stage, p)
+        target = REMOTE if tr.target is None else tr.target.id
+        self._emit(BlockBackedUp(self.now, stage.spec.shuffle_id, p, target, int(tr.bytes), self.now - tr.started))
+
+    def _cancel_backup(self, cmd: CancelBackup) -> None:
+        block = self._block(cmd.shuffle_id, cmd.map_index)
+        if block is None:
+            return
+        key = (block[0].index, block[1])
+        for tr in list(self._xfer_by_block.get(key, ())):
+            self._end_transfer(tr)
+        for e in self.executors:
+            if e.queue:
+                e.queue = deque(c for c in e.queue if (c.shuffle_id, c.map_index) != (cmd.shuffle_id, cmd.map_index))
+
+    def _drop_backup(self, cmd: DropBackup) -> None:
+        block = self._block(cmd.shuffle_id, cmd.map_index)
+        if block is None:
+            return
+        stage, p = block
+        peer = stage.peer[p]
+        if peer is not None:
+            peer.peer_blocks.discard((stage.index, p))
+            stage.peer[p] = None
+        stage.remote[p] = 0
+        self._refresh_block(stage, p)
+
+    # -------------------------------------------------------------------------------- commands
+    def _apply(self, command: Command) -> None:
+        if self._finished:
+            return
+        if isinstance(command, Backup):
+            self._request_backup(command)
+        elif isinstance(command, CancelBackup):
+            self._cancel_backup(command)
+        elif isinstance(command, DropBackup):
+            self._drop_backup(command)
+        elif isinstance(command, SchedulingHints):
+            self.hints = command
+            self._order_dirty = True
+        elif isinstance(command, DuplicateTask):
+            self._duplicate(command)
+        elif isinstance(command, KillDuplicate):
+            self._kill_duplicate(command)
+        elif isinstance(command, SafetyBelt):
+            if command.on:
+                self.result.safety_belt_firings += 1
+        elif isinstance(command, Advice):
+            self.result.advice.append(f"{command.kind}: {command.message}")
+
+    def _find_task(self, stage_id: int, partition: int, executor_id: str | None = None) -> list[int]:
+        return sorted(
+            tid for tid, rec in self._tasks.items()
+            if rec[0].id == stage_id and rec[1] == partition
+            and (executor_id is None or rec[2].id == executor_id)
+        )
+
+    def _duplicate(self, cmd: DuplicateTask) -> None:
+        running = self._find_task(cmd.stage_id, cmd.partition)
+        idx = int(cmd.executor_id) if cmd.executor_id.isdigit() else -1
+        if not running or not 0 <= idx < len(self.executors):
+            return
+        e = self.executors[idx]
+        if not e.alive or e.free <= 0:
+            return
+        stage = self._tasks[running[0]][0]
+        assert isinstance(stage, Stage)
+        tid = self._start_task(stage, cmd.partition, e, speculative=True)
+        self._dups.setdefault((stage.index, cmd.partition), set()).update(running + [tid])
+
+    def _kill_duplicate(self, cmd: KillDuplicate) -> None:
+        for tid in self._find_task(cmd.stage_id, cmd.partition, cmd.executor_id):
+            if len(self._find_task(cmd.stage_id, cmd.partition)) > 1:
+                self._end_task_unsuccessfully(tid, "killed")
+
+
+def simulate(job: JobSpec, world: WorldSpec, policy: Policy, seed: int | np.random.SeedSequence, **kwargs: object) -> RunResult:
+    """Convenience: one run with a fresh ``numpy.random.Generator`` from ``seed``."""
+    return Simulator(job, world, policy, np.random.default_rng(seed), **kwargs).run()  # type: ignore[arg-type]
+
+
+__all__: Sequence[str] = ("Executor", "RunResult", "Simulator", "Stage", "simulate")

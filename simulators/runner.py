@@ -1,0 +1,136 @@
+"""Run one experiment -- a job, a world, a policy -- R times in parallel, and summarise.
+
+Run ``i`` draws its VM lifetimes from ``SeedSequence(seed).spawn(R)[i]``, so results depend only
+on ``(seed, i)`` and are identical whatever the number of worker processes.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from simulators.core import RunResult, Simulator
+from simulators.dag import JobSpec
+from simulators.metrics import run_row, summarize
+from simulators.oracle import OraclePolicy
+from simulators.world import WorldSpec
+from trspark.config import TRConfig
+from trspark.engine.policy import Policy
+from trspark.engine.registry import make_policy, policy_names
+
+SIMULATOR_POLICIES = ("oracle",)
+
+
+def all_policy_names() -> list[str]:
+    """Registry policies plus the simulator-only ones."""
+    return sorted(set(policy_names()) | set(SIMULATOR_POLICIES))
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """What to simulate. ``config`` is the policy's belief; ``world`` is the truth."""
+
+    job: JobSpec
+    world: WorldSpec
+    policy: str
+    config: TRConfig = field(default_factory=TRConfig)
+    runs: int = 50
+    seed: int = 0
+
+    def policy_config(self) -> TRConfig:
+        """The config the policy gets: cluster bandwidths and knowledge from the world."""
+        w = self.world
+        return self.config.with_options(
+            knowledge=w.knowledge,
+            local_bandwidth=w.local_bandwidth,
+            remote_bandwidth=w.remote_bandwidth,
+            remote_cap=w.remote_cap,
+        )
+
+
+def stable_job_time(job: JobSpec, world: WorldSpec, period: float = 5.0) -> float:
+    """Job time under ``never`` with no evictions (s) -- the slowdown's denominator."""
+    sim = Simulator(job, world.stable(), make_policy("never"), np.random.default_rng(0), period=period)
+    result = sim.run()
+    if not result.succeeded:
+        raise RuntimeError(f"the stable run of {job.name!r} failed: {result.fail_reason}")
+    return result.job_time
+
+
+def build_policy(name: str, config: TRConfig, stable_time: float) -> Policy:
+    if name == "oracle":
+        return OraclePolicy(config, horizon=stable_time)
+    return make_policy(name, config)
+
+
+def simulate_run(exp: Experiment, seed: np.random.SeedSequence, stable_time: float,
+                 trace: Callable[[Any], None] | None = None) -> RunResult:
+    """One run of ``exp`` with its own seed."""
+    config = exp.policy_config()
+    policy = build_policy(exp.policy, config, stable_time)
+    stall = exp.world.stall_seconds if exp.world.stall_seconds is not None else max(stable_time, 60.0)
+    sim = Simulator(
+        exp.job, exp.world, policy, np.random.default_rng(seed), period=config.period,
+        deadline=exp.world.max_slowdown * stable_time, stall_seconds=stall, trace=trace,
+    )
+    if isinstance(policy, OraclePolicy):
+        policy.bind(sim)
+    return sim.run()
+
+
+# Worker state: the experiment is sent once per worker (fork inherits it), not once per run.
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(exp: Experiment, stable_time: float, seeds: list[np.random.SeedSequence]) -> None:
+    _WORKER.update(exp=exp, stable=stable_time, seeds=seeds)
+
+
+def _run_index(i: int) -> dict[str, Any]:
+    result = simulate_run(_WORKER["exp"], _WORKER["seeds"][i], _WORKER["stable"])
+    return run_row(result, _WORKER["stable"])
+
+
+def run_experiment(exp: Experiment, workers: int | None = None, stable_time: float | None = None) -> dict[str, Any]:
+    """Simulate ``exp.runs`` runs on ``workers`` processes (default: all cores).
+
+    Returns the summary (see :func:`simulators.metrics.summarize`) with ``rows`` (one per run,
+    in run order) and the experiment's identity (workload, policy, lifetimes, seed).
+    """
+    if exp.policy not in all_policy_names():
+        raise ValueError(f"unknown policy {exp.policy!r}; known: {', '.join(all_policy_names())}")
+    stable = stable_time if stable_time is not None else stable_job_time(exp.job, exp.world, exp.config.period)
+    seeds = np.random.SeedSequence(exp.seed).spawn(exp.runs)
+    workers = max(1, min(workers or os.cpu_count() or 1, exp.runs))
+    if workers == 1:
+        _init_worker(exp, stable, seeds)
+        rows = [_run_index(i) for i in range(exp.runs)]
+    else:
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(workers, initializer=_init_worker, initargs=(exp, stable, seeds)) as pool:
+            rows = pool.map(_run_index, range(exp.runs), chunksize=1)
+    summary = summarize(rows)
+    summary = {
+        "workload": exp.job.name,
+        "policy": exp.policy,
+        "lifetime": exp.world.lifetime,
+        "believed_lifetime": exp.config.lifetime,
+        "knowledge": exp.world.knowledge,
+        "seed": exp.seed,
+        "tasks": exp.job.num_tasks,
+        **summary,
+        "rows": rows,
+    }
+    return summary
+
+
+def with_stability(world: WorldSpec, job: JobSpec, stability: float) -> WorldSpec:
+    """Exponential lifetimes with mean = ``stability`` x the job's mean task time (paper §6)."""
+    if not stability > 0:
+        raise ValueError(f"stability must be > 0, got {stability!r}")
+    return replace(world, lifetime=f"exponential:mean={stability * job.mean_task_seconds():.17g}")

@@ -1,0 +1,173 @@
+"""The simulator's failure and bandwidth rules on tiny DAGs whose timelines are worked by hand.
+
+Conventions: sizes in MB (10^6 bytes), bandwidths 400 MB/s local and 100 MB/s remote unless set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from simulators.core import Simulator
+from simulators.dag import JobSpec, StageSpec
+from simulators.world import WorldSpec
+from trspark.engine.baselines import AlwaysPolicy, NeverPolicy
+from trspark.engine.policy import Policy
+from trspark.engine.protocol import (
+    BlockBackedUp,
+    BlockLost,
+    Command,
+    Event,
+    ExecutorAdded,
+    ExecutorLost,
+    ShuffleConsumed,
+    StageCompleted,
+    StageSubmitted,
+    TaskEnded,
+    Tick,
+)
+
+MB = 1e6
+
+
+class Recorder(Policy):
+    """Records every event and delegates decisions to ``inner``."""
+
+    name = "recorder"
+
+    def __init__(self, inner: Policy | None = None) -> None:
+        self.inner = inner or NeverPolicy()
+        self.events: list[Event] = []
+
+    def handle(self, event: Event) -> Sequence[Command]:
+        self.events.append(event)
+        return self.inner.handle(event)
+
+    def of(self, kind: type) -> list[Event]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+
+def stage(sid: int, seconds: Sequence[float], write_mb: float = 0.0, parents: tuple[int, ...] = ()) -> StageSpec:
+    n = len(seconds)
+    return StageSpec(
+        stage_id=sid, task_seconds=np.asarray(seconds, dtype=float), shuffle_write_bytes=np.full(n, write_mb * MB),
+        parents=parents, shuffle_id=sid if write_mb > 0 else None, name=f"s{sid}",
+    )
+
+
+def run(job: JobSpec, *, vms: int, cores: int, lifetimes: Sequence[float] = (), policy: Policy | None = None,
+        **world: object) -> tuple[Simulator, Recorder]:
+    recorder = Recorder(policy)
+    spec = WorldSpec(vms=vms, cores=cores, lifetime=None, **world)  # type: ignore[arg-type]
+    sim = Simulator(job, spec, recorder, np.random.default_rng(0), period=1.0, stall_seconds=100.0, lifetimes=lifetimes)
+    sim.run()
+    return sim, recorder
+
+
+def test_stable_job_time_is_map_makespan_plus_read_plus_reduce() -> None:
+    # maps 1 s and 2 s on two cores; the reducer reads 2 x 100 MB at 400 MB/s (0.5 s), computes 1 s
+    job = JobSpec("two-stage", (stage(0, [1.0, 2.0], write_mb=100), stage(1, [1.0], parents=(0,))))
+    sim, rec = run(job, vms=1, cores=2)
+    assert sim.result.succeeded
+    assert sim.result.job_time == pytest.approx(3.5)
+    assert sim.result.recomputed_tasks == 0
+    assert [e.stage_id for e in rec.of(StageCompleted)] == [0, 1]  # type: ignore[attr-defined]
+    ends = rec.of(TaskEnded)
+    assert ends[-1].shuffle_read_bytes == 200 * MB  # type: ignore[attr-defined]
+
+
+def test_lost_block_is_rerun_and_consumer_resubmitted() -> None:
+    # VM1 holds map output 1 and dies at 1.2 s while the reducer (started at 1 s) still reads.
+    job = JobSpec("lost", (stage(0, [1.0, 1.0], write_mb=100), stage(1, [4.0], parents=(0,))))
+    sim, rec = run(job, vms=2, cores=1, lifetimes=[float("inf"), 1.2])
+    # map 1 re-runs 1.2-2.2; the reducer re-runs 2.2 + 0.5 read + 4 compute
+    assert sim.result.job_time == pytest.approx(6.7)
+    assert sim.result.recomputed_tasks == 1
+    assert sim.result.blocks_lost == 1
+    assert sim.result.stage_resubmissions == 1
+    lost = rec.of(BlockLost)
+    assert [(e.shuffle_id, e.map_index) for e in lost] == [(0, 1)]  # type: ignore[attr-defined]
+    resubmitted = [e for e in rec.of(StageSubmitted) if e.attempt > 0]  # type: ignore[attr-defined]
+    assert [(e.stage_id, e.pending_partitions) for e in resubmitted] == [(0, (1,)), (1, (0,))]  # type: ignore[attr-defined]
+    failed = [e for e in rec.of(TaskEnded) if not e.successful]  # type: ignore[attr-defined]
+    assert len(failed) == 1 and failed[0].reason in ("fetch_failed", "executor_lost")  # type: ignore[attr-defined]
+
+
+def test_cascading_recomputation_through_lost_grandparent() -> None:
+    # One single-core VM runs A (0-1), B (1-3: 1 s read of 400 MB + 1 s), C (3-5). It dies at
+    # 3.5 s losing A's and B's outputs; its replacement re-runs A (3.5-4.5), B (4.5-6.5), C (6.5-8.5).
+    job = JobSpec("chain", (stage(0, [1.0], write_mb=400), stage(1, [1.0], write_mb=400, parents=(0,)),
+                            stage(2, [1.0], parents=(1,))))
+    sim, rec = run(job, vms=1, cores=1, lifetimes=[3.5])
+    assert sim.result.job_time == pytest.approx(8.5)
+    assert sim.result.recomputed_tasks == 2
+    assert sim.result.blocks_lost == 2
+    kinds = [type(e).__name__ for e in rec.events if isinstance(e, (ExecutorLost, ExecutorAdded))]
+    assert kinds == ["ExecutorAdded", "ExecutorLost", "ExecutorAdded"]
+    killed = [e for e in rec.of(TaskEnded) if not e.successful]  # type: ignore[attr-defined]
+    assert [(e.stage_id, e.reason) for e in killed] == [(2, "executor_lost")]  # type: ignore[attr-defined]
+
+
+def test_replacement_vm_arrives_after_the_delay() -> None:
+    job = JobSpec("one", (stage(0, [1.0]),))
+    sim, rec = run(job, vms=1, cores=1, lifetimes=[0.5], replace_delay=2.0)
+    assert sim.result.job_time == pytest.approx(3.5)  # killed at 0.5, new VM at 2.5, task 2.5-3.5
+    assert [e.time for e in rec.of(ExecutorAdded)] == [0.0, 2.5]
+    assert sim.result.evictions == 1
+
+
+def test_backup_to_remote_survives_eviction_and_is_read_remotely() -> None:
+    # always: map output (100 MB) goes to remote 1-2 s holding the core; VM dies at 2.5 s; the
+    # reducer on the replacement reads it from remote: 100 MB / 100 MB/s = 1 s, then 1 s compute.
+    job = JobSpec("safe", (stage(0, [1.0], write_mb=100), stage(1, [1.0], parents=(0,))))
+    sim, rec = run(job, vms=1, cores=1, lifetimes=[2.5], policy=AlwaysPolicy())
+    backed = rec.of(BlockBackedUp)
+    assert [(e.time, e.target, e.seconds) for e in backed] == [(2.0, "remote", 1.0)]  # type: ignore[attr-defined]
+    assert sim.result.blocks_lost == 0
+    assert sim.result.recomputed_tasks == 0
+    # the reducer started at 2.0 on the only core and was killed at 2.5; rerun 2.5 + 1 + 1
+    assert sim.result.job_time == pytest.approx(4.5)
+
+
+def test_remote_cap_is_shared_by_uploading_vms() -> None:
+    # Two VMs each back up 100 MB at t=1; per-VM remote 100 MB/s but a total cap of 100 MB/s:
+    # each gets 50 MB/s, so both finish at t=3 (without the cap: t=2).
+    job = JobSpec("cap", (stage(0, [1.0, 1.0], write_mb=100), stage(1, [0.1], parents=(0,))))
+    _, capped = run(job, vms=2, cores=1, policy=AlwaysPolicy(), remote_cap=100 * MB)
+    assert [e.time for e in capped.of(BlockBackedUp)] == pytest.approx([3.0, 3.0])
+    _, free = run(job, vms=2, cores=1, policy=AlwaysPolicy())
+    assert [e.time for e in free.of(BlockBackedUp)] == pytest.approx([2.0, 2.0])
+
+
+def test_shares_are_recomputed_when_a_transfer_starts_and_ends() -> None:
+    # One VM, two cores: backup A (200 MB) runs alone 1-2 s at 100 MB/s, shares 50/50 from 2 s with
+    # backup B (200 MB) until A ends at 4 s; B then has 100 MB left at full rate: ends at 5 s.
+    job = JobSpec("share", (stage(0, [1.0, 2.0], write_mb=200), stage(1, [0.1], parents=(0,))))
+    _, rec = run(job, vms=1, cores=2, policy=AlwaysPolicy())
+    assert [(e.time, e.seconds) for e in rec.of(BlockBackedUp)] == pytest.approx([(4.0, 3.0), (5.0, 3.0)])
+
+
+def test_eviction_wins_a_tie_with_task_completion() -> None:
+    # The task would end at exactly 1.0 s, when its VM dies: it is lost and re-run.
+    job = JobSpec("tie", (stage(0, [1.0]),))
+    sim, rec = run(job, vms=1, cores=1, lifetimes=[1.0])
+    assert sim.result.job_time == pytest.approx(2.0)
+    assert sim.result.killed_tasks == 1
+
+
+def test_events_are_time_ordered_and_complete() -> None:
+    job = JobSpec("all", (stage(0, [1.0, 1.0, 1.0], write_mb=50), stage(1, [1.0, 1.0], write_mb=10, parents=(0,)),
+                          stage(2, [1.0], parents=(1,))))
+    sim, rec = run(job, vms=2, cores=1, lifetimes=[2.2], policy=AlwaysPolicy())
+    times = [e.time for e in rec.events]
+    assert times == sorted(times)
+    kinds = {type(e).__name__ for e in rec.events}
+    expected = {"ExecutorAdded", "ExecutorLost", "StageSubmitted", "StageCompleted", "TaskStarted", "TaskEnded",
+                "BlockBackedUp", "ShuffleConsumed", "Tick", "JobEnded"}
+    assert expected <= kinds
+    assert sorted(e.shuffle_id for e in rec.of(ShuffleConsumed)) == [0, 1]  # type: ignore[attr-defined]
+    ticks = [e.time for e in rec.of(Tick)]
+    assert ticks == pytest.approx([float(i) for i in range(1, len(ticks) + 1)])
+    assert sim.result.succeeded
