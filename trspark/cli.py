@@ -7,7 +7,6 @@ Each command lives in the module that owns its feature and is imported only when
 from __future__ import annotations
 
 import importlib
-import sys
 
 import click
 
@@ -71,4 +70,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
