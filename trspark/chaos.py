@@ -265,7 +265,8 @@ class EvictionInjector:
 
     def planned_deaths(self) -> dict[str, float]:
         """Model mode: executor id -> drawn time of death (seconds after start) of those seen so far."""
-        return {executor_id: t for executor_id, t in self._deaths.values()}
+        with self._lock:
+            return {executor_id: t for executor_id, t in self._deaths.values()}
 
     # ---- the loop ------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -317,8 +318,9 @@ class EvictionInjector:
                 # Lifetimes are drawn in discovery order (oldest first): same seed, same draws. The
                 # lifetime counts from discovery: process start times from /proc are only as exact
                 # as the kernel's boot-time stamp (whole seconds), the monotonic clock is exact.
-                born = self.elapsed()
-                self._deaths[executor.pid] = (executor.executor_id, born + float(self.model.sample(1, self.rng)[0]))
+                death = self.elapsed() + float(self.model.sample(1, self.rng)[0])
+                with self._lock:
+                    self._deaths[executor.pid] = (executor.executor_id, death)
         death, rank = min((self._deaths[e.pid][1], i) for i, e in enumerate(alive))
         return (alive[rank], rank) if death <= horizon else None
 
