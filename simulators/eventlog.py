@@ -1,0 +1,303 @@
+"""Spark event-log replay: turn a recorded application into a simulated job.
+
+Reads Spark's JSON-lines event log as Spark writes it -- plain, or compressed with zstd (Spark 4's
+default event-log codec), lz4 (Spark's ``LZ4Block`` stream) or gzip -- a single file or a rolling
+log directory (``eventlog_v2_*`` holding ``events_*`` files).
+
+What is taken from the log:
+
+* stages that ran tasks, their parents (``Parent IDs`` of the job's stage infos) and whether they
+  write a shuffle (``ShuffleMapTask``); a map stage's shuffle id is taken to be its stage id
+  (Spark reuses one ``ShuffleMapStage`` per shuffle, so parents point at the stage that wrote it);
+* per partition, its last successful task: duration ``Finish - Launch``, input bytes, shuffle
+  bytes read and written;
+* the Spark jobs' order: the first stages of job ``k`` run after job ``k-1`` ended (``after``);
+* the cluster: executors and cores (``ExecutorAdded``, else ``spark.master`` = ``local[N]``,
+  else the largest number of tasks seen running at once).
+
+A task's compute time is its recorded duration minus the shuffle read time the simulator will
+add back (its read bytes at the local bandwidth), so replaying without evictions reproduces the
+recorded stage times. ``recorded_seconds`` sums the Spark jobs' durations (submission to end).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulators.dag import JobSpec, StageSpec
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+LZ4_BLOCK_MAGIC = b"LZ4Block"
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class EventLogError(ValueError):
+    """The file is not a readable Spark event log."""
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A recorded application as a simulated job, plus what the log says about its run."""
+
+    job: JobSpec
+    executors: int
+    cores: int
+    recorded_seconds: float
+    """Sum over Spark jobs of (job end - job submission), seconds."""
+    app_name: str = ""
+
+
+# ---------------------------------------------------------------------------------------- reading
+def _lz4_block_stream(raw: bytes) -> bytes:
+    """Decode Spark's ``LZ4BlockOutputStream`` format (lz4-java): a sequence of framed blocks."""
+    import lz4.block
+
+    out = bytearray()
+    pos = 0
+    while pos < len(raw):
+        if raw[pos:pos + 8] != LZ4_BLOCK_MAGIC or pos + 21 > len(raw):
+            raise EventLogError("corrupt LZ4Block stream")
+        token = raw[pos + 8]
+        compressed = int.from_bytes(raw[pos + 9:pos + 13], "little")
+        original = int.from_bytes(raw[pos + 13:pos + 17], "little")
+        body = raw[pos + 21:pos + 21 + compressed]
+        method = token & 0xF0
+        if original == 0:  # end mark
+            break
+        out += body if method == 0x10 else lz4.block.decompress(body, uncompressed_size=original)
+        pos += 21 + compressed
+    return bytes(out)
+
+
+def _decompress(path: Path, raw: bytes) -> bytes:
+    try:
+        if raw.startswith(ZSTD_MAGIC):
+            import zstandard
+
+            reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw), read_across_frames=True)
+            return bytes(reader.read())
+        if raw.startswith(LZ4_BLOCK_MAGIC):
+            return _lz4_block_stream(raw)
+        if raw.startswith(GZIP_MAGIC):
+            return gzip.decompress(raw)
+    except EventLogError:
+        raise
+    except Exception as exc:  # each codec raises its own error type
+        raise EventLogError(f"{path}: cannot decompress ({type(exc).__name__}: {exc})") from exc
+    if path.suffix in (".snappy", ".lzf"):
+        raise EventLogError(f"{path}: codec {path.suffix[1:]} is not supported; re-run with "
+                            "spark.eventLog.compression.codec=zstd (or lz4), or uncompressed")
+    return raw
+
+
+def _files(path: Path) -> list[Path]:
+    if path.is_dir():
+        parts = sorted((p for p in path.iterdir() if p.name.startswith("events_")),
+                       key=lambda p: int(m.group(1)) if (m := re.match(r"events_(\d+)", p.name)) else 0)
+        if not parts:
+            raise EventLogError(f"{path}: a directory without events_* files is not a Spark event log")
+        return parts
+    if not path.exists():
+        raise EventLogError(f"{path}: no such file")
+    return [path]
+
+
+def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The log's events as dicts, in order; raises :class:`EventLogError` if it is not a Spark log."""
+    path = Path(path)
+    seen_spark = False
+    for part in _files(path):
+        try:
+            raw = part.read_bytes()
+        except OSError as exc:
+            raise EventLogError(f"{part}: cannot read ({exc.strerror})") from exc
+        text = _decompress(part, raw)
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise EventLogError(f"{part}: line {number} is not JSON; not a Spark event log") from None
+            if not isinstance(event, dict) or not str(event.get("Event", "")).startswith(("SparkListener", "org.apache.spark")):
+                raise EventLogError(f"{part}: line {number} is not a Spark listener event; not a Spark event log")
+            seen_spark = True
+            yield event
+    if not seen_spark:
+        raise EventLogError(f"{path}: empty; not a Spark event log")
+
+
+# ---------------------------------------------------------------------------------------- parsing
+@dataclass
+class _Task:
+    launch: float
+    finish: float
+    input_bytes: float
+    read_bytes: float
+    write_bytes: float
+
+
+@dataclass
+class _Stage:
+    stage_id: int
+    name: str = ""
+    num_tasks: int = 0
+    parents: tuple[int, ...] = ()
+    job: int = -1
+    is_map: bool = False
+
+
+def _metrics(event: dict[str, Any]) -> tuple[float, float, float]:
+    m = event.get("Task Metrics") or {}
+    read = m.get("Shuffle Read Metrics") or {}
+    write = m.get("Shuffle Write Metrics") or {}
+    inp = m.get("Input Metrics") or {}
+    read_bytes = float(read.get("Remote Bytes Read", 0)) + float(read.get("Local Bytes Read", 0))
+    return float(inp.get("Bytes Read", 0)), read_bytes, float(write.get("Shuffle Bytes Written", 0))
+
+
+def _max_concurrency(tasks: list[_Task]) -> int:
+    edges = sorted([(t.launch, 1) for t in tasks] + [(t.finish, -1) for t in tasks], key=lambda e: (e[0], e[1]))
+    best = running = 0
+    for _, step in edges:
+        running += step
+        best = max(best, running)
+    return max(best, 1)
+
+
+def load_eventlog(path: str | Path, local_bandwidth: float = 400e6) -> Replay:
+    """Parse an event log into a :class:`Replay` (see the module docstring for what is used)."""
+    stages: dict[int, _Stage] = {}
+    tasks: dict[int, dict[int, _Task]] = {}
+    all_tasks: list[_Task] = []
+    job_spans: dict[int, list[float]] = {}
+    job_order: list[int] = []
+    executors: dict[str, int] = {}
+    master = ""
+    app_name = ""
+    for event in read_events(path):
+        kind = event["Event"]
+        if kind == "SparkListenerJobStart":
+            job_id = int(event["Job ID"])
+            job_order.append(job_id)
+            job_spans[job_id] = [float(event.get("Submission Time", 0)) / 1000.0, float("nan")]
+            for info in event.get("Stage Infos", []):
+                sid = int(info["Stage ID"])
+                stage = stages.setdefault(sid, _Stage(sid))
+                stage.name = str(info.get("Stage Name", ""))
+                stage.num_tasks = int(info.get("Number of Tasks", 0))
+                stage.parents = tuple(int(p) for p in info.get("Parent IDs", []))
+                if stage.job < 0:
+                    stage.job = job_id
+        elif kind == "SparkListenerJobEnd":
+            span = job_spans.get(int(event["Job ID"]))
+            if span is not None:
+                span[1] = float(event.get("Completion Time", 0)) / 1000.0
+        elif kind == "SparkListenerTaskEnd":
+            info = event.get("Task Info") or {}
+            if info.get("Failed") or info.get("Killed") or (event.get("Task End Reason") or {}).get("Reason", "Success") != "Success":
+                continue
+            sid = int(event["Stage ID"])
+            inp, read, write = _metrics(event)
+            task = _Task(float(info["Launch Time"]) / 1000.0, float(info["Finish Time"]) / 1000.0, inp, read, write)
+            tasks.setdefault(sid, {})[int(info["Index"])] = task
+            all_tasks.append(task)
+            if event.get("Task Type") == "ShuffleMapTask":
+                stages.setdefault(sid, _Stage(sid)).is_map = True
+        elif kind == "SparkListenerExecutorAdded":
+            executors[str(event["Executor ID"])] = int((event.get("Executor Info") or {}).get("Total Cores", 1))
+        elif kind == "SparkListenerEnvironmentUpdate":
+            master = str((event.get("Spark Properties") or {}).get("spark.master", ""))
+        elif kind == "SparkListenerApplicationStart":
+            app_name = str(event.get("App Name", ""))
+    if not all_tasks:
+        raise EventLogError(f"{path}: the log has no successful tasks to replay")
+    job = _build_job(Path(path).name, stages, tasks, job_order, local_bandwidth)
+    n_exec, cores = _cluster(executors, master, all_tasks)
+    recorded = sum(end - start for start, end in job_spans.values() if end == end)
+    return Replay(job=job, executors=n_exec, cores=cores, recorded_seconds=recorded, app_name=app_name)
+
+
+def _cluster(executors: dict[str, int], master: str, tasks: list[_Task]) -> tuple[int, int]:
+    workers = {k: v for k, v in executors.items() if k != "driver"}
+    if workers:
+        return len(workers), max(workers.values())
+    match = re.fullmatch(r"local\[(\d+)(?:,\d+)?\]", master.strip())
+    if match:
+        return 1, int(match.group(1))
+    match = re.fullmatch(r"local-cluster\[(\d+),\s*(\d+),\s*\d+\]", master.strip())
+    if match:
+        return int(match.group(1)), int(match.group(2))
+    return 1, _max_concurrency(tasks)
+
+
+def _build_job(name: str, stages: dict[int, _Stage], tasks: dict[int, dict[int, _Task]], job_order: list[int],
+               local_bandwidth: float) -> JobSpec:
+    ran = sorted(tasks)
+    for sid in ran:
+        stages.setdefault(sid, _Stage(sid))
+    # a stage is a map stage if it ran ShuffleMapTasks or a stage that ran reads it
+    for sid in ran:
+        for parent in stages[sid].parents:
+            if parent in stages:
+                stages[parent].is_map = True
+    writes_total = {sid: sum(t.write_bytes for t in tasks[sid].values()) for sid in ran}
+    specs: list[StageSpec] = []
+    shuffles: set[int] = set()  # stages replayed as shuffle writers
+    last_of_job: dict[int, int] = {}
+    order = {job: i for i, job in enumerate(job_order)}
+    for sid in _topological(ran, stages):
+        stage = stages[sid]
+        parents = tuple(p for p in stage.parents if p in shuffles)
+        n = max(tasks[sid]) + 1
+        parts = tasks[sid]
+        # partitions without a recorded success (should not happen) get the stage's mean
+        mean = float(np.mean([t.finish - t.launch for t in parts.values()]))
+        per_task_read = sum(writes_total[p] for p in parents) / n
+        read_seconds = per_task_read / local_bandwidth
+        seconds = np.array([max(0.0, (parts[i].finish - parts[i].launch if i in parts else mean) - read_seconds) for i in range(n)])
+        write = np.array([parts[i].write_bytes if i in parts else 0.0 for i in range(n)])
+        inputs = np.array([parts[i].input_bytes if i in parts else 0.0 for i in range(n)])
+        after: tuple[int, ...] = ()
+        rank = order.get(stage.job, -1)
+        if rank > 0 and not any(stages[p].job == stage.job for p in parents):
+            previous = [last_of_job[j] for j in job_order[:rank] if j in last_of_job]
+            after = (previous[-1],) if previous else ()
+        is_map = stage.is_map and write.sum() > 0
+        specs.append(StageSpec(stage_id=sid, task_seconds=seconds, shuffle_write_bytes=write if is_map else np.zeros(n),
+                               parents=parents, shuffle_id=sid if is_map else None, after=after,
+                               name=stage.name, input_bytes=inputs))
+        if is_map:
+            shuffles.add(sid)
+        if stage.job >= 0:
+            last_of_job[stage.job] = sid
+    return JobSpec(name=name, stages=tuple(specs))
+
+
+def _topological(ran: list[int], stages: dict[int, _Stage]) -> list[int]:
+    """Stage ids parents-first (Spark's ids already are, except across skipped stages)."""
+    ran_set = set(ran)
+    out: list[int] = []
+    seen: set[int] = set()
+
+    def visit(sid: int) -> None:
+        if sid in seen:
+            return
+        seen.add(sid)
+        for parent in stages[sid].parents:
+            if parent in ran_set:
+                visit(parent)
+        out.append(sid)
+
+    for sid in sorted(ran):
+        visit(sid)
+    return out
