@@ -3,8 +3,10 @@
 Drives the real engine with the simulator (``simulators.core``) on the TPC-DS-shaped workload
 (20,100 tasks at ``--scale 1``) on 100 VMs x 4 cores with exponential lifetimes at the given
 stability (mean VM lifetime / mean task time), and times every ``Policy.handle`` call with
-``time.perf_counter``. Prints p50 / p99 / max per event type and over all events, and the
-share of events above the 2 ms target. No assertions: it prints figures.
+``time.perf_counter`` (wall) and ``time.process_time`` (CPU of this process: on a shared,
+loaded machine the wall time includes waiting for a core). Prints p50 / p99 / max per event
+type and over all events, and the share of events above the 2 ms target. No assertions: it
+prints figures.
 
 Run: ``python bench/engine.py [--scale 1] [--stability 50] [--policy tr]``.
 """
@@ -43,10 +45,12 @@ class TimedPolicy(Policy):
         self.inner = inner
         self.name = inner.name
         self.seconds: dict[str, list[float]] = defaultdict(list)
+        self.cpu_seconds: dict[str, list[float]] = defaultdict(list)
 
     def handle(self, event: Event) -> Sequence[Command]:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         out = self.inner.handle(event)
+        self.cpu_seconds[type(event).__name__].append(time.process_time() - cpu)
         self.seconds[type(event).__name__].append(time.perf_counter() - start)
         return out
 
@@ -84,15 +88,16 @@ def main(argv: Sequence[str] | None = None) -> None:
           f"policy {args.policy}, seed {args.seed}")
     print(f"simulated job {result.job_time:.1f} s, succeeded={result.succeeded}, evictions {result.evictions}, "
           f"backups local/remote {result.backups_local}/{result.backups_remote}; wall {wall:.1f} s")
-    print(f"{'event':<16} {'count':>8} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'>2 ms':>8}")
-    everything: list[float] = []
-    for name in sorted(policy.seconds):
-        print(_row(name, policy.seconds[name]))
-        everything += policy.seconds[name]
-    print(_row("ALL", everything))
-    p99 = float(np.percentile(np.asarray(everything) * 1e3, 99))
-    verdict = "met" if p99 <= TARGET_P99_MS else "NOT met"
-    print(f"target p99 <= {TARGET_P99_MS:g} ms per event: {verdict} (p99 = {p99:.3f} ms)")
+    for label, table in (("wall", policy.seconds), ("cpu", policy.cpu_seconds)):
+        print(f"[{label}] {'event':<10} {'count':>8} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'>2 ms':>8}")
+        everything: list[float] = []
+        for name in sorted(table):
+            print(_row(name, table[name]))
+            everything += table[name]
+        print(_row("ALL", everything))
+        p99 = float(np.percentile(np.asarray(everything) * 1e3, 99))
+        verdict = "met" if p99 <= TARGET_P99_MS else "NOT met"
+        print(f"[{label}] target p99 <= {TARGET_P99_MS:g} ms per event: {verdict} (p99 = {p99:.3f} ms)")
 
 
 if __name__ == "__main__":

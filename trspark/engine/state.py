@@ -162,6 +162,9 @@ class JobState:
         self.shuffle_readers: dict[int, set[int]] = {}
         """shuffle id -> stages that read it."""
         self.consumed_shuffles: set[int] = set()
+        self._held: dict[str, set[BlockId]] = {}
+        """executor -> outputs it holds a copy of (as writer or peer backup): O(own) eviction."""
+        self._by_shuffle: dict[int, set[BlockId]] = {}
         self.lifetimes: dict[str, list[tuple[float, bool]]] = {}
         """pool -> ``(lifetime seconds, observed eviction?)`` of executors that left (censored if not evicted)."""
         self.first_recompute_time: float | None = None
@@ -198,8 +201,9 @@ class JobState:
         return (b for b in self.outputs.values() if not b.consumed)
 
     def outputs_on(self, executor_id: str) -> list[MapOutput]:
-        """Unconsumed outputs whose only at-risk copy includes ``executor_id``."""
-        return [b for b in self.live_outputs() if executor_id in b.holders()]
+        """Unconsumed outputs with a copy on ``executor_id`` (in creation order)."""
+        held = self._held.get(executor_id, set())
+        return [b for key, b in self.outputs.items() if key in held and not b.consumed]
 
     def reader_stages(self, shuffle_id: int) -> list[StageView]:
         return [self.stages[s] for s in sorted(self.shuffle_readers.get(shuffle_id, ())) if s in self.stages]
@@ -265,7 +269,10 @@ class JobState:
             if stage is not None:
                 self._stop_copy(stage, partition, e.executor_id, e.time, lost=True)
         ex.running.clear()
-        for block in list(self.outputs.values()):
+        for key in sorted(self._held.pop(e.executor_id, set())):
+            block = self.outputs.get(key)
+            if block is None:
+                continue
             block.backups.discard(e.executor_id)
             if block.executor_id == e.executor_id:
                 block.source_lost = True
@@ -333,6 +340,11 @@ class JobState:
         stage.write_bytes_sum += e.shuffle_write_bytes
         shuffle = e.shuffle_id if e.shuffle_id is not None else stage.shuffle_id
         if shuffle is not None:
+            old = self.outputs.get((shuffle, e.partition))
+            if old is not None:
+                self._forget_copies(old)
+            self._held.setdefault(e.executor_id, set()).add((shuffle, e.partition))
+            self._by_shuffle.setdefault(shuffle, set()).add((shuffle, e.partition))
             self.outputs[(shuffle, e.partition)] = MapOutput(
                 shuffle_id=shuffle,
                 map_index=e.partition,
@@ -362,13 +374,21 @@ class JobState:
         target_alive = e.target == REMOTE or (e.target in self.executors and self.executors[e.target].alive)
         if target_alive:
             block.backups.add(e.target)
+            if e.target != REMOTE:
+                self._held.setdefault(e.target, set()).add(block.block_id)
 
     def _block_lost(self, e: BlockLost) -> None:
         block = self.outputs.get((e.shuffle_id, e.map_index))
         if block is not None and not block.on_remote:
             self._drop_output(block)
 
+    def _forget_copies(self, block: MapOutput) -> None:
+        for holder in [block.executor_id, *block.backups]:
+            self._held.get(holder, set()).discard(block.block_id)
+
     def _drop_output(self, block: MapOutput) -> None:
+        self._forget_copies(block)
+        self._by_shuffle.get(block.shuffle_id, set()).discard(block.block_id)
         del self.outputs[block.block_id]
         stage = self.stages.get(block.stage_id)
         if stage is not None:
@@ -376,9 +396,12 @@ class JobState:
 
     def _shuffle_consumed(self, e: ShuffleConsumed) -> None:
         self.consumed_shuffles.add(e.shuffle_id)
-        for block in self.outputs.values():
-            if block.shuffle_id == e.shuffle_id:
-                block.consumed = True
+        for key in self._by_shuffle.get(e.shuffle_id, ()):
+            self.outputs[key].consumed = True
+
+    def shuffle_outputs(self, shuffle_id: int) -> list[MapOutput]:
+        """Existing outputs of one shuffle."""
+        return [self.outputs[k] for k in sorted(self._by_shuffle.get(shuffle_id, ()))]
 
     def _job_ended(self, e: JobEnded) -> None:
         self.job_ended = True

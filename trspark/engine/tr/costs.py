@@ -33,10 +33,14 @@ from trspark.engine.protocol import (
     ExecutorLost,
     ShuffleConsumed,
     TaskEnded,
+    Tick,
 )
 from trspark.engine.state import JobState, MapOutput
 from trspark.engine.tr.checkpointing import Costs
 from trspark.engine.tr.knowledge import LifetimeKnowledge
+
+#: Failure-table staleness (s) when exact deadlines are known (deterministic / fitted).
+NOTICE_STALENESS = 0.25
 
 #: Horizon standing for "the rest of the executor's life" in ``C_B2`` (s); ~3 years.
 LIFE_HORIZON = 1e8
@@ -60,11 +64,15 @@ class CostEstimator:
         # The grid must reach the longest T_max we ask for; past it Er is held constant.
         horizon = max(1.0, 4.0 * knowledge.prior.mean())
         self.grid = TimeGrid.geometric(horizon, size=config.grid_size, first=min(0.05, horizon / 1e4))
-        self.recompute = Recompute(self.lineage, self.grid, depth=config.recursion_depth, max_staleness=config.period)
+        self.recompute = Recompute(
+            self.lineage, self.grid, depth=config.recursion_depth,
+            max_staleness=NOTICE_STALENESS if knowledge.uses_notices else config.period * 0.999
+        )
         self.backup = BackupCosts(self.recompute, config.local_bandwidth, config.remote_bandwidth, config.remote_cap)
         # Same source terms at the local bandwidth, for C_B2 over the source's whole life.
         self._local_source = BackupCosts(self.recompute, config.local_bandwidth, config.local_bandwidth, 1e30)
         self.remote_in_flight = 0
+        self._first = True
 
     # ---- keeping the lineage in step --------------------------------------------------------
     def apply(self, event: Event, state: JobState) -> None:
@@ -92,7 +100,14 @@ class CostEstimator:
                 lineage.add_location(event.shuffle_id, event.map_index, event.target)
         elif isinstance(event, ShuffleConsumed) and lineage.has_shuffle(event.shuffle_id):
             lineage.mark_consumed(event.shuffle_id)
-        self.recompute.advance(state.now)
+        if isinstance(event, Tick) or self._first or self.knowledge.uses_notices:
+            # With a distribution only, the failure table ages with the clock on ticks: its
+            # rebuild (O(executors x grid)) lands on the periodic re-plan, not inside a task's
+            # decision, and ages lag by at most one period. With exact deadlines a lag of a
+            # period would move deaths out of the window, so the clock follows every event and
+            # the table is rebuilt every NOTICE_STALENESS seconds.
+            self._first = False
+            self.recompute.advance(state.now)
 
     def refresh_models(self, state: JobState) -> None:
         """Executors' lifetime models changed (a notice, a refit): point the lineage at the new ones."""

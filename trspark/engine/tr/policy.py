@@ -19,6 +19,7 @@ best peer), as ``always`` would.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
@@ -42,7 +43,7 @@ from trspark.engine.protocol import (
     TaskEnded,
     Tick,
 )
-from trspark.engine.state import JobState, MapOutput
+from trspark.engine.state import BlockId, JobState, MapOutput
 from trspark.engine.tr.backup_stack import BackupStack, plan_for
 from trspark.engine.tr.checkpointing import decide
 from trspark.engine.tr.costs import CostEstimator
@@ -52,11 +53,14 @@ from trspark.engine.tr.knowledge import LifetimeKnowledge
 from trspark.engine.tr.safety_belt import SafetyBelt
 from trspark.engine.tr.scheduling import build_hints, hints_changed
 
-#: Blocks re-planned per tick (newest first): older blocks have usually been planned or are
-#: about to be consumed, and the stack serves the newest first anyway.
+#: Blocks queued for re-planning per tick (newest first): older blocks have usually been
+#: planned or are about to be consumed, and the stack serves the newest first anyway.
 REPLAN_LIMIT = 64
-#: Blocks re-planned right after an eviction or a new executor (the rest wait for the tick).
+#: Blocks queued for re-planning after an eviction or a new executor.
 REPLAN_ON_CHANGE = 16
+#: Queued re-plans done per event: re-planning is spread over the following events so that no
+#: single event pays for many decisions (decision latency, bench/engine.py).
+REPLANS_PER_EVENT = 2
 
 
 class TRPolicy(Policy):
@@ -85,7 +89,8 @@ class TRPolicy(Policy):
         self.splitter = SplitAdvisor()
         self.hints: SchedulingHints | None = None
         self.decisions = {"local": 0, "remote": 0, "none": 0}
-        self._last_replan = -np.inf
+        self._replan_queue: deque[BlockId] = deque()
+        self._queued: set[BlockId] = set()
 
     # ---- the event loop ---------------------------------------------------------------------
     def handle(self, event: Event) -> Sequence[Command]:
@@ -119,6 +124,7 @@ class TRPolicy(Policy):
             out += self._scheduling()
         if self.config.duplication and isinstance(event, (StageSubmitted, ExecutorLost, Tick)):
             out += self.duplicator.kill_if_needed(state)
+        self._work_queue(REPLANS_PER_EVENT)
         out += self.stack.release(state)
         return out
 
@@ -146,8 +152,8 @@ class TRPolicy(Policy):
 
     def _on_consumed(self, shuffle_id: int) -> list[Command]:
         out = self.stack.cancel_consumed(shuffle_id)
-        for block in self.state.outputs.values():
-            if block.shuffle_id == shuffle_id and block.backups:
+        for block in self.state.shuffle_outputs(shuffle_id):
+            if block.backups:
                 out.append(DropBackup(shuffle_id=shuffle_id, map_index=block.map_index))
         return out
 
@@ -169,7 +175,7 @@ class TRPolicy(Policy):
             target = self._belt_target(block)
         else:
             self.costs.remote_in_flight = sum(1 for p in self.stack.in_flight.values() if p.target == REMOTE)
-            horizon = consumption_horizon(state, self.config.alpha)
+            horizon = consumption_horizon(state, self.config.alpha, block)
             target = decide(self.costs.costs(block, state, horizon))
         if target is None or target in block.backups:
             self.decisions["none"] += 1
@@ -181,19 +187,36 @@ class TRPolicy(Policy):
     def _belt_target(self, block: MapOutput) -> str | None:
         if self.config.targets != "local":
             return REMOTE
-        return self.costs.best_peer(block, self.state, consumption_horizon(self.state, self.config.alpha))
+        return self.costs.best_peer(block, self.state, consumption_horizon(self.state, self.config.alpha, block))
 
     def _replan(self, limit: int | None = REPLAN_LIMIT) -> list[Command]:
-        """Re-run Algorithm 2 on the newest unsafe, not in-flight blocks (at most ``limit``)."""
-        done = 0
+        """Queue the newest unsafe, not in-flight blocks (at most ``limit``) for Algorithm 2 again.
+
+        ``limit=None`` (the safety belt firing) plans every such block at once instead.
+        """
+        picked = 0
         for block in reversed(list(self.state.outputs.values())):  # insertion order = creation order
-            if limit is not None and done >= limit:
+            if limit is not None and picked >= limit:
                 break
             if block.consumed or block.on_remote or not block.holders() or block.block_id in self.stack.in_flight:
                 continue
-            self._plan(block)
-            done += 1
+            picked += 1
+            if limit is None:
+                self._plan(block)
+            elif block.block_id not in self._queued:
+                self._queued.add(block.block_id)
+                self._replan_queue.append(block.block_id)
         return []
+
+    def _work_queue(self, budget: int) -> None:
+        """Re-plan up to ``budget`` queued blocks (oldest request first)."""
+        while budget > 0 and self._replan_queue:
+            block_id = self._replan_queue.popleft()
+            self._queued.discard(block_id)
+            block = self.state.outputs.get(block_id)
+            if block is not None and not block.consumed and not block.on_remote and block.holders():
+                self._plan(block)
+                budget -= 1
 
     # ---- TR-Scheduling ----------------------------------------------------------------------
     def _scheduling(self) -> list[Command]:
