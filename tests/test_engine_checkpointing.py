@@ -73,3 +73,17 @@ def test_deterministic_knows_which_block_is_safe() -> None:
     assert _one_block_job(1e9, knowledge="deterministic", notices={"a": 1e7}) == []
     backups = _one_block_job(1e9, knowledge="deterministic", notices={"a": 25.0, "b": 1e7, "c": 1e7})
     assert len(backups) == 1 and backups[0].source == "a"
+
+
+def test_live_style_events_without_shuffle_id_on_task_end() -> None:
+    """The live shim may omit TaskEnded.shuffle_id: the stage's shuffle is used (ids "0", "1", ...)."""
+    from trspark.engine.protocol import TaskEnded, TaskStarted
+
+    config = TRConfig(lifetime="exponential:mean=10", duplication=False, scheduling=False)
+    policy = make_policy("tr", config)
+    events = add_executors(["0", "1", "2"], cores=1) + [map_stage(3, 2, 7), map_stage(4, 2, None, parents=[3], parent_shuffles=[7])]
+    events += [TaskStarted(time=0.0, stage_id=3, partition=0, executor_id="0"),
+               TaskEnded(time=20.0, stage_id=3, partition=0, executor_id="0", duration=20.0,
+                         shuffle_write_bytes=10 * MB, map_id=12345)]
+    backups = [c for c in feed(policy, events) if isinstance(c, Backup)]
+    assert [(b.shuffle_id, b.map_index, b.source, b.map_id) for b in backups] == [(7, 0, "0", 12345)]

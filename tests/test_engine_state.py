@@ -125,3 +125,10 @@ def test_resubmitted_attempt_runs_only_missing_partitions() -> None:
     state.apply(StageSubmitted(time=9.0, stage_id=0, num_tasks=2, shuffle_id=0, attempt=1, pending_partitions=(0,)))
     assert state.stages[0].finished == {1}
     assert state.stages[0].attempt == 1
+
+
+def test_only_evictions_count_as_observed_lifetimes() -> None:
+    state = _state(add_executors(["0", "1"], time=0.0))
+    state.apply(ExecutorLost(time=5.0, executor_id="0", reason="evicted"))
+    state.apply(ExecutorLost(time=7.0, executor_id="1", reason="app"))
+    assert state.lifetimes["default"] == [(5.0, True), (7.0, False)]

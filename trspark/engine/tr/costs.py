@@ -85,15 +85,16 @@ class CostEstimator:
         elif isinstance(event, ExecutorLost):
             if any(e.executor_id == event.executor_id for e in lineage.executors()):
                 lineage.remove_executor(event.executor_id)
-        elif isinstance(event, TaskEnded):
-            if event.successful and event.shuffle_id is not None and (event.shuffle_id, event.partition) in state.outputs:
-                stage = state.stages[event.stage_id]
+        elif isinstance(event, TaskEnded) and event.successful:
+            stage = state.stages.get(event.stage_id)
+            shuffle = event.shuffle_id if event.shuffle_id is not None else (stage.shuffle_id if stage else None)
+            if stage is not None and shuffle is not None and (shuffle, event.partition) in state.outputs:
                 lineage.add_output(
-                    event.shuffle_id, event.partition, event.executor_id, event.duration,
+                    shuffle, event.partition, event.executor_id, event.duration,
                     float(event.shuffle_write_bytes), parents=stage.parent_shuffle_ids,
                 )
-                if event.shuffle_id in state.consumed_shuffles:
-                    lineage.mark_consumed(event.shuffle_id, event.partition)
+                if shuffle in state.consumed_shuffles:
+                    lineage.mark_consumed(shuffle, event.partition)
         elif isinstance(event, BlockBackedUp):
             block = state.outputs.get((event.shuffle_id, event.map_index))
             if block is not None and event.target in block.backups and lineage.has_shuffle(event.shuffle_id):

@@ -7,12 +7,14 @@ lineage):
   backup stack. A successful copy kills its other copies.
 * ``BlockBackedUp`` / ``BackupFailed`` -- the source's slot frees; a failed block is re-planned.
 * ``ExecutorLost`` / ``ExecutorAdded`` / ``ExecutorNotice`` -- the stack forgets what the lost
-  executor was part of; the next re-plan (immediately) sees the new failure picture.
+  executor was part of; lifetime models are refreshed (a notice, a refit) and the newest blocks
+  are queued for re-planning.
 * ``ShuffleConsumed`` -- released backups of the shuffle are cancelled, finished ones dropped.
-* ``Tick`` -- re-plan the newest unsafe blocks (their risk grows as executors age and parents
-  are lost), the safety belt, TR-Scheduling hints, duplication and splitting advice.
+* ``Tick`` -- queue the newest unsafe blocks for re-planning (their risk grows as executors age
+  and parents are lost); the safety belt, TR-Scheduling hints, duplication, splitting advice.
 
-After every event the stack releases what it can (newest first, per source executor).
+After every event a few queued re-plans run (``REPLANS_PER_EVENT``: no single event pays for
+many decisions) and the stack releases what it can (newest first, per source executor).
 Once the safety belt fires, every unsafe output goes to remote (the local-only variant: to the
 best peer), as ``always`` would.
 """
@@ -134,10 +136,11 @@ class TRPolicy(Policy):
         out: list[Command] = []
         if self.config.duplication:
             out += self.duplicator.on_task_succeeded(self.state, event.stage_id, event.partition)
-        if event.shuffle_id is not None:
-            block = self.state.outputs.get((event.shuffle_id, event.partition))
-            if block is not None:
-                self._plan(block)
+        stage = self.state.stages.get(event.stage_id)
+        shuffle = event.shuffle_id if event.shuffle_id is not None else (stage.shuffle_id if stage else None)
+        block = self.state.outputs.get((shuffle, event.partition)) if shuffle is not None else None
+        if block is not None:
+            self._plan(block)
         out += self._check_belt()
         return out
 
