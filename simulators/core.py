@@ -32,7 +32,8 @@ Same-time heap entries are processed by priority, then by insertion order:
 2. backup completions -- before task ends, so a consumer scheduled at ``t`` sees the copy;
 3. task completions;
 4. replacement VMs registering;
-5. ticks -- the policy re-plans after everything else that happened at ``t``.
+5. stages becoming runnable after their driver overhead (``StageSpec.overhead_seconds``);
+6. ticks -- the policy re-plans after everything else that happened at ``t``.
 
 New tasks are placed only after every heap entry at the current instant has been processed.
 """
@@ -80,7 +81,7 @@ from trspark.engine.protocol import (
 )
 
 # heap entry kinds == their tie priority (see module docstring)
-EVICT, NOTICE, XFER_DONE, TASK_DONE, VM_ADD, TICK = range(6)
+EVICT, NOTICE, XFER_DONE, TASK_DONE, VM_ADD, STAGE_READY, TICK = range(7)
 
 IDLE, WAITING, ACTIVE, COMPLETE = range(4)
 
@@ -267,7 +268,8 @@ class Simulator:
         self._schedule()
         heap = self._heap
         pop = heapq.heappop
-        handlers = (self._on_evict, self._on_notice, self._on_xfer_done, self._on_task_done, self._on_vm_add, self._on_tick)
+        handlers = (self._on_evict, self._on_notice, self._on_xfer_done, self._on_task_done, self._on_vm_add,
+                    self._on_stage_ready, self._on_tick)
         while not self._finished:
             if not heap:
                 self._fail("deadlock: nothing left to happen")
@@ -399,9 +401,12 @@ class Simulator:
         stage.attempt += 1
         todo = [p for p in range(stage.n) if not stage.done[p] and not stage.running[p]]
         stage.pending = deque(todo)
-        self._active.add(stage)
-        self._order_dirty = True
         spec = stage.spec
+        if spec.overhead_seconds > 0.0:
+            self._push(self.now + spec.overhead_seconds, STAGE_READY, (stage, stage.attempt))
+        else:
+            self._active.add(stage)
+            self._order_dirty = True
         self._emit(
             StageSubmitted(
                 self.now,
@@ -417,6 +422,12 @@ class Simulator:
         )
         if stage.n_done == stage.n:
             self._complete(stage)
+
+    def _on_stage_ready(self, payload: Any) -> None:
+        stage, attempt = payload
+        if stage.state == ACTIVE and stage.attempt == attempt:
+            self._active.add(stage)
+            self._order_dirty = True
 
     def _complete(self, stage: Stage) -> None:
         stage.state = COMPLETE

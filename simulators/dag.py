@@ -39,6 +39,9 @@ class StageSpec:
         dependency (used by event-log replay to keep Spark jobs of one application in order).
     input_bytes : array of float or None
         Bytes read from the job's input by each task (reported only).
+    overhead_seconds : float
+        Driver-side time (s) between the stage's submission and its tasks becoming runnable
+        (Spark's task serialisation and launch; measured per stage by event-log replay).
     """
 
     stage_id: int
@@ -49,6 +52,7 @@ class StageSpec:
     after: tuple[int, ...] = ()
     name: str = ""
     input_bytes: FloatArray | None = None
+    overhead_seconds: float = 0.0
 
     @property
     def num_tasks(self) -> int:

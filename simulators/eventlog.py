@@ -16,8 +16,11 @@ What is taken from the log:
   else the largest number of tasks seen running at once).
 
 A task's compute time is its recorded duration minus the shuffle read time the simulator will
-add back (its read bytes at the local bandwidth), so replaying without evictions reproduces the
-recorded stage times. ``recorded_seconds`` sums the Spark jobs' durations (submission to end).
+add back (its read bytes at the local bandwidth). A stage's driver overhead
+(``StageSpec.overhead_seconds``) is the time from its submission to its first task launch plus
+from its last task end to its completion; a job's own overhead (submission to its first stage,
+last stage to job end) is added to its first stage. Replaying without evictions thus reproduces
+the recorded job times; ``recorded_seconds`` sums the Spark jobs' durations (submission to end).
 """
 
 from __future__ import annotations
@@ -154,6 +157,8 @@ class _Stage:
     parents: tuple[int, ...] = ()
     job: int = -1
     is_map: bool = False
+    rdd: int = -1
+    """Id of the stage's own (last) RDD; a skipped stage shares it with the stage that ran."""
 
 
 def _metrics(event: dict[str, Any]) -> tuple[float, float, float]:
@@ -181,6 +186,7 @@ def load_eventlog(path: str | Path, local_bandwidth: float = 400e6) -> Replay:
     all_tasks: list[_Task] = []
     job_spans: dict[int, list[float]] = {}
     job_order: list[int] = []
+    stage_span: dict[int, tuple[float, float]] = {}
     executors: dict[str, int] = {}
     master = ""
     app_name = ""
@@ -196,6 +202,7 @@ def load_eventlog(path: str | Path, local_bandwidth: float = 400e6) -> Replay:
                 stage.name = str(info.get("Stage Name", ""))
                 stage.num_tasks = int(info.get("Number of Tasks", 0))
                 stage.parents = tuple(int(p) for p in info.get("Parent IDs", []))
+                stage.rdd = max((int(r["RDD ID"]) for r in info.get("RDD Info", []) if "RDD ID" in r), default=-1)
                 if stage.job < 0:
                     stage.job = job_id
         elif kind == "SparkListenerJobEnd":
@@ -213,6 +220,11 @@ def load_eventlog(path: str | Path, local_bandwidth: float = 400e6) -> Replay:
             all_tasks.append(task)
             if event.get("Task Type") == "ShuffleMapTask":
                 stages.setdefault(sid, _Stage(sid)).is_map = True
+        elif kind == "SparkListenerStageCompleted":
+            info = event.get("Stage Info") or {}
+            if "Submission Time" in info and "Completion Time" in info:
+                stage_span[int(info["Stage ID"])] = (float(info["Submission Time"]) / 1000.0,
+                                                     float(info["Completion Time"]) / 1000.0)
         elif kind == "SparkListenerExecutorAdded":
             executors[str(event["Executor ID"])] = int((event.get("Executor Info") or {}).get("Total Cores", 1))
         elif kind == "SparkListenerEnvironmentUpdate":
@@ -221,7 +233,8 @@ def load_eventlog(path: str | Path, local_bandwidth: float = 400e6) -> Replay:
             app_name = str(event.get("App Name", ""))
     if not all_tasks:
         raise EventLogError(f"{path}: the log has no successful tasks to replay")
-    job = _build_job(Path(path).name, stages, tasks, job_order, local_bandwidth)
+    overheads = _overheads(stages, tasks, stage_span, job_spans)
+    job = _build_job(Path(path).name, stages, tasks, job_order, local_bandwidth, overheads)
     n_exec, cores = _cluster(executors, master, all_tasks)
     recorded = sum(end - start for start, end in job_spans.values() if end == end)
     return Replay(job=job, executors=n_exec, cores=cores, recorded_seconds=recorded, app_name=app_name)
@@ -240,17 +253,34 @@ def _cluster(executors: dict[str, int], master: str, tasks: list[_Task]) -> tupl
     return 1, _max_concurrency(tasks)
 
 
+def _overheads(stages: dict[int, _Stage], tasks: dict[int, dict[int, _Task]],
+               stage_span: dict[int, tuple[float, float]], job_spans: dict[int, list[float]]) -> dict[int, float]:
+    """Driver overhead per stage that ran (s); see the module docstring."""
+    out: dict[int, float] = {}
+    for sid, parts in tasks.items():
+        if sid not in stage_span:
+            out[sid] = 0.0
+            continue
+        submitted, completed = stage_span[sid]
+        first = min(t.launch for t in parts.values())
+        last = max(t.finish for t in parts.values())
+        out[sid] = max(0.0, first - submitted) + max(0.0, completed - last)
+    for job_id, (start, end) in job_spans.items():
+        ran = [sid for sid in tasks if sid in stage_span and stages.get(sid, _Stage(sid)).job == job_id]
+        if not ran or end != end:
+            continue
+        first_stage = min(ran, key=lambda s: stage_span[s][0])
+        out[first_stage] += max(0.0, stage_span[first_stage][0] - start) + max(0.0, end - max(stage_span[s][1] for s in ran))
+    return out
+
+
 def _build_job(name: str, stages: dict[int, _Stage], tasks: dict[int, dict[int, _Task]], job_order: list[int],
-               local_bandwidth: float) -> JobSpec:
+               local_bandwidth: float, overheads: dict[int, float]) -> JobSpec:
     ran = sorted(tasks)
     for sid in ran:
         stages.setdefault(sid, _Stage(sid))
-    # a stage is a map stage if it ran ShuffleMapTasks or a stage that ran reads it
-    for sid in ran:
-        for parent in stages[sid].parents:
-            if parent in stages:
-                stages[parent].is_map = True
     writes_total = {sid: sum(t.write_bytes for t in tasks[sid].values()) for sid in ran}
+    _resolve_skipped_parents(stages, set(ran))
     specs: list[StageSpec] = []
     shuffles: set[int] = set()  # stages replayed as shuffle writers
     last_of_job: dict[int, int] = {}
@@ -275,12 +305,33 @@ def _build_job(name: str, stages: dict[int, _Stage], tasks: dict[int, dict[int, 
         is_map = stage.is_map and write.sum() > 0
         specs.append(StageSpec(stage_id=sid, task_seconds=seconds, shuffle_write_bytes=write if is_map else np.zeros(n),
                                parents=parents, shuffle_id=sid if is_map else None, after=after,
-                               name=stage.name, input_bytes=inputs))
+                               name=stage.name, input_bytes=inputs, overhead_seconds=overheads.get(sid, 0.0)))
         if is_map:
             shuffles.add(sid)
         if stage.job >= 0:
             last_of_job[stage.job] = sid
     return JobSpec(name=name, stages=tuple(specs))
+
+
+def _resolve_skipped_parents(stages: dict[int, _Stage], ran: set[int]) -> None:
+    """Point parents that were skipped (their shuffle already existed) at the stage that wrote it.
+
+    Spark may plan a new stage id for an existing shuffle in a later job (e.g. SQL re-planning);
+    such a stage runs no task. It shares its output RDD with the stage that did write the shuffle.
+    """
+    writer_by_rdd = {stages[s].rdd: s for s in sorted(ran) if stages[s].rdd >= 0}
+    for sid in ran:
+        stage = stages[sid]
+        resolved = []
+        for parent in stage.parents:
+            if parent in ran:
+                resolved.append(parent)
+            elif parent in stages and stages[parent].rdd in writer_by_rdd:
+                resolved.append(writer_by_rdd[stages[parent].rdd])
+        stage.parents = tuple(dict.fromkeys(resolved))
+    for sid in ran:
+        for parent in stages[sid].parents:
+            stages[parent].is_map = True
 
 
 def _topological(ran: list[int], stages: dict[int, _Stage]) -> list[int]:

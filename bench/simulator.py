@@ -1,0 +1,55 @@
+"""Simulator throughput on the paper's default setting: events/s and seconds per run.
+
+    python bench/simulator.py [--policy always] [--stability 100] [--runs 50] [--workers 2]
+
+Default: TPC-DS-like job (20,100 tasks) on 100 VMs x 4 cores (Table 2), 50 runs on all cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+# Run as a script, Python puts bench/ first on sys.path, where sibling scripts (bench/cost_model.py)
+# would shadow the packages of the same name: import from the repository root instead.
+sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from simulators.runner import Experiment, run_experiment, stable_job_time, with_stability  # noqa: E402
+from simulators.workloads import make_workload  # noqa: E402
+from simulators.world import WorldSpec  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--policy", default="always")
+    parser.add_argument("--workload", default="tpcds")
+    parser.add_argument("--stability", type=float, default=100.0)
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    job = make_workload(args.workload, seed=args.seed)
+    world = WorldSpec()
+    t0 = time.perf_counter()
+    stable = stable_job_time(job, world)
+    t_stable = time.perf_counter() - t0
+    exp = Experiment(job, with_stability(world, job, args.stability), args.policy, runs=args.runs, seed=args.seed)
+    t0 = time.perf_counter()
+    summary = run_experiment(exp, workers=args.workers, stable_time=stable)
+    wall = time.perf_counter() - t0
+    events = sum(row["events"] for row in summary["rows"])
+    print(f"workload {args.workload}: {job.num_tasks} tasks on {world.vms}x{world.cores} cores; policy {args.policy}; "
+          f"stability {args.stability:g}")
+    print(f"stable run: {stable:.2f} s simulated in {t_stable:.2f} s")
+    print(f"{args.runs} runs on {args.workers} workers: {wall:.2f} s wall, {wall * args.workers / args.runs:.3f} s per run "
+          f"(worker time), {events / wall:,.0f} events/s, {events / args.runs:,.0f} events per run")
+    print(f"slowdown mean {summary['slowdown_mean']:.3f}, p95 {summary['slowdown_p95']:.3f}, failed {summary['failed_runs']}")
+    print(f"load average during the run: {os.getloadavg()[0]:.1f} (the CPU is shared)")
+
+
+if __name__ == "__main__":
+    main()
