@@ -35,6 +35,11 @@ from typing import Any
 
 import click
 
+# Run as a script, this file's directory comes first on sys.path, where bench/cost_model.py would
+# shadow the cost_model package the engine imports. Project imports must come from the package.
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
+
 CONFIGS = ("none", "never", "tr")
 TARGET_NEVER = 1.03
 
@@ -77,6 +82,7 @@ def serve_worker(config: str, executors: int, memory_mb: int, rows: int, partiti
             SparkSession.builder.master(f"local-cluster[{executors},1,{memory_mb}]")
             .appName(f"trspark-overhead-{config}")
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
             .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
             .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "300s")
             .config("spark.sql.shuffle.partitions", str(partitions))
