@@ -91,6 +91,7 @@ class TRPolicy(Policy):
         self.splitter = SplitAdvisor()
         self.hints: SchedulingHints | None = None
         self.decisions = {"local": 0, "remote": 0, "none": 0}
+        self._planned_now = False
         self._replan_queue: deque[BlockId] = deque()
         self._queued: set[BlockId] = set()
 
@@ -126,7 +127,9 @@ class TRPolicy(Policy):
             out += self._scheduling()
         if self.config.duplication and isinstance(event, (StageSubmitted, ExecutorLost, Tick)):
             out += self.duplicator.kill_if_needed(state)
-        self._work_queue(REPLANS_PER_EVENT)
+        # An event that already ran Algorithm 2 for its own block does no queued re-plans.
+        self._work_queue(0 if self._planned_now else REPLANS_PER_EVENT)
+        self._planned_now = False
         out += self.stack.release(state)
         return out
 
@@ -141,6 +144,7 @@ class TRPolicy(Policy):
         block = self.state.outputs.get((shuffle, event.partition)) if shuffle is not None else None
         if block is not None:
             self._plan(block)
+            self._planned_now = True
         out += self._check_belt()
         return out
 
@@ -198,7 +202,7 @@ class TRPolicy(Policy):
         ``limit=None`` (the safety belt firing) plans every such block at once instead.
         """
         picked = 0
-        for block in reversed(list(self.state.outputs.values())):  # insertion order = creation order
+        for block in reversed(self.state.outputs.values()):  # insertion order = creation order
             if limit is not None and picked >= limit:
                 break
             if block.consumed or block.on_remote or not block.holders() or block.block_id in self.stack.in_flight:
