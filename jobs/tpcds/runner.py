@@ -25,6 +25,8 @@ killed: runs are recorded with scenario ``real`` and whatever evictions the clus
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import queue
 import signal
 import statistics
 import threading
@@ -38,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from jobs.tpcds import datagen, metrics, results, session
-from jobs.tpcds.oracle import Answer, DuckDBOracle
+from jobs.tpcds.oracle import Answer, DuckDBOracle, compare
 from jobs.tpcds.queries import Query, load
 from jobs.tpcds.results import RunRow
 
@@ -95,18 +97,20 @@ class Progress:
     start: Callable[[int], None] = lambda total: None
     step: Callable[[str], None] = lambda label: None
     advance: Callable[[], None] = lambda: None
+    row: Callable[[RunRow], None] = lambda row: None
+    """Called with every row as soon as it is written (rows survive a policy that crashes later)."""
 
 
 @dataclass
 class _Context:
-    """State shared across policies of one benchmark."""
+    """State shared across policies of one benchmark (picklable: it goes to each policy's process)."""
 
     settings: BenchSettings
-    oracle: DuckDBOracle
     queries: dict[str, Query]
+    answers: dict[str, Answer]
+    """DuckDB's answer per query (the oracle), computed once in the parent."""
     stable: dict[str, float] = field(default_factory=dict)
     schedules: dict[tuple[str, int], Schedule] = field(default_factory=dict)
-    skipped: dict[str, str] = field(default_factory=dict)
 
 
 def execute(spark: SparkSession, query: Query, group: str, time_cap: float) -> Outcome:
@@ -183,31 +187,87 @@ def run(settings: BenchSettings, progress: Progress | None = None) -> BenchResul
     progress = progress or Progress()
     progress.step("TPC-DS data")
     data = datagen.generate(settings.sf, settings.cache, show_progress=False)
+    progress.step("DuckDB answers (the oracle)")
+    queries = {name: load(name) for name in settings.queries}
     with DuckDBOracle(data) as oracle:
-        ctx = _Context(settings, oracle, {name: load(name) for name in settings.queries})
-        for query in ctx.queries.values():
-            oracle.answer(query)  # fail early on a query DuckDB cannot answer
-        policies = ["never", *(p for p in settings.policies if p != "never")]
-        per_policy = len(settings.queries) * settings.repeat * (1 if settings.master else 2)
-        progress.start(per_policy * len(policies))
-        rows: list[RunRow] = []
-        for policy in policies:
-            rows.extend(_run_policy(ctx, policy, data, progress))
-        return BenchResult(rows, ctx.skipped)
+        answers = {name: oracle.answer(query) for name, query in queries.items()}
+    ctx = _Context(settings, queries, answers)
+    policies = ["never", *(p for p in settings.policies if p != "never")]
+    per_policy = len(settings.queries) * settings.repeat * (1 if settings.master else 2)
+    progress.start(per_policy * len(policies))
+    rows: list[RunRow] = []
+    skipped: dict[str, str] = {}
+    for policy in policies:
+        mine: list[RunRow] = []
+        done = _run_isolated(ctx, policy, data, progress, mine)
+        rows.extend(mine)
+        if done.skipped:
+            skipped[policy] = done.skipped
+            for _ in range(per_policy - len(mine)):
+                progress.advance()
+        ctx.stable.update(done.stable)
+        ctx.schedules.update(done.schedules)
+    return BenchResult(rows, skipped)
+
+
+@dataclass
+class _PolicyDone:
+    stable: dict[str, float]
+    schedules: dict[tuple[str, int], Schedule]
+    skipped: str = ""
+
+
+def _run_isolated(ctx: _Context, policy: str, data: Path, progress: Progress, rows: list[RunRow]) -> _PolicyDone:
+    """Run one policy in its own Python process, so it gets its own driver JVM.
+
+    A driver JVM cannot load a plugin jar given to a second SparkContext (``spark.jars`` reaches
+    the driver's class path only at JVM start: ClassNotFoundException for the plugin class), and
+    a fresh JVM per policy keeps one policy's JIT and caches from helping the next.
+    """
+    mp = multiprocessing.get_context("spawn")
+    channel = mp.Queue()
+    child = mp.Process(target=_policy_process, args=(ctx, policy, data, channel), name=f"bench-{policy}")
+    child.start()
+    try:
+        while True:
+            try:
+                message = channel.get(timeout=1.0)
+            except queue.Empty:
+                if not child.is_alive():
+                    return _PolicyDone({}, {}, f"its worker process died (exit code {child.exitcode})")
+                continue
+            kind, payload = message
+            if kind == "step":
+                progress.step(payload)
+            elif kind == "advance":
+                progress.advance()
+            elif kind == "row":
+                rows.append(payload)
+            else:
+                return payload  # type: ignore[no-any-return]
+    finally:
+        child.join()
+
+
+def _policy_process(ctx: _Context, policy: str, data: Path, channel: Any) -> None:
+    hooks = Progress(step=lambda label: channel.put(("step", label)), advance=lambda: channel.put(("advance", None)),
+                     row=lambda row: channel.put(("row", row)))
+    try:
+        _run_policy(ctx, policy, data, hooks)
+        channel.put(("done", _PolicyDone(ctx.stable, ctx.schedules)))
+    except session.PolicyUnavailable as exc:
+        channel.put(("done", _PolicyDone({}, {}, str(exc))))
+    except Exception as exc:  # report, do not hang the parent
+        log.exception("policy %s failed", policy)
+        channel.put(("done", _PolicyDone({}, {}, f"it failed: {_first_line(exc)}")))
 
 
 def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> list[RunRow]:
+    """All runs of one policy on one session (raises PolicyUnavailable if it cannot start)."""
     s = ctx.settings
     spec = session.ClusterSpec(executors=s.executors, cores=s.cores, memory_mb=s.memory_mb, master=s.master)
     progress.step(f"{policy}: starting Spark ({spec.master_url})")
-    try:
-        spark, work_dir = session.start(spec, policy, trspark_options=_plugin_options(ctx))
-    except session.PolicyUnavailable as exc:
-        ctx.skipped[policy] = str(exc)
-        log.warning("skipping policy %s: %s", policy, exc)
-        for _ in range(len(s.queries) * s.repeat * (1 if s.master else 2)):
-            progress.advance()
-        return []
+    spark, work_dir = session.start(spec, policy, trspark_options=_plugin_options(ctx))
     rows: list[RunRow] = []
     try:
         session.register_tables(spark, data)
@@ -231,6 +291,7 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
                     _set_reference(ctx, name, batch)
                 for row in batch:
                     results.append(s.out, row)
+                    progress.row(row)
                 rows.extend(batch)
         return rows
     finally:
@@ -282,7 +343,7 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
     if stable:
         row.stable_seconds, row.slowdown = stable, outcome.seconds / stable
     if outcome.answer is not None:
-        verdict = ctx.oracle.check(query, outcome.answer)
+        verdict = compare(ctx.answers[query.name], outcome.answer, ordered=query.ordered)
         row.result_ok = verdict.ok
         row.error = verdict.reason
     try:

@@ -174,9 +174,37 @@ def start(spec: ClusterSpec, policy: str, *, app_name: str = "trspark-tpcds",
 
 
 def register_tables(spark: SparkSession, data: Path) -> None:
-    """Expose every TPC-DS Parquet file as a temporary view named after its table."""
+    """Expose every TPC-DS Parquet file as a temporary view named after its table.
+
+    The schema is read from the Parquet footer here (pyarrow) and handed to Spark, which would
+    otherwise run one schema-inference job per table at every session start.
+    """
     for table in TABLES:
-        spark.read.parquet(str(Path(data) / f"{table}.parquet")).createOrReplaceTempView(table)
+        path = Path(data) / f"{table}.parquet"
+        ddl = spark_ddl(path)
+        reader = spark.read.schema(ddl) if ddl else spark.read
+        reader.parquet(str(path)).createOrReplaceTempView(table)
+
+
+_ARROW_TO_SPARK = {"int32": "INT", "int64": "BIGINT", "string": "STRING", "large_string": "STRING",
+                   "date32[day]": "DATE", "double": "DOUBLE", "float": "FLOAT", "bool": "BOOLEAN"}
+
+
+def spark_ddl(path: Path) -> str | None:
+    """Spark DDL (``a BIGINT, b DECIMAL(7,2)``) of a Parquet file, or None for a type not mapped here."""
+    import pyarrow.parquet as pq
+
+    columns = []
+    for f in pq.read_schema(path):
+        kind = str(f.type)
+        if kind.startswith("decimal128("):
+            spark_type = "DECIMAL" + kind.removeprefix("decimal128")
+        elif kind in _ARROW_TO_SPARK:
+            spark_type = _ARROW_TO_SPARK[kind]
+        else:
+            return None  # let Spark infer it
+        columns.append(f"`{f.name}` {spark_type}")
+    return ", ".join(columns)
 
 
 def run_query(spark: SparkSession, query: Query, *, job_group: str) -> Answer:
