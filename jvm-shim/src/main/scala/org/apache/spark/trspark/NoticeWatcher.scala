@@ -12,14 +12,28 @@ import scala.jdk.CollectionConverters._
 import scala.util.Try
 import scala.util.control.NonFatal
 
-import com.fasterxml.jackson.databind.ObjectMapper
+import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
+import com.fasterxml.jackson.databind.node.ObjectNode
 
 import org.apache.spark.SparkConf
 import org.apache.spark.internal.Logging
 import org.apache.spark.util.SignalUtils
 
-/** Executor -> driver: this executor will be gone at `deadlineEpochMillis` (a termination notice). */
-case class TerminationNotice(executorId: String, deadlineEpochMillis: Long, source: String)
+/**
+ * Executor -> driver: this executor will be gone at `deadlineEpochMillis` (a termination notice).
+ * Travels as JSON text like every plugin message (see `Wire`): `toJson` / `fromJson`.
+ */
+case class TerminationNotice(executorId: String, deadlineEpochMillis: Long, source: String) {
+  def toJson: ObjectNode = TerminationNotice.mapper.createObjectNode().put("type", TerminationNotice.Type)
+    .put("executor", executorId).put("deadline", deadlineEpochMillis).put("source", source)
+}
+
+object TerminationNotice {
+  val Type = "notice"
+  private val mapper = new ObjectMapper()
+  def fromJson(node: JsonNode): TerminationNotice = TerminationNotice(
+    node.path("executor").asText(), node.path("deadline").asLong(), node.path("source").asText())
+}
 
 /**
  * The `spark.trspark.notice.*` settings (same names, defaults and allowed values as
@@ -185,7 +199,7 @@ object NoticeEndpoints {
  * The executor plugin's use (see `docs/notices.md`):
  * {{{
  *   val watcher = new NoticeWatcher(NoticeSettings(ctx.conf()).forExecutor(ctx.executorID()),
- *     (deadline, source) => ctx.send(TerminationNotice(ctx.executorID(), deadline, source)))
+ *     (deadline, source) => ctx.send(Wire.encode(TerminationNotice(ctx.executorID(), deadline, source))))
  *   watcher.start(); watcher.installSignalHandler()      // ... and watcher.stop() in shutdown()
  * }}}
  *
