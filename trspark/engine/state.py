@@ -162,6 +162,7 @@ class JobState:
         self.shuffle_readers: dict[int, set[int]] = {}
         """shuffle id -> stages that read it."""
         self.consumed_shuffles: set[int] = set()
+        self._alive_cores = 0
         self._held: dict[str, set[BlockId]] = {}
         """executor -> outputs it holds a copy of (as writer or peer backup): O(own) eviction."""
         self._by_shuffle: dict[int, set[BlockId]] = {}
@@ -180,7 +181,8 @@ class JobState:
         return [e for e in self.executors.values() if e.alive]
 
     def total_cores(self) -> int:
-        return sum(e.cores for e in self.executors.values() if e.alive)
+        """Cores of the alive executors (kept as a running count: asked on every decision)."""
+        return self._alive_cores
 
     def active_stages(self) -> list[StageView]:
         return [s for s in self.stages.values() if s.active]
@@ -249,6 +251,10 @@ class JobState:
 
     def _executor_added(self, e: ExecutorAdded) -> None:
         started = e.vm_started if e.vm_started is not None else e.time
+        old = self.executors.get(e.executor_id)
+        if old is not None and old.alive:
+            self._alive_cores -= old.cores
+        self._alive_cores += max(1, e.cores)
         self.executors[e.executor_id] = ExecutorView(
             executor_id=e.executor_id, added=e.time, started=started, host=e.host, cores=max(1, e.cores), pool=e.pool
         )
@@ -263,6 +269,7 @@ class JobState:
         if ex is None or not ex.alive:
             return
         ex.lost, ex.lost_reason = e.time, e.reason
+        self._alive_cores -= ex.cores
         self.lifetimes.setdefault(ex.pool, []).append((ex.age(e.time), e.reason == "evicted"))
         for stage_id, partition in list(ex.running):
             stage = self.stages.get(stage_id)
