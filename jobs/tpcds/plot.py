@@ -43,7 +43,7 @@ def plot(csv_path: Path, png_path: Path, *, title: str | None = None) -> Path:
     queries = sorted({q for q, _ in medians}, key=lambda q: (len(q), q))
     policies = [p for p in POLICY_ORDER if any(pp == p for _, pp in medians)]
     policies += sorted({p for _, p in medians} - set(policies))
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(queries) * max(len(policies), 1) / 2), 4.0))
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.45 * len(queries) * max(len(policies), 1)), 4.0))
     width = 0.8 / max(len(policies), 1)
     for i, policy in enumerate(policies):
         xs = [q_index + (i - (len(policies) - 1) / 2) * width for q_index in range(len(queries))]
@@ -56,7 +56,9 @@ def plot(csv_path: Path, png_path: Path, *, title: str | None = None) -> Path:
     ax.set_xticks(range(len(queries)), queries)
     ax.set_ylabel("slowdown (x stable time of vanilla Spark)")
     sf = rows[0].sf if rows else float("nan")
-    ax.set_title(title or f"TPC-DS SF {sf:g}: slowdown under executor kills (x = every run failed)")
+    any_failed = any(math.isnan(v) for v in medians.values())
+    ax.set_title(title or f"TPC-DS SF {sf:g}: median slowdown under executor kills"
+                 + (" (x: every run failed)" if any_failed else ""), fontsize=10)
     ax.legend(ncols=len(policies), fontsize=8)
     fig.tight_layout()
     png_path = Path(png_path)

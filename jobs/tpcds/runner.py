@@ -25,6 +25,7 @@ killed: runs are recorded with scenario ``real`` and whatever evictions the clus
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import queue
 import signal
@@ -159,19 +160,29 @@ def draw_schedules(ctx: _Context) -> None:
     s = ctx.settings
     for qi, name in enumerate(s.queries):
         spec = lifetime_spec(ctx, name)
+        if spec is None:
+            log.warning("%s has no stable time (every stable run failed): its evicted runs get no kills", name)
         for r in range(s.repeat):
+            if spec is None:
+                ctx.schedules[(name, r)] = []
+                continue
             rng = np.random.default_rng([s.seed, qi, r])
             ctx.schedules[(name, r)] = draw_schedule(spec, s.executors, s.time_cap, rng,
                                                      replacement_delay=s.replacement_delay)
 
 
-def lifetime_spec(ctx: _Context, name: str) -> str:
-    """The query's lifetime model: ``--lifetime``, else exponential with mean stability x stable time."""
+def lifetime_spec(ctx: _Context, name: str) -> str | None:
+    """The query's lifetime model: ``--lifetime``, else exponential with mean stability x stable time.
+
+    None when the model depends on a stable time that could not be measured.
+    """
     s = ctx.settings
     if s.lifetime:
         return s.lifetime
-    assert s.stability is not None
-    return f"exponential:mean={s.stability * ctx.stable[name]:.6g}"
+    stable = ctx.stable.get(name, float("nan"))
+    if s.stability is None or not math.isfinite(stable):
+        return None
+    return f"exponential:mean={s.stability * stable:.6g}"
 
 
 @dataclass
