@@ -35,6 +35,7 @@ SCENARIO = textwrap.dedent(
              .config("spark.trspark.mode", "tr")
              .config("spark.trspark.lifetime", "exponential:mean=30")
              .config("spark.trspark.python", sys.executable)
+             .config("spark.trspark.engine.timeout", "30")  # the fallback must come from the kill, not load
              .config("spark.trspark.remote.path", "file://" + root)
              .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
              .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s")
@@ -108,7 +109,9 @@ SCENARIO = textwrap.dedent(
     sc.setJobGroup("g2", "g2"); second = dict(rdd2.collect())
     out["second_job_correct"] = first == second
     out["victim_outputs"] = sum(t["executorId"] == victim for t in maps)
-    out["reruns"] = sorted(t["index"] for t in tasks(stage) if t["a"] > maps[0]["a"])
+    # Job g2 gets a new map stage for the reused shuffle: skipped (no tasks) unless outputs are missing.
+    wait_for(lambda: all(j["status"] != "RUNNING" for j in rest("jobs") if j.get("jobGroup") == "g2"))
+    out["reruns"] = sorted(t["index"] for t in tasks(job_stages("g2")[0]))
     spark.stop()
     print("RESULT " + json.dumps(out), flush=True)
     """

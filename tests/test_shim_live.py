@@ -4,8 +4,8 @@ One cluster for the whole module (start-up takes ~30 s here). The built-in polic
 between tests through the ``TRStatus.setBuiltin`` test hook (``never`` / ``always``, remote or
 peer targets, a bytes/s throttle), so each test sees one policy while sharing the executors.
 
-"Re-runs" are counted from Spark's own REST API (the stage attempts of the map stage in the
-second job), not from the plugin's counters.
+"Re-runs" are counted from Spark's own REST API (the tasks of the map stage of a second job
+over the same shuffle, see :func:`reruns_of`), not from the plugin's counters.
 """
 
 from __future__ import annotations
@@ -115,11 +115,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 def shuffled(cluster: Cluster, rows: int = 60_000, payload: int = 0) -> Any:
     """A two-stage RDD: 6 map tasks (2 per executor) writing a shuffle, 4 reducers."""
-    pad = "x" * payload
+
+    def row(x: int) -> tuple[int, tuple[int, bytes]]:
+        import random
+
+        # Incompressible padding (shuffle files are lz4-compressed): sizes the map outputs.
+        return x % 997, (x, random.Random(x).randbytes(payload))
+
     return (
         cluster.sc.parallelize(range(rows), 6)
-        .map(lambda x: (x % 997, (x, pad)))
-        .reduceByKey(lambda a, b: (a[0] + b[0], ""), numPartitions=4)
+        .map(row)
+        .reduceByKey(lambda a, b: (a[0] + b[0], b""), numPartitions=4)
         .mapValues(lambda v: v[0])
     )
 
@@ -132,11 +138,19 @@ def expected_sums(rows: int) -> dict[int, int]:
 
 
 def run_job(cluster: Cluster, rdd: Any, group: str) -> dict[int, int]:
+    """Run ``rdd.collect()`` in job group ``group``; return once the REST API shows it finished."""
     cluster.sc.setJobGroup(group, group)
     try:
-        return dict(rdd.collect())
+        answer = dict(rdd.collect())
     finally:
         cluster.sc.setJobGroup("", "")
+    # The status store behind the REST API is fed asynchronously by the listener bus.
+    wait_for(
+        lambda: (jobs := [j for j in cluster.rest("jobs") if j.get("jobGroup") == group])
+        and all(j["status"] != "RUNNING" for j in jobs),
+        what=f"job group {group} in the REST API",
+    )
+    return answer
 
 
 def kill_and_rerun(cluster: Cluster, mode: str, targets: str) -> tuple[dict[int, int], list[int], int]:
@@ -159,8 +173,18 @@ def kill_and_rerun(cluster: Cluster, mode: str, targets: str) -> tuple[dict[int,
     victim_parts = sorted(t["index"] for t in first if t["executorId"] == victim)
     cluster.kill(victim)
     answer = run_job(cluster, rdd, f"second-{tag}")
-    reruns = sorted(t["index"] for t in cluster.map_tasks(map_stage) if t["stageAttempt"] > first[0]["stageAttempt"])
-    return answer, reruns, len(victim_parts)
+    return answer, reruns_of(cluster, f"second-{tag}"), len(victim_parts)
+
+
+def reruns_of(cluster: Cluster, group: str) -> list[int]:
+    """Map partitions a job re-ran: the tasks of its (new) stage for the reused shuffle.
+
+    Spark forgets a job's stages when it ends, so a later job reading the same shuffle gets a
+    new map stage: SKIPPED with no tasks when every output is available, else running exactly
+    the missing partitions.
+    """
+    map_stage = cluster.job_stages(group)[0]
+    return sorted(t["index"] for t in cluster.map_tasks(map_stage))
 
 
 def test_results_equal_without_plugin_semantics(cluster: Cluster) -> None:
@@ -223,7 +247,7 @@ def test_backup_cut_off_by_a_kill_is_never_used(cluster: Cluster) -> None:
     assert not glob.glob(f"{cluster.root}/{cluster.app_id}/{shuffle_id}/*/shuffle_{shuffle_id}_{map_id}_0.trspark-ok")
     # ... and the second job recomputes that partition instead of reading a partial file.
     assert run_job(cluster, rdd, "cutoff-second") == expected_sums(rows)
-    reruns = [t["index"] for t in cluster.map_tasks(map_stage) if t["stageAttempt"] > first[0]["stageAttempt"]]
+    reruns = reruns_of(cluster, "cutoff-second")
     victim_index = next(t["index"] for t in first if str(t["taskId"]) == map_id)
     assert victim_index in reruns
 

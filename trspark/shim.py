@@ -30,6 +30,7 @@ from pathlib import Path
 import click
 
 PLUGIN_CLASS = "org.apache.spark.trspark.TRSparkPlugin"
+STALE_JAR_SECONDS = 86_400.0
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _SOURCE_ROOTS = (_PACKAGE_DIR.parent / "jvm-shim", _PACKAGE_DIR / "_shim")
 
@@ -127,8 +128,9 @@ def build(force: bool = False) -> Path:
         return existing
     target = (existing.parent if existing else _writable_jar_dir()) / f"trspark-shim-{digest}.jar"
     compile_jar(root, target)
+    # Older jars may still be served to the executors of a running application: keep them a day.
     for stale in target.parent.glob("trspark-shim-*.jar"):
-        if stale != target:
+        if stale != target and time.time() - stale.stat().st_mtime > STALE_JAR_SECONDS:
             stale.unlink(missing_ok=True)
     return target
 

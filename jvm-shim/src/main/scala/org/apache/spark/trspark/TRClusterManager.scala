@@ -62,7 +62,7 @@ class TRTaskScheduler(sc: SparkContext) extends TaskSchedulerImpl(sc) {
   override def executorLost(executorId: String, reason: ExecutorLossReason): Unit = {
     val rewritten = TRTaskScheduler.asEviction(reason)
     if (rewritten ne reason) logInfo(s"trspark: executor $executorId lost by eviction ($reason)")
-    TRDriverPlugin.active.foreach(_.outputsLost(executorId, "executor lost", evicted = rewritten ne reason))
+    TRDriverPlugin.active.foreach(_.outputsLost(executorId, "executor lost", dead = true))
     super.executorLost(executorId, rewritten)
   }
 
@@ -70,7 +70,7 @@ class TRTaskScheduler(sc: SparkContext) extends TaskSchedulerImpl(sc) {
       reason: TaskFailedReason): Unit = {
     reason match {
       case f: FetchFailed if f.bmAddress != null =>
-        TRDriverPlugin.active.foreach(_.outputsLost(f.bmAddress.executorId, "fetch failed", evicted = false))
+        TRDriverPlugin.active.foreach(_.outputsLost(f.bmAddress.executorId, "fetch failed", dead = false))
       case _ =>
     }
     super.handleFailedTask(manager, tid, state, reason)

@@ -209,17 +209,18 @@ class TRDriverPlugin extends DriverPlugin with Logging {
    * DAGScheduler already removed. Idempotent; called synchronously by [[TRTaskScheduler]] and
    * again (possibly late) from the listener.
    */
-  def outputsLost(executorId: String, why: String, evicted: Boolean): Unit = {
+  def outputsLost(executorId: String, why: String, dead: Boolean): Unit = {
     val tracker = SparkEnv.get.mapOutputTracker.asInstanceOf[MapOutputTrackerMaster]
     val (repointed, lost) = synchronized {
-      val firstTime = deadExecutors.add(executorId)
-      work.remove(executorId).foreach(_.foreach(t => if (t.target == Target.Remote) {
+      // A fetch failure loses the executor's outputs (Spark unregisters them all), not the executor.
+      val firstTime = dead && deadExecutors.add(executorId)
+      if (dead) work.remove(executorId).foreach(_.foreach(t => if (t.target == Target.Remote) {
         ledger.get(t.shuffleId, t.mapIndex).foreach(_.remote = CopyState.None)
       }))
       var moved = 0
       val lost = mutable.Buffer.empty[OutputRecord]
       for (record <- ledger.touching(executorId)) {
-        record.peers.remove(executorId)
+        if (dead) record.peers.remove(executorId)
         if (TRDriverPlugin.isOn(tracker, record, executorId)) survivor(record, executorId) match {
           case Some(bm) =>
             tracker.updateMapOutput(record.shuffleId, record.mapId, bm)

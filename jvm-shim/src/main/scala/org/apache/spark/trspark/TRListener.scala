@@ -33,7 +33,7 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
   override def onExecutorRemoved(removed: SparkListenerExecutorRemoved): Unit = {
     val reason = TRListener.lossKind(removed.reason)
     plugin.emit(ev("ExecutorLost").put("executor_id", removed.executorId).put("reason", reason))
-    plugin.outputsLost(removed.executorId, "executor lost", evicted = reason == "evicted")
+    plugin.outputsLost(removed.executorId, "executor lost", dead = true)
   }
 
   override def onJobStart(job: SparkListenerJobStart): Unit = {
@@ -92,7 +92,7 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
       plugin.mapOutputCreated(new OutputRecord(id, info.partitionId, m, info.executorId, bytes))
     }
     end.reason match {
-      case f: FetchFailed if f.bmAddress != null => plugin.outputsLost(f.bmAddress.executorId, "fetch failed", evicted = false)
+      case f: FetchFailed if f.bmAddress != null => plugin.outputsLost(f.bmAddress.executorId, "fetch failed", dead = false)
       case _ =>
     }
   }
