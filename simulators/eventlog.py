@@ -17,8 +17,9 @@ What is taken from the log:
 
 A task's compute time is its recorded duration minus the shuffle read time the simulator will
 add back (its read bytes at the local bandwidth). A stage's driver overhead
-(``StageSpec.overhead_seconds``) is the time from its submission to its first task launch plus
-from its last task end to its completion; a job's own overhead (submission to its first stage,
+(``StageSpec.overhead_seconds``) is the time from its submission (or from the last task end
+before its first launch, when it waited for a core) to its first task launch, plus from its last
+task end to its completion; a job's own overhead (submission to its first stage,
 last stage to job end) is added to its first stage. Replaying without evictions thus reproduces
 the recorded job times; ``recorded_seconds`` sums the Spark jobs' durations (submission to end).
 """
@@ -257,6 +258,7 @@ def _overheads(stages: dict[int, _Stage], tasks: dict[int, dict[int, _Task]],
                stage_span: dict[int, tuple[float, float]], job_spans: dict[int, list[float]]) -> dict[int, float]:
     """Driver overhead per stage that ran (s); see the module docstring."""
     out: dict[int, float] = {}
+    finishes = np.sort([t.finish for parts in tasks.values() for t in parts.values()])
     for sid, parts in tasks.items():
         if sid not in stage_span:
             out[sid] = 0.0
@@ -264,7 +266,10 @@ def _overheads(stages: dict[int, _Stage], tasks: dict[int, dict[int, _Task]],
         submitted, completed = stage_span[sid]
         first = min(t.launch for t in parts.values())
         last = max(t.finish for t in parts.values())
-        out[sid] = max(0.0, first - submitted) + max(0.0, completed - last)
+        # a launch right after some task ended was waiting for a core, not for the driver
+        before = finishes[: np.searchsorted(finishes, first, side="right")]
+        ready = max(submitted, float(before[-1])) if before.size else submitted
+        out[sid] = max(0.0, first - ready) + max(0.0, completed - last)
     for job_id, (start, end) in job_spans.items():
         ran = [sid for sid in tasks if sid in stage_span and stages.get(sid, _Stage(sid)).job == job_id]
         if not ran or end != end:
