@@ -101,11 +101,14 @@ def test_consumed_shuffle_cancels_released_backups() -> None:
     assert not stack.is_busy((0, 1))
 
 
-def test_lost_source_forgets_its_backups() -> None:
+def test_lost_source_forgets_pending_backups_and_awaits_the_failure_of_released_ones() -> None:
     state = _state_with_blocks()
     stack = BackupStack()
     stack.push(plan_for(state.outputs[(0, 2)], "a", REMOTE))
     stack.push(plan_for(state.outputs[(0, 1)], "a", REMOTE))
     stack.release(state)
     stack.executor_lost("a")
-    assert not stack.in_flight and stack.pending_count() == 0
+    assert stack.pending_count() == 0
+    assert list(stack.in_flight) == [(0, 2)]
+    stack.finished((0, 2))  # the driver's BackupFailed
+    assert not stack.in_flight

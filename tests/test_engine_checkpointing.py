@@ -87,3 +87,22 @@ def test_live_style_events_without_shuffle_id_on_task_end() -> None:
                          shuffle_write_bytes=10 * MB, map_id=12345)]
     backups = [c for c in feed(policy, events) if isinstance(c, Backup)]
     assert [(b.shuffle_id, b.map_index, b.source, b.map_id) for b in backups] == [(7, 0, "0", 12345)]
+
+
+def test_failed_backup_is_not_retried_at_the_same_instant_and_forgets_a_stale_copy() -> None:
+    from trspark.engine.protocol import BackupFailed, BlockBackedUp, ExecutorLost, Tick
+
+    config = TRConfig(lifetime="exponential:mean=10", targets="remote", duplication=False, scheduling=False)
+    policy = make_policy("tr", config)
+    events = add_executors(["a", "b", "c"], cores=1) + [map_stage(0, 2, 0), map_stage(1, 2, None, parents=[0], parent_shuffles=[0])]
+    events += run_task(0, 0, "a", start=0.0, seconds=20.0, write=10 * MB, shuffle_id=0)
+    first = [c for c in feed(policy, events) if isinstance(c, Backup)]
+    assert [(b.source, b.target) for b in first] == [("a", REMOTE)]
+    # Meanwhile peer copies on b then c landed, and a died: the driver keeps only the newest (c).
+    feed(policy, [BlockBackedUp(time=20.1, shuffle_id=0, map_index=0, target="b", bytes=10 * MB),
+                  BlockBackedUp(time=20.2, shuffle_id=0, map_index=0, target="c", bytes=10 * MB),
+                  ExecutorLost(time=20.3, executor_id="a")])
+    failed = BackupFailed(time=20.3, shuffle_id=0, map_index=0, target=REMOTE, reason="source does not hold the block")
+    assert [c for c in feed(policy, [failed]) if isinstance(c, Backup)] == []
+    retry = [c for c in feed(policy, [Tick(time=21.0)]) if isinstance(c, Backup)]
+    assert [(b.source, b.target) for b in retry] == [("c", REMOTE)]

@@ -69,14 +69,15 @@ def _remote_backups(blocks: Iterable[MapOutput], released: set[tuple[int, int]])
     """Backup-to-remote commands for blocks not yet safe and not already released."""
     out: list[Command] = []
     for block in blocks:
-        if block.consumed or block.on_remote or block.block_id in released or not block.holders():
+        source = block.backup_source()
+        if block.consumed or block.on_remote or block.block_id in released or source is None:
             continue
         released.add(block.block_id)
         out.append(
             Backup(
                 shuffle_id=block.shuffle_id,
                 map_index=block.map_index,
-                source=block.holders()[0],
+                source=source,
                 target=REMOTE,
                 bytes=block.bytes,
                 map_id=block.map_id,

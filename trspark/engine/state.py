@@ -126,6 +126,8 @@ class MapOutput:
     """Finished backups: ``"remote"`` and/or peer executor ids."""
     source_lost: bool = False
     """The writing executor died; the block lives on only in ``backups``."""
+    last_peer: str | None = None
+    """The peer that received the latest peer copy (a driver may keep only that one)."""
     consumed: bool = False
 
     @property
@@ -135,6 +137,15 @@ class MapOutput:
     @property
     def on_remote(self) -> bool:
         return REMOTE in self.backups
+
+    def backup_source(self) -> str | None:
+        """Where to copy from: the writer while it lives, else the newest peer copy."""
+        if not self.source_lost:
+            return self.executor_id
+        holders = self.holders()
+        if self.last_peer in holders:
+            return self.last_peer
+        return holders[0] if holders else None
 
     def holders(self) -> list[str]:
         """Executors holding a copy (the writer unless lost, then peer backups)."""
@@ -382,7 +393,20 @@ class JobState:
         if target_alive:
             block.backups.add(e.target)
             if e.target != REMOTE:
+                block.last_peer = e.target
                 self._held.setdefault(e.target, set()).add(block.block_id)
+
+    def drop_copy(self, block_id: BlockId, holder: str) -> None:
+        """The driver says ``holder`` no longer has a copy of the block (e.g. a failed backup from it)."""
+        block = self.outputs.get(block_id)
+        if block is None:
+            return
+        if holder == block.executor_id:
+            block.source_lost = True
+        block.backups.discard(holder)
+        self._held.get(holder, set()).discard(block_id)
+        if not block.consumed and not block.holders() and not block.on_remote:
+            self._drop_output(block)
 
     def _block_lost(self, e: BlockLost) -> None:
         block = self.outputs.get((e.shuffle_id, e.map_index))

@@ -124,9 +124,11 @@ class BackupStack:
         return not state.consumers_safe(block.shuffle_id)
 
     # ---- outcomes ---------------------------------------------------------------------------
-    def finished(self, block_id: BlockId) -> None:
-        """A released backup completed or failed: its slot is free."""
-        self.in_flight.pop(block_id, None)
+    def finished(self, block_id: BlockId, target: str | None = None) -> None:
+        """A released backup (to ``target``, if given) completed or failed: its slot is free."""
+        plan = self.in_flight.get(block_id)
+        if plan is not None and (target is None or plan.target == target):
+            del self.in_flight[block_id]
 
     def cancel_consumed(self, shuffle_id: int) -> list[Command]:
         """Cancel released backups of a consumed shuffle and forget its pending plans."""
@@ -139,10 +141,12 @@ class BackupStack:
         return out
 
     def executor_lost(self, executor_id: str) -> None:
-        """Forget backups from or to a lost executor (the driver fails the released ones)."""
-        for block_id, plan in list(self.in_flight.items()):
-            if executor_id in (plan.source, plan.target):
-                del self.in_flight[block_id]
+        """Forget pending backups from or to a lost executor.
+
+        Released ones stay in flight until the driver reports their ``BackupFailed``: the event
+        names no source, so forgetting them now would pin that failure on the next backup of the
+        same block.
+        """
         for block_id, plan in list(self._planned.items()):
             if executor_id in (plan.source, plan.target):
                 del self._planned[block_id]

@@ -110,6 +110,17 @@ class CostEstimator:
             self._first = False
             self.recompute.advance(state.now)
 
+    def drop_copy(self, block_id: tuple[int, int], holder: str) -> None:
+        """A copy the lineage counted is gone (the driver said the holder does not have it)."""
+        if not self.lineage.has_shuffle(block_id[0]):
+            return
+        try:
+            out = self.lineage.output(*block_id)
+        except ValueError:
+            return
+        if holder in out.locations:
+            self.lineage.remove_location(block_id[0], block_id[1], holder)
+
     def refresh_models(self, state: JobState) -> None:
         """Executors' lifetime models changed (a notice, a refit): point the lineage at the new ones."""
         changed = False

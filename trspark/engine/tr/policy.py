@@ -92,6 +92,7 @@ class TRPolicy(Policy):
         self.hints: SchedulingHints | None = None
         self.decisions = {"local": 0, "remote": 0, "none": 0}
         self._planned_now = False
+        self._failed_at: dict[BlockId, float] = {}
         self._replan_queue: deque[BlockId] = deque()
         self._queued: set[BlockId] = set()
 
@@ -104,12 +105,9 @@ class TRPolicy(Policy):
         if isinstance(event, TaskEnded):
             out += self._on_task_ended(event)
         elif isinstance(event, BlockBackedUp):
-            self.stack.finished((event.shuffle_id, event.map_index))
+            self.stack.finished((event.shuffle_id, event.map_index), event.target)
         elif isinstance(event, BackupFailed):
-            self.stack.finished((event.shuffle_id, event.map_index))
-            block = state.outputs.get((event.shuffle_id, event.map_index))
-            if block is not None:
-                self._plan(block)
+            self._on_backup_failed(event)
         elif isinstance(event, ExecutorLost):
             self.stack.executor_lost(event.executor_id)
             self.knowledge.observe(state)
@@ -157,6 +155,25 @@ class TRPolicy(Policy):
         self._replan(limit=None)
         return [belt]
 
+    def _on_backup_failed(self, event: BackupFailed) -> None:
+        """Free the slot; if the source no longer holds the block, forget that copy; re-plan later.
+
+        The re-plan goes through the queue (never at once) and not at the same instant, so a
+        driver that keeps failing a backup cannot spin the engine in a loop at one point in time.
+        """
+        block_id = (event.shuffle_id, event.map_index)
+        plan = self.stack.in_flight.get(block_id)
+        if plan is not None and plan.target != event.target:
+            plan = None
+        self.stack.finished(block_id, event.target)
+        if plan is not None and "hold" in event.reason:
+            self.state.drop_copy(block_id, plan.source)
+            self.costs.drop_copy(block_id, plan.source)
+        self._failed_at[block_id] = self.state.now
+        if block_id in self.state.outputs and block_id not in self._queued:
+            self._queued.add(block_id)
+            self._replan_queue.append(block_id)
+
     def _on_consumed(self, shuffle_id: int) -> list[Command]:
         out = self.stack.cancel_consumed(shuffle_id)
         for block in self.state.shuffle_outputs(shuffle_id):
@@ -178,6 +195,8 @@ class TRPolicy(Policy):
         state = self.state
         if state.is_safe(block) or not block.holders() or block.block_id in self.stack.in_flight:
             return
+        if self._failed_at.get(block.block_id) == state.now:
+            return  # its backup failed at this very instant: wait for time to move on
         if self.belt.on:
             target = self._belt_target(block)
         else:
@@ -189,7 +208,10 @@ class TRPolicy(Policy):
             self.stack.unplan(block.block_id)
             return
         self.decisions["remote" if target == REMOTE else "local"] += 1
-        self.stack.push(plan_for(block, block.holders()[0], target))
+        source = block.backup_source()
+        if source is None or source == target:
+            return
+        self.stack.push(plan_for(block, source, target))
 
     def _belt_target(self, block: MapOutput) -> str | None:
         if self.config.targets != "local":
