@@ -147,7 +147,8 @@ class CostEstimator:
         """
         sid, idx = block.block_id
         c_redo = self.recompute.c_redo(sid, idx, t_max)
-        if c_redo < self._backup_lower_bound(block, state):
+        # The bound never exceeds the cheapest copy time, so only a small C_Redo can be pruned.
+        if c_redo < block.bytes / self._fastest_bandwidth() and c_redo < self._backup_lower_bound(block, state):
             return Costs(c_redo=c_redo, c_bl=math.inf, c_br=math.inf, peer=None)
         targets = self.config.targets
         c_br = math.inf
@@ -161,6 +162,14 @@ class CostEstimator:
                 source = self._local_source.remote(sid, idx, LIFE_HORIZON)
                 c_bl, peer = source.total + best.peer_loss, best.target
         return Costs(c_redo=c_redo, c_bl=c_bl, c_br=c_br, peer=peer)
+
+    def _fastest_bandwidth(self) -> float:
+        out = 0.0
+        if self.config.targets in ("both", "remote"):
+            out = max(out, min(self.config.remote_bandwidth, self.config.remote_cap / (self.remote_in_flight + 1)))
+        if self.config.targets in ("both", "local"):
+            out = max(out, self.config.local_bandwidth)
+        return out
 
     def _backup_lower_bound(self, block: MapOutput, state: JobState) -> float:
         """:math:`\\min_x BT(x) \\cdot P(BT(x) < T_X \\le T)` over the allowed targets (s)."""

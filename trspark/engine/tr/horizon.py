@@ -16,7 +16,7 @@ mean task time, so a just-written block is never taken as consumed at once.
 from __future__ import annotations
 
 from cost_model.stage_estimate import next_stage_start
-from trspark.engine.state import JobState, MapOutput
+from trspark.engine.state import JobState, MapOutput, StageView
 
 
 def consumption_horizon(state: JobState, alpha: float, block: MapOutput | None = None) -> float:
@@ -25,6 +25,12 @@ def consumption_horizon(state: JobState, alpha: float, block: MapOutput | None =
     active = state.active_stages()
     counts = [float(s.unfinished) for s in active]
     times = [s.mean_task_seconds(default) for s in active]
+    return _with_readers(state, alpha, block, default, active, counts, times)
+
+
+def _with_readers(state: JobState, alpha: float, block: MapOutput | None, default: float,
+                  active: list[StageView], counts: list[float], times: list[float]) -> float:
+    counts, times = list(counts), list(times)
     if block is not None:
         counted = {s.stage_id for s in active}
         readers = [r for r in state.reader_stages(block.shuffle_id) if r.stage_id not in counted]
