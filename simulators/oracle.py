@@ -2,7 +2,10 @@
 
 It is the lower bound the real policies chase. It backs up a block only when the VM holding
 its last copies is about to die before the block's shuffle is consumed -- i.e. exactly the
-blocks that would otherwise be lost -- and sends it to the cheapest safe place: a peer that
+blocks that would otherwise be lost -- and sends it to the cheapest safe place. Because the
+oracle protects every block that is needed, a shuffle stops being needed as soon as every stage
+reading it has completed (its outputs are protected in turn), which is usually long before the
+engine-wide ``ShuffleConsumed`` (that one must also cover lineage re-runs). The safe place is a peer that
 outlives the danger window (peer copies are 4x faster than remote at the paper's defaults),
 else the remote store. A peer copy whose holder later nears death is protected again the same way.
 
@@ -14,9 +17,13 @@ else the remote store. A peer copy whose holder later nears death is protected a
 
 with :math:`\\bar T_\\text{task}` the mean task duration seen so far (a backup waits for a free
 core) and the bytes the VM holds over its (shared) remote bandwidth -- the slower target, so
-the window is long enough whichever target is chosen; ``k = 3``. A VM counts as
+the window is long enough whichever target is chosen; ``k = 6``. A VM counts as
 endangered from ``2 x lead`` before its death (margin for remote copies and busy cores). Blocks
 written inside the window are backed up as soon as they exist.
+
+It also schedules with perfect knowledge (TR-Scheduling's γ rule as ``SchedulingHints``): a task
+may start on a VM only if the VM outlives the task's expected run time (the mean so far), so
+little work is started just to be killed.
 """
 
 from __future__ import annotations
@@ -32,12 +39,14 @@ from trspark.engine.protocol import (
     Backup,
     BackupFailed,
     BlockBackedUp,
-    BlockLost,
     Command,
     Event,
     ExecutorAdded,
     ExecutorLost,
+    SchedulingHints,
     ShuffleConsumed,
+    StageCompleted,
+    StageSubmitted,
     TaskEnded,
     TaskStarted,
 )
@@ -66,7 +75,7 @@ class OraclePolicy(Policy):
 
     name = "oracle"
 
-    def __init__(self, config: TRConfig, horizon: float, lead_tasks: float = 3.0) -> None:
+    def __init__(self, config: TRConfig, horizon: float, lead_tasks: float = 6.0) -> None:
         self.config = config
         self.horizon = horizon
         self.lead_tasks = lead_tasks
@@ -75,10 +84,17 @@ class OraclePolicy(Policy):
         self.deaths: dict[str, float] = {}
         self._alarms: list[tuple[float, str]] = []
         self.held: dict[str, set[Block]] = {}  # executor -> blocks it holds (origin or peer copy)
+        self.held_bytes: dict[str, float] = {}  # executor -> bytes of *needed* blocks it holds
         self.where: dict[Block, set[str]] = {}  # block -> executors / "remote" holding it
+        self.blocks_of: dict[int, set[Block]] = {}
         self.size: dict[Block, int] = {}
         self.inflight: set[Block] = set()
-        self.consumed: set[int] = set()
+        self.consumed: set[int] = set()  # ShuffleConsumed: never needed again
+        self.released: set[int] = set()  # every reader completed: not needed unless one re-runs
+        self.readers: dict[int, set[int]] = {}  # shuffle -> stages reading it
+        self.completed: set[int] = set()
+        self._stages: set[int] = set()
+        self._hinted_at = float("-inf")
         self._task_time = 0.0
         self._tasks = 0
         self.backups = 0
@@ -89,9 +105,29 @@ class OraclePolicy(Policy):
     # ------------------------------------------------------------------------------ decisions
     def _lead(self, executor: str) -> float:
         mean_task = self._task_time / self._tasks if self._tasks else 1.0
-        held = self.held.get(executor, ())
-        copy = sum(self.size[b] for b in held) / self.config.remote_bandwidth
-        return self.lead_tasks * mean_task + copy
+        return self.lead_tasks * mean_task + self.held_bytes.get(executor, 0.0) / self.config.remote_bandwidth
+
+    def _needed(self, shuffle: int) -> bool:
+        return shuffle not in self.consumed and shuffle not in self.released
+
+    def _add_holder(self, block: Block, holder: str) -> None:
+        holders = self.where.setdefault(block, set())
+        if holder in holders:
+            return
+        holders.add(holder)
+        self.blocks_of.setdefault(block[0], set()).add(block)
+        if holder != REMOTE:
+            self.held.setdefault(holder, set()).add(block)
+            if self._needed(block[0]):
+                self.held_bytes[holder] = self.held_bytes.get(holder, 0.0) + self.size[block]
+
+    def _set_needed(self, shuffle: int, needed: bool) -> None:
+        """Move a shuffle's bytes in or out of its holders' ``held_bytes``."""
+        sign = 1.0 if needed else -1.0
+        for block in self.blocks_of.get(shuffle, ()):
+            for holder in self.where.get(block, ()):
+                if holder != REMOTE and holder in self.held_bytes:
+                    self.held_bytes[holder] += sign * self.size[block]
 
     def _endangered(self, executor: str, now: float) -> bool:
         return self.deaths.get(executor, float("inf")) - now <= 2.0 * self._lead(executor)
@@ -111,12 +147,22 @@ class OraclePolicy(Policy):
     def _protect(self, executor: str, blocks: Sequence[Block], now: float) -> list[Command]:
         commands: list[Command] = []
         for block in blocks:
-            if block in self.inflight or block[0] in self.consumed or self._safe_elsewhere(block, executor, now):
+            if block in self.inflight or not self._needed(block[0]) or self._safe_elsewhere(block, executor, now):
                 continue
             self.inflight.add(block)
             self.backups += 1
             commands.append(Backup(block[0], block[1], executor, self._target(executor, now), self.size[block]))
         return commands
+
+    def _hints(self, now: float) -> list[Command]:
+        """Re-issue the γ-rule hints when a tenth of a task time has passed since the last ones."""
+        mean_task = self._task_time / self._tasks if self._tasks else 0.0
+        if mean_task <= 0.0 or now - self._hinted_at < 0.1 * mean_task:
+            return []
+        self._hinted_at = now
+        remaining = {e: max(0.0, d - now) for e, d in self.deaths.items() if d < float("inf")}
+        expected = dict.fromkeys(self._stages, mean_task)
+        return [SchedulingHints(max_task_seconds=remaining, expected_task_seconds=expected)]
 
     def _due_alarms(self, now: float) -> list[Command]:
         commands: list[Command] = []
@@ -133,7 +179,7 @@ class OraclePolicy(Policy):
     # --------------------------------------------------------------------------------- events
     def handle(self, event: Event) -> Sequence[Command]:
         commands = self._update(event)
-        return commands + self._due_alarms(event.time)
+        return commands + self._due_alarms(event.time) + self._hints(event.time)
 
     def _update(self, event: Event) -> list[Command]:
         if isinstance(event, TaskEnded):
@@ -142,27 +188,41 @@ class OraclePolicy(Policy):
             if event.successful and event.shuffle_id is not None and event.shuffle_id not in self.consumed:
                 block = (event.shuffle_id, event.partition)
                 self.size[block] = event.shuffle_write_bytes
-                self.where.setdefault(block, set()).add(event.executor_id)
-                self.held.setdefault(event.executor_id, set()).add(block)
-                if self._endangered(event.executor_id, event.time):
+                self._add_holder(block, event.executor_id)
+                if self._needed(event.shuffle_id) and self._endangered(event.executor_id, event.time):
                     return self._protect(event.executor_id, [block], event.time)
         elif isinstance(event, ExecutorAdded):
             assert self.future is not None, "OraclePolicy.bind(simulator) was not called"
             death = self.future.death_time(event.executor_id)
             self.cores[event.executor_id] = event.cores
             self.deaths[event.executor_id] = death
+            self.held_bytes[event.executor_id] = 0.0
             heapq.heappush(self._alarms, (death - 3 * self._lead(event.executor_id), event.executor_id))
         elif isinstance(event, ExecutorLost):
             self.deaths.pop(event.executor_id, None)
+            self.held_bytes.pop(event.executor_id, None)
             for block in self.held.pop(event.executor_id, set()):
                 self.where.get(block, set()).discard(event.executor_id)
+        elif isinstance(event, StageSubmitted):
+            self._stages.add(event.stage_id)
+            self.completed.discard(event.stage_id)
+            for shuffle in event.parent_shuffle_ids:
+                self.readers.setdefault(shuffle, set()).add(event.stage_id)
+                if shuffle in self.released:  # a reader runs (again): its input is needed again
+                    self.released.discard(shuffle)
+                    self._set_needed(shuffle, True)
+        elif isinstance(event, StageCompleted):
+            if not event.failed:
+                self.completed.add(event.stage_id)
+                for shuffle, readers in self.readers.items():
+                    if event.stage_id in readers and readers <= self.completed and self._needed(shuffle):
+                        self._set_needed(shuffle, False)
+                        self.released.add(shuffle)
         elif isinstance(event, BlockBackedUp):
             block = (event.shuffle_id, event.map_index)
             self.inflight.discard(block)
             if event.shuffle_id not in self.consumed:
-                self.where.setdefault(block, set()).add(event.target)
-                if event.target != REMOTE:
-                    self.held.setdefault(event.target, set()).add(block)
+                self._add_holder(block, event.target)
         elif isinstance(event, BackupFailed):
             block = (event.shuffle_id, event.map_index)
             self.inflight.discard(block)
@@ -171,12 +231,12 @@ class OraclePolicy(Policy):
                 if holder != REMOTE and holder in self.deaths and self._endangered(holder, event.time):
                     commands += self._protect(holder, [block], event.time)
             return commands
-        elif isinstance(event, BlockLost):
-            self.where.pop((event.shuffle_id, event.map_index), None)
         elif isinstance(event, ShuffleConsumed):
+            if self._needed(event.shuffle_id):
+                self._set_needed(event.shuffle_id, False)
             self.consumed.add(event.shuffle_id)
-            for block in [b for b in self.where if b[0] == event.shuffle_id]:
-                for holder in self.where.pop(block):
+            for block in self.blocks_of.pop(event.shuffle_id, set()):
+                for holder in self.where.pop(block, set()):
                     self.held.get(holder, set()).discard(block)
         return []
 
