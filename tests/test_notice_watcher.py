@@ -228,6 +228,15 @@ def test_refused_request_is_no_notice_and_logged_once(jvm: Jvm, source: str, sta
             w.stop()
 
 
+def test_stopped_watcher_reports_nothing(jvm: Jvm, server: NoticeServer) -> None:
+    """After the plugin shut it down, a late notice (e.g. a signal: handlers stay registered) is dropped."""
+    w, recorder = watcher(jvm, "aws", server.url)
+    wait_for(lambda: w.polls() >= 1, "a first poll")
+    w.stop()
+    w.fire(1, "signal:PWR")
+    assert recorder.calls() == 0 and not w.hasFired()
+
+
 @pytest.mark.parametrize("source", SOURCES)
 def test_unreachable_service_is_no_notice_and_no_crash(jvm: Jvm, source: str) -> None:
     w, recorder = watcher(jvm, source, f"http://127.0.0.1:{closed_port()}")

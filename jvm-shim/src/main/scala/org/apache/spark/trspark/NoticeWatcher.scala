@@ -211,6 +211,8 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit) 
   import NoticeWatcher._
 
   private val fired = new AtomicBoolean(false)
+  // A signal handler cannot be unregistered from SignalUtils: after stop() it must do nothing.
+  @volatile private var stopped = false
   private val pollCount = new AtomicLong(0)
   @volatile private var lastProblem = ""
   @volatile private var awsToken: Option[(String, Long)] = None // (token, expiry ms)
@@ -237,7 +239,10 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit) 
       s"${settings.intervalS} s")
   }
 
-  def stop(): Unit = timer.shutdownNow()
+  def stop(): Unit = {
+    stopped = true
+    timer.shutdownNow()
+  }
 
   /**
    * Take `settings.signal` (SIGPWR by default) as a notice with deadline now + window. Chained
@@ -253,9 +258,9 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit) 
     }
   }
 
-  /** Report a notice; only the first call reaches `onNotice`. Safe from any thread. */
+  /** Report a notice; only the first call before [[stop]] reaches `onNotice`. Safe from any thread. */
   def fire(deadlineEpochMillis: Long, source: String): Unit = {
-    if (fired.compareAndSet(false, true)) {
+    if (!stopped && fired.compareAndSet(false, true)) {
       val inS = (deadlineEpochMillis - clock()) / 1000.0
       logWarning(f"trspark: termination notice from $source: this executor ends at " +
         s"${Instant.ofEpochMilli(deadlineEpochMillis)} (in $inS%.1f s)")
