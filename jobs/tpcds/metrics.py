@@ -137,7 +137,8 @@ def executor_count(sc: SparkContext) -> Callable[[], int]:
     return count
 
 
-#: Counters of the trspark driver plugin (``TRDriverPlugin.stat(name)`` over py4j) -> CSV columns.
+#: Counters of the trspark driver plugin (``TRStatus.stat(name)`` over py4j) -> CSV columns. The
+#: plugin keeps ``backups_done`` (local and remote together); a counter it does not keep reads 0.
 PLUGIN_COUNTERS: dict[str, str] = {
     "backups_done": "backups_count",
     "backups_bytes": "backups_bytes",
@@ -152,7 +153,7 @@ def plugin_counters(sc: SparkContext) -> dict[str, int]:
     The plugin returns -1 when no plugin instance is active and 0 for a counter it does not keep.
     """
     try:
-        plugin = sc._jvm.org.apache.spark.trspark.TRDriverPlugin  # type: ignore[union-attr]
+        plugin = sc._jvm.org.apache.spark.trspark.TRStatus  # type: ignore[union-attr]
         values = {column: int(plugin.stat(name)) for name, column in PLUGIN_COUNTERS.items()}
     except Exception:  # class not on the classpath (never, decommission): py4j raises on the call
         return dict.fromkeys(PLUGIN_COUNTERS.values(), 0)
