@@ -171,3 +171,14 @@ def test_events_are_time_ordered_and_complete() -> None:
     ticks = [e.time for e in rec.of(Tick)]
     assert ticks == pytest.approx([float(i) for i in range(1, len(ticks) + 1)])
     assert sim.result.succeeded
+
+
+def test_deterministic_knowledge_and_notices_announce_true_deaths() -> None:
+    job = JobSpec("one", (stage(0, [3.0]),))
+    _, rec = run(job, vms=1, cores=1, lifetimes=[2.0], knowledge="deterministic", notice=0.5)
+    kinds = [(type(e).__name__, e.time) for e in rec.events if type(e).__name__.startswith("Executor")]
+    # added at 0 with its true deadline, a 0.5 s notice at 1.5, lost at 2.0, replacement (no death)
+    assert kinds == [("ExecutorAdded", 0.0), ("ExecutorNotice", 0.0), ("ExecutorNotice", 1.5),
+                     ("ExecutorLost", 2.0), ("ExecutorAdded", 2.0)]
+    notices = [e for e in rec.events if type(e).__name__ == "ExecutorNotice"]
+    assert all(e.deadline == 2.0 for e in notices)  # type: ignore[attr-defined]

@@ -1,0 +1,82 @@
+"""``trspark simulate`` / ``simulate sweep``: outputs, and one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from trspark.cli import cli
+
+SMALL = ["--scale", "0.02", "--vms", "4", "--cores", "2", "--runs", "3", "--workers", "1", "--seed", "2"]
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.output
+
+
+def test_simulate_json_has_the_promised_keys() -> None:
+    code, out = invoke("simulate", "--workload", "cortana", "--policy", "oracle", "--stability", "20", *SMALL,
+                       "--format", "json")
+    assert code == 0, out
+    summary = json.loads(out)
+    for key in ("slowdown_mean", "slowdown_p95", "recomputed_tasks_mean", "backups_local_mean",
+                "backups_remote_mean", "failed_runs", "runs", "slowdown_ci95", "stable_job_time"):
+        assert key in summary
+    assert summary["runs"] == 3 and summary["policy"] == "oracle"
+    assert summary["lifetime"].startswith("exponential:mean=")
+
+
+def test_simulate_table_and_lambda_and_believed_lifetime() -> None:
+    code, out = invoke("simulate", "--workload", "bing", "--policy", "always", "--lambda", "0.05",
+                       "--believed-lifetime", "exponential:mean=100", *SMALL)
+    assert code == 0, out
+    assert "slowdown (mean)" in out and "exponential:rate=0.05" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--workload", "nope", "--policy", "never"], "--workload='nope'"),
+        (["--workload", "tpcds", "--policy", "bogus"], "--policy='bogus'"),
+        (["--workload", "tpcds", "--policy", "never", "--stability", "5", "--lambda", "1"], "only one of"),
+        (["--workload", "tpcds", "--policy", "never", "--lifetime", "weird:x=1"], "--lifetime"),
+        (["--workload", "tpcds", "--policy", "never", "--believed-lifetime", "exponential:mean=-1"], "--believed-lifetime"),
+        (["--workload", "tpcds", "--policy", "never", "--remote-cap", "fast"], "--remote-cap"),
+        (["--workload", "tpcds", "--policy", "never", "--runs", "abc"], "--runs"),
+        (["--workload", "tpcds", "--policy", "never", "--runs", "0"], "--runs"),
+        (["--workload", "tpcds", "--policy", "never", "--stability", "-3"], "--stability"),
+        (["--workload", "tpcds", "--policy", "never", "--conf", "beta=-1"], "spark.trspark.beta"),
+        (["--workload", "tpcds", "--policy", "never", "--knowledge", "psychic"], "--knowledge"),
+        (["--policy", "never"], "--workload"),
+    ],
+)
+def test_bad_input_is_one_error_line_and_exit_2(args: list[str], fragment: str) -> None:
+    code, out = invoke("simulate", *args)
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert code == 2
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and fragment in lines[0], out
+
+
+def test_sweep_writes_csv_and_plot(tmp_path: Path) -> None:
+    out_csv, out_png = tmp_path / "s.csv", tmp_path / "s.png"
+    code, out = invoke("simulate", "sweep", "--workloads", "bing,pagerank", "--policies", "never,oracle",
+                       "--stabilities", "20,200", *SMALL, "--out", str(out_csv), "--plot", str(out_png))
+    assert code == 0, out
+    with out_csv.open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 2 * 2 * 2
+    assert {(r["workload"], r["policy"], float(r["stability"])) for r in rows} == {
+        (w, p, s) for w in ("bing", "pagerank") for p in ("never", "oracle") for s in (20.0, 200.0)
+    }
+    assert all(float(r["slowdown_mean"]) >= 1.0 for r in rows)
+    assert out_png.stat().st_size > 10_000 and out_png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_sweep_rejects_bad_lists(tmp_path: Path) -> None:
+    code, out = invoke("simulate", "sweep", "--stabilities", "5,x", "--out", str(tmp_path / "a.csv"))
+    assert code == 2 and out.count("\n") == 1 and "--stabilities" in out
