@@ -225,7 +225,7 @@ def test_without_backups_the_kill_costs_recomputation(cluster: Cluster) -> None:
 def test_backup_cut_off_by_a_kill_is_never_used(cluster: Cluster) -> None:
     """Throttled backups; kill a source mid-copy: its partial copy is not committed nor read."""
     cluster.full_strength()
-    cluster.status.setBuiltin("always", "remote", 300_000.0)  # ~2 MB outputs take ~7 s each
+    cluster.status.setBuiltin("always", "remote", 60_000.0)  # ~2 MB outputs take ~35 s each
     rows = 30_000
     rdd = shuffled(cluster, rows=rows, payload=400)
     try:
