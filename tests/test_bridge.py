@@ -257,6 +257,12 @@ def test_bad_conf_json_and_address_are_reported() -> None:
     proc = subprocess.run([sys.executable, "-m", "trspark.engine", "--connect", "nowhere"],
                           env=engine_env({}), capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 2 and "--connect 'nowhere' is not valid" in proc.stderr
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+    # The port is free again: nobody listens there.
+    proc = subprocess.run([sys.executable, "-m", "trspark.engine", "--connect", f"127.0.0.1:{port}"],
+                          env=engine_env({"spark.trspark.mode": "never"}), capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 3 and "cannot connect to the trspark plugin" in proc.stderr
 
 
 def test_engine_stops_when_its_parent_dies() -> None:

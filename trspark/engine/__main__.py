@@ -112,7 +112,7 @@ def serve(sock: socket.socket, bridge: Bridge, token: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="trspark engine %(levelname)s: %(message)s")
-    parser = argparse.ArgumentParser(prog="python -m trspark.engine", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m trspark.engine", description="The trspark policy engine; started by the Spark plugin (see docs/bridge.md).")
     parser.add_argument("--connect", required=True, metavar="HOST:PORT", help="the shim's loopback socket")
     args = parser.parse_args(argv)
     parent_pid = os.getppid()
