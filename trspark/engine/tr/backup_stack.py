@@ -6,9 +6,11 @@ computed from need no backup at all -- so a pending entry whose consumers are al
 (:meth:`JobState.consumers_safe`) is dropped instead of released.
 
 "Newest" is the block's creation time, not when it was planned: a block re-planned on a tick
-does not jump ahead of the outputs written after it. Each source executor has its own stack and at most ``max_in_flight`` released backups at a
-time: one executor's backup bandwidth is shared by its concurrent copies, so releasing more at
-once only delays the newest one. A released backup is cancelled when its block is consumed.
+does not jump ahead of the outputs written after it. Each source executor has its own stack
+and at most ``max_in_flight`` released backups at a time (the policy uses one per core of the
+source: a copy occupies a core, and the paper backs a block up "immediately" -- queueing it
+behind another copy leaves it exposed longer). A released backup is cancelled when its block
+is consumed.
 """
 
 from __future__ import annotations
@@ -48,12 +50,13 @@ class BackupStack:
     Parameters
     ----------
     max_in_flight : int
-        Released, unfinished backups allowed per source executor (>= 1).
+        Released, unfinished backups allowed per source executor (>= 1), or 0 = as many as the
+        source has cores.
     """
 
     def __init__(self, max_in_flight: int = 1) -> None:
-        if max_in_flight < 1:
-            raise ValueError("max_in_flight must be >= 1")
+        if max_in_flight < 0:
+            raise ValueError("max_in_flight must be >= 0 (0 = the source's cores)")
         self.max_in_flight = max_in_flight
         self._pending: dict[str, list[tuple[float, int, PlannedBackup]]] = {}
         """source -> heap of (-created, push order, plan): the top is the newest block."""
@@ -95,7 +98,11 @@ class BackupStack:
             busy[plan.source] = busy.get(plan.source, 0) + 1
         for source in list(self._pending):
             stack = self._pending[source]
-            while stack and busy.get(source, 0) < self.max_in_flight:
+            limit = self.max_in_flight
+            if limit == 0:
+                ex = state.executors.get(source)
+                limit = ex.cores if ex is not None else 1
+            while stack and busy.get(source, 0) < limit:
                 plan = heapq.heappop(stack)[2]
                 if self._planned.get(plan.block_id) is not plan:
                     continue  # superseded or unplanned

@@ -85,7 +85,7 @@ class TRPolicy(Policy):
         self.knowledge = knowledge or LifetimeKnowledge(from_spec(config.lifetime), config.knowledge)
         self.state = JobState()
         self.costs = CostEstimator(config, self.knowledge)
-        self.stack = BackupStack(max_in_flight=1)
+        self.stack = BackupStack(max_in_flight=0)  # one per core of the source
         self.belt = SafetyBelt(config.beta, enabled=config.safety_belt)
         self.duplicator = Duplicator(self.knowledge)
         self.splitter = SplitAdvisor()
