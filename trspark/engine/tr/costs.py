@@ -69,8 +69,6 @@ class CostEstimator:
             max_staleness=NOTICE_STALENESS if knowledge.uses_notices else config.period * 0.999
         )
         self.backup = BackupCosts(self.recompute, config.local_bandwidth, config.remote_bandwidth, config.remote_cap)
-        # Same source terms at the local bandwidth, for C_B2 over the source's whole life.
-        self._local_source = BackupCosts(self.recompute, config.local_bandwidth, config.local_bandwidth, 1e30)
         self.remote_in_flight = 0
         self._first = True
 
@@ -159,9 +157,17 @@ class CostEstimator:
         if targets in ("both", "local"):
             best = self.backup.best_local_destination(sid, idx, t_max)
             if best is not None:
-                source = self._local_source.remote(sid, idx, LIFE_HORIZON)
-                c_bl, peer = source.total + best.peer_loss, best.target
+                # best.b2 stops at T_max; C_B2 over the source's life is the same term with T -> life.
+                c_bl, peer = best.b1 + best.redo + self._life_b2(block, state, best.seconds) + best.peer_loss, best.target
         return Costs(c_redo=c_redo, c_bl=c_bl, c_br=c_br, peer=peer)
+
+    def _life_b2(self, block: MapOutput, state: JobState, seconds: float) -> float:
+        """:math:`C_{B2} = BT \\cdot P(BT < T_X \\le T)` with ``T`` = the source's life (``LIFE_HORIZON``)."""
+        holder = state.executors.get(block.backup_source() or "")
+        if holder is None:
+            return seconds
+        model = self.knowledge.model(holder)
+        return seconds * float(model.prob_fail(holder.age(state.now), seconds, LIFE_HORIZON))
 
     def _fastest_bandwidth(self) -> float:
         out = 0.0

@@ -62,7 +62,7 @@ REPLAN_LIMIT = 64
 REPLAN_ON_CHANGE = 16
 #: Queued re-plans done per event: re-planning is spread over the following events so that no
 #: single event pays for many decisions (decision latency, bench/engine.py).
-REPLANS_PER_EVENT = 2
+REPLANS_PER_EVENT = 1
 
 
 class TRPolicy(Policy):
