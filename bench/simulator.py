@@ -17,7 +17,9 @@ from pathlib import Path
 # would shadow the packages of the same name: import from the repository root instead.
 sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from simulators.runner import Experiment, run_experiment, stable_job_time, with_stability  # noqa: E402
+import numpy as np  # noqa: E402
+
+from simulators.runner import Experiment, run_experiment, simulate_run, stable_job_time, with_stability  # noqa: E402
 from simulators.workloads import make_workload  # noqa: E402
 from simulators.world import WorldSpec  # noqa: E402
 
@@ -30,6 +32,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cpu-runs", type=int, default=3, help="Runs timed in-process by CPU time (load-independent).")
     args = parser.parse_args()
 
     job = make_workload(args.workload, seed=args.seed)
@@ -38,6 +41,10 @@ def main() -> None:
     stable = stable_job_time(job, world)
     t_stable = time.perf_counter() - t0
     exp = Experiment(job, with_stability(world, job, args.stability), args.policy, runs=args.runs, seed=args.seed)
+    seeds = np.random.SeedSequence(args.seed).spawn(args.runs)
+    c0 = time.process_time()
+    cpu_events = sum(simulate_run(exp, seeds[i], stable).events for i in range(args.cpu_runs))
+    cpu_per_run = (time.process_time() - c0) / args.cpu_runs
     t0 = time.perf_counter()
     summary = run_experiment(exp, workers=args.workers, stable_time=stable)
     wall = time.perf_counter() - t0
@@ -47,6 +54,8 @@ def main() -> None:
     print(f"stable run: {stable:.2f} s simulated in {t_stable:.2f} s")
     print(f"{args.runs} runs on {args.workers} workers: {wall:.2f} s wall, {wall * args.workers / args.runs:.3f} s per run "
           f"(worker time), {events / wall:,.0f} events/s, {events / args.runs:,.0f} events per run")
+    print(f"CPU time: {cpu_per_run:.3f} s per run ({cpu_events / args.cpu_runs / cpu_per_run:,.0f} events per CPU-second); "
+          f"{args.runs} runs on {args.workers} idle cores would take ~{cpu_per_run * args.runs / args.workers:.1f} s")
     print(f"slowdown mean {summary['slowdown_mean']:.3f}, p95 {summary['slowdown_p95']:.3f}, failed {summary['failed_runs']}")
     print(f"load average during the run: {os.getloadavg()[0]:.1f} (the CPU is shared)")
 

@@ -634,8 +634,9 @@ class Simulator:
         if stage.ever_done[p]:
             self.result.recomputed_tasks += 1
         stage.ever_done[p] = 1
-        stage.done[p] = 1
-        stage.n_done += 1
+        if not stage.done[p]:  # (a partition is never pending and running at once; stay safe)
+            stage.done[p] = 1
+            stage.n_done += 1
         if stage.spec.shuffle_id is not None:
             stage.origin[p] = e
             e.blocks.append((stage.index, p))
@@ -647,8 +648,9 @@ class Simulator:
                 shuffle_write_bytes=int(stage.writes[p]), shuffle_id=stage.spec.shuffle_id,
                 attempt=rec[5],
             ))
-        for other in sorted(self._dups.get((stage.index, p), ())):
-            self._end_task_unsuccessfully(other, "killed")
+        if self._dups:
+            for other in sorted(self._dups.get((stage.index, p), ())):
+                self._end_task_unsuccessfully(other, "killed")
         e.free += 1
         self._release_slot(e)
         if stage.n_done == stage.n and stage.state == ACTIVE:
