@@ -626,9 +626,12 @@ class Simulator:
             self._release_slot(e)
 
     def _on_task_done(self, tid: Any) -> None:
-        rec = self._detach_task(tid)
+        rec = self._tasks.get(tid)
         if rec is None:
             return  # killed earlier
+        # copies of this partition (DuplicateTask) lose the race; look them up before detaching
+        losers = sorted(self._dups.get((rec[0].index, rec[1]), set()) - {tid}) if self._dups else []
+        self._detach_task(tid)
         stage, p, e, start = rec[0], rec[1], rec[2], rec[3]
         self._last_progress = self.now
         if stage.ever_done[p]:
@@ -648,9 +651,8 @@ class Simulator:
                 shuffle_write_bytes=int(stage.writes[p]), shuffle_id=stage.spec.shuffle_id,
                 attempt=rec[5],
             ))
-        if self._dups:
-            for other in sorted(self._dups.get((stage.index, p), ())):
-                self._end_task_unsuccessfully(other, "killed")
+        for other in losers:
+            self._end_task_unsuccessfully(other, "killed")
         e.free += 1
         self._release_slot(e)
         if stage.n_done == stage.n and stage.state == ACTIVE:

@@ -16,16 +16,20 @@ from simulators.world import WorldSpec
 from trspark.engine.baselines import AlwaysPolicy, NeverPolicy
 from trspark.engine.policy import Policy
 from trspark.engine.protocol import (
+    Advice,
     BlockBackedUp,
     BlockLost,
     Command,
+    DuplicateTask,
     Event,
     ExecutorAdded,
     ExecutorLost,
+    SafetyBelt,
     ShuffleConsumed,
     StageCompleted,
     StageSubmitted,
     TaskEnded,
+    TaskStarted,
     Tick,
 )
 
@@ -182,3 +186,34 @@ def test_deterministic_knowledge_and_notices_announce_true_deaths() -> None:
                      ("ExecutorLost", 2.0), ("ExecutorAdded", 2.0)]
     notices = [e for e in rec.events if type(e).__name__ == "ExecutorNotice"]
     assert all(e.deadline == 2.0 for e in notices)  # type: ignore[attr-defined]
+
+
+class Scripted(Policy):
+    """Duplicates partition 0 of stage 0 onto executor 1 when it starts; fires the safety belt."""
+
+    name = "scripted"
+
+    def handle(self, event: Event) -> Sequence[Command]:
+        if isinstance(event, TaskStarted) and event.stage_id == 0 and event.partition == 0 and not event.speculative:
+            return (DuplicateTask(0, 0, "1"), SafetyBelt(True, "test"), Advice("split", "stage 0 is long", 0))
+        return ()
+
+
+def test_duplicate_task_first_finisher_wins_and_commands_are_recorded() -> None:
+    # The original runs on VM0, which dies at 1.5 s; the copy on VM1 finishes at 2.0 s.
+    job = JobSpec("dup", (stage(0, [2.0]),))
+    sim, rec = run(job, vms=2, cores=1, lifetimes=[1.5], policy=Scripted())
+    assert sim.result.job_time == pytest.approx(2.0)  # without the copy: re-run 1.5-3.5
+    started = rec.of(TaskStarted)
+    assert [(e.executor_id, e.speculative) for e in started] == [("0", False), ("1", True)]  # type: ignore[attr-defined]
+    assert sim.result.safety_belt_firings == 1
+    assert sim.result.advice == ["split: stage 0 is long"]
+
+
+def test_duplicate_loser_is_killed() -> None:
+    # Both copies healthy: the original (started first) wins at 2.0, the copy is killed then.
+    job = JobSpec("dup2", (stage(0, [2.0]),))
+    sim, rec = run(job, vms=2, cores=1, policy=Scripted())
+    ends = rec.of(TaskEnded)
+    assert [(e.executor_id, e.successful, e.reason) for e in ends] == [("0", True, "success"), ("1", False, "killed")]  # type: ignore[attr-defined]
+    assert sim.result.job_time == pytest.approx(2.0)
