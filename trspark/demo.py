@@ -11,6 +11,7 @@ with the reason; nothing is estimated or made up. Everything is the benchmark's 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -51,7 +52,7 @@ def demo(out_dir: Path, sf: float, queries: str | None, policies: str, stability
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path = out_dir / "results.csv"
     csv_path.unlink(missing_ok=True)  # the demo's table shows this run only
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=120)  # a log file gets the full table
     console.print(f"[bold]trspark demo[/]: TPC-DS SF {sf:g}, queries {', '.join(names)}, policies "
                   f"{', '.join(chosen)}; 3 executors x 1 core, exponential lifetimes with mean "
                   f"{stability:g}x each query's stable time, seed {seed}")

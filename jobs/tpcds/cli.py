@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -116,7 +117,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
     result = run_with_progress(settings, console)
     from jobs.tpcds.report import summary_table
 
-    Console().print(summary_table(result.rows, title=f"TPC-DS SF {sf:g} on transient executors ({out})"))
+    (Console() if sys.stdout.isatty() else Console(width=120)).print(summary_table(result.rows, title=f"TPC-DS SF {sf:g} on transient executors ({out})"))
     for policy, reason in result.skipped.items():
         console.print(f"[yellow]skipped policy {policy}:[/] {reason}")
     if plot_path is not None:

@@ -17,8 +17,8 @@ def _median(values: list[float]) -> float:
     return statistics.median(finite) if finite else float("nan")
 
 
-def _fmt(value: float, unit: str = "") -> str:
-    return "-" if not math.isfinite(value) else f"{value:.2f}{unit}"
+def _fmt(value: float, unit: str = "", digits: int = 2) -> str:
+    return "-" if not math.isfinite(value) else f"{value:.{digits}f}{unit}"
 
 
 def summary_table(rows: list[RunRow], *, title: str = "TPC-DS on transient executors") -> Table:
@@ -33,8 +33,10 @@ def summary_table(rows: list[RunRow], *, title: str = "TPC-DS on transient execu
         groups[(row.query, row.policy)].append(row)
     order = {p: i for i, p in enumerate(POLICY_ORDER)}
     table = Table(title=title)
+    # Short headers so the table fits 100 columns: "lost s" = executor-seconds of capacity lost,
+    # "re-run" = extra task attempts of shuffle-map stages.
     for header in ("query", "policy", "stable s", "stable x", "evicted s", "evicted x", "kills",
-                   "capacity lost s", "tasks re-run", "backups", "ok", "failed"):
+                   "lost s", "re-run", "backups", "ok", "failed"):
         table.add_column(header, justify="left" if header in ("query", "policy") else "right")
     for (query, policy) in sorted(groups, key=lambda k: (len(k[0]), k[0], order.get(k[1], 99))):
         runs = groups[(query, policy)]
@@ -44,12 +46,12 @@ def summary_table(rows: list[RunRow], *, title: str = "TPC-DS on transient execu
         failed = sum(r.failed for r in runs)
         table.add_row(
             query, policy,
-            _fmt(_median([r.seconds for r in stable if not r.failed])),
+            _fmt(_median([r.seconds for r in stable if not r.failed]), digits=1),
             _fmt(_median([r.slowdown for r in stable if not r.failed]), "x"),
-            _fmt(_median([r.seconds for r in evicted if not r.failed])),
+            _fmt(_median([r.seconds for r in evicted if not r.failed]), digits=1),
             _fmt(_median([r.slowdown for r in evicted if not r.failed]), "x"),
             str(sum(r.executors_killed for r in evicted)),
-            _fmt(sum(r.capacity_lost_seconds for r in evicted if math.isfinite(r.capacity_lost_seconds))),
+            _fmt(sum(r.capacity_lost_seconds for r in evicted if math.isfinite(r.capacity_lost_seconds)), digits=0),
             str(sum(r.tasks_recomputed for r in evicted)),
             str(sum(r.backups_count for r in runs)),
             f"[{'green' if ok == len(runs) else 'red'}]{ok}/{len(runs)}[/]",

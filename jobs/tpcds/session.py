@@ -83,7 +83,7 @@ def spark_home() -> Path:
     conf = home / "conf"
     conf.mkdir(exist_ok=True)
     log4j = conf / "log4j2.properties"
-    if not log4j.exists():  # driver console at WARN for Spark, ERROR for the chatty parts
+    if not log4j.exists() or log4j.read_text() != _LOG4J:  # console: WARN, chatty parts quieter
         log4j.write_text(_LOG4J)
     return home
 
@@ -102,6 +102,9 @@ logger.sparkconf.name = org.apache.spark.SparkConf
 logger.sparkconf.level = error
 logger.nativecode.name = org.apache.hadoop.util.NativeCodeLoader
 logger.nativecode.level = error
+# A killed executor makes the RPC layer log every broken connection with a stack trace.
+logger.network.name = org.apache.spark.network
+logger.network.level = fatal
 """
 
 
