@@ -74,6 +74,8 @@ def world_options(f: F) -> F:
         click.option("--notice", type=float, default=None, help="Also announce each death N seconds ahead."),
         click.option("--replace-delay", type=float, default=0.0, show_default=True, help="Seconds until an evicted VM is replaced."),
         click.option("--max-slowdown", type=float, default=20.0, show_default=True, help="A run beyond this x stable time fails."),
+        click.option("--stall-seconds", type=float, default=None,
+                     help="A run with no successful task for this long fails (default: the stable job time, >= 60 s)."),
         click.option("--max-stage-attempts", type=int, default=None, help="Fail the job after N consecutive stage failures (Spark: 4)."),
         click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Policy setting, e.g. beta=0.3 (see trspark conf)."),
         click.option("--runs", type=int, default=50, show_default=True, help="Runs per experiment."),
@@ -127,8 +129,8 @@ def _positive(option: str, value: float | None, integer: bool = False) -> None:
 def build_world(kw: dict[str, Any], *, vms: int = 100, cores: int = 4) -> Any:
     from simulators.world import WorldSpec
 
-    for name in ("vms", "cores", "runs", "max_slowdown", "max_stage_attempts", "workers"):
-        _positive("--" + name.replace("_", "-"), kw.get(name), integer=name != "max_slowdown")
+    for name in ("vms", "cores", "runs", "max_slowdown", "max_stage_attempts", "workers", "stall_seconds"):
+        _positive("--" + name.replace("_", "-"), kw.get(name), integer=name not in ("max_slowdown", "stall_seconds"))
     if kw["replace_delay"] < 0:
         fail(f"--replace-delay={kw['replace_delay']!r} is not valid; allowed: seconds >= 0")
     if kw["notice"] is not None and kw["notice"] < 0:
@@ -147,6 +149,7 @@ def build_world(kw: dict[str, Any], *, vms: int = 100, cores: int = 4) -> Any:
         notice=kw["notice"],
         max_slowdown=kw["max_slowdown"],
         max_stage_attempts=kw["max_stage_attempts"],
+        stall_seconds=kw["stall_seconds"],
     )
 
 
