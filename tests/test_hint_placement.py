@@ -204,6 +204,9 @@ def live() -> Iterator[Live]:
         SparkSession.builder.master(f"local-trcluster[{LIVE_EXECUTORS},1,1024]")
         .appName("trspark-hint-scheduling")
         .config("spark.jars", os.environ.get("TRSPARK_TEST_SHIM_JAR") or jar_path())
+        # No plugin, so no engine replaces the hints set here. Explicit, because PySpark's builder
+        # keeps options of earlier sessions in the same process (other test modules).
+        .config("spark.plugins", "")
         .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
         .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s")
         .config("spark.ui.showConsoleProgress", "false")
