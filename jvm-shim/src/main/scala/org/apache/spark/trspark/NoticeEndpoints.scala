@@ -1,0 +1,101 @@
+package org.apache.spark.trspark
+
+import java.time.{Instant, OffsetDateTime, ZonedDateTime}
+import java.time.format.DateTimeFormatter
+import java.util.Locale
+
+import scala.jdk.CollectionConverters._
+import scala.util.Try
+
+import com.fasterxml.jackson.databind.ObjectMapper
+
+/** What one poll of a metadata service said. */
+sealed trait PollResult
+object PollResult {
+  /** The service answered: no termination is scheduled. */
+  case object NoNotice extends PollResult
+  /** Termination is scheduled at `deadlineEpochMillis`. */
+  final case class Notice(deadlineEpochMillis: Long) extends PollResult
+  /** No usable answer (unreachable, refused, or not in the expected format); `reason` says why. */
+  final case class Unusable(reason: String) extends PollResult
+}
+
+/**
+ * How each cloud announces the end of a spot / preemptible VM, parsed exactly as the service
+ * answers (see `docs/notices.md`):
+ *
+ *  - AWS `GET /latest/meta-data/spot/instance-action`: 404 = none; 200 JSON with `action`
+ *    (terminate | stop | hibernate) and an ISO-8601 UTC `time` (two minutes ahead). IMDSv2
+ *    (session token from `PUT /latest/api/token`) when the service offers it, IMDSv1 otherwise.
+ *  - GCP `GET /computeMetadata/v1/instance/preempted` with `Metadata-Flavor: Google`:
+ *    `FALSE` / `TRUE`. No time is given: deadline = first `TRUE` seen + window (~30 s on GCP).
+ *  - Azure `GET /metadata/scheduledevents?api-version=2020-07-01` with `Metadata: true`: JSON
+ *    `Events`; a `Preempt` or `Terminate` event for this VM (or naming no VM) is a notice, due at
+ *    its RFC-1123 `NotBefore` (empty `NotBefore` = already started: now + window).
+ */
+object NoticeEndpoints {
+  val AwsTokenPath = "/latest/api/token"
+  val AwsPath = "/latest/meta-data/spot/instance-action"
+  val GcpPath = "/computeMetadata/v1/instance/preempted"
+  val AzurePath = "/metadata/scheduledevents?api-version=2020-07-01"
+  val AzureNamePath = "/metadata/instance/compute/name?api-version=2021-02-01&format=text"
+  val AzureNoticeTypes: Set[String] = Set("Preempt", "Terminate")
+  private val mapper = new ObjectMapper()
+
+  /** AWS instance-action answer -> result (`nowMs` unused: AWS always gives the time). */
+  def parseAws(status: Int, body: String): PollResult = status match {
+    case 404 => PollResult.NoNotice
+    case 200 =>
+      Try(mapper.readTree(body)).toOption.flatMap(n => Option(n).map(_.path("time").asText(""))) match {
+        case Some(time) if time.nonEmpty =>
+          parseIso(time).map(PollResult.Notice(_): PollResult)
+            .getOrElse(PollResult.Unusable(s"AWS instance-action time '$time' is not ISO-8601"))
+        case _ => PollResult.Unusable(s"AWS instance-action answer without a time: ${body.take(80)}")
+      }
+    case 401 => PollResult.Unusable("AWS metadata refused the request (401: IMDSv2 token missing or expired)")
+    case other => PollResult.Unusable(s"AWS metadata answered HTTP $other")
+  }
+
+  /** GCP preempted answer -> result; the deadline is `nowMs + windowMs`. */
+  def parseGcp(status: Int, body: String, nowMs: Long, windowMs: Long): PollResult = status match {
+    case 200 => body.trim.toUpperCase(Locale.ROOT) match {
+      case "TRUE" => PollResult.Notice(nowMs + windowMs)
+      case "FALSE" => PollResult.NoNotice
+      case other => PollResult.Unusable(s"GCP preempted answer '${other.take(40)}' is neither TRUE nor FALSE")
+    }
+    case 403 => PollResult.Unusable("GCP metadata refused the request (403: Metadata-Flavor: Google header not accepted)")
+    case other => PollResult.Unusable(s"GCP metadata answered HTTP $other")
+  }
+
+  /**
+   * Azure Scheduled Events answer -> result: the earliest `Preempt`/`Terminate` event whose
+   * `Resources` name `vmName` (any event when `vmName` is empty or the event names no VM).
+   */
+  def parseAzure(status: Int, body: String, vmName: String, nowMs: Long, windowMs: Long): PollResult = status match {
+    case 200 =>
+      val root = Try(mapper.readTree(body)).toOption.filter(n => n != null && n.path("Events").isArray)
+      root match {
+        case None => PollResult.Unusable(s"Azure scheduled events answer without an Events list: ${body.take(80)}")
+        case Some(node) =>
+          val deadlines = node.path("Events").elements().asScala.filter { event =>
+            val resources = event.path("Resources").elements().asScala.map(_.asText()).toSeq
+            AzureNoticeTypes.contains(event.path("EventType").asText()) &&
+              (vmName.isEmpty || resources.isEmpty || resources.contains(vmName))
+          }.map { event =>
+            val notBefore = event.path("NotBefore").asText("").trim
+            if (notBefore.isEmpty) Some(nowMs + windowMs) else parseRfc1123(notBefore)
+          }.toSeq
+          if (deadlines.contains(None)) PollResult.Unusable("Azure event NotBefore is not an RFC-1123 time")
+          else if (deadlines.isEmpty) PollResult.NoNotice
+          else PollResult.Notice(deadlines.flatten.min)
+      }
+    case 400 => PollResult.Unusable("Azure metadata refused the request (400: Metadata: true header not accepted)")
+    case other => PollResult.Unusable(s"Azure metadata answered HTTP $other")
+  }
+
+  def parseIso(text: String): Option[Long] =
+    Try(OffsetDateTime.parse(text).toInstant.toEpochMilli).orElse(Try(Instant.parse(text).toEpochMilli)).toOption
+
+  def parseRfc1123(text: String): Option[Long] =
+    Try(ZonedDateTime.parse(text, DateTimeFormatter.RFC_1123_DATE_TIME).toInstant.toEpochMilli).toOption
+}
