@@ -114,7 +114,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def shuffled(cluster: Cluster, rows: int = 60_000, payload: int = 0) -> Any:
-    """A two-stage RDD: 6 map tasks (2 per executor) writing a shuffle, 4 reducers."""
+    """A two-stage RDD: 6 map tasks (2 per executor) writing a shuffle of every row, 4 reducers."""
 
     def row(x: int) -> tuple[int, tuple[int, bytes]]:
         import random
@@ -122,11 +122,14 @@ def shuffled(cluster: Cluster, rows: int = 60_000, payload: int = 0) -> Any:
         # Incompressible padding (shuffle files are lz4-compressed): sizes the map outputs.
         return x % 997, (x, random.Random(x).randbytes(payload))
 
+    # partitionBy, not reduceByKey: no map-side combining, so every row (and its padding) is
+    # shuffled; the reduceByKey after it keeps the partitioner and adds no shuffle.
     return (
         cluster.sc.parallelize(range(rows), 6)
         .map(row)
-        .reduceByKey(lambda a, b: (a[0] + b[0], b""), numPartitions=4)
+        .partitionBy(4)
         .mapValues(lambda v: v[0])
+        .reduceByKey(lambda a, b: a + b, numPartitions=4)
     )
 
 
