@@ -43,22 +43,34 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from simulators.dag import JobSpec, StageSpec
+from simulators.backups import BackupDriver
+from simulators.dag import JobSpec
+from simulators.state import (
+    ACTIVE,
+    COMPLETE,
+    EVICT,
+    IDLE,
+    NOTICE,
+    STAGE_READY,
+    TASK_DONE,
+    TICK,
+    VM_ADD,
+    WAITING,
+    Executor,
+    RunResult,
+    Stage,
+)
 from simulators.transfers import Transfer, TransferSet
 from simulators.world import LifetimeSampler, WorldSpec
 from trspark.engine import placement
 from trspark.engine.policy import Policy
 from trspark.engine.protocol import (
-    REMOTE,
     Advice,
     Backup,
-    BackupFailed,
-    BlockBackedUp,
     BlockLost,
     CancelBackup,
     Command,
@@ -80,96 +92,8 @@ from trspark.engine.protocol import (
     Tick,
 )
 
-# heap entry kinds == their tie priority (see module docstring)
-EVICT, NOTICE, XFER_DONE, TASK_DONE, VM_ADD, STAGE_READY, TICK = range(7)
 
-IDLE, WAITING, ACTIVE, COMPLETE = range(4)
-
-
-class Executor:
-    """One VM: its cores, the blocks it holds, its true death time."""
-
-    __slots__ = ("idx", "id", "cores", "free", "alive", "born", "death", "tasks", "blocks", "peer_blocks", "queue")
-
-    def __init__(self, idx: int, cores: int, born: float, death: float) -> None:
-        self.idx = idx
-        self.id = str(idx)
-        self.cores = cores
-        self.free = cores
-        self.alive = True
-        self.born = born
-        self.death = death
-        self.tasks: set[int] = set()
-        self.blocks: list[tuple[int, int]] = []
-        self.peer_blocks: set[tuple[int, int]] = set()
-        self.queue: deque[Backup] = deque()
-
-
-class Stage:
-    """Run-time state of one stage (``spec`` is the immutable description)."""
-
-    def __init__(self, index: int, spec: StageSpec) -> None:
-        n = spec.num_tasks
-        self.index = index
-        self.spec = spec
-        self.id = spec.stage_id
-        self.n = n
-        self.seconds = spec.task_seconds.tolist()
-        self.writes = spec.shuffle_write_bytes.tolist()
-        self.inputs = spec.input_bytes.tolist() if spec.input_bytes is not None else [0.0] * n
-        self.total_write = float(spec.shuffle_write_bytes.sum())
-        self.read_bytes = 0.0  # shuffle bytes one task reads (set once parents are linked)
-        self.parents: list[Stage] = []
-        self.after: list[Stage] = []
-        self.children: list[Stage] = []
-        self.followers: list[Stage] = []
-        self.state = IDLE
-        self.attempt = -1
-        self.failures = 0
-        self.ever_completed = False
-        self.consumed = False
-        self.done = bytearray(n)
-        self.ever_done = bytearray(n)
-        self.running = [0] * n
-        self.n_done = 0
-        self.pending: deque[int] = deque()
-        # map-output locations (map stages only)
-        self.origin: list[Executor | None] = [None] * n
-        self.peer: list[Executor | None] = [None] * n
-        self.remote = bytearray(n)
-        self.remote_read = bytearray(n)
-        self.remote_bytes = 0.0
-
-    def final(self) -> bool:
-        """Complete and nothing will ever need to re-run it."""
-        return self.state == COMPLETE and (self.spec.shuffle_id is None or self.consumed)
-
-
-@dataclass
-class RunResult:
-    """What one simulated run measured (times in s, sizes in bytes)."""
-
-    job_time: float
-    succeeded: bool
-    fail_reason: str = ""
-    tasks_run: int = 0
-    recomputed_tasks: int = 0
-    killed_tasks: int = 0
-    evictions: int = 0
-    backups_local: int = 0
-    backups_remote: int = 0
-    backup_bytes_local: float = 0.0
-    backup_bytes_remote: float = 0.0
-    backups_failed: int = 0
-    blocks_lost: int = 0
-    stage_resubmissions: int = 0
-    safety_belt_firings: int = 0
-    advice: list[str] = field(default_factory=list)
-    events: int = 0
-    policy_summary: dict[str, object] = field(default_factory=dict)
-
-
-class Simulator:
+class Simulator(BackupDriver):
     """Run ``job`` on the cluster ``world`` under ``policy``.
 
     Parameters
@@ -661,117 +585,6 @@ class Simulator:
     def _on_tick(self, _: Any) -> None:
         self._emit(Tick(self.now))
         self._push(self.now + self.period, TICK, None)
-
-    # --------------------------------------------------------------------------------- backups
-    def _block(self, shuffle_id: int, map_index: int) -> tuple[Stage, int] | None:
-        stage = self.by_shuffle.get(shuffle_id)
-        if stage is None or not 0 <= map_index < stage.n:
-            return None
-        return stage, map_index
-
-    def _backup_failed(self, shuffle_id: int, map_index: int, target: str, reason: str) -> None:
-        self.result.backups_failed += 1
-        self._emit(BackupFailed(self.now, shuffle_id, map_index, target, reason))
-
-    def _request_backup(self, cmd: Backup) -> None:
-        idx = int(cmd.source) if cmd.source.isdigit() else -1
-        if not 0 <= idx < len(self.executors) or not self.executors[idx].alive:
-            self._backup_failed(cmd.shuffle_id, cmd.map_index, cmd.target, "source executor not alive")
-            return
-        source = self.executors[idx]
-        if source.free > 0:
-            source.free -= 1
-            if not self._start_backup(cmd, source, core_taken=True):
-                source.free += 1
-        else:
-            source.queue.append(cmd)
-
-    def _start_backup(self, cmd: Backup, source: Executor, *, core_taken: bool = False) -> bool:
-        """Start copying a block off ``source`` on one of its cores; False if it cannot start."""
-        block = self._block(cmd.shuffle_id, cmd.map_index)
-        if block is None:
-            self._backup_failed(cmd.shuffle_id, cmd.map_index, cmd.target, "no such block")
-            return False
-        stage, p = block
-        if stage.origin[p] is not source and stage.peer[p] is not source:
-            self._backup_failed(cmd.shuffle_id, cmd.map_index, cmd.target, "source does not hold the block")
-            return False
-        target: Executor | None = None
-        if cmd.target != REMOTE:
-            idx = int(cmd.target) if cmd.target.isdigit() else -1
-            if not 0 <= idx < len(self.executors) or not self.executors[idx].alive or self.executors[idx] is source:
-                self._backup_failed(cmd.shuffle_id, cmd.map_index, cmd.target, "target executor not alive")
-                return False
-            target = self.executors[idx]
-        if not core_taken:
-            source.free -= 1
-        tr = Transfer((stage.index, p), source, target, stage.writes[p], self.now)
-        self._xfer_by_block.setdefault(tr.block, []).append(tr)
-        for changed in self.transfers.start(tr, self.now):
-            self._push(changed.done_at, XFER_DONE, (changed, changed.token))
-        return True
-
-    def _end_transfer(self, tr: Transfer) -> None:
-        for changed in self.transfers.remove(tr, self.now):
-            self._push(changed.done_at, XFER_DONE, (changed, changed.token))
-        group = self._xfer_by_block.get(tr.block)
-        if group is not None:
-            group.remove(tr)
-            if not group:
-                del self._xfer_by_block[tr.block]
-        if tr.source.alive:
-            tr.source.free += 1
-            self._release_slot(tr.source)
-
-    def _fail_transfer(self, tr: Transfer, reason: str) -> None:
-        self._end_transfer(tr)
-        stage = self.stages[tr.block[0]]
-        self._backup_failed(stage.spec.shuffle_id, tr.block[1], REMOTE if tr.target is None else tr.target.id, reason)  # type: ignore[arg-type]
-
-    def _on_xfer_done(self, payload: Any) -> None:
-        tr, token = payload
-        if token != tr.token:
-            return  # rescheduled or cancelled since
-        self._end_transfer(tr)
-        stage, p = self.stages[tr.block[0]], tr.block[1]
-        if tr.target is None:
-            stage.remote[p] = 1
-            self.result.backups_remote += 1
-            self.result.backup_bytes_remote += tr.bytes
-        else:
-            old = stage.peer[p]
-            if old is not None:
-                old.peer_blocks.discard(tr.block)
-            stage.peer[p] = tr.target
-            tr.target.peer_blocks.add(tr.block)
-            self.result.backups_local += 1
-            self.result.backup_bytes_local += tr.bytes
-        self._refresh_block(stage, p)
-        target = REMOTE if tr.target is None else tr.target.id
-        self._emit(BlockBackedUp(self.now, stage.spec.shuffle_id, p, target, int(tr.bytes), self.now - tr.started))
-
-    def _cancel_backup(self, cmd: CancelBackup) -> None:
-        block = self._block(cmd.shuffle_id, cmd.map_index)
-        if block is None:
-            return
-        key = (block[0].index, block[1])
-        for tr in list(self._xfer_by_block.get(key, ())):
-            self._end_transfer(tr)
-        for e in self.executors:
-            if e.queue:
-                e.queue = deque(c for c in e.queue if (c.shuffle_id, c.map_index) != (cmd.shuffle_id, cmd.map_index))
-
-    def _drop_backup(self, cmd: DropBackup) -> None:
-        block = self._block(cmd.shuffle_id, cmd.map_index)
-        if block is None:
-            return
-        stage, p = block
-        peer = stage.peer[p]
-        if peer is not None:
-            peer.peer_blocks.discard((stage.index, p))
-            stage.peer[p] = None
-        stage.remote[p] = 0
-        self._refresh_block(stage, p)
 
     # -------------------------------------------------------------------------------- commands
     def _apply(self, command: Command) -> None:
