@@ -72,6 +72,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--vms", type=int, default=100)
     parser.add_argument("--policy", default="tr")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-safety-belt", action="store_true",
+                        help="keep the belt off, so every decision is a cost-model decision")
     args = parser.parse_args(argv)
 
     job = make_workload(args.workload, WorkloadParams(scale=args.scale), seed=args.seed)
@@ -79,15 +81,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     mean_task = float(np.mean(np.concatenate([s.task_seconds for s in job.stages])))
     lifetime = f"exponential:mean={args.stability * mean_task:.6g}"
     world = WorldSpec(vms=args.vms, cores=4, lifetime=lifetime)
-    policy = TimedPolicy(make_policy(args.policy, TRConfig(lifetime=lifetime)))
+    config = TRConfig(lifetime=lifetime, safety_belt=not args.no_safety_belt)
+    policy = TimedPolicy(make_policy(args.policy, config))
     start = time.perf_counter()
     result = simulate(job, world, policy, args.seed)
     wall = time.perf_counter() - start
 
     print(f"{args.workload}: {tasks} tasks, {args.vms} VMs x 4 cores, {lifetime} (stability {args.stability:g}), "
-          f"policy {args.policy}, seed {args.seed}")
+          f"policy {args.policy}, seed {args.seed}, safety belt {'off' if args.no_safety_belt else 'on'}")
     print(f"simulated job {result.job_time:.1f} s, succeeded={result.succeeded}, evictions {result.evictions}, "
-          f"backups local/remote {result.backups_local}/{result.backups_remote}; wall {wall:.1f} s")
+          f"backups local/remote {result.backups_local}/{result.backups_remote}, safety belt fired "
+          f"{result.safety_belt_firings}x; wall {wall:.1f} s")
     for label, table in (("wall", policy.seconds), ("cpu", policy.cpu_seconds)):
         print(f"[{label}] {'event':<10} {'count':>8} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'>2 ms':>8}")
         everything: list[float] = []
