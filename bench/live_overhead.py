@@ -12,7 +12,8 @@ Each configuration lives in its own worker process that starts its session once 
 (cold JVMs are 1.5-2.3x slower here), so start-up is not timed. The coordinator then runs the
 job *interleaved*: round r runs every configuration once, in a rotated order, one at a time (the
 idle sessions use almost no CPU). It prints each run, the median time per configuration and its
-ratio to ``none``, and checks that every configuration computed the same answer.
+ratio to ``none`` (of medians, and the median of per-round ratios), and checks that every
+configuration computed the same answer.
 
 Usage::
 
@@ -167,21 +168,27 @@ def coordinate(configs: tuple[str, ...], rounds: int, options: dict[str, Any], c
 
 
 def report(times: dict[str, list[float]], checksums: dict[str, set[int]], modes: dict[str, str]) -> dict[str, float]:
-    """Print medians and ratios to ``none``; return the ratios."""
+    """Print times and ratios to ``none``; return the paired ratios.
+
+    ``ratio`` = median(config) / median(none). ``paired`` = median over rounds of
+    t(config, round r) / t(none, round r): runs of one round are minutes apart at most, so this
+    one is less sensitive to load that drifts during the benchmark (the machine is shared).
+    """
     answers = set().union(*checksums.values())
     click.echo(f"answers equal across configurations: {'yes' if len(answers) == 1 else 'NO: ' + str(checksums)}")
-    base = statistics.median(times["none"]) if times.get("none") else None
-    ratios = {}
-    click.echo(f"{'config':>6} {'mode':>7} {'median s':>9} {'min s':>7} {'ratio':>6}")
+    base = times["none"]
+    paired_ratios = {}
+    click.echo(f"{'config':>6} {'mode':>7} {'median s':>9} {'min s':>7} {'max s':>7} {'ratio':>6} {'paired':>6}")
     for config, values in times.items():
-        med = statistics.median(values)
-        ratio = med / base if base else float("nan")
-        ratios[config] = ratio
-        click.echo(f"{config:>6} {modes.get(config, ''):>7} {med:9.2f} {min(values):7.2f} {ratio:6.3f}")
-    if "never" in ratios and base:
-        verdict = "met" if ratios["never"] <= TARGET_NEVER else "NOT met"
-        click.echo(f"target never/none <= {TARGET_NEVER}: {verdict} ({ratios['never']:.3f})")
-    return ratios
+        ratio = statistics.median(values) / statistics.median(base)
+        paired = statistics.median(t / b for t, b in zip(values, base, strict=True))
+        paired_ratios[config] = paired
+        click.echo(f"{config:>6} {modes.get(config, ''):>7} {statistics.median(values):9.2f} {min(values):7.2f} "
+                   f"{max(values):7.2f} {ratio:6.3f} {paired:6.3f}")
+    if "never" in paired_ratios:
+        verdict = "met" if paired_ratios["never"] <= TARGET_NEVER else "NOT met"
+        click.echo(f"target never/none <= {TARGET_NEVER} (paired): {verdict} ({paired_ratios['never']:.3f})")
+    return paired_ratios
 
 
 def append_csv(path: Path, row: dict[str, Any]) -> None:
