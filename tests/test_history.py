@@ -106,3 +106,30 @@ def test_store_on_azurite(azurite, monkeypatch):
     fit = fit_lifetime(loaded, "exponential:mean=100")
     assert fit.method == "kaplan-meier"
     assert abs(fit.model.mean() - TRUE_MEAN) / TRUE_MEAN < 0.20
+
+
+def test_observer_records_evicted_and_censored_from_engine_events(tmp_path):
+    from trspark.engine.protocol import ExecutorAdded, ExecutorLost, TaskStarted
+    from trspark.history import HistoryObserver, prior_from_history
+
+    store = HistoryStore(str(tmp_path))
+    obs = HistoryObserver(LifetimeRecorder(store, pool="p", app_id="app-1"))
+    obs(ExecutorAdded(0.0, "0"))
+    obs(ExecutorAdded(2.0, "1", vm_started=1.0))
+    obs(ExecutorAdded(3.0, "2"))
+    obs(ExecutorLost(40.0, "0", reason="evicted"))
+    obs(ExecutorLost(41.0, "2", reason="app"))  # not an eviction: censored
+    obs(TaskStarted(90.0, 0, 0, "1"))
+    obs.close()
+    got = {r.executor_id: (r.duration, r.observed) for r in store.load("p")}
+    assert got == {"0": (40.0, True), "1": (89.0, False), "2": (38.0, False)}
+    spec, account = prior_from_history(str(tmp_path), "p", "exponential:mean=100")
+    assert spec.startswith("exponential") and "configured" in account  # 1 eviction < 5: keep configured
+
+
+def test_prior_from_history_fits_once_enough_evictions(tmp_path):
+    from trspark.history import prior_from_history
+
+    HistoryStore(str(tmp_path)).append(_weibull_records(20, seed=11))
+    spec, account = prior_from_history(str(tmp_path), "pool-a", "exponential:mean=100")
+    assert spec.startswith("weibull:") and "weibull" in account

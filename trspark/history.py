@@ -216,3 +216,48 @@ def fit_lifetime(records: Iterable[LifetimeRecord], configured: str | LifetimeMo
     data = stats.CensoredData(uncensored=durations[observed], right=durations[~observed])
     shape, _, scale = stats.weibull_min.fit(data, floc=0)
     return FitResult(Weibull(shape=float(shape), scale=float(scale)), "weibull", events, censored)
+
+
+class HistoryObserver:
+    """Engine-side event observer that records executor lifetimes of one live application.
+
+    ``ExecutorAdded`` starts an executor's clock; ``ExecutorLost`` with reason ``evicted`` is an
+    observed lifetime, any other reason a censored one; :meth:`close` (end of the engine session)
+    censors every executor still alive at the last event time.
+    """
+
+    def __init__(self, recorder: LifetimeRecorder) -> None:
+        self.recorder = recorder
+        self.last_time = 0.0
+
+    def __call__(self, event: object) -> None:
+        from trspark.engine.protocol import ExecutorAdded, ExecutorLost
+
+        time = getattr(event, "time", None)
+        if isinstance(time, int | float):
+            self.last_time = max(self.last_time, float(time))
+        if isinstance(event, ExecutorAdded):
+            start = event.vm_started if event.vm_started is not None else event.time
+            self.recorder.executor_added(event.executor_id, start)
+        elif isinstance(event, ExecutorLost):
+            self.recorder.executor_lost(event.executor_id, event.time, evicted=event.reason == "evicted")
+
+    def close(self) -> None:
+        self.recorder.finish(self.last_time)
+
+
+def prior_from_history(url: str, pool: str, configured: str) -> tuple[str, str]:
+    """The lifetime spec the next application starts from, and a one-line account of the choice.
+
+    An unreachable store at run time degrades to ``configured`` (the caller logs the account as
+    a warning); nothing is written here.
+    """
+    try:
+        records = HistoryStore(url).load(pool)
+    except Exception as exc:  # the store is optional at run time
+        return configured, f"lifetime history {url} unreachable ({type(exc).__name__}: {exc}); using {configured}"
+    fit = fit_lifetime(records, configured)
+    return fit.model.spec(), (
+        f"lifetime model for pool {pool!r} from {len(records)} record(s) ({fit.events} evictions, "
+        f"{fit.censored} censored): {fit.method} -> {fit.model.spec()[:120]}"
+    )
