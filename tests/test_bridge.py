@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -228,6 +229,18 @@ def test_engine_process_handshake_backup_garbage_and_clean_exit() -> None:
     summary = json.loads(stderr.split("session ended: ", 1)[1].splitlines()[0])
     assert summary["malformed"] == 1 and summary["events"] == 2 and summary["commands"] == {"Backup": 1}
     assert "app-20261122-0001" in stderr
+
+
+def test_sigterm_ends_the_engine_cleanly_with_its_summary() -> None:
+    """The plugin closes the socket and then sends SIGTERM; the summary must still be written."""
+    with engine_session({"spark.trspark.mode": "always"}) as (shim, proc):
+        shim.read()  # Hello
+        shim.send(event_line(MAP_TASK, 1))
+        shim.answer()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(TIMEOUT) == 0
+        stderr = proc.stderr.read()  # type: ignore[union-attr]
+    assert '"events": 1' in stderr.split("session ended: ", 1)[1]
 
 
 @pytest.mark.parametrize(

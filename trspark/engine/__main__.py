@@ -10,7 +10,7 @@ the process at once with one line naming the key (exit code 2) and the shim fall
 always-checkpoint. Then it connects, sends ``Hello`` and answers events (see
 :mod:`trspark.engine.bridge` and ``docs/bridge.md``) until end of input or its parent dies.
 
-Exit codes: 0 after end of input, 2 bad settings / arguments, 3 cannot connect.
+Exit codes: 0 after end of input or SIGTERM, 2 bad settings / arguments, 3 cannot connect.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
@@ -130,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"trspark engine: cannot connect to the trspark plugin at {host}:{port}: {exc}", file=sys.stderr)
         return EXIT_CONNECT
+    # The plugin ends the engine with SIGTERM right after closing the socket at application end:
+    # unwind normally so the session summary (and, later, the lifetime history) is written.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(EXIT_OK))
     sock.settimeout(None)  # events may be minutes apart; the parent watch ends a dead session
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # one small write per event
     watch_parent(sock, parent_pid)
