@@ -133,3 +133,36 @@ def test_prior_from_history_fits_once_enough_evictions(tmp_path):
     HistoryStore(str(tmp_path)).append(_weibull_records(20, seed=11))
     spec, account = prior_from_history(str(tmp_path), "pool-a", "exponential:mean=100")
     assert spec.startswith("weibull:") and "weibull" in account
+
+
+def test_spark_conf_refuses_unreachable_history_url_before_start(tmp_path):
+    from trspark.config import ConfigError
+    from trspark.sparkconf import option_settings
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ConfigError, match=r"spark\.trspark\.history\.url"):
+        option_settings(history_url=str(blocker / "h"))
+    assert option_settings(history_url=str(tmp_path / "ok"))["spark.trspark.history.url"] == str(tmp_path / "ok")
+
+
+def test_engine_starts_from_history_prior_and_records_lifetimes(tmp_path):
+    """The engine process's hooks: prior fitted from history, lifetimes appended at session end."""
+    from trspark.config import TRConfig
+    from trspark.engine.__main__ import event_observers, with_history_prior
+    from trspark.engine.protocol import ExecutorAdded, ExecutorLost
+
+    url = str(tmp_path / "hist")
+    HistoryStore(url).append(_weibull_records(20, seed=13))
+    config = TRConfig(history_url=url, pool="pool-a")
+    assert with_history_prior(config).lifetime.startswith("weibull:")
+    observers = event_observers(config, "app-9")
+    for observe in observers:
+        observe(ExecutorAdded(0.0, "7"))
+        observe(ExecutorLost(12.5, "7", reason="evicted"))
+        observe(ExecutorAdded(1.0, "8"))
+        observe(ExecutorAdded(1.0, "8"))
+    for observer in observers:
+        observer.close()  # type: ignore[attr-defined]
+    mine = {r.executor_id: (r.duration, r.observed) for r in HistoryStore(url).load("pool-a") if r.app_id == "app-9"}
+    assert mine == {"7": (12.5, True), "8": (11.5, False)}  # 8 censored at the last event time

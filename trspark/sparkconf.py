@@ -60,7 +60,15 @@ def option_settings(**options: Any) -> dict[str, str]:
         if key.full in out:
             raise ConfigError(f"{key.full} is given twice (as {option!r} and another spelling)")
         out[key.full] = raw
-    TRConfig.from_spark_conf(out)  # the combination must build too
+    config = TRConfig.from_spark_conf(out)  # the combination must build too
+    if config.history_url:
+        # Fail before Spark starts; at run time an unreachable store only degrades (with a warning).
+        from trspark.history import HistoryError, check_url
+
+        try:
+            check_url(config.history_url)
+        except HistoryError as exc:
+            raise ConfigError(str(exc)) from exc
     return out
 
 

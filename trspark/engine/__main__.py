@@ -76,7 +76,27 @@ def event_observers(config: TRConfig, app_id: str) -> list[EventObserver]:
     observed executor lifetimes (``ExecutorAdded`` -> ``ExecutorLost``, survivors censored at
     ``JobEnded``/exit) is returned here, keyed by ``config.pool`` and ``app_id``.
     """
-    return []
+    if not config.history_url:
+        return []
+    from trspark.history import HistoryObserver, HistoryStore, LifetimeRecorder
+
+    store = HistoryStore(config.history_url)
+    return [HistoryObserver(LifetimeRecorder(store, pool=config.pool, app_id=app_id or "unknown-app"))]
+
+
+def with_history_prior(config: TRConfig) -> TRConfig:
+    """Start from the lifetime model fitted to the pool's history (``spark.trspark.history.url``).
+
+    An unreachable store degrades to the configured model with one warning (start-up validation
+    in ``trspark.spark_conf`` already refused a URL that was unusable before the job started).
+    """
+    if not config.history_url:
+        return config
+    from trspark.history import prior_from_history
+
+    spec, account = prior_from_history(config.history_url, config.pool, config.lifetime)
+    (log.warning if "unreachable" in account else log.info)("%s", account)
+    return config.with_options(lifetime=spec)
 
 
 def watch_parent(sock: socket.socket, parent_pid: int) -> None:
@@ -120,12 +140,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         host, port = parse_address(args.connect)
         token, config, app_id = read_settings(os.environ)
+        config = with_history_prior(config)
         policy = make_policy(config.mode, config)
     except (StartupError, ValueError) as exc:
         # make_policy raises ValueError naming the mode and the policies that exist.
         print(f"trspark engine: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    bridge = Bridge(policy, event_observers(config, app_id))
+    observers = event_observers(config, app_id)
+    bridge = Bridge(policy, observers)
     try:
         sock = socket.create_connection((host, port), timeout=max(config.engine_timeout, 5.0))
     except OSError as exc:
@@ -144,6 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("connection lost: %s", exc)
     finally:
         sock.close()
+        for observer in observers:  # e.g. censor the executors still alive in the lifetime history
+            close = getattr(observer, "close", None)
+            if close is not None:
+                close()
         log.info("session ended: %s", json.dumps(bridge.summary(), sort_keys=True))
     return EXIT_OK
 
