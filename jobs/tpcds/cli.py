@@ -54,6 +54,17 @@ def _sf(ctx: click.Context, param: click.Parameter, value: float) -> float:
 _positive = click.FloatRange(min=0, min_open=True)
 
 
+def _confs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for value in values:
+        key, eq, setting = value.partition("=")
+        if not eq or not key.strip().startswith("spark."):
+            raise click.BadParameter(f"{value!r}; allowed: KEY=VALUE with a spark.* key, e.g. "
+                                     "spark.sql.autoBroadcastJoinThreshold=-1")
+        pairs.append((key.strip(), setting.strip()))
+    return tuple(pairs)
+
+
 @click.group("bench")
 def bench() -> None:
     """Benchmarks on real Spark: TPC-DS queries while executor JVMs are killed."""
@@ -98,10 +109,13 @@ def datagen_command(sf: float, cache: Path | None) -> None:
 @click.option("--master", default=None,
               help="Run on this existing cluster (spark://host:7077) instead of a local-cluster; no kills are injected.")
 @click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, help="TPC-DS data cache root.")
+@click.option("--conf", "spark_conf", multiple=True, callback=_confs,
+              help="Extra Spark setting KEY=VALUE for every session (repeatable), e.g. "
+                   "spark.sql.autoBroadcastJoinThreshold=-1 for shuffle joins instead of broadcasts.")
 def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...], lifetime: str | None,
                   stability: float | None, executors: int, cores: int, memory_mb: int, repeat: int, seed: int,
                   notice: float, max_kills: int | None, time_cap: float, out: Path, plot_path: Path | None, master: str | None,
-                  cache: Path | None) -> None:
+                  cache: Path | None, spark_conf: tuple[tuple[str, str], ...]) -> None:
     """Run TPC-DS queries per policy, stable and under the same executor kills; one CSV row per run."""
     if lifetime is not None and stability is not None:
         raise click.UsageError("give --lifetime or --stability, not both")
@@ -112,7 +126,8 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
     settings = BenchSettings(sf=sf, queries=queries, policies=policies, out=out, lifetime=lifetime,
                              stability=None if lifetime else (stability or 3.0), executors=executors,
                              cores=cores, memory_mb=memory_mb, repeat=repeat, seed=seed, time_cap=time_cap,
-                             notice=notice, max_kills=max_kills, master=master, cache=cache)
+                             notice=notice, max_kills=max_kills, master=master, cache=cache,
+                             spark_conf=spark_conf)
     console = Console(stderr=True)
     result = run_with_progress(settings, console)
     from jobs.tpcds.report import summary_table

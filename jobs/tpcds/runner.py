@@ -79,6 +79,8 @@ class BenchSettings:
     master: str | None = None
     cache: Path | None = None
     rewarm: bool = True
+    spark_conf: tuple[tuple[str, str], ...] = ()
+    """Extra Spark settings for every session (e.g. no broadcast joins, for bigger shuffles)."""
 
 
 @dataclass
@@ -276,7 +278,8 @@ def _policy_process(ctx: _Context, policy: str, data: Path, channel: Any) -> Non
 def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> list[RunRow]:
     """All runs of one policy on one session (raises PolicyUnavailable if it cannot start)."""
     s = ctx.settings
-    spec = session.ClusterSpec(executors=s.executors, cores=s.cores, memory_mb=s.memory_mb, master=s.master)
+    spec = session.ClusterSpec(executors=s.executors, cores=s.cores, memory_mb=s.memory_mb, master=s.master,
+                               extra_conf=dict(s.spark_conf))
     progress.step(f"{policy}: starting Spark ({spec.master_url})")
     spark, work_dir = session.start(spec, policy, trspark_options=_plugin_options(ctx))
     rows: list[RunRow] = []
