@@ -14,7 +14,9 @@ Plan of a benchmark (``--policies never,always,decommission,tr``)
    queries and repeats), a warm-up pass, its stable runs, then its *evicted* runs: the injector
    starts with the query and SIGKILLs executor JVMs on the schedule (for ``decommission`` it sends
    SIGPWR -- Spark's decommission signal -- ``notice`` s before each SIGKILL, a termination
-   notice). Before every run all executors must be registered again; after a run with kills the
+   notice; a kill due within the window after the start is delayed to the window's end by the
+   injector, and notices for kills after the query's end still land during it). Before every run
+   all executors must be registered again; after a run with kills the
    query is run once more unrecorded, so cold replacement JVMs do not slow the next measurement.
 
 A run that exceeds ``time_cap`` is cancelled and recorded as failed; an aborted job is recorded as
