@@ -292,3 +292,44 @@ def test_evictions_do_not_abort_the_job(cluster: Cluster) -> None:
     ]
     lost = [t for t in failures if "ExecutorLostFailure" in t.get("errorMessage", "")]
     assert all("unrelated to the running tasks" in t["errorMessage"] for t in lost), lost[:1]
+
+
+def test_a_task_evicted_four_times_still_completes(cluster: Cluster) -> None:
+    """Kill the executor running the job's only task 4 times (= ``spark.task.maxFailures``).
+
+    Vanilla Spark on ``local-cluster[3,1,1024]`` aborts this job ("Task 0 in stage 0.0 failed 4
+    times ... ExecutorLostFailure (executor 3 exited caused by one of the running tasks)",
+    measured); on ``local-trcluster`` the evictions do not count and the fifth attempt finishes.
+    """
+    cluster.full_strength()
+    cluster.status.setBuiltin("always", "remote", 0.0)
+    kills: list[str] = []
+    group = "evicted-four-times"
+
+    def running_executor() -> str | None:
+        for stage in cluster.rest("stages?status=active"):
+            path = f"stages/{stage['stageId']}/{stage['attemptId']}/taskList?status=running"
+            for task in cluster.rest(path):
+                if task["executorId"] not in kills:
+                    return str(task["executorId"])
+        return None
+
+    def killer() -> None:
+        while len(kills) < 4:
+            victim = wait_for(running_executor, what="the task to run on a fresh executor")
+            time.sleep(2.0)  # let it really run
+            kills.append(victim)
+            cluster.kill(victim)
+
+    import threading
+
+    thread = threading.Thread(target=killer, daemon=True)
+    cluster.sc.setJobGroup(group, group)
+    thread.start()
+    try:
+        answer = cluster.sc.parallelize([0], 1).map(lambda x: (time.sleep(15), x + 42)[1]).collect()
+    finally:
+        cluster.sc.setJobGroup("", "")
+    thread.join(timeout=TIMEOUT)
+    assert answer == [42]
+    assert len(kills) == 4
