@@ -6,7 +6,7 @@ AZURITE := $(TOOLS)/node_modules/.bin/azurite-blob
 .PHONY: setup demo test lint azurite
 setup:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e ".[dev]"
-	$(PYTHON) -m trspark build-shim
+	$(PYTHON) -m trspark jar-path  # builds the plugin jar only when its sources changed
 
 $(AZURITE):
 	mkdir -p $(TOOLS)

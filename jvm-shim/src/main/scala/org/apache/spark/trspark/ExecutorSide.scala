@@ -31,9 +31,18 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
   private val worker = Executors.newSingleThreadExecutor(Daemon.factory("trspark-backup"))
   private val inFlight = new AtomicInteger(0)
 
+  private var notices: Option[NoticeWatcher] = None
+
   override def init(context: PluginContext, extraConf: JMap[String, String]): Unit = {
     ctx = context
     conf = TRConf(context.conf())
+    if (conf.usesEngine) {
+      val watcher = new NoticeWatcher(NoticeSettings(context.conf()).forExecutor(context.executorID()),
+        (deadline, source) => ctx.send(Wire.encode(TerminationNotice(ctx.executorID(), deadline, source))))
+      watcher.start()
+      watcher.installSignalHandler()
+      notices = Some(watcher)
+    }
     if (conf.backupsEnabled) {
       poller.scheduleWithFixedDelay(() => pollOnce(), TRExecutorPlugin.PollMs, TRExecutorPlugin.PollMs,
         TimeUnit.MILLISECONDS)
@@ -41,6 +50,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
   }
 
   override def shutdown(): Unit = {
+    notices.foreach(_.stop())
     poller.shutdownNow()
     worker.shutdownNow()
   }

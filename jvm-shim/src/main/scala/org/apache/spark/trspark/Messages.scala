@@ -59,6 +59,7 @@ object Wire {
         val n = Json.obj("failed").put("executor", e).put("reason", reason)
         n.set[JsonNode]("task", task(t))
         n
+      case notice: TerminationNotice => notice.toJson
       case other => throw new IllegalArgumentException(s"not a trspark message: $other")
     }
     Json.mapper.writeValueAsString(node)
@@ -73,6 +74,7 @@ object Wire {
       case "done" => BackupDone(n.path("executor").asText(), task(n.path("task")), n.path("bytes").asLong(),
         n.path("seconds").asDouble(), n.path("indexCrc").asLong(), n.path("dataCrc").asLong())
       case "failed" => BackupFailedMsg(n.path("executor").asText(), task(n.path("task")), n.path("reason").asText())
+      case TerminationNotice.Type => TerminationNotice.fromJson(n)
       case other => throw new IllegalArgumentException(s"unknown trspark message type '$other'")
     }
   }

@@ -42,7 +42,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   /** Counters, read by tests and the status line at shutdown. */
   val stats: mutable.Map[String, Long] = mutable.LinkedHashMap(
     "backups_requested" -> 0L, "backups_done" -> 0L, "backups_failed" -> 0L, "backups_rejected" -> 0L,
-    "outputs_repointed" -> 0L, "outputs_lost" -> 0L)
+    "outputs_repointed" -> 0L, "outputs_lost" -> 0L, "notices" -> 0L)
 
   // ------------------------------------------------------------------------------------------
   // Plugin life cycle
@@ -51,6 +51,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   override def init(context: SparkContext, pluginContext: PluginContext): JMap[String, String] = {
     sc = context
     conf = TRConf(sc.conf)
+    NoticeSettings(sc.conf) // validate spark.trspark.notice.* at start-up, not on each executor
     // Executors read re-pointed outputs through Spark's fallback storage, so it must point at
     // our remote root. A root the user already set wins (backups go there).
     sc.conf.getOption(TRConf.FallbackPathKey) match {
@@ -79,6 +80,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
       case PollWork(executorId, capacity) => Wire.encode(poll(executorId, capacity))
       case done: BackupDone => backupDone(done); null
       case failed: BackupFailedMsg => backupFailed(failed.task, failed.executorId, failed.reason); null
+      case notice: TerminationNotice => noticed(notice); null
       case other => logWarning(s"trspark: unexpected message $other"); null
     }
     case other => logWarning(s"trspark: unexpected message $other"); null
@@ -104,6 +106,14 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   }
 
   def emit(event: ObjectNode): Unit = bridge.foreach(b => if (!builtinAlways.get()) b.send(event))
+
+  /** An executor got a termination notice: its lifetime is now known (engine clock: s since app start). */
+  private def noticed(n: TerminationNotice): Unit = {
+    synchronized(stats("notices") += 1)
+    logInfo(s"trspark: executor ${n.executorId} ends at ${java.time.Instant.ofEpochMilli(n.deadlineEpochMillis)} (${n.source})")
+    emit(event("ExecutorNotice").put("executor_id", n.executorId)
+      .put("deadline", (n.deadlineEpochMillis - sc.startTime) / 1000.0))
+  }
 
   private def tick(): Unit = try {
     bridge.foreach(_.checkLag())
@@ -319,7 +329,15 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     }
     case "SafetyBelt" => logInfo(s"trspark: engine safety belt on=${node.path("on").asBoolean()}: ${node.path("reason").asText()}")
     case "Advice" => logInfo(s"trspark advice: ${node.path("message").asText()}")
-    case "SchedulingHints" | "DuplicateTask" | "KillDuplicate" => // applied by the scheduler hook (issue 5)
+    case "SchedulingHints" => sc.taskScheduler match {
+      case hooked: HintedScheduling =>
+        try {
+          hooked.setHints(SchedulingHints.fromJson(node))
+          sc.schedulerBackend.reviveOffers() // re-offer tasks the old hints held back
+        } catch { case NonFatal(e) => logWarning(s"trspark: SchedulingHints ignored, previous kept: ${e.getMessage}") }
+      case _ => // a master without the hook: hints have no effect (docs/notices.md)
+    }
+    case "DuplicateTask" | "KillDuplicate" => // not applied yet (issue 5, duplication)
     case other => logWarning(s"trspark: unknown engine command '$other' ignored")
   }
 
