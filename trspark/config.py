@@ -171,7 +171,7 @@ KEYS: tuple[Key, ...] = (
     Key("python", "python", "", _text, "path to a Python interpreter",
         "Interpreter that runs the engine (python -m trspark.engine); empty = the PySpark driver's."),
     Key("engine.timeout", "engine_timeout", 2.0, _number(0.0, None, lo_open=True), "seconds > 0",
-        "How long the shim waits for the engine before falling back to always-checkpoint."),
+        "Longest wait for the engine's answer to an event before the shim falls back to always-checkpoint (start-up itself may take up to 60 s)."),
     Key("history.url", "history_url", "", _text, "an fsspec URL (local path, file://, abfs://...)",
         "Lifetime history store: observed executor lifetimes are appended here and fitted by the next application."),
     Key("pool", "pool", "default", _text, "a name", "Executor pool / instance type; history is kept per pool."),
@@ -278,5 +278,6 @@ def markdown_table() -> str:
     rows = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
     for key in KEYS:
         default = str(key.default).lower() if isinstance(key.default, bool) else key.default
-        rows.append(f"| `{key.full}` | `{default}` | {key.allowed} | {key.doc} |")
+        cells = (f"`{key.full}`", f"`{default}`", key.allowed, key.doc)
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows)
