@@ -44,6 +44,43 @@ def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> 
     raise RuntimeError(f"azurite did not listen on port {port} within {timeout} s")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_spark_driver_jvm_per_module() -> Iterator[None]:
+    """After each test module, stop Spark and end PySpark's driver JVM.
+
+    PySpark starts one driver JVM per Python process, and what a test module needs of it is fixed
+    when it starts: the plugin jar on the driver's class path (``spark.plugins`` and the
+    ``local-trcluster`` master are loaded from there) and the ``spark.*`` system properties every
+    later ``SparkConf`` inherits. Without a fresh JVM per module, the modules' results would depend
+    on which of them ran first.
+    """
+    yield
+    try:
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+    except ImportError:
+        return
+    if SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    if proc is not None:
+        if proc.stdin is not None:
+            proc.stdin.close()  # PySpark's gateway JVM exits when its stdin closes
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+
+
 @pytest.fixture(scope="session")
 def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Start Azurite's blob service on 127.0.0.1 and yield its connection string.
