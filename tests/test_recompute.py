@@ -226,11 +226,12 @@ def test_two_level_all_to_all_c_redo_agrees_with_monte_carlo() -> None:
     assert abs(model - mean) <= 4 * stderr + 0.01 * mean, (model, mean, stderr)
 
 
-def test_shared_executors_three_levels_agree_with_monte_carlo() -> None:
-    # 4 executors hold outputs of all three stages (the realistic, correlated case): an executor
-    # that lost a B output lost its A outputs too. Weibull(0.8) lifetimes, random ages, seeded.
-    rng = np.random.default_rng(6)
-    names = [f"E{i}" for i in range(4)]
+def _three_shared_stages(seed: int, executors: int) -> Lineage:
+    """Stages A (8) -> B (8) -> C (4) on executors E0..E3 (of ``executors``), Weibull(0.8) lifetimes,
+    random scales, ages and run times from ``default_rng(seed)``: an executor holds outputs of
+    all three stages, so losses are correlated across stages."""
+    rng = np.random.default_rng(seed)
+    names = [f"E{i}" for i in range(executors)]
     lineage = _lineage(
         {e: Weibull(shape=0.8, scale=float(rng.uniform(200, 600))) for e in names},
         {e: -float(rng.uniform(0, 300)) for e in names},
@@ -241,6 +242,13 @@ def test_shared_executors_three_levels_agree_with_monte_carlo() -> None:
         lineage.add_output("B", i, names[1 + i % 3], float(rng.uniform(1, 10)), 1.0, parents=["A"])
     for i in range(4):
         lineage.add_output("C", i, names[(i + 1) % 4], float(rng.uniform(1, 10)), 1.0, parents=["B"])
+    return lineage
+
+
+def test_shared_executors_three_levels_agree_with_monte_carlo() -> None:
+    # 4 executors hold outputs of all three stages (the realistic, correlated case): an executor
+    # that lost a B output lost its A outputs too. Weibull(0.8) lifetimes, random ages, seeded.
+    lineage = _three_shared_stages(seed=6, executors=4)
     lineage.add_output("R", 0, "E0", 2.0, 1.0, parents=["C"])
     model = Recompute(lineage, TimeGrid.geometric(3000.0, 128, first=0.05)).c_redo("R", 0, 300.0)
     mean, stderr = _monte_carlo_c_redo(lineage, ("R", 0), 300.0, 20_000, seed=3)
@@ -252,18 +260,7 @@ def test_shared_executors_three_levels_agree_with_monte_carlo() -> None:
 def test_peer_copies_remote_and_consumed_outputs_agree_with_monte_carlo() -> None:
     # Like the test above on 5 executors, plus peer copies (some on the failing executor E0),
     # one remote copy and one consumed output.
-    rng = np.random.default_rng(9)
-    names = [f"E{i}" for i in range(5)]
-    lineage = _lineage(
-        {e: Weibull(shape=0.8, scale=float(rng.uniform(200, 600))) for e in names},
-        {e: -float(rng.uniform(0, 300)) for e in names},
-    )
-    for i in range(8):
-        lineage.add_output("A", i, names[i % 4], float(rng.uniform(1, 10)), 1.0)
-    for i in range(8):
-        lineage.add_output("B", i, names[1 + i % 3], float(rng.uniform(1, 10)), 1.0, parents=["A"])
-    for i in range(4):
-        lineage.add_output("C", i, names[(i + 1) % 4], float(rng.uniform(1, 10)), 1.0, parents=["B"])
+    lineage = _three_shared_stages(seed=9, executors=5)
     for sid, idx, target in [("A", 1, "E4"), ("A", 2, "E0"), ("B", 0, "E0"), ("B", 4, "E4"), ("C", 2, "E0"), ("A", 5, REMOTE)]:
         lineage.add_location(sid, idx, target)
     lineage.mark_consumed("A", 6)
