@@ -79,6 +79,13 @@ def _fresh_spark_driver_jvm_per_module() -> Iterator[None]:
     SparkContext._jvm = None
     SparkSession._instantiatedSession = None
     SparkSession._activeSession = None
+    # A SparkSession patches py4j to convert Java exceptions through SparkContext._jvm; with that
+    # JVM gone, give plain-py4j tests (tests/jvm_gateway.py) py4j's own handler back. The next
+    # SparkSession installs the patch again.
+    import py4j.java_gateway
+    import py4j.protocol
+
+    py4j.java_gateway.get_return_value = py4j.protocol.get_return_value
 
 
 @pytest.fixture(scope="session")
