@@ -165,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         log.warning("connection lost: %s", exc)
     finally:
+        # A SIGTERM arriving now would cut the clean-up short (no history censoring, no summary).
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         sock.close()
         for observer in observers:  # e.g. censor the executors still alive in the lifetime history
             close = getattr(observer, "close", None)

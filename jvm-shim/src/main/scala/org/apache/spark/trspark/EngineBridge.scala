@@ -97,9 +97,13 @@ class EngineBridge(
     }
   }
 
+  /** End of the application: close the socket and let the engine finish on end-of-input (it writes
+   *  its session summary and censors the lifetime history), SIGTERM only if it lingers. */
   def stop(): Unit = {
     stopping = true
     failed.set(true)
+    Option(socket).foreach(s => try s.close() catch { case NonFatal(_) => })
+    Option(process).foreach(p => p.waitFor(StopGraceS, TimeUnit.SECONDS))
     close()
   }
 
@@ -171,6 +175,8 @@ object EngineBridge {
   val Version = 1
   val QueueCapacity = 10000
   val StartTimeoutS: Double = TRConf.EngineStartTimeoutS
+  /** Seconds the engine gets to end on its own at application end before it is sent SIGTERM. */
+  val StopGraceS = 10L
 }
 
 object Json {
