@@ -203,6 +203,37 @@ def test_results_equal_without_plugin_semantics(cluster: Cluster) -> None:
     assert all(r.n in (1980, 1981) for r in rows)
 
 
+def test_backup_counters_split_peer_and_remote_copies_and_count_their_bytes(cluster: Cluster) -> None:
+    """``backups_local`` / ``backups_remote`` count committed copies, ``backups_bytes`` their index+data.
+
+    Expected bytes come from Spark's own task metrics: a map output is its data file
+    (``bytesWritten``) plus an index of 8 bytes per reduce partition + 8.
+    """
+    counters = ("backups_done", "backups_local", "backups_remote", "backups_bytes")
+    # Start from a quiet plugin: every backup requested so far has committed or failed.
+    wait_for(
+        lambda: cluster.stat("backups_requested") == cluster.stat("backups_done") + cluster.stat("backups_failed"),
+        what="earlier backups to finish",
+    )
+    for targets, counter in (("remote", "backups_remote"), ("local", "backups_local")):
+        cluster.full_strength()
+        cluster.status.setBuiltin("always", targets, 0.0)
+        before = {name: cluster.stat(name) for name in counters}
+        group = f"counters-{targets}"
+        assert run_job(cluster, shuffled(cluster), group) == expected_sums(60_000)
+        maps = cluster.map_tasks(cluster.job_stages(group)[0])
+        wait_for(lambda: cluster.stat(counter) - before[counter] >= len(maps), what=f"{len(maps)} {targets} backups")
+        delta = {name: cluster.stat(name) - before[name] for name in counters}
+        output_bytes = sum(t["taskMetrics"]["shuffleWriteMetrics"]["bytesWritten"] + 8 * (4 + 1) for t in maps)
+        assert delta == {
+            "backups_done": len(maps),
+            "backups_local": len(maps) if targets == "local" else 0,
+            "backups_remote": len(maps) if targets == "remote" else 0,
+            "backups_bytes": output_bytes,
+        }
+    cluster.status.setBuiltin("always", "remote", 0.0)
+
+
 def test_remote_backups_prevent_recomputation(cluster: Cluster) -> None:
     repointed = cluster.stat("outputs_repointed")
     answer, reruns, victim_outputs = kill_and_rerun(cluster, "always", "remote")

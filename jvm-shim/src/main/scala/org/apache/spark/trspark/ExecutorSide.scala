@@ -11,7 +11,7 @@ import org.apache.spark.api.plugin.{ExecutorPlugin, PluginContext}
 import org.apache.spark.deploy.SparkHadoopUtil
 import org.apache.spark.internal.Logging
 import org.apache.spark.shuffle.{IndexShuffleBlockResolver, ShuffleBlockInfo}
-import org.apache.spark.storage.{ShuffleDataBlockId, StorageLevel}
+import org.apache.spark.storage.{ShuffleDataBlockId, ShuffleIndexBlockId, StorageLevel}
 
 /**
  * Executor side: asks the driver for backup work every [[TRExecutorPlugin.PollMs]] ms (the
@@ -111,7 +111,13 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
       bm.blockTransferService.uploadBlockSync(task.peerHost, task.peerPort, task.target, blockId, buffer,
         StorageLevel.DISK_ONLY, null)
     }
-    (ordered.map(_._2.size()).sum, 0L, 0L)
+    // Bytes of the map output itself (index + data), as counted for remote copies; a checksum
+    // file Spark may migrate along is not part of it.
+    val outputBytes = ordered.collect {
+      case (_: ShuffleDataBlockId, buffer) => buffer.size()
+      case (_: ShuffleIndexBlockId, buffer) => buffer.size()
+    }.sum
+    (outputBytes, 0L, 0L)
   }
 
   private def Try[T](body: => T): Unit = try body catch { case NonFatal(_) => }

@@ -39,9 +39,14 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   private val verifier = Executors.newSingleThreadExecutor(Daemon.factory("trspark-verify"))
   private var lastTime = 0.0
   private val peerRound = new AtomicLong(0)
-  /** Counters, read by tests and the status line at shutdown. */
+  /**
+   * Counters, read by tests and tools (`TRStatus.stat`) and printed at shutdown. Committed backups:
+   * `backups_done` = `backups_local` (peer copies) + `backups_remote`; `backups_bytes` sums the
+   * index and data file bytes of all of them.
+   */
   val stats: mutable.Map[String, Long] = mutable.LinkedHashMap(
-    "backups_requested" -> 0L, "backups_done" -> 0L, "backups_failed" -> 0L, "backups_rejected" -> 0L,
+    "backups_requested" -> 0L, "backups_done" -> 0L, "backups_local" -> 0L, "backups_remote" -> 0L,
+    "backups_bytes" -> 0L, "backups_failed" -> 0L, "backups_rejected" -> 0L,
     "outputs_repointed" -> 0L, "outputs_lost" -> 0L, "notices" -> 0L)
 
   // ------------------------------------------------------------------------------------------
@@ -91,7 +96,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     verifier.shutdownNow()
     bridge.foreach(_.stop())
     if (remote != null && conf.backupsEnabled) remote.deleteApp()
-    logInfo(s"trspark: ${stats.map { case (k, v) => s"$k=$v" }.mkString(" ")}")
+    logInfo(s"trspark: ${synchronized(stats.map { case (k, v) => s"$k=$v" }.mkString(" "))}")
     TRDriverPlugin.active = None
   }
 
@@ -170,7 +175,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
       verifier.execute { () =>
         val ok = remote.verify(task.shuffleId, task.mapId, done.indexCrc, done.dataCrc)
         if (ok) committed(done) else {
-          stats.synchronized(stats("backups_rejected") += 1)
+          synchronized(stats("backups_rejected") += 1)
           remote.delete(task.shuffleId, task.mapId)
           backupFailed(task, done.executorId, "remote copy failed verification")
         }
@@ -187,6 +192,8 @@ class TRDriverPlugin extends DriverPlugin with Logging {
           record.remoteCrcs = (done.indexCrc, done.dataCrc)
         } else record.peers(task.target) = CopyState.Done
         stats("backups_done") += 1
+        stats(if (task.target == Target.Remote) "backups_remote" else "backups_local") += 1
+        stats("backups_bytes") += done.bytes
         record
       }
     }
