@@ -1,45 +1,205 @@
-"""When will a map output be consumed? ``T_max`` of paper §4.3, from ``cost_model.stage_estimate``.
+"""How long must a map output survive? ``T_max`` of paper §4.3, extended to "until no longer needed".
 
 The paper estimates the next stage's *start*, :math:`\\alpha \\sum_i N_i T_i / \\#cores` over the
-stages still to run. A block is read when its reader's *tasks* run, which is spread over the
-reader's whole run, and Spark needs every block until the last reader task has read it. So we
-feed the same estimate with the active stages' unfinished work *plus the reader stage's own
-work*:
+stages still to run (:func:`consumption_horizon`, kept for the ``stage`` baseline). With Spark
+semantics a block is needed longer than that:
 
-.. math:: T_{max} = \\alpha \\, \\frac{\\sum_{i \\in active} N_i T_i + \\sum_{r \\in readers} N_r T_r}{\\#cores}
+1. until its *reader* stages have finished (a block is read when the reader's tasks run, spread
+   over the reader's whole run), and
+2. after that, for as long as an output of a reader is *uncovered* (not backed up, nor planned to
+   be) and may itself be lost: re-running that reader output needs the block again (the cascade).
+   That need ends when the reader's own readers have finished -- and so on down the lineage.
 
-where readers not submitted yet count with the block's own stage size as a stand-in
-(:math:`N_s T_s`: the size of the reader is not known before it is submitted). At least one
-mean task time, so a just-written block is never taken as consumed at once.
+So the horizon of a block of shuffle :math:`s` is a work estimate over the *reader chain*:
+
+.. math::
+
+    T_{need}(s) = \\alpha \\, \\frac{A + W(s)}{\\#cores}, \\qquad
+    W(s) = \\sum_{r \\in R(s)} \\Bigl[ N_r T_r + u_r \\, W(\\mathrm{sh}(r)) \\Bigr]
+
+with :math:`A = \\sum_{i \\in active} N_i T_i` (task-seconds every active stage still needs: they
+share the cores with the readers), :math:`R(s)` the reader stages of :math:`s` that are not
+active (active ones are in :math:`A`), :math:`N_r T_r` their unfinished work, and :math:`u_r \\in
+[0, 1]` the uncovered fraction of reader :math:`r`'s outputs (its partitions without output yet
+count as uncovered: their backup decision is not taken). A shuffle with no known reader (Spark
+submits a reader only when all its inputs exist) stands in one reader as large as its own stage,
+:math:`N_s T_s` with :math:`N_s` its task count. The recursion stops at result stages, consumed
+shuffles and after :data:`MAX_CHAIN` levels. Units: task-seconds in :math:`A, W`; seconds out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from cost_model.stage_estimate import next_stage_start
 from trspark.engine.state import JobState, MapOutput, StageView
 
+#: Reader levels followed below a block (PageRank-like lineages are ~12 shuffles deep).
+MAX_CHAIN = 16
+
+#: Slowest task of a stage relative to its mean (about the 95th percentile of a log-normal task
+#: time with shape 0.5): a stage with fewer tasks than cores lasts this many mean task times.
+STRAGGLER = 2.0
+
+Covered = Callable[[MapOutput], bool]
+"""Is this output backed up or about to be (then it is not the reason to keep its parents)."""
+
 
 def consumption_horizon(state: JobState, alpha: float, block: MapOutput | None = None) -> float:
-    """:math:`T_{max}` in seconds from now for ``block`` (None: the next stage's start only)."""
+    """Paper §4.3 :math:`T_{max}` (s from now): the next stage's start, plus the block's readers' work.
+
+    Used by the ``stage`` baseline; TR uses :func:`need_horizon`.
+    """
     default = state.mean_task_seconds()
     active = state.active_stages()
-    counts = [float(s.unfinished) for s in active]
-    times = [s.mean_task_seconds(default) for s in active]
-    return _with_readers(state, alpha, block, default, active, counts, times)
-
-
-def _with_readers(state: JobState, alpha: float, block: MapOutput | None, default: float,
-                  active: list[StageView], counts: list[float], times: list[float]) -> float:
-    counts, times = list(counts), list(times)
+    work = sum(s.unfinished * s.mean_task_seconds(default) for s in active)
     if block is not None:
-        counted = {s.stage_id for s in active}
-        readers = [r for r in state.reader_stages(block.shuffle_id) if r.stage_id not in counted]
-        own = state.stages.get(block.stage_id)
-        if readers:
-            counts += [float(r.unfinished) for r in readers]
-            times += [r.mean_task_seconds(default) for r in readers]
-        elif not state.shuffle_readers.get(block.shuffle_id) and own is not None:
-            counts.append(float(own.num_tasks))
-            times.append(own.mean_task_seconds(default))
+        work += _readers_work(state, block.shuffle_id, {s.stage_id for s in active}, default)
+    return _seconds(state, alpha, work, default)
+
+
+def need_horizon(state: JobState, alpha: float, block: MapOutput, covered: Covered) -> float:
+    """:math:`T_{need}` (s from now) of ``block``: until its readers finished and their outputs are covered."""
+    default = state.mean_task_seconds()
+    active = state.active_stages()
     cores = max(1, state.total_cores())
-    return max(default, next_stage_start(counts, times, cores, alpha))
+    chain = chain_seconds(state, block.shuffle_id, covered, {s.stage_id for s in active}, default, cores)
+    return max(default, alpha * (active_seconds(state, active, default, cores) + chain))
+
+
+def stage_seconds(tasks: float, task_time: float, cores: int) -> float:
+    """Run time (s) of ``tasks`` tasks of mean ``task_time`` on ``cores`` cores.
+
+    .. math:: d = \\max\\bigl(N T / \\#cores,\\; k\\,T\\bigr) \\quad (N > 0)
+
+    A stage with fewer tasks than cores lasts as long as its slowest task, not ``N T / cores``:
+    :data:`STRAGGLER` ``= k`` is the slowest task relative to the mean.
+    """
+    if tasks <= 0.0:
+        return 0.0
+    return max(tasks * task_time / cores, STRAGGLER * task_time)
+
+
+def active_seconds(state: JobState, active: list[StageView], default: float, cores: int) -> float:
+    """Until the active stages finished (s): they share the cores; at least the longest of them alone."""
+    times = [task_seconds(state, s, default) for s in active]
+    work = sum(s.unfinished * t for s, t in zip(active, times, strict=True))
+    longest = max((stage_seconds(s.unfinished, t, cores) for s, t in zip(active, times, strict=True)), default=0.0)
+    return max(work / cores, longest)
+
+
+def chain_seconds(state: JobState, shuffle_id: int, covered: Covered, active: set[int], default: float,
+                  cores: int, depth: int = MAX_CHAIN) -> float:
+    """:math:`W(s)` (s): the reader chain of ``shuffle_id`` below the active stages, level after level."""
+    if depth <= 0 or shuffle_id in state.consumed_shuffles:
+        return 0.0
+    readers = state.reader_stages(shuffle_id)
+    if not readers:
+        return _stand_in(state, shuffle_id, default, cores)
+    total = 0.0
+    for reader in readers:
+        if reader.stage_id not in active:
+            total += stage_seconds(reader.unfinished, task_seconds(state, reader, default), cores)
+        if reader.shuffle_id is not None:
+            uncovered = uncovered_fraction(state, reader, covered)
+            if uncovered > 0.0:
+                total += uncovered * chain_seconds(state, reader.shuffle_id, covered, active, default, cores, depth - 1)
+    return total
+
+
+def task_seconds(state: JobState, stage: StageView, default: float) -> float:
+    """:math:`T_i` (s): mean task time with the running tasks as right-censored observations.
+
+    The tasks that finish first are the short ones, so the plain mean of finished tasks is far
+    too low early in a stage (it made :math:`T_{max}` 3-5x too short). Counting every running
+    task's elapsed time as exposure (the censored maximum-likelihood mean of exponential
+    durations) plus one pseudo-task of the job's mean ``default``:
+
+    .. math:: T_i = \\frac{\\sum_{done} d_j + \\sum_{running} (now - start_j) + \\bar T}{n_{done} + 1}
+
+    It overestimates while most tasks still run (a longer horizon: the safe side) and tends to
+    the plain mean as the stage finishes.
+    """
+    now = state.now
+    running = sum(now - start for start in stage.started_at.values())
+    return (stage.seconds_sum + running + default) / (stage.tasks_done + 1)
+
+
+def uncovered_fraction(state: JobState, stage: StageView, covered: Covered) -> float:
+    """Share of ``stage``'s partitions whose output is missing or neither safe nor covered (0..1)."""
+    if stage.shuffle_id is None or stage.num_tasks <= 0:
+        return 0.0
+    outputs = state.shuffle_outputs(stage.shuffle_id)
+    done = sum(1 for b in outputs if state.is_safe(b) or covered(b))
+    return max(0.0, 1.0 - done / stage.num_tasks)
+
+
+class NeedHorizon:
+    """:func:`need_horizon` with the reader-chain work cached per shuffle for ``ttl`` seconds.
+
+    The chain walks the outputs of every reader level (O(outputs) per shuffle); decisions are
+    asked per task end, so the work per shuffle is reused until the clock moved ``ttl`` seconds
+    (coverage changes by at most the backups decided in that time).
+
+    Parameters
+    ----------
+    alpha : float
+        :math:`\\alpha \\ge 1`.
+    covered : callable
+        Whether an output is backed up or planned to be.
+    ttl : float
+        Seconds of driver time a cached chain estimate is reused (> 0).
+    """
+
+    def __init__(self, alpha: float, covered: Covered, ttl: float = 1.0) -> None:
+        self.alpha = alpha
+        self.covered = covered
+        self.ttl = ttl
+        self._at = float("-inf")
+        self._chain: dict[int, float] = {}
+        self._active: tuple[float, set[int]] | None = None
+
+    def __call__(self, state: JobState, block: MapOutput) -> float:
+        """:math:`T_{need}` (s from now) of ``block``."""
+        if state.now - self._at >= self.ttl:
+            self._chain.clear()
+            self._active = None
+            self._at = state.now
+        default = state.mean_task_seconds()
+        cores = max(1, state.total_cores())
+        if self._active is None:
+            active = state.active_stages()
+            self._active = (active_seconds(state, active, default, cores), {s.stage_id for s in active})
+        chain = self._chain.get(block.shuffle_id)
+        if chain is None:
+            chain = chain_seconds(state, block.shuffle_id, self.covered, self._active[1], default, cores)
+            self._chain[block.shuffle_id] = chain
+        return max(default, self.alpha * (self._active[0] + chain))
+
+
+def _readers_work(state: JobState, shuffle_id: int, active: set[int], default: float) -> float:
+    readers = state.reader_stages(shuffle_id)
+    if not readers:
+        return _stand_in(state, shuffle_id, default)
+    return sum(r.unfinished * r.mean_task_seconds(default) for r in readers if r.stage_id not in active)
+
+
+def _stand_in(state: JobState, shuffle_id: int, default: float, cores: int | None = None) -> float:
+    """A not-yet-submitted reader of ``shuffle_id``, taken as large as the stage that writes it.
+
+    With ``cores`` it is returned in seconds (:func:`stage_seconds`), else in task-seconds.
+    """
+    if shuffle_id in state.shuffle_readers:
+        return 0.0  # readers were known once (a reader stage id without a StageView: nothing to add)
+    writer = state.stages.get(state.shuffle_stage.get(shuffle_id, -1))
+    if writer is None:
+        return 0.0
+    if cores is None:
+        return writer.num_tasks * writer.mean_task_seconds(default)
+    return stage_seconds(writer.num_tasks, task_seconds(state, writer, default), cores)
+
+
+def _seconds(state: JobState, alpha: float, work: float, default: float) -> float:
+    """``alpha * work / cores``, at least one mean task time (a just-written block is not consumed at once)."""
+    cores = max(1, state.total_cores())
+    return max(default, next_stage_start([work], [1.0], cores, alpha))

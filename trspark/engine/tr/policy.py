@@ -50,7 +50,7 @@ from trspark.engine.tr.backup_stack import BackupStack, plan_for
 from trspark.engine.tr.checkpointing import decide
 from trspark.engine.tr.costs import CostEstimator
 from trspark.engine.tr.duplication import Duplicator, SplitAdvisor
-from trspark.engine.tr.horizon import consumption_horizon
+from trspark.engine.tr.horizon import NeedHorizon
 from trspark.engine.tr.knowledge import LifetimeKnowledge
 from trspark.engine.tr.safety_belt import SafetyBelt
 from trspark.engine.tr.scheduling import build_hints, hints_changed
@@ -95,6 +95,8 @@ class TRPolicy(Policy):
         self._failed_at: dict[BlockId, float] = {}
         self._replan_queue: deque[BlockId] = deque()
         self._queued: set[BlockId] = set()
+        # How long a block must survive: until its readers finished and their outputs are covered.
+        self.horizon = NeedHorizon(config.alpha, self._covered, ttl=min(1.0, config.period))
 
     # ---- the event loop ---------------------------------------------------------------------
     def handle(self, event: Event) -> Sequence[Command]:
@@ -201,8 +203,7 @@ class TRPolicy(Policy):
             target = self._belt_target(block)
         else:
             self.costs.remote_in_flight = sum(1 for p in self.stack.in_flight.values() if p.target == REMOTE)
-            horizon = consumption_horizon(state, self.config.alpha, block)
-            target = decide(self.costs.costs(block, state, horizon))
+            target = decide(self.costs.costs(block, state, self.horizon(state, block)))
         if target is None or target in block.backups:
             self.decisions["none"] += 1
             self.stack.unplan(block.block_id)
@@ -216,20 +217,30 @@ class TRPolicy(Policy):
     def _belt_target(self, block: MapOutput) -> str | None:
         if self.config.targets != "local":
             return REMOTE
-        return self.costs.best_peer(block, self.state, consumption_horizon(self.state, self.config.alpha, block))
+        return self.costs.best_peer(block, self.state, self.horizon(self.state, block))
+
+    def _covered(self, block: MapOutput) -> bool:
+        """Backed up somewhere, or a backup is planned or running: its parents need not outlive it."""
+        return bool(block.backups) or self.stack.is_busy(block.block_id)
 
     def _replan(self, limit: int | None = REPLAN_LIMIT) -> list[Command]:
-        """Queue the newest unsafe, not in-flight blocks (at most ``limit``) for Algorithm 2 again.
+        """Queue the most exposed unsafe, not in-flight blocks (at most ``limit``) for Algorithm 2 again.
 
-        ``limit=None`` (the safety belt firing) plans every such block at once instead.
+        Most exposed = the shortest expected remaining life of the safest executor holding a copy
+        (with exact lifetimes: the blocks on the executors that die next), newest first among
+        equals (a memoryless belief makes every executor equal). ``limit=None`` (the safety belt
+        firing) plans every such block at once instead.
         """
-        picked = 0
-        for block in reversed(self.state.outputs.values()):  # insertion order = creation order
-            if limit is not None and picked >= limit:
-                break
-            if block.consumed or block.on_remote or not block.holders() or block.block_id in self.stack.in_flight:
-                continue
-            picked += 1
+        state = self.state
+        executors = state.alive_executors()
+        residual = dict(zip((e.executor_id for e in executors),
+                            self.knowledge.mean_residual_life(executors, state.now) if executors else (), strict=True))
+        candidates = [
+            b for b in reversed(state.outputs.values())  # insertion order = creation order: newest first
+            if not (b.consumed or b.on_remote or not b.holders() or b.block_id in self.stack.in_flight)
+        ]
+        candidates.sort(key=lambda b: max(residual.get(h, 0.0) for h in b.holders()))  # stable: ties stay newest first
+        for block in candidates if limit is None else candidates[:limit]:
             if limit is None:
                 self._plan(block)
             elif block.block_id not in self._queued:
