@@ -64,6 +64,10 @@ class KillRecord:
     signal: signals.Signals
     rank: int = -1
     """Rank of the victim among the alive executors (oldest = 0) when it was chosen."""
+    delivered: str = "signal"
+    """How it reached the executor: ``signal``, or ``callback`` (a notice given by ``notify``,
+    e.g. posted on a cloud metadata-service imitation; the record's ``signal`` is then
+    ``SIGPWR``, the notice marker, although no signal was sent)."""
 
 
 def _executor_id(cmdline: Sequence[str]) -> str | None:
@@ -164,6 +168,15 @@ class EvictionInjector:
     notice
         If set, send ``SIGPWR`` this many seconds before each ``SIGKILL`` (a termination notice;
         Spark acts on it with ``spark.decommission.enabled=true``).
+    notify
+        With ``notice``: give the notice by calling ``notify(victim)`` instead of sending
+        ``SIGPWR`` -- e.g. post it on the victim's cloud metadata endpoint, which the trspark
+        plugin polls (``spark.trspark.notice.source``). The kill still follows ``notice`` s later.
+    registered
+        Model mode: an executor's lifetime starts when ``registered(executor_id)`` first holds
+        (e.g. the driver lists it), not when its process is first seen, and it is not killed
+        before. This is the clock Spark -- and the lifetime history -- measures executors by: a JVM
+        takes seconds to register, which would otherwise shorten every observed lifetime.
     max_kills
         Stop killing after this many victims.
     min_alive
@@ -181,6 +194,8 @@ class EvictionInjector:
         schedule: Sequence[tuple[float, int]] | None = None,
         signal: signals.Signals = signals.SIGKILL,
         notice: float | None = None,
+        notify: Callable[[ExecutorProcess], None] | None = None,
+        registered: Callable[[str], bool] | None = None,
         max_kills: int | None = None,
         min_alive: int = 1,
         poll: float = 0.1,
@@ -192,12 +207,16 @@ class EvictionInjector:
             raise ValueError("model= needs rng= (a numpy Generator or an int seed) so kills can be reproduced")
         if notice is not None and notice < 0:
             raise ValueError(f"notice must be >= 0 seconds, got {notice}")
+        if notify is not None and notice is None:
+            raise ValueError("notify= gives notices: it needs notice= (seconds from notice to kill)")
         self.driver_pid = driver_pid
         self.model = from_spec(model) if isinstance(model, str) else model
         self.rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         self._pending = sorted((float(t), int(r)) for t, r in schedule) if schedule is not None else []
         self.signal = signal
         self.notice = notice
+        self.notify = notify
+        self.registered = registered
         self.max_kills = max_kills
         self.min_alive = min_alive
         self.poll = poll
@@ -285,6 +304,9 @@ class EvictionInjector:
                 del self._noticed[pid]
                 self._signal(victim, signals.SIGKILL, rank)
         alive = [e for e in find_executors(self.driver_pid) if e.pid not in self._chosen]
+        if self.model is not None and self.registered is not None:
+            # Not yet born (still starting): no lifetime drawn, not a candidate for a kill.
+            alive = [e for e in alive if e.pid in self._deaths or self.registered(e.executor_id)]
         lead = self.notice or 0.0
         while (choice := self._next_victim(alive, now + lead)) is not None:
             victim, rank = choice
@@ -325,6 +347,13 @@ class EvictionInjector:
         return (alive[rank], rank) if death <= horizon else None
 
     def _signal(self, victim: ExecutorProcess, sig: signals.Signals, rank: int) -> None:
+        if sig == signals.SIGPWR and self.notify is not None:
+            self.notify(victim)
+            record = KillRecord(self.elapsed(), victim.executor_id, victim.pid, sig, rank, delivered="callback")
+            log.info("gave a notice to executor %s (pid %d) at %.2f s", victim.executor_id, victim.pid, record.t)
+            with self._lock:
+                self._records.append(record)
+            return
         try:
             psutil.Process(victim.pid).send_signal(sig)
         except psutil.NoSuchProcess:
