@@ -14,6 +14,7 @@ from jobs.tpcds.session import POLICIES, parse_policies
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from jobs.tpcds.results import RunRow as BenchRow
     from jobs.tpcds.runner import BenchResult, BenchSettings
 
 
@@ -157,6 +158,53 @@ def run_with_progress(settings: BenchSettings, console: Console) -> BenchResult:
             advance=lambda: bar.advance(task),
         )
         return runner.run(settings, hooks)
+
+
+@bench.command("overhead")
+@click.option("--sf", type=float, default=1.0, show_default=True, callback=_sf, help="TPC-DS scale factor.")
+@click.option("--queries", "queries", default="default", show_default=True, callback=_queries,
+              help="'default', 'all', or a list like q3,q7,q19.")
+@click.option("--rounds", type=click.IntRange(1, 100), default=3, show_default=True,
+              help="Interleaved rounds: each query once per configuration per round.")
+@click.option("--lifetime", default=None, callback=_lifetime,
+              help="Lifetime model the tr policy is told, e.g. exponential:mean=60 [default: the plugin's].")
+@click.option("--executors", type=click.IntRange(1, 16), default=3, show_default=True)
+@click.option("--cores", type=click.IntRange(1, 8), default=1, show_default=True, help="Cores per executor.")
+@click.option("--memory", "memory_mb", type=click.IntRange(512, 65536), default=2048, show_default=True,
+              help="Memory per executor (MB).")
+@click.option("--time-cap", type=_positive, default=600.0, show_default=True,
+              help="Seconds after which a run is cancelled and recorded as failed.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("overhead.csv"),
+              show_default=True, help="CSV to append one row per run to.")
+@click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, help="TPC-DS data cache root.")
+@click.option("--conf", "spark_conf", multiple=True, callback=_confs,
+              help="Extra Spark setting KEY=VALUE for both sessions (repeatable).")
+def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime: str | None, executors: int,
+                     cores: int, memory_mb: int, time_cap: float, out: Path, cache: Path | None,
+                     spark_conf: tuple[tuple[str, str], ...]) -> None:
+    """tr vs vanilla Spark with no kills: interleaved runs, paired ratios (target <= 1.03)."""
+    from rich.console import Console
+
+    from jobs.tpcds.overhead import TARGET, OverheadSettings, run, summarise
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    settings = OverheadSettings(sf=sf, queries=queries, out=out, rounds=rounds, executors=executors, cores=cores,
+                                memory_mb=memory_mb, time_cap=time_cap, cache=cache, spark_conf=spark_conf,
+                                lifetime=lifetime)
+    console = Console(stderr=True)
+
+    def show(row: BenchRow) -> None:
+        console.print(f"round {row.repeat + 1}/{rounds} {row.query:>5} {row.policy:>5}: {row.seconds:7.2f} s"
+                      f" {'ok' if row.result_ok else 'WRONG/FAILED ' + row.error}")
+
+    rows = run(settings, show)
+    summary = summarise(rows)
+    for q, (base, tr, ratio, paired) in summary.per_query.items():
+        click.echo(f"{q:>5}: vanilla {base:7.2f} s, tr {tr:7.2f} s, ratio of medians {ratio:.3f}, "
+                   f"median paired ratio {paired:.3f}")
+    verdict = "met" if summary.met else "NOT met"
+    click.echo(f"all: median paired ratio {summary.median_paired:.3f}, total-time ratio {summary.total_ratio:.3f}; "
+               f"target <= {TARGET:.2f} {verdict}; rows in {out}")
 
 
 @bench.command("plot")

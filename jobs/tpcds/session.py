@@ -12,6 +12,7 @@ Policies
 ``decommission``  Spark's own decommissioning with fallback storage: on SIGPWR (the termination
                   notice) an executor migrates its shuffle files to peers or to the fallback path.
 ``always``, ``tr``  the trspark plugin (``trspark.spark_conf``) in that mode; needs the plugin jar.
+                  They run on ``local-trcluster[N,C,M]`` (:meth:`ClusterSpec.master_for`).
 """
 
 from __future__ import annotations
@@ -62,7 +63,21 @@ class ClusterSpec:
 
     @property
     def master_url(self) -> str:
+        """Vanilla Spark's master: ``local-cluster[N,C,M]`` (or the given ``master``)."""
         return self.master or f"local-cluster[{self.executors},{self.cores},{self.memory_mb}]"
+
+    def master_for(self, policy: str) -> str:
+        """The master ``policy`` runs on.
+
+        The plugin policies get ``local-trcluster[N,C,M]``: the same executor JVMs, but with the
+        plugin's task scheduler, which re-points lost map outputs to their backups synchronously
+        and does not count a signal-killed executor towards ``spark.task.maxFailures`` (see
+        ``jvm-shim/README.md``). ``never`` and ``decommission`` are vanilla Spark and keep
+        ``local-cluster``, so the comparison is with Spark as users run it.
+        """
+        if self.master is None and policy in PLUGIN_POLICIES:
+            return f"local-trcluster[{self.executors},{self.cores},{self.memory_mb}]"
+        return self.master_url
 
 
 def spark_home() -> Path:
@@ -167,7 +182,7 @@ def start(spec: ClusterSpec, policy: str, *, app_name: str = "trspark-tpcds",
         **policy_conf(policy, work_dir, trspark_options),
         **spec.extra_conf,
     }
-    builder = SparkSession.builder.master(spec.master_url).appName(f"{app_name}-{policy}")
+    builder = SparkSession.builder.master(spec.master_for(policy)).appName(f"{app_name}-{policy}")
     for key, value in conf.items():
         if value is not None:
             builder = builder.config(key, value)

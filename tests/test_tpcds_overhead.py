@@ -1,0 +1,52 @@
+"""The no-kill overhead check: pairing tr with vanilla Spark per (query, round), and its CLI errors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from jobs.tpcds.overhead import TARGET, summarise
+from jobs.tpcds.results import RunRow
+from trspark.cli import cli
+
+
+def run(query: str, policy: str, k: int, seconds: float, *, ok: bool = True, failed: bool = False) -> RunRow:
+    return RunRow(query=query, policy=policy, sf=1.0, seed=0, repeat=k, scenario="stable", seconds=seconds,
+                  result_ok=ok, failed=failed)
+
+
+def test_ratios_pair_runs_of_the_same_round() -> None:
+    # Load drifts between rounds (round 1 twice as slow for both): paired ratios stay at 1.02 / 1.10.
+    rows = [run("q3", "never", 0, 10.0), run("q3", "tr", 0, 10.2),
+            run("q3", "never", 1, 20.0), run("q3", "tr", 1, 20.4),
+            run("q3", "never", 2, 11.0), run("q3", "tr", 2, 11.22),
+            run("q7", "never", 0, 5.0), run("q7", "tr", 0, 5.5)]
+    s = summarise(rows)
+    assert s.per_query["q3"][3] == pytest.approx(1.02)
+    assert s.per_query["q3"][:2] == (11.0, pytest.approx(11.22))
+    assert s.per_query["q7"][2] == pytest.approx(1.1)
+    assert s.median_paired == pytest.approx(1.02)  # median of 1.02, 1.02, 1.02, 1.10
+    assert s.total_ratio == pytest.approx((11.22 + 5.5) / (11.0 + 5.0))
+    assert s.met
+
+
+def test_failed_or_wrong_runs_pair_with_nothing() -> None:
+    rows = [run("q3", "never", 0, 10.0), run("q3", "tr", 0, 30.0, ok=False),
+            run("q3", "never", 1, 10.0, failed=True, ok=False), run("q3", "tr", 1, 10.5),
+            run("q3", "never", 2, 10.0), run("q3", "tr", 2, 10.6)]
+    s = summarise(rows)
+    assert s.per_query["q3"][3] == pytest.approx(1.06)  # only round 2 has two good runs
+    assert not s.met and s.median_paired > TARGET
+
+
+def test_no_pairs_gives_nan_not_a_pass() -> None:
+    s = summarise([run("q3", "never", 0, 10.0)])
+    assert math.isnan(s.median_paired) and not s.met
+
+
+def test_bad_option_is_one_clear_error() -> None:
+    result = CliRunner().invoke(cli, ["bench", "overhead", "--rounds", "0"])
+    assert result.exit_code == 2
+    assert "Invalid value for '--rounds'" in result.output and "Traceback" not in result.output
