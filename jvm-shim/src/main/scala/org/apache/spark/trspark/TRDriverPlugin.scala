@@ -29,6 +29,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   private var conf: TRConf = _
   private var remote: RemoteBackups = _
   private var bridge: Option[EngineBridge] = None
+  private var confCheck: Option[ConfCheck] = None
   private val builtinAlways = new AtomicBoolean(false)
   private val ledger = new BackupLedger
   private val work = mutable.HashMap.empty[String, mutable.Queue[BackupTask]]
@@ -69,11 +70,15 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     if (conf.backupsEnabled) sc.addSparkListener(new TRListener(this, sc))
     TRDriverPlugin.active = Some(this)
     logInfo(s"trspark: mode=${conf.mode} targets=${conf.targets} remote=${conf.remotePath}")
+    // Every key and value (and the history store) checked by the Python side, awaited in registerMetrics.
+    confCheck = Some(ConfCheck.start(enginePython, settingsJson(None)))
     Collections.emptyMap()
   }
 
   /** Called once the application id exists (after the task scheduler started). */
   override def registerMetrics(appId: String, pluginContext: PluginContext): Unit = {
+    confCheck.foreach(_.await()) // throws on a bad setting: SparkContext creation fails, no job runs
+    confCheck = None
     remote = new RemoteBackups(conf.remotePath, appId, SparkHadoopUtil.get.newConfiguration(sc.conf))
     if (conf.backupsEnabled && conf.usesEngine) bridge = Some(startEngine(appId))
     val period = (conf.periodS * 1000).toLong
@@ -275,14 +280,22 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   // The engine
   // ------------------------------------------------------------------------------------------
 
-  private def startEngine(appId: String): EngineBridge = {
+  /** Every `spark.trspark.*` setting (and the application id, once known) as one JSON object. */
+  private def settingsJson(appId: Option[String]): String = {
     val settings = Json.mapper.createObjectNode()
     sc.conf.getAll.filter(_._1.startsWith(TRConf.Prefix)).foreach { case (k, v) => settings.put(k, v) }
-    settings.put("spark.app.id", appId)
-    val python = Seq(Some(conf.python).filter(_.nonEmpty), sc.conf.getOption("spark.pyspark.driver.python"),
+    appId.foreach(settings.put("spark.app.id", _))
+    Json.mapper.writeValueAsString(settings)
+  }
+
+  /** The interpreter for `python -m trspark.*`: spark.trspark.python, else the PySpark driver's. */
+  private def enginePython: String =
+    Seq(Some(conf.python).filter(_.nonEmpty), sc.conf.getOption("spark.pyspark.driver.python"),
       sc.conf.getOption("spark.pyspark.python"), sys.env.get("PYSPARK_DRIVER_PYTHON"),
       sys.env.get("PYSPARK_PYTHON")).flatten.headOption.getOrElse("python3")
-    val b = new EngineBridge(python, Json.mapper.writeValueAsString(settings), conf.engineTimeoutS,
+
+  private def startEngine(appId: String): EngineBridge = {
+    val b = new EngineBridge(enginePython, settingsJson(Some(appId)), conf.engineTimeoutS,
       command, reason => fallBack(reason))
     b.start()
     b

@@ -1,0 +1,128 @@
+"""Bad ``spark.trspark.*`` settings stop plain ``spark-submit`` before any job runs (issue 5).
+
+``trspark.confcheck`` is tested directly; then real ``spark-submit`` runs of a tiny PySpark app
+(``local[1]``, the plugin given only by ``--jars`` and ``--conf spark.plugins=...``) show that
+the driver plugin runs it at start-up: each bad value ends the application with the check's
+line (key + allowed values) and a non-zero exit before the app's job, and an interpreter that
+cannot run the check only warns.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+import trspark
+from trspark.confcheck import EXIT_BAD, EXIT_OK, main
+from trspark.sparkconf import PLUGIN_CLASS
+
+REPO_ROOT = Path(trspark.__file__).resolve().parents[1]
+UNWRITABLE = "file:///proc/trspark-history"  # /proc takes no new directories, not even as root
+
+BAD_SETTINGS = {
+    "lifetime": ("spark.trspark.lifetime", "bogus", "spark.trspark.lifetime='bogus' is not valid", "allowed: a lifetime spec"),
+    "gamma": ("spark.trspark.gamma", "-1", "spark.trspark.gamma='-1' is not valid", "allowed: a number > 0"),
+    "unknown": ("spark.trspark.bogus", "1", "unknown setting 'spark.trspark.bogus'", "known settings: spark.trspark.mode"),
+    "history": ("spark.trspark.history.url", UNWRITABLE, f"spark.trspark.history.url='{UNWRITABLE}' is not reachable",
+                "allowed: an fsspec URL"),
+}
+
+
+# ---- the Python check itself -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SETTINGS))
+def test_check_rejects_a_bad_setting_with_one_line(case: str, capsys: pytest.CaptureFixture[str]) -> None:
+    key, value, message, allowed = BAD_SETTINGS[case]
+    assert main({"TRSPARK_CONF": f'{{"{key}": "{value}", "spark.trspark.mode": "tr"}}'}) == EXIT_BAD
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and allowed in err
+
+
+def test_check_accepts_good_settings_and_a_writable_history(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    conf = f'{{"spark.trspark.gamma": 2, "spark.trspark.history.url": "file://{tmp_path}/h", "spark.trspark.scheduling": false}}'
+    assert main({"TRSPARK_CONF": conf}) == EXIT_OK
+    assert capsys.readouterr().err == ""
+    assert (tmp_path / "h").is_dir() and not list((tmp_path / "h").iterdir())  # the probe is gone
+
+
+def test_check_rejects_a_conf_that_is_not_a_json_object(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main({"TRSPARK_CONF": "[1]"}) == EXIT_BAD
+    assert "TRSPARK_CONF must be a JSON object" in capsys.readouterr().err
+
+
+# ---- plain spark-submit ----------------------------------------------------------------------
+
+APP = textwrap.dedent(
+    """
+    from pyspark.sql import SparkSession
+    spark = SparkSession.builder.appName("trspark-confcheck").getOrCreate()
+    print("ANSWER", spark.sparkContext.parallelize(range(10), 2).sum(), flush=True)
+    spark.stop()
+    """
+)
+
+
+def spark_submit(app: Path, settings: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    import pyspark
+
+    from trspark.shim import jar_path
+
+    submit = Path(pyspark.__file__).resolve().parent / "bin" / "spark-submit"
+    confs = [arg for key, value in {"spark.plugins": PLUGIN_CLASS, **settings}.items()
+             for arg in ("--conf", f"{key}={value}")]
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    command = [str(submit), "--master", "local[1]", "--jars", str(jar_path()), *confs, str(app)]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture(scope="module")
+def submissions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Every case's ``spark-submit``, two at a time (each is a driver JVM plus a Python app)."""
+    tmp = tmp_path_factory.mktemp("confcheck")
+    app = tmp / "app.py"
+    app.write_text(APP)
+    cases = {name: {key: value, "spark.trspark.mode": "never"} for name, (key, value, _, _) in BAD_SETTINGS.items()}
+    cases["good"] = {"spark.trspark.mode": "never", "spark.trspark.gamma": "2"}
+    cases["no-interpreter"] = {"spark.trspark.mode": "never", "spark.trspark.python": str(tmp / "no-such-python")}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {name: pool.submit(spark_submit, app, settings) for name, settings in cases.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("case", sorted(BAD_SETTINGS))
+def test_spark_submit_stops_on_a_bad_setting_before_any_job(
+    case: str, submissions: dict[str, subprocess.CompletedProcess[str]]
+) -> None:
+    _, _, message, allowed = BAD_SETTINGS[case]
+    run = submissions[case]
+    output = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert f"org.apache.spark.SparkException: trspark: {message}" in output and allowed in output
+    assert "ANSWER" not in run.stdout
+    assert "Starting job" not in output  # SparkContext never got to run the app's job
+
+
+@pytest.mark.spark
+def test_spark_submit_with_good_settings_runs_after_the_check(submissions: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    run = submissions["good"]
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "ANSWER 45" in run.stdout
+    assert f"trspark: settings checked by {sys.executable} in " in run.stderr
+
+
+@pytest.mark.spark
+def test_spark_submit_without_a_usable_interpreter_warns_and_runs(submissions: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    run = submissions["no-interpreter"]
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "ANSWER 45" in run.stdout
+    warnings = [line for line in run.stderr.splitlines() if "cannot run" in line and "trspark.confcheck" in line]
+    assert len(warnings) == 1 and "WARN" in warnings[0] and "going on without that check" in warnings[0]
