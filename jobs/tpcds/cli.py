@@ -207,6 +207,20 @@ def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime:
                f"target <= {TARGET:.2f} {verdict}; rows in {out}")
 
 
+@bench.command("targets")
+@click.argument("csv_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def targets_command(csv_path: Path) -> None:
+    """Per-query slowdown table of a results CSV and the acceptance targets, met or missed (Markdown)."""
+    from jobs.tpcds.results import read
+    from jobs.tpcds.targets import markdown
+
+    try:
+        rows = read(csv_path)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="CSV_PATH") from exc
+    click.echo(markdown(rows), nl=False)
+
+
 @bench.command("plot")
 @click.argument("csv_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("slowdown.png"), show_default=True)

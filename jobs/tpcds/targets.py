@@ -1,0 +1,105 @@
+"""Issue 6's acceptance targets, judged from a results CSV, as a Markdown table.
+
+Per query, the evicted slowdown of each policy is the median over its successful ``evicted`` runs
+(slowdown = seconds / vanilla Spark's median stable time); a (query, policy) whose every run failed
+counts as ``inf`` (it did not finish). The targets:
+
+* **tr <= 1.3 where never >= 2 or fails** -- judged on the queries where vanilla Spark is hurt.
+* **tr faster than always and than decommission on the median query** -- the median over queries
+  of each policy's slowdown; per-query wins are shown too.
+* **every result verified** -- each run's answer equal to DuckDB's (``result_ok``).
+
+(The third target of the issue, ``tr`` within 3 % of vanilla Spark without kills, is measured by
+:mod:`jobs.tpcds.overhead`.)
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from jobs.tpcds.plot import POLICY_ORDER, median_slowdowns
+from jobs.tpcds.results import RunRow
+
+TR_BOUND = 1.3
+"""``tr``'s slowdown bound on queries that hurt vanilla Spark."""
+NEVER_HURT = 2.0
+"""Vanilla Spark counts as hurt at this slowdown (or when it fails)."""
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """The targets' outcomes over a set of rows."""
+
+    slowdowns: dict[tuple[str, str], float]
+    """(query, policy) -> median evicted slowdown; ``inf`` where every run failed."""
+    hurt: list[str]
+    """Queries where ``never`` is >= 2x or fails."""
+    bound_met: list[str]
+    """Of ``hurt``, those where ``tr`` stays <= 1.3."""
+    medians: dict[str, float]
+    """Policy -> median over queries of its slowdown."""
+    verified: tuple[int, int]
+    """(runs whose answer equals DuckDB's, all runs)."""
+
+
+def judge(rows: list[RunRow]) -> Verdicts:
+    """Evaluate the targets over ``rows`` (any mix of queries, policies and scenarios)."""
+    slow = {key: (value if math.isfinite(value) else math.inf) for key, value in median_slowdowns(rows).items()}
+    queries = sorted({q for q, _ in slow}, key=lambda q: (len(q), q))
+    hurt = [q for q in queries if slow.get((q, "never"), math.nan) >= NEVER_HURT]
+    bound_met = [q for q in hurt if slow.get((q, "tr"), math.inf) <= TR_BOUND]
+    medians = {}
+    for policy in POLICY_ORDER:
+        values = [slow[(q, policy)] for q in queries if (q, policy) in slow]
+        if values:
+            medians[policy] = statistics.median(values)
+    return Verdicts(slow, hurt, bound_met, medians, (sum(r.result_ok for r in rows), len(rows)))
+
+
+def _cell(value: float) -> str:
+    if math.isnan(value):
+        return "-"
+    return "failed" if math.isinf(value) else f"{value:.2f}x"
+
+
+def markdown(rows: list[RunRow]) -> str:
+    """The per-query slowdown table and the targets, met or missed, as Markdown."""
+    v = judge(rows)
+    policies = [p for p in POLICY_ORDER if p in v.medians]
+    queries = sorted({q for q, _ in v.slowdowns}, key=lambda q: (len(q), q))
+    # Every row of a query carries vanilla Spark's median stable time (the slowdowns' reference).
+    stable = {r.query: r.stable_seconds for r in rows if math.isfinite(r.stable_seconds)}
+    kills: dict[tuple[str, str], int] = {}
+    for r in rows:
+        if r.scenario == "evicted":
+            kills[(r.query, r.policy)] = kills.get((r.query, r.policy), 0) + r.executors_killed
+    head = ["query", "stable s", *policies, "kills (" + "/".join(p[0] for p in policies) + ")",
+            "tr < always", "tr < decommission"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for q in queries:
+        tr = v.slowdowns.get((q, "tr"), math.nan)
+        wins = [("yes" if tr < v.slowdowns[(q, other)] else "no") if (q, other) in v.slowdowns else "-"
+                for other in ("always", "decommission")]
+        mark = " (never hurt)" if q in v.hurt else ""
+        lines.append("| " + " | ".join([
+            q + mark, f"{stable.get(q, math.nan):.1f}",
+            *(_cell(v.slowdowns.get((q, p), math.nan)) for p in policies),
+            "/".join(str(kills.get((q, p), 0)) for p in policies), *wins]) + " |")
+    lines.append("| median | | " + " | ".join(_cell(v.medians[p]) for p in policies) + " | | | |")
+    ok, total = v.verified
+    tr_median = v.medians.get("tr", math.nan)
+    out = ["\n".join(lines), "",
+           f"* tr <= {TR_BOUND} where never >= {NEVER_HURT:g} or fails: "
+           + (f"{len(v.bound_met)} of {len(v.hurt)} queries ({', '.join(v.hurt)}) -> "
+              + ("**met**" if v.hurt and len(v.bound_met) == len(v.hurt) else "**missed**")
+              if v.hurt else "no query hurt vanilla Spark that much (target not exercised)")]
+    for other in ("always", "decommission"):
+        if other in v.medians and "tr" in v.medians:
+            verdict = "**met**" if tr_median < v.medians[other] else "**missed**"
+            out.append(f"* tr faster than {other} on the median query: {_cell(tr_median)} vs "
+                       f"{_cell(v.medians[other])} -> {verdict}")
+    out.append(f"* answers equal to DuckDB's: {ok} of {total} runs"
+               + (" -> **met**" if ok == total else " -> **missed** (see the CSV's error column)"))
+    return "\n".join(out) + "\n"

@@ -1,0 +1,62 @@
+"""Issue 6's targets judged from rows: hurt queries, the 1.3x bound, medians, failures, verification."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from jobs.tpcds.results import RunRow, append
+from jobs.tpcds.targets import judge, markdown
+from trspark.cli import cli
+
+
+def evicted(query: str, policy: str, slowdown: float, *, failed: bool = False, ok: bool = True) -> RunRow:
+    return RunRow(query=query, policy=policy, sf=1.0, seed=0, repeat=0, scenario="evicted",
+                  seconds=10.0 * slowdown, stable_seconds=10.0, slowdown=slowdown, executors_killed=2,
+                  failed=failed, result_ok=ok and not failed)
+
+
+ROWS = [
+    # q3: vanilla hurt (2.5x), tr within the bound and fastest.
+    evicted("q3", "never", 2.5), evicted("q3", "always", 1.4), evicted("q3", "decommission", 1.6),
+    evicted("q3", "tr", 1.2),
+    # q7: vanilla fails (aborted); tr above the bound.
+    evicted("q7", "never", 4.0, failed=True), evicted("q7", "always", 1.5), evicted("q7", "decommission", 1.3),
+    evicted("q7", "tr", 1.35),
+    # q19: vanilla not hurt; tr slower than always here; tr's answer wrong.
+    evicted("q19", "never", 1.1), evicted("q19", "always", 1.2), evicted("q19", "decommission", 1.25),
+    evicted("q19", "tr", 1.25, ok=False),
+]
+
+
+def test_judge_finds_hurt_queries_the_bound_and_medians() -> None:
+    v = judge(ROWS)
+    assert v.hurt == ["q3", "q7"]  # 2.5x, and a failure counts as hurt
+    assert v.bound_met == ["q3"]  # q7's 1.35x is over 1.3
+    assert math.isinf(v.slowdowns[("q7", "never")])
+    assert v.medians["tr"] == 1.25 and v.medians["always"] == 1.4 and v.medians["decommission"] == 1.3
+    assert v.verified == (10, 12)  # the failed run and the wrong answer
+
+
+def test_markdown_states_each_target_met_or_missed(tmp_path: Path) -> None:
+    text = markdown(ROWS)
+    assert "| q7 (never hurt) | 10.0 | failed | 1.50x | 1.30x | 1.35x | 2/2/2/2 | yes | no |" in text
+    assert "1 of 2 queries (q3, q7) -> **missed**" in text
+    assert "tr faster than always on the median query: 1.25x vs 1.40x -> **met**" in text
+    assert "tr faster than decommission on the median query: 1.25x vs 1.30x -> **met**" in text
+    assert "10 of 12 runs -> **missed**" in text
+    out = tmp_path / "r.csv"
+    for row in ROWS:
+        append(out, row)
+    result = CliRunner().invoke(cli, ["bench", "targets", str(out)])
+    assert result.exit_code == 0 and result.output == text
+
+
+def test_foreign_csv_is_one_clear_error(tmp_path: Path) -> None:
+    other = tmp_path / "other.csv"
+    other.write_text("a,b\n1,2\n")
+    result = CliRunner().invoke(cli, ["bench", "targets", str(other)])
+    assert result.exit_code == 2 and "not a trspark TPC-DS results file" in result.output
+    assert "Traceback" not in result.output
