@@ -298,6 +298,7 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
             execute(spark, query, f"warmup-{policy}-{query.name}", s.time_cap)
         api_ready.join()
         scenarios = ("real",) if s.master else ("stable", "evicted")
+        names = list(ctx.queries)
         for scenario in scenarios:
             if scenario == "evicted" and not ctx.schedules:
                 draw_schedules(ctx)
@@ -305,7 +306,8 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
                 batch = []
                 for r in range(s.repeat):
                     progress.step(f"{policy} · {scenario} · {name} · run {r + 1}/{s.repeat}")
-                    batch.append(_run_once(ctx, spark, api, count, policy, scenario, query, r))
+                    last = scenario == scenarios[-1] and name == names[-1] and r == s.repeat - 1
+                    batch.append(_run_once(ctx, spark, api, count, policy, scenario, query, r, last=last))
                     progress.advance()
                 if scenario == "stable" and policy == "never":
                     _set_reference(ctx, name, batch)
@@ -349,7 +351,8 @@ def _plugin_options(ctx: _Context) -> dict[str, str]:
 
 
 def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count: Callable[[], int],
-              policy: str, scenario: str, query: Query, r: int) -> RunRow:
+              policy: str, scenario: str, query: Query, r: int, *, last: bool = False) -> RunRow:
+    """One recorded run; ``last``: the session's final run (no re-warming after it, nothing follows)."""
     s = ctx.settings
     if s.master is None and not wait_for_executors(count, s.executors):
         log.warning("only %d of %d executors registered before %s", count(), s.executors, query.name)
@@ -377,7 +380,7 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
         row.tasks_recomputed = api.tasks_recomputed(group)
     except Exception as exc:  # the status API is an observer: never lose the run over it
         log.warning("could not read task attempts of %s: %s", group, exc)
-    if kills and s.rewarm and s.master is None:
+    if kills and s.rewarm and s.master is None and not last:
         # Replacements are cold JVMs (first pass 1.5-2.3x slower here): warm them before measuring on.
         wait_for_executors(count, s.executors)
         execute(spark, query, f"rewarm-{group}", s.time_cap)
