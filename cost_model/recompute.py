@@ -56,7 +56,8 @@ choose a horizon that covers the consumption times ``T_max`` asked for.
 Staleness rule: the failure table :math:`F_e(g_i)` is taken at the ages of one instant
 (:attr:`Recompute.now_of_table`). It is rebuilt when executors come or go, and when
 :meth:`Recompute.advance` moves the clock by ``max_staleness`` seconds or more; in between, ages
-lag by less than ``max_staleness``. Output changes invalidate only the derived terms of their own
+lag by less than ``max_staleness``; a refresh that leaves the grid values unchanged (a memoryless
+law) keeps every derived term. Output changes invalidate only the derived terms of their own
 shuffle (and the cached ``Er`` of shuffles below it, through version numbers).
 """
 
@@ -146,9 +147,7 @@ class Recompute:
         O(#executors × G) model evaluations plus one O(#executors × G) product per shuffle that
         some stage reads; done here, on the clock tick, rather than inside the next decision.
         """
-        self._table = None
-        table = self.table
-        del table
+        self._rebuild_table()
         for sid in list(self.lineage.shuffle_ids()):
             if self.lineage.is_read(sid):
                 self._shared_of(sid, self.lineage.shuffle(sid))
@@ -157,10 +156,24 @@ class Recompute:
     def table(self) -> FailureTable:
         """The current failure table (rebuilt lazily when executors changed or it went stale)."""
         if self._table is None or self._table_executors != self.lineage.executors_version:
-            self._table = FailureTable(self.lineage, self.grid.edges, self._now)
-            self._table_executors = self.lineage.executors_version
-            self._table_version += 1
+            self._rebuild_table()
+        assert self._table is not None
         return self._table
+
+    def _rebuild_table(self) -> None:
+        """A failure table at the current clock; derived terms are invalidated only if its grid values changed.
+
+        Every cached term (per-shuffle products, the memoised ``Er``) reads the table only through
+        its grid values :math:`F_e(g_i)`. Under a memoryless law (exponential) these do not depend
+        on the ages, so a periodic refresh with the same executors leaves them bit for bit equal
+        and the caches stay valid; the new table still supplies exact values off the grid.
+        """
+        same_executors = self._table is not None and self._table_executors == self.lineage.executors_version
+        old = self._table
+        self._table = FailureTable(self.lineage, self.grid.edges, self._now)
+        self._table_executors = self.lineage.executors_version
+        if not (same_executors and old is not None and np.array_equal(old.cdf, self._table.cdf)):
+            self._table_version += 1
 
     @property
     def now_of_table(self) -> float:

@@ -134,19 +134,19 @@ def _dup_setup() -> tuple[object, list]:  # type: ignore[type-arg]
 
 def test_duplicates_a_task_at_risk_onto_an_idle_safe_executor() -> None:
     policy, events = _dup_setup()
-    feed(policy, events)  # type: ignore[arg-type]
-    assert not [c for c in feed(policy, [Tick(time=21.0)]) if isinstance(c, DuplicateTask)]  # b idle < period
-    dups = [c for c in feed(policy, [Tick(time=26.0)]) if isinstance(c, DuplicateTask)]  # type: ignore[arg-type]
+    # Partition 1 was waiting when b's task ended; from its start on b is idle with nothing waiting.
+    assert not [c for c in feed(policy, events) if isinstance(c, DuplicateTask)]  # type: ignore[arg-type]
+    dups = [c for c in feed(policy, [Tick(time=21.0)]) if isinstance(c, DuplicateTask)]  # type: ignore[arg-type]
     assert dups == [DuplicateTask(stage_id=0, partition=1, executor_id="b")]
     # The copy on b finishes first: the original on a is killed.
-    done = feed(policy, run_task(0, 1, "b", start=26.0, seconds=1.0, write=MB, shuffle_id=0)[1:])  # type: ignore[arg-type]
+    done = feed(policy, run_task(0, 1, "b", start=21.0, seconds=1.0, write=MB, shuffle_id=0)[1:])  # type: ignore[arg-type]
     assert KillDuplicate(stage_id=0, partition=1, executor_id="a") in done
 
 
 def test_duplicate_killed_when_cores_are_needed() -> None:
     policy, events = _dup_setup()
-    feed(policy, events + [Tick(time=21.0), Tick(time=26.0)])  # type: ignore[arg-type, operator]
-    feed(policy, [TaskStarted(time=26.0, stage_id=0, partition=1, executor_id="b")])  # type: ignore[arg-type]
+    feed(policy, events + [Tick(time=21.0)])  # type: ignore[arg-type, operator]
+    feed(policy, [TaskStarted(time=21.0, stage_id=0, partition=1, executor_id="b")])  # type: ignore[arg-type]
     # A new stage arrives with waiting tasks and no core is free: the copy goes.
     out = feed(policy, [StageSubmitted(time=27.0, stage_id=1, num_tasks=3, shuffle_id=1)])  # type: ignore[arg-type]
     assert KillDuplicate(stage_id=0, partition=1, executor_id="b") in out

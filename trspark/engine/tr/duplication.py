@@ -1,7 +1,8 @@
 """Task duplication on idle executors and task-splitting advice (paper §5).
 
-Duplication. When an executor has had a free core for a whole re-planning period and no task
-is waiting anywhere, the running task with the largest *duplication rate* gets a copy there:
+Duplication. When an executor has a free core and no waiting task may run there (none is
+waiting, or every waiting task is longer than the γ rule lets it take), the running task with the
+largest *duplication rate* gets a copy there:
 
 .. math::
 
@@ -17,6 +18,11 @@ opposite of the point of duplication. We therefore use the expected time each ex
 to die before the task ends and the target is not. A copy is made only if the source's
 expected loss exceeds the target's. ``reduceSizeRate`` (bytes/s, clipped at 1 so that
 non-reducing tasks still rank by risk) keeps the paper's preference for reducing tasks.
+Idleness is checked on every successful task end and tick, with no minimum idle time (the
+paper has none): a stage's tail, when cores free up one by one, is usually shorter than one
+re-planning period, and a rule that waited a period never fired in the simulator. Copies
+cannot crowd out real work: none starts while a task that may run there is waiting, and
+:meth:`Duplicator.kill_if_needed` frees cores as soon as tasks wait.
 
 Killing. When tasks are waiting and no core is free, the copy we started with the most
 remaining time is killed; when any copy of a task succeeds, its other copies are killed.
@@ -31,7 +37,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from trspark.engine.protocol import Advice, Command, DuplicateTask, KillDuplicate
+from trspark.engine.placement import allowed
+from trspark.engine.protocol import Advice, Command, DuplicateTask, KillDuplicate, SchedulingHints
 from trspark.engine.state import ExecutorView, JobState
 from trspark.engine.tr.knowledge import LifetimeKnowledge
 from trspark.engine.tr.scheduling import reduce_rate
@@ -46,7 +53,6 @@ class Duplicator:
         self.knowledge = knowledge
         self.copies: dict[tuple[int, int], str] = {}
         """(stage, partition) -> executor running the copy we asked for."""
-        self.idle_since: dict[str, float] = {}
         self.started = 0
         self.killed = 0
 
@@ -89,15 +95,9 @@ class Duplicator:
         started = stage.started_at.get((key[1], executor), state.now)
         return stage.mean_task_seconds(state.mean_task_seconds()) - (state.now - started)
 
-    def duplicate_on_idle(self, state: JobState, period: float) -> list[Command]:
-        """Copy the top running tasks onto executors idle for at least ``period`` seconds."""
-        if any(s.pending_count for s in state.runnable_stages()):
-            self.idle_since.clear()
-            return []
-        idle = [e for e in state.alive_executors() if e.free_cores > 0]
-        for gone in set(self.idle_since) - {e.executor_id for e in idle}:
-            del self.idle_since[gone]
-        ready = [e for e in idle if state.now - self.idle_since.setdefault(e.executor_id, state.now) >= period]
+    def duplicate_on_idle(self, state: JobState, hints: SchedulingHints | None = None) -> list[Command]:
+        """Copy the top running tasks onto idle executors (see :func:`idle_executors`)."""
+        ready = idle_executors(state, hints)
         if not ready:
             return []
         candidates = self._candidates(state)
@@ -162,6 +162,23 @@ class Duplicator:
             alive = models[key].expected_lifetime(ages, 0.0, windows[rows])
             out[rows] = windows[rows] - alive
         return out
+
+
+def idle_executors(state: JobState, hints: SchedulingHints | None) -> list[ExecutorView]:
+    """Alive executors with a free core that no waiting task may use.
+
+    A waiting task of stage ``s`` may use executor ``e`` unless the γ rule of ``hints`` forbids
+    it (:func:`trspark.engine.placement.allowed`); without hints any waiting task blocks.
+    """
+    free = [e for e in state.alive_executors() if e.free_cores > 0]
+    if not free:
+        return []
+    waiting = [s.stage_id for s in state.runnable_stages()]
+    if not waiting:
+        return free
+    if hints is None or not hints.max_task_seconds:
+        return []
+    return [e for e in free if not any(allowed(e.executor_id, stage, hints) for stage in waiting)]
 
 
 class SplitAdvisor:

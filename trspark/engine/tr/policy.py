@@ -146,6 +146,8 @@ class TRPolicy(Policy):
             self._plan(block)
             self._planned_now = True
         out += self._check_belt()
+        if self.config.duplication:  # a core just freed: idle if nothing waiting may use it
+            out += self.duplicator.duplicate_on_idle(self.state, self.hints)
         return out
 
     def _check_belt(self) -> list[Command]:
@@ -188,7 +190,7 @@ class TRPolicy(Policy):
         out += self._replan()
         out += self._scheduling()
         if self.config.duplication:
-            out += self.duplicator.duplicate_on_idle(self.state, self.config.period)
+            out += self.duplicator.duplicate_on_idle(self.state, self.hints)
         return out
 
     # ---- TR-Checkpointing -------------------------------------------------------------------
