@@ -11,7 +11,8 @@ Plan of a benchmark (``--policies never,always,decommission,tr``)
    (:func:`trspark.chaos.draw_schedule`: ``executors`` renewal processes, a replacement
    ``replacement_delay`` s after each kill). Every policy replays exactly these kills (paired).
 4. Each policy gets one session (start-up costs 22-31 s here, so sessions are re-used across
-   queries and repeats), a warm-up pass, its stable runs, then its *evicted* runs: the injector
+   queries and repeats), a warm-up pass (``warmup``: over the first N queries only), its stable
+   runs (``stable_runs="never"``: only vanilla Spark's, the reference), then its *evicted* runs: the injector
    starts with the query and SIGKILLs executor JVMs on the schedule (for ``decommission`` it sends
    SIGPWR -- Spark's decommission signal -- ``notice`` s before each SIGKILL, a termination
    notice; a kill due within the window after the start is delayed to the window's end by the
@@ -82,6 +83,11 @@ class BenchSettings:
     cache: Path | None = None
     rewarm: bool = True
     spark_conf: tuple[tuple[str, str], ...] = ()
+    """Extra Spark settings for every session (e.g. no broadcast joins, for bigger shuffles)."""
+    warmup: int | None = None
+    """Queries (the first ones) in each session's warm-up pass; None: all of them."""
+    stable_runs: str = "all"
+    """``all``: every policy gets stable runs (its overhead); ``never``: only vanilla Spark (the reference)."""
     """Extra Spark settings for every session (e.g. no broadcast joins, for bigger shuffles)."""
 
 
@@ -208,8 +214,10 @@ def run(settings: BenchSettings, progress: Progress | None = None) -> BenchResul
         answers = {name: oracle.answer(query) for name, query in queries.items()}
     ctx = _Context(settings, queries, answers)
     policies = ["never", *(p for p in settings.policies if p != "never")]
-    per_policy = len(settings.queries) * settings.repeat * (1 if settings.master else 2)
-    progress.start(per_policy * len(policies))
+    runs = len(settings.queries) * settings.repeat
+    planned = {p: runs * (1 if settings.master or (settings.stable_runs == "never" and p != "never") else 2)
+               for p in policies}
+    progress.start(sum(planned.values()))
     rows: list[RunRow] = []
     skipped: dict[str, str] = {}
     for policy in policies:
@@ -218,7 +226,7 @@ def run(settings: BenchSettings, progress: Progress | None = None) -> BenchResul
         rows.extend(mine)
         if done.skipped:
             skipped[policy] = done.skipped
-            for _ in range(per_policy - len(mine)):
+            for _ in range(planned[policy] - len(mine)):
                 progress.advance()
         ctx.stable.update(done.stable)
         ctx.schedules.update(done.schedules)
@@ -294,10 +302,12 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
         session.register_tables(spark, data)
         count = metrics.executor_count(spark.sparkContext)
         progress.step(f"{policy}: warm-up")
-        for query in ctx.queries.values():
+        for query in list(ctx.queries.values())[:s.warmup]:
             execute(spark, query, f"warmup-{policy}-{query.name}", s.time_cap)
         api_ready.join()
-        scenarios = ("real",) if s.master else ("stable", "evicted")
+        scenarios: tuple[str, ...] = ("real",) if s.master else ("stable", "evicted")
+        if s.stable_runs == "never" and policy != "never" and not s.master:
+            scenarios = ("evicted",)
         names = list(ctx.queries)
         for scenario in scenarios:
             if scenario == "evicted" and not ctx.schedules:
