@@ -56,8 +56,9 @@ import click
 # shadow the cost_model package the engine imports. Project imports must come from the package.
 if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)
-
 REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))  # the checkout's packages, also when trspark is not installed
 SOURCES = ("aws", "gcp", "azure", "signal")
 POLICIES = ("trspark", "decommission")
 RESULT_PREFIX = "RESULT "

@@ -1,0 +1,165 @@
+"""Termination notices end to end: the injector's notice by callback, then a live job on
+``local-trcluster`` whose executors get an Azure endpoint notice and a SIGPWR notice, each
+followed by a SIGKILL: the job finishes with the right answer and trspark acted on the notices."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from notice_endpoints import NoticeServer
+from test_chaos import FakeCluster, wait_for
+
+from trspark.chaos import EvictionInjector, ExecutorProcess
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _bench() -> Any:
+    """``bench/notice_vs_decommission.py`` as a module (bench/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("notice_vs_decommission", REPO / "bench" / "notice_vs_decommission.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _bench()
+
+
+# ---- the injector's notice by callback (fake executors, no Spark) --------------------------------------
+
+
+@pytest.fixture
+def cluster() -> Iterator[FakeCluster]:
+    fake = FakeCluster()
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+def test_notify_replaces_sigpwr_and_the_kill_follows_after_the_notice(cluster: FakeCluster) -> None:
+    cluster.add("1")
+    cluster.add("2")
+    noticed: list[str] = []
+    injector = EvictionInjector(cluster.driver, schedule=[(0.0, 1)], notice=0.5,
+                                notify=lambda victim: noticed.append(victim.executor_id), poll=0.02)
+    with injector:
+        wait_for(lambda: noticed, what="the notice callback")
+        assert noticed == ["2"] and "2" in cluster.alive_ids()  # a callback, not a signal
+        wait_for(lambda: "2" not in cluster.alive_ids(), what="the kill after the notice")
+    kinds = [(r.executor_id, r.signal, r.delivered) for r in injector.records]
+    assert kinds == [("2", signal.SIGPWR, "callback"), ("2", signal.SIGKILL, "signal")]
+    assert injector.records[1].t - injector.records[0].t >= 0.5
+    assert injector.schedule() == [(pytest.approx(injector.records[0].t + 0.5), 1)]
+
+
+def test_notify_needs_a_notice_window(cluster: FakeCluster) -> None:
+    with pytest.raises(ValueError, match="notice="):
+        EvictionInjector(cluster.driver, schedule=[(0.0, 0)], notify=lambda victim: None)
+
+
+def test_lifetime_counts_from_registration(cluster: FakeCluster) -> None:
+    cluster.add("1")
+    registered: set[str] = set()
+    # Deterministic lifetime 0.3 s: without registration it would die 0.3 s after being seen.
+    injector = EvictionInjector(cluster.driver, model="deterministic:at=0.3", rng=1, min_alive=0,
+                                registered=registered.__contains__, poll=0.02)
+    with injector:
+        wait_for(lambda: injector.elapsed() > 1.0, what="a second of injection")
+        assert "1" in cluster.alive_ids() and injector.planned_deaths() == {}
+        registered.add("1")
+        born = injector.elapsed()
+        wait_for(lambda: "1" not in cluster.alive_ids(), what="the kill after registration")
+    (kill,) = injector.records
+    assert born + 0.3 <= kill.t + 0.05  # lifetime counted from registration, not from first sight
+
+
+def test_copy_ledger_counts_each_extra_copy(tmp_path: Path) -> None:
+    local, store = tmp_path / "local", tmp_path / "store"
+    for place, size in (("executor-a/blockmgr-1/0c", 100), ("executor-b/blockmgr-2/11", 100)):
+        (local / place).mkdir(parents=True)
+        (local / place / "shuffle_0_5_0.data").write_bytes(b"x" * size)
+    (local / "executor-a/blockmgr-1/0c/shuffle_0_6_0.data").write_bytes(b"y" * 40)  # never copied
+    (store / "app/0/12").mkdir(parents=True)
+    (store / "app/0/12/shuffle_0_5_0.data").write_bytes(b"x" * 100)
+    (store / "app/0/12/shuffle_0_5_0.index").write_bytes(b"i" * 16)
+    (local / "executor-a/blockmgr-1/0c/shuffle_0_5_0.index").write_bytes(b"i" * 16)
+    ledger = bench.CopyLedger(local, [store])
+    ledger.scan()
+    (local / "executor-b/blockmgr-2/11/shuffle_0_5_0.data").unlink()  # deleted later: still counted
+    ledger.scan()
+    assert ledger.bytes_copied() == 2 * 100 + 16
+    assert ledger.outputs_copied() == 1
+
+
+# ---- live: one local-trcluster with the plugin, notices from an endpoint and from SIGPWR --------------
+
+WINDOW = 10.0
+SHAPE = bench.JobShape(partitions=6, records=4000, payload=100, task_seconds=1.5)
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[tuple[Any, NoticeServer, Path]]:
+    import tempfile
+
+    import cloudpickle
+    from pyspark.sql import SparkSession
+
+    from jobs.tpcds.session import spark_home
+
+    os.environ.setdefault("SPARK_HOME", str(spark_home()))
+    cloudpickle.register_pickle_by_value(bench)  # executors cannot import the bench script by name
+    with NoticeServer() as server, tempfile.TemporaryDirectory(prefix="trspark-live-notices-") as tmp:
+        spec = bench.RunSpec(source="azure", policy="trspark", window=WINDOW, kills=[])
+        master, settings = bench.policy_settings(spec, Path(tmp), server.url)
+        builder = (SparkSession.builder.master(master).appName("trspark-live-notices")
+                   .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.local.dir", str(Path(tmp) / "local"))
+                   .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
+                   .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s"))
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        try:
+            spark.sparkContext.parallelize(range(12), 12).count()  # every executor's Python worker is up
+            yield spark, server, Path(tmp)
+        finally:
+            spark.stop()
+            cloudpickle.unregister_pickle_by_value(bench)
+
+
+@pytest.mark.spark
+def test_job_survives_endpoint_and_sigpwr_notices_with_kills(live: tuple[Any, NoticeServer, Path]) -> None:
+    spark, server, tmp = live
+    sc = spark.sparkContext
+    status = sc._jvm.org.apache.spark.trspark.TRStatus
+    given: list[str] = []
+
+    def notify(victim: ExecutorProcess) -> None:
+        # The first victim hears it from its (imitated) Azure metadata service, the second by SIGPWR.
+        if not given:
+            server.post_notice(WINDOW, vm=f"vm-{victim.executor_id}")
+        else:
+            os.kill(victim.pid, signal.SIGPWR)
+        given.append(victim.executor_id)
+
+    injector = EvictionInjector(sc._gateway.proc.pid, schedule=[(1.0, 0), (3.0, 1)], notice=WINDOW, notify=notify)
+    with bench.CopyLedger(tmp / "local", [tmp / "backups"]) as ledger, injector:
+        answer = bench.shuffle_job(sc, SHAPE)
+        # Both notices were followed by their kill before the job ended, or wait for them now.
+        wait_for(lambda: sum(r.signal == signal.SIGKILL for r in injector.records) == 2, timeout=3 * WINDOW,
+                 what="both kills")
+    assert answer == bench.expected_answer(SHAPE)
+    assert len(set(given)) == 2
+    wait_for(lambda: status.stat("notices") >= 2, timeout=30.0, what="both notices at the driver plugin")
+    # The engine acted on the notices: it had outputs on the doomed executors copied in the window.
+    assert status.stat("backups_done") > 0 and ledger.bytes_copied() > 0
