@@ -38,7 +38,7 @@ WORKLOADS = ("tpcds", "bing", "cortana", "pagerank")
 STABILITY_POLICIES = ("never", "always", "stage", "tr", "tr-det", "tr-local", "oracle")
 FIELDS = (
     "experiment", "workload", "policy", "variant", "stability", "vms", "cores", "tasks", "scale", "runs",
-    "remote_bw_mbs", "local_bw_mbs", "believed_factor", "safety_belt", "scheduling", "duplication",
+    "remote_bw_mbs", "local_bw_mbs", "believed_factor", "safety_belt", "scheduling", "duplication", "period",
     "stable_job_time", "slowdown_mean", "slowdown_p50", "slowdown_p95", "slowdown_ci_lo", "slowdown_ci_hi",
     "failed_runs", "recomputed_tasks_mean", "backups_local_mean", "backups_remote_mean",
     "safety_belt_firings_mean", "evictions_mean", "seconds",
@@ -47,7 +47,7 @@ FIELDS = (
 
 def _point(exp_name: str, workload: str, policy: str, stability: float, *, vms: int, scale: float, runs: int,
            variant: str = "", remote_bw: float = 100e6, believed_factor: float = 1.0,
-           config: TRConfig | None = None, workers: int = 2) -> dict[str, Any]:
+           config: TRConfig | None = None, workers: int = 2, period: float | None = None) -> dict[str, Any]:
     job = make_workload(workload, WorkloadParams(scale=scale), seed=0)
     knowledge = "deterministic" if policy == "tr-det" else "indeterministic"
     world = WorldSpec(vms=vms, cores=4, local_bandwidth=4 * remote_bw, remote_bandwidth=remote_bw,
@@ -55,6 +55,8 @@ def _point(exp_name: str, workload: str, policy: str, stability: float, *, vms: 
     world = with_stability(world, job, stability)
     true_mean = stability * job.mean_task_seconds()
     config = (config or TRConfig()).with_options(lifetime=f"exponential:mean={true_mean * believed_factor:.17g}")
+    if period is not None:
+        config = config.with_options(period=period)
     start = time.perf_counter()
     stable = stable_job_time(job, world, config.period)
     summary = run_experiment(Experiment(job, world, policy, config, runs=runs, seed=1), workers=workers,
@@ -65,6 +67,7 @@ def _point(exp_name: str, workload: str, policy: str, stability: float, *, vms: 
         "stability": stability, "vms": vms, "cores": 4, "tasks": job.num_tasks, "scale": scale, "runs": runs,
         "remote_bw_mbs": remote_bw / 1e6, "local_bw_mbs": 4 * remote_bw / 1e6, "believed_factor": believed_factor,
         "safety_belt": config.safety_belt, "scheduling": config.scheduling, "duplication": config.duplication,
+        "period": config.period,
         "stable_job_time": round(stable, 3),
         "slowdown_mean": summary["slowdown_mean"], "slowdown_p50": summary["slowdown_p50"],
         "slowdown_p95": summary["slowdown_p95"], "slowdown_ci_lo": ci[0], "slowdown_ci_hi": ci[1],
@@ -75,25 +78,31 @@ def _point(exp_name: str, workload: str, policy: str, stability: float, *, vms: 
     }
 
 
+def _common(args: argparse.Namespace) -> dict[str, Any]:
+    """Cluster size, job scale, runs, workers and tick period shared by every point of a sweep."""
+    return {"vms": args.vms, "scale": args.scale, "runs": args.runs, "workers": args.workers, "period": args.period}
+
+
 def stability_points(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     for workload in args.workloads:
         for stability in args.stabilities:
             for policy in args.policies:
-                yield _point("stability", workload, policy, stability, vms=args.vms, scale=args.scale, runs=args.runs)
+                yield _point("stability", workload, policy, stability, **_common(args))
 
 
 def robustness_points(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     for vms in (50, 100, 200):
         for factor in (0.5, 0.8, 1.0, 1.2, 1.5):
             yield _point("robustness", "tpcds", "tr", 90.0, vms=vms, scale=args.scale * vms / args.vms,
-                         runs=args.runs, believed_factor=factor, variant=f"mean x{factor:g}")
+                         runs=args.runs, believed_factor=factor, variant=f"mean x{factor:g}",
+                         workers=args.workers, period=args.period)
 
 
 def belt_points(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     for stability in args.stabilities:
-        yield _point("belt", "tpcds", "always", stability, vms=args.vms, scale=args.scale, runs=args.runs)
+        yield _point("belt", "tpcds", "always", stability, **_common(args))
         for belt in (True, False):
-            yield _point("belt", "tpcds", "tr", stability, vms=args.vms, scale=args.scale, runs=args.runs,
+            yield _point("belt", "tpcds", "tr", stability, **_common(args),
                          believed_factor=100.0, config=TRConfig(safety_belt=belt),
                          variant=f"told 100x stable, belt {'on' if belt else 'off'}")
 
@@ -101,20 +110,20 @@ def belt_points(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
 def ablation_points(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     for stability in args.stabilities:
         for scheduling in (True, False):
-            yield _point("ablation", "bing", "tr", stability, vms=args.vms, scale=args.scale, runs=args.runs,
+            yield _point("ablation", "bing", "tr", stability, **_common(args),
                          config=TRConfig(scheduling=scheduling), variant=f"scheduling {'on' if scheduling else 'off'}")
         for duplication in (True, False):
-            yield _point("ablation", "tpcds", "tr", stability, vms=args.vms, scale=args.scale, runs=args.runs,
+            yield _point("ablation", "tpcds", "tr", stability, **_common(args),
                          config=TRConfig(duplication=duplication),
                          variant=f"duplication {'on' if duplication else 'off'}")
     for remote_bw in (50e6, 100e6, 200e6):
         for policy in ("always", "tr"):
-            yield _point("ablation", "tpcds", policy, 20.0, vms=args.vms, scale=args.scale, runs=args.runs,
+            yield _point("ablation", "tpcds", policy, 20.0, **_common(args),
                          remote_bw=remote_bw, variant=f"remote {remote_bw / 1e6:g} MB/s")
     for vms in (50, 100, 200):
         for policy in ("always", "tr"):
             yield _point("ablation", "tpcds", policy, 20.0, vms=vms, scale=args.scale * vms / args.vms,
-                         runs=args.runs, variant=f"{vms} VMs")
+                         runs=args.runs, variant=f"{vms} VMs", workers=args.workers, period=args.period)
 
 
 EXPERIMENTS = {"stability": stability_points, "robustness": robustness_points, "belt": belt_points,
@@ -182,6 +191,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--vms", type=int, default=20)
     parser.add_argument("--scale", type=float, default=0.02)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=2, help="processes per point (the machine is shared)")
+    parser.add_argument("--period", type=float, default=None,
+                        help="spark.trspark.period for every policy (s); default: the engine's")
     parser.add_argument("--out", type=Path, default=Path("docs/results"))
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)

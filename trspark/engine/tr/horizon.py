@@ -59,11 +59,13 @@ def consumption_horizon(state: JobState, alpha: float, block: MapOutput | None =
 
 
 def need_horizon(state: JobState, alpha: float, block: MapOutput, covered: Covered) -> float:
-    """:math:`T_{need}` (s from now) of ``block``: until its readers finished and their outputs are covered."""
+    """:math:`T_{need}` (s from now) of ``block``: until its readers finished and their outputs are covered (0: not needed)."""
     default = state.mean_task_seconds()
     active = state.active_stages()
     cores = max(1, state.total_cores())
     chain = chain_seconds(state, block.shuffle_id, covered, {s.stage_id for s in active}, default, cores)
+    if chain is None:
+        return 0.0
     return max(default, alpha * (active_seconds(state, active, default, cores) + chain))
 
 
@@ -89,40 +91,51 @@ def active_seconds(state: JobState, active: list[StageView], default: float, cor
 
 
 def chain_seconds(state: JobState, shuffle_id: int, covered: Covered, active: set[int], default: float,
-                  cores: int, depth: int = MAX_CHAIN) -> float:
-    """:math:`W(s)` (s): the reader chain of ``shuffle_id`` below the active stages, level after level."""
+                  cores: int, depth: int = MAX_CHAIN) -> float | None:
+    """:math:`W(s)` (s): the reader chain of ``shuffle_id`` below the active stages, level after level.
+
+    None when the shuffle is no longer needed: consumed, or every reader finished and the
+    outputs of every reader are safe or covered (or, recursively, themselves no longer needed).
+    """
     if depth <= 0 or shuffle_id in state.consumed_shuffles:
-        return 0.0
+        return None
     readers = state.reader_stages(shuffle_id)
     if not readers:
-        return _stand_in(state, shuffle_id, default, cores)
-    total = 0.0
+        return _stand_in(state, shuffle_id, default, cores) if shuffle_id not in state.shuffle_readers else None
+    total, needed = 0.0, False
     for reader in readers:
-        if reader.stage_id not in active:
-            total += stage_seconds(reader.unfinished, task_seconds(state, reader, default), cores)
+        if reader.unfinished > 0:
+            needed = True
+            if reader.stage_id not in active:
+                total += stage_seconds(reader.unfinished, task_seconds(state, reader, default), cores)
         if reader.shuffle_id is not None:
             uncovered = uncovered_fraction(state, reader, covered)
-            if uncovered > 0.0:
-                total += uncovered * chain_seconds(state, reader.shuffle_id, covered, active, default, cores, depth - 1)
-    return total
+            below = chain_seconds(state, reader.shuffle_id, covered, active, default, cores, depth - 1) if uncovered > 0.0 else None
+            if below is not None:
+                needed = True
+                total += uncovered * below
+    return total if needed else None
 
 
 def task_seconds(state: JobState, stage: StageView, default: float) -> float:
-    """:math:`T_i` (s): mean task time with the running tasks as right-censored observations.
+    """:math:`T_i` (s): mean task time, not below what the running tasks tell.
 
-    The tasks that finish first are the short ones, so the plain mean of finished tasks is far
-    too low early in a stage (it made :math:`T_{max}` 3-5x too short). Counting every running
-    task's elapsed time as exposure (the censored maximum-likelihood mean of exponential
-    durations) plus one pseudo-task of the job's mean ``default``:
+    The tasks that finish first are the short ones, so the mean of finished tasks alone is far
+    too low early in a stage (it made :math:`T_{max}` 3-5x too short). A task seen running has
+    run, on average, half of a length-biased duration (the inspection paradox:
+    :math:`E[now - start] = E[D^2] / 2E[D] \\ge E[D] / 2`), so twice the mean elapsed time of
+    the running tasks estimates :math:`E[D]` from above:
 
-    .. math:: T_i = \\frac{\\sum_{done} d_j + \\sum_{running} (now - start_j) + \\bar T}{n_{done} + 1}
+    .. math:: T_i = \\max\\Bigl(\\bar d_{done},\\; 2\\,\\overline{(now - start)}_{running}\\Bigr)
 
-    It overestimates while most tasks still run (a longer horizon: the safe side) and tends to
-    the plain mean as the stage finishes.
+    with :math:`\\bar d_{done}` = ``default`` (the job's mean) before any task of the stage finished.
     """
+    finished = stage.mean_task_seconds(default)
+    if not stage.started_at:
+        return finished
     now = state.now
-    running = sum(now - start for start in stage.started_at.values())
-    return (stage.seconds_sum + running + default) / (stage.tasks_done + 1)
+    running = sum(now - start for start in stage.started_at.values()) / len(stage.started_at)
+    return max(finished, 2.0 * running)
 
 
 def uncovered_fraction(state: JobState, stage: StageView, covered: Covered) -> float:
@@ -156,7 +169,7 @@ class NeedHorizon:
         self.covered = covered
         self.ttl = ttl
         self._at = float("-inf")
-        self._chain: dict[int, float] = {}
+        self._chain: dict[int, float | None] = {}
         self._active: tuple[float, set[int]] | None = None
 
     def __call__(self, state: JobState, block: MapOutput) -> float:
@@ -170,10 +183,13 @@ class NeedHorizon:
         if self._active is None:
             active = state.active_stages()
             self._active = (active_seconds(state, active, default, cores), {s.stage_id for s in active})
-        chain = self._chain.get(block.shuffle_id)
-        if chain is None:
+        if block.shuffle_id in self._chain:
+            chain = self._chain[block.shuffle_id]
+        else:
             chain = chain_seconds(state, block.shuffle_id, self.covered, self._active[1], default, cores)
             self._chain[block.shuffle_id] = chain
+        if chain is None:
+            return 0.0  # no longer needed: nothing to protect it for
         return max(default, self.alpha * (self._active[0] + chain))
 
 

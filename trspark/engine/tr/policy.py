@@ -96,7 +96,7 @@ class TRPolicy(Policy):
         self._replan_queue: deque[BlockId] = deque()
         self._queued: set[BlockId] = set()
         # How long a block must survive: until its readers finished and their outputs are covered.
-        self.horizon = NeedHorizon(config.alpha, self._covered, ttl=min(1.0, config.period))
+        self.horizon = NeedHorizon(config.alpha, self._covered, ttl=min(0.5, config.period))
 
     # ---- the event loop ---------------------------------------------------------------------
     def handle(self, event: Event) -> Sequence[Command]:
@@ -114,6 +114,7 @@ class TRPolicy(Policy):
             self.stack.executor_lost(event.executor_id)
             self.knowledge.observe(state)
             self.costs.refresh_models(state)
+            self._replan_lost_copies(event.executor_id)
             out += self._replan(REPLAN_ON_CHANGE)
         elif isinstance(event, ExecutorAdded):
             out += self._replan(REPLAN_ON_CHANGE)
@@ -249,6 +250,17 @@ class TRPolicy(Policy):
                 self._queued.add(block.block_id)
                 self._replan_queue.append(block.block_id)
         return []
+
+    def _replan_lost_copies(self, executor_id: str) -> None:
+        """Algorithm 2 at once for the blocks that lost a copy with ``executor_id`` and live on elsewhere.
+
+        A block with a peer copy looked safe (both holders had to fail); with one copy gone its
+        risk is back to one executor's, and waiting for the next tick left it exposed.
+        """
+        for block in list(self.state.live_outputs()):
+            lost_copy = block.last_peer == executor_id or (block.executor_id == executor_id and block.source_lost)
+            if lost_copy and block.holders() and not block.on_remote:
+                self._plan(block)
 
     def _work_queue(self, budget: int) -> None:
         """Re-plan up to ``budget`` queued blocks (oldest request first)."""
