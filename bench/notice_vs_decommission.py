@@ -270,7 +270,9 @@ def run(spec: RunSpec) -> RunResult:
                     server.post_notice(spec.window, vm=f"vm-{victim.executor_id}")
 
             stores = [work / "backups", work / "fallback"]
-            injector = EvictionInjector(sc._gateway.proc.pid, schedule=spec.kills, notice=spec.window,
+            # The injector's schedule holds kill times; each notice goes out `window` s before its kill.
+            kills = [(t + spec.window, rank) for t, rank in spec.kills]
+            injector = EvictionInjector(sc._gateway.proc.pid, schedule=kills, notice=spec.window,
                                         notify=notify, min_alive=1)
             with CopyLedger(work / "local", stores) as ledger, injector:
                 started = time.perf_counter()

@@ -166,3 +166,46 @@ def test_engine_starts_from_history_prior_and_records_lifetimes(tmp_path):
         observer.close()  # type: ignore[attr-defined]
     mine = {r.executor_id: (r.duration, r.observed) for r in HistoryStore(url).load("pool-a") if r.app_id == "app-9"}
     assert mine == {"7": (12.5, True), "8": (11.5, False)}  # 8 censored at the last event time
+
+
+BAD_CONFIGS = [
+    ({"lifetime": "bogus"}, "spark.trspark.lifetime='bogus' is not valid", "allowed: a lifetime spec"),
+    ({"gamma": "-1"}, "spark.trspark.gamma='-1' is not valid", "allowed: a number > 0"),
+    ({"history_url": "file:///proc/trspark-history"}, "spark.trspark.history.url='file:///proc/trspark-history' is not reachable",
+     "allowed: an fsspec URL"),
+]
+
+
+@pytest.mark.parametrize(("options", "message", "allowed"), BAD_CONFIGS)
+def test_bad_config_fails_before_spark_starts_through_spark_conf_and_configure(options, message, allowed):
+    """Each bad setting fails in ``trspark.spark_conf`` and ``trspark.configure`` (no builder is touched)."""
+    import trspark
+    from trspark.config import ConfigError
+
+    settings: dict[str, str] = {}
+    for apply in (trspark.spark_conf, lambda **o: trspark.configure(settings, **o)):
+        with pytest.raises(ConfigError) as failure:
+            apply(**options)
+        assert message in str(failure.value) and allowed in str(failure.value)
+        assert "\n" not in str(failure.value)
+    assert settings == {}  # configure() failed before writing anything
+
+
+def test_unreachable_history_at_run_time_degrades_to_the_configured_model(tmp_path, caplog):
+    from trspark.config import TRConfig
+    from trspark.engine.__main__ import with_history_prior
+
+    url = str(tmp_path / "hist")
+    HistoryStore(url).append(_weibull_records(20, seed=17))
+    config = TRConfig(history_url=url, pool="pool-a", lifetime="exponential:mean=100")
+    assert with_history_prior(config).lifetime.startswith("weibull:")
+    # The store becomes unreachable after start-up validation: the engine keeps the configured model.
+    (tmp_path / "hist").rename(tmp_path / "away")
+    (tmp_path / "hist").write_text("a file where the store's folder should be")
+    with caplog.at_level(logging.WARNING, logger="trspark.engine"):
+        assert with_history_prior(config).lifetime == "exponential:mean=100"
+    assert any("unreachable" in m and m.endswith("using exponential:mean=100") for m in caplog.messages)
+    # What was written before is still there once the store is back.
+    (tmp_path / "hist").unlink()
+    (tmp_path / "away").rename(tmp_path / "hist")
+    assert len(HistoryStore(url).load("pool-a")) == 20

@@ -152,7 +152,9 @@ def test_job_survives_endpoint_and_sigpwr_notices_with_kills(live: tuple[Any, No
             os.kill(victim.pid, signal.SIGPWR)
         given.append(victim.executor_id)
 
-    injector = EvictionInjector(sc._gateway.proc.pid, schedule=[(1.0, 0), (3.0, 1)], notice=WINDOW, notify=notify)
+    # Kill times in the schedule; the notices go out WINDOW s earlier: 1 s and 3 s into the job.
+    injector = EvictionInjector(sc._gateway.proc.pid, schedule=[(1.0 + WINDOW, 0), (3.0 + WINDOW, 1)],
+                                notice=WINDOW, notify=notify)
     with bench.CopyLedger(tmp / "local", [tmp / "backups"]) as ledger, injector:
         answer = bench.shuffle_job(sc, SHAPE)
         # Both notices were followed by their kill before the job ended, or wait for them now.

@@ -109,6 +109,9 @@ class HistoryStore:
     def load(self, pool: str) -> list[LifetimeRecord]:
         """All records of ``pool`` (every application, every part)."""
         fs, root = _fs(self.url)
+        if fs.exists(root) and not fs.isdir(root):
+            # Something else sits where the store should be: unusable, not empty.
+            raise NotADirectoryError(f"{self.url} is not a folder of lifetime records")
         folder = f"{root}/{_safe(pool)}"
         if not fs.exists(folder):
             return []
