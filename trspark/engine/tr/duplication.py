@@ -108,9 +108,12 @@ class Duplicator:
         rates = np.array([c[3] for c in candidates])
         loss_s = self._expected_loss([c[1] for c in candidates], state.now, windows)
         taken = np.zeros(len(candidates), dtype=bool)
+        # Every (idle target, candidate) pair in one vectorised call per lifetime model.
+        loss_targets = self._expected_loss(
+            [t for t in ready for _ in candidates], state.now, np.tile(windows, len(ready))
+        ).reshape(len(ready), len(candidates))
         out: list[Command] = []
-        for target in ready:
-            loss_v = self._expected_loss([target] * len(candidates), state.now, windows)
+        for target, loss_v in zip(ready, loss_targets, strict=True):
             # A copy only where it is safer than the original, and never onto the task's own executor.
             score = np.where((loss_s > loss_v) & ~taken, rates * loss_s / (loss_v + _EPS), 0.0)
             for i, c in enumerate(candidates):
@@ -128,7 +131,7 @@ class Duplicator:
         return out
 
     def _candidates(self, state: JobState) -> list[tuple[tuple[int, int], ExecutorView, float, float]]:
-        """Running tasks with one copy: (key, source, remaining seconds, reduce rate clipped at 1)."""
+        """Running tasks with one copy and time left: (key, source, remaining seconds, reduce rate clipped at 1)."""
         out: list[tuple[tuple[int, int], ExecutorView, float, float]] = []
         default = state.mean_task_seconds()
         for stage in state.active_stages():
@@ -141,7 +144,9 @@ class Duplicator:
                 if source is None or not source.alive:
                     continue
                 started = stage.started_at.get((partition, source.executor_id), state.now)
-                remaining = max(et - (state.now - started), _EPS)
+                remaining = et - (state.now - started)
+                if remaining <= _EPS:
+                    continue  # expected to be done already: the estimate says nothing about its end
                 out.append(((stage.stage_id, partition), source, remaining, rate))
         return out
 
