@@ -122,7 +122,13 @@ class Recompute:
         self._now = float(now)
         self._table: FailureTable | None = None
         self._table_executors = -1
+        self._occupants: dict[int, str] = {}
+        self._holders_seen: dict[int, str] = {}
+        """Slot -> the last executor that held it since ``_table_version`` last moved."""
+        self._table_build = 0
+        """Bumped whenever the table's arrays may differ (keys the per-shuffle products)."""
         self._table_version = 0
+        """Bumped only when a grid value a memoised ``Er`` can have read changed (keys ``Er``)."""
         self._shared: dict[Hashable, tuple[tuple[int, int], ShuffleTerms]] = {}
         self._ancestry: dict[Hashable, tuple[int, _Ancestry]] = {}
         self._rest: dict[tuple[Hashable, int | None], tuple[tuple[int, ...], FloatArray]] = {}
@@ -161,19 +167,40 @@ class Recompute:
         return self._table
 
     def _rebuild_table(self) -> None:
-        """A failure table at the current clock; derived terms are invalidated only if its grid values changed.
+        """A failure table at the current clock; derived terms are invalidated only as far as needed.
 
-        Every cached term (per-shuffle products, the memoised ``Er``) reads the table only through
-        its grid values :math:`F_e(g_i)`. Under a memoryless law (exponential) these do not depend
-        on the ages, so a periodic refresh with the same executors leaves them bit for bit equal
-        and the caches stay valid; the new table still supplies exact values off the grid.
+        The per-shuffle products (:class:`ShuffleTerms`, one row per slot) are rebuilt whenever
+        the table's arrays differ. The memoised ``Er`` reads the table only through the grid
+        values :math:`F_e(g_i)` of executors holding outputs of the ancestry, and of the failing
+        executor X. So it stays valid when every executor of the old table still has its slot
+        and its grid values (bit for bit), whatever executors joined, and whatever executors
+        left: an executor that leaves makes its copies lost, which bumps the versions of the
+        shuffles concerned, and a slot it frees is a new X only once someone else holds it.
+        Under a memoryless law (exponential) the grid values do not depend on the ages, so
+        periodic refreshes and new executors keep every ``Er``.
         """
-        same_executors = self._table is not None and self._table_executors == self.lineage.executors_version
-        old = self._table
-        self._table = FailureTable(self.lineage, self.grid.edges, self._now)
+        old, old_occupants = self._table, self._occupants
+        table = FailureTable(self.lineage, self.grid.edges, self._now)
+        occupants = {ex.slot: ex.executor_id for ex in self.lineage.executors()}
+        self._table, self._occupants = table, occupants
         self._table_executors = self.lineage.executors_version
-        if not (same_executors and old is not None and np.array_equal(old.cdf, self._table.cdf)):
+        if old is not None and occupants == old_occupants and np.array_equal(old.cdf, table.cdf):
+            return  # the same arrays: the products stay valid too
+        self._table_build += 1
+        reused = any(self._holders_seen.get(slot, holder) != holder for slot, holder in occupants.items())
+        if old is None or reused or not self._grid_values_kept(old, old_occupants, table, occupants):
             self._table_version += 1
+            self._holders_seen = dict(occupants)
+        else:
+            self._holders_seen.update(occupants)
+
+    @staticmethod
+    def _grid_values_kept(
+        old: FailureTable, old_occupants: dict[int, str], new: FailureTable, occupants: dict[int, str]
+    ) -> bool:
+        """Every executor still in its slot since ``old`` has the same grid values in ``new``."""
+        kept = [slot for slot, executor_id in old_occupants.items() if occupants.get(slot) == executor_id]
+        return bool(np.array_equal(old.cdf[kept], new.cdf[kept]))
 
     @property
     def now_of_table(self) -> float:
@@ -300,7 +327,7 @@ class Recompute:
 
     def _shared_of(self, sid: Hashable, state: ShuffleState) -> ShuffleTerms:
         """The failing-executor-independent terms of a shuffle, cached per (failure table, shuffle version)."""
-        key = (self._table_version, state.version)
+        key = (self._table_build, state.version)
         cached = self._shared.get(sid)
         if cached is not None and cached[0] == key:
             return cached[1]
