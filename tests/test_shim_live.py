@@ -222,7 +222,8 @@ def test_backup_counters_split_peer_and_remote_copies_and_count_their_bytes(clus
         group = f"counters-{targets}"
         assert run_job(cluster, shuffled(cluster), group) == expected_sums(60_000)
         maps = cluster.map_tasks(cluster.job_stages(group)[0])
-        wait_for(lambda: cluster.stat(counter) - before[counter] >= len(maps), what=f"{len(maps)} {targets} backups")
+        goal = before[counter] + len(maps)
+        wait_for(lambda c=counter, g=goal: cluster.stat(c) >= g, what=f"{len(maps)} {targets} backups")
         delta = {name: cluster.stat(name) - before[name] for name in counters}
         output_bytes = sum(t["taskMetrics"]["shuffleWriteMetrics"]["bytesWritten"] + 8 * (4 + 1) for t in maps)
         assert delta == {
