@@ -87,7 +87,10 @@ def stability_points(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     for workload in args.workloads:
         for stability in args.stabilities:
             for policy in args.policies:
-                yield _point("stability", workload, policy, stability, **_common(args))
+                common = _common(args)
+                common["runs"] = args.policy_runs.get(policy, args.runs)
+                common["config"] = TRConfig(duplication=args.duplication)
+                yield _point("stability", workload, policy, stability, **common)
 
 
 def robustness_points(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
@@ -95,6 +98,7 @@ def robustness_points(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
         for factor in (0.5, 0.8, 1.0, 1.2, 1.5):
             yield _point("robustness", "tpcds", "tr", 90.0, vms=vms, scale=args.scale * vms / args.vms,
                          runs=args.runs, believed_factor=factor, variant=f"mean x{factor:g}",
+                         config=TRConfig(duplication=args.duplication),
                          workers=args.workers, period=args.period)
 
 
@@ -103,7 +107,7 @@ def belt_points(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
         yield _point("belt", "tpcds", "always", stability, **_common(args))
         for belt in (True, False):
             yield _point("belt", "tpcds", "tr", stability, **_common(args),
-                         believed_factor=100.0, config=TRConfig(safety_belt=belt),
+                         believed_factor=100.0, config=TRConfig(safety_belt=belt, duplication=args.duplication),
                          variant=f"told 100x stable, belt {'on' if belt else 'off'}")
 
 
@@ -194,8 +198,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=2, help="processes per point (the machine is shared)")
     parser.add_argument("--period", type=float, default=None,
                         help="spark.trspark.period for every policy (s); default: the engine's")
+    parser.add_argument("--duplication", action=argparse.BooleanOptionalAction, default=True,
+                        help="spark.trspark.duplication for tr (stability sweep)")
+    parser.add_argument("--policy-runs", nargs="*", default=[], metavar="POLICY=N",
+                        help="runs per point for some policies (stability sweep), e.g. tr-det=20")
     parser.add_argument("--out", type=Path, default=Path("docs/results"))
     args = parser.parse_args(argv)
+    try:
+        args.policy_runs = {k: int(v) for k, v in (item.split("=", 1) for item in args.policy_runs)}
+    except ValueError:
+        parser.error("--policy-runs: expected POLICY=N with an integer N, e.g. tr-det=20")
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / f"engine_{args.exp}.csv"
     with csv_path.open("w", newline="") as fh:

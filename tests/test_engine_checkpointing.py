@@ -8,9 +8,20 @@ import pytest
 from engine_world import MB, add_executors, feed, map_stage, run_task
 
 from trspark.config import TRConfig
-from trspark.engine.protocol import REMOTE, Backup, ExecutorNotice
+from trspark.engine.protocol import (
+    REMOTE,
+    Backup,
+    BlockBackedUp,
+    ExecutorNotice,
+    StageCompleted,
+    TaskEnded,
+    TaskStarted,
+    Tick,
+)
 from trspark.engine.registry import make_policy
+from trspark.engine.state import JobState
 from trspark.engine.tr.checkpointing import Costs, decide
+from trspark.engine.tr.horizon import need_horizon, task_seconds
 
 INF = math.inf
 
@@ -106,3 +117,125 @@ def test_failed_backup_is_not_retried_at_the_same_instant_and_forgets_a_stale_co
     assert [c for c in feed(policy, [failed]) if isinstance(c, Backup)] == []
     retry = [c for c in feed(policy, [Tick(time=21.0)]) if isinstance(c, Backup)]
     assert [(b.source, b.target) for b in retry] == [("c", REMOTE)]
+
+
+# ---- how long a block must survive (trspark.engine.tr.horizon) ------------------------------
+
+
+def _chain_state(*, reader_submitted: bool = True) -> JobState:
+    """Stage 0 (2 tasks) -> stage 1 (2 tasks) -> result stage 2 (8 tasks, none done); 4 cores.
+
+    Every finished task ran 2 s, so the job's mean task time is 2 s.
+    """
+    state = JobState()
+    events = add_executors(["a", "b"], cores=2)
+    events += [map_stage(0, 2, 0)]
+    events += run_task(0, 0, "a", start=0.0, seconds=2.0, write=MB, shuffle_id=0)
+    events += run_task(0, 1, "b", start=0.0, seconds=2.0, write=MB, shuffle_id=0)
+    events += [StageCompleted(time=2.0, stage_id=0), map_stage(1, 2, 1, time=2.0, parents=[0], parent_shuffles=[0])]
+    events += run_task(1, 0, "a", start=2.0, seconds=2.0, write=MB, shuffle_id=1)
+    events += run_task(1, 1, "b", start=2.0, seconds=2.0, write=MB, shuffle_id=1)
+    events += [StageCompleted(time=4.0, stage_id=1)]
+    if reader_submitted:
+        events += [map_stage(2, 8, None, time=4.0, parents=[1], parent_shuffles=[1])]
+    for event in events:
+        state.apply(event)
+    return state
+
+
+def test_block_is_needed_while_a_reader_output_is_uncovered() -> None:
+    # Block (0, 0): its reader (stage 1) finished, but stage 1's outputs are not backed up and
+    # stage 2 still has to read them: losing (0, 0) now would cost a re-run if (1, *) is lost.
+    # Stage 2 alone: 8 tasks x 2 s on 4 cores = 4 s, and >= STRAGGLER x 2 s = 4 s; alpha 1.5 -> 6 s.
+    state = _chain_state()
+    block = state.outputs[(0, 0)]
+    assert need_horizon(state, 1.5, block, covered=lambda b: False) == pytest.approx(6.0)
+
+
+def test_block_is_not_needed_once_its_readers_outputs_are_covered() -> None:
+    state = _chain_state()
+    assert need_horizon(state, 1.5, state.outputs[(0, 0)], covered=lambda b: b.shuffle_id == 1) == 0.0
+    # ... but the reader's own outputs are needed until stage 2 has read them.
+    assert need_horizon(state, 1.5, state.outputs[(1, 0)], covered=lambda b: True) == pytest.approx(6.0)
+
+
+def test_unknown_reader_stands_in_as_large_as_the_writer() -> None:
+    # Stage 2 not submitted yet: a reader as large as stage 1 (2 tasks of 2 s: 2 x STRAGGLER = 4 s).
+    state = _chain_state(reader_submitted=False)
+    assert need_horizon(state, 1.5, state.outputs[(0, 0)], covered=lambda b: False) == pytest.approx(6.0)
+    assert need_horizon(state, 1.0, state.outputs[(1, 1)], covered=lambda b: False) == pytest.approx(4.0)
+
+
+def test_running_tasks_raise_the_task_time_estimate() -> None:
+    # One task finished after 0.5 s; three still run since t=0, now t=3: they last ~2 x 3 s on average.
+    state = JobState()
+    for event in add_executors(["a"], cores=4) + [map_stage(0, 4, 0)]:
+        state.apply(event)
+    for p in range(4):
+        state.apply(TaskStarted(time=0.0, stage_id=0, partition=p, executor_id="a"))
+    state.apply(TaskEnded(time=0.5, stage_id=0, partition=0, executor_id="a", duration=0.5, shuffle_id=0))
+    state.apply(Tick(time=3.0))
+    assert task_seconds(state, state.stages[0], default=1.0) == pytest.approx(6.0)
+    assert state.stages[0].mean_task_seconds(1.0) == pytest.approx(0.5)
+
+
+def _deterministic_chain(cover_reader_output: bool) -> list[tuple[float, Backup]]:
+    """a dies at t=100; b, c live on. Stage 0 on a (0-10 s) -> stage 1 on b (10-20 s) -> result on c (20 s -)."""
+    config = TRConfig(lifetime="exponential:mean=1e9", knowledge="deterministic", duplication=False,
+                      scheduling=False, period=1.0)
+    policy = make_policy("tr", config)
+    events: list = add_executors(["a", "b", "c"], cores=1)  # type: ignore[type-arg]
+    events += [ExecutorNotice(time=0.0, executor_id="a", deadline=100.0),
+               ExecutorNotice(time=0.0, executor_id="b", deadline=1e7),
+               ExecutorNotice(time=0.0, executor_id="c", deadline=1e7), map_stage(0, 1, 0)]
+    events += run_task(0, 0, "a", start=0.0, seconds=10.0, write=10 * MB, shuffle_id=0)
+    events += [StageCompleted(time=10.0, stage_id=0), map_stage(1, 1, 1, time=10.0, parents=[0], parent_shuffles=[0])]
+    events += run_task(1, 0, "b", start=10.0, seconds=10.0, write=10 * MB, shuffle_id=1)
+    events += [StageCompleted(time=20.0, stage_id=1), map_stage(2, 1, None, time=20.0, parents=[1], parent_shuffles=[1]),
+               TaskStarted(time=20.0, stage_id=2, partition=0, executor_id="c")]
+    if cover_reader_output:
+        events += [BlockBackedUp(time=20.5, shuffle_id=1, map_index=0, target=REMOTE, bytes=10 * MB)]
+    events += [Tick(time=float(t)) for t in range(21, 100)]
+    out = []
+    for event in events:
+        out += [(event.time, c) for c in policy.handle(event) if isinstance(c, Backup)]
+    return out
+
+
+def test_deterministic_backs_up_a_consumed_block_whose_reader_output_is_exposed() -> None:
+    # (0, 0) was read by stage 1 long ago, but (1, 0) is not backed up and the long result task
+    # still needs it: a lost (1, 0) would need (0, 0) again. The result task has run t - 20 s, so
+    # its estimate is T = max(10, 2 (t - 20)) and the horizon 1.5 x STRAGGLER x T = 3 T; the first
+    # tick with t + 6 (t - 20) >= 100 (a's death) is t = 32. Queued re-plans are served one per
+    # event and the two unsafe blocks alternate, so (0, 0) comes up at t = 32 or 33 -- never
+    # earlier (it is not needed that long yet) and long before a dies.
+    backups = _deterministic_chain(cover_reader_output=False)
+    assert [(b.shuffle_id, b.map_index, b.source) for _, b in backups] == [(0, 0, "a")]
+    assert 32.0 <= backups[0][0] <= 33.0
+
+
+def test_deterministic_skips_a_block_whose_reader_output_is_safe() -> None:
+    assert _deterministic_chain(cover_reader_output=True) == []
+
+
+def test_block_that_loses_its_peer_copy_is_replanned_at_once() -> None:
+    # Risky executors (mean life 10 s), local copies only. Block (0, 0) goes to a peer; then 20
+    # newer unsafe blocks appear on d (newer blocks come first in the periodic re-plan). When the
+    # peer dies, (0, 0) is back to one copy and gets a new peer copy at that very event.
+    from trspark.engine.protocol import ExecutorLost
+
+    config = TRConfig(lifetime="exponential:mean=10", targets="local", duplication=False, scheduling=False)
+    policy = make_policy("tr", config)
+    events = add_executors(["a", "b", "c", "d"], cores=1)
+    events += [map_stage(0, 1, 0), map_stage(1, 1, None, parents=[0], parent_shuffles=[0])]
+    events += run_task(0, 0, "a", start=0.0, seconds=20.0, write=10 * MB, shuffle_id=0)
+    first = [c for c in feed(policy, events) if isinstance(c, Backup)]
+    assert [(b.source, b.map_index) for b in first] == [("a", 0)]
+    peer = first[0].target
+    feed(policy, [BlockBackedUp(time=20.1, shuffle_id=0, map_index=0, target=peer, bytes=10 * MB)])
+    writer = "d" if peer != "d" else "c"
+    newer = [map_stage(2, 20, 2, time=20.2)]
+    newer += [e for p in range(20) for e in run_task(2, p, writer, start=21.0 + p, seconds=1.0, write=10 * MB, shuffle_id=2)]
+    feed(policy, newer)
+    again = [c for c in feed(policy, [ExecutorLost(time=42.0, executor_id=peer)]) if isinstance(c, Backup)]
+    assert [(b.shuffle_id, b.map_index, b.source) for b in again if b.shuffle_id == 0] == [(0, 0, "a")]
