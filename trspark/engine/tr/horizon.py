@@ -10,21 +10,30 @@ semantics a block is needed longer than that:
    be) and may itself be lost: re-running that reader output needs the block again (the cascade).
    That need ends when the reader's own readers have finished -- and so on down the lineage.
 
-So the horizon of a block of shuffle :math:`s` is a work estimate over the *reader chain*:
+So the horizon of a block of shuffle :math:`s` runs over the *reader chain*, level after level
+(a reader's readers start only when it has finished):
 
 .. math::
 
-    T_{need}(s) = \\alpha \\, \\frac{A + W(s)}{\\#cores}, \\qquad
-    W(s) = \\sum_{r \\in R(s)} \\Bigl[ N_r T_r + u_r \\, W(\\mathrm{sh}(r)) \\Bigr]
+    T_{need}(s) = \\alpha \\bigl( D_{active} + W(s) \\bigr), \\qquad
+    W(s) = \\sum_{r \\in R(s)} \\Bigl[ d(N_r, T_r) + u_r \\, W(\\mathrm{sh}(r)) \\Bigr],
 
-with :math:`A = \\sum_{i \\in active} N_i T_i` (task-seconds every active stage still needs: they
-share the cores with the readers), :math:`R(s)` the reader stages of :math:`s` that are not
-active (active ones are in :math:`A`), :math:`N_r T_r` their unfinished work, and :math:`u_r \\in
-[0, 1]` the uncovered fraction of reader :math:`r`'s outputs (its partitions without output yet
-count as uncovered: their backup decision is not taken). A shuffle with no known reader (Spark
-submits a reader only when all its inputs exist) stands in one reader as large as its own stage,
-:math:`N_s T_s` with :math:`N_s` its task count. The recursion stops at result stages, consumed
-shuffles and after :data:`MAX_CHAIN` levels. Units: task-seconds in :math:`A, W`; seconds out.
+    d(N, T) = \\max\\bigl(N T / \\#cores,\\; k\\,T\\bigr), \\qquad
+    D_{active} = \\max\\Bigl(\\sum_{i \\in active} N_i T_i / \\#cores,\\; \\max_i d(N_i, T_i)\\Bigr)
+
+with :math:`N_i` a stage's unfinished tasks and :math:`T_i` its task time (:func:`task_seconds`),
+:math:`R(s)` the reader stages of :math:`s` (active ones count in :math:`D_{active}` only),
+:math:`u_r \\in [0, 1]` the uncovered share of reader :math:`r`'s outputs (partitions without an
+output yet count as uncovered: their backup decision is not taken), and :math:`k` =
+:data:`STRAGGLER` (a stage with fewer tasks than cores lasts as long as its slowest task). A
+shuffle with no known reader (Spark submits a reader only when all its inputs exist) stands in one
+reader as large as its own stage. The block is *no longer needed* -- :math:`T_{need} = 0`, nothing
+to protect it for -- when the shuffle was consumed, or every reader finished and each reader's
+outputs are covered or themselves no longer needed. The recursion stops after :data:`MAX_CHAIN`
+levels. Units: seconds.
+
+The cascade's *cost* is not here: ``C_Redo`` charges a lost block's unsafe ancestors through
+``Er`` (:mod:`cost_model.recompute`); this module only says until when a loss costs anything.
 """
 
 from __future__ import annotations
