@@ -41,3 +41,30 @@ def test_bad_option_is_one_clear_error(args: list[str], message: str) -> None:
     result = CliRunner().invoke(cli, ["bench", "tpcds", *args])
     assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output
+
+
+def test_reference_gives_never_median_stable_times(tmp_path: Path) -> None:
+    from jobs.tpcds.results import RunRow, append
+
+    ref = tmp_path / "ref.csv"
+    for k, (policy, scenario, seconds, failed) in enumerate([
+            ("never", "stable", 10.0, False), ("never", "stable", 14.0, False), ("never", "stable", 99.0, True),
+            ("tr", "stable", 1.0, False), ("never", "evicted", 50.0, False)]):
+        append(ref, RunRow(query="q3", policy=policy, sf=1.0, seed=0, repeat=k, scenario=scenario, seconds=seconds,
+                           failed=failed))
+    assert runner.reference_times(ref, ("q3",)) == {"q3": 12.0}  # failed, other policies, evicted: ignored
+    result = CliRunner().invoke(cli, ["bench", "tpcds", "--queries", "q3,q7", "--reference", str(ref)])
+    assert result.exit_code == 2
+    assert "Invalid value for '--reference'" in result.output and "never for q7" in result.output
+
+
+def test_schedules_do_not_depend_on_the_query_list() -> None:
+    def schedules(queries: tuple[str, ...]) -> dict[tuple[str, int], runner.Schedule]:
+        settings = runner.BenchSettings(sf=1, queries=queries, policies=("never",), out=Path("x.csv"), repeat=2)
+        ctx = runner._Context(settings, {}, {}, stable=dict.fromkeys(queries, 20.0))
+        runner.draw_schedules(ctx)
+        return ctx.schedules
+
+    full, subset = schedules(("q3", "q7", "q19")), schedules(("q19",))
+    assert subset[("q19", 0)] == full[("q19", 0)] and subset[("q19", 1)] == full[("q19", 1)]
+    assert full[("q19", 0)] != full[("q19", 1)] and full[("q3", 0)] != full[("q19", 0)]

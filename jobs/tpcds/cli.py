@@ -118,11 +118,14 @@ def datagen_command(sf: float, cache: Path | None) -> None:
 @click.option("--stable-runs", type=click.Choice(["all", "never"]), default="all", show_default=True,
               help="Which policies get stable (no-kill) runs: all (shows their overhead) or only never "
                    "(the reference every slowdown needs; the overhead is `trspark bench overhead`'s job).")
+@click.option("--reference", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Take vanilla Spark's stable times from this results CSV: no stable runs, the policies run "
+                   "in the given order under the kill schedules that reference implies (continue a long run).")
 def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...], lifetime: str | None,
                   stability: float | None, executors: int, cores: int, memory_mb: int, repeat: int, seed: int,
                   notice: float, max_kills: int | None, time_cap: float, out: Path, plot_path: Path | None, master: str | None,
                   cache: Path | None, spark_conf: tuple[tuple[str, str], ...], warmup: int | None,
-                  stable_runs: str) -> None:
+                  stable_runs: str, reference: Path | None) -> None:
     """Run TPC-DS queries per policy, stable and under the same executor kills; one CSV row per run."""
     if lifetime is not None and stability is not None:
         raise click.UsageError("give --lifetime or --stability, not both")
@@ -134,7 +137,15 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
                              stability=None if lifetime else (stability or 3.0), executors=executors,
                              cores=cores, memory_mb=memory_mb, repeat=repeat, seed=seed, time_cap=time_cap,
                              notice=notice, max_kills=max_kills, master=master, cache=cache,
-                             spark_conf=spark_conf, warmup=warmup, stable_runs=stable_runs)
+                             spark_conf=spark_conf, warmup=warmup, stable_runs=stable_runs,
+                             reference=reference)
+    if reference is not None:
+        from jobs.tpcds.runner import reference_times
+
+        try:
+            reference_times(reference, queries)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--reference'") from exc
     console = Console(stderr=True)
     result = run_with_progress(settings, console)
     from jobs.tpcds.report import summary_table

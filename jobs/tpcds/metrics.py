@@ -158,3 +158,14 @@ def plugin_counters(sc: SparkContext) -> dict[str, int]:
     except Exception:  # class not on the classpath (never, decommission): py4j raises on the call
         return dict.fromkeys(PLUGIN_COUNTERS.values(), 0)
     return {column: max(value, 0) for column, value in values.items()}
+
+
+def plugin_fell_back(sc: SparkContext) -> bool:
+    """Whether the plugin has fallen back to always-checkpoint (its engine did not start or lagged).
+
+    A ``tr`` run with this set measured always-checkpoint, not the TR policy. False without the plugin.
+    """
+    try:
+        return bool(sc._jvm.org.apache.spark.trspark.TRStatus.isFallenBack())  # type: ignore[union-attr]
+    except Exception:  # class not on the classpath (never, decommission)
+        return False

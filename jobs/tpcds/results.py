@@ -18,6 +18,9 @@ Columns (units in the names where they have one):
     resubmitted stages, tasks that died with their executor).
 ``backups_count, backups_bytes, backups_local, backups_remote``
     Map outputs backed up by the plugin (0 for policies without it).
+``plugin_fallback``
+    The plugin had fallen back to always-checkpoint by the end of the run (its policy engine did
+    not connect within 60 s or lagged behind): such a ``tr`` run measured always-checkpoint.
 ``result_ok, failed, error``
     Answer equal to DuckDB's (the oracle); the run failed (aborted job, time cap); why.
 """
@@ -49,6 +52,7 @@ class RunRow:
     backups_bytes: int = 0
     backups_local: int = 0
     backups_remote: int = 0
+    plugin_fallback: bool = False
     result_ok: bool = False
     failed: bool = False
     error: str = ""

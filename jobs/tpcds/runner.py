@@ -35,6 +35,7 @@ import signal
 import statistics
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -88,6 +89,10 @@ class BenchSettings:
     """Queries (the first ones) in each session's warm-up pass; None: all of them."""
     stable_runs: str = "all"
     """``all``: every policy gets stable runs (its overhead); ``never``: only vanilla Spark (the reference)."""
+    reference: Path | None = None
+    """A results CSV whose ``never`` stable runs give each query's stable time: no stable runs then,
+    the policies run in the given order, and the kill schedules are the ones a run with that
+    reference draws (a long benchmark can be continued or split this way)."""
     """Extra Spark settings for every session (e.g. no broadcast joins, for bigger shuffles)."""
 
 
@@ -164,11 +169,15 @@ def wait_for_executors(count: Callable[[], int], expected: int, timeout: float =
 
 
 def draw_schedules(ctx: _Context) -> None:
-    """One kill schedule per (query, repeat), from a generator seeded by (seed, query, repeat)."""
+    """One kill schedule per (query, repeat), from a generator seeded by (seed, query, repeat).
+
+    The query enters the seed by name (CRC-32), not by position, so a run over a subset of the
+    queries draws the same schedules as the full run.
+    """
     from trspark.chaos import draw_schedule
 
     s = ctx.settings
-    for qi, name in enumerate(s.queries):
+    for name in s.queries:
         spec = lifetime_spec(ctx, name)
         if spec is None:
             log.warning("%s has no stable time (every stable run failed): its evicted runs get no kills", name)
@@ -176,7 +185,7 @@ def draw_schedules(ctx: _Context) -> None:
             if spec is None:
                 ctx.schedules[(name, r)] = []
                 continue
-            rng = np.random.default_rng([s.seed, qi, r])
+            rng = np.random.default_rng([s.seed, zlib.crc32(name.encode()), r])
             ctx.schedules[(name, r)] = draw_schedule(spec, s.executors, s.time_cap, rng,
                                                      replacement_delay=s.replacement_delay)
 
@@ -213,10 +222,15 @@ def run(settings: BenchSettings, progress: Progress | None = None) -> BenchResul
     with DuckDBOracle(data) as oracle:
         answers = {name: oracle.answer(query) for name, query in queries.items()}
     ctx = _Context(settings, queries, answers)
-    policies = ["never", *(p for p in settings.policies if p != "never")]
     runs = len(settings.queries) * settings.repeat
-    planned = {p: runs * (1 if settings.master or (settings.stable_runs == "never" and p != "never") else 2)
-               for p in policies}
+    if settings.reference is not None:
+        ctx.stable.update(reference_times(settings.reference, settings.queries))
+        policies = list(settings.policies)
+        planned = dict.fromkeys(policies, runs)
+    else:
+        policies = ["never", *(p for p in settings.policies if p != "never")]
+        planned = {p: runs * (1 if settings.master or (settings.stable_runs == "never" and p != "never") else 2)
+                   for p in policies}
     progress.start(sum(planned.values()))
     rows: list[RunRow] = []
     skipped: dict[str, str] = {}
@@ -231,6 +245,18 @@ def run(settings: BenchSettings, progress: Progress | None = None) -> BenchResul
         ctx.stable.update(done.stable)
         ctx.schedules.update(done.schedules)
     return BenchResult(rows, skipped)
+
+
+def reference_times(path: Path, queries: tuple[str, ...]) -> dict[str, float]:
+    """Vanilla Spark's median stable seconds per query from a results CSV (each query must have one)."""
+    times: dict[str, list[float]] = {}
+    for row in results.read(path):
+        if row.policy == "never" and row.scenario == "stable" and not row.failed:
+            times.setdefault(row.query, []).append(row.seconds)
+    missing = [q for q in queries if q not in times]
+    if missing:
+        raise ValueError(f"{path} has no successful stable run of never for {', '.join(missing)}")
+    return {q: statistics.median(times[q]) for q in queries}
 
 
 @dataclass
@@ -306,7 +332,7 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
             execute(spark, query, f"warmup-{policy}-{query.name}", s.time_cap)
         api_ready.join()
         scenarios: tuple[str, ...] = ("real",) if s.master else ("stable", "evicted")
-        if s.stable_runs == "never" and policy != "never" and not s.master:
+        if not s.master and (s.reference is not None or (s.stable_runs == "never" and policy != "never")):
             scenarios = ("evicted",)
         names = list(ctx.queries)
         for scenario in scenarios:
@@ -379,6 +405,7 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
                  failed=outcome.answer is None, error=outcome.error)
     for column in after:  # counters are cumulative per application: the run's share is the difference
         setattr(row, column, after[column] - before[column])
+    row.plugin_fallback = metrics.plugin_fell_back(spark.sparkContext)
     stable = ctx.stable.get(query.name)
     if stable:
         row.stable_seconds, row.slowdown = stable, outcome.seconds / stable
