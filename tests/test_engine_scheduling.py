@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from engine_world import MB, add_executors, feed, map_stage, run_task
+from scipy.integrate import quad
 
 from cost_model.lifetimes import Exponential
 from trspark.config import TRConfig
+from trspark.engine.placement import allowed, order_stages
 from trspark.engine.protocol import (
     REMOTE,
     Advice,
@@ -180,3 +182,62 @@ def test_fitted_knowledge_refits_after_enough_evictions() -> None:
     assert knowledge.refits == 1
     # Three evictions by 14 s out of six executors: far less stable than the 1000 s prior.
     assert knowledge.shared.mean() < 100.0
+
+
+# ---- Algorithm 1 on hand-made situations with a known answer ---------------------------------
+
+
+def test_policy_orders_runnable_stages_by_reduction_rate_and_placement_follows() -> None:
+    # Stage 0 reduces 10 MB -> 1 MB per 1 s task (9 MB/s), stage 1 grows 1 MB -> 5 MB per 2 s
+    # task (-2 MB/s), stage 2 has no statistics yet (0): order 0, 2, 1 -- and the driver's
+    # placement takes stage 0's tasks first, then 2, then 1, whatever the ids.
+    config = TRConfig(lifetime="exponential:mean=1000", duplication=False)
+    policy = make_policy("tr", config)
+    events = add_executors(["a"], cores=2) + [map_stage(1, 4, 1), map_stage(0, 4, 0), map_stage(2, 3, 2)]
+    events += run_task(0, 0, "a", start=0.0, seconds=1.0, read=10 * MB, write=1 * MB, shuffle_id=0)
+    events += run_task(1, 0, "a", start=0.0, seconds=2.0, read=1 * MB, write=5 * MB, shuffle_id=1)
+    events += [Tick(time=5.0)]
+    hints = [c for c in feed(policy, events) if isinstance(c, SchedulingHints)]
+    assert hints[-1].stage_order == (0, 2, 1)
+    assert order_stages([1, 2, 0, 7], hints[-1]) == [0, 2, 1, 7]  # 7: unknown to the engine, last
+
+
+def test_gamma_scales_the_limit_and_placement_applies_it() -> None:
+    # ET / m_v < gamma  <=>  ET < gamma * m_v: residual lives 10 s (a) and 100 s (b), tasks of 8 s.
+    executors = JobState()
+    for event in add_executors(["a", "b"]):
+        executors.apply(event)
+    views = executors.alive_executors()
+    residual = np.array([10.0, 100.0])
+    assert task_limits(views, residual, 1.0, 8.0) == {}  # 8 < 10: fits on a
+    assert task_limits(views, residual, 0.5, 8.0) == {"a": pytest.approx(5.0)}  # 8 > 5: a restricted
+    hints = SchedulingHints(stage_order=(0, 1), max_task_seconds={"a": 5.0}, expected_task_seconds={0: 8.0, 1: 4.0})
+    assert not allowed("a", 0, hints) and allowed("b", 0, hints)
+    assert allowed("a", 1, hints)  # 4 s tasks still fit on a
+    assert allowed("a", 9, hints)  # a stage without an estimate is never held back
+
+
+def _weibull_mean_residual_life(shape: float, scale: float, age: float) -> float:
+    """m(age) = ∫_0^∞ S(age + u) / S(age) du by adaptive quadrature (independent of the model code)."""
+    h0 = (age / scale) ** shape
+    value, _err = quad(lambda u: np.exp(h0 - ((age + u) / scale) ** shape), 0.0, np.inf, epsabs=1e-10)
+    return float(value)
+
+
+def test_wear_out_belief_restricts_only_the_old_executor() -> None:
+    # Weibull shape 2 (wear-out), believed by everyone: at t = 20 s executor "old" is 170 s old,
+    # expected to live m(170) ~ 26 s more; "young" is 20 s old, m(20) ~ 71 s. Tasks take 20 s.
+    # gamma = 0.5: old may take tasks up to 0.5 m(170) ~ 13 s < 20 s (restricted); young's limit
+    # 0.5 m(20) ~ 35 s is above every task, so it is not listed.
+    config = TRConfig(lifetime="weibull:shape=2,scale=100", gamma=0.5, duplication=False)
+    policy = make_policy("tr", config)
+    events = add_executors(["old"], vm_started=-150.0) + add_executors(["young"])
+    events += [map_stage(0, 4, 0)]
+    events += run_task(0, 0, "young", start=0.0, seconds=20.0, write=MB, shuffle_id=0)
+    events += [Tick(time=20.0)]
+    hints = [c for c in feed(policy, events) if isinstance(c, SchedulingHints)][-1]
+    assert hints.expected_task_seconds == {0: pytest.approx(20.0)}
+    expected = 0.5 * _weibull_mean_residual_life(2.0, 100.0, 170.0)
+    assert hints.max_task_seconds == {"old": pytest.approx(expected, rel=1e-6)}
+    assert 0.5 * _weibull_mean_residual_life(2.0, 100.0, 20.0) > 20.0
+    assert not allowed("old", 0, hints) and allowed("young", 0, hints)
