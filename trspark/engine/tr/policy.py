@@ -126,7 +126,9 @@ class TRPolicy(Policy):
             out += self._on_tick()
         if isinstance(event, (StageSubmitted, StageCompleted, ExecutorAdded, ExecutorLost)):
             out += self._scheduling()
-        if self.config.duplication and isinstance(event, (StageSubmitted, ExecutorLost, Tick)):
+        # Tasks start waiting when a stage is submitted or becomes runnable (a parent completed),
+        # a task fails or an executor goes: copies then give their cores back.
+        if self.config.duplication and isinstance(event, (StageSubmitted, StageCompleted, TaskEnded, ExecutorLost, Tick)):
             out += self.duplicator.kill_if_needed(state)
         # An event that already ran Algorithm 2 for its own block does no queued re-plans.
         self._work_queue(0 if self._planned_now else REPLANS_PER_EVENT)
