@@ -123,8 +123,6 @@ class Recompute:
         self._table: FailureTable | None = None
         self._table_executors = -1
         self._occupants: dict[int, str] = {}
-        self._holders_seen: dict[int, str] = {}
-        """Slot -> the last executor that held it since ``_table_version`` last moved."""
         self._table_build = 0
         """Bumped whenever the table's arrays may differ (keys the per-shuffle products)."""
         self._table_version = 0
@@ -170,14 +168,15 @@ class Recompute:
         """A failure table at the current clock; derived terms are invalidated only as far as needed.
 
         The per-shuffle products (:class:`ShuffleTerms`, one row per slot) are rebuilt whenever
-        the table's arrays differ. The memoised ``Er`` reads the table only through the grid
-        values :math:`F_e(g_i)` of executors holding outputs of the ancestry, and of the failing
-        executor X. So it stays valid when every executor of the old table still has its slot
-        and its grid values (bit for bit), whatever executors joined, and whatever executors
-        left: an executor that leaves makes its copies lost, which bumps the versions of the
-        shuffles concerned, and a slot it frees is a new X only once someone else holds it.
+        the table's arrays differ. The memoised ``Er`` of (shuffle, X) reads the table only
+        through the grid values :math:`F_e(g_i)` of slots holding outputs of the ancestry --
+        including X's row, which enters only if X holds some (otherwise X's row is like any
+        empty one). Holdings are versioned per shuffle: an executor that leaves makes its
+        copies lost and one that gets an output changes its shuffle, both bump the versions in
+        the key. So ``Er`` stays valid when every executor still in its slot kept its grid
+        values bit for bit, whatever executors joined or left and whichever slots were reused.
         Under a memoryless law (exponential) the grid values do not depend on the ages, so
-        periodic refreshes and new executors keep every ``Er``.
+        periodic refreshes and executor churn keep every ``Er``.
         """
         old, old_occupants = self._table, self._occupants
         table = FailureTable(self.lineage, self.grid.edges, self._now)
@@ -187,12 +186,8 @@ class Recompute:
         if old is not None and occupants == old_occupants and np.array_equal(old.cdf, table.cdf):
             return  # the same arrays: the products stay valid too
         self._table_build += 1
-        reused = any(self._holders_seen.get(slot, holder) != holder for slot, holder in occupants.items())
-        if old is None or reused or not self._grid_values_kept(old, old_occupants, table, occupants):
+        if old is None or not self._grid_values_kept(old, old_occupants, table, occupants):
             self._table_version += 1
-            self._holders_seen = dict(occupants)
-        else:
-            self._holders_seen.update(occupants)
 
     @staticmethod
     def _grid_values_kept(
