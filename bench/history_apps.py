@@ -75,6 +75,8 @@ class AppResult:
     kills: int
     jobs: int
     jobs_ok: int
+    engine_failed: bool
+    """The plugin fell back to always-checkpoint: no engine, so nothing was recorded."""
 
 
 def registered_executors(sc: Any) -> set[str]:
@@ -113,7 +115,8 @@ def run_app(spec: AppSpec) -> AppResult:
                     jobs += 1
                     pairs = sc.parallelize(range(6000), 6).map(lambda x: (x % 60, x)).reduceByKey(lambda a, b: a + b, 6)
                     ok += sorted(pairs.collect()) == [(k, sum(range(k, 6000, 60))) for k in range(60)]
-            return AppResult(sc.applicationId, len(injector.records), jobs, ok)
+            failed = bool(sc._jvm.org.apache.spark.trspark.TRStatus.isFallenBack())
+            return AppResult(sc.applicationId, len(injector.records), jobs, ok, failed)
         finally:
             spark.stop()  # the engine censors the survivors and flushes the history
 
@@ -192,6 +195,7 @@ class Row:
     fit_mean: float
     true_mean: float
     jobs_ok: str
+    engine_failed: bool
 
     @property
     def prior_error(self) -> float:
@@ -223,7 +227,8 @@ def experiment(store: str, apps: int, truth: str, seconds: float, seed: int) -> 
             mine = [r for r in records if r.app_id == result.app_id]
             rows.append(Row(store, app, result.app_id, result.kills, len(mine), sum(r.observed for r in mine),
                             sum(not r.observed for r in mine), prior_method, from_spec(prior_spec).mean(),
-                            fit.method, fit.model.mean(), true_mean, f"{result.jobs_ok}/{result.jobs}"))
+                            fit.method, fit.model.mean(), true_mean, f"{result.jobs_ok}/{result.jobs}",
+                            result.engine_failed))
             click.echo(json.dumps(asdict(rows[-1])), err=True)
     return rows
 
@@ -237,13 +242,14 @@ def markdown(rows: list[Row], truth: str, seconds: float) -> str:
         "this application's. Rule: < 5 evictions configured model, 5-29 censored Weibull MLE, >= 30 Kaplan-Meier.",
         "",
         "| store | app | kills | recorded (evicted / censored) | prior: method, mean | prior error | "
-        "fit after: method, mean | fit error | jobs ok |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "fit after: method, mean | fit error | jobs ok | engine |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(f"| {r.store} | {r.app} | {r.kills} | {r.recorded} ({r.evictions} / {r.censored}) | "
                      f"{r.prior_method}, {r.prior_mean:.1f} s | {100 * r.prior_error:.1f} % | "
-                     f"{r.fit_method}, {r.fit_mean:.1f} s | {100 * r.fit_error:.1f} % | {r.jobs_ok} |")
+                     f"{r.fit_method}, {r.fit_mean:.1f} s | {100 * r.fit_error:.1f} % | {r.jobs_ok} | "
+                     f"{'FAILED (nothing recorded)' if r.engine_failed else 'ok'} |")
     return "\n".join(lines) + "\n"
 
 

@@ -282,6 +282,9 @@ def run(spec: RunSpec) -> RunResult:
             plugin = {name: int(status.stat(name)) for name in
                       ("notices", "backups_done", "backups_bytes", "outputs_repointed", "outputs_lost")} \
                 if spec.policy == "trspark" else {}
+            if spec.policy == "trspark":
+                # The engine did not answer in time (e.g. a loaded machine): the run was always-checkpoint.
+                plugin["fallen_back"] = int(status.isFallenBack())
             records = injector.records
             return RunResult(
                 source=spec.source, policy=spec.policy,

@@ -111,7 +111,7 @@ SHAPE = bench.JobShape(partitions=6, records=4000, payload=100, task_seconds=1.5
 def live() -> Iterator[tuple[Any, NoticeServer, Path]]:
     import tempfile
 
-    import cloudpickle
+    from pyspark import cloudpickle  # the copy PySpark pickles closures with, not the cloudpickle package
     from pyspark.sql import SparkSession
 
     from jobs.tpcds.session import spark_home
