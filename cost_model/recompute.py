@@ -128,6 +128,8 @@ class Recompute:
         self._table_version = 0
         """Bumped only when a grid value a memoised ``Er`` can have read changed (keys ``Er``)."""
         self._shared: dict[Hashable, tuple[tuple[int, int], ShuffleTerms]] = {}
+        self._given: dict[tuple[Hashable, int | None], tuple[int, GivenFailure]] = {}
+        self._given_build = -1
         self._ancestry: dict[Hashable, tuple[int, _Ancestry]] = {}
         self._rest: dict[tuple[Hashable, int | None], tuple[tuple[int, ...], FloatArray]] = {}
 
@@ -307,7 +309,7 @@ class Recompute:
         # log P(no output of c is lost-and-needed | X, e), row e per executor slot, last row: no e.
         log_clear: dict[Hashable, FloatArray] = {}
         for sid, state in zip(ancestry.order, states, strict=True):
-            given = GivenFailure(self._shared_of(sid, state), state, table, slot)
+            given = self._given_of(sid, state, table, slot)
             if sid in ancestry.direct:
                 need = None  # read by k's own stage: needed whenever lost
                 rest += given.direct_loss()
@@ -319,6 +321,23 @@ class Recompute:
         rest.setflags(write=False)
         self._rest[(shuffle_id, slot)] = (key, rest)
         return rest
+
+    def _given_of(self, sid: Hashable, state: ShuffleState, table: FailureTable, slot: int | None) -> GivenFailure:
+        """One ancestor's terms given X, cached per (shuffle, X) until the table or the shuffle changes.
+
+        Shared by every shuffle below it and kept when another ancestor changes, so a miss of
+        the memoised ``Er`` recomputes only what depends on what changed. Emptied when the
+        table's arrays change (the entries would all be stale, and they hold the table's rows).
+        """
+        if self._given_build != self._table_build:
+            self._given.clear()
+            self._given_build = self._table_build
+        cached = self._given.get((sid, slot))
+        if cached is not None and cached[0] == state.version:
+            return cached[1]
+        given = GivenFailure(self._shared_of(sid, state), state, table, slot)
+        self._given[(sid, slot)] = (state.version, given)
+        return given
 
     def _shared_of(self, sid: Hashable, state: ShuffleState) -> ShuffleTerms:
         """The failing-executor-independent terms of a shuffle, cached per (failure table, shuffle version)."""

@@ -85,9 +85,16 @@ class GivenFailure:
         else:
             self.multi_x = np.zeros((0, table.cdf.shape[1]))
         self.costs_x = costs[self.rows_x]
+        self._direct_loss: FloatArray | None = None
 
     def direct_loss(self) -> FloatArray:
-        """:math:`\\sum_j P_j(t|X) C_j` (s): outputs only on X are lost for sure (Set_N)."""
+        """:math:`\\sum_j P_j(t|X) C_j` (s): outputs only on X are lost for sure (Set_N). Computed once."""
+        if self._direct_loss is None:
+            self._direct_loss = self._compute_direct_loss()
+            self._direct_loss.setflags(write=False)
+        return self._direct_loss
+
+    def _compute_direct_loss(self) -> FloatArray:
         loss = self.shared.loss
         if self.held_x:
             assert self.slot is not None
