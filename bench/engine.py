@@ -14,6 +14,7 @@ Run: ``python bench/engine.py [--scale 1] [--stability 50] [--policy tr]``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections import defaultdict
@@ -87,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     result = simulate(job, world, policy, args.seed)
     wall = time.perf_counter() - start
 
+    # CPU time is inflated too on a crowded machine (shared caches and cores): report the load.
+    print("load average (1/5/15 min) at the end: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     print(f"{args.workload}: {tasks} tasks, {args.vms} VMs x 4 cores, {lifetime} (stability {args.stability:g}), "
           f"policy {args.policy}, seed {args.seed}, safety belt {'off' if args.no_safety_belt else 'on'}")
     print(f"simulated job {result.job_time:.1f} s, succeeded={result.succeeded}, evictions {result.evictions}, "
