@@ -18,7 +18,8 @@ idle cluster uses almost no CPU). On a machine whose load drifts, the *paired* r
 
 Rows go to the benchmark's CSV schema (:mod:`jobs.tpcds.results`), scenario ``stable``, appended as
 they come; here ``stable_seconds`` is the paired vanilla time of the same round and ``slowdown`` the
-paired ratio (1.0 on the vanilla rows). Every answer is checked against DuckDB.
+paired ratio (1.0 on the vanilla rows); the plugin's backup counters and whether it fell back to
+always-checkpoint are recorded per run. Every answer is checked against DuckDB.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.tpcds import datagen, results, session
+from jobs.tpcds import datagen, metrics, results, session
 from jobs.tpcds.oracle import Answer, DuckDBOracle, compare
 from jobs.tpcds.queries import Query, load
 from jobs.tpcds.results import RunRow
@@ -129,9 +130,10 @@ def run(settings: OverheadSettings, on_row: Callable[[RunRow], None] = lambda ro
                 for config in order:
                     proc, conn = workers[config]
                     conn.send(("run", name))
-                    seconds, answer, error = _expect(conn, proc, "ran", settings.time_cap + 120)
+                    seconds, answer, error, counters, fell_back = _expect(conn, proc, "ran", settings.time_cap + 120)
                     row = RunRow(query=name, policy=config, sf=settings.sf, seed=0, repeat=k, scenario="stable",
-                                 seconds=seconds, failed=answer is None, error=error)
+                                 seconds=seconds, failed=answer is None, error=error, plugin_fallback=fell_back,
+                                 **counters)
                     if answer is not None:
                         verdict = compare(answers[name], answer, ordered=queries[name].ordered)
                         row.result_ok, row.error = verdict.ok, verdict.reason
@@ -192,8 +194,12 @@ def _worker(settings: OverheadSettings, config: str, data: Path, queries: dict[s
             command, name = conn.recv()
             if command == "stop":
                 return
+            before = metrics.plugin_counters(spark.sparkContext)
             outcome = execute(spark, queries[name], f"{config}-{name}-{time.monotonic_ns()}", settings.time_cap)
+            after = metrics.plugin_counters(spark.sparkContext)
             answer: Answer | None = outcome.answer
-            conn.send(("ran", (outcome.seconds, answer, outcome.error)))
+            counters = {column: after[column] - before[column] for column in after}
+            conn.send(("ran", (outcome.seconds, answer, outcome.error, counters,
+                               metrics.plugin_fell_back(spark.sparkContext))))
     finally:
         spark.stop()
