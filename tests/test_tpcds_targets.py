@@ -37,7 +37,7 @@ def test_judge_finds_hurt_queries_the_bound_and_medians() -> None:
     assert v.bound_met == ["q3"]  # q7's 1.35x is over 1.3
     assert math.isinf(v.slowdowns[("q7", "never")])
     assert v.medians["tr"] == 1.25 and v.medians["always"] == 1.4 and v.medians["decommission"] == 1.3
-    assert v.verified == (10, 12)  # the failed run and the wrong answer
+    assert v.verified == (10, 11, 1)  # the wrong answer among 11 finished runs; the failed run apart
 
 
 def test_markdown_states_each_target_met_or_missed(tmp_path: Path) -> None:
@@ -46,7 +46,7 @@ def test_markdown_states_each_target_met_or_missed(tmp_path: Path) -> None:
     assert "1 of 2 queries (q3, q7) -> **missed**" in text
     assert "tr faster than always on the median query: 1.25x vs 1.40x -> **met**" in text
     assert "tr faster than decommission on the median query: 1.25x vs 1.30x -> **met**" in text
-    assert "10 of 12 runs -> **missed**" in text
+    assert "10 of 11 runs that finished -> **missed** (see the CSV's error column); 1 run(s) failed" in text
     out = tmp_path / "r.csv"
     for row in ROWS:
         append(out, row)
