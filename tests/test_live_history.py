@@ -19,6 +19,7 @@ from trspark.history import HistoryStore, fit_lifetime
 
 TRUTH = "weibull:shape=3,scale=15"  # mean 13.4 s: several kills in a short application
 APP_SECONDS = 40.0
+MAX_KILLS = 4
 POOL = "live-test"
 
 
@@ -78,7 +79,10 @@ def test_live_application_records_each_kill_and_censors_survivors(azure_history:
                     born.setdefault(executor_id, injector.elapsed())
                 return listed
 
-            injector = EvictionInjector(sc._gateway.proc.pid, model=TRUTH, rng=7, min_alive=1, registered=registered)
+            # At most MAX_KILLS: on a loaded machine a job outlasts many lifetimes, and unbounded kills
+            # would keep the last job from ever finishing.
+            injector = EvictionInjector(sc._gateway.proc.pid, model=TRUTH, rng=7, min_alive=1, registered=registered,
+                                        max_kills=MAX_KILLS)
             with injector:
                 while injector.elapsed() < APP_SECONDS:
                     pairs = sc.parallelize(range(600), 6).map(lambda x: (x % 6, x)).reduceByKey(lambda a, b: a + b)
