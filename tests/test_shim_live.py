@@ -54,7 +54,7 @@ class Cluster:
 
     def rest(self, path: str) -> Any:
         url = f"{self.sc.uiWebUrl}/api/v1/applications/{self.app_id}/{path}"
-        with urllib.request.urlopen(url, timeout=30) as response:
+        with urllib.request.urlopen(url, timeout=TIMEOUT) as response:
             return json.load(response)
 
     def alive(self) -> set[str]:

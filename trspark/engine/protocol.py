@@ -138,6 +138,10 @@ class BackupFailed:
     map_index: int
     target: str
     reason: str = ""
+    source: str = ""
+    """Executor the copy was read from (``""`` = the driver does not say)."""
+    source_missing: bool = False
+    """The source no longer holds the block (its files are gone or it was lost): forget that copy."""
 
 
 @dataclass(frozen=True, slots=True)

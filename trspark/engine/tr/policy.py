@@ -173,7 +173,9 @@ class TRPolicy(Policy):
         if plan is not None and plan.target != event.target:
             plan = None
         self.stack.finished(block_id, event.target)
-        if plan is not None and "hold" in event.reason:
+        # A driver that names no source (the simulator) says "source does not hold the block" in words.
+        missing = event.source_missing if event.source else "hold" in event.reason
+        if plan is not None and missing and event.source in ("", plan.source):
             self.state.drop_copy(block_id, plan.source)
             self.costs.drop_copy(block_id, plan.source)
         self._failed_at[block_id] = self.state.now

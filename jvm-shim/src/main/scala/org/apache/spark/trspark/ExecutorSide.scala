@@ -59,8 +59,9 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     // Take at most a couple of tasks: the rest stay on the driver, where cancelling is free.
     val capacity = math.max(0, TRExecutorPlugin.MaxInFlight - inFlight.get())
     Wire.decode(ctx.ask(Wire.encode(PollWork(ctx.executorID(), capacity))).asInstanceOf[String]) match {
-      case Work(tasks, cancels) =>
+      case Work(tasks, cancels, deletes) =>
         cancels.foreach(cancelled.add)
+        deletes.foreach { case (shuffleId, mapId) => deletePeerCopy(shuffleId, mapId) }
         tasks.foreach { task =>
           inFlight.incrementAndGet()
           worker.execute(() => try run(task) finally inFlight.decrementAndGet())
@@ -83,8 +84,15 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
         remote.delete(task.shuffleId, task.mapId)
       case NonFatal(e) =>
         logWarning(s"trspark: backup of shuffle ${task.shuffleId} map ${task.mapId} to ${task.target} failed: $e")
-        Try(ctx.send(Wire.encode(BackupFailedMsg(ctx.executorID(), task, e.toString))))
+        val missing = e.isInstanceOf[java.io.FileNotFoundException] // this executor lost the output's files
+        Try(ctx.send(Wire.encode(BackupFailedMsg(ctx.executorID(), task, e.toString, missing))))
     }
+  }
+
+  /** Delete the files of another executor's map output that this executor holds as a peer copy. */
+  private def deletePeerCopy(shuffleId: Int, mapId: Long): Unit = worker.execute { () =>
+    try resolver.removeDataByMap(shuffleId, mapId)
+    catch { case NonFatal(e) => logWarning(s"trspark: cannot delete peer copy of shuffle $shuffleId map $mapId: $e") }
   }
 
   private def resolver: IndexShuffleBlockResolver = SparkEnv.get.blockManager.migratableResolver match {

@@ -16,15 +16,21 @@ case class BackupTask(shuffleId: Int, mapIndex: Int, mapId: Long, target: String
 /** Executor -> driver (ask): "any work for me?"; the answer is a [[Work]]. */
 case class PollWork(executorId: String, capacity: Int)
 
-/** The answer to [[PollWork]]: backups to run, and running/queued ones to abandon. */
-case class Work(tasks: Seq[BackupTask], cancelled: Seq[(Int, Long)])
+/**
+ * The answer to [[PollWork]]: backups to run, running/queued ones to abandon, and peer copies
+ * this executor holds for others that are no longer wanted (delete their files).
+ */
+case class Work(tasks: Seq[BackupTask], cancelled: Seq[(Int, Long)], deletes: Seq[(Int, Long)] = Nil)
 
 /** Executor -> driver: a backup was written and committed (remote: with its checksums). */
 case class BackupDone(executorId: String, task: BackupTask, bytes: Long, seconds: Double,
     indexCrc: Long, dataCrc: Long)
 
-/** Executor -> driver: a backup could not be made (the output stays unprotected). */
-case class BackupFailedMsg(executorId: String, task: BackupTask, reason: String)
+/**
+ * Executor -> driver: a backup could not be made (the output stays unprotected);
+ * `sourceMissing` when this executor does not hold the map output (its files are gone).
+ */
+case class BackupFailedMsg(executorId: String, task: BackupTask, reason: String, sourceMissing: Boolean = false)
 
 /**
  * Plugin messages travel as JSON strings: an executor deserializes RPC replies with Spark's own
@@ -43,20 +49,22 @@ object Wire {
   def encode(message: Any): String = {
     val node = message match {
       case PollWork(e, c) => Json.obj("poll").put("executor", e).put("capacity", c)
-      case Work(tasks, cancelled) =>
+      case Work(tasks, cancelled, deletes) =>
         val n = Json.obj("work")
         val ts = n.putArray("tasks")
         tasks.foreach(t => ts.add(task(t)))
         val cs = n.putArray("cancelled")
         cancelled.foreach { case (s, m) => cs.addObject().put("shuffle", s).put("map", m) }
+        val ds = n.putArray("deletes")
+        deletes.foreach { case (s, m) => ds.addObject().put("shuffle", s).put("map", m) }
         n
       case BackupDone(e, t, bytes, seconds, ic, dc) =>
         val n = Json.obj("done").put("executor", e).put("bytes", bytes).put("seconds", seconds)
           .put("indexCrc", ic).put("dataCrc", dc)
         n.set[JsonNode]("task", task(t))
         n
-      case BackupFailedMsg(e, t, reason) =>
-        val n = Json.obj("failed").put("executor", e).put("reason", reason)
+      case BackupFailedMsg(e, t, reason, missing) =>
+        val n = Json.obj("failed").put("executor", e).put("reason", reason).put("missing", missing)
         n.set[JsonNode]("task", task(t))
         n
       case notice: TerminationNotice => notice.toJson
@@ -65,15 +73,19 @@ object Wire {
     Json.mapper.writeValueAsString(node)
   }
 
+  private def pairs(n: JsonNode): Seq[(Int, Long)] =
+    n.elements().asScala.map(c => (c.path("shuffle").asInt(), c.path("map").asLong())).toSeq
+
   def decode(text: String): Any = {
     val n = Json.parse(text)
     n.path("type").asText() match {
       case "poll" => PollWork(n.path("executor").asText(), n.path("capacity").asInt())
-      case "work" => Work(n.path("tasks").elements().asScala.map(task).toSeq,
-        n.path("cancelled").elements().asScala.map(c => (c.path("shuffle").asInt(), c.path("map").asLong())).toSeq)
+      case "work" => Work(n.path("tasks").elements().asScala.map(task).toSeq, pairs(n.path("cancelled")),
+        pairs(n.path("deletes")))
       case "done" => BackupDone(n.path("executor").asText(), task(n.path("task")), n.path("bytes").asLong(),
         n.path("seconds").asDouble(), n.path("indexCrc").asLong(), n.path("dataCrc").asLong())
-      case "failed" => BackupFailedMsg(n.path("executor").asText(), task(n.path("task")), n.path("reason").asText())
+      case "failed" => BackupFailedMsg(n.path("executor").asText(), task(n.path("task")), n.path("reason").asText(),
+        n.path("missing").asBoolean(false))
       case TerminationNotice.Type => TerminationNotice.fromJson(n)
       case other => throw new IllegalArgumentException(s"unknown trspark message type '$other'")
     }

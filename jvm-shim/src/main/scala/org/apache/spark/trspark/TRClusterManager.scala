@@ -57,7 +57,7 @@ class TRClusterManager extends ExternalClusterManager with Logging {
  *  - `ExecutorExited` with exit code >= 128 (killed by signal 9 SIGKILL, 15 SIGTERM, 30 SIGPWR);
  *  - `ExecutorProcessLost` (the RPC connection vanished: the VM or process is gone).
  */
-class TRTaskScheduler(sc: SparkContext) extends TaskSchedulerImpl(sc) with HintedScheduling {
+class TRTaskScheduler(sc: SparkContext) extends TaskSchedulerImpl(sc) with HintedScheduling with TaskDuplication {
 
   override def executorLost(executorId: String, reason: ExecutorLossReason): Unit = {
     val rewritten = TRTaskScheduler.asEviction(reason)

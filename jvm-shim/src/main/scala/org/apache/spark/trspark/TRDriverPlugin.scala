@@ -33,6 +33,10 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   private val builtinAlways = new AtomicBoolean(false)
   private val ledger = new BackupLedger
   private val work = mutable.HashMap.empty[String, mutable.Queue[BackupTask]]
+  /** Backups handed to their source executor and not yet reported back (by source executor). */
+  private val running = mutable.HashMap.empty[String, mutable.Set[BackupTask]]
+  /** Peer copies to delete, by the executor holding them (sent with its next [[Work]]). */
+  private val peerDeletes = mutable.HashMap.empty[String, mutable.Buffer[(Int, Long)]]
   private val cancels = mutable.HashMap.empty[String, mutable.Buffer[(Int, Long)]]
   private val blockManagers = mutable.HashMap.empty[String, BlockManagerId]
   private val deadExecutors = mutable.HashSet.empty[String]
@@ -48,7 +52,11 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   val stats: mutable.Map[String, Long] = mutable.LinkedHashMap(
     "backups_requested" -> 0L, "backups_done" -> 0L, "backups_local" -> 0L, "backups_remote" -> 0L,
     "backups_bytes" -> 0L, "backups_failed" -> 0L, "backups_rejected" -> 0L,
-    "outputs_repointed" -> 0L, "outputs_lost" -> 0L, "notices" -> 0L)
+    "outputs_repointed" -> 0L, "outputs_lost" -> 0L, "notices" -> 0L,
+    "duplicates_launched" -> 0L, "duplicates_killed" -> 0L)
+
+  /** Add `n` to counter `name` (for the scheduler hooks). */
+  def count(name: String, n: Long = 1): Unit = synchronized(stats(name) = stats.getOrElse(name, 0L) + n)
 
   // ------------------------------------------------------------------------------------------
   // Plugin life cycle
@@ -88,8 +96,15 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   override def receive(message: Any): AnyRef = message match {
     case text: String => Wire.decode(text) match {
       case PollWork(executorId, capacity) => Wire.encode(poll(executorId, capacity))
-      case done: BackupDone => backupDone(done); null
-      case failed: BackupFailedMsg => backupFailed(failed.task, failed.executorId, failed.reason); null
+      case done: BackupDone =>
+        synchronized(running.get(done.executorId).foreach(_ -= done.task))
+        backupDone(done); null
+      case failed: BackupFailedMsg =>
+        // Reported once: a backup the driver already failed (its target was lost) or cancelled is not counted again.
+        if (synchronized(running.get(failed.executorId).exists(_.remove(failed.task)))) {
+          backupFailed(failed.task, failed.executorId, failed.reason, failed.sourceMissing)
+        }
+        null
       case notice: TerminationNotice => noticed(notice); null
       case other => logWarning(s"trspark: unexpected message $other"); null
     }
@@ -170,7 +185,9 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   private def poll(executorId: String, capacity: Int): Work = synchronized {
     val queue = work.getOrElse(executorId, mutable.Queue.empty)
     val tasks = (0 until math.min(capacity, queue.size)).map(_ => queue.dequeue())
-    Work(tasks, cancels.remove(executorId).map(_.toSeq).getOrElse(Nil))
+    if (tasks.nonEmpty) running.getOrElseUpdate(executorId, mutable.Set.empty) ++= tasks
+    Work(tasks, cancels.remove(executorId).map(_.toSeq).getOrElse(Nil),
+      peerDeletes.remove(executorId).map(_.toSeq).getOrElse(Nil))
   }
 
   private def backupDone(done: BackupDone): Unit = {
@@ -182,7 +199,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
         if (ok) committed(done) else {
           synchronized(stats("backups_rejected") += 1)
           remote.delete(task.shuffleId, task.mapId)
-          backupFailed(task, done.executorId, "remote copy failed verification")
+          backupFailed(task, done.executorId, "remote copy failed verification", sourceMissing = false)
         }
       }
     } else committed(done)
@@ -209,7 +226,8 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     }
   }
 
-  private def backupFailed(task: BackupTask, executorId: String, reason: String): Unit = {
+  /** One requested backup ended without a copy; `source` is the executor it was copied from. */
+  private def backupFailed(task: BackupTask, source: String, reason: String, sourceMissing: Boolean): Unit = {
     synchronized {
       stats("backups_failed") += 1
       ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId).foreach { record =>
@@ -217,8 +235,35 @@ class TRDriverPlugin extends DriverPlugin with Logging {
       }
     }
     emit(event("BackupFailed").put("shuffle_id", task.shuffleId).put("map_index", task.mapIndex)
-      .put("target", task.target).put("reason", reason))
+      .put("target", task.target).put("reason", reason).put("source", source).put("source_missing", sourceMissing))
   }
+
+  /**
+   * `executorId` is gone: every backup from it (queued here or handed to it) and every queued
+   * backup to it will never happen -- report each as failed, so neither the ledger nor the engine
+   * waits for it. (A running copy *to* it fails on its source's upload and is reported from there.)
+   */
+  private def abandonBackups(executorId: String): Unit = synchronized {
+    val fromIt = work.remove(executorId).toSeq.flatten ++ running.remove(executorId).toSeq.flatten
+    fromIt.foreach(t => backupFailed(t, executorId, s"source executor $executorId lost", sourceMissing = true))
+    for ((source, queue) <- work.toSeq; t <- queue.dequeueAll(_.target == executorId)) {
+      backupFailed(t, source, s"target executor $executorId lost", sourceMissing = false)
+    }
+    cancels.remove(executorId)
+    peerDeletes.remove(executorId)
+  }
+
+  /** Forget handed-out backups of this output (cancelled): the executor drops them without a report. */
+  private def forgetRunning(record: OutputRecord): Unit =
+    running.get(record.source).foreach(_.filterInPlace(t => !(t.shuffleId == record.shuffleId && t.mapId == record.mapId)))
+
+  /** Have the peers holding finished copies of `record` delete them (on their next poll). */
+  private def deletePeerCopies(record: OutputRecord): Unit =
+    record.peers.foreach { case (peer, state) =>
+      if (state == CopyState.Done && !deadExecutors.contains(peer)) {
+        peerDeletes.getOrElseUpdate(peer, mutable.Buffer.empty) += ((record.shuffleId, record.mapId))
+      }
+    }
 
   // ------------------------------------------------------------------------------------------
   // Loss: re-point outputs to a surviving copy before the DAGScheduler drops or re-runs them
@@ -236,9 +281,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     val (repointed, lost) = synchronized {
       // A fetch failure loses the executor's outputs (Spark unregisters them all), not the executor.
       val firstTime = dead && deadExecutors.add(executorId)
-      if (dead) work.remove(executorId).foreach(_.foreach(t => if (t.target == Target.Remote) {
-        ledger.get(t.shuffleId, t.mapIndex).foreach(_.remote = CopyState.None)
-      }))
+      if (dead) abandonBackups(executorId)
       var moved = 0
       val lost = mutable.Buffer.empty[OutputRecord]
       for (record <- ledger.touching(executorId)) {
@@ -273,7 +316,11 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   /** Forget a superseded output's copies (a re-run replaced it). */
   private def dropCopies(record: OutputRecord): Unit = {
     if (record.remote != CopyState.None) verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
-    if (record.busy) cancels.getOrElseUpdate(record.source, mutable.Buffer.empty) += ((record.shuffleId, record.mapId))
+    if (record.busy) {
+      cancels.getOrElseUpdate(record.source, mutable.Buffer.empty) += ((record.shuffleId, record.mapId))
+      forgetRunning(record)
+    }
+    deletePeerCopies(record)
   }
 
   // ------------------------------------------------------------------------------------------
@@ -315,17 +362,31 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     case "Backup" => synchronized {
       val sid = node.path("shuffle_id").asInt()
       val index = node.path("map_index").asInt()
+      val target = node.path("target").asText(Target.Remote)
+      val source = node.path("source").asText("")
+      // A backup that cannot start is reported failed at once: the engine holds a slot for it.
+      def refuse(reason: String, missing: Boolean): Unit = {
+        logDebug(s"trspark: Backup of $sid/$index to $target refused: $reason")
+        emit(event("BackupFailed").put("shuffle_id", sid).put("map_index", index).put("target", target)
+          .put("reason", reason).put("source", source).put("source_missing", missing))
+      }
       ledger.get(sid, index) match {
         case Some(record) if node.path("map_id").isNull || node.path("map_id").isMissingNode ||
             node.path("map_id").asLong() == record.mapId =>
-          request(record, node.path("target").asText(Target.Remote))
-        case _ => logDebug(s"trspark: Backup of unknown/superseded output $sid/$index ignored")
+          if (deadExecutors.contains(record.source)) refuse(s"source executor ${record.source} lost", missing = true)
+          else if (target != Target.Remote && (!blockManagers.contains(target) || deadExecutors.contains(target))) {
+            refuse(s"target executor $target lost or unknown", missing = false)
+          } else request(record, target)
+        case _ => refuse("no such map output (unknown or superseded)", missing = true)
       }
     }
     case "CancelBackup" => synchronized {
       ledger.get(node.path("shuffle_id").asInt(), node.path("map_index").asInt()).foreach { record =>
         work.get(record.source).foreach(_.removeAll(t => t.shuffleId == record.shuffleId && t.mapId == record.mapId))
-        if (record.busy) cancels.getOrElseUpdate(record.source, mutable.Buffer.empty) += ((record.shuffleId, record.mapId))
+        if (record.busy) {
+          cancels.getOrElseUpdate(record.source, mutable.Buffer.empty) += ((record.shuffleId, record.mapId))
+          forgetRunning(record)
+        }
         if (record.remote == CopyState.Running) record.remote = CopyState.None
         record.peers.filterInPlace((_, s) => s != CopyState.Running)
       }
@@ -337,12 +398,14 @@ class TRDriverPlugin extends DriverPlugin with Logging {
           verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
         }
         // A peer copy is also the tracker's location (the index upload re-pointed it): move the
-        // output back to its source while that lives; the peer's files go with its local dirs.
+        // output back to its source while that lives, then delete the peers' files. With the
+        // source gone, the newest peer copy *is* the output: it stays.
         if (!deadExecutors.contains(record.source) && record.peers.nonEmpty) {
           blockManagers.get(record.source).foreach { bm =>
             SparkEnv.get.mapOutputTracker.asInstanceOf[MapOutputTrackerMaster]
               .updateMapOutput(record.shuffleId, record.mapId, bm)
           }
+          deletePeerCopies(record)
           record.peers.clear()
         }
       }
@@ -357,12 +420,23 @@ class TRDriverPlugin extends DriverPlugin with Logging {
         } catch { case NonFatal(e) => logWarning(s"trspark: SchedulingHints ignored, previous kept: ${e.getMessage}") }
       case _ => // a master without the hook: hints have no effect (docs/notices.md)
     }
-    case "DuplicateTask" | "KillDuplicate" => // not applied yet (issue 5, duplication)
+    case kind @ ("DuplicateTask" | "KillDuplicate") => sc.taskScheduler match {
+      case scheduler: TaskDuplication =>
+        val (stageId, partition) = (node.path("stage_id").asInt(), node.path("partition").asInt())
+        val executorId = node.path("executor_id").asText()
+        if (kind == "DuplicateTask") {
+          scheduler.duplicate(stageId, partition, executorId)
+          sc.schedulerBackend.reviveOffers() // offer the idle executor now, not at the next task end
+        } else count("duplicates_killed", scheduler.killDuplicate(stageId, partition, executorId))
+      case _ => logDebug(s"trspark: $kind ignored: task duplication needs a local-trcluster or spark-tr:// master")
+    }
     case other => logWarning(s"trspark: unknown engine command '$other' ignored")
   }
 
   // Test hooks (py4j): counters, the current mode, and the built-in policy's knobs.
   def stat(name: String): Long = synchronized(stats.getOrElse(name, 0L))
+  /** Apply one engine command given as its JSON line (tests drive commands without an engine). */
+  def applyCommand(line: String): Unit = command(Json.parse(line))
   @volatile private var throttle = 0.0
   /** Switch the built-in policy at run time (tests): `never` | `always`, targets, bytes/s cap. */
   def setBuiltin(mode: String, targets: String, throttleBytesPerS: Double): Unit = synchronized {
@@ -395,6 +469,7 @@ object TRDriverPlugin {
 object TRStatus {
   def stat(name: String): Long = TRDriverPlugin.active.map(_.stat(name)).getOrElse(-1L)
   def isFallenBack: Boolean = TRDriverPlugin.active.exists(_.fallenBack)
+  def applyCommand(line: String): Unit = TRDriverPlugin.active.foreach(_.applyCommand(line))
   def setBuiltin(mode: String, targets: String, throttleBytesPerS: Double): Unit =
     TRDriverPlugin.active.foreach(_.setBuiltin(mode, targets, throttleBytesPerS))
 }

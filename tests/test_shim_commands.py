@@ -1,0 +1,207 @@
+"""Engine commands and backup outcomes on a real ``local-trcluster[3,1,1024]``.
+
+Commands are applied through the ``TRStatus.applyCommand`` test hook (the same code path as the
+engine's command lines), with the built-in policy making the backups, so each test controls
+exactly what happens. One cluster for the module; executors keep their files under the
+module's own ``spark.local.dir``, so a map output's copies can be counted on disk.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from test_shim_live import EXECUTORS, TIMEOUT, Cluster, expected_sums, reruns_of, run_job, shuffled, wait_for
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    from pyspark.sql import SparkSession
+
+    from trspark.shim import jar_path
+
+    root = tmp_path_factory.mktemp("backups")
+    local_dir = tmp_path_factory.mktemp("local")
+    spark = (
+        SparkSession.builder.master(f"local-trcluster[{EXECUTORS},1,1024]")
+        .appName("trspark-shim-commands")
+        .config("spark.jars", jar_path())
+        .config("spark.plugins", "org.apache.spark.trspark.TRSparkPlugin")
+        .config("spark.trspark.mode", "always")  # backups on (listener, executor polling); tests pick the policy
+        .config("spark.trspark.remote.path", f"file://{root}")
+        .config("spark.local.dir", str(local_dir))
+        .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
+        .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    try:
+        spark.sparkContext._jvm.org.apache.spark.trspark.TRStatus.setBuiltin("never", "remote", 0.0)
+        c = Cluster(spark, root)
+        c.local_dir = local_dir  # type: ignore[attr-defined]
+        yield c
+    finally:
+        spark.stop()
+
+
+def data_files(cluster: Cluster, shuffle_id: int, map_id: int) -> list[str]:
+    """Every ``shuffle_S_M_0.data`` under the executors' local dirs: the output and its peer copies."""
+    local_dir = cluster.local_dir  # type: ignore[attr-defined]
+    return glob.glob(f"{local_dir}/**/shuffle_{shuffle_id}_{map_id}_0.data", recursive=True)
+
+
+def shuffle_ids(cluster: Cluster) -> set[int]:
+    local_dir = cluster.local_dir  # type: ignore[attr-defined]
+    names = glob.glob(f"{local_dir}/**/shuffle_*_*_0.data", recursive=True)
+    return {int(m.group(1)) for n in names if (m := re.search(r"shuffle_(\d+)_\d+_0\.data$", n))}
+
+
+def command(cluster: Cluster, kind: str, **fields: Any) -> None:
+    cluster.status.applyCommand(json.dumps({"type": kind, **fields}))
+
+
+def test_drop_backup_deletes_the_peer_copies_and_keeps_the_output_readable(cluster: Cluster) -> None:
+    cluster.full_strength()
+    cluster.status.setBuiltin("always", "local", 0.0)
+    before_ids = shuffle_ids(cluster)
+    local_before = cluster.stat("backups_local")
+    rdd = shuffled(cluster)
+    try:
+        assert run_job(cluster, rdd, "peer-drop-first") == expected_sums(60_000)
+        maps = cluster.map_tasks(cluster.job_stages("peer-drop-first")[0])
+        wait_for(lambda: cluster.stat("backups_local") - local_before >= len(maps), what="peer copies")
+    finally:
+        cluster.status.setBuiltin("never", "remote", 0.0)
+    (shuffle_id,) = shuffle_ids(cluster) - before_ids
+    # Each output: its own file on the writer, one copy on a peer.
+    assert all(len(data_files(cluster, shuffle_id, t["taskId"])) == 2 for t in maps)
+    for t in maps:
+        command(cluster, "DropBackup", shuffle_id=shuffle_id, map_index=t["index"])
+    wait_for(lambda: all(len(data_files(cluster, shuffle_id, t["taskId"])) == 1 for t in maps),
+             what="peer copies to be deleted")
+    # The outputs were re-pointed to their writers: a second job reads them, nothing re-runs.
+    assert run_job(cluster, rdd, "peer-drop-second") == expected_sums(60_000)
+    assert reruns_of(cluster, "peer-drop-second") == []
+
+
+def test_backups_of_a_lost_source_are_reported_failed(cluster: Cluster) -> None:
+    """Throttled remote backups; kill a source while its copies run: each ends as failed, none hangs.
+
+    The invariant ``requested == done + failed`` holds once nothing is in flight: before, the
+    backups handed to (or queued for) a dead executor were dropped without an outcome.
+    """
+    cluster.full_strength()
+    counters = ("backups_requested", "backups_done", "backups_failed")
+    before = {name: cluster.stat(name) for name in counters}
+    cluster.status.setBuiltin("always", "remote", 150_000.0)  # ~2 MB outputs: ~13 s per copy
+    rows = 30_000
+    rdd = shuffled(cluster, rows=rows, payload=400)
+    try:
+        assert run_job(cluster, rdd, "lost-source") == expected_sums(rows)
+        partial = wait_for(
+            lambda: glob.glob(f"{cluster.root}/{cluster.app_id}/*/*/.shuffle_*.data.*.trspark-tmp"),
+            what="a backup in progress",
+        )
+        match = re.search(r"\.shuffle_\d+_(\d+)_0\.data\.", partial[0])
+        assert match
+        maps = cluster.map_tasks(cluster.job_stages("lost-source")[0])
+        victim = next(t["executorId"] for t in maps if str(t["taskId"]) == match.group(1))
+        victim_outputs = [t for t in maps if t["executorId"] == victim]
+        cluster.kill(victim)
+    finally:
+        cluster.status.setBuiltin("never", "remote", 0.0)
+
+    def delta() -> dict[str, int]:
+        return {name: cluster.stat(name) - before[name] for name in counters}
+
+    wait_for(lambda: (d := delta())["backups_requested"] == d["backups_done"] + d["backups_failed"],
+             what="every backup to end as done or failed")
+    final = delta()
+    assert final["backups_requested"] == len(maps)
+    assert final["backups_failed"] == len(victim_outputs)
+    assert final["backups_done"] == len(maps) - len(victim_outputs)
+
+
+def test_commands_for_unknown_outputs_are_harmless(cluster: Cluster) -> None:
+    for kind in ("Backup", "CancelBackup", "DropBackup"):
+        command(cluster, kind, shuffle_id=9999, map_index=0, source="0", target="remote")
+    assert run_job(cluster, shuffled(cluster, rows=1_000), "after-unknown") == expected_sums(1_000)
+
+
+
+# ---- task duplication (DuplicateTask / KillDuplicate) ----------------------------------------
+
+
+def running_attempts(cluster: Cluster) -> list[dict[str, Any]]:
+    """Running task attempts of the active stages, each with its ``stageId``."""
+    out = []
+    for stage in cluster.rest("stages?status=active"):
+        path = f"stages/{stage['stageId']}/{stage['attemptId']}/taskList?status=running"
+        out += [dict(t, stageId=stage["stageId"]) for t in cluster.rest(path)]
+    return out
+
+
+def attempts_of(cluster: Cluster, stage_id: int) -> list[dict[str, Any]]:
+    return [t for a in cluster.rest(f"stages/{stage_id}")
+            for t in cluster.rest(f"stages/{stage_id}/{a['attemptId']}/taskList?length=100")]
+
+
+def one_slow_task(cluster: Cluster, seconds: float) -> tuple[threading.Thread, dict[str, Any]]:
+    """Start a one-task job (answer 42) on a thread; returns the thread and its result holder."""
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        result["answer"] = cluster.sc.parallelize([0], 1).map(lambda x: (time.sleep(seconds), x + 42)[1]).collect()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, result
+
+
+def test_duplicate_on_an_idle_executor_finishes_the_task_of_a_doomed_one(cluster: Cluster) -> None:
+    """The engine's DuplicateTask starts a speculative copy; the original's executor dies; the copy wins."""
+    cluster.full_strength()
+    launched = cluster.stat("duplicates_launched")
+    thread, result = one_slow_task(cluster, 25.0)
+    (original,) = wait_for(lambda: running_attempts(cluster), what="the task to start")
+    idle = sorted(cluster.alive() - {original["executorId"]})[0]
+    command(cluster, "DuplicateTask", stage_id=original["stageId"], partition=0, executor_id=idle)
+    copy = wait_for(lambda: [t for t in running_attempts(cluster) if t["executorId"] == idle],
+                    what="the copy to start on the idle executor")
+    assert copy[0]["speculative"] is True and copy[0]["index"] == 0
+    cluster.kill(original["executorId"])  # the doomed executor
+    thread.join(timeout=TIMEOUT)
+    assert result.get("answer") == [42]
+    wait_for(lambda: all(t["status"] != "RUNNING" for t in attempts_of(cluster, original["stageId"])),
+             what="both attempts to end")
+    attempts = attempts_of(cluster, original["stageId"])
+    assert len(attempts) == 2, attempts
+    (winner,) = [t for t in attempts if t["status"] == "SUCCESS"]
+    assert winner["speculative"] is True and winner["executorId"] == idle
+    assert cluster.stat("duplicates_launched") - launched == 1
+
+
+def test_kill_duplicate_takes_the_copy_back_and_the_original_finishes(cluster: Cluster) -> None:
+    cluster.full_strength()
+    killed = cluster.stat("duplicates_killed")
+    thread, result = one_slow_task(cluster, 20.0)
+    (original,) = wait_for(lambda: running_attempts(cluster), what="the task to start")
+    idle = sorted(cluster.alive() - {original["executorId"]})[0]
+    command(cluster, "DuplicateTask", stage_id=original["stageId"], partition=0, executor_id=idle)
+    wait_for(lambda: [t for t in running_attempts(cluster) if t["executorId"] == idle], what="the copy to start")
+    command(cluster, "KillDuplicate", stage_id=original["stageId"], partition=0, executor_id=idle)
+    thread.join(timeout=TIMEOUT)
+    assert result.get("answer") == [42]
+    assert cluster.stat("duplicates_killed") - killed == 1
+    wait_for(lambda: all(t["status"] != "RUNNING" for t in attempts_of(cluster, original["stageId"])),
+             what="both attempts to end")
+    by_executor = {t["executorId"]: t["status"] for t in attempts_of(cluster, original["stageId"])}
+    assert by_executor == {original["executorId"]: "SUCCESS", idle: "KILLED"}
