@@ -126,8 +126,9 @@ def test_backups_of_a_lost_source_are_reported_failed(cluster: Cluster) -> None:
              what="every backup to end as done or failed")
     final = delta()
     assert final["backups_requested"] == len(maps)
-    assert final["backups_failed"] == len(victim_outputs)
-    assert final["backups_done"] == len(maps) - len(victim_outputs)
+    # The victim's copy in progress failed; one of its outputs may have been copied before the kill.
+    assert 1 <= final["backups_failed"] <= len(victim_outputs)
+    assert final["backups_done"] == len(maps) - final["backups_failed"]
 
 
 def test_commands_for_unknown_outputs_are_harmless(cluster: Cluster) -> None:

@@ -1,5 +1,6 @@
 package org.apache.spark.scheduler
 
+import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 /**
@@ -25,7 +26,8 @@ private[spark] object TRSchedulerAccess {
 
   /** The active (non-zombie) task set of `stageId` and the index of its task for `partition`. */
   def runningTask(sched: TaskSchedulerImpl, stageId: Int, partition: Int): Option[(TaskSetManager, Int)] =
-    sched.rootPool.getSortedTaskSetQueue.iterator
+    // Not rootPool's queue: it lists only task sets with tasks still to launch.
+    sched.taskIdToTaskSetManager.values.asScala.toSeq.distinct.iterator
       .filter(ts => ts.stageId == stageId && !ts.isZombie)
       .map(ts => (ts, ts.taskSet.tasks.indexWhere(_.partitionId == partition)))
       .find { case (ts, index) => index >= 0 && !ts.successful(index) && ts.copiesRunning(index) >= 1 }

@@ -402,8 +402,11 @@ class TRDriverPlugin extends DriverPlugin with Logging {
         // source gone, the newest peer copy *is* the output: it stays.
         if (!deadExecutors.contains(record.source) && record.peers.nonEmpty) {
           blockManagers.get(record.source).foreach { bm =>
-            SparkEnv.get.mapOutputTracker.asInstanceOf[MapOutputTrackerMaster]
-              .updateMapOutput(record.shuffleId, record.mapId, bm)
+            val tracker = SparkEnv.get.mapOutputTracker.asInstanceOf[MapOutputTrackerMaster]
+            tracker.updateMapOutput(record.shuffleId, record.mapId, bm)
+            // Executors cache map output locations until the epoch moves: without this, a later
+            // reader of this shuffle would still fetch from the peer whose copy goes next (measured).
+            tracker.incrementEpoch()
           }
           deletePeerCopies(record)
           record.peers.clear()

@@ -20,6 +20,7 @@ trait TaskDuplication extends TaskSchedulerImpl {
 
   /** Ask for a copy of running task (`stageId`, `partition`) on `executorId`. */
   def duplicate(stageId: Int, partition: Int, executorId: String): Unit = synchronized {
+    logInfo(s"trspark: copy of stage $stageId partition $partition wanted on executor $executorId")
     wanted((stageId, partition)) = executorId
   }
 
@@ -40,24 +41,33 @@ trait TaskDuplication extends TaskSchedulerImpl {
 
   private def withCopies(offers: IndexedSeq[WorkerOffer],
       launched: Seq[Seq[TaskDescription]]): Seq[Seq[TaskDescription]] = {
-    val out = launched.map(_.toBuffer).toIndexedSeq
-    val free = offers.indices.map(i => offers(i).cores - out(i).map(_.cpus).foldLeft(BigDecimal(0))(_ + _)).toArray
+    // Spark returns the launched tasks grouped in its own (shuffled) offer order: count by executor.
+    val free = mutable.Map.empty[String, BigDecimal]
+    offers.foreach(o => free(o.executorId) = BigDecimal(0) + o.cores)
+    launched.flatten.foreach(t => free(t.executorId) = free.getOrElse(t.executorId, BigDecimal(0)) - t.cpus)
+    val copies = mutable.Buffer.empty[TaskDescription]
     for (((stageId, partition), executorId) <- wanted.toSeq) {
       TRSchedulerAccess.runningTask(this, stageId, partition) match {
-        case None => wanted.remove((stageId, partition)) // finished, failed or never ran
+        case None =>
+          wanted.remove((stageId, partition)) // finished, failed or never ran
+          logInfo(s"trspark: duplicate of stage $stageId partition $partition dropped: the task is not running")
         case Some((manager, index)) =>
-          val i = offers.indexWhere(_.executorId == executorId)
-          if (i >= 0 && free(i) >= CPUS_PER_TASK) {
+          val host = offers.find(_.executorId == executorId).map(_.host)
+          if (host.isDefined && free.getOrElse(executorId, BigDecimal(0)) >= CPUS_PER_TASK) {
             wanted.remove((stageId, partition))
-            TRSchedulerAccess.launchCopy(this, manager, index, executorId, offers(i).host).foreach { task =>
-              out(i) += task
-              free(i) -= task.cpus
-              logInfo(s"trspark: duplicate of stage $stageId partition $partition (TID ${task.taskId}) on executor $executorId")
-              TRDriverPlugin.active.foreach(_.count("duplicates_launched"))
+            TRSchedulerAccess.launchCopy(this, manager, index, executorId, host.get) match {
+              case Some(task) =>
+                copies += task
+                free(executorId) -= task.cpus
+                logInfo(s"trspark: duplicate of stage $stageId partition $partition (TID ${task.taskId}) on executor $executorId")
+                TRDriverPlugin.active.foreach(_.count("duplicates_launched"))
+              case None =>
+                logInfo(s"trspark: duplicate of stage $stageId partition $partition on executor $executorId not " +
+                  "launched (not exactly one attempt running, one already there, or a barrier stage)")
             }
           }
       }
     }
-    out.map(_.toSeq)
+    if (copies.isEmpty) launched else launched :+ copies.toSeq
   }
 }
