@@ -88,6 +88,8 @@ def test_live_application_records_each_kill_and_censors_survivors(azure_history:
                     pairs = sc.parallelize(range(600), 6).map(lambda x: (x % 6, x)).reduceByKey(lambda a, b: a + b)
                     assert sorted(pairs.collect()) == [(k, sum(range(k, 600, 6))) for k in range(6)]
             kills = {r.executor_id: r.t for r in injector.records}
+            # Without the engine (it must connect within the plugin's 60 s) nothing is recorded.
+            assert not sc._jvm.org.apache.spark.trspark.TRStatus.isFallenBack(), "the policy engine never started"
             first = {e for e, t in born.items() if t < 1.0}  # registered before the injector started
         finally:
             spark.stop()  # the engine censors the survivors and writes them
