@@ -37,6 +37,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from cost_model.lifetimes import Exponential
 from trspark.engine.placement import allowed
 from trspark.engine.protocol import Advice, Command, DuplicateTask, KillDuplicate, SchedulingHints
 from trspark.engine.state import ExecutorView, JobState
@@ -97,6 +98,8 @@ class Duplicator:
 
     def duplicate_on_idle(self, state: JobState, hints: SchedulingHints | None = None) -> list[Command]:
         """Copy the top running tasks onto idle executors (see :func:`idle_executors`)."""
+        if not self.knowledge.uses_notices and isinstance(self.knowledge.shared, Exponential):
+            return []  # one memoryless law for all: a copy is never safer than its original
         ready = idle_executors(state, hints)
         if not ready:
             return []
@@ -108,10 +111,7 @@ class Duplicator:
         rates = np.array([c[3] for c in candidates])
         loss_s = self._expected_loss([c[1] for c in candidates], state.now, windows)
         taken = np.zeros(len(candidates), dtype=bool)
-        # Every (idle target, candidate) pair in one vectorised call per lifetime model.
-        loss_targets = self._expected_loss(
-            [t for t in ready for _ in candidates], state.now, np.tile(windows, len(ready))
-        ).reshape(len(ready), len(candidates))
+        loss_targets = self._loss_matrix(ready, state.now, windows)
         out: list[Command] = []
         for target, loss_v in zip(ready, loss_targets, strict=True):
             # A copy only where it is safer than the original, and never onto the task's own executor.
@@ -166,6 +166,25 @@ class Duplicator:
             ages = np.array([executors[i].age(now) for i in rows])
             alive = models[key].expected_lifetime(ages, 0.0, windows[rows])
             out[rows] = windows[rows] - alive
+        return out
+
+
+    def _loss_matrix(self, targets: Sequence[ExecutorView], now: float, windows: np.ndarray) -> np.ndarray:
+        """``w_j - E_i(t, t + w_j)`` for every target i and window j, shape (targets, windows).
+
+        One broadcast call per distinct lifetime model (ages down, windows across): tails
+        have up to #executors idle targets and #cores running tasks.
+        """
+        out = np.empty((len(targets), windows.size))
+        groups: dict[int, list[int]] = {}
+        models = {}
+        for i, ex in enumerate(targets):
+            model = self.knowledge.model(ex)
+            groups.setdefault(id(model), []).append(i)
+            models[id(model)] = model
+        for key, rows in groups.items():
+            ages = np.array([targets[i].age(now) for i in rows])
+            out[rows] = windows[None, :] - models[key].expected_lifetime(ages[:, None], 0.0, windows[None, :])
         return out
 
 
