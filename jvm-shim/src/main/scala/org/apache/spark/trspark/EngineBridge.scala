@@ -51,7 +51,11 @@ class EngineBridge(
   def isFailed: Boolean = failed.get()
 
   /** Launch the engine and the I/O threads; returns at once (start-up happens on a thread). */
-  def start(): Unit = thread("trspark-engine-start") {
+  def start(): Unit = thread("trspark-engine-start")(connect())
+
+  // A method, not the thread's closure: its early `return`s must be local returns (inside a
+  // closure Scala turns them into a NonLocalReturnControl thrown out of the thread).
+  private def connect(): Unit = {
     val server = new ServerSocket(0, 1, InetAddress.getLoopbackAddress)
     try {
       server.setSoTimeout((StartTimeoutS * 1000).toInt)
