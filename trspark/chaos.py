@@ -324,7 +324,9 @@ class EvictionInjector:
                 self._signal(victim, self.signal, rank)
             else:
                 self._signal(victim, signals.SIGPWR, rank)
-                self._noticed[victim.pid] = (now + lead, victim, rank)
+                # The window counts from the notice as given (a callback may take a while), so
+                # the victim always gets its full `notice` seconds.
+                self._noticed[victim.pid] = (self.elapsed() + lead, victim, rank)
 
     def _next_victim(self, alive: list[ExecutorProcess], horizon: float) -> tuple[ExecutorProcess, int] | None:
         """The next executor whose (notice or kill) time is at or before ``horizon``, with its rank."""
