@@ -55,8 +55,14 @@ SCENARIO = textwrap.dedent(
             time.sleep(0.2)
         raise SystemExit("timed out")
 
+    def command_line(p):
+        try:
+            return " ".join(p.cmdline())
+        except psutil.Error:  # exited, or a zombie not yet reaped
+            return ""
+
     def engines():
-        return [p for p in driver.children(recursive=True) if "trspark.engine" in " ".join(p.cmdline())]
+        return [p for p in driver.children(recursive=True) if "trspark.engine" in command_line(p)]
 
     engine = wait_for(engines)[0]
     out["engine_connected_before_job"] = not status.isFallenBack()

@@ -72,6 +72,18 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
             log.close()
 
 
+def command_line(proc: psutil.Process) -> str:
+    """The process's command line, or "" for one that already exited or is a zombie.
+
+    The Worker's children include short-lived launcher shells and executors killed earlier in
+    the module, which linger as zombies until the Worker reaps them; their command line is gone.
+    """
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:  # NoSuchProcess, ZombieProcess, AccessDenied
+        return ""
+
+
 class StandaloneCluster(Cluster):
     def __init__(self, spark: Any, root: Path, worker: psutil.Process) -> None:
         super().__init__(spark, root)
@@ -80,7 +92,7 @@ class StandaloneCluster(Cluster):
     def kill(self, executor_id: str) -> None:
         """SIGKILL the executor JVM (a child of the Worker) and wait until the driver dropped it."""
         pids = [p.pid for p in self.worker.children(recursive=True)
-                if EXECUTOR_CLASS in " ".join(p.cmdline()) and f"--executor-id {executor_id} " in " ".join(p.cmdline()) + " "]
+                if EXECUTOR_CLASS in (line := command_line(p)) and f"--executor-id {executor_id} " in line + " "]
         assert pids, f"no process for executor {executor_id}"
         os.kill(pids[0], signal.SIGKILL)
         wait_for(lambda: executor_id not in self.alive(), what=f"executor {executor_id} to be removed")
