@@ -257,7 +257,7 @@ class Simulator(BackupDriver):
         self.executors.append(e)
         self._emit(ExecutorAdded(self.now, e.id, host=f"vm-{e.idx}", cores=e.cores))
         if self.world.knowledge == "deterministic" and e.death < float("inf"):
-            self._emit(ExecutorNotice(self.now, e.id, deadline=e.death))
+            self._emit(ExecutorNotice(self.now, e.id, deadline=e.death, kind="lifetime"))
         if e.death < float("inf"):
             self._push(e.death, EVICT, e)
             if self.world.notice is not None:
@@ -498,13 +498,18 @@ class Simulator(BackupDriver):
     def _place_starved(self, hints: SchedulingHints) -> None:
         """A stage with pending tasks, nothing running and no allowed free core runs anyway.
 
-        The γ rule may delay a task, never starve a stage (``placement`` module docstring).
+        The γ rule may delay a task, never starve a stage (``placement`` module docstring); a
+        draining executor (termination notice) still takes nothing.
         """
+        drained = [e for e in self._free if e.id in hints.drain]
+        if drained:
+            self._free = deque(e for e in self._free if e.id not in hints.drain)
         for stage in self._order:
             while stage.pending and not any(stage.running[p] for p in range(stage.n)) and self._free:
                 e = self._free.popleft()
                 if e.alive and e.free > 0:
                     self._start_task(stage, stage.pending.popleft(), e, speculative=False)
+        self._free.extend(drained)
 
     def _start_task(self, stage: Stage, p: int, e: Executor, *, speculative: bool) -> int:
         read = self._read_seconds(stage)

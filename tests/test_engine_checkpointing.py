@@ -52,7 +52,7 @@ def _one_block_job(mean_lifetime: float, *, targets: str = "both", knowledge: st
                       duplication=False, scheduling=False)
     policy = make_policy("tr", config)
     events = add_executors(["a", "b", "c"], cores=1)
-    events += [ExecutorNotice(time=0.0, executor_id=e, deadline=d) for e, d in (notices or {}).items()]
+    events += [ExecutorNotice(time=0.0, executor_id=e, deadline=d, kind="lifetime") for e, d in (notices or {}).items()]
     events += [map_stage(0, 2, 0), map_stage(1, 2, None, parents=[0], parent_shuffles=[0])]
     events += run_task(0, 0, "a", start=0.0, seconds=20.0, write=10 * MB, shuffle_id=0)
     return [c for c in feed(policy, events) if isinstance(c, Backup)]
@@ -185,9 +185,9 @@ def _deterministic_chain(cover_reader_output: bool) -> list[tuple[float, Backup]
                       scheduling=False, period=1.0)
     policy = make_policy("tr", config)
     events: list = add_executors(["a", "b", "c"], cores=1)  # type: ignore[type-arg]
-    events += [ExecutorNotice(time=0.0, executor_id="a", deadline=100.0),
-               ExecutorNotice(time=0.0, executor_id="b", deadline=1e7),
-               ExecutorNotice(time=0.0, executor_id="c", deadline=1e7), map_stage(0, 1, 0)]
+    events += [ExecutorNotice(time=0.0, executor_id="a", deadline=100.0, kind="lifetime"),
+               ExecutorNotice(time=0.0, executor_id="b", deadline=1e7, kind="lifetime"),
+               ExecutorNotice(time=0.0, executor_id="c", deadline=1e7, kind="lifetime"), map_stage(0, 1, 0)]
     events += run_task(0, 0, "a", start=0.0, seconds=10.0, write=10 * MB, shuffle_id=0)
     events += [StageCompleted(time=10.0, stage_id=0), map_stage(1, 1, 1, time=10.0, parents=[0], parent_shuffles=[0])]
     events += run_task(1, 0, "b", start=10.0, seconds=10.0, write=10 * MB, shuffle_id=1)

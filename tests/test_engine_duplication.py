@@ -40,7 +40,7 @@ def _two_stages_on_a_dying_executor() -> list[Event]:
     time not alive in it: a 15 -> 4 s alive, 5 s lost; b 1 s alive, 8 s lost; c 0 s lost.
     """
     events = add_executors(["a"], cores=2) + add_executors(["b", "c"], cores=1)
-    events += [ExecutorNotice(time=0.0, executor_id=e, deadline=d) for e, d in (("a", 15.0), ("b", 12.0), ("c", FOREVER))]
+    events += [ExecutorNotice(time=0.0, executor_id=e, deadline=d, kind="lifetime") for e, d in (("a", 15.0), ("b", 12.0), ("c", FOREVER))]
     events += [map_stage(0, 2, 0), map_stage(1, 2, 1)]
     events += run_task(0, 0, "c", start=0.0, seconds=10.0, read=10 * MB, write=1 * MB, shuffle_id=0)
     events += run_task(1, 0, "b", start=0.0, seconds=10.0, read=1 * MB, write=5 * MB, shuffle_id=1)
@@ -68,7 +68,7 @@ def test_riskier_source_wins_at_equal_rates() -> None:
     # Two tasks of one stage: on a (dies at 15: 5 s lost of 9) and on d (dies at 18: 2 s lost).
     policy = _policy()
     events = add_executors(["a", "d", "c"], cores=1)
-    events += [ExecutorNotice(time=0.0, executor_id=e, deadline=t) for e, t in (("a", 15.0), ("d", 18.0), ("c", FOREVER))]
+    events += [ExecutorNotice(time=0.0, executor_id=e, deadline=t, kind="lifetime") for e, t in (("a", 15.0), ("d", 18.0), ("c", FOREVER))]
     events += [map_stage(0, 3, 0)]
     events += run_task(0, 0, "c", start=0.0, seconds=10.0, read=2 * MB, write=1 * MB, shuffle_id=0)
     events += [TaskStarted(time=10.0, stage_id=0, partition=p, executor_id=e) for p, e in ((1, "a"), (2, "d"))]
@@ -80,7 +80,7 @@ def test_no_copy_from_a_source_that_outlives_the_task() -> None:
     # Same as above but every executor outlives the running tasks: nothing is at risk.
     policy = _policy()
     events = add_executors(["a", "c"], cores=1)
-    events += [ExecutorNotice(time=0.0, executor_id=e, deadline=FOREVER) for e in "ac"]
+    events += [ExecutorNotice(time=0.0, executor_id=e, deadline=FOREVER, kind="lifetime") for e in "ac"]
     events += [map_stage(0, 2, 0)]
     events += run_task(0, 0, "c", start=0.0, seconds=10.0, write=MB, shuffle_id=0)
     events += [TaskStarted(time=10.0, stage_id=0, partition=1, executor_id="a"), Tick(time=11.0)]
@@ -104,7 +104,7 @@ def test_copy_starts_when_a_core_frees_in_the_tail_without_a_tick() -> None:
     # c finishes its task at 12 s while nothing waits: the copy is asked for on that TaskEnded.
     policy = _policy()
     events = add_executors(["a", "c"], cores=1)
-    events += [ExecutorNotice(time=0.0, executor_id=e, deadline=t) for e, t in (("a", 15.0), ("c", FOREVER))]
+    events += [ExecutorNotice(time=0.0, executor_id=e, deadline=t, kind="lifetime") for e, t in (("a", 15.0), ("c", FOREVER))]
     events += [map_stage(0, 2, 0)]
     events += [TaskStarted(time=0.0, stage_id=0, partition=0, executor_id="c"),
                TaskStarted(time=6.0, stage_id=0, partition=1, executor_id="a")]  # ~6 s to go at 12 s; a has 3

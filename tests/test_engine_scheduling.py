@@ -71,7 +71,7 @@ def test_policy_sends_hints_with_deterministic_lifetimes() -> None:
     config = TRConfig(lifetime="exponential:mean=1000", knowledge="deterministic", duplication=False)
     policy = make_policy("tr", config)
     events = add_executors(["a", "b"], cores=1)
-    events += [ExecutorNotice(time=0.0, executor_id="a", deadline=12.0), ExecutorNotice(time=0.0, executor_id="b", deadline=1e6)]
+    events += [ExecutorNotice(time=0.0, executor_id="a", deadline=12.0, kind="lifetime"), ExecutorNotice(time=0.0, executor_id="b", deadline=1e6, kind="lifetime")]
     events += [map_stage(0, 4, 0)]
     events += run_task(0, 0, "b", start=0.0, seconds=8.0, write=MB, shuffle_id=0)
     events += [Tick(time=9.0)]
@@ -126,7 +126,7 @@ def _dup_setup() -> tuple[object, list]:  # type: ignore[type-arg]
     config = TRConfig(lifetime="exponential:mean=1000", knowledge="deterministic", scheduling=False, period=5.0)
     policy = make_policy("tr", config)
     events = add_executors(["a", "b"], cores=1)
-    events += [ExecutorNotice(time=0.0, executor_id="a", deadline=30.0), ExecutorNotice(time=0.0, executor_id="b", deadline=1e6)]
+    events += [ExecutorNotice(time=0.0, executor_id="a", deadline=30.0, kind="lifetime"), ExecutorNotice(time=0.0, executor_id="b", deadline=1e6, kind="lifetime")]
     # Stage 0 has 2 tasks of ~20 s: partition 0 done on b, partition 1 running on a (dies at 30 s).
     events += [map_stage(0, 2, 0)]
     events += run_task(0, 0, "b", start=0.0, seconds=20.0, write=MB, shuffle_id=0)
@@ -241,3 +241,69 @@ def test_wear_out_belief_restricts_only_the_old_executor() -> None:
     assert hints.max_task_seconds == {"old": pytest.approx(expected, rel=1e-6)}
     assert 0.5 * _weibull_mean_residual_life(2.0, 100.0, 20.0) > 20.0
     assert not allowed("old", 0, hints) and allowed("young", 0, hints)
+
+
+def _noticed_policy(kind: str, deadline: float = 6.0):  # type: ignore[no-untyped-def]
+    """Executors a, b, c (1 core); a holds a fresh map output of stage 0 that stage 1 will read
+    (stage 0's five other 2 s tasks first: needed for ~7 s more); at 3 s a goes at ``deadline``."""
+    config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", duplication=True)
+    policy = make_policy("tr", config)
+    events = add_executors(["a", "b", "c"], cores=1) + [map_stage(0, 6, 0)]
+    events += run_task(0, 0, "a", start=0.0, seconds=2.0, write=8 * MB, shuffle_id=0)
+    events += [StageSubmitted(time=2.0, stage_id=1, num_tasks=2, parent_stage_ids=(0,), parent_shuffle_ids=(0,))]
+    before = feed(policy, events)
+    assert not [c for c in before if isinstance(c, Backup)], "stable executors: nothing to save before the notice"
+    out = feed(policy, [ExecutorNotice(time=3.0, executor_id="a", deadline=deadline, kind=kind)])
+    return policy, out
+
+
+def test_termination_notice_drains_the_executor_and_saves_its_output_at_once() -> None:
+    """A notice: no new task goes to a (not even when no other core is free), its output is copied now."""
+    policy, out = _noticed_policy("notice")
+    hints = [c for c in out if isinstance(c, SchedulingHints)]
+    assert hints and hints[-1].drain == ("a",)
+    assert not allowed("a", 0, hints[-1])
+    assert allowed("b", 0, hints[-1])
+    from trspark.engine.placement import may_start_now
+    assert not may_start_now("a", 0, ["a"], hints[-1]), "a draining executor takes nothing, even alone"
+    # Stage 0 still has 5 tasks to run, then stage 1 reads: the block must outlive a's deadline.
+    backups = [c for c in out if isinstance(c, Backup)]
+    assert [(b.shuffle_id, b.map_index, b.source) for b in backups] == [(0, 0, "a")]
+    assert backups[0].target != "a"
+
+
+def test_notice_copies_nothing_that_is_read_before_the_deadline() -> None:
+    """Only what matters: with 30 s left, the block is read long before a goes (copying it is waste)."""
+    _, out = _noticed_policy("notice", deadline=33.0)
+    assert not [c for c in out if isinstance(c, Backup)]
+    assert [c.drain for c in out if isinstance(c, SchedulingHints)] == [("a",)]
+
+
+def test_known_lifetime_is_not_a_drain() -> None:
+    """The same deadline known from the start (spot block): the γ rule may bind, no drain."""
+    policy, out = _noticed_policy("lifetime")
+    assert all(not c.drain for c in out if isinstance(c, SchedulingHints))
+    assert policy.state.executors["a"].draining is False
+
+
+def test_no_drain_when_every_executor_has_a_notice() -> None:
+    from trspark.engine.tr.scheduling import draining
+
+    state = JobState()
+    for event in add_executors(["a", "b"]):
+        state.apply(event)
+    state.apply(ExecutorNotice(time=1.0, executor_id="a", deadline=31.0))
+    assert draining(state.alive_executors()) == ("a",)
+    state.apply(ExecutorNotice(time=2.0, executor_id="b", deadline=32.0))
+    assert draining(state.alive_executors()) == ()  # someone must run the tasks
+
+
+def test_draining_executor_gets_no_duplicate() -> None:
+    from trspark.engine.tr.duplication import idle_executors
+
+    state = JobState()
+    for event in add_executors(["a", "b"]) + [map_stage(0, 1, 0), TaskStarted(time=0.0, stage_id=0, partition=0, executor_id="b")]:
+        state.apply(event)
+    assert [e.executor_id for e in idle_executors(state, None)] == ["a"]
+    state.apply(ExecutorNotice(time=1.0, executor_id="a", deadline=31.0))
+    assert idle_executors(state, None) == []

@@ -48,6 +48,7 @@ def random_hints(rng: random.Random) -> SchedulingHints | None:
         stage_order=tuple(rng.choice(stages) for _ in range(rng.randint(0, 8))),
         max_task_seconds={e: seconds(rng) for e in rng.sample(EXECUTORS, rng.randint(0, len(EXECUTORS)))},
         expected_task_seconds={s: seconds(rng) for s in rng.sample(stages, rng.randint(0, 12))},
+        drain=tuple(rng.sample(EXECUTORS, rng.choice([0, 0, 1, 2]))),
     )
 
 
@@ -85,17 +86,21 @@ def test_allowed_agrees_with_reference(jvm: Jvm) -> None:
 def test_may_start_now_relaxes_only_when_no_allowed_executor_is_free(jvm: Jvm) -> None:
     """The live γ rule: a forbidden executor may take the task only if no free executor allows it."""
     rng = random.Random(13)
-    relaxed = 0
+    relaxed = drained = 0
     for hints, _ in random_cases(seed=13):
         scala = scala_hints(jvm, hints)
         executor, stage = rng.choice(EXECUTORS), rng.randrange(12)
         free = rng.sample(EXECUTORS, rng.randint(0, len(EXECUTORS)))
         allowed_here = placement.allowed(executor, stage, hints)
         safer_free = any(placement.allowed(e, stage, hints) for e in free if e != executor)
-        expected = allowed_here or not safer_free
+        draining = hints is not None and executor in hints.drain
+        expected = allowed_here or (not safer_free and not draining)
+        assert placement.may_start_now(executor, stage, free, hints) == expected
         relaxed += expected and not allowed_here
+        drained += draining
         assert jvm.trspark.HintPlacement.mayStartNow(executor, stage, free, scala) == expected, (hints, executor, stage, free)
     assert relaxed > 5, "the no-safer-executor exception must be exercised"
+    assert drained > 5, "draining executors must be exercised"
 
 
 def test_worked_example(jvm: Jvm) -> None:
@@ -109,6 +114,15 @@ def test_worked_example(jvm: Jvm) -> None:
     assert jvm.trspark.HintPlacement.allowed("1", 4, scala)
     assert not jvm.trspark.HintPlacement.mayStartNow("2", 4, ["1", "2"], scala)
     assert jvm.trspark.HintPlacement.mayStartNow("2", 4, ["2"], scala)
+
+
+def test_draining_executor_takes_nothing(jvm: Jvm) -> None:
+    """Executor 2 got a termination notice: no task starts there, even when it is the only one free."""
+    hints = SchedulingHints(stage_order=(5,), expected_task_seconds={5: 1.0}, drain=("2",))
+    scala = scala_hints(jvm, hints)
+    assert not jvm.trspark.HintPlacement.allowed("2", 5, scala)
+    assert not jvm.trspark.HintPlacement.mayStartNow("2", 5, ["2"], scala)
+    assert jvm.trspark.HintPlacement.mayStartNow("1", 5, ["1", "2"], scala)
 
 
 def test_parse_reads_every_field_and_non_finite_numbers(jvm: Jvm) -> None:

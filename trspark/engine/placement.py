@@ -9,6 +9,8 @@ same two rules and must stay in step with this file:
    ``expected_task_seconds[s] <= max_task_seconds[e]`` (missing entries = no restriction).
    The driver may still place it there when no allowed executor is free and waiting would be
    worse (the engine sets ``max_task_seconds`` only while a safer executor exists).
+3. Drain: an executor in ``hints.drain`` (termination notice) starts no new task, without that
+   exception (the engine drains only while some executor is not draining).
 """
 
 from __future__ import annotations
@@ -31,8 +33,20 @@ def allowed(executor_id: str, stage_id: int, hints: SchedulingHints | None) -> b
     """May a task of ``stage_id`` start on ``executor_id`` under the γ rule?"""
     if hints is None:
         return True
+    if executor_id in hints.drain:
+        return False
     limit = hints.max_task_seconds.get(executor_id)
     if limit is None:
         return True
     expected = hints.expected_task_seconds.get(stage_id)
     return expected is None or expected <= limit
+
+
+def may_start_now(executor_id: str, stage_id: int, with_free_slot: Iterable[str], hints: SchedulingHints | None) -> bool:
+    """The live form of the γ rule: a forbidden executor may still take a task of ``stage_id`` when
+    no other executor with a free slot allows it (waiting would be worse) -- unless it is draining."""
+    if allowed(executor_id, stage_id, hints):
+        return True
+    if hints is not None and executor_id in hints.drain:
+        return False
+    return not any(e != executor_id and allowed(e, stage_id, hints) for e in with_free_slot)

@@ -55,11 +55,18 @@ class ExecutorLost:
 
 @dataclass(frozen=True, slots=True)
 class ExecutorNotice:
-    """A termination notice: the executor will be gone at ``deadline`` (absolute time)."""
+    """The executor will be gone at ``deadline`` (absolute time).
+
+    ``kind`` says what the driver learnt: ``"notice"`` -- a termination notice (cloud metadata
+    service, SIGPWR; the end is near: the executor takes no new tasks, its outputs that are still
+    needed are saved); ``"lifetime"`` -- the lifetime was known from the start (a spot block, the
+    simulator's exact-lifetime world): it only makes the lifetime exact.
+    """
 
     time: float
     executor_id: str
     deadline: float
+    kind: str = "notice"
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,12 +242,15 @@ class SchedulingHints:
     * ``max_task_seconds``: executor -> the longest estimated task run time (s) allowed to start
       there (the γ rule ``ET / v.E(t,T) < γ`` solved for ET); executors not listed are unrestricted.
     * ``expected_task_seconds``: stage -> estimated run time ET (s) of one of its tasks.
+    * ``drain``: executors under a termination notice: they start no new task at all, not even
+      when no other executor is free (running tasks finish).
     A driver replaces its previous hints with each new ``SchedulingHints``.
     """
 
     stage_order: tuple[int, ...] = ()
     max_task_seconds: dict[str, float] = field(default_factory=dict)
     expected_task_seconds: dict[int, float] = field(default_factory=dict)
+    drain: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,7 +316,7 @@ _COMMAND_TYPES: tuple[type, ...] = (
     Advice,
 )
 _BY_NAME: dict[str, type] = {t.__name__: t for t in _EVENT_TYPES + _COMMAND_TYPES}
-_TUPLE_FIELDS = {"parent_stage_ids", "parent_shuffle_ids", "stage_order", "pending_partitions"}
+_TUPLE_FIELDS = {"parent_stage_ids", "parent_shuffle_ids", "stage_order", "pending_partitions", "drain"}
 
 
 class ProtocolError(ValueError):

@@ -48,6 +48,8 @@ class ExecutorView:
     pool: str = "default"
     notice_deadline: float | None = None
     """Absolute time the executor will be gone (termination notice / spot block), if known."""
+    draining: bool = False
+    """A termination notice came (``ExecutorNotice.kind == "notice"``): no new tasks go here."""
     lost: float | None = None
     lost_reason: str = ""
     running: set[tuple[int, int]] = field(default_factory=set)
@@ -274,6 +276,7 @@ class JobState:
         ex = self.executors.get(e.executor_id)
         if ex is not None and ex.alive:
             ex.notice_deadline = e.deadline
+            ex.draining = ex.draining or e.kind == "notice"
 
     def _executor_lost(self, e: ExecutorLost) -> None:
         ex = self.executors.get(e.executor_id)

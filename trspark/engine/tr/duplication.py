@@ -192,9 +192,10 @@ def idle_executors(state: JobState, hints: SchedulingHints | None) -> list[Execu
     """Alive executors with a free core that no waiting task may use.
 
     A waiting task of stage ``s`` may use executor ``e`` unless the γ rule of ``hints`` forbids
-    it (:func:`trspark.engine.placement.allowed`); without hints any waiting task blocks.
+    it (:func:`trspark.engine.placement.allowed`); without hints any waiting task blocks. A
+    draining executor (termination notice) is never idle: it takes no copy either.
     """
-    free = [e for e in state.alive_executors() if e.free_cores > 0]
+    free = [e for e in state.alive_executors() if e.free_cores > 0 and not e.draining]
     if not free:
         return []
     waiting = [s.stage_id for s in state.runnable_stages()]

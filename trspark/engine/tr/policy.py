@@ -120,11 +120,13 @@ class TRPolicy(Policy):
             out += self._replan(REPLAN_ON_CHANGE)
         elif isinstance(event, ExecutorNotice):
             self.costs.refresh_models(state)
+            if event.kind == "notice":
+                self._plan_noticed(event.executor_id)
         elif isinstance(event, ShuffleConsumed):
             out += self._on_consumed(event.shuffle_id)
         elif isinstance(event, Tick):
             out += self._on_tick()
-        if isinstance(event, (StageSubmitted, StageCompleted, ExecutorAdded, ExecutorLost)):
+        if isinstance(event, (StageSubmitted, StageCompleted, ExecutorAdded, ExecutorLost, ExecutorNotice)):
             out += self._scheduling()
         # Tasks start waiting when a stage is submitted or becomes runnable (a parent completed),
         # a task fails or an executor goes: copies then give their cores back.
@@ -265,6 +267,16 @@ class TRPolicy(Policy):
             lost_copy = block.last_peer == executor_id or (block.executor_id == executor_id and block.source_lost)
             if lost_copy and block.holders() and not block.on_remote:
                 self._plan(block)
+
+    def _plan_noticed(self, executor_id: str) -> None:
+        """Algorithm 2 at once for every unsafe block held by an executor that got a notice.
+
+        Newest first (the stack serves the newest first too): with the deadline known, a block
+        whose readers will be done before it is left alone, the others are copied while the
+        window lasts.
+        """
+        for block in reversed(self.state.outputs_on(executor_id)):
+            self._plan(block)
 
     def _work_queue(self, budget: int) -> None:
         """Re-plan up to ``budget`` queued blocks (oldest request first)."""

@@ -21,6 +21,13 @@ Two rules, applied by ``trspark.engine.placement`` (simulator) and the Scala hoo
    memoryless (exponential) belief every executor gets the same limit, i.e. no restriction.
    Limits are sent only for executors whose limit is below the safest executor's and below
    some runnable stage's ET -- otherwise the rule could never bind (placement's contract).
+
+3. **Drain on a termination notice** -- an executor with a notice (``ExecutorNotice`` of kind
+   ``"notice"``) starts no new task while another executor is alive: whatever it would compute
+   now either dies with it or has to be copied off before the deadline, so the only work left
+   there is finishing what runs and saving what is still needed (TR-Checkpointing with the
+   deadline). Spark's decommissioning stops scheduling the same way, but then migrates every
+   block; trspark copies only the outputs that are still needed after the deadline.
 """
 
 from __future__ import annotations
@@ -79,14 +86,22 @@ def build_hints(
         stage_order=stage_order(state),
         max_task_seconds=task_limits(executors, residual_life, gamma, longest),
         expected_task_seconds=expected,
+        drain=draining(executors),
     )
+
+
+def draining(executors: Sequence[ExecutorView]) -> tuple[str, ...]:
+    """Executors under a termination notice, if at least one other executor is not (ids, sorted)."""
+    noticed = sorted(e.executor_id for e in executors if e.draining)
+    return tuple(noticed) if len(noticed) < len(executors) else ()
 
 
 def hints_changed(old: SchedulingHints | None, new: SchedulingHints, tolerance: float = 0.1) -> bool:
     """Worth sending? Order or restricted set changed, or a limit moved by more than ``tolerance``."""
     if old is None:
-        return bool(new.stage_order or new.max_task_seconds)
-    if old.stage_order != new.stage_order or old.max_task_seconds.keys() != new.max_task_seconds.keys():
+        return bool(new.stage_order or new.max_task_seconds or new.drain)
+    if (old.stage_order != new.stage_order or old.max_task_seconds.keys() != new.max_task_seconds.keys()
+            or old.drain != new.drain):
         return True
     for key, limit in new.max_task_seconds.items():
         if abs(limit - old.max_task_seconds[key]) > tolerance * max(limit, 1e-9):

@@ -15,17 +15,19 @@ import com.fasterxml.jackson.databind.json.JsonMapper
  *                            there (the γ rule `ET / v.E(t,T) < γ` solved for ET); executors not
  *                            listed are unrestricted.
  * @param expectedTaskSeconds stage id -> estimated run time ET (s) of one of its tasks.
+ * @param drain               executors under a termination notice: no new task starts there.
  */
 case class SchedulingHints(
     stageOrder: Seq[Int],
     maxTaskSeconds: Map[String, Double],
-    expectedTaskSeconds: Map[Int, Double]) {
-  def isEmpty: Boolean = stageOrder.isEmpty && maxTaskSeconds.isEmpty
+    expectedTaskSeconds: Map[Int, Double],
+    drain: Set[String] = Set.empty) {
+  def isEmpty: Boolean = stageOrder.isEmpty && maxTaskSeconds.isEmpty && drain.isEmpty
 }
 
 object SchedulingHints {
   /** No hints: Spark's own order, every executor allowed (what Python's `hints=None` means). */
-  val Empty: SchedulingHints = SchedulingHints(Nil, Map.empty, Map.empty)
+  val Empty: SchedulingHints = SchedulingHints(Nil, Map.empty, Map.empty, Set.empty)
 
   // Python's json writes Infinity/NaN for non-finite floats; read them rather than reject the line.
   private val mapper = JsonMapper.builder().enable(JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS).build()
@@ -46,11 +48,14 @@ object SchedulingHints {
     val order = node.path("stage_order")
     if (!order.isMissingNode && !order.isArray) bad("stage_order", order)
     val stages = order.elements().asScala.map { n => if (n.canConvertToInt && n.isIntegralNumber) n.intValue() else bad("stage_order", n) }
+    val drain = node.path("drain")
+    if (!drain.isMissingNode && !drain.isNull && !drain.isArray) bad("drain", drain)
     SchedulingHints(stages.toVector,
       numbers(node, "max_task_seconds").toMap,
       numbers(node, "expected_task_seconds").map { case (k, v) =>
         (k.trim.toIntOption.getOrElse(bad("expected_task_seconds key", k)), v)
-      }.toMap)
+      }.toMap,
+      drain.elements().asScala.map { n => if (n.isTextual) n.asText() else bad("drain", n) }.toSet)
   }
 
   private def numbers(node: JsonNode, field: String): Seq[(String, Double)] = {
@@ -90,23 +95,23 @@ object HintPlacement {
     }
   }
 
-  /** May a task of `stageId` start on `executorId` under the γ rule? */
+  /** May a task of `stageId` start on `executorId` under the γ rule (and not draining)? */
   def allowed(executorId: String, stageId: Int, hints: SchedulingHints): Boolean =
-    hints.maxTaskSeconds.get(executorId) match {
+    !hints.drain.contains(executorId) && (hints.maxTaskSeconds.get(executorId) match {
       case None => true
       case Some(limit) => hints.expectedTaskSeconds.get(stageId).forall(_ <= limit)
-    }
+    })
 
   /**
    * The γ rule as the live scheduler applies it: a forbidden executor may still take a task of
    * `stageId` when no executor that allows it has a free slot (waiting would be worse), as
-   * `placement.py` permits.
+   * `placement.may_start_now` permits -- never a draining one.
    *
    * @param withFreeSlot executors that can start one more task right now.
    */
   def mayStartNow(executorId: String, stageId: Int, withFreeSlot: Iterable[String], hints: SchedulingHints): Boolean =
-    allowed(executorId, stageId, hints) ||
-      !withFreeSlot.exists(e => e != executorId && allowed(e, stageId, hints))
+    allowed(executorId, stageId, hints) || (!hints.drain.contains(executorId) &&
+      !withFreeSlot.exists(e => e != executorId && allowed(e, stageId, hints)))
 
   // Java-friendly forms (py4j tests, Java callers).
   def orderStages(runnable: java.util.List[Integer], hints: SchedulingHints): java.util.List[Integer] =

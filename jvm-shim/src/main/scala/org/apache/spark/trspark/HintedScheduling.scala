@@ -48,7 +48,7 @@ trait HintedScheduling extends TaskSchedulerImpl {
   override def resourceOffers(offers: IndexedSeq[WorkerOffer],
       isAllFreeResources: Boolean): Seq[Seq[TaskDescription]] = synchronized {
     val h = currentHints
-    val (limited, unlimited) = offers.partition(o => h.maxTaskSeconds.contains(o.executorId))
+    val (limited, unlimited) = offers.partition(o => h.maxTaskSeconds.contains(o.executorId) || h.drain.contains(o.executorId))
     val barrier = rootPool.getSortedTaskSetQueue.exists(_.taskSet.tasks.headOption.exists(_.isBarrier))
     if (limited.isEmpty || barrier) super.resourceOffers(offers, isAllFreeResources)
     else {
@@ -61,7 +61,8 @@ trait HintedScheduling extends TaskSchedulerImpl {
       }
       record(unlimited, first)
       // Safer (higher limit) executors pick first among the restricted ones.
-      val rest = limited.sortBy(o => -h.maxTaskSeconds(o.executorId)).map { offer =>
+      // Draining executors (no limit; never allowed) come last.
+      val rest = limited.sortBy(o => -h.maxTaskSeconds.getOrElse(o.executorId, Double.NegativeInfinity)).map { offer =>
         val withSlot = free.collect { case (e, c) if c >= CPUS_PER_TASK => e }
         offerFilter.set(ts => HintPlacement.mayStartNow(offer.executorId, ts.stageId, withSlot, h))
         val launched = try super.resourceOffers(IndexedSeq(offer), isAllFreeResources = false)
