@@ -93,7 +93,8 @@ class BenchSettings:
     """A results CSV whose ``never`` stable runs give each query's stable time: no stable runs then,
     the policies run in the given order, and the kill schedules are the ones a run with that
     reference draws (a long benchmark can be continued or split this way)."""
-    """Extra Spark settings for every session (e.g. no broadcast joins, for bigger shuffles)."""
+    warmup_rounds: int = 1
+    """Times the warm-up pass runs (short queries need more than one pass before the JIT settles)."""
 
 
 @dataclass
@@ -328,8 +329,9 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
         session.register_tables(spark, data)
         count = metrics.executor_count(spark.sparkContext)
         progress.step(f"{policy}: warm-up")
-        for query in list(ctx.queries.values())[:s.warmup]:
-            execute(spark, query, f"warmup-{policy}-{query.name}", s.time_cap)
+        for _ in range(s.warmup_rounds):
+            for query in list(ctx.queries.values())[:s.warmup]:
+                execute(spark, query, f"warmup-{policy}-{query.name}", s.time_cap)
         api_ready.join()
         scenarios: tuple[str, ...] = ("real",) if s.master else ("stable", "evicted")
         if not s.master and (s.reference is not None or (s.stable_runs == "never" and policy != "never")):
