@@ -29,6 +29,7 @@ from trspark.engine.protocol import (
     JobEnded,
     SafetyBelt,
     TaskEnded,
+    from_dict,
     from_json,
     to_dict,
 )
@@ -57,6 +58,21 @@ def test_always_policy_answers_a_map_task_with_a_backup_then_the_ack() -> None:
         Backup(shuffle_id=7, map_index=4, source="2", target=REMOTE, bytes=4096, map_id=41)
     ]
     assert json.loads(out[-1]) == {"type": "Ack", "seq": 1}
+
+
+def test_trace_has_each_event_then_its_commands() -> None:
+    import io
+
+    trace = io.StringIO()
+    bridge = Bridge(make_policy("always"), trace=trace)
+    bridge.handle_line(event_line(MAP_TASK, 1))
+    bridge.handle_line("garbage")  # not an event: not traced
+    bridge.handle_line(event_line(RESULT_TASK, 3))
+    lines = [json.loads(line) for line in trace.getvalue().splitlines()]
+    assert [line.pop("seq", None) for line in lines] == [1, None, 3]
+    assert [from_dict(line) for line in lines] == [
+        MAP_TASK, Backup(shuffle_id=7, map_index=4, source="2", target=REMOTE, bytes=4096, map_id=41), RESULT_TASK,
+    ]
 
 
 def test_result_task_and_never_policy_get_only_the_ack() -> None:

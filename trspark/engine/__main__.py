@@ -4,6 +4,8 @@ Started by the JVM shim's driver plugin. Reads its settings from the environment
 
 * ``TRSPARK_TOKEN``: the per-application secret, echoed in the ``Hello`` line;
 * ``TRSPARK_CONF``: a JSON object with every ``spark.trspark.*`` setting (and ``spark.app.id``).
+* ``TRSPARK_TRACE`` (optional): a file to append every event and the commands it caused to, one
+  JSON line each (set it in the driver's environment; the plugin passes its environment on).
 
 It validates the configuration and builds the policy *before* connecting, so a bad setting ends
 the process at once with one line naming the key (exit code 2) and the shim falls back to
@@ -147,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"trspark engine: {exc}", file=sys.stderr)
         return EXIT_USAGE
     observers = event_observers(config, app_id)
-    bridge = Bridge(policy, observers)
+    trace_path = os.environ.get("TRSPARK_TRACE", "")
+    trace = open(trace_path, "a", encoding="utf-8") if trace_path else None  # noqa: SIM115 -- closed below
+    bridge = Bridge(policy, observers, trace)
     try:
         sock = socket.create_connection((host, port), timeout=max(config.engine_timeout, 5.0))
     except OSError as exc:
@@ -173,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
             if close is not None:
                 close()
         log.info("session ended: %s", json.dumps(bridge.summary(), sort_keys=True))
+        if trace is not None:
+            trace.close()
     return EXIT_OK
 
 

@@ -21,9 +21,10 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from trspark.engine.policy import Policy
-from trspark.engine.protocol import Event, JobEnded, ProtocolError, from_dict, to_json
+from trspark.engine.protocol import Event, JobEnded, ProtocolError, from_dict, to_dict, to_json
 
 PROTOCOL_VERSION = 1
 """Version sent in ``Hello``; bump it when the framing or the Hello/Ack lines change."""
@@ -74,11 +75,16 @@ class Bridge:
     observers
         Callables given every valid event before the policy (errors in them are logged and
         ignored, like policy errors).
+    trace
+        A text file that gets every valid event and then each command it caused, one JSON line
+        each (``to_json`` form, events with ``"seq"``): what the engine saw and decided, for
+        debugging a live run (``TRSPARK_TRACE``).
     """
 
-    def __init__(self, policy: Policy, observers: Iterable[EventObserver] = ()) -> None:
+    def __init__(self, policy: Policy, observers: Iterable[EventObserver] = (), trace: TextIO | None = None) -> None:
         self.policy = policy
         self.observers = list(observers)
+        self.trace = trace
         self.stats = BridgeStats()
         self._last_seq = 0
 
@@ -151,4 +157,11 @@ class Bridge:
             log.exception("policy %r failed on seq %d (%s); acked without commands", self.policy.name, seq, type(event).__name__)
             return []
         self.stats.commands.update(type(command).__name__ for command in commands)
+        if self.trace is not None:
+            self.trace.write("".join(f"{line}\n" for line in [_with_seq(event, seq), *lines]))
+            self.trace.flush()
         return lines
+
+
+def _with_seq(event: Event, seq: int) -> str:
+    return json.dumps({"seq": seq, **to_dict(event)}, separators=(",", ":"))
