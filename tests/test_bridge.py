@@ -68,10 +68,12 @@ def test_trace_has_each_event_then_its_commands() -> None:
     bridge.handle_line(event_line(MAP_TASK, 1))
     bridge.handle_line("garbage")  # not an event: not traced
     bridge.handle_line(event_line(RESULT_TASK, 3))
+    added = ExecutorAdded(time=5.0, executor_id="9", host="h")
+    bridge.handle_line(event_line(added, 4))  # an event with no commands: traced too
     lines = [json.loads(line) for line in trace.getvalue().splitlines()]
-    assert [line.pop("seq", None) for line in lines] == [1, None, 3]
+    assert [line.pop("seq", None) for line in lines] == [1, None, 3, 4]
     assert [from_dict(line) for line in lines] == [
-        MAP_TASK, Backup(shuffle_id=7, map_index=4, source="2", target=REMOTE, bytes=4096, map_id=41), RESULT_TASK,
+        MAP_TASK, Backup(shuffle_id=7, map_index=4, source="2", target=REMOTE, bytes=4096, map_id=41), RESULT_TASK, added,
     ]
 
 

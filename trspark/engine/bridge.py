@@ -141,6 +141,13 @@ class Bridge:
         return seq, message, ""
 
     def _commands_for(self, event: Event, seq: int) -> list[str]:
+        lines = self._decide(event, seq)
+        if self.trace is not None:
+            self.trace.write("".join(f"{line}\n" for line in [_with_seq(event, seq), *lines]))
+            self.trace.flush()
+        return lines
+
+    def _decide(self, event: Event, seq: int) -> list[str]:
         for observe in self.observers:
             try:
                 observe(event)
@@ -157,9 +164,6 @@ class Bridge:
             log.exception("policy %r failed on seq %d (%s); acked without commands", self.policy.name, seq, type(event).__name__)
             return []
         self.stats.commands.update(type(command).__name__ for command in commands)
-        if self.trace is not None:
-            self.trace.write("".join(f"{line}\n" for line in [_with_seq(event, seq), *lines]))
-            self.trace.flush()
         return lines
 
 
