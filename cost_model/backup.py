@@ -1,7 +1,9 @@
 """Expected cost of backing up a map output to remote storage (``C_BR``) or to a peer (``C_BL``), paper §4.3.
 
 For output :math:`k` on executor :math:`X` (failure law :math:`f(\\tau, t)`, cdf :math:`F_X`), consumed at
-:math:`T = T_{max}` (s from now), copied in :math:`BT(x) = \\text{size} / \\text{bandwidth}(x)` seconds:
+:math:`T = T_{max}` (s from now), copied in :math:`BT(x) = L + \\text{size} / \\text{bandwidth}(x)` seconds
+(:math:`L` = a fixed per-copy latency: opening, committing and registering a copy costs time
+whatever its size -- a blob-store PUT, an RPC to the driver; it keeps tiny outputs from looking free):
 
 .. math::
 
@@ -106,15 +108,25 @@ class BackupCosts:
         One executor's write bandwidth to the remote store (bytes/s, > 0).
     remote_cap : float
         Total remote-store bandwidth shared by concurrent backups (bytes/s, > 0).
+    latency : float
+        :math:`L`, fixed time of one copy whatever its size (s, >= 0; 0 = the paper's model).
     """
 
     def __init__(
-        self, recompute: Recompute, local_bandwidth: float, remote_bandwidth: float, remote_cap: float
+        self, recompute: Recompute, local_bandwidth: float, remote_bandwidth: float, remote_cap: float,
+        latency: float = 0.0,
     ) -> None:
         self.recompute = recompute
         self.local_bandwidth = _check_bandwidth("local_bandwidth", local_bandwidth)
         self.remote_bandwidth = _check_bandwidth("remote_bandwidth", remote_bandwidth)
         self.remote_cap = _check_bandwidth("remote_cap", remote_cap)
+        if not (isinstance(latency, int | float) and math.isfinite(latency) and latency >= 0.0):
+            raise ValueError(f"backup cost: 'latency' must be a finite number >= 0 seconds, got {latency!r}")
+        self.latency = float(latency)
+
+    def copy_seconds(self, size: float, bandwidth: float) -> float:
+        """:math:`BT = L + \\text{size} / \\text{bandwidth}` (s) of one copy of ``size`` bytes."""
+        return self.latency + size / bandwidth
 
     def remote(self, shuffle_id: Hashable, map_index: int, t_max: float, concurrent: int = 0) -> BackupCost:
         """:math:`C_{BR}`: copy to remote storage with ``concurrent`` other remote copies in flight."""
@@ -157,7 +169,7 @@ class BackupCosts:
         if not (math.isfinite(t_max) and t_max >= 0.0):
             raise ValueError(f"backup cost: 't_max' must be a finite number >= 0 seconds, got {t_max!r}")
         out = rc.lineage.output(shuffle_id, map_index)
-        seconds = out.size / bandwidth
+        seconds = self.copy_seconds(out.size, bandwidth)
         if not math.isfinite(seconds):
             raise ValueError(f"backup cost: copy time {out.size!r} B / {bandwidth!r} B/s is not finite")
         failing = rc.failing_executor(out)

@@ -11,6 +11,7 @@ from typing import Any
 
 from simulators.state import XFER_DONE, Executor, RunResult, Stage
 from simulators.transfers import Transfer, TransferSet
+from simulators.world import WorldSpec
 from trspark.engine.protocol import (
     REMOTE,
     Backup,
@@ -30,6 +31,7 @@ class BackupDriver:
     executors: list[Executor]
     by_shuffle: dict[int, Stage]
     transfers: TransferSet
+    world: WorldSpec
     _xfer_by_block: dict[tuple[int, int], list[Transfer]]
     result: RunResult
 
@@ -87,7 +89,7 @@ class BackupDriver:
             target = self.executors[idx]
         if not core_taken:
             source.free -= 1
-        tr = Transfer((stage.index, p), source, target, stage.writes[p], self.now)
+        tr = Transfer((stage.index, p), source, target, stage.writes[p], self.now, self.world.backup_latency)
         self._xfer_by_block.setdefault(tr.block, []).append(tr)
         for changed in self.transfers.start(tr, self.now):
             self._push(changed.done_at, XFER_DONE, (changed, changed.token))

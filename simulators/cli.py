@@ -68,6 +68,8 @@ def world_options(f: F) -> F:
         click.option("--local-bw", callback=_bw("local-bw"), default=None, help="Peer bandwidth per VM, e.g. 400m (bytes/s)."),
         click.option("--remote-bw", callback=_bw("remote-bw"), default=None, help="Remote bandwidth per VM, e.g. 100m."),
         click.option("--remote-cap", callback=_bw("remote-cap"), default=None, help="Total remote bandwidth, e.g. 10g."),
+        click.option("--backup-latency", type=float, default=0.0, show_default=True,
+                     help="Fixed seconds of every backup copy before its bytes move (the engine is told the same)."),
         click.option("--believed-lifetime", default=None, help="Lifetime model the policy believes (default: the true one)."),
         click.option("--knowledge", type=click.Choice(["indeterministic", "deterministic"]), default="indeterministic",
                      help="deterministic: each VM's death time is announced when it registers."),
@@ -133,6 +135,8 @@ def build_world(kw: dict[str, Any], *, vms: int = 100, cores: int = 4) -> Any:
         _positive("--" + name.replace("_", "-"), kw.get(name), integer=name not in ("max_slowdown", "stall_seconds"))
     if kw["replace_delay"] < 0:
         fail(f"--replace-delay={kw['replace_delay']!r} is not valid; allowed: seconds >= 0")
+    if not kw.get("backup_latency", 0.0) >= 0:
+        fail(f"--backup-latency={kw['backup_latency']!r} is not valid; allowed: seconds >= 0")
     if kw["notice"] is not None and kw["notice"] < 0:
         fail(f"--notice={kw['notice']!r} is not valid; allowed: seconds >= 0")
     _check_spec("--believed-lifetime", kw["believed_lifetime"])
@@ -143,6 +147,7 @@ def build_world(kw: dict[str, Any], *, vms: int = 100, cores: int = 4) -> Any:
         local_bandwidth=kw["local_bw"] or defaults.local_bandwidth,
         remote_bandwidth=kw["remote_bw"] or defaults.remote_bandwidth,
         remote_cap=kw["remote_cap"] or defaults.remote_cap,
+        backup_latency=kw.get("backup_latency", 0.0),
         lifetime=None,
         replace_delay=kw["replace_delay"],
         knowledge=kw["knowledge"],

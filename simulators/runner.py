@@ -50,6 +50,7 @@ class Experiment:
             local_bandwidth=w.local_bandwidth,
             remote_bandwidth=w.remote_bandwidth,
             remote_cap=w.remote_cap,
+            backup_latency=w.backup_latency,
         )
 
 

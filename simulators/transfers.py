@@ -10,6 +10,9 @@ Rates (bytes/s) of the transfers in flight, recomputed whenever one starts or en
 where ``v`` is the transfer's source VM, ``n_local(v)`` / ``n_remote(v)`` count its concurrent
 peer / remote transfers and ``m`` counts the VMs with at least one remote transfer: the total
 remote cap is shared fairly among the uploading VMs, and each VM's share among its transfers.
+Each transfer first spends a fixed ``latency`` (s; opening, committing, registering a copy)
+before its bytes move; it already counts as sharing its VM's bandwidth meanwhile (a copy's
+setup and its stream overlap with the others' in a real block manager).
 (Sharing the cap per VM rather than per transfer keeps a start or end from re-rating every
 transfer in the cluster unless ``m`` changes while the cap binds.) A transfer's progress is
 integrated piecewise between rate changes.
@@ -23,14 +26,18 @@ from typing import Any
 class Transfer:
     """One block being copied from ``source`` to ``target`` (an executor object or None = remote)."""
 
-    __slots__ = ("block", "source", "target", "bytes", "remaining", "rate", "since", "started", "token", "done_at")
+    __slots__ = ("block", "source", "target", "bytes", "remaining", "setup", "rate", "since", "started", "token",
+                 "done_at")
 
-    def __init__(self, block: tuple[int, int], source: Any, target: Any, nbytes: float, now: float) -> None:
+    def __init__(self, block: tuple[int, int], source: Any, target: Any, nbytes: float, now: float,
+                 latency: float = 0.0) -> None:
         self.block = block
         self.source = source
         self.target = target
         self.bytes = nbytes
         self.remaining = nbytes
+        self.setup = latency
+        """Seconds of the fixed per-copy latency still to spend before bytes move."""
         self.rate = 0.0
         self.since = now
         self.started = now
@@ -72,7 +79,12 @@ class TransferSet:
         uplink = self._uplink()
         changed = sorted(transfers, key=_order)
         for t in changed:
-            t.remaining = max(0.0, t.remaining - t.rate * (now - t.since))
+            elapsed = now - t.since
+            if t.setup > 0.0:
+                spent = min(t.setup, elapsed)
+                t.setup -= spent
+                elapsed -= spent
+            t.remaining = max(0.0, t.remaining - t.rate * elapsed)
             t.since = now
             n_remote = self._remote_count.get(t.source, 0)
             if t.target is None:
@@ -80,7 +92,7 @@ class TransferSet:
             else:
                 t.rate = self.local_bandwidth / (len(self._by_source[t.source]) - n_remote)
             t.token += 1
-            t.done_at = now + t.remaining / t.rate
+            t.done_at = now + t.setup + t.remaining / t.rate
         return changed
 
     def start(self, transfer: Transfer, now: float) -> list[Transfer]:

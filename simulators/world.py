@@ -28,6 +28,8 @@ class WorldSpec:
     remote_cap : float
         Total remote-store bandwidth shared fairly by all concurrent remote transfers (bytes/s;
         Table 2: 10 GB/s).
+    backup_latency : float
+        Fixed seconds of every backup copy before its bytes move (0 = the paper's model).
     lifetime : str or None
         True lifetime model spec (``cost_model.lifetimes.from_spec``); None = VMs never die.
     replace_delay : float
@@ -52,6 +54,7 @@ class WorldSpec:
     local_bandwidth: float = 400e6
     remote_bandwidth: float = 100e6
     remote_cap: float = 10e9
+    backup_latency: float = 0.0
     lifetime: str | None = "exponential:mean=60"
     replace_delay: float = 0.0
     knowledge: str = "indeterministic"
@@ -68,6 +71,8 @@ class WorldSpec:
                 raise ValueError(f"{name} must be > 0 bytes/s")
         if self.knowledge not in KNOWLEDGE:
             raise ValueError(f"knowledge must be one of {', '.join(KNOWLEDGE)}, got {self.knowledge!r}")
+        if not self.backup_latency >= 0:
+            raise ValueError("backup_latency must be >= 0 seconds")
         if self.replace_delay < 0:
             raise ValueError("replace_delay must be >= 0 seconds")
         if self.lifetime is not None:

@@ -125,6 +125,29 @@ def test_deterministic_lifetimes_hand_worked() -> None:
     assert [c.peer_loss for c in slow.local("k", 0, 150.0, ["early", "late"])] == [0.0, 0.0]
 
 
+def test_per_copy_latency_lengthens_every_copy_and_prices_tiny_outputs() -> None:
+    # BT = L + size / bandwidth. Deterministic world of the test above: X dies at 100, T = 150.
+    lineage = Lineage()
+    for name, life in {"X": 100.0, "Z": 110.0, "never": 1e6}.items():
+        lineage.add_executor(name, Deterministic(life), started=0.0)
+    lineage.add_output("a", 0, "Z", 5.0, 1.0)
+    lineage.add_output("k", 0, "X", 3.0, 2e9, parents=["a"])
+    lineage.add_output("tiny", 0, "X", 3.0, 1e3, parents=["a"])
+    grid = TimeGrid.from_edges([0, 10, 20, 60, 95, 105, 115, 125, 140, 150, 200, 400])
+    plain = BackupCosts(Recompute(lineage, grid), 100e6, 100e6, 1e12)
+    slow = BackupCosts(Recompute(lineage, grid), 100e6, 100e6, 1e12, latency=5.0)
+    # 2 GB: X dies after the copy either way, so C_B = BT = 20 s, or 25 s with L = 5 s.
+    assert plain.remote("k", 0, 150.0).total == pytest.approx(20.0)
+    assert slow.remote("k", 0, 150.0).total == pytest.approx(25.0)
+    assert slow.best_local_destination("k", 0, 150.0, ["never"]).total == pytest.approx(5.0 + 2e9 / 100e6)  # type: ignore[union-attr]
+    # 1 kB: free without latency (10 us), the full latency with it.
+    assert plain.remote("tiny", 0, 150.0).total == pytest.approx(1e-5)
+    assert slow.remote("tiny", 0, 150.0).seconds == pytest.approx(5.0 + 1e-5)
+    assert slow.copy_seconds(1e3, 100e6) == pytest.approx(5.0 + 1e-5)
+    with pytest.raises(ValueError, match="latency"):
+        BackupCosts(Recompute(lineage, grid), 100e6, 100e6, 1e12, latency=-1.0)
+
+
 def test_shared_remote_bandwidth_and_its_effect() -> None:
     assert shared_remote_bandwidth(100e6, 250e6, 0) == 100e6
     assert shared_remote_bandwidth(100e6, 250e6, 4) == 50e6  # 250 / (4 + 1)

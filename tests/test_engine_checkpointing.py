@@ -46,10 +46,10 @@ def test_algorithm2_rule(c_redo: float, c_bl: float, c_br: float, peer: str | No
 
 
 def _one_block_job(mean_lifetime: float, *, targets: str = "both", knowledge: str = "indeterministic",
-                   notices: dict[str, float] | None = None) -> list:  # type: ignore[type-arg]
+                   notices: dict[str, float] | None = None, latency: float = 0.05) -> list:  # type: ignore[type-arg]
     """Executors a, b, c; stage 0 (2 tasks: the second still to run) writes shuffle 0 read by stage 1."""
     config = TRConfig(lifetime=f"exponential:mean={mean_lifetime}", targets=targets, knowledge=knowledge,
-                      duplication=False, scheduling=False)
+                      duplication=False, scheduling=False, backup_latency=latency)
     policy = make_policy("tr", config)
     events = add_executors(["a", "b", "c"], cores=1)
     events += [ExecutorNotice(time=0.0, executor_id=e, deadline=d, kind="lifetime") for e, d in (notices or {}).items()]
@@ -65,6 +65,17 @@ def test_no_backup_on_stable_executors() -> None:
 def test_risky_executor_backs_its_block_up() -> None:
     backups = _one_block_job(10.0)
     assert [(b.shuffle_id, b.map_index, b.source) for b in backups] == [(0, 0, "a")]
+
+
+@pytest.mark.parametrize(("mean_lifetime", "latency", "copied"), [
+    (20000.0, 0.0, True),  # a 10 MB copy costs 25 ms: worth it against a 20 s output at ~0.1 % risk
+    (20000.0, 0.05, False),  # + 50 ms per copy: no longer worth it
+    (2000.0, 0.05, True),  # ~1 % risk: still worth 75 ms
+    (2000.0, 1.0, False),  # but not a second
+])
+def test_per_copy_latency_stops_insurance_copies_of_small_outputs(mean_lifetime: float, latency: float,
+                                                                 copied: bool) -> None:
+    assert bool(_one_block_job(mean_lifetime, latency=latency)) is copied
 
 
 def test_remote_only_variant_goes_remote() -> None:
@@ -224,7 +235,10 @@ def test_block_that_loses_its_peer_copy_is_replanned_at_once() -> None:
     # peer dies, (0, 0) is back to one copy and gets a new peer copy at that very event.
     from trspark.engine.protocol import ExecutorLost
 
-    config = TRConfig(lifetime="exponential:mean=10", targets="local", duplication=False, scheduling=False)
+    # Peers as risky as the source make the copy only just worth it (C_BL 19.93 s vs C_Redo 19.95 s):
+    # no per-copy latency, so that the decision is the one this test is not about.
+    config = TRConfig(lifetime="exponential:mean=10", targets="local", duplication=False, scheduling=False,
+                      backup_latency=0.0)
     policy = make_policy("tr", config)
     events = add_executors(["a", "b", "c", "d"], cores=1)
     events += [map_stage(0, 1, 0), map_stage(1, 1, None, parents=[0], parent_shuffles=[0])]

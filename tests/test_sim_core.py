@@ -153,6 +153,15 @@ def test_shares_are_recomputed_when_a_transfer_starts_and_ends() -> None:
     assert [(e.time, e.seconds) for e in rec.of(BlockBackedUp)] == pytest.approx([(4.0, 3.0), (5.0, 3.0)])
 
 
+def test_backup_latency_is_paid_once_per_copy_before_the_bytes_move() -> None:
+    # As above with a 0.5 s per-copy latency: A is set up 1-1.5 s, alone at 100 MB/s until B
+    # starts at 2 s (50 MB done); B's setup 2-2.5 s already shares the VM's bandwidth, so A has
+    # 150 MB at 50 MB/s: ends at 5 s; B moved 125 MB by then, the rest 75 MB at 100 MB/s: 5.75 s.
+    job = JobSpec("latency", (stage(0, [1.0, 2.0], write_mb=200), stage(1, [0.1], parents=(0,))))
+    _, rec = run(job, vms=1, cores=2, policy=AlwaysPolicy(), backup_latency=0.5)
+    assert [(e.time, e.seconds) for e in rec.of(BlockBackedUp)] == pytest.approx([(5.0, 4.0), (5.75, 3.75)])
+
+
 def test_eviction_wins_a_tie_with_task_completion() -> None:
     # The task would end at exactly 1.0 s, when its VM dies: it is lost and re-run.
     job = JobSpec("tie", (stage(0, [1.0]),))

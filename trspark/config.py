@@ -163,6 +163,9 @@ KEYS: tuple[Key, ...] = (
         "Remote-store write bandwidth per executor (bytes/s)."),
     Key("bandwidth.remoteCap", "remote_cap", 10e9, _bandwidth, "bytes/s > 0, e.g. 10g",
         "Total remote-store bandwidth shared by all concurrent backups (bytes/s)."),
+    Key("backup.latency", "backup_latency", 0.05, _number(0.0), "seconds >= 0",
+        "Fixed time of one backup copy whatever its size (open, commit, register with the driver); "
+        "priced into every backup so that tiny outputs are copied only when their loss is likely."),
     Key("scheduling", "scheduling", True, _bool, "true | false", "TR-Scheduling (stage order and the gamma rule) on/off."),
     Key("safetyBelt", "safety_belt", True, _bool, "true | false", "Safety belt on/off."),
     Key("duplication", "duplication", True, _bool, "true | false", "Duplicate running tasks on idle executors (paper §5)."),
@@ -212,6 +215,7 @@ class TRConfig:
     local_bandwidth: float = 400e6
     remote_bandwidth: float = 100e6
     remote_cap: float = 10e9
+    backup_latency: float = 0.05
     scheduling: bool = True
     safety_belt: bool = True
     duplication: bool = True

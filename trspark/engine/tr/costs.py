@@ -68,7 +68,10 @@ class CostEstimator:
             self.lineage, self.grid, depth=config.recursion_depth,
             max_staleness=NOTICE_STALENESS if knowledge.uses_notices else config.period * 0.999
         )
-        self.backup = BackupCosts(self.recompute, config.local_bandwidth, config.remote_bandwidth, config.remote_cap)
+        self.backup = BackupCosts(
+            self.recompute, config.local_bandwidth, config.remote_bandwidth, config.remote_cap,
+            latency=config.backup_latency,
+        )
         self.remote_in_flight = 0
         self._first = True
 
@@ -146,7 +149,8 @@ class CostEstimator:
         sid, idx = block.block_id
         c_redo = self.recompute.c_redo(sid, idx, t_max)
         # The bound never exceeds the cheapest copy time, so only a small C_Redo can be pruned.
-        if c_redo < block.bytes / self._fastest_bandwidth() and c_redo < self._backup_lower_bound(block, state):
+        fastest = self.backup.copy_seconds(block.bytes, self._fastest_bandwidth())
+        if c_redo < fastest and c_redo < self._backup_lower_bound(block, state):
             return Costs(c_redo=c_redo, c_bl=math.inf, c_br=math.inf, peer=None)
         targets = self.config.targets
         c_br = math.inf
@@ -188,7 +192,7 @@ class CostEstimator:
             bandwidths.append(min(self.config.remote_bandwidth, self.config.remote_cap / (self.remote_in_flight + 1)))
         if self.config.targets in ("both", "local"):
             bandwidths.append(self.config.local_bandwidth)
-        seconds = np.array([block.bytes / bw for bw in bandwidths])
+        seconds = np.array([self.backup.copy_seconds(block.bytes, bw) for bw in bandwidths])
         return float(np.min(seconds * model.prob_fail(age, seconds, LIFE_HORIZON)))
 
     def best_peer(self, block: MapOutput, state: JobState, t_max: float) -> str | None:
