@@ -21,6 +21,7 @@ from trspark.engine.protocol import (
     KillDuplicate,
     SafetyBelt,
     SchedulingHints,
+    ShuffleConsumed,
     StageSubmitted,
     TaskStarted,
     Tick,
@@ -307,3 +308,50 @@ def test_draining_executor_gets_no_duplicate() -> None:
     assert [e.executor_id for e in idle_executors(state, None)] == ["a"]
     state.apply(ExecutorNotice(time=1.0, executor_id="a", deadline=31.0))
     assert idle_executors(state, None) == []
+
+
+def _long_notice(b_deadline: float | None = None, consumed_at: float | None = None):  # type: ignore[no-untyped-def]
+    """a holds an output that stage 1 reads after 59 more tasks of stage 0; a gets a 60 s notice at 3 s."""
+    config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", duplication=False)
+    policy = make_policy("tr", config)
+    events = add_executors(["a", "b", "c"], cores=1) + [map_stage(0, 60, 0)]
+    events += run_task(0, 0, "a", start=0.0, seconds=2.0, write=8 * MB, shuffle_id=0)
+    events += [StageSubmitted(time=2.0, stage_id=1, num_tasks=2, parent_stage_ids=(0,), parent_shuffle_ids=(0,))]
+    out = feed(policy, events + [ExecutorNotice(time=3.0, executor_id="a", deadline=63.0, kind="notice")])
+    later: list[object] = [Tick(time=20.0)]
+    if b_deadline is not None:
+        later.append(ExecutorNotice(time=30.0, executor_id="b", deadline=b_deadline, kind="notice"))
+    if consumed_at is not None:
+        later.append(ShuffleConsumed(time=consumed_at, shuffle_id=0))
+    out += feed(policy, later + [Tick(time=45.0)])
+    # Last responsible moment: 63 - margin 10 - period 5 - 8 MB at 100 MB/s + 50 ms = 47.87 s.
+    assert not [c for c in out if isinstance(c, Backup)], "nothing is copied before the last responsible moment"
+    return policy, [c for c in feed(policy, [Tick(time=48.0)]) if isinstance(c, Backup)]
+
+
+def test_notice_backups_wait_for_the_last_responsible_moment() -> None:
+    policy, backups = _long_notice()
+    assert [(b.shuffle_id, b.map_index, b.source) for b in backups] == [(0, 0, "a")]
+    assert policy.decisions["deferred"] == 1
+
+
+def test_a_peer_noticed_meanwhile_is_not_the_target() -> None:
+    # At the notice b looked as good as c; by the time the copy starts, b goes 2 s after a.
+    _, backups = _long_notice(b_deadline=65.0)
+    assert [(b.source, b.target) for b in backups] == [("a", "c")]
+
+
+def test_an_output_consumed_within_the_window_is_never_copied() -> None:
+    _, backups = _long_notice(consumed_at=40.0)
+    assert backups == []
+
+
+def test_notice_margin_as_long_as_the_window_copies_at_once() -> None:
+    config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", duplication=False,
+                      notice_margin=60.0)
+    policy = make_policy("tr", config)
+    events = add_executors(["a", "b", "c"], cores=1) + [map_stage(0, 60, 0)]
+    events += run_task(0, 0, "a", start=0.0, seconds=2.0, write=8 * MB, shuffle_id=0)
+    events += [StageSubmitted(time=2.0, stage_id=1, num_tasks=2, parent_stage_ids=(0,), parent_shuffle_ids=(0,))]
+    out = feed(policy, events + [ExecutorNotice(time=3.0, executor_id="a", deadline=63.0, kind="notice")])
+    assert [(b.shuffle_id, b.map_index, b.source) for b in out if isinstance(b, Backup)] == [(0, 0, "a")]

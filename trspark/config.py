@@ -190,6 +190,10 @@ KEYS: tuple[Key, ...] = (
         "Seconds between two polls of the metadata service (a poll is one link-local HTTP request)."),
     Key("notice.window", "notice_window", 30.0, _number(0.0, None, lo_open=True), "seconds > 0",
         "Seconds between a notice and the end when the source gives no time (GCP, the signal, an Azure event without NotBefore)."),
+    Key("notice.margin", "notice_margin", 10.0, _number(0.0), "seconds >= 0",
+        "Backups of an executor with a termination notice start this long (plus one period and their copy time) "
+        "before its deadline, not at the notice: outputs consumed meanwhile are not copied. A value as long as "
+        "the notice window copies at once."),
     Key("notice.signal", "notice_signal", "PWR", _signal_name, "a signal name such as PWR or TERM, or none",
         "POSIX signal an executor takes as a termination notice (chained with Spark's own decommission handler); none = ignore signals."),
 )
@@ -229,6 +233,7 @@ class TRConfig:
     notice_url: str = ""
     notice_interval: float = 1.0
     notice_window: float = 30.0
+    notice_margin: float = 10.0
     notice_signal: str = "PWR"
 
     def __post_init__(self) -> None:

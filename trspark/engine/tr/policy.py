@@ -9,6 +9,11 @@ lineage):
 * ``ExecutorLost`` / ``ExecutorAdded`` / ``ExecutorNotice`` -- the stack forgets what the lost
   executor was part of; lifetime models are refreshed (a notice, a refit) and the newest blocks
   are queued for re-planning.
+* A termination notice (``kind == "notice"``) does not copy at once: Algorithm 2 for a block
+  on a noticed executor waits until its *last responsible moment*, ``deadline - margin - period
+  - copy time`` of everything that executor holds (``notice.margin``), then runs with what is
+  known by then. Outputs consumed meanwhile are never copied, and a peer that got its own
+  notice meanwhile is not chosen (the copy would have to move again).
 * ``ShuffleConsumed`` -- released backups of the shuffle are cancelled, finished ones dropped.
 * ``Tick`` -- queue the newest unsafe blocks for re-planning (their risk grows as executors age
   and parents are lost); the safety belt, TR-Scheduling hints, duplication, splitting advice.
@@ -21,6 +26,7 @@ best peer), as ``always`` would.
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Sequence
 
@@ -90,11 +96,15 @@ class TRPolicy(Policy):
         self.duplicator = Duplicator(self.knowledge)
         self.splitter = SplitAdvisor()
         self.hints: SchedulingHints | None = None
-        self.decisions = {"local": 0, "remote": 0, "none": 0}
+        self.decisions = {"local": 0, "remote": 0, "none": 0, "deferred": 0}
         self._planned_now = False
         self._failed_at: dict[BlockId, float] = {}
         self._replan_queue: deque[BlockId] = deque()
         self._queued: set[BlockId] = set()
+        # Blocks on noticed executors waiting for their last responsible moment: block -> time,
+        # and a heap of (time, block) to find the due ones (stale heap entries are skipped).
+        self._deferred: dict[BlockId, float] = {}
+        self._deferred_due: list[tuple[float, BlockId]] = []
         # How long a block must survive: until its readers finished and their outputs are covered.
         self.horizon = NeedHorizon(config.alpha, self._covered, ttl=min(0.5, config.period))
 
@@ -132,6 +142,8 @@ class TRPolicy(Policy):
         # a task fails or an executor goes: copies then give their cores back.
         if self.config.duplication and isinstance(event, (StageSubmitted, StageCompleted, TaskEnded, ExecutorLost, Tick)):
             out += self.duplicator.kill_if_needed(state)
+        if self._deferred_due and self._deferred_due[0][0] <= state.now:
+            self._plan_due()
         # An event that already ran Algorithm 2 for its own block does no queued re-plans.
         self._work_queue(0 if self._planned_now else REPLANS_PER_EVENT)
         self._planned_now = False
@@ -210,6 +222,9 @@ class TRPolicy(Policy):
             return  # its backup failed at this very instant: wait for time to move on
         if self.belt.on:
             target = self._belt_target(block)
+        elif self._defer(block):
+            self.stack.unplan(block.block_id)
+            return
         else:
             self.costs.remote_in_flight = sum(1 for p in self.stack.in_flight.values() if p.target == REMOTE)
             target = decide(self.costs.costs(block, state, self.horizon(state, block)))
@@ -222,6 +237,44 @@ class TRPolicy(Policy):
         if source is None or source == target:
             return
         self.stack.push(plan_for(block, source, target))
+
+    def _defer(self, block: MapOutput) -> bool:
+        """Put off Algorithm 2 for a block on a noticed executor until its last responsible moment.
+
+        That moment is ``deadline - notice_margin - period - BT_total``: ``BT_total`` copies every
+        unconsumed output the executor holds one after the other at the slower target's speed
+        (they share its bandwidth), ``period`` allows for the tick that brings the engine back.
+        """
+        source = self.state.executors.get(block.backup_source() or "")
+        if source is None or not source.draining or source.notice_deadline is None:
+            return False
+        config = self.config
+        slowest = min(config.local_bandwidth, config.remote_bandwidth) if config.targets == "both" else (
+            config.local_bandwidth if config.targets == "local" else config.remote_bandwidth)
+        held = self.state.outputs_on(source.executor_id)
+        copy_total = sum(self.costs.backup.copy_seconds(b.bytes, slowest) for b in held)
+        due = source.notice_deadline - config.notice_margin - config.period - copy_total
+        if self.state.now >= due:
+            self._deferred.pop(block.block_id, None)
+            return False
+        previous = self._deferred.get(block.block_id)
+        if previous != due:
+            self.decisions["deferred"] += previous is None
+            self._deferred[block.block_id] = due
+            heapq.heappush(self._deferred_due, (due, block.block_id))
+        return True
+
+    def _plan_due(self) -> None:
+        """Algorithm 2 for the deferred blocks whose last responsible moment has come."""
+        now = self.state.now
+        while self._deferred_due and self._deferred_due[0][0] <= now:
+            due, block_id = heapq.heappop(self._deferred_due)
+            if self._deferred.get(block_id) != due:
+                continue  # re-deferred to another moment, or planned meanwhile
+            del self._deferred[block_id]
+            block = self.state.outputs.get(block_id)
+            if block is not None and not block.consumed and not block.on_remote and block.holders():
+                self._plan(block)
 
     def _belt_target(self, block: MapOutput) -> str | None:
         if self.config.targets != "local":
@@ -269,11 +322,11 @@ class TRPolicy(Policy):
                 self._plan(block)
 
     def _plan_noticed(self, executor_id: str) -> None:
-        """Algorithm 2 at once for every unsafe block held by an executor that got a notice.
+        """Algorithm 2 for every unsafe block held by an executor that got a notice.
 
         Newest first (the stack serves the newest first too): with the deadline known, a block
         whose readers will be done before it is left alone, the others are copied while the
-        window lasts.
+        window lasts -- from their last responsible moment (:meth:`_defer`) on.
         """
         for block in reversed(self.state.outputs_on(executor_id)):
             self._plan(block)
@@ -308,6 +361,7 @@ class TRPolicy(Policy):
             "backups_planned_local": self.decisions["local"],
             "backups_planned_remote": self.decisions["remote"],
             "decisions_none": self.decisions["none"],
+            "decisions_deferred": self.decisions["deferred"],
             "backups_released": self.stack.released,
             "backups_dropped_consumers_safe": self.stack.dropped,
             "safety_belt": self.belt.on,
