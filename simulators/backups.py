@@ -32,6 +32,7 @@ class BackupDriver:
     by_shuffle: dict[int, Stage]
     transfers: TransferSet
     world: WorldSpec
+    _want_backed_up: bool
     _xfer_by_block: dict[tuple[int, int], list[Transfer]]
     result: RunResult
 
@@ -131,6 +132,8 @@ class BackupDriver:
             self.result.backups_local += 1
             self.result.backup_bytes_local += tr.bytes
         self._refresh_block(stage, p)
+        if not self._want_backed_up:
+            return
         target = REMOTE if tr.target is None else tr.target.id
         self._emit(BlockBackedUp(self.now, stage.spec.shuffle_id, p, target, int(tr.bytes), self.now - tr.started))
 

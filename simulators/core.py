@@ -71,6 +71,7 @@ from trspark.engine.policy import Policy
 from trspark.engine.protocol import (
     Advice,
     Backup,
+    BlockBackedUp,
     BlockLost,
     CancelBackup,
     Command,
@@ -172,6 +173,7 @@ class Simulator(BackupDriver):
         # Building a frozen protocol event costs ~10 us; skip per-task ones nobody reads.
         self._want_started = trace is not None or policy.wants(TaskStarted)
         self._want_ended = trace is not None or policy.wants(TaskEnded)
+        self._want_backed_up = trace is not None or policy.wants(BlockBackedUp)
 
     # ---------------------------------------------------------------------------------- public
     def death_time(self, executor_id: str) -> float:

@@ -16,7 +16,17 @@ import numpy as np
 
 from cost_model.lifetimes import LifetimeModel
 from trspark.engine.policy import Policy
-from trspark.engine.protocol import REMOTE, Backup, BackupFailed, Command, Event, TaskEnded, TaskStarted, Tick
+from trspark.engine.protocol import (
+    REMOTE,
+    Backup,
+    BackupFailed,
+    BlockBackedUp,
+    Command,
+    Event,
+    TaskEnded,
+    TaskStarted,
+    Tick,
+)
 from trspark.engine.state import JobState, MapOutput
 from trspark.engine.tr.horizon import consumption_horizon
 
@@ -28,6 +38,9 @@ class NeverPolicy(Policy):
 
     def handle(self, event: Event) -> Sequence[Command]:
         return ()
+
+    def wants(self, event_type: type) -> bool:
+        return event_type not in (TaskStarted, TaskEnded, BlockBackedUp)
 
 
 class AlwaysPolicy(Policy):
@@ -52,6 +65,9 @@ class AlwaysPolicy(Policy):
                 ),
             )
         return ()
+
+    def wants(self, event_type: type) -> bool:
+        return event_type not in (TaskStarted, BlockBackedUp)
 
     def summary(self) -> dict[str, object]:
         return {"backups_planned": self.backups}
