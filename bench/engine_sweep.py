@@ -203,13 +203,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--policy-runs", nargs="*", default=[], metavar="POLICY=N",
                         help="runs per point for some policies (stability sweep), e.g. tr-det=20")
     parser.add_argument("--out", type=Path, default=Path("docs/results"))
+    parser.add_argument("--csv", type=Path, default=None,
+                        help="write the rows here instead of OUT/engine_EXP.csv (and skip the figure), "
+                             "e.g. to re-run some policies or points without overwriting the sweep")
     args = parser.parse_args(argv)
     try:
         args.policy_runs = {k: int(v) for k, v in (item.split("=", 1) for item in args.policy_runs)}
     except ValueError:
         parser.error("--policy-runs: expected POLICY=N with an integer N, e.g. tr-det=20")
     args.out.mkdir(parents=True, exist_ok=True)
-    csv_path = args.out / f"engine_{args.exp}.csv"
+    csv_path = args.csv if args.csv is not None else args.out / f"engine_{args.exp}.csv"
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
     with csv_path.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=FIELDS)
         writer.writeheader()
@@ -220,6 +224,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                   f"vms={row['vms']:<3d} slowdown={row['slowdown_mean']:.3f} failed={row['failed_runs']} "
                   f"bl={row['backups_local_mean']:.0f} br={row['backups_remote_mean']:.0f} "
                   f"recomp={row['recomputed_tasks_mean']:.0f} ({row['seconds']} s)", flush=True)
+    if args.csv is not None:
+        return
     if args.exp == "stability":
         plot_stability(csv_path, args.out / "engine_stability.png")
     elif args.exp == "robustness":

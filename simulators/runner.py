@@ -17,7 +17,7 @@ import numpy as np
 from simulators.core import RunResult, Simulator
 from simulators.dag import JobSpec
 from simulators.metrics import run_row, summarize
-from simulators.oracle import OraclePolicy
+from simulators.oracle import FAMILY, OraclePolicy, best_run
 from simulators.world import WorldSpec
 from trspark.config import TRConfig
 from trspark.engine.policy import Policy
@@ -64,24 +64,31 @@ def stable_job_time(job: JobSpec, world: WorldSpec, period: float = 5.0) -> floa
 
 
 def build_policy(name: str, config: TRConfig, stable_time: float) -> Policy:
-    if name == "oracle":
-        return OraclePolicy(config, horizon=stable_time)
+    if name == "oracle":  # the lone heuristic; simulate_run plays the whole family (simulators.oracle)
+        return OraclePolicy(config, horizon=stable_time, strategy=FAMILY[0])
     return make_policy(name, config)
 
 
 def simulate_run(exp: Experiment, seed: np.random.SeedSequence, stable_time: float,
                  trace: Callable[[Any], None] | None = None) -> RunResult:
-    """One run of ``exp`` with its own seed."""
+    """One run of ``exp`` with its own seed.
+
+    ``oracle`` is the best of its family of clairvoyant strategies on this very world
+    (:func:`simulators.oracle.best_run`): every member gets a fresh generator from ``seed``.
+    """
     config = exp.policy_config()
-    policy = build_policy(exp.policy, config, stable_time)
     stall = exp.world.stall_seconds if exp.world.stall_seconds is not None else max(stable_time, 60.0)
-    sim = Simulator(
-        exp.job, exp.world, policy, np.random.default_rng(seed), period=config.period,
-        deadline=exp.world.max_slowdown * stable_time, stall_seconds=stall, trace=trace,
-    )
-    if isinstance(policy, OraclePolicy):
-        policy.bind(sim)
-    return sim.run()
+
+    def make_sim(policy: Policy, tracer: Callable[[Any], None] | None) -> Simulator:
+        return Simulator(
+            exp.job, exp.world, policy, np.random.default_rng(seed), period=config.period,
+            deadline=exp.world.max_slowdown * stable_time, stall_seconds=stall, trace=tracer,
+        )
+
+    if exp.policy == "oracle":
+        result: RunResult = best_run(make_sim, config, stable_time, trace)
+        return result
+    return make_sim(build_policy(exp.policy, config, stable_time), trace).run()
 
 
 # Worker state: the experiment is sent once per worker (fork inherits it), not once per run.

@@ -226,3 +226,55 @@ def test_duplicate_loser_is_killed() -> None:
     ends = rec.of(TaskEnded)
     assert [(e.executor_id, e.successful, e.reason) for e in ends] == [("0", True, "success"), ("1", False, "killed")]  # type: ignore[attr-defined]
     assert sim.result.job_time == pytest.approx(2.0)
+
+
+def _oracle_run(job: JobSpec, strategy: object, *, vms: int, cores: int, lifetimes: Sequence[float]) -> Simulator:
+    from simulators.oracle import OraclePolicy, Strategy
+    from trspark.config import TRConfig
+
+    assert isinstance(strategy, Strategy)
+    policy = OraclePolicy(TRConfig(), horizon=10.0, strategy=strategy)
+    spec = WorldSpec(vms=vms, cores=cores, lifetime=None)
+    sim = Simulator(job, spec, policy, np.random.default_rng(0), period=1.0, stall_seconds=100.0, lifetimes=lifetimes)
+    policy.bind(sim)
+    sim.run()
+    return sim
+
+
+def test_oracle_starts_no_task_on_a_vm_that_dies_before_it_ends() -> None:
+    # VM0 dies at 5 s, VM1 never. The only task takes 10 s. Without scheduling it starts on VM0
+    # (first free core), dies with it at 5 s and re-runs on VM1 (or VM0's replacement): 15 s.
+    # The clairvoyant γ rule sends it to VM1 at once: 10 s (the old oracle took 15 s).
+    from simulators.oracle import FAMILY, Strategy
+
+    job = JobSpec("one", (stage(0, [10.0]),))
+    old = _oracle_run(job, Strategy("needed"), vms=2, cores=1, lifetimes=[5.0, float("inf")])
+    assert old.result.job_time == pytest.approx(15.0)
+    assert old.result.killed_tasks == 1
+    new = _oracle_run(job, FAMILY[0], vms=2, cores=1, lifetimes=[5.0, float("inf")])
+    assert new.result.job_time == pytest.approx(10.0)
+    assert new.result.killed_tasks == 0
+
+
+def test_oracle_is_the_best_of_its_family_and_never_worse_than_always_or_never() -> None:
+    # Two maps of 2 s on two single-core VMs, VM1 dies at 2.5 s after writing 100 MB, then a
+    # 2 s reducer: every family member, always and never run on the same lifetimes, and the
+    # oracle reports the fastest of them.
+    from simulators.oracle import best_run
+    from trspark.config import TRConfig
+
+    job = JobSpec("two", (stage(0, [2.0, 2.0], write_mb=100), stage(1, [2.0], parents=(0,))))
+    spec = WorldSpec(vms=2, cores=1, lifetime=None)
+
+    def make_sim(policy: Policy, trace: object) -> Simulator:
+        return Simulator(job, spec, policy, np.random.default_rng(0), period=1.0, stall_seconds=100.0,
+                         lifetimes=[float("inf"), 2.5], trace=trace)  # type: ignore[arg-type]
+
+    events: list[Event] = []
+    best = best_run(make_sim, TRConfig(), 10.0, trace=events.append)
+    times = best.policy_summary["job_times"]
+    assert set(times) >= {"needed+sched", "needed", "always", "never"}
+    assert best.job_time == pytest.approx(min(times.values()))
+    assert best.job_time <= times["always"] and best.job_time <= times["never"]
+    assert best.job_time == pytest.approx(times[best.policy_summary["strategy"]])
+    assert events and isinstance(events[-1], Event)  # the winner was replayed with the trace
