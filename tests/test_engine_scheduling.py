@@ -355,3 +355,22 @@ def test_notice_margin_as_long_as_the_window_copies_at_once() -> None:
     events += [StageSubmitted(time=2.0, stage_id=1, num_tasks=2, parent_stage_ids=(0,), parent_shuffle_ids=(0,))]
     out = feed(policy, events + [ExecutorNotice(time=3.0, executor_id="a", deadline=63.0, kind="notice")])
     assert [(b.shuffle_id, b.map_index, b.source) for b in out if isinstance(b, Backup)] == [(0, 0, "a")]
+
+
+def test_gamma_rule_keeps_the_stage_s_longest_task_off_an_executor_that_dies_first() -> None:
+    # Exact lifetimes: "short" dies at t = 15 s. Stage 0's finished tasks took 2, 2, 2 and 10 s
+    # (mean 4 s). At t = 10 s short has 5 s left: enough for the mean task, not for the longest,
+    # and any pending task may be the long kind -- so no task of stage 0 may start there.
+    config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", duplication=False)
+    policy = make_policy("tr", config)
+    events = add_executors(["short", "long"], cores=1)
+    events += [ExecutorNotice(time=0.0, executor_id="short", deadline=15.0, kind="lifetime"),
+               ExecutorNotice(time=0.0, executor_id="long", deadline=1e6, kind="lifetime")]
+    events += [map_stage(0, 10, 0)]
+    events += run_task(0, 0, "long", start=0.0, seconds=10.0, write=MB, shuffle_id=0)
+    for p, start in ((1, 0.0), (2, 2.0), (3, 4.0)):
+        events += run_task(0, p, "short", start=start, seconds=2.0, write=MB, shuffle_id=0)
+    hints = [c for c in feed(policy, events + [Tick(time=10.0)]) if isinstance(c, SchedulingHints)][-1]
+    assert hints.expected_task_seconds == {0: pytest.approx(10.0)}
+    assert hints.max_task_seconds == {"short": pytest.approx(5.0)}
+    assert not allowed("short", 0, hints) and allowed("long", 0, hints)

@@ -87,6 +87,8 @@ class StageView:
     started_at: dict[tuple[int, str], float] = field(default_factory=dict)
     tasks_done: int = 0
     seconds_sum: float = 0.0
+    longest_seconds: float = 0.0
+    """Run time of the longest finished task of this stage (s)."""
     read_bytes_sum: int = 0
     write_bytes_sum: int = 0
 
@@ -357,6 +359,7 @@ class JobState:
         stage.ever_finished.add(e.partition)
         stage.tasks_done += 1
         stage.seconds_sum += e.duration
+        stage.longest_seconds = max(stage.longest_seconds, e.duration)
         stage.read_bytes_sum += e.shuffle_read_bytes + e.input_bytes
         stage.write_bytes_sum += e.shuffle_write_bytes
         shuffle = e.shuffle_id if e.shuffle_id is not None else stage.shuffle_id

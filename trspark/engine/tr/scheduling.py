@@ -15,7 +15,8 @@ Two rules, applied by ``trspark.engine.placement`` (simulator) and the Scala hoo
    on the VM; per-VM locality is left to the driver's own locality rule.
 
 2. **The γ rule** -- a task of estimated run time ET may start on executor v only if
-   ``ET / v.E(t, T) < γ``. We read ``v.E(t, T)`` with ``T = ∞`` as v's expected remaining
+   ``ET / v.E(t, T) < γ``. ET is the stage's longest finished task (its mean if longer; the
+   job's mean before any finished), see :func:`expected_task_seconds`. We read ``v.E(t, T)`` with ``T = ∞`` as v's expected remaining
    lifetime (mean residual life ``m_v``, s), so ``max_task_seconds[v] = γ · m_v``: with exact
    lifetimes (γ = 1) a task goes only where it can finish before the executor dies, and with a
    memoryless (exponential) belief every executor gets the same limit, i.e. no restriction.
@@ -56,9 +57,16 @@ def stage_order(state: JobState) -> tuple[int, ...]:
 
 
 def expected_task_seconds(state: JobState) -> dict[int, float]:
-    """ET of a task of each runnable stage (its stage's mean, else the job's mean task time, s)."""
+    """ET of a task of each runnable stage for the γ rule (s).
+
+    The longest finished task of the stage, not its mean (the job's mean before any finished):
+    the rule must keep *every* task of the stage off an executor that dies before it ends, and
+    with the mean, the longer half of a stage's tasks started on such executors and died with
+    them (the simulator's clairvoyant oracle, which places by each stage's true longest task,
+    was 1.25-1.41x faster than exact-lifetime TR at stability 5).
+    """
     default = state.mean_task_seconds()
-    return {s.stage_id: s.mean_task_seconds(default) for s in state.runnable_stages()}
+    return {s.stage_id: max(s.mean_task_seconds(default), s.longest_seconds) for s in state.runnable_stages()}
 
 
 def task_limits(
