@@ -105,6 +105,7 @@ class TRPolicy(Policy):
         # and a heap of (time, block) to find the due ones (stale heap entries are skipped).
         self._deferred: dict[BlockId, float] = {}
         self._deferred_due: list[tuple[float, BlockId]] = []
+        self._copy_total_at: tuple[tuple[str, float], float] | None = None
         # How long a block must survive: until its readers finished and their outputs are covered.
         self.horizon = NeedHorizon(config.alpha, self._covered, ttl=min(0.5, config.period))
 
@@ -249,11 +250,7 @@ class TRPolicy(Policy):
         if source is None or not source.draining or source.notice_deadline is None:
             return False
         config = self.config
-        slowest = min(config.local_bandwidth, config.remote_bandwidth) if config.targets == "both" else (
-            config.local_bandwidth if config.targets == "local" else config.remote_bandwidth)
-        held = self.state.outputs_on(source.executor_id)
-        copy_total = sum(self.costs.backup.copy_seconds(b.bytes, slowest) for b in held)
-        due = source.notice_deadline - config.notice_margin - config.period - copy_total
+        due = source.notice_deadline - config.notice_margin - config.period - self._copy_total(source.executor_id)
         if self.state.now >= due:
             self._deferred.pop(block.block_id, None)
             return False
@@ -263,6 +260,21 @@ class TRPolicy(Policy):
             self._deferred[block.block_id] = due
             heapq.heappush(self._deferred_due, (due, block.block_id))
         return True
+
+    def _copy_total(self, executor_id: str) -> float:
+        """``BT_total`` (s) of the executor's unconsumed outputs, once per executor and instant.
+
+        (Listing an executor's outputs scans the job's outputs; a notice plans every block of the
+        executor at the same instant, so the sum is cached for that instant.)
+        """
+        key = (executor_id, self.state.now)
+        if self._copy_total_at is None or self._copy_total_at[0] != key:
+            config = self.config
+            slowest = min(config.local_bandwidth, config.remote_bandwidth) if config.targets == "both" else (
+                config.local_bandwidth if config.targets == "local" else config.remote_bandwidth)
+            total = sum(self.costs.backup.copy_seconds(b.bytes, slowest) for b in self.state.outputs_on(executor_id))
+            self._copy_total_at = (key, total)
+        return self._copy_total_at[1]
 
     def _plan_due(self) -> None:
         """Algorithm 2 for the deferred blocks whose last responsible moment has come."""
