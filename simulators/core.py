@@ -83,6 +83,7 @@ from trspark.engine.protocol import (
     ExecutorNotice,
     JobEnded,
     KillDuplicate,
+    ReleaseExecutor,
     SafetyBelt,
     SchedulingHints,
     ShuffleConsumed,
@@ -275,9 +276,20 @@ class Simulator(BackupDriver):
             self._emit(ExecutorNotice(self.now, e.id, deadline=e.death))
 
     def _on_evict(self, e: Any) -> None:
+        if e.alive:  # a VM released before its death is already gone
+            self.result.evictions += 1
+            self._remove_executor(e, "evicted")
+
+    def _release(self, cmd: ReleaseExecutor) -> None:
+        """The engine lets a noticed VM go before its death: it leaves now and is replaced from now."""
+        e = next((x for x in self.executors if x.id == cmd.executor_id), None)
+        if e is not None and e.alive:
+            self.result.releases += 1
+            self._remove_executor(e, "released")
+
+    def _remove_executor(self, e: Any, reason: str) -> None:
         e.alive = False
-        self.result.evictions += 1
-        self._emit(ExecutorLost(self.now, e.id, reason="evicted"))
+        self._emit(ExecutorLost(self.now, e.id, reason=reason))
         for tid in sorted(e.tasks):
             self._end_task_unsuccessfully(tid, "executor_lost")
         for tr in self.transfers.all():
@@ -610,6 +622,8 @@ class Simulator(BackupDriver):
             self._duplicate(command)
         elif isinstance(command, KillDuplicate):
             self._kill_duplicate(command)
+        elif isinstance(command, ReleaseExecutor):
+            self._release(command)
         elif isinstance(command, SafetyBelt):
             if command.on:
                 self.result.safety_belt_firings += 1

@@ -47,6 +47,7 @@ def run_row(result: RunResult, stable_time: float) -> dict[str, Any]:
         "recomputed_tasks": result.recomputed_tasks,
         "killed_tasks": result.killed_tasks,
         "evictions": result.evictions,
+        "releases": result.releases,
         "backups_local": result.backups_local,
         "backups_remote": result.backups_remote,
         "backup_bytes_local": result.backup_bytes_local,

@@ -88,6 +88,8 @@ class RunResult:
     recomputed_tasks: int = 0
     killed_tasks: int = 0
     evictions: int = 0
+    releases: int = 0
+    """VMs let go before their death because the engine had nothing left for them (``ReleaseExecutor``)."""
     backups_local: int = 0
     backups_remote: int = 0
     backup_bytes_local: float = 0.0

@@ -14,11 +14,13 @@ from trspark.engine.protocol import (
     REMOTE,
     Advice,
     Backup,
+    BlockBackedUp,
     BlockLost,
     DuplicateTask,
     ExecutorLost,
     ExecutorNotice,
     KillDuplicate,
+    ReleaseExecutor,
     SafetyBelt,
     SchedulingHints,
     ShuffleConsumed,
@@ -374,3 +376,80 @@ def test_gamma_rule_keeps_the_stage_s_longest_task_off_an_executor_that_dies_fir
     assert hints.expected_task_seconds == {0: pytest.approx(10.0)}
     assert hints.max_task_seconds == {"short": pytest.approx(5.0)}
     assert not allowed("short", 0, hints) and allowed("long", 0, hints)
+
+
+def _released(commands: list) -> list[str]:  # type: ignore[type-arg]
+    return [c.executor_id for c in commands if isinstance(c, ReleaseExecutor)]
+
+
+def test_noticed_executor_is_released_once_its_needed_output_is_saved() -> None:
+    policy, out = _noticed_policy("notice")
+    (backup,) = [c for c in out if isinstance(c, Backup)]
+    assert _released(out) == [], "the output it holds is still needed and not yet copied"
+    assert _released(feed(policy, [Tick(time=3.5)])) == []
+    done = BlockBackedUp(time=3.6, shuffle_id=0, map_index=0, target=backup.target, bytes=8 * MB)
+    assert _released(feed(policy, [done])) == ["a"]
+    assert _released(feed(policy, [Tick(time=4.0), Tick(time=5.0)])) == [], "released once"
+    assert policy.summary()["executors_released"] == 1
+
+
+def test_an_output_left_for_readers_before_the_deadline_keeps_the_executor() -> None:
+    # 30 s left: the block is read well before a goes, so it is not copied -- and a must stay
+    # until it has been read; then a has nothing left to do.
+    policy, out = _noticed_policy("notice", deadline=33.0)
+    assert _released(out + feed(policy, [Tick(time=10.0)])) == []
+    assert _released(feed(policy, [ShuffleConsumed(time=12.0, shuffle_id=0)])) == ["a"]
+
+
+def test_a_noticed_executor_running_a_task_is_released_after_it_ends_and_its_output_is_saved() -> None:
+    config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", duplication=False)
+    policy = make_policy("tr", config)
+    events = add_executors(["a", "b"], cores=1) + [map_stage(0, 4, 0)]
+    events += [TaskStarted(time=0.0, stage_id=0, partition=0, executor_id="a")]
+    events += [StageSubmitted(time=0.0, stage_id=1, num_tasks=2, parent_stage_ids=(0,), parent_shuffle_ids=(0,))]
+    out = feed(policy, events + [ExecutorNotice(time=1.0, executor_id="a", deadline=8.0, kind="notice")])
+    assert _released(out) == [], "a task still runs there"
+    out = feed(policy, run_task(0, 0, "a", start=0.0, seconds=2.0, write=8 * MB, shuffle_id=0)[1:])
+    (backup,) = [c for c in out if isinstance(c, Backup)]
+    assert _released(out) == [], "its new output must be saved first"
+    done = BlockBackedUp(time=2.2, shuffle_id=0, map_index=0, target=backup.target, bytes=8 * MB)
+    assert _released(feed(policy, [done])) == ["a"]
+
+
+def test_an_idle_empty_noticed_executor_is_released_at_the_notice_and_only_with_release_on() -> None:
+    for release, expected in ((True, ["a"]), (False, [])):
+        config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", notice_release=release)
+        policy = make_policy("tr", config)
+        out = feed(policy, add_executors(["a", "b"]) + [ExecutorNotice(time=1.0, executor_id="a", deadline=31.0)])
+        assert _released(out + feed(policy, [Tick(time=5.0)])) == expected
+
+
+def test_a_released_executor_lived_until_its_deadline() -> None:
+    from trspark.engine.state import observed_lifetime
+    from trspark.history import HistoryObserver
+
+    state = JobState()
+    for event in add_executors(["a", "b", "c"], time=2.0):
+        state.apply(event)
+    state.apply(ExecutorNotice(time=10.0, executor_id="a", deadline=40.0))
+    lost = ExecutorLost(time=12.0, executor_id="a", reason="released")
+    assert observed_lifetime(state.executors["a"], lost) == (38.0, True)
+    assert observed_lifetime(state.executors["b"], ExecutorLost(time=12.0, executor_id="b", reason="killed")) == (10.0, False)
+    assert observed_lifetime(state.executors["c"], ExecutorLost(time=12.0, executor_id="c")) == (10.0, True)
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.lost: list[tuple[str, float, bool]] = []
+
+        def executor_added(self, executor_id: str, start: float) -> None:
+            pass
+
+        def executor_lost(self, executor_id: str, time: float, *, evicted: bool) -> None:
+            self.lost.append((executor_id, time, evicted))
+
+    recorder = Recorder()
+    observer = HistoryObserver(recorder)  # type: ignore[arg-type]
+    for event in add_executors(["a", "b"], time=2.0) + [ExecutorNotice(time=10.0, executor_id="a", deadline=40.0), lost,
+                                                     ExecutorLost(time=13.0, executor_id="b", reason="killed")]:
+        observer(event)
+    assert recorder.lost == [("a", 40.0, True), ("b", 13.0, False)]

@@ -24,6 +24,8 @@ from trspark.engine.protocol import (
     Event,
     ExecutorAdded,
     ExecutorLost,
+    ExecutorNotice,
+    ReleaseExecutor,
     SafetyBelt,
     ShuffleConsumed,
     StageCompleted,
@@ -195,6 +197,31 @@ def test_deterministic_knowledge_and_notices_announce_true_deaths() -> None:
                      ("ExecutorLost", 2.0), ("ExecutorAdded", 2.0)]
     notices = [e for e in rec.events if type(e).__name__ == "ExecutorNotice"]
     assert all(e.deadline == 2.0 for e in notices)  # type: ignore[attr-defined]
+
+
+class ReleaseOnNotice(Policy):
+    """Lets every VM go the moment it gets a termination notice."""
+
+    name = "release-on-notice"
+
+    def handle(self, event: Event) -> Sequence[Command]:
+        if isinstance(event, ExecutorNotice) and event.kind == "notice":
+            return [ReleaseExecutor(event.executor_id)]
+        return []
+
+
+def test_a_released_vm_leaves_at_once_and_its_replacement_comes_from_then() -> None:
+    # VM 0 dies at 10 s with an 8 s notice (at 2 s); VM 1 never dies; replacements take 3 s.
+    # The 12 s task starts on VM 0 at 0; released at 2 s, it re-runs on VM 1 from 2 s (ends 14 s),
+    # not from the death at 10 s (22 s); VM 0's replacement registers at 5 s, and the death
+    # planned for 10 s no longer happens.
+    job = JobSpec("one", (stage(0, [12.0]),))
+    sim, rec = run(job, vms=2, cores=1, lifetimes=[10.0], policy=ReleaseOnNotice(), notice=8.0, replace_delay=3.0)
+    lost = [(e.time, e.executor_id, e.reason) for e in rec.of(ExecutorLost)]  # type: ignore[attr-defined]
+    assert lost == [(2.0, "0", "released")]
+    assert [e.time for e in rec.of(ExecutorAdded)] == [0.0, 0.0, 5.0]
+    assert (sim.result.releases, sim.result.evictions, sim.result.killed_tasks) == (1, 0, 1)
+    assert sim.result.job_time == pytest.approx(14.0)
 
 
 class Scripted(Policy):

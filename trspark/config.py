@@ -194,6 +194,9 @@ KEYS: tuple[Key, ...] = (
         "Backups of an executor with a termination notice start this long (plus one period and their copy time) "
         "before its deadline, not at the notice: outputs consumed meanwhile are not copied. A value as long as "
         "the notice window copies at once."),
+    Key("notice.release", "notice_release", True, _bool, "true | false",
+        "Let an executor with a termination notice go as soon as it runs no task and holds nothing still "
+        "needed that is not saved elsewhere, so its replacement can start before the deadline."),
     Key("notice.signal", "notice_signal", "PWR", _signal_name, "a signal name such as PWR or TERM, or none",
         "POSIX signal an executor takes as a termination notice (chained with Spark's own decommission handler); none = ignore signals."),
 )
@@ -234,6 +237,7 @@ class TRConfig:
     notice_interval: float = 1.0
     notice_window: float = 30.0
     notice_margin: float = 10.0
+    notice_release: bool = True
     notice_signal: str = "PWR"
 
     def __post_init__(self) -> None:

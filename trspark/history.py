@@ -225,16 +225,20 @@ class HistoryObserver:
     """Engine-side event observer that records executor lifetimes of one live application.
 
     ``ExecutorAdded`` starts an executor's clock; ``ExecutorLost`` with reason ``evicted`` is an
-    observed lifetime, any other reason a censored one; :meth:`close` (end of the engine session)
+    observed lifetime, any other reason a censored one -- except after a termination notice: an
+    executor that left early (released by the engine, decommissioned) would have been evicted at
+    the notice's deadline, so that is its observed lifetime (as in the engine's own fits,
+    :func:`trspark.engine.state.observed_lifetime`). :meth:`close` (end of the engine session)
     censors every executor still alive at the last event time.
     """
 
     def __init__(self, recorder: LifetimeRecorder) -> None:
         self.recorder = recorder
         self.last_time = 0.0
+        self._deadlines: dict[str, float] = {}
 
     def __call__(self, event: object) -> None:
-        from trspark.engine.protocol import ExecutorAdded, ExecutorLost
+        from trspark.engine.protocol import ExecutorAdded, ExecutorLost, ExecutorNotice
 
         time = getattr(event, "time", None)
         if isinstance(time, int | float):
@@ -242,8 +246,14 @@ class HistoryObserver:
         if isinstance(event, ExecutorAdded):
             start = event.vm_started if event.vm_started is not None else event.time
             self.recorder.executor_added(event.executor_id, start)
+        elif isinstance(event, ExecutorNotice) and event.kind == "notice":
+            self._deadlines[event.executor_id] = event.deadline
         elif isinstance(event, ExecutorLost):
-            self.recorder.executor_lost(event.executor_id, event.time, evicted=event.reason == "evicted")
+            deadline = self._deadlines.pop(event.executor_id, None)
+            if deadline is not None and event.reason != "evicted":
+                self.recorder.executor_lost(event.executor_id, max(deadline, event.time), evicted=True)
+            else:
+                self.recorder.executor_lost(event.executor_id, event.time, evicted=event.reason == "evicted")
 
     def close(self) -> None:
         self.recorder.finish(self.last_time)

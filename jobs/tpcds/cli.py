@@ -99,7 +99,7 @@ def datagen_command(sf: float, cache: Path | None) -> None:
 @click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the kill schedules.")
 @click.option("--notice", type=click.FloatRange(min=0), default=30.0, show_default=True,
-              help="Seconds of termination notice (SIGPWR) before each kill, for the decommission policy.")
+              help="Seconds of termination notice (SIGPWR) before each kill, for the decommission and tr policies.")
 @click.option("--max-kills", type=click.IntRange(0), default=None, help="Kill at most this many executors per run.")
 @click.option("--time-cap", type=_positive, default=600.0, show_default=True,
               help="Seconds after which a run is cancelled and recorded as failed.")

@@ -13,10 +13,13 @@ Plan of a benchmark (``--policies never,always,decommission,tr``)
 4. Each policy gets one session (start-up costs 22-31 s here, so sessions are re-used across
    queries and repeats), a warm-up pass (``warmup``: over the first N queries only), its stable
    runs (``stable_runs="never"``: only vanilla Spark's, the reference), then its *evicted* runs: the injector
-   starts with the query and SIGKILLs executor JVMs on the schedule (for ``decommission`` it sends
-   SIGPWR -- Spark's decommission signal -- ``notice`` s before each SIGKILL, a termination
-   notice; a kill due within the window after the start is delayed to the window's end by the
-   injector, and notices for kills after the query's end still land during it). Before every run
+   starts with the query and SIGKILLs executor JVMs on the schedule (for the policies that can
+   use a termination notice, ``decommission`` and ``tr`` (:data:`NOTICED_POLICIES`), it sends
+   SIGPWR ``notice`` s before each SIGKILL: Spark's decommission signal, and the signal trspark's
+   executor plugin takes as a notice. A kill due within the window after the start is delayed to
+   the window's end by the injector, and notices for kills after the query's end still land
+   during it. ``never`` is vanilla Spark and ``always`` copies everything anyway: both are only
+   killed). Before every run
    all executors must be registered again; after a run with kills the
    query is run once more unrecorded, so cold replacement JVMs do not slow the next measurement.
 
@@ -55,6 +58,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("trspark.bench")
 
 Schedule = list[tuple[float, int]]
+
+#: Policies whose executors get each kill's termination notice (SIGPWR ``notice`` s ahead).
+NOTICED_POLICIES = frozenset({"decommission", "tr"})
 
 
 @dataclass(frozen=True)
@@ -318,7 +324,7 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
     spec = session.ClusterSpec(executors=s.executors, cores=s.cores, memory_mb=s.memory_mb, master=s.master,
                                extra_conf=dict(s.spark_conf))
     progress.step(f"{policy}: starting Spark ({spec.master_for(policy)})")
-    spark, work_dir = session.start(spec, policy, trspark_options=_plugin_options(ctx))
+    spark, work_dir = session.start(spec, policy, trspark_options=_plugin_options(ctx, policy))
     rows: list[RunRow] = []
     try:
         api = metrics.StatusApi.of(spark.sparkContext)
@@ -373,19 +379,25 @@ def _set_reference(ctx: _Context, name: str, batch: list[RunRow]) -> None:
         row.stable_seconds, row.slowdown = ctx.stable[name], row.seconds / ctx.stable[name]
 
 
-def _plugin_options(ctx: _Context) -> dict[str, str]:
+def _plugin_options(ctx: _Context, policy: str) -> dict[str, Any]:
     """What the plugin is told about the kills: the lifetime model (median over queries' models).
 
     One session serves every query, so with ``--stability`` (a model per query) the plugin gets
-    the exponential model of the median query; ``--lifetime`` is passed as given.
+    the exponential model of the median query; ``--lifetime`` is passed as given. ``tr`` gets the
+    kills' notices (SIGPWR ``notice`` s ahead, the window it is told) and uses their deadlines
+    (knowledge ``deterministic``: a noticed executor dies at its deadline, the others follow the
+    model).
     """
     s = ctx.settings
+    options: dict[str, Any] = {}
+    if policy in NOTICED_POLICIES and s.master is None:
+        options.update(notice_window=s.notice, knowledge="deterministic")
     if s.lifetime:
-        return {"lifetime": s.lifetime}
+        return {**options, "lifetime": s.lifetime}
     stable = [t for t in ctx.stable.values() if t == t]
     if not stable or s.stability is None:
-        return {}
-    return {"lifetime": f"exponential:mean={s.stability * statistics.median(stable):.6g}"}
+        return options
+    return {**options, "lifetime": f"exponential:mean={s.stability * statistics.median(stable):.6g}"}
 
 
 def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count: Callable[[], int],
@@ -432,7 +444,7 @@ def _injector(ctx: _Context, spark: SparkSession, policy: str, name: str, r: int
     from trspark.chaos import EvictionInjector
 
     gateway: Any = spark.sparkContext._gateway
-    notice = ctx.settings.notice if policy == "decommission" else None
+    notice = ctx.settings.notice if policy in NOTICED_POLICIES else None
     return EvictionInjector(gateway.proc.pid, schedule=ctx.schedules[(name, r)], notice=notice,
                             signal=signal.SIGKILL, min_alive=ctx.settings.min_alive,
                             max_kills=ctx.settings.max_kills)

@@ -123,7 +123,7 @@ logger.network.level = fatal
 """
 
 
-def policy_conf(policy: str, work_dir: Path, trspark_options: dict[str, str] | None = None) -> dict[str, str]:
+def policy_conf(policy: str, work_dir: Path, trspark_options: dict[str, Any] | None = None) -> dict[str, str]:
     """Spark settings that select ``policy`` (raises :class:`PolicyUnavailable` when it cannot run).
 
     ``trspark_options`` are extra ``spark.trspark.*`` options (TRConfig field names) for the plugin
@@ -147,7 +147,7 @@ def policy_conf(policy: str, work_dir: Path, trspark_options: dict[str, str] | N
     raise PolicyUnavailable(f"unknown policy {policy!r}; allowed: {', '.join(POLICIES)}")
 
 
-def _plugin_conf(policy: str, work_dir: Path, options: dict[str, str]) -> dict[str, str]:
+def _plugin_conf(policy: str, work_dir: Path, options: dict[str, Any]) -> dict[str, str]:
     try:
         from trspark.sparkconf import spark_conf  # engineer B's module; may not have landed yet
     except ImportError as exc:
@@ -160,7 +160,7 @@ def _plugin_conf(policy: str, work_dir: Path, options: dict[str, str]) -> dict[s
 
 
 def start(spec: ClusterSpec, policy: str, *, app_name: str = "trspark-tpcds",
-          trspark_options: dict[str, str] | None = None) -> tuple[SparkSession, Path]:
+          trspark_options: dict[str, Any] | None = None) -> tuple[SparkSession, Path]:
     """Start a session for ``policy`` and return it with its private work directory.
 
     The work directory holds ``spark.local.dir`` (shuffle files), the fallback storage and the

@@ -50,7 +50,8 @@ class ExecutorLost:
     time: float
     executor_id: str
     reason: str = "evicted"
-    """``evicted`` (transient capacity taken away), ``decommissioned``, ``app`` (app's fault), ..."""
+    """``evicted`` (transient capacity taken away), ``decommissioned``, ``released`` (the driver let it go
+    after a :class:`ReleaseExecutor`), ``killed``, ``app`` (app's fault)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +273,21 @@ class KillDuplicate:
 
 
 @dataclass(frozen=True, slots=True)
+class ReleaseExecutor:
+    """Let ``executor_id`` go now, before its termination-notice deadline.
+
+    Sent once, when an executor under a notice runs no task, sends no backup and every output
+    it holds is consumed, saved elsewhere or no longer needed: it has nothing left to do, and
+    leaving at once lets the cluster manager start its replacement before the deadline (what
+    Spark's decommissioning does once its blocks are migrated). Drivers report the loss that
+    follows as ``ExecutorLost(reason="released")``.
+    """
+
+    executor_id: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class SafetyBelt:
     """The engine switched to always-checkpoint (``on``) and why; drivers log / report it."""
 
@@ -288,7 +304,10 @@ class Advice:
     stage_id: int | None = None
 
 
-Command = Backup | CancelBackup | DropBackup | SchedulingHints | DuplicateTask | KillDuplicate | SafetyBelt | Advice
+Command = (
+    Backup | CancelBackup | DropBackup | SchedulingHints | DuplicateTask | KillDuplicate | ReleaseExecutor
+    | SafetyBelt | Advice
+)
 
 _EVENT_TYPES: tuple[type, ...] = (
     ExecutorAdded,
@@ -312,6 +331,7 @@ _COMMAND_TYPES: tuple[type, ...] = (
     SchedulingHints,
     DuplicateTask,
     KillDuplicate,
+    ReleaseExecutor,
     SafetyBelt,
     Advice,
 )

@@ -286,7 +286,7 @@ class JobState:
             return
         ex.lost, ex.lost_reason = e.time, e.reason
         self._alive_cores -= ex.cores
-        self.lifetimes.setdefault(ex.pool, []).append((ex.age(e.time), e.reason == "evicted"))
+        self.lifetimes.setdefault(ex.pool, []).append(observed_lifetime(ex, e))
         for stage_id, partition in list(ex.running):
             stage = self.stages.get(stage_id)
             if stage is not None:
@@ -442,6 +442,19 @@ class JobState:
 
     def _job_ended(self, e: JobEnded) -> None:
         self.job_ended = True
+
+
+def observed_lifetime(executor: ExecutorView, lost: ExecutorLost) -> tuple[float, bool]:
+    """``(lifetime s, evicted?)`` of an executor that is gone, for lifetime fits.
+
+    An executor that left early under a termination notice (released, decommissioned) would
+    have been evicted at the deadline: its lifetime is the deadline's age, an observed eviction.
+    Without a notice only an eviction is observed; any other loss censors the lifetime there.
+    """
+    deadline = executor.notice_deadline
+    if executor.draining and deadline is not None and lost.reason != "evicted":
+        return max(deadline, lost.time) - executor.started, True
+    return executor.age(lost.time), lost.reason == "evicted"
 
 
 def _ignore(state: JobState, event: object) -> None:

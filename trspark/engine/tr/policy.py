@@ -17,6 +17,9 @@ lineage):
 * ``ShuffleConsumed`` -- released backups of the shuffle are cancelled, finished ones dropped.
 * ``Tick`` -- queue the newest unsafe blocks for re-planning (their risk grows as executors age
   and parents are lost); the safety belt, TR-Scheduling hints, duplication, splitting advice.
+* An executor under a notice that runs no task, sends no backup and holds nothing needed that
+  lives nowhere else is released (``ReleaseExecutor``, ``notice.release``): its replacement can
+  start before the deadline.
 
 After every event a few queued re-plans run (``REPLANS_PER_EVENT``: no single event pays for
 many decisions) and the stack releases what it can (newest first, per source executor).
@@ -44,6 +47,7 @@ from trspark.engine.protocol import (
     ExecutorAdded,
     ExecutorLost,
     ExecutorNotice,
+    ReleaseExecutor,
     SchedulingHints,
     ShuffleConsumed,
     StageCompleted,
@@ -69,6 +73,11 @@ REPLAN_ON_CHANGE = 16
 #: Queued re-plans done per event: re-planning is spread over the following events so that no
 #: single event pays for many decisions (decision latency, bench/engine.py).
 REPLANS_PER_EVENT = 1
+
+
+#: Events after which a noticed executor may have nothing left to do (a task or copy ended, a
+#: shuffle was consumed, a deferred plan came due on a tick, the notice itself).
+_MAY_FREE_AN_EXECUTOR = (TaskEnded, BlockBackedUp, BackupFailed, ShuffleConsumed, StageCompleted, Tick, ExecutorNotice)
 
 
 class TRPolicy(Policy):
@@ -106,6 +115,10 @@ class TRPolicy(Policy):
         self._deferred: dict[BlockId, float] = {}
         self._deferred_due: list[tuple[float, BlockId]] = []
         self._copy_total_at: tuple[tuple[str, float], float] | None = None
+        # Executors under a notice not yet released (checked for release after the events that
+        # can free them), and those released.
+        self._draining: set[str] = set()
+        self.released: set[str] = set()
         # How long a block must survive: until its readers finished and their outputs are covered.
         self.horizon = NeedHorizon(config.alpha, self._covered, ttl=min(0.5, config.period))
 
@@ -133,6 +146,8 @@ class TRPolicy(Policy):
             self.costs.refresh_models(state)
             if event.kind == "notice":
                 self._plan_noticed(event.executor_id)
+                if event.executor_id in state.executors and state.executors[event.executor_id].alive:
+                    self._draining.add(event.executor_id)
         elif isinstance(event, ShuffleConsumed):
             out += self._on_consumed(event.shuffle_id)
         elif isinstance(event, Tick):
@@ -149,6 +164,8 @@ class TRPolicy(Policy):
         self._work_queue(0 if self._planned_now else REPLANS_PER_EVENT)
         self._planned_now = False
         out += self.stack.release(state)
+        if self._draining and isinstance(event, _MAY_FREE_AN_EXECUTOR):
+            out += self._releases()
         return out
 
     def _on_task_ended(self, event: TaskEnded) -> list[Command]:
@@ -353,6 +370,43 @@ class TRPolicy(Policy):
                 self._plan(block)
                 budget -= 1
 
+    # ---- early release of noticed executors ------------------------------------------------
+    def _releases(self) -> list[Command]:
+        """``ReleaseExecutor`` for each noticed executor that has nothing left to do."""
+        out: list[Command] = []
+        for executor_id in sorted(self._draining):
+            ex = self.state.executors.get(executor_id)
+            if ex is None or not ex.alive:
+                self._draining.discard(executor_id)
+            elif self.config.notice_release and self._idle_and_empty(executor_id):
+                self._draining.discard(executor_id)
+                self.released.add(executor_id)
+                out.append(ReleaseExecutor(executor_id, reason="notice: no task, nothing needed held"))
+        return out
+
+    def _idle_and_empty(self, executor_id: str) -> bool:
+        """True when losing ``executor_id`` now costs nothing.
+
+        It runs no task (running tasks finish under a notice, as under Spark's decommissioning),
+        no backup reads from or writes to it, and each output it holds is safe (consumed or on
+        remote storage), has another live holder, or is no longer needed (its readers finished
+        and their outputs are covered, paper §2.3). A block Algorithm 2 chose to leave there
+        (its readers come before the deadline) or that still waits for its last responsible
+        moment keeps the executor.
+        """
+        state = self.state
+        ex = state.executors[executor_id]
+        if ex.running:
+            return False
+        if any(executor_id in (plan.source, plan.target) for plan in self.stack.in_flight.values()):
+            return False
+        for block in state.outputs_on(executor_id):
+            if state.is_safe(block) or any(h != executor_id for h in block.holders()):
+                continue
+            if not state.consumers_safe(block.shuffle_id):
+                return False
+        return True
+
     # ---- TR-Scheduling ----------------------------------------------------------------------
     def _scheduling(self) -> list[Command]:
         state = self.state
@@ -374,6 +428,7 @@ class TRPolicy(Policy):
             "backups_planned_remote": self.decisions["remote"],
             "decisions_none": self.decisions["none"],
             "decisions_deferred": self.decisions["deferred"],
+            "executors_released": len(self.released),
             "backups_released": self.stack.released,
             "backups_dropped_consumers_safe": self.stack.dropped,
             "safety_belt": self.belt.on,

@@ -53,7 +53,12 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     "backups_requested" -> 0L, "backups_done" -> 0L, "backups_local" -> 0L, "backups_remote" -> 0L,
     "backups_bytes" -> 0L, "backups_failed" -> 0L, "backups_rejected" -> 0L,
     "outputs_repointed" -> 0L, "outputs_lost" -> 0L, "notices" -> 0L,
-    "duplicates_launched" -> 0L, "duplicates_killed" -> 0L)
+    "duplicates_launched" -> 0L, "duplicates_killed" -> 0L, "executors_released" -> 0L)
+  /** Executors let go on the engine's `ReleaseExecutor` (their loss is reported as `released`). */
+  private val released = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
+
+  /** True when `executorId` left because the engine released it (see the `ReleaseExecutor` command). */
+  def wasReleased(executorId: String): Boolean = released.contains(executorId)
 
   /** Add `n` to counter `name` (for the scheduler hooks). */
   def count(name: String, n: Long = 1): Unit = synchronized(stats(name) = stats.getOrElse(name, 0L) + n)
@@ -413,6 +418,28 @@ class TRDriverPlugin extends DriverPlugin with Logging {
         }
       }
     }
+    case "ReleaseExecutor" =>
+      val id = node.path("executor_id").asText()
+      sc.schedulerBackend match {
+        case backend: org.apache.spark.ExecutorAllocationClient if !deadExecutors.contains(id) && released.add(id) =>
+          // The executor has nothing left to do before its notice deadline: kill it without
+          // lowering the application's executor target, so the cluster manager starts its
+          // replacement now (as after Spark's decommissioning). killExecutors waits for the
+          // cluster manager's answer: not on the bridge's reader thread.
+          logInfo(s"trspark: releasing executor $id before its deadline (${node.path("reason").asText()})")
+          count("executors_released")
+          // Its outputs move to their other copies *before* it goes, and it counts as dead from
+          // now: a killed JVM takes a while to shut down, and until the driver hears of the loss
+          // a reader could be sent to it, or to a peer copy on another executor that is leaving
+          // too (measured: a stage failed 4 times re-pointing between two released executors).
+          outputsLost(id, "released", dead = true)
+          SparkEnv.get.mapOutputTracker.asInstanceOf[MapOutputTrackerMaster].incrementEpoch()
+          verifier.execute { () =>
+            try backend.killExecutors(Seq(id), adjustTargetNumExecutors = false, countFailures = false, force = true)
+            catch { case NonFatal(e) => logWarning(s"trspark: could not release executor $id: ${e.getMessage}") }
+          }
+        case _ => logDebug(s"trspark: ReleaseExecutor $id ignored (gone, already released, or no allocation client)")
+      }
     case "SafetyBelt" => logInfo(s"trspark: engine safety belt on=${node.path("on").asBoolean()}: ${node.path("reason").asText()}")
     case "Advice" => logInfo(s"trspark advice: ${node.path("message").asText()}")
     case "SchedulingHints" => sc.taskScheduler match {

@@ -31,7 +31,7 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
       .put("cores", added.executorInfo.totalCores).put("pool", pool))
 
   override def onExecutorRemoved(removed: SparkListenerExecutorRemoved): Unit = {
-    val reason = TRListener.lossKind(removed.reason)
+    val reason = if (plugin.wasReleased(removed.executorId)) "released" else TRListener.lossKind(removed.reason)
     plugin.emit(ev("ExecutorLost").put("executor_id", removed.executorId).put("reason", reason))
     plugin.outputsLost(removed.executorId, "executor lost", dead = true)
   }
