@@ -260,9 +260,9 @@ def _noticed_policy(kind: str, deadline: float = 6.0):  # type: ignore[no-untype
     return policy, out
 
 
-def test_termination_notice_drains_the_executor_and_saves_its_output_at_once() -> None:
-    """A notice: no new task goes to a (not even when no other core is free), its output is copied now."""
-    policy, out = _noticed_policy("notice")
+def test_termination_notice_with_no_room_for_a_task_drains_the_executor_and_saves_its_output_at_once() -> None:
+    """1.5 s left, 2 s tasks: no new task goes to a (not even when no other core is free), its output is copied now."""
+    policy, out = _noticed_policy("notice", deadline=4.5)
     hints = [c for c in out if isinstance(c, SchedulingHints)]
     assert hints and hints[-1].drain == ("a",)
     assert not allowed("a", 0, hints[-1])
@@ -279,7 +279,19 @@ def test_notice_copies_nothing_that_is_read_before_the_deadline() -> None:
     """Only what matters: with 30 s left, the block is read long before a goes (copying it is waste)."""
     _, out = _noticed_policy("notice", deadline=33.0)
     assert not [c for c in out if isinstance(c, Backup)]
-    assert [c.drain for c in out if isinstance(c, SchedulingHints)] == [("a",)]
+    (hints,) = [c for c in out if isinstance(c, SchedulingHints)]
+    # 30 s of room (less the copy of an 8 MB output, 0.13 s): a takes tasks that fit.
+    assert hints.drain == () and hints.max_task_seconds == {"a": pytest.approx(30.0 - 0.13)}
+
+
+def test_a_noticed_executor_takes_the_tasks_that_fit_before_its_deadline_then_drains() -> None:
+    policy, out = _noticed_policy("notice", deadline=6.0)  # 3 s left at the notice, 2 s tasks
+    hints = [c for c in out if isinstance(c, SchedulingHints)][-1]
+    assert hints.drain == () and hints.max_task_seconds["a"] == pytest.approx(3.0 - 0.13)
+    assert allowed("a", 0, hints)
+    later = [c for c in feed(policy, [Tick(time=4.0)]) if isinstance(c, SchedulingHints)]
+    assert later and later[-1].drain == ("a",), "with 2 s left no 2 s task fits"
+    assert not allowed("a", 0, later[-1])
 
 
 def test_known_lifetime_is_not_a_drain() -> None:

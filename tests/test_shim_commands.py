@@ -206,3 +206,31 @@ def test_kill_duplicate_takes_the_copy_back_and_the_original_finishes(cluster: C
              what="both attempts to end")
     by_executor = {t["executorId"]: t["status"] for t in attempts_of(cluster, original["stageId"])}
     assert by_executor == {original["executorId"]: "SUCCESS", idle: "KILLED"}
+
+
+def test_a_released_executor_s_outputs_are_read_from_their_remote_copies_even_after_a_drop(cluster: Cluster) -> None:
+    """``ReleaseExecutor`` re-points the executor's outputs to their copies before it goes, and the
+    cluster manager replaces it; a later ``DropBackup`` of those outputs (their shuffle looked
+    consumed) keeps the remote copy the tracker points to, so the next job re-runs nothing."""
+    cluster.full_strength()
+    before_ids = shuffle_ids(cluster)
+    done_before, released_before = cluster.stat("backups_done"), cluster.stat("executors_released")
+    cluster.status.setBuiltin("always", "remote", 0.0)
+    tag = f"release-{time.monotonic_ns()}"
+    rdd = shuffled(cluster)
+    try:
+        assert run_job(cluster, rdd, f"first-{tag}") == expected_sums(60_000)
+        maps = cluster.map_tasks(cluster.job_stages(f"first-{tag}")[0])
+        wait_for(lambda: cluster.stat("backups_done") - done_before >= len(maps), what="remote copies")
+    finally:
+        cluster.status.setBuiltin("never", "remote", 0.0)
+    (shuffle_id,) = shuffle_ids(cluster) - before_ids
+    victim = maps[0]["executorId"]
+    command(cluster, "ReleaseExecutor", executor_id=victim, reason="test")
+    wait_for(lambda: victim not in cluster.alive(), what=f"executor {victim} released")
+    assert cluster.stat("executors_released") == released_before + 1
+    for task in (t for t in maps if t["executorId"] == victim):
+        command(cluster, "DropBackup", shuffle_id=shuffle_id, map_index=task["index"])
+    assert run_job(cluster, rdd, f"second-{tag}") == expected_sums(60_000)
+    assert reruns_of(cluster, f"second-{tag}") == []
+    cluster.full_strength()  # killed without lowering the executor target: a replacement comes

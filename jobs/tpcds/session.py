@@ -187,7 +187,9 @@ def start(spec: ClusterSpec, policy: str, *, app_name: str = "trspark-tpcds",
         if value is not None:
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    # The driver's console: errors only (a kill makes Spark log many warnings); TRSPARK_LOG_LEVEL
+    # (e.g. INFO) shows what the scheduler and the plugin did, for a run being investigated.
+    spark.sparkContext.setLogLevel(os.environ.get("TRSPARK_LOG_LEVEL", "ERROR"))
     return spark, work_dir
 
 

@@ -152,7 +152,8 @@ class TRPolicy(Policy):
             out += self._on_consumed(event.shuffle_id)
         elif isinstance(event, Tick):
             out += self._on_tick()
-        if isinstance(event, (StageSubmitted, StageCompleted, ExecutorAdded, ExecutorLost, ExecutorNotice)):
+        if isinstance(event, (StageSubmitted, StageCompleted, ExecutorAdded, ExecutorLost, ExecutorNotice)) or (
+                self._draining and isinstance(event, TaskEnded)):  # a noticed executor's room shrinks
             out += self._scheduling()
         # Tasks start waiting when a stage is submitted or becomes runnable (a parent completed),
         # a task fails or an executor goes: copies then give their cores back.
@@ -278,6 +279,23 @@ class TRPolicy(Policy):
             heapq.heappush(self._deferred_due, (due, block.block_id))
         return True
 
+    def _slowest_bandwidth(self) -> float:
+        """The slower of the allowed backup targets' bandwidths (bytes/s)."""
+        config = self.config
+        if config.targets == "both":
+            return min(config.local_bandwidth, config.remote_bandwidth)
+        return config.local_bandwidth if config.targets == "local" else config.remote_bandwidth
+
+    def _notice_allowance(self) -> float:
+        """Seconds a task on a noticed executor must leave before the deadline: the copy of its output.
+
+        The largest mean task output of the runnable stages, at the slower target's speed.
+        """
+        if not self._draining:
+            return 0.0
+        largest = max((s.mean_write_bytes() or 0.0 for s in self.state.runnable_stages()), default=0.0)
+        return self.costs.backup.copy_seconds(largest, self._slowest_bandwidth())
+
     def _copy_total(self, executor_id: str) -> float:
         """``BT_total`` (s) of the executor's unconsumed outputs, once per executor and instant.
 
@@ -286,9 +304,7 @@ class TRPolicy(Policy):
         """
         key = (executor_id, self.state.now)
         if self._copy_total_at is None or self._copy_total_at[0] != key:
-            config = self.config
-            slowest = min(config.local_bandwidth, config.remote_bandwidth) if config.targets == "both" else (
-                config.local_bandwidth if config.targets == "local" else config.remote_bandwidth)
+            slowest = self._slowest_bandwidth()
             total = sum(self.costs.backup.copy_seconds(b.bytes, slowest) for b in self.state.outputs_on(executor_id))
             self._copy_total_at = (key, total)
         return self._copy_total_at[1]
@@ -415,7 +431,7 @@ class TRPolicy(Policy):
         out: list[Command] = []
         if self.config.scheduling:
             gamma = 1.0 if self.knowledge.mode == "deterministic" else self.config.gamma
-            hints = build_hints(state, residual, executors, gamma)
+            hints = build_hints(state, residual, executors, gamma, notice_allowance=self._notice_allowance())
             if hints_changed(self.hints, hints):
                 self.hints = hints
                 out.append(hints)

@@ -23,16 +23,20 @@ Two rules, applied by ``trspark.engine.placement`` (simulator) and the Scala hoo
    Limits are sent only for executors whose limit is below the safest executor's and below
    some runnable stage's ET -- otherwise the rule could never bind (placement's contract).
 
-3. **Drain on a termination notice** -- an executor with a notice (``ExecutorNotice`` of kind
-   ``"notice"``) starts no new task while another executor is alive: whatever it would compute
-   now either dies with it or has to be copied off before the deadline, so the only work left
-   there is finishing what runs and saving what is still needed (TR-Checkpointing with the
-   deadline). Spark's decommissioning stops scheduling the same way, but then migrates every
-   block; trspark copies only the outputs that are still needed after the deadline.
+3. **A termination notice** -- an executor with a notice (``ExecutorNotice`` of kind
+   ``"notice"``) takes only tasks that end, and whose output can be copied off, before its
+   deadline: ``max_task_seconds = deadline - now - allowance`` (``allowance``: the copy time of
+   the largest mean task output of the runnable stages, see :func:`notice_rules`). Once no
+   runnable stage's ET fits, it is *drained*: it starts no new task at all while another
+   executor is alive (whatever it computed would die with it), finishes what runs and keeps
+   only the work of saving what is still needed (TR-Checkpointing with the deadline). Spark's
+   decommissioning stops scheduling at the notice whatever the window, and migrates every
+   block; trspark uses the window while tasks fit and copies only the outputs still needed.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -85,17 +89,47 @@ def task_limits(
 
 
 def build_hints(
-    state: JobState, residual_life: np.ndarray, executors: Sequence[ExecutorView], gamma: float
+    state: JobState, residual_life: np.ndarray, executors: Sequence[ExecutorView], gamma: float,
+    notice_allowance: float = 0.0,
 ) -> SchedulingHints:
     """The full hint set for the current state (``residual_life`` aligned with ``executors``)."""
     expected = expected_task_seconds(state)
     longest = max(expected.values(), default=0.0)
+    limits = task_limits(executors, residual_life, gamma, longest)
+    notice_limits, drain = notice_rules(executors, state.now, notice_allowance, expected)
+    for executor_id, limit in notice_limits.items():
+        limits[executor_id] = min(limit, limits.get(executor_id, limit))
     return SchedulingHints(
         stage_order=stage_order(state),
-        max_task_seconds=task_limits(executors, residual_life, gamma, longest),
+        max_task_seconds=limits,
         expected_task_seconds=expected,
-        drain=draining(executors),
+        drain=drain,
     )
+
+
+def notice_rules(
+    executors: Sequence[ExecutorView], now: float, allowance: float, expected: dict[int, float]
+) -> tuple[dict[str, float], tuple[str, ...]]:
+    """``(max_task_seconds, drain)`` for the executors under a termination notice.
+
+    A noticed executor has ``room = deadline - now - allowance`` seconds for a task (``allowance``,
+    s: copying its output off before the deadline). While some runnable stage's ET fits in the
+    room, the room is its limit; otherwise (or with no deadline) it is drained. Nothing is
+    restricted when every executor has a notice (someone must run the tasks).
+    """
+    noticed = [e for e in executors if e.draining]
+    if not noticed or len(noticed) == len(executors):
+        return {}, ()
+    shortest = min(expected.values(), default=math.inf)
+    limits: dict[str, float] = {}
+    drain: list[str] = []
+    for ex in noticed:
+        room = ex.notice_deadline - now - allowance if ex.notice_deadline is not None else -math.inf
+        if room >= shortest:
+            limits[ex.executor_id] = room
+        else:
+            drain.append(ex.executor_id)
+    return limits, tuple(sorted(drain))
 
 
 def draining(executors: Sequence[ExecutorView]) -> tuple[str, ...]:

@@ -398,7 +398,11 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     }
     case "DropBackup" => synchronized {
       ledger.get(node.path("shuffle_id").asInt(), node.path("map_index").asInt()).foreach { record =>
-        if (record.remote != CopyState.None) {
+        // With its source gone and the tracker re-pointed to the store, the remote copy *is* the
+        // output (a later job may still read it): it stays, like the newest peer copy below.
+        val tracker = SparkEnv.get.mapOutputTracker.asInstanceOf[MapOutputTrackerMaster]
+        val remoteIsTheOutput = TRDriverPlugin.isOn(tracker, record, FallbackStorage.FALLBACK_BLOCK_MANAGER_ID.executorId)
+        if (record.remote != CopyState.None && !remoteIsTheOutput) {
           record.remote = CopyState.None
           verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
         }

@@ -41,7 +41,11 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
     for (s <- job.stageInfos; parent <- s.parentIds; shuffle <- shuffleOfStage.get(parent)) {
       readers.getOrElseUpdate(shuffle, mutable.Set.empty) += s.stageId
     }
-    shufflesOfJob(job.jobId) = job.stageInfos.flatMap(_.shuffleDepId)
+    // Only the shuffles some stage of this job reads are consumed when it ends. A map-stage job
+    // (Spark SQL's adaptive execution runs each query stage as one) writes a shuffle that the
+    // *next* job reads: marking it consumed here dropped its backups before it was read.
+    shufflesOfJob(job.jobId) = (for (s <- job.stageInfos; parent <- s.parentIds; shuffle <- shuffleOfStage.get(parent))
+      yield shuffle).distinct
   }
 
   override def onStageSubmitted(submitted: SparkListenerStageSubmitted): Unit = {
