@@ -104,6 +104,7 @@ def test_copy_ledger_counts_each_extra_copy(tmp_path: Path) -> None:
 # ---- live: one local-trcluster with the plugin, notices from an endpoint and from SIGPWR --------------
 
 WINDOW = 10.0
+TRACE = "engine-trace.jsonl"
 SHAPE = bench.JobShape(partitions=6, records=4000, payload=100, task_seconds=1.5)
 
 
@@ -121,6 +122,12 @@ def live() -> Iterator[tuple[Any, NoticeServer, Path]]:
     with NoticeServer() as server, tempfile.TemporaryDirectory(prefix="trspark-live-notices-") as tmp:
         spec = bench.RunSpec(source="azure", policy="trspark", window=WINDOW, kills=[])
         master, settings = bench.policy_settings(spec, Path(tmp), server.url)
+        # The engine's interpreter, wrapped to record the engine's events and commands (TRSPARK_TRACE):
+        # the py4j JVM may predate this module, so its environment cannot carry the setting.
+        traced = Path(tmp) / "python-traced"
+        traced.write_text(f'#!/bin/sh\nexport TRSPARK_TRACE="{Path(tmp) / TRACE}"\nexec "{sys.executable}" "$@"\n')
+        traced.chmod(0o755)
+        settings["spark.trspark.python"] = str(traced)
         builder = (SparkSession.builder.master(master).appName("trspark-live-notices")
                    .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                    .config("spark.local.dir", str(Path(tmp) / "local"))
@@ -191,3 +198,36 @@ def test_an_idle_noticed_executor_is_released_and_replaced_before_its_deadline(
     wait_for(lambda: len({e.executor_id for e in find_executors(driver)} - others - {victim.executor_id}) == 1,
              timeout=90.0, what="the replacement")
     assert sc.parallelize(range(6), 6).map(lambda x: x * 2).sum() == 30
+
+
+@pytest.mark.spark
+def test_a_shuffle_written_by_a_map_stage_job_is_consumed_only_after_its_reader_ends(
+        live: tuple[Any, NoticeServer, Path]) -> None:
+    """Spark SQL's adaptive execution runs each query stage as its own map-stage job: the shuffle
+    it writes is read by the *next* job, so its end must not mark that shuffle consumed (the
+    engine would drop its backups before anyone read it)."""
+    import json
+
+    spark, _, tmp = live
+    trace = tmp / TRACE
+    start = trace.stat().st_size if trace.exists() else 0
+
+    def events() -> list[dict[str, Any]]:
+        with trace.open(encoding="utf-8") as f:
+            f.seek(start)
+            return [e for e in map(json.loads, f.read().splitlines()) if "seq" in e]
+
+    spark.conf.set("spark.sql.adaptive.enabled", "true")
+    rows = spark.range(0, 70_000, 1, 4).selectExpr("id % 7 AS k").groupBy("k").count().collect()
+    assert sorted((r["k"], r["count"]) for r in rows) == [(k, 10_000) for k in range(7)]
+    readers = wait_for(lambda: [e for e in events() if e["type"] == "StageSubmitted" and e["parent_shuffle_ids"]],
+                       what="the stage reading the shuffle")
+    shuffle, reader = readers[0]["parent_shuffle_ids"][0], readers[0]["stage_id"]
+    wait_for(lambda: any(e["type"] == "ShuffleConsumed" and e["shuffle_id"] == shuffle for e in events()),
+             what=f"shuffle {shuffle} consumed")
+    seen = events()
+    jobs_before_reader = sum(1 for e in seen[:seen.index(readers[0])] if e["type"] == "JobEnded")
+    assert jobs_before_reader >= 1, "the shuffle was written by a map-stage job of its own"
+    consumed_at = next(i for i, e in enumerate(seen) if e["type"] == "ShuffleConsumed" and e["shuffle_id"] == shuffle)
+    reader_done = next(i for i, e in enumerate(seen) if e["type"] == "StageCompleted" and e["stage_id"] == reader)
+    assert consumed_at > reader_done

@@ -100,6 +100,8 @@ def datagen_command(sf: float, cache: Path | None) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the kill schedules.")
 @click.option("--notice", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="Seconds of termination notice (SIGPWR) before each kill, for the decommission and tr policies.")
+@click.option("--tr-notices/--no-tr-notices", default=True, show_default=True,
+              help="Give tr the kills' notices too (as decommission gets them); without, tr is only killed.")
 @click.option("--max-kills", type=click.IntRange(0), default=None, help="Kill at most this many executors per run.")
 @click.option("--time-cap", type=_positive, default=600.0, show_default=True,
               help="Seconds after which a run is cancelled and recorded as failed.")
@@ -125,7 +127,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
                   stability: float | None, executors: int, cores: int, memory_mb: int, repeat: int, seed: int,
                   notice: float, max_kills: int | None, time_cap: float, out: Path, plot_path: Path | None, master: str | None,
                   cache: Path | None, spark_conf: tuple[tuple[str, str], ...], warmup: int | None,
-                  stable_runs: str, reference: Path | None) -> None:
+                  stable_runs: str, reference: Path | None, tr_notices: bool) -> None:
     """Run TPC-DS queries per policy, stable and under the same executor kills; one CSV row per run."""
     if lifetime is not None and stability is not None:
         raise click.UsageError("give --lifetime or --stability, not both")
@@ -138,7 +140,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
                              cores=cores, memory_mb=memory_mb, repeat=repeat, seed=seed, time_cap=time_cap,
                              notice=notice, max_kills=max_kills, master=master, cache=cache,
                              spark_conf=spark_conf, warmup=warmup, stable_runs=stable_runs,
-                             reference=reference)
+                             reference=reference, tr_notices=tr_notices)
     if reference is not None:
         from jobs.tpcds.runner import reference_times
 

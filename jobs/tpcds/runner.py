@@ -59,7 +59,8 @@ log = logging.getLogger("trspark.bench")
 
 Schedule = list[tuple[float, int]]
 
-#: Policies whose executors get each kill's termination notice (SIGPWR ``notice`` s ahead).
+#: Policies whose executors can get each kill's termination notice (SIGPWR ``notice`` s ahead);
+#: ``tr`` only with ``BenchSettings.tr_notices``.
 NOTICED_POLICIES = frozenset({"decommission", "tr"})
 
 
@@ -101,6 +102,12 @@ class BenchSettings:
     reference draws (a long benchmark can be continued or split this way)."""
     warmup_rounds: int = 1
     """Times the warm-up pass runs (short queries need more than one pass before the JIT settles)."""
+    tr_notices: bool = True
+    """Give ``tr`` the kills' notices too (``decommission`` always gets them)."""
+
+    def noticed(self, policy: str) -> bool:
+        """Does ``policy`` get a termination notice before each kill?"""
+        return policy in NOTICED_POLICIES and (policy != "tr" or self.tr_notices) and self.master is None
 
 
 @dataclass
@@ -390,7 +397,7 @@ def _plugin_options(ctx: _Context, policy: str) -> dict[str, Any]:
     """
     s = ctx.settings
     options: dict[str, Any] = {}
-    if policy in NOTICED_POLICIES and s.master is None:
+    if s.noticed(policy):
         options.update(notice_window=s.notice, knowledge="deterministic")
     if s.lifetime:
         return {**options, "lifetime": s.lifetime}
@@ -444,7 +451,7 @@ def _injector(ctx: _Context, spark: SparkSession, policy: str, name: str, r: int
     from trspark.chaos import EvictionInjector
 
     gateway: Any = spark.sparkContext._gateway
-    notice = ctx.settings.notice if policy in NOTICED_POLICIES else None
+    notice = ctx.settings.notice if ctx.settings.noticed(policy) else None
     return EvictionInjector(gateway.proc.pid, schedule=ctx.schedules[(name, r)], notice=notice,
                             signal=signal.SIGKILL, min_alive=ctx.settings.min_alive,
                             max_kills=ctx.settings.max_kills)

@@ -431,7 +431,8 @@ class TRPolicy(Policy):
         out: list[Command] = []
         if self.config.scheduling:
             gamma = 1.0 if self.knowledge.mode == "deterministic" else self.config.gamma
-            hints = build_hints(state, residual, executors, gamma, notice_allowance=self._notice_allowance())
+            hints = build_hints(state, residual, executors, gamma, notice_allowance=self._notice_allowance(),
+                                released=self.released)
             if hints_changed(self.hints, hints):
                 self.hints = hints
                 out.append(hints)

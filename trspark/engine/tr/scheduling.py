@@ -37,7 +37,7 @@ Two rules, applied by ``trspark.engine.placement`` (simulator) and the Scala hoo
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
@@ -90,15 +90,23 @@ def task_limits(
 
 def build_hints(
     state: JobState, residual_life: np.ndarray, executors: Sequence[ExecutorView], gamma: float,
-    notice_allowance: float = 0.0,
+    notice_allowance: float = 0.0, released: Collection[str] = (),
 ) -> SchedulingHints:
-    """The full hint set for the current state (``residual_life`` aligned with ``executors``)."""
+    """The full hint set for the current state (``residual_life`` aligned with ``executors``).
+
+    ``released``: executors the engine let go (``ReleaseExecutor``) that the driver has not yet
+    reported lost (a killed JVM takes seconds to go): drained, whatever their room.
+    """
     expected = expected_task_seconds(state)
     longest = max(expected.values(), default=0.0)
     limits = task_limits(executors, residual_life, gamma, longest)
     notice_limits, drain = notice_rules(executors, state.now, notice_allowance, expected)
     for executor_id, limit in notice_limits.items():
         limits[executor_id] = min(limit, limits.get(executor_id, limit))
+    gone = [e.executor_id for e in executors if e.executor_id in released]
+    if gone:
+        drain = tuple(sorted(set(drain) | set(gone)))
+        limits = {k: v for k, v in limits.items() if k not in gone}
     return SchedulingHints(
         stage_order=stage_order(state),
         max_task_seconds=limits,
