@@ -302,15 +302,16 @@ def test_known_lifetime_is_not_a_drain() -> None:
 
 
 def test_no_drain_when_every_executor_has_a_notice() -> None:
-    from trspark.engine.tr.scheduling import draining
+    from trspark.engine.tr.scheduling import notice_rules
 
     state = JobState()
     for event in add_executors(["a", "b"]):
         state.apply(event)
     state.apply(ExecutorNotice(time=1.0, executor_id="a", deadline=31.0))
-    assert draining(state.alive_executors()) == ("a",)
+    assert notice_rules(state.alive_executors(), 1.0, 0.1, {}) == ({}, ("a",))  # no runnable stage: nothing fits
+    assert notice_rules(state.alive_executors(), 1.0, 0.1, {0: 2.0}) == ({"a": pytest.approx(29.9)}, ())
     state.apply(ExecutorNotice(time=2.0, executor_id="b", deadline=32.0))
-    assert draining(state.alive_executors()) == ()  # someone must run the tasks
+    assert notice_rules(state.alive_executors(), 2.0, 0.1, {0: 2.0}) == ({}, ())  # someone must run the tasks
 
 
 def test_draining_executor_gets_no_duplicate() -> None:
@@ -394,27 +395,35 @@ def _released(commands: list) -> list[str]:  # type: ignore[type-arg]
     return [c.executor_id for c in commands if isinstance(c, ReleaseExecutor)]
 
 
-def test_noticed_executor_is_released_once_its_needed_output_is_saved() -> None:
-    policy, out = _noticed_policy("notice")
+def test_noticed_executor_is_released_once_it_has_no_room_and_its_needed_output_is_saved() -> None:
+    policy, out = _noticed_policy("notice", deadline=4.5)  # 1.5 s left, 2 s tasks: no room
     (backup,) = [c for c in out if isinstance(c, Backup)]
     assert _released(out) == [], "the output it holds is still needed and not yet copied"
     assert _released(feed(policy, [Tick(time=3.5)])) == []
     done = BlockBackedUp(time=3.6, shuffle_id=0, map_index=0, target=backup.target, bytes=8 * MB)
     assert _released(feed(policy, [done])) == ["a"]
-    soon = feed(policy, [Tick(time=3.7)])
-    # Until the driver reports it gone it takes nothing, though 2.17 s of room would fit a 2 s task.
-    hints = [c for c in soon if isinstance(c, SchedulingHints)][-1]
-    assert "a" in hints.drain and "a" not in hints.max_task_seconds
-    assert _released(soon + feed(policy, [Tick(time=4.0), Tick(time=5.0)])) == [], "released once"
+    assert _released(feed(policy, [Tick(time=4.0), Tick(time=4.4)])) == [], "released once"
     assert policy.summary()["executors_released"] == 1
 
 
+def test_a_noticed_executor_with_room_for_a_task_is_not_released_while_idle() -> None:
+    # 30 s left: idle now (between stages), but the next tasks fit there -- it stays; with the
+    # room down to less than a task (the job's mean, 1 s, when nothing is runnable) it goes.
+    for release, expected in ((True, ["a"]), (False, [])):
+        config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", notice_release=release)
+        policy = make_policy("tr", config)
+        out = feed(policy, add_executors(["a", "b"]) + [ExecutorNotice(time=1.0, executor_id="a", deadline=31.0)])
+        assert _released(out + feed(policy, [Tick(time=5.0), Tick(time=29.0)])) == []
+        assert _released(feed(policy, [Tick(time=30.5)])) == expected
+
+
 def test_an_output_left_for_readers_before_the_deadline_keeps_the_executor() -> None:
-    # 30 s left: the block is read well before a goes, so it is not copied -- and a must stay
-    # until it has been read; then a has nothing left to do.
+    # 30 s left: the block is read well before a goes, so it is not copied; with no room left,
+    # a still stays while the block is unread, and goes once it has been read.
     policy, out = _noticed_policy("notice", deadline=33.0)
     assert _released(out + feed(policy, [Tick(time=10.0)])) == []
-    assert _released(feed(policy, [ShuffleConsumed(time=12.0, shuffle_id=0)])) == ["a"]
+    assert _released(feed(policy, [ShuffleConsumed(time=12.0, shuffle_id=0)])) == [], "room for more tasks"
+    assert _released(feed(policy, [Tick(time=32.0)])) == ["a"]
 
 
 def test_a_noticed_executor_running_a_task_is_released_after_it_ends_and_its_output_is_saved() -> None:
@@ -423,7 +432,7 @@ def test_a_noticed_executor_running_a_task_is_released_after_it_ends_and_its_out
     events = add_executors(["a", "b"], cores=1) + [map_stage(0, 4, 0)]
     events += [TaskStarted(time=0.0, stage_id=0, partition=0, executor_id="a")]
     events += [StageSubmitted(time=0.0, stage_id=1, num_tasks=2, parent_stage_ids=(0,), parent_shuffle_ids=(0,))]
-    out = feed(policy, events + [ExecutorNotice(time=1.0, executor_id="a", deadline=8.0, kind="notice")])
+    out = feed(policy, events + [ExecutorNotice(time=1.0, executor_id="a", deadline=4.0, kind="notice")])
     assert _released(out) == [], "a task still runs there"
     out = feed(policy, run_task(0, 0, "a", start=0.0, seconds=2.0, write=8 * MB, shuffle_id=0)[1:])
     (backup,) = [c for c in out if isinstance(c, Backup)]
@@ -432,12 +441,17 @@ def test_a_noticed_executor_running_a_task_is_released_after_it_ends_and_its_out
     assert _released(feed(policy, [done])) == ["a"]
 
 
-def test_an_idle_empty_noticed_executor_is_released_at_the_notice_and_only_with_release_on() -> None:
-    for release, expected in ((True, ["a"]), (False, [])):
-        config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", notice_release=release)
-        policy = make_policy("tr", config)
-        out = feed(policy, add_executors(["a", "b"]) + [ExecutorNotice(time=1.0, executor_id="a", deadline=31.0)])
-        assert _released(out + feed(policy, [Tick(time=5.0)])) == expected
+def test_a_released_executor_takes_no_task_until_it_is_gone() -> None:
+    from trspark.engine.tr.scheduling import build_hints
+
+    state = JobState()
+    for event in add_executors(["a", "b"]) + [map_stage(0, 4, 0), ExecutorNotice(time=1.0, executor_id="a", deadline=31.0)]:
+        state.apply(event)
+    executors = state.alive_executors()
+    residual = np.full(len(executors), 1e6)
+    assert build_hints(state, residual, executors, 1.0).drain == ()  # 30 s of room: it takes tasks
+    hints = build_hints(state, residual, executors, 1.0, released={"a"})
+    assert hints.drain == ("a",) and "a" not in hints.max_task_seconds
 
 
 def test_a_released_executor_lived_until_its_deadline() -> None:

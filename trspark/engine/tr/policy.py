@@ -17,9 +17,9 @@ lineage):
 * ``ShuffleConsumed`` -- released backups of the shuffle are cancelled, finished ones dropped.
 * ``Tick`` -- queue the newest unsafe blocks for re-planning (their risk grows as executors age
   and parents are lost); the safety belt, TR-Scheduling hints, duplication, splitting advice.
-* An executor under a notice that runs no task, sends no backup and holds nothing needed that
-  lives nowhere else is released (``ReleaseExecutor``, ``notice.release``): its replacement can
-  start before the deadline.
+* An executor under a notice that has no room left for a task before its deadline, runs no task,
+  sends no backup and holds nothing needed that lives nowhere else is released
+  (``ReleaseExecutor``, ``notice.release``): its replacement can start before the deadline.
 
 After every event a few queued re-plans run (``REPLANS_PER_EVENT``: no single event pays for
 many decisions) and the stack releases what it can (newest first, per source executor).
@@ -55,7 +55,7 @@ from trspark.engine.protocol import (
     TaskEnded,
     Tick,
 )
-from trspark.engine.state import BlockId, JobState, MapOutput
+from trspark.engine.state import BlockId, ExecutorView, JobState, MapOutput
 from trspark.engine.tr.backup_stack import BackupStack, plan_for
 from trspark.engine.tr.checkpointing import decide
 from trspark.engine.tr.costs import CostEstimator
@@ -63,7 +63,13 @@ from trspark.engine.tr.duplication import Duplicator, SplitAdvisor
 from trspark.engine.tr.horizon import NeedHorizon
 from trspark.engine.tr.knowledge import LifetimeKnowledge
 from trspark.engine.tr.safety_belt import SafetyBelt
-from trspark.engine.tr.scheduling import build_hints, hints_changed
+from trspark.engine.tr.scheduling import (
+    build_hints,
+    expected_task_seconds,
+    has_room,
+    hints_changed,
+    shortest_task,
+)
 
 #: Blocks queued for re-planning per tick (newest first): older blocks have usually been
 #: planned or are about to be consumed, and the stack serves the newest first anyway.
@@ -394,11 +400,20 @@ class TRPolicy(Policy):
             ex = self.state.executors.get(executor_id)
             if ex is None or not ex.alive:
                 self._draining.discard(executor_id)
-            elif self.config.notice_release and self._idle_and_empty(executor_id):
+            elif self.config.notice_release and not self._has_room(ex) and self._idle_and_empty(executor_id):
                 self._draining.discard(executor_id)
                 self.released.add(executor_id)
                 out.append(ReleaseExecutor(executor_id, reason="notice: no task, nothing needed held"))
         return out
+
+    def _has_room(self, ex: ExecutorView) -> bool:
+        """A task could still start on noticed ``ex`` and end by its deadline: it is not done yet.
+
+        (Idle between two stages is not "nothing left to do": the next stage's tasks fit there.)
+        """
+        state = self.state
+        shortest = shortest_task(expected_task_seconds(state), state.mean_task_seconds())
+        return has_room(ex, state.now, self._notice_allowance(), shortest)
 
     def _idle_and_empty(self, executor_id: str) -> bool:
         """True when losing ``executor_id`` now costs nothing.

@@ -100,7 +100,7 @@ def build_hints(
     expected = expected_task_seconds(state)
     longest = max(expected.values(), default=0.0)
     limits = task_limits(executors, residual_life, gamma, longest)
-    notice_limits, drain = notice_rules(executors, state.now, notice_allowance, expected)
+    notice_limits, drain = notice_rules(executors, state.now, notice_allowance, expected, state.mean_task_seconds())
     for executor_id, limit in notice_limits.items():
         limits[executor_id] = min(limit, limits.get(executor_id, limit))
     gone = [e.executor_id for e in executors if e.executor_id in released]
@@ -115,35 +115,47 @@ def build_hints(
     )
 
 
+def shortest_task(expected: dict[int, float], idle_estimate: float) -> float:
+    """The shortest ET among the runnable stages (s); ``idle_estimate`` when none is runnable.
+
+    Between two stages (or two of Spark SQL's query-stage jobs) nothing is runnable for a
+    moment: the job's mean task time then stands for the next stage's tasks.
+    """
+    return min(expected.values(), default=idle_estimate)
+
+
+def has_room(executor: ExecutorView, now: float, allowance: float, shortest: float) -> bool:
+    """Could a task still start on a noticed ``executor`` and end, output copied, by its deadline?"""
+    deadline = executor.notice_deadline
+    return deadline is not None and deadline - now - allowance >= shortest
+
+
 def notice_rules(
-    executors: Sequence[ExecutorView], now: float, allowance: float, expected: dict[int, float]
+    executors: Sequence[ExecutorView], now: float, allowance: float, expected: dict[int, float],
+    idle_estimate: float = math.inf,
 ) -> tuple[dict[str, float], tuple[str, ...]]:
     """``(max_task_seconds, drain)`` for the executors under a termination notice.
 
     A noticed executor has ``room = deadline - now - allowance`` seconds for a task (``allowance``,
-    s: copying its output off before the deadline). While some runnable stage's ET fits in the
-    room, the room is its limit; otherwise (or with no deadline) it is drained. Nothing is
-    restricted when every executor has a notice (someone must run the tasks).
+    s: copying its output off before the deadline). While the shortest task fits in the room
+    (:func:`shortest_task`, :func:`has_room`), the room is its limit; otherwise (or with no
+    deadline) it is drained. Nothing is restricted when every executor has a notice (someone
+    must run the tasks).
     """
     noticed = [e for e in executors if e.draining]
     if not noticed or len(noticed) == len(executors):
         return {}, ()
-    shortest = min(expected.values(), default=math.inf)
+    shortest = shortest_task(expected, idle_estimate)
     limits: dict[str, float] = {}
     drain: list[str] = []
     for ex in noticed:
-        room = ex.notice_deadline - now - allowance if ex.notice_deadline is not None else -math.inf
-        if room >= shortest:
+        if has_room(ex, now, allowance, shortest):
+            assert ex.notice_deadline is not None
+            room = ex.notice_deadline - now - allowance
             limits[ex.executor_id] = room
         else:
             drain.append(ex.executor_id)
     return limits, tuple(sorted(drain))
-
-
-def draining(executors: Sequence[ExecutorView]) -> tuple[str, ...]:
-    """Executors under a termination notice, if at least one other executor is not (ids, sorted)."""
-    noticed = sorted(e.executor_id for e in executors if e.draining)
-    return tuple(noticed) if len(noticed) < len(executors) else ()
 
 
 def hints_changed(old: SchedulingHints | None, new: SchedulingHints, tolerance: float = 0.1) -> bool:
