@@ -195,8 +195,8 @@ KEYS: tuple[Key, ...] = (
         "before its deadline, not at the notice: outputs consumed meanwhile are not copied. A value as long as "
         "the notice window copies at once."),
     Key("notice.release", "notice_release", True, _bool, "true | false",
-        "Let an executor with a termination notice go as soon as it runs no task and holds nothing still "
-        "needed that is not saved elsewhere, so its replacement can start before the deadline."),
+        "Let an executor with a termination notice go once no task fits before its deadline, none runs there "
+        "and it holds nothing still needed that is not saved elsewhere, so its replacement can start before the deadline."),
     Key("notice.signal", "notice_signal", "PWR", _signal_name, "a signal name such as PWR or TERM, or none",
         "POSIX signal an executor takes as a termination notice (chained with Spark's own decommission handler); none = ignore signals."),
 )
