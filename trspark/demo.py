@@ -70,6 +70,9 @@ def demo(out_dir: Path, sf: float, queries: str | None, policies: str, stability
     # evicted runs look faster than stable ones).
     settings = BenchSettings(sf=sf, queries=names, policies=chosen, out=csv_path, stability=stability,
                              seed=seed, time_cap=240.0, warmup_rounds=2,
+                             # Kills without warning, for every policy: the demo shows what backups
+                             # save (notices are `trspark bench tpcds`' and docs/notices.md's subject).
+                             tr_notices=False,
                              spark_conf=(("spark.sql.autoBroadcastJoinThreshold", "-1"),))
     started = time.monotonic()
     result = run_with_progress(settings, Console(stderr=True))
