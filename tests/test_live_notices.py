@@ -177,7 +177,7 @@ def test_job_survives_endpoint_and_sigpwr_notices_with_kills(live: tuple[Any, No
 
 
 @pytest.mark.spark
-def test_an_idle_noticed_executor_is_released_and_replaced_before_its_deadline(
+def test_an_idle_noticed_executor_is_released_once_no_task_fits_and_replaced(
         live: tuple[Any, NoticeServer, Path]) -> None:
     """Nothing left to do once no task fits before its deadline: the engine lets it go then (about
     one mean task time before the deadline, at the next tick), and the worker starts its
