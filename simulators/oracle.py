@@ -386,20 +386,17 @@ def best_run(make_sim: Any, config: TRConfig, horizon: float, trace: Any = None)
     if all fail; ties go to the earlier member). With ``trace``, the winner is replayed once more
     with it (runs are deterministic per seed), so the trace shows the run that is reported.
     """
-    results: list[tuple[str, Any]] = []
-    for name, policy in family_policies(config, horizon):
-        sim: _Sim = make_sim(policy, None)
+    def play(policy: Policy, tracer: Any) -> Any:
+        sim: _Sim = make_sim(policy, tracer)
         if isinstance(policy, OraclePolicy):
             policy.bind(sim)
-        results.append((name, sim.run()))
+        return sim.run()
+
+    results = [(name, play(policy, None)) for name, policy in family_policies(config, horizon)]
     order = sorted(range(len(results)), key=lambda i: (not results[i][1].succeeded, results[i][1].job_time, i))
     name, best = results[order[0]]
     if trace is not None:
-        policy = dict(family_policies(config, horizon))[name]
-        sim = make_sim(policy, trace)
-        if isinstance(policy, OraclePolicy):
-            policy.bind(sim)
-        best = sim.run()
+        best = play(dict(family_policies(config, horizon))[name], trace)
     best.policy_summary = {**best.policy_summary, "strategy": name,
                            "job_times": {n: r.job_time for n, r in results}}
     return best

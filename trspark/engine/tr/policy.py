@@ -55,7 +55,7 @@ from trspark.engine.protocol import (
     TaskEnded,
     Tick,
 )
-from trspark.engine.state import BlockId, ExecutorView, JobState, MapOutput
+from trspark.engine.state import BlockId, JobState, MapOutput
 from trspark.engine.tr.backup_stack import BackupStack, plan_for
 from trspark.engine.tr.checkpointing import decide
 from trspark.engine.tr.costs import CostEstimator
@@ -152,7 +152,7 @@ class TRPolicy(Policy):
             self.costs.refresh_models(state)
             if event.kind == "notice":
                 self._plan_noticed(event.executor_id)
-                if event.executor_id in state.executors and state.executors[event.executor_id].alive:
+                if (noticed := state.executors.get(event.executor_id)) is not None and noticed.alive:
                     self._draining.add(event.executor_id)
         elif isinstance(event, ShuffleConsumed):
             out += self._on_consumed(event.shuffle_id)
@@ -394,26 +394,27 @@ class TRPolicy(Policy):
 
     # ---- early release of noticed executors ------------------------------------------------
     def _releases(self) -> list[Command]:
-        """``ReleaseExecutor`` for each noticed executor that has nothing left to do."""
+        """``ReleaseExecutor`` for each noticed executor that has nothing left to do.
+
+        No task fits there before its deadline any more (idle between two stages is not "nothing
+        left to do": the next stage's tasks would fit), and losing it now costs nothing
+        (:meth:`_idle_and_empty`).
+        """
         out: list[Command] = []
+        state = self.state
+        # The shortest task and the copy allowance are the same for every noticed executor.
+        shortest = shortest_task(expected_task_seconds(state), state.mean_task_seconds())
+        allowance = self._notice_allowance()
         for executor_id in sorted(self._draining):
-            ex = self.state.executors.get(executor_id)
+            ex = state.executors.get(executor_id)
             if ex is None or not ex.alive:
                 self._draining.discard(executor_id)
-            elif self.config.notice_release and not self._has_room(ex) and self._idle_and_empty(executor_id):
+            elif (self.config.notice_release and not has_room(ex, state.now, allowance, shortest)
+                  and self._idle_and_empty(executor_id)):
                 self._draining.discard(executor_id)
                 self.released.add(executor_id)
                 out.append(ReleaseExecutor(executor_id, reason="notice: no task, nothing needed held"))
         return out
-
-    def _has_room(self, ex: ExecutorView) -> bool:
-        """A task could still start on noticed ``ex`` and end by its deadline: it is not done yet.
-
-        (Idle between two stages is not "nothing left to do": the next stage's tasks fit there.)
-        """
-        state = self.state
-        shortest = shortest_task(expected_task_seconds(state), state.mean_task_seconds())
-        return has_room(ex, state.now, self._notice_allowance(), shortest)
 
     def _idle_and_empty(self, executor_id: str) -> bool:
         """True when losing ``executor_id`` now costs nothing.

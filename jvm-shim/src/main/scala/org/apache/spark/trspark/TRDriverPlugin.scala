@@ -60,6 +60,9 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   /** True when `executorId` left because the engine released it (see the `ReleaseExecutor` command). */
   def wasReleased(executorId: String): Boolean = released.contains(executorId)
 
+  /** The driver's map output tracker (where every map output's location is registered). */
+  private def tracker: MapOutputTrackerMaster = SparkEnv.get.mapOutputTracker.asInstanceOf[MapOutputTrackerMaster]
+
   /** Add `n` to counter `name` (for the scheduler hooks). */
   def count(name: String, n: Long = 1): Unit = synchronized(stats(name) = stats.getOrElse(name, 0L) + n)
 
@@ -282,7 +285,6 @@ class TRDriverPlugin extends DriverPlugin with Logging {
    * again (possibly late) from the listener.
    */
   def outputsLost(executorId: String, why: String, dead: Boolean): Unit = {
-    val tracker = SparkEnv.get.mapOutputTracker.asInstanceOf[MapOutputTrackerMaster]
     val (repointed, lost) = synchronized {
       // A fetch failure loses the executor's outputs (Spark unregisters them all), not the executor.
       val firstTime = dead && deadExecutors.add(executorId)
@@ -400,7 +402,6 @@ class TRDriverPlugin extends DriverPlugin with Logging {
       ledger.get(node.path("shuffle_id").asInt(), node.path("map_index").asInt()).foreach { record =>
         // With its source gone and the tracker re-pointed to the store, the remote copy *is* the
         // output (a later job may still read it): it stays, like the newest peer copy below.
-        val tracker = SparkEnv.get.mapOutputTracker.asInstanceOf[MapOutputTrackerMaster]
         val remoteIsTheOutput = TRDriverPlugin.isOn(tracker, record, FallbackStorage.FALLBACK_BLOCK_MANAGER_ID.executorId)
         if (record.remote != CopyState.None && !remoteIsTheOutput) {
           record.remote = CopyState.None
@@ -411,7 +412,6 @@ class TRDriverPlugin extends DriverPlugin with Logging {
         // source gone, the newest peer copy *is* the output: it stays.
         if (!deadExecutors.contains(record.source) && record.peers.nonEmpty) {
           blockManagers.get(record.source).foreach { bm =>
-            val tracker = SparkEnv.get.mapOutputTracker.asInstanceOf[MapOutputTrackerMaster]
             tracker.updateMapOutput(record.shuffleId, record.mapId, bm)
             // Executors cache map output locations until the epoch moves: without this, a later
             // reader of this shuffle would still fetch from the peer whose copy goes next (measured).
@@ -437,7 +437,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
           // a reader could be sent to it, or to a peer copy on another executor that is leaving
           // too (measured: a stage failed 4 times re-pointing between two released executors).
           outputsLost(id, "released", dead = true)
-          SparkEnv.get.mapOutputTracker.asInstanceOf[MapOutputTrackerMaster].incrementEpoch()
+          tracker.incrementEpoch()
           verifier.execute { () =>
             try backend.killExecutors(Seq(id), adjustTargetNumExecutors = false, countFailures = false, force = true)
             catch { case NonFatal(e) => logWarning(s"trspark: could not release executor $id: ${e.getMessage}") }

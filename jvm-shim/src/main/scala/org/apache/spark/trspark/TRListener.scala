@@ -38,14 +38,13 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
 
   override def onJobStart(job: SparkListenerJobStart): Unit = {
     job.stageInfos.foreach(s => s.shuffleDepId.foreach(shuffleOfStage(s.stageId) = _))
-    for (s <- job.stageInfos; parent <- s.parentIds; shuffle <- shuffleOfStage.get(parent)) {
-      readers.getOrElseUpdate(shuffle, mutable.Set.empty) += s.stageId
-    }
+    val reads = for (s <- job.stageInfos; parent <- s.parentIds; shuffle <- shuffleOfStage.get(parent))
+      yield (shuffle, s.stageId)
+    reads.foreach { case (shuffle, stage) => readers.getOrElseUpdate(shuffle, mutable.Set.empty) += stage }
     // Only the shuffles some stage of this job reads are consumed when it ends. A map-stage job
     // (Spark SQL's adaptive execution runs each query stage as one) writes a shuffle that the
     // *next* job reads: marking it consumed here dropped its backups before it was read.
-    shufflesOfJob(job.jobId) = (for (s <- job.stageInfos; parent <- s.parentIds; shuffle <- shuffleOfStage.get(parent))
-      yield shuffle).distinct
+    shufflesOfJob(job.jobId) = reads.map(_._1).distinct
   }
 
   override def onStageSubmitted(submitted: SparkListenerStageSubmitted): Unit = {
