@@ -39,9 +39,10 @@ class WrongOnQ42(DuckDBOracle):
 def bench(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, runner.BenchResult]:
     tmp = tmp_path_factory.mktemp("bench")
     out = tmp / "results.csv"
-    # Mean lifetime 1 s per executor: the first kill comes well inside the query; max_kills=1.
+    # Every executor dies 0.4 s into the run, well inside the ~1 s query (a drawn lifetime of mean
+    # 1 s came at 1.07 s once, after a fast run had ended); max_kills=1 keeps it to one kill.
     settings = BenchSettings(sf=0.01, queries=("q7", WRONG), policies=("never",), out=out,
-                             cache=tmp / "cache", lifetime="exponential:mean=1", stability=None, executors=2,
+                             cache=tmp / "cache", lifetime="deterministic:at=0.4", stability=None, executors=2,
                              memory_mb=1024, seed=3, max_kills=1, time_cap=120.0, rewarm=False, warmup=1)
     # The answers are computed in this process and handed to each policy's process.
     with pytest.MonkeyPatch.context() as patch:
