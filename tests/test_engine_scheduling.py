@@ -25,6 +25,7 @@ from trspark.engine.protocol import (
     SchedulingHints,
     ShuffleConsumed,
     StageSubmitted,
+    TaskEnded,
     TaskStarted,
     Tick,
 )
@@ -327,7 +328,8 @@ def test_draining_executor_gets_no_duplicate() -> None:
 
 def _long_notice(b_deadline: float | None = None, consumed_at: float | None = None):  # type: ignore[no-untyped-def]
     """a holds an output that stage 1 reads after 59 more tasks of stage 0; a gets a 60 s notice at 3 s."""
-    config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", duplication=False)
+    config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", duplication=False,
+                      notice_margin=10.0)
     policy = make_policy("tr", config)
     events = add_executors(["a", "b", "c"], cores=1) + [map_stage(0, 60, 0)]
     events += run_task(0, 0, "a", start=0.0, seconds=2.0, write=8 * MB, shuffle_id=0)
@@ -404,6 +406,24 @@ def test_noticed_executor_is_released_once_it_has_no_room_and_its_needed_output_
     assert _released(feed(policy, [done])) == ["a"]
     assert _released(feed(policy, [Tick(time=4.0), Tick(time=4.4)])) == [], "released once"
     assert policy.summary()["executors_released"] == 1
+
+
+def test_a_noticed_executor_is_not_released_while_a_task_reads_its_output() -> None:
+    # A task that started before the release fetches the output from where it was at its start:
+    # a, even once the output has a copy. a may go only after that reader ended.
+    config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", duplication=False)
+    policy = make_policy("tr", config)
+    events = add_executors(["a", "b"], cores=1) + [map_stage(0, 1, 0)]
+    events += run_task(0, 0, "a", start=0.0, seconds=2.0, write=8 * MB, shuffle_id=0)
+    events += [StageSubmitted(time=2.0, stage_id=1, num_tasks=2, parent_stage_ids=(0,), parent_shuffle_ids=(0,)),
+               TaskStarted(time=2.1, stage_id=1, partition=0, executor_id="b")]
+    out = feed(policy, events + [ExecutorNotice(time=3.0, executor_id="a", deadline=4.5, kind="notice")])
+    (backup,) = [c for c in out if isinstance(c, Backup)]
+    done = BlockBackedUp(time=3.6, shuffle_id=0, map_index=0, target=backup.target, bytes=8 * MB)
+    assert _released(out + feed(policy, [done, Tick(time=3.7)])) == [], "b's task still reads from a"
+    ended = TaskEnded(time=3.8, stage_id=1, partition=0, executor_id="b", duration=1.7,
+                      shuffle_read_bytes=8 * MB)
+    assert _released(feed(policy, [ended])) == ["a"]
 
 
 def test_a_noticed_executor_with_room_for_a_task_is_not_released_while_idle() -> None:

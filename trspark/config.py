@@ -190,10 +190,11 @@ KEYS: tuple[Key, ...] = (
         "Seconds between two polls of the metadata service (a poll is one link-local HTTP request)."),
     Key("notice.window", "notice_window", 30.0, _number(0.0, None, lo_open=True), "seconds > 0",
         "Seconds between a notice and the end when the source gives no time (GCP, the signal, an Azure event without NotBefore)."),
-    Key("notice.margin", "notice_margin", 10.0, _number(0.0), "seconds >= 0",
+    Key("notice.margin", "notice_margin", 3.0, _number(0.0), "seconds >= 0",
         "Backups of an executor with a termination notice start this long (plus one period and their copy time) "
-        "before its deadline, not at the notice: outputs consumed meanwhile are not copied. A value as long as "
-        "the notice window copies at once."),
+        "before its deadline, not at the notice: outputs consumed meanwhile are not copied. It covers a notice seen "
+        "late (up to notice.interval) and the time from a decision to a finished copy (0.8 s at most, measured "
+        "live). A value as long as the notice window copies at once."),
     Key("notice.release", "notice_release", True, _bool, "true | false",
         "Let an executor with a termination notice go once no task fits before its deadline, none runs there "
         "and it holds nothing still needed that is not saved elsewhere, so its replacement can start before the deadline."),
@@ -236,7 +237,7 @@ class TRConfig:
     notice_url: str = ""
     notice_interval: float = 1.0
     notice_window: float = 30.0
-    notice_margin: float = 10.0
+    notice_margin: float = 3.0
     notice_release: bool = True
     notice_signal: str = "PWR"
 

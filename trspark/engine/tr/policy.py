@@ -424,7 +424,10 @@ class TRPolicy(Policy):
         remote storage), has another live holder, or is no longer needed (its readers finished
         and their outputs are covered, paper §2.3). A block Algorithm 2 chose to leave there
         (its readers come before the deadline) or that still waits for its last responsible
-        moment keeps the executor.
+        moment keeps the executor. So does an output that a running task reads: that task took
+        the output's location when it started, so it would fetch from this executor after it
+        is gone (Spark then counts a FetchFailed, unregisters the executor's outputs and re-runs
+        their stages, measured on a live run), whatever copy the output has.
         """
         state = self.state
         ex = state.executors[executor_id]
@@ -432,7 +435,11 @@ class TRPolicy(Policy):
             return False
         if any(executor_id in (plan.source, plan.target) for plan in self.stack.in_flight.values()):
             return False
-        for block in state.outputs_on(executor_id):
+        held = state.outputs_on(executor_id)
+        if any(stage.running for shuffle_id in {b.shuffle_id for b in held}
+               for stage in state.reader_stages(shuffle_id)):
+            return False
+        for block in held:
             if state.is_safe(block) or any(h != executor_id for h in block.holders()):
                 continue
             if not state.consumers_safe(block.shuffle_id):
