@@ -104,8 +104,8 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit) 
   def fire(deadlineEpochMillis: Long, source: String): Unit = {
     if (!stopped && fired.compareAndSet(false, true)) {
       val inS = (deadlineEpochMillis - clock()) / 1000.0
-      logWarning(f"trspark: termination notice from $source: this executor ends at " +
-        s"${Instant.ofEpochMilli(deadlineEpochMillis)} (in $inS%.1f s)")
+      logWarning(s"trspark: termination notice from $source: this executor ends at " +
+        f"${Instant.ofEpochMilli(deadlineEpochMillis)} (in $inS%.1f s)")
       timer.shutdown()
       try onNotice(deadlineEpochMillis, source)
       catch { case NonFatal(e) => logWarning(s"trspark: termination notice callback failed: $e") }
