@@ -374,6 +374,49 @@ def test_notice_margin_as_long_as_the_window_copies_at_once() -> None:
     assert [(b.shuffle_id, b.map_index, b.source) for b in out if isinstance(b, Backup)] == [(0, 0, "a")]
 
 
+def _expected_notices(expected: bool, outputs: int = 1, size: int = 8 * MB, window: float = 30.0):  # type: ignore[no-untyped-def]
+    """a holds ``outputs`` fresh map outputs of stage 0 that stage 1 reads after 59 more tasks; the
+    belief (mean lifetime 20 s) asks for copies; notices are ``window`` s ahead, and maybe expected."""
+    config = TRConfig(lifetime="exponential:mean=20", knowledge="deterministic", duplication=False,
+                      notice_window=window, notice_expected=expected)
+    policy = make_policy("tr", config)
+    events = add_executors(["a", "b", "c"], cores=1) + [map_stage(0, 60, 0)]
+    for p in range(outputs):
+        events += run_task(0, p, "a", start=2.0 * p, seconds=2.0, write=size, shuffle_id=0)
+    events += [StageSubmitted(time=2.0 * outputs, stage_id=1, num_tasks=2, parent_stage_ids=(0,), parent_shuffle_ids=(0,))]
+    return policy, [c for c in feed(policy, events + [Tick(time=2.0 * outputs + 1)]) if isinstance(c, Backup)]
+
+
+def test_an_expected_notice_leaves_a_block_to_the_notice_then_saves_it() -> None:
+    _, control = _expected_notices(expected=False)
+    assert [(b.shuffle_id, b.map_index) for b in control] == [(0, 0)], "without notices, the belief asks for a copy"
+    policy, before = _expected_notices(expected=True)
+    assert before == [] and policy.summary()["decisions_left_to_notice"] >= 1
+    # A notice with 4 s left: past the last responsible moment, so the copy goes at once.
+    out = feed(policy, [ExecutorNotice(time=4.0, executor_id="a", deadline=8.0, kind="notice")])
+    assert [(b.shuffle_id, b.map_index, b.source) for b in out if isinstance(b, Backup)] == [(0, 0, "a")]
+
+
+def test_an_expected_notice_does_not_wait_when_the_window_cannot_save_everything() -> None:
+    # 12 outputs of 100 MB: 12 s at the slower target's 100 MB/s, more than a 10 s window less the
+    # 3 s margin -- so they are planned as without notices; a 30 s window could save them all.
+    _, control = _expected_notices(expected=False, outputs=12, size=100 * MB, window=10.0)
+    _, backups = _expected_notices(expected=True, outputs=12, size=100 * MB, window=10.0)
+    assert control, "the belief asks for copies"
+    # From the 7th output on (7 copies of 1 s + 50 ms latency > 10 - 3 s), a holds more than its
+    # window could save; the first six were left to the notice.
+    assert backups and min(b.map_index for b in backups) == 6, backups
+    assert _expected_notices(expected=True, outputs=12, size=100 * MB, window=30.0)[1] == []
+
+
+def test_notice_expected_needs_a_knowledge_that_uses_notices() -> None:
+    from trspark.config import ConfigError
+
+    with pytest.raises(ConfigError, match="notice.expected=true needs spark.trspark.lifetime.knowledge"):
+        TRConfig(notice_expected=True)
+    assert TRConfig(notice_expected=True, knowledge="fitted").notice_expected
+
+
 def test_gamma_rule_keeps_the_stage_s_longest_task_off_an_executor_that_dies_first() -> None:
     # Exact lifetimes: "short" dies at t = 15 s. Stage 0's finished tasks took 2, 2, 2 and 10 s
     # (mean 4 s). At t = 10 s short has 5 s left: enough for the mean task, not for the longest,

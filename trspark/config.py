@@ -195,6 +195,10 @@ KEYS: tuple[Key, ...] = (
         "before its deadline, not at the notice: outputs consumed meanwhile are not copied. It covers a notice seen "
         "late (up to notice.interval) and the time from a decision to a finished copy (0.8 s at most, measured "
         "live). A value as long as the notice window copies at once."),
+    Key("notice.expected", "notice_expected", False, _bool, "true | false",
+        "Every eviction comes with a termination notice at least notice.window seconds ahead (needs "
+        "lifetime.knowledge deterministic or fitted): an output is not backed up before its executor's notice "
+        "while everything that executor holds could still be copied within the window, less notice.margin."),
     Key("notice.release", "notice_release", True, _bool, "true | false",
         "Let an executor with a termination notice go once no task fits before its deadline, none runs there "
         "and it holds nothing still needed that is not saved elsewhere, so its replacement can start before the deadline."),
@@ -238,6 +242,7 @@ class TRConfig:
     notice_interval: float = 1.0
     notice_window: float = 30.0
     notice_margin: float = 3.0
+    notice_expected: bool = False
     notice_release: bool = True
     notice_signal: str = "PWR"
 
@@ -246,6 +251,10 @@ class TRConfig:
         for key in KEYS:
             value = getattr(self, key.field)
             parse_value(key, str(value).lower() if isinstance(value, bool) else str(value))
+        if self.notice_expected and self.knowledge == "indeterministic":
+            raise ConfigError(
+                f"{PREFIX}notice.expected=true needs {PREFIX}lifetime.knowledge deterministic or fitted "
+                "(with indeterministic the engine ignores notices); got indeterministic")
 
     @classmethod
     def from_spark_conf(cls, conf: Mapping[str, str]) -> TRConfig:

@@ -393,12 +393,13 @@ def _plugin_options(ctx: _Context, policy: str) -> dict[str, Any]:
     the exponential model of the median query; ``--lifetime`` is passed as given. ``tr`` gets the
     kills' notices (SIGPWR ``notice`` s ahead, the window it is told) and uses their deadlines
     (knowledge ``deterministic``: a noticed executor dies at its deadline, the others follow the
-    model).
+    model), and is told that every kill comes with one (``notice.expected``): it backs up before a
+    notice only what an executor could not save within the window.
     """
     s = ctx.settings
     options: dict[str, Any] = {}
     if s.noticed(policy):
-        options.update(notice_window=s.notice, knowledge="deterministic")
+        options.update(notice_window=s.notice, knowledge="deterministic", notice_expected=True)
     if s.lifetime:
         return {**options, "lifetime": s.lifetime}
     stable = [t for t in ctx.stable.values() if t == t]

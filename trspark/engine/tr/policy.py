@@ -111,7 +111,7 @@ class TRPolicy(Policy):
         self.duplicator = Duplicator(self.knowledge)
         self.splitter = SplitAdvisor()
         self.hints: SchedulingHints | None = None
-        self.decisions = {"local": 0, "remote": 0, "none": 0, "deferred": 0}
+        self.decisions = {"local": 0, "remote": 0, "none": 0, "deferred": 0, "notice_will_do": 0}
         self._planned_now = False
         self._failed_at: dict[BlockId, float] = {}
         self._replan_queue: deque[BlockId] = deque()
@@ -247,7 +247,7 @@ class TRPolicy(Policy):
             return  # its backup failed at this very instant: wait for time to move on
         if self.belt.on:
             target = self._belt_target(block)
-        elif self._defer(block):
+        elif self._defer(block) or self._notice_will_do(block):
             self.stack.unplan(block.block_id)
             return
         else:
@@ -285,6 +285,26 @@ class TRPolicy(Policy):
             heapq.heappush(self._deferred_due, (due, block.block_id))
         return True
 
+    def _notice_will_do(self, block: MapOutput) -> bool:
+        """With ``notice.expected``, leave a block on an executor without a notice to its notice.
+
+        Every eviction is announced ``notice_window`` s ahead, so the block is lost only if the
+        executor cannot save it once noticed: when ``BT_total`` (every unconsumed output it holds,
+        one after the other at the slower target's speed) plus ``notice_margin`` exceeds the
+        window. Until then a copy now only costs. (Decommissioning also moves blocks only at the
+        notice; here the choice of what and where stays Algorithm 2's, at the notice.)
+        """
+        config = self.config
+        if not config.notice_expected or not self.knowledge.uses_notices:
+            return False
+        source = self.state.executors.get(block.backup_source() or "")
+        if source is None or source.notice_deadline is not None:
+            return False
+        if self._copy_total(source.executor_id) + config.notice_margin > config.notice_window:
+            return False
+        self.decisions["notice_will_do"] += 1
+        return True
+
     def _slowest_bandwidth(self) -> float:
         """The slower of the allowed backup targets' bandwidths (bytes/s)."""
         config = self.config
@@ -303,7 +323,7 @@ class TRPolicy(Policy):
         return self.costs.backup.copy_seconds(largest, self._slowest_bandwidth())
 
     def _copy_total(self, executor_id: str) -> float:
-        """``BT_total`` (s) of the executor's unconsumed outputs, once per executor and instant.
+        """``BT_total`` (s) of the executor's unconsumed outputs not on the store yet, once per executor and instant.
 
         (Listing an executor's outputs scans the job's outputs; a notice plans every block of the
         executor at the same instant, so the sum is cached for that instant.)
@@ -311,7 +331,8 @@ class TRPolicy(Policy):
         key = (executor_id, self.state.now)
         if self._copy_total_at is None or self._copy_total_at[0] != key:
             slowest = self._slowest_bandwidth()
-            total = sum(self.costs.backup.copy_seconds(b.bytes, slowest) for b in self.state.outputs_on(executor_id))
+            total = sum(self.costs.backup.copy_seconds(b.bytes, slowest)
+                        for b in self.state.outputs_on(executor_id) if not b.on_remote)
             self._copy_total_at = (key, total)
         return self._copy_total_at[1]
 
@@ -468,6 +489,7 @@ class TRPolicy(Policy):
             "backups_planned_remote": self.decisions["remote"],
             "decisions_none": self.decisions["none"],
             "decisions_deferred": self.decisions["deferred"],
+            "decisions_left_to_notice": self.decisions["notice_will_do"],
             "executors_released": len(self.released),
             "backups_released": self.stack.released,
             "backups_dropped_consumers_safe": self.stack.dropped,
