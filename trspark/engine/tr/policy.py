@@ -14,12 +14,16 @@ lineage):
   - copy time`` of everything that executor holds (``notice.margin``), then runs with what is
   known by then. Outputs consumed meanwhile are never copied, and a peer that got its own
   notice meanwhile is not chosen (the copy would have to move again).
+* With ``notice.expected`` (every eviction is announced), a block on an executor without a
+  notice waits for that notice while everything the executor holds could be copied within the
+  window.
 * ``ShuffleConsumed`` -- released backups of the shuffle are cancelled, finished ones dropped.
 * ``Tick`` -- queue the newest unsafe blocks for re-planning (their risk grows as executors age
   and parents are lost); the safety belt, TR-Scheduling hints, duplication, splitting advice.
 * An executor under a notice that has no room left for a task before its deadline, runs no task,
-  sends no backup and holds nothing needed that lives nowhere else is released
-  (``ReleaseExecutor``, ``notice.release``): its replacement can start before the deadline.
+  sends no backup, holds nothing needed that lives nowhere else and has no output a running
+  task reads is released (``ReleaseExecutor``, ``notice.release``): its replacement can start
+  before the deadline.
 
 After every event a few queued re-plans run (``REPLANS_PER_EVENT``: no single event pays for
 many decisions) and the stack releases what it can (newest first, per source executor).
@@ -111,7 +115,7 @@ class TRPolicy(Policy):
         self.duplicator = Duplicator(self.knowledge)
         self.splitter = SplitAdvisor()
         self.hints: SchedulingHints | None = None
-        self.decisions = {"local": 0, "remote": 0, "none": 0, "deferred": 0, "notice_will_do": 0}
+        self.decisions = {"local": 0, "remote": 0, "none": 0, "deferred": 0, "left_to_notice": 0}
         self._planned_now = False
         self._failed_at: dict[BlockId, float] = {}
         self._replan_queue: deque[BlockId] = deque()
@@ -247,7 +251,7 @@ class TRPolicy(Policy):
             return  # its backup failed at this very instant: wait for time to move on
         if self.belt.on:
             target = self._belt_target(block)
-        elif self._defer(block) or self._notice_will_do(block):
+        elif self._defer(block) or self._left_to_notice(block):
             self.stack.unplan(block.block_id)
             return
         else:
@@ -285,12 +289,13 @@ class TRPolicy(Policy):
             heapq.heappush(self._deferred_due, (due, block.block_id))
         return True
 
-    def _notice_will_do(self, block: MapOutput) -> bool:
+    def _left_to_notice(self, block: MapOutput) -> bool:
         """With ``notice.expected``, leave a block on an executor without a notice to its notice.
 
         Every eviction is announced ``notice_window`` s ahead, so the block is lost only if the
-        executor cannot save it once noticed: when ``BT_total`` (every unconsumed output it holds,
-        one after the other at the slower target's speed) plus ``notice_margin`` exceeds the
+        executor cannot save it once noticed: when ``BT_total`` (every unconsumed output it holds
+        that is not on the store yet, one after the other at the slower target's speed) plus
+        ``notice_margin`` exceeds the
         window. Until then a copy now only costs. (Decommissioning also moves blocks only at the
         notice; here the choice of what and where stays Algorithm 2's, at the notice.)
         """
@@ -302,7 +307,7 @@ class TRPolicy(Policy):
             return False
         if self._copy_total(source.executor_id) + config.notice_margin > config.notice_window:
             return False
-        self.decisions["notice_will_do"] += 1
+        self.decisions["left_to_notice"] += 1
         return True
 
     def _slowest_bandwidth(self) -> float:
@@ -489,7 +494,7 @@ class TRPolicy(Policy):
             "backups_planned_remote": self.decisions["remote"],
             "decisions_none": self.decisions["none"],
             "decisions_deferred": self.decisions["deferred"],
-            "decisions_left_to_notice": self.decisions["notice_will_do"],
+            "decisions_left_to_notice": self.decisions["left_to_notice"],
             "executors_released": len(self.released),
             "backups_released": self.stack.released,
             "backups_dropped_consumers_safe": self.stack.dropped,
