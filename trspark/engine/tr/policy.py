@@ -124,7 +124,7 @@ class TRPolicy(Policy):
         # and a heap of (time, block) to find the due ones (stale heap entries are skipped).
         self._deferred: dict[BlockId, float] = {}
         self._deferred_due: list[tuple[float, BlockId]] = []
-        self._copy_total_at: tuple[tuple[str, float], float] | None = None
+        self._copy_totals: tuple[float, dict[str, float]] = (-1.0, {})  # (instant, executor -> BT_total)
         # Executors under a notice not yet released (checked for release after the events that
         # can free them), and those released.
         self._draining: set[str] = set()
@@ -295,9 +295,9 @@ class TRPolicy(Policy):
         Every eviction is announced ``notice_window`` s ahead, so the block is lost only if the
         executor cannot save it once noticed: when ``BT_total`` (every unconsumed output it holds
         that is not on the store yet, one after the other at the slower target's speed) plus
-        ``notice_margin`` exceeds the
-        window. Until then a copy now only costs. (Decommissioning also moves blocks only at the
-        notice; here the choice of what and where stays Algorithm 2's, at the notice.)
+        ``notice_margin`` exceeds the window. Until then a copy now only costs. (Decommissioning
+        also moves blocks only at the notice; here the choice of what and where stays
+        Algorithm 2's, at the notice.)
         """
         config = self.config
         if not config.notice_expected or not self.knowledge.uses_notices:
@@ -331,15 +331,18 @@ class TRPolicy(Policy):
         """``BT_total`` (s) of the executor's unconsumed outputs not on the store yet, once per executor and instant.
 
         (Listing an executor's outputs scans the job's outputs; a notice plans every block of the
-        executor at the same instant, so the sum is cached for that instant.)
+        executor at the same instant, and with ``notice.expected`` every plan asks for its
+        source's total, so the sums are cached per executor for that instant.)
         """
-        key = (executor_id, self.state.now)
-        if self._copy_total_at is None or self._copy_total_at[0] != key:
+        at, totals = self._copy_totals
+        if at != self.state.now:
+            totals = {}
+            self._copy_totals = (self.state.now, totals)
+        if executor_id not in totals:
             slowest = self._slowest_bandwidth()
-            total = sum(self.costs.backup.copy_seconds(b.bytes, slowest)
-                        for b in self.state.outputs_on(executor_id) if not b.on_remote)
-            self._copy_total_at = (key, total)
-        return self._copy_total_at[1]
+            totals[executor_id] = sum(self.costs.backup.copy_seconds(b.bytes, slowest)
+                                      for b in self.state.outputs_on(executor_id) if not b.on_remote)
+        return totals[executor_id]
 
     def _plan_due(self) -> None:
         """Algorithm 2 for the deferred blocks whose last responsible moment has come."""
