@@ -171,6 +171,37 @@ def test_notice_sends_sigpwr_then_sigkill_after_the_notice(cluster: FakeCluster)
     assert injector.schedule() == [(10.0, 0)]
 
 
+def test_finish_notices_kills_noticed_executors_at_their_deadline_after_stop(cluster: FakeCluster) -> None:
+    procs = []
+    for executor_id in ("0", "1"):
+        proc = subprocess.Popen([sys.executable, "-c", IGNORES_SIGPWR, *cluster.executor_args(executor_id)],
+                                stdout=subprocess.PIPE)
+        cluster.procs.append(proc)
+        assert proc.stdout.readline() == b"ready\n"  # type: ignore[union-attr]
+        procs.append(proc)
+        time.sleep(0.02)  # distinct start times: "0" is the oldest (rank 0)
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the fake clock moves by what the injector waits
+        slept.append(seconds)
+        now[0] += seconds
+
+    injector = EvictionInjector(cluster.driver, schedule=[(8.0, 0), (30.0, 0)], notice=5.0, min_alive=0,
+                                clock=lambda: now[0]).start(background=False)
+    now[0] = 3.0  # executor 0 gets its notice: its kill is due at 8 s
+    injector.step()
+    now[0] = 4.0  # the query ends at 4 s, inside the window; the 30 s kill is never reached
+    injector.stop()
+    assert [r.signal for r in injector.records] == [signal.SIGPWR] and procs[0].poll() is None
+    assert injector.finish_notices(sleep=sleep) == 1
+    assert slept == [4.0]
+    assert [(r.t, r.signal, r.executor_id) for r in injector.records][-1] == (8.0, signal.SIGKILL, "0")
+    assert procs[0].wait(TIMEOUT) == -signal.SIGKILL
+    assert procs[1].poll() is None  # the kill the run never reached is not made up
+    assert injector.finish_notices(sleep=sleep) == 0
+
+
 def test_model_lifetimes_are_drawn_per_executor_from_its_start(cluster: FakeCluster) -> None:
     for executor_id in ("0", "1", "2"):
         cluster.add(executor_id)

@@ -246,10 +246,29 @@ class EvictionInjector:
         return self
 
     def stop(self) -> None:
-        """Stop injecting (pending notices are not followed by their kill)."""
+        """Stop injecting (pending notices are not followed by their kill: see :meth:`finish_notices`)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+
+    def finish_notices(self, *, sleep: Callable[[float], None] = time.sleep) -> int:
+        """After :meth:`stop`: kill each executor that got a notice, at its deadline; return how many.
+
+        A noticed VM is taken away at its deadline whether or not the job still needs it. Without
+        this, a notice that outlives the run leaves its executor alive for the policies that are
+        only killed and gone for those that act on notices (they release or decommission it),
+        and the next run starts from different clusters. Blocks until the last deadline.
+        """
+        if self._thread is not None and self._thread.is_alive():
+            raise RuntimeError("stop() the injector before finish_notices()")
+        due = sorted(self._noticed.values(), key=lambda item: item[0])
+        self._noticed.clear()
+        for kill_at, victim, rank in due:
+            wait = kill_at - self.elapsed()
+            if wait > 0:
+                sleep(wait)  # the deadline is a wall-clock time: nothing to wait on but the clock
+            self._signal(victim, signals.SIGKILL, rank)
+        return len(due)
 
     def __enter__(self) -> EvictionInjector:
         return self.start()

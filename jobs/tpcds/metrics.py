@@ -126,13 +126,25 @@ class CapacityMeter:
             self._thread.join()
 
 
-def executor_count(sc: SparkContext) -> Callable[[], int]:
-    """A callable giving the executors registered with the driver (the driver itself excluded)."""
-    tracker = sc._jsc.sc().statusTracker()
+def executor_count(sc: SparkContext, driver_pid: int | None = None) -> Callable[[], int]:
+    """A callable giving the executors registered with the driver (the driver itself excluded).
+
+    With ``driver_pid`` (a local-cluster whose executor JVMs descend from the driver), only the
+    registered executors whose JVM is alive count. The driver keeps listing an executor for up to
+    ``spark.standalone.executorRemoveDelayOnDisconnection`` (5 s) after its JVM has gone -- e.g.
+    one released or decommissioned on a notice --, and a run must not start on that count: its
+    replacement would still be starting, exposed to the next kill before it ever registered.
+    """
+    backend = sc._jsc.sc()
 
     def count() -> int:
-        infos = tracker.getExecutorInfos()
-        return max(len(infos) - 1, 0)
+        # A Scala Seq over py4j: joined on the JVM side rather than iterated element by element.
+        registered = {i for i in str(backend.getExecutorIds().mkString(",")).split(",") if i}
+        if driver_pid is None:
+            return len(registered)
+        from trspark.chaos import find_executors
+
+        return len(registered & {e.executor_id for e in find_executors(driver_pid)})
 
     return count
 

@@ -19,9 +19,12 @@ Plan of a benchmark (``--policies never,always,decommission,tr``)
    executor plugin takes as a notice. A kill due within the window after the start is delayed to
    the window's end by the injector, and notices for kills after the query's end still land
    during it. ``never`` is vanilla Spark and ``always`` copies everything anyway: both are only
-   killed). Before every run
-   all executors must be registered again; after a run with kills the
-   query is run once more unrecorded, so cold replacement JVMs do not slow the next measurement.
+   killed). An executor noticed during a run is killed at its deadline even when the query has
+   ended by then (a noticed VM goes either way), so the policies that act on notices and those
+   that do not leave the same cluster behind. Before every run all executors must be registered
+   again, with live JVMs (the driver lists a departed executor for a few seconds more); after a
+   run with kills the query is run once more unrecorded, so cold replacement JVMs do not slow
+   the next measurement.
 
 A run that exceeds ``time_cap`` is cancelled and recorded as failed; an aborted job is recorded as
 failed with Spark's reason. With ``master`` set (a real cluster, e.g. on spot VMs) nothing is
@@ -340,7 +343,8 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
         api_ready = threading.Thread(target=_warm_up, args=(api,), name="status-api-warm-up", daemon=True)
         api_ready.start()
         session.register_tables(spark, data)
-        count = metrics.executor_count(spark.sparkContext)
+        local_driver = None if s.master else spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
+        count = metrics.executor_count(spark.sparkContext, local_driver)
         progress.step(f"{policy}: warm-up")
         for _ in range(s.warmup_rounds):
             for query in list(ctx.queries.values())[:s.warmup]:
@@ -421,6 +425,10 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
         outcome = execute(spark, query, group, s.time_cap)
     after = metrics.plugin_counters(spark.sparkContext)
     kills = injector.victims if injector is not None else 0
+    if injector is not None and not last:
+        # Notices outlive the query when it ends inside their window: their executors die now, so
+        # every policy's next run starts from a cluster of fresh, registered replacements.
+        injector.finish_notices()
     row = RunRow(query=query.name, policy=policy, sf=s.sf, seed=s.seed, repeat=r, scenario=scenario,
                  seconds=outcome.seconds, executors_killed=kills,
                  capacity_lost_seconds=meter.lost_seconds if s.master is None else float("nan"),
