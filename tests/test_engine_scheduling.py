@@ -281,17 +281,18 @@ def test_notice_copies_nothing_that_is_read_before_the_deadline() -> None:
     _, out = _noticed_policy("notice", deadline=33.0)
     assert not [c for c in out if isinstance(c, Backup)]
     (hints,) = [c for c in out if isinstance(c, SchedulingHints)]
-    # 30 s of room (less the copy of an 8 MB output, 0.13 s): a takes tasks that fit.
-    assert hints.drain == () and hints.max_task_seconds == {"a": pytest.approx(30.0 - 0.13)}
+    # 30 s left, less the copy of an 8 MB output (0.13 s) and notice.margin (3 s): a takes tasks that fit.
+    assert hints.drain == () and hints.max_task_seconds == {"a": pytest.approx(30.0 - 0.13 - 3.0)}
 
 
 def test_a_noticed_executor_takes_the_tasks_that_fit_before_its_deadline_then_drains() -> None:
-    policy, out = _noticed_policy("notice", deadline=6.0)  # 3 s left at the notice, 2 s tasks
+    policy, out = _noticed_policy("notice", deadline=9.0)  # 6 s left at the notice, 2 s tasks
     hints = [c for c in out if isinstance(c, SchedulingHints)][-1]
-    assert hints.drain == () and hints.max_task_seconds["a"] == pytest.approx(3.0 - 0.13)
+    # Room: 6 s less the output's copy (0.13 s) and the margin the copies keep (notice.margin, 3 s).
+    assert hints.drain == () and hints.max_task_seconds["a"] == pytest.approx(6.0 - 0.13 - 3.0)
     assert allowed("a", 0, hints)
     later = [c for c in feed(policy, [Tick(time=4.0)]) if isinstance(c, SchedulingHints)]
-    assert later and later[-1].drain == ("a",), "with 2 s left no 2 s task fits"
+    assert later and later[-1].drain == ("a",), "with 5 s left a 2 s task would end inside the margin"
     assert not allowed("a", 0, later[-1])
 
 
@@ -471,13 +472,14 @@ def test_a_noticed_executor_is_not_released_while_a_task_reads_its_output() -> N
 
 def test_a_noticed_executor_with_room_for_a_task_is_not_released_while_idle() -> None:
     # 30 s left: idle now (between stages), but the next tasks fit there -- it stays; with the
-    # room down to less than a task (the job's mean, 1 s, when nothing is runnable) it goes.
+    # room (time left less notice.margin, 3 s) down to less than a task (the job's mean, 1 s, when
+    # nothing is runnable) it goes.
     for release, expected in ((True, ["a"]), (False, [])):
         config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", notice_release=release)
         policy = make_policy("tr", config)
         out = feed(policy, add_executors(["a", "b"]) + [ExecutorNotice(time=1.0, executor_id="a", deadline=31.0)])
-        assert _released(out + feed(policy, [Tick(time=5.0), Tick(time=29.0)])) == []
-        assert _released(feed(policy, [Tick(time=30.5)])) == expected
+        assert _released(out + feed(policy, [Tick(time=5.0), Tick(time=26.5)])) == []
+        assert _released(feed(policy, [Tick(time=27.5)])) == expected
 
 
 def test_an_output_left_for_readers_before_the_deadline_keeps_the_executor() -> None:

@@ -318,14 +318,19 @@ class TRPolicy(Policy):
         return config.local_bandwidth if config.targets == "local" else config.remote_bandwidth
 
     def _notice_allowance(self) -> float:
-        """Seconds a task on a noticed executor must leave before the deadline: the copy of its output.
+        """Seconds a task on a noticed executor must leave before the deadline: saving its output.
 
-        The largest mean task output of the runnable stages, at the slower target's speed.
+        The copy of the largest mean task output of the runnable stages at the slower target's
+        speed, plus ``notice_margin``: the margin the executor's own copies keep (a copy's end is
+        reported up to ~1 s after its decision) also absorbs a task that runs longer than its
+        stage's estimate -- before any task of a stage has finished, that estimate is the job's
+        mean (a live trace: a 1.0 s estimate, 1.38 s left, the task took 1.56 s and died with
+        its executor, and the stage waited for its re-run).
         """
         if not self._draining:
             return 0.0
         largest = max((s.mean_write_bytes() or 0.0 for s in self.state.runnable_stages()), default=0.0)
-        return self.costs.backup.copy_seconds(largest, self._slowest_bandwidth())
+        return self.costs.backup.copy_seconds(largest, self._slowest_bandwidth()) + self.config.notice_margin
 
     def _copy_total(self, executor_id: str) -> float:
         """``BT_total`` (s) of the executor's unconsumed outputs not on the store yet, once per executor and instant.
