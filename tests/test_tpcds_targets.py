@@ -8,7 +8,9 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from jobs.tpcds.results import RunRow, append
-from jobs.tpcds.targets import judge, markdown
+import pytest
+
+from jobs.tpcds.targets import capacity_floors, judge, markdown
 from trspark.cli import cli
 
 
@@ -60,3 +62,20 @@ def test_foreign_csv_is_one_clear_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["bench", "targets", str(other)])
     assert result.exit_code == 2 and "not a trspark TPC-DS results file" in result.output
     assert "Traceback" not in result.output
+
+
+def test_capacity_floor_is_the_slowdown_the_surviving_executors_allow() -> None:
+    # 3 executors, stable 10 s: 15 lost executor-seconds leave 3 T - 15 >= 30, so T >= 15 s (1.5x).
+    rows = [RunRow(query="q7", policy=p, sf=1.0, seed=0, repeat=0, scenario="evicted", seconds=20.0,
+                   stable_seconds=10.0, slowdown=2.0 if p == "never" else 1.6, executors_killed=3,
+                   capacity_lost_seconds=lost, result_ok=True)
+            for p, lost in (("never", 15.0), ("tr", 6.0))]
+    rows.append(RunRow(query="q7", policy="tr", sf=1.0, seed=0, repeat=0, scenario="stable", seconds=10.0,
+                       stable_seconds=10.0, slowdown=1.0, capacity_lost_seconds=99.0, result_ok=True))
+    floors = capacity_floors(rows, 3)
+    assert floors == {("q7", "never"): pytest.approx(1.5), ("q7", "tr"): pytest.approx(1.2)}  # stable rows ignored
+    text = markdown(rows, executors=3)
+    assert "  * q7: capacity floor (1 + lost executor-seconds / (3 x stable s)): never 1.50x, tr 1.20x" in text
+    assert "capacity floor" not in markdown(rows)
+    with pytest.raises(ValueError, match="executors must be >= 1"):
+        capacity_floors(rows, 0)

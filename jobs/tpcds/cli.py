@@ -228,7 +228,10 @@ def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime:
 
 @bench.command("targets")
 @click.argument("csv_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def targets_command(csv_path: Path) -> None:
+@click.option("--executors", type=click.IntRange(min=1), default=None,
+              help="The runs' executor count: also report, where vanilla Spark is hurt, each policy's "
+                   "capacity floor (the slowdown the executors left alive by the kills allow at best).")
+def targets_command(csv_path: Path, executors: int | None) -> None:
     """Per-query slowdown table of a results CSV and the acceptance targets, met or missed (Markdown)."""
     from jobs.tpcds.results import read
     from jobs.tpcds.targets import markdown
@@ -237,7 +240,7 @@ def targets_command(csv_path: Path) -> None:
         rows = read(csv_path)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="CSV_PATH") from exc
-    click.echo(markdown(rows), nl=False)
+    click.echo(markdown(rows, executors), nl=False)
 
 
 @bench.command("plot")

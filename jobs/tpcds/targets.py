@@ -1,4 +1,4 @@
-"""Issue 6's acceptance targets, judged from a results CSV, as a Markdown table.
+r"""Issue 6's acceptance targets, judged from a results CSV, as a Markdown table.
 
 Per query, the evicted slowdown of each policy is the median over its successful ``evicted`` runs
 (slowdown = seconds / vanilla Spark's median stable time); a (query, policy) whose every run failed
@@ -12,6 +12,17 @@ counts as ``inf`` (it did not finish). The targets:
 
 (The third target of the issue, ``tr`` within 3 % of vanilla Spark without kills, is measured by
 :mod:`jobs.tpcds.overhead`.)
+
+With the executor count given, the report adds each hurt query's **capacity floor** per policy:
+a run on ``N`` executors that lost ``L`` executor-seconds of capacity (``capacity_lost_seconds``:
+executors killed and not yet replaced) to a query of stable time ``S`` has at most
+``N T - L`` executor-seconds for ``N S`` of work, so
+
+.. math:: \frac{T}{S} \ge 1 + \frac{L}{N S},
+
+whatever the policy does about lost outputs (a floor: it assumes perfectly parallel work and
+no re-computation). Where the floor is above 1.3, the bound target cannot be met by any backup
+policy under that kill schedule.
 """
 
 from __future__ import annotations
@@ -61,14 +72,29 @@ def judge(rows: list[RunRow]) -> Verdicts:
                     (sum(r.result_ok for r in answered), len(answered), len(rows) - len(answered)))
 
 
+def capacity_floors(rows: list[RunRow], executors: int) -> dict[tuple[str, str], float]:
+    """(query, policy) -> median over its evicted runs of ``1 + L / (N S)`` (see the module doc)."""
+    if executors < 1:
+        raise ValueError(f"executors must be >= 1, got {executors}")
+    floors: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if r.scenario == "evicted" and math.isfinite(r.capacity_lost_seconds) and r.stable_seconds > 0:
+            floor = 1.0 + r.capacity_lost_seconds / (executors * r.stable_seconds)
+            floors.setdefault((r.query, r.policy), []).append(floor)
+    return {key: statistics.median(values) for key, values in floors.items()}
+
+
 def _cell(value: float) -> str:
     if math.isnan(value):
         return "-"
     return "failed" if math.isinf(value) else f"{value:.2f}x"
 
 
-def markdown(rows: list[RunRow]) -> str:
-    """The per-query slowdown table and the targets, met or missed, as Markdown."""
+def markdown(rows: list[RunRow], executors: int | None = None) -> str:
+    """The per-query slowdown table and the targets, met or missed, as Markdown.
+
+    With ``executors`` (the runs' executor count) the hurt queries' capacity floors follow.
+    """
     v = judge(rows)
     policies = [p for p in POLICY_ORDER if p in v.medians]
     queries = sorted({q for q, _ in v.slowdowns}, key=lambda q: (len(q), q))
@@ -98,6 +124,13 @@ def markdown(rows: list[RunRow]) -> str:
            + (f"{len(v.bound_met)} of {len(v.hurt)} queries ({', '.join(v.hurt)}) -> "
               + ("**met**" if v.hurt and len(v.bound_met) == len(v.hurt) else "**missed**")
               if v.hurt else "no query hurt vanilla Spark that much (target not exercised)")]
+    if executors is not None and v.hurt:
+        floors = capacity_floors(rows, executors)
+        for q in v.hurt:
+            cells = [f"{p} {floors[(q, p)]:.2f}x" for p in policies if (q, p) in floors]
+            if cells:
+                out.append(f"  * {q}: capacity floor (1 + lost executor-seconds / ({executors} x stable s)): "
+                           + ", ".join(cells))
     for other in ("always", "decommission"):
         if other in v.medians and "tr" in v.medians:
             verdict = "**met**" if tr_median < v.medians[other] else "**missed**"
