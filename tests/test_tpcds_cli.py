@@ -27,6 +27,7 @@ def test_options_reach_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPa
                                       "--conf", "spark.sql.autoBroadcastJoinThreshold=-1"])
     assert result.exit_code == 0, result.output
     (s,) = seen
+    assert s.executor_cpus is None  # default: executors share the machine's cores
     assert (s.queries, s.warmup, s.stable_runs, s.notice, s.stability) == (("q3", "q7"), 1, "never", 5.0, 3.0)
     assert s.spark_conf == (("spark.sql.autoBroadcastJoinThreshold", "-1"),)
     assert runner.BenchSettings(sf=1, queries=(), policies=(), out=out).warmup is None  # default: warm up all
@@ -36,6 +37,8 @@ def test_options_reach_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (["--stable-runs", "some"], "Invalid value for '--stable-runs'"),
     (["--warmup", "0"], "Invalid value for '--warmup'"),
     (["--conf", "autoBroadcast=-1"], "allowed: KEY=VALUE with a spark.* key"),
+    (["--executor-cpus", "0"], "Invalid value for '--executor-cpus'"),
+    (["--executor-cpus", "0.5", "--master", "spark://h:7077"], "caps executors of a local-cluster only"),
 ])
 def test_bad_option_is_one_clear_error(args: list[str], message: str) -> None:
     result = CliRunner().invoke(cli, ["bench", "tpcds", *args])

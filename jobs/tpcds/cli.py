@@ -123,14 +123,29 @@ def datagen_command(sf: float, cache: Path | None) -> None:
 @click.option("--reference", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Take vanilla Spark's stable times from this results CSV: no stable runs, the policies run "
                    "in the given order under the kill schedules that reference implies (continue a long run).")
+@click.option("--executor-cpus", type=click.FloatRange(min=0.05), default=None,
+              help="Cap each executor JVM at this many cores (a cgroup CPU quota of its own), as if every "
+                   "executor ran on its own VM: an idle executor's share is then lost, and a replacement "
+                   "starting up does not slow the others. Local-cluster only; needs a writable cgroup CPU "
+                   "controller. [default: executors share the machine's cores]")
 def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...], lifetime: str | None,
                   stability: float | None, executors: int, cores: int, memory_mb: int, repeat: int, seed: int,
                   notice: float, max_kills: int | None, time_cap: float, out: Path, plot_path: Path | None, master: str | None,
                   cache: Path | None, spark_conf: tuple[tuple[str, str], ...], warmup: int | None,
-                  stable_runs: str, reference: Path | None, tr_notices: bool) -> None:
+                  stable_runs: str, reference: Path | None, tr_notices: bool, executor_cpus: float | None) -> None:
     """Run TPC-DS queries per policy, stable and under the same executor kills; one CSV row per run."""
     if lifetime is not None and stability is not None:
         raise click.UsageError("give --lifetime or --stability, not both")
+    if executor_cpus is not None:
+        if master is not None:
+            raise click.BadParameter("caps executors of a local-cluster only; not with --master",
+                                     param_hint="'--executor-cpus'")
+        from trspark.cpucap import CpuCapUnavailable, check
+
+        try:
+            check()
+        except CpuCapUnavailable as exc:
+            raise click.BadParameter(f"cannot cap executors here: {exc}", param_hint="'--executor-cpus'") from exc
     from rich.console import Console
 
     from jobs.tpcds.runner import BenchSettings
@@ -140,7 +155,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
                              cores=cores, memory_mb=memory_mb, repeat=repeat, seed=seed, time_cap=time_cap,
                              notice=notice, max_kills=max_kills, master=master, cache=cache,
                              spark_conf=spark_conf, warmup=warmup, stable_runs=stable_runs,
-                             reference=reference, tr_notices=tr_notices)
+                             reference=reference, tr_notices=tr_notices, executor_cpus=executor_cpus)
     if reference is not None:
         from jobs.tpcds.runner import reference_times
 

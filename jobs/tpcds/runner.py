@@ -107,6 +107,9 @@ class BenchSettings:
     """Times the warm-up pass runs (short queries need more than one pass before the JIT settles)."""
     tr_notices: bool = True
     """Give ``tr`` the kills' notices too (``decommission`` always gets them)."""
+    executor_cpus: float | None = None
+    """Cap each executor JVM at this many cores (its own cgroup, :mod:`trspark.cpucap`), as if
+    every executor ran on its own VM; None: executors share the machine's cores."""
 
     def noticed(self, policy: str) -> bool:
         """Does ``policy`` get a termination notice before each kill?"""
@@ -336,7 +339,13 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
     progress.step(f"{policy}: starting Spark ({spec.master_for(policy)})")
     spark, work_dir = session.start(spec, policy, trspark_options=_plugin_options(ctx, policy))
     rows: list[RunRow] = []
+    cap = None
     try:
+        if s.executor_cpus is not None and s.master is None:
+            from trspark.cpucap import ExecutorCpuCap
+
+            # Before the warm-up: the JIT warms up at the speed the measured runs will have.
+            cap = ExecutorCpuCap(spark.sparkContext._gateway.proc.pid, s.executor_cpus).start()  # type: ignore[union-attr]
         api = metrics.StatusApi.of(spark.sparkContext)
         # The UI's REST stack initialises lazily on its first request (17 s seen here): let that
         # happen during the warm-up pass instead of before it.
@@ -373,6 +382,8 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
         return rows
     finally:
         spark.stop()
+        if cap is not None:
+            cap.stop()
 
 
 def _warm_up(api: metrics.StatusApi) -> None:
