@@ -17,6 +17,7 @@ from trspark.engine.protocol import (
     BlockBackedUp,
     BlockLost,
     DuplicateTask,
+    ExecutorAdded,
     ExecutorLost,
     ExecutorNotice,
     KillDuplicate,
@@ -72,7 +73,8 @@ def test_gamma_rule_limits_only_executors_that_die_before_the_task_ends() -> Non
 
 
 def test_policy_sends_hints_with_deterministic_lifetimes() -> None:
-    config = TRConfig(lifetime="exponential:mean=1000", knowledge="deterministic", duplication=False)
+    config = TRConfig(lifetime="exponential:mean=1000", knowledge="deterministic", duplication=False,
+                      warm_first=False)  # the γ rule alone (b, c have not run a task)
     policy = make_policy("tr", config)
     events = add_executors(["a", "b"], cores=1)
     events += [ExecutorNotice(time=0.0, executor_id="a", deadline=12.0, kind="lifetime"), ExecutorNotice(time=0.0, executor_id="b", deadline=1e6, kind="lifetime")]
@@ -233,7 +235,7 @@ def test_wear_out_belief_restricts_only_the_old_executor() -> None:
     # expected to live m(170) ~ 26 s more; "young" is 20 s old, m(20) ~ 71 s. Tasks take 20 s.
     # gamma = 0.5: old may take tasks up to 0.5 m(170) ~ 13 s < 20 s (restricted); young's limit
     # 0.5 m(20) ~ 35 s is above every task, so it is not listed.
-    config = TRConfig(lifetime="weibull:shape=2,scale=100", gamma=0.5, duplication=False)
+    config = TRConfig(lifetime="weibull:shape=2,scale=100", gamma=0.5, duplication=False, warm_first=False)
     policy = make_policy("tr", config)
     events = add_executors(["old"], vm_started=-150.0) + add_executors(["young"])
     events += [map_stage(0, 4, 0)]
@@ -250,7 +252,7 @@ def test_wear_out_belief_restricts_only_the_old_executor() -> None:
 def _noticed_policy(kind: str, deadline: float = 6.0):  # type: ignore[no-untyped-def]
     """Executors a, b, c (1 core); a holds a fresh map output of stage 0 that stage 1 will read
     (stage 0's five other 2 s tasks first: needed for ~7 s more); at 3 s a goes at ``deadline``."""
-    config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", duplication=True)
+    config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", duplication=True, warm_first=False)
     policy = make_policy("tr", config)
     events = add_executors(["a", "b", "c"], cores=1) + [map_stage(0, 6, 0)]
     events += run_task(0, 0, "a", start=0.0, seconds=2.0, write=8 * MB, shuffle_id=0)
@@ -548,3 +550,34 @@ def test_a_released_executor_lived_until_its_deadline() -> None:
                                                      ExecutorLost(time=13.0, executor_id="b", reason="killed")]:
         observer(event)
     assert recorder.lost == [("a", 40.0, True), ("b", 13.0, False)]
+
+
+def test_fresh_executors_take_tasks_after_warm_ones() -> None:
+    """A replacement that has not finished a task yet gets limit 0: tasks go to warm executors first."""
+    from trspark.engine.placement import may_start_now
+
+    config = TRConfig(lifetime="exponential:mean=1e7", duplication=False)
+    policy = make_policy("tr", config)
+    events = add_executors(["a", "b"], cores=1) + [map_stage(0, 6, 0)]
+    events += run_task(0, 0, "a", start=0.0, seconds=1.0, write=MB, shuffle_id=0)
+    events += run_task(0, 1, "b", start=0.0, seconds=1.0, write=MB, shuffle_id=0)
+    feed(policy, events)
+    out = feed(policy, [ExecutorAdded(time=1.5, executor_id="c", host="h", cores=1)])
+    hints = [c for c in out if isinstance(c, SchedulingHints)][-1]
+    assert hints.max_task_seconds == {"c": 0.0}
+    assert not may_start_now("c", 0, ["a", "c"], hints), "a warm executor has a free slot: a takes the task"
+    assert may_start_now("c", 0, ["c"], hints), "the warm ones are busy: c adds its capacity"
+    out = feed(policy, run_task(0, 2, "c", start=2.0, seconds=3.0, write=MB, shuffle_id=0))
+    assert [c for c in out if isinstance(c, SchedulingHints)][-1].max_task_seconds == {}, "c is warm once a task ended"
+    off = make_policy("tr", TRConfig(lifetime="exponential:mean=1e7", duplication=False, warm_first=False))
+    out = feed(off, events + [ExecutorAdded(time=1.5, executor_id="c", host="h", cores=1)])
+    assert all(not c.max_task_seconds for c in out if isinstance(c, SchedulingHints))
+
+
+def test_no_fresh_executor_is_held_back_when_all_are_fresh() -> None:
+    from trspark.engine.tr.scheduling import cold_limits
+
+    state = JobState()
+    for event in add_executors(["a", "b"]):
+        state.apply(event)
+    assert cold_limits(state.alive_executors()) == {}, "the application's start: every executor is fresh"

@@ -5,11 +5,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from jobs.tpcds.results import RunRow, append
-import pytest
-
 from jobs.tpcds.targets import capacity_floors, judge, markdown
 from trspark.cli import cli
 

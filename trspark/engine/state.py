@@ -54,6 +54,8 @@ class ExecutorView:
     lost_reason: str = ""
     running: set[tuple[int, int]] = field(default_factory=set)
     """Task copies ``(stage_id, partition)`` running here now."""
+    tasks_done: int = 0
+    """Tasks that ended successfully here (0: a fresh JVM, its first tasks run slow)."""
 
     @property
     def alive(self) -> bool:
@@ -350,6 +352,8 @@ class JobState:
             if e.reason == "executor_lost":
                 self.lost_work_seconds += e.duration
             return
+        if ex is not None:
+            ex.tasks_done += 1
         if e.partition in stage.ever_finished and e.partition not in stage.finished:
             # A re-run of an output that existed once and was lost: re-computation (paper §5).
             if self.first_recompute_time is None:

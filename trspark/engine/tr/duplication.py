@@ -42,7 +42,7 @@ from trspark.engine.placement import allowed
 from trspark.engine.protocol import Advice, Command, DuplicateTask, KillDuplicate, SchedulingHints
 from trspark.engine.state import ExecutorView, JobState
 from trspark.engine.tr.knowledge import LifetimeKnowledge
-from trspark.engine.tr.scheduling import reduce_rate
+from trspark.engine.tr.scheduling import cold_limits, reduce_rate
 
 _EPS = 1e-6
 
@@ -195,7 +195,11 @@ def idle_executors(state: JobState, hints: SchedulingHints | None) -> list[Execu
     it (:func:`trspark.engine.placement.allowed`); without hints any waiting task blocks. A
     draining executor (termination notice) is never idle: it takes no copy either.
     """
-    free = [e for e in state.alive_executors() if e.free_cores > 0 and not e.draining]
+    # A fresh executor among warm ones (scheduling.cold_limits) is no place for a copy of a running
+    # task: it would run it several times slower than the original.
+    alive = state.alive_executors()
+    cold = cold_limits(alive)
+    free = [e for e in alive if e.free_cores > 0 and not e.draining and e.executor_id not in cold]
     if not free:
         return []
     waiting = [s.stage_id for s in state.runnable_stages()]

@@ -163,7 +163,9 @@ class TRPolicy(Policy):
         elif isinstance(event, Tick):
             out += self._on_tick()
         if isinstance(event, (StageSubmitted, StageCompleted, ExecutorAdded, ExecutorLost, ExecutorNotice)) or (
-                self._draining and isinstance(event, TaskEnded)):  # a noticed executor's room shrinks
+                isinstance(event, TaskEnded) and (
+                    self._draining  # a noticed executor's room shrinks
+                    or self._first_task_of(event))):  # a fresh executor is warm now (warm_first)
             out += self._scheduling()
         # Tasks start waiting when a stage is submitted or becomes runnable (a parent completed),
         # a task fails or an executor goes: copies then give their cores back.
@@ -232,6 +234,11 @@ class TRPolicy(Policy):
             if block.backups:
                 out.append(DropBackup(shuffle_id=shuffle_id, map_index=block.map_index))
         return out
+
+    def _first_task_of(self, event: TaskEnded) -> bool:
+        """Did ``event`` end the first successful task of its executor?"""
+        executor = self.state.executors.get(event.executor_id)
+        return event.successful and executor is not None and executor.tasks_done == 1
 
     def _on_tick(self) -> list[Command]:
         out: list[Command] = self._check_belt()
@@ -489,7 +496,7 @@ class TRPolicy(Policy):
         if self.config.scheduling:
             gamma = 1.0 if self.knowledge.mode == "deterministic" else self.config.gamma
             hints = build_hints(state, residual, executors, gamma, notice_allowance=self._notice_allowance(),
-                                released=self.released)
+                                released=self.released, warm_first=self.config.warm_first)
             if hints_changed(self.hints, hints):
                 self.hints = hints
                 out.append(hints)
