@@ -22,6 +22,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 from types import TracebackType
 
@@ -148,16 +149,29 @@ class ExecutorCpuCap:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
-        """Stop capping; executors still running go back to the root group, the groups are removed."""
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop capping; executors still running go back to the root group, the groups are removed.
+
+        A JVM that is exiting (``spark.stop()`` just killed it) cannot be moved but stays listed
+        until it is reaped: its group is retried until ``timeout`` seconds have passed.
+        """
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        deadline = time.monotonic() + timeout
+        while self._groups:
+            for pid, group in list(self._groups.items()):
+                for member in self._pids(group):
+                    with contextlib.suppress(OSError):
+                        (self.root / "cgroup.procs").write_text(member)
+                self._remove(group)
+                if not group.exists():
+                    del self._groups[pid]
+            if not self._groups or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)  # an exiting process leaves its group when reaped; nothing to wait on
         for group in self._groups.values():
-            for pid in self._pids(group):
-                with contextlib.suppress(OSError):
-                    (self.root / "cgroup.procs").write_text(pid)
-            self._remove(group)
+            log.warning("could not remove cgroup %s (still in use)", group)
         self._groups.clear()
 
     def __enter__(self) -> ExecutorCpuCap:
