@@ -556,7 +556,7 @@ def test_fresh_executors_take_tasks_after_warm_ones() -> None:
     """A replacement that has not finished a task yet gets limit 0: tasks go to warm executors first."""
     from trspark.engine.placement import may_start_now
 
-    config = TRConfig(lifetime="exponential:mean=1e7", duplication=False)
+    config = TRConfig(lifetime="exponential:mean=1e7", duplication=False, warm_first=True)
     policy = make_policy("tr", config)
     events = add_executors(["a", "b"], cores=1) + [map_stage(0, 6, 0)]
     events += run_task(0, 0, "a", start=0.0, seconds=1.0, write=MB, shuffle_id=0)

@@ -167,9 +167,9 @@ KEYS: tuple[Key, ...] = (
         "Fixed time of one backup copy whatever its size (open, commit, register with the driver); "
         "priced into every backup so that tiny outputs are copied only when their loss is likely."),
     Key("scheduling", "scheduling", True, _bool, "true | false", "TR-Scheduling (stage order and the gamma rule) on/off."),
-    Key("scheduling.warmFirst", "warm_first", True, _bool, "true | false",
+    Key("scheduling.warmFirst", "warm_first", False, _bool, "true | false",
         "With TR-Scheduling: an executor that has not finished a task yet (a fresh JVM, several times slower at first) "
-        "takes a task only when no other executor has a free slot for it."),
+        "takes a task only when no other executor has a free slot for it (off by default: it slowed TR in the simulator)."),
     Key("safetyBelt", "safety_belt", True, _bool, "true | false", "Safety belt on/off."),
     Key("duplication", "duplication", True, _bool, "true | false", "Duplicate running tasks on idle executors (paper §5)."),
     Key("remote.path", "remote_path", "", _text, "a Hadoop FileSystem URL (file://, hdfs://, s3a://, abfs://)",
@@ -232,7 +232,7 @@ class TRConfig:
     remote_cap: float = 10e9
     backup_latency: float = 0.05
     scheduling: bool = True
-    warm_first: bool = True
+    warm_first: bool = False
     safety_belt: bool = True
     duplication: bool = True
     remote_path: str = ""
