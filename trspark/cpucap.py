@@ -47,10 +47,13 @@ def _cgroup_root(root: Path | None = None) -> tuple[Path, int]:
         return root, 1 if (root / "cpu.cfs_quota_us").exists() else 2
     if (V1_ROOT / "cpu.cfs_quota_us").exists():
         return V1_ROOT, 1
-    controllers = V2_ROOT / "cgroup.controllers"
+    # cgroup v2 (untested on this machine, which has v1): a child group gets cpu.max only when
+    # the parent hands the controller down (cgroup.subtree_control).
+    controllers = V2_ROOT / "cgroup.subtree_control"
     if controllers.exists() and "cpu" in controllers.read_text().split():
         return V2_ROOT, 2
-    raise CpuCapUnavailable("no cgroup CPU controller (neither /sys/fs/cgroup/cpu nor cgroup v2 with 'cpu')")
+    raise CpuCapUnavailable("no cgroup CPU controller (neither /sys/fs/cgroup/cpu nor cgroup v2 with 'cpu' "
+                            "in cgroup.subtree_control)")
 
 
 def check(root: Path | None = None) -> Path:
@@ -72,8 +75,8 @@ class ExecutorCpuCap:
     """Caps each executor JVM below ``driver_pid`` at ``cpus`` cores, for as long as it runs.
 
     Use as a context manager around a session's life. Groups are named
-    ``trspark-<driver pid>-<executor id>``; :meth:`stop` moves any still-running executor back to
-    the root group and removes them.
+    ``trspark-<driver pid>-<executor id>-<pid>``; :meth:`stop` moves any still-running executor
+    back to the root group and removes them.
     """
 
     def __init__(self, driver_pid: int, cpus: float, *, root: Path | None = None, poll: float = 0.05) -> None:

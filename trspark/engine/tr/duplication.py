@@ -96,11 +96,12 @@ class Duplicator:
         started = stage.started_at.get((key[1], executor), state.now)
         return stage.mean_task_seconds(state.mean_task_seconds()) - (state.now - started)
 
-    def duplicate_on_idle(self, state: JobState, hints: SchedulingHints | None = None) -> list[Command]:
+    def duplicate_on_idle(self, state: JobState, hints: SchedulingHints | None = None,
+                          warm_first: bool = False) -> list[Command]:
         """Copy the top running tasks onto idle executors (see :func:`idle_executors`)."""
         if not self.knowledge.uses_notices and isinstance(self.knowledge.shared, Exponential):
             return []  # one memoryless law for all: a copy is never safer than its original
-        ready = idle_executors(state, hints)
+        ready = idle_executors(state, hints, warm_first)
         if not ready:
             return []
         candidates = self._candidates(state)
@@ -188,17 +189,17 @@ class Duplicator:
         return out
 
 
-def idle_executors(state: JobState, hints: SchedulingHints | None) -> list[ExecutorView]:
+def idle_executors(state: JobState, hints: SchedulingHints | None, warm_first: bool = False) -> list[ExecutorView]:
     """Alive executors with a free core that no waiting task may use.
 
     A waiting task of stage ``s`` may use executor ``e`` unless the γ rule of ``hints`` forbids
     it (:func:`trspark.engine.placement.allowed`); without hints any waiting task blocks. A
     draining executor (termination notice) is never idle: it takes no copy either.
     """
-    # A fresh executor among warm ones (scheduling.cold_limits) is no place for a copy of a running
-    # task: it would run it several times slower than the original.
+    # With warm_first, a fresh executor among warm ones (scheduling.cold_limits) is held back by its
+    # 0 limit, not idle: a copy of a running task would run several times slower there.
     alive = state.alive_executors()
-    cold = cold_limits(alive)
+    cold = cold_limits(alive) if warm_first else {}
     free = [e for e in alive if e.free_cores > 0 and not e.draining and e.executor_id not in cold]
     if not free:
         return []

@@ -195,7 +195,7 @@ class TRPolicy(Policy):
             self._planned_now = True
         out += self._check_belt()
         if self.config.duplication:  # a core just freed: idle if nothing waiting may use it
-            out += self.duplicator.duplicate_on_idle(self.state, self.hints)
+            out += self.duplicator.duplicate_on_idle(self.state, self.hints, self.config.warm_first)
         return out
 
     def _check_belt(self) -> list[Command]:
@@ -245,7 +245,7 @@ class TRPolicy(Policy):
         out += self._replan()
         out += self._scheduling()
         if self.config.duplication:
-            out += self.duplicator.duplicate_on_idle(self.state, self.hints)
+            out += self.duplicator.duplicate_on_idle(self.state, self.hints, self.config.warm_first)
         return out
 
     # ---- TR-Checkpointing -------------------------------------------------------------------
