@@ -165,7 +165,7 @@ class TRPolicy(Policy):
         if isinstance(event, (StageSubmitted, StageCompleted, ExecutorAdded, ExecutorLost, ExecutorNotice)) or (
                 isinstance(event, TaskEnded) and (
                     self._draining  # a noticed executor's room shrinks
-                    or self._first_task_of(event))):  # a fresh executor is warm now (warm_first)
+                    or (self.config.warm_first and self._first_task_of(event)))):  # a fresh executor is warm now
             out += self._scheduling()
         # Tasks start waiting when a stage is submitted or becomes runnable (a parent completed),
         # a task fails or an executor goes: copies then give their cores back.
