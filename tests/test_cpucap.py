@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from jvm_gateway import wait_for
 
 from trspark.chaos import EXECUTOR_CLASS
 from trspark.cpucap import CpuCapUnavailable, ExecutorCpuCap, check
@@ -31,15 +30,6 @@ except CpuCapUnavailable:
     CAPS = False
 
 
-def wait_for(condition: Callable[[], object], what: str) -> object:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        if result := condition():
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {TIMEOUT} s waiting for {what}")
-
-
 def executor(executor_id: str) -> subprocess.Popen[str]:
     args = [EXECUTOR_CLASS, "--executor-id", executor_id]
     return subprocess.Popen([sys.executable, "-c", BUSY, *args], stdout=subprocess.PIPE, text=True)
@@ -52,7 +42,7 @@ def test_each_executor_gets_its_own_quota_and_its_group_goes_with_it() -> None:
     procs = [executor("0"), executor("1")]
     try:
         with ExecutorCpuCap(os.getpid(), 0.2) as cap:
-            wait_for(lambda: set(cap.capped) == {"0", "1"}, "both executors capped")
+            wait_for(lambda: set(cap.capped) == {"0", "1"}, "both executors capped", TIMEOUT)
             groups = [g for g in cap.root.iterdir() if g.name.startswith(f"trspark-{os.getpid()}-")]
             assert len(groups) == 2
             # Rates after capping: each gets ~0.2 CPU (a 2-core machine would give each ~1.0).
@@ -63,7 +53,7 @@ def test_each_executor_gets_its_own_quota_and_its_group_goes_with_it() -> None:
                 assert max(rates) < 0.4, rates
             procs[0].kill()
             procs[0].wait(TIMEOUT)
-            wait_for(lambda: len([g for g in groups if g.exists()]) == 1, "the dead executor's group removed")
+            wait_for(lambda: len([g for g in groups if g.exists()]) == 1, "the dead executor's group removed", TIMEOUT)
         assert not any(g.exists() for g in groups), "stop() removes every group"
         assert procs[1].poll() is None, "a running executor is released from its cap, not killed"
     finally:

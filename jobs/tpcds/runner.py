@@ -340,19 +340,20 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
     spark, work_dir = session.start(spec, policy, trspark_options=_plugin_options(ctx, policy))
     rows: list[RunRow] = []
     cap = None
+    # A local-cluster's executor JVMs descend from the driver's: the process tree says which are alive.
+    local_driver = None if s.master else spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
     try:
-        if s.executor_cpus is not None and s.master is None:
+        if s.executor_cpus is not None and local_driver is not None:
             from trspark.cpucap import ExecutorCpuCap
 
             # Before the warm-up: the JIT warms up at the speed the measured runs will have.
-            cap = ExecutorCpuCap(spark.sparkContext._gateway.proc.pid, s.executor_cpus).start()  # type: ignore[union-attr]
+            cap = ExecutorCpuCap(local_driver, s.executor_cpus).start()
         api = metrics.StatusApi.of(spark.sparkContext)
         # The UI's REST stack initialises lazily on its first request (17 s seen here): let that
         # happen during the warm-up pass instead of before it.
         api_ready = threading.Thread(target=_warm_up, args=(api,), name="status-api-warm-up", daemon=True)
         api_ready.start()
         session.register_tables(spark, data)
-        local_driver = None if s.master else spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
         count = metrics.executor_count(spark.sparkContext, local_driver)
         progress.step(f"{policy}: warm-up")
         for _ in range(s.warmup_rounds):
