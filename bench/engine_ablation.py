@@ -50,12 +50,16 @@ from trspark.engine.registry import make_policy  # noqa: E402
 
 FIELDS = (
     "experiment", "workload", "lifetimes", "policy", "variant", "stability", "vms", "tasks", "runs",
-    "remote_bw_mbs", "scheduling", "duplication", "stable_job_time",
+    "remote_bw_mbs", "scheduling", "scheduling_order", "duplication", "stable_job_time",
     "slowdown_mean", "slowdown_ci_lo", "slowdown_ci_hi", "slowdown_p50", "failed_runs",
     "recomputed_tasks_mean", "backups_local_mean", "backups_remote_mean", "duplicates_mean",
     "killed_tasks_mean", "evictions_mean", "seconds",
 )
-MECHANISM_VARIANTS = {"full": (True, True), "scheduling off": (False, True), "duplication off": (True, False)}
+#: variant -> (TR-Scheduling, duplication, stage order); "full" is the engine's default.
+MECHANISM_VARIANTS = {
+    "full": (True, True, "fifo"), "reduction order": (True, True, "reduction"),
+    "scheduling off": (False, True, "fifo"), "duplication off": (True, False, "fifo"),
+}
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,7 @@ class Point:
     remote_bw: float = 100e6
     scheduling: bool = True
     duplication: bool = True
+    scheduling_order: str = "fifo"
 
 
 def _lifetime_spec(kind: str, mean: float) -> str:
@@ -107,7 +112,7 @@ def run_point(point: Point, workers: int) -> dict[str, Any]:
     world = WorldSpec(vms=point.vms, cores=4, remote_bandwidth=point.remote_bw, remote_cap=10e9,
                       lifetime=lifetime, knowledge="deterministic" if point.policy == "tr-det" else "indeterministic")
     config = TRConfig(lifetime=lifetime, scheduling=point.scheduling, duplication=point.duplication,
-                      remote_bandwidth=point.remote_bw)
+                      remote_bandwidth=point.remote_bw, scheduling_order=point.scheduling_order)
     stable = stable_job_time(job, world, config.period)
     _JOB.update(job=job, world=world, policy=point.policy, config=config, stable=stable)
     seeds = np.random.SeedSequence(1).spawn(point.runs)
@@ -124,7 +129,8 @@ def run_point(point: Point, workers: int) -> dict[str, Any]:
         "experiment": point.experiment, "workload": point.workload, "lifetimes": point.lifetimes,
         "policy": point.policy, "variant": point.variant, "stability": point.stability, "vms": point.vms,
         "tasks": job.num_tasks, "runs": point.runs, "remote_bw_mbs": point.remote_bw / 1e6,
-        "scheduling": point.scheduling, "duplication": point.duplication, "stable_job_time": round(stable, 3),
+        "scheduling": point.scheduling, "scheduling_order": point.scheduling_order,
+        "duplication": point.duplication, "stable_job_time": round(stable, 3),
         "slowdown_mean": round(means["slowdown"], 4), "slowdown_ci_lo": round(ci[0], 4),
         "slowdown_ci_hi": round(ci[1], 4), "slowdown_p50": round(float(slowdown["p50"]), 4),  # type: ignore[arg-type]
         "failed_runs": int(sum(1 for r in rows if not r["succeeded"])),
@@ -139,9 +145,9 @@ def mechanism_points(args: argparse.Namespace) -> Iterator[Point]:
     for workload in args.workloads:
         for lifetimes, policy in (("exact", "tr-det"), ("weibull2", "tr")):
             for stability in args.stabilities:
-                for variant, (scheduling, duplication) in MECHANISM_VARIANTS.items():
+                for variant, (scheduling, duplication, order) in MECHANISM_VARIANTS.items():
                     yield Point("mechanisms", workload, lifetimes, policy, variant, stability, args.vms, args.scale,
-                                args.runs, scheduling=scheduling, duplication=duplication)
+                                args.runs, scheduling=scheduling, duplication=duplication, scheduling_order=order)
 
 
 def bandwidth_points(args: argparse.Namespace) -> Iterator[Point]:

@@ -35,7 +35,7 @@ from simulators.world import WorldSpec  # noqa: E402
 from trspark.config import TRConfig  # noqa: E402
 
 WORKLOADS = ("tpcds", "bing", "cortana", "pagerank")
-STABILITY_POLICIES = ("never", "always", "stage", "tr", "tr-det", "tr-local", "oracle")
+STABILITY_POLICIES = ("never", "always", "stage", "tr", "tr-det", "tr-local", "oracle", "oracle-backup")
 FIELDS = (
     "experiment", "workload", "policy", "variant", "stability", "vms", "cores", "tasks", "scale", "runs",
     "remote_bw_mbs", "local_bw_mbs", "believed_factor", "safety_belt", "scheduling", "duplication", "period",

@@ -82,6 +82,7 @@ from trspark.engine.protocol import (
     ExecutorLost,
     ExecutorNotice,
     JobEnded,
+    JobSubmitted,
     KillDuplicate,
     ReleaseExecutor,
     SafetyBelt,
@@ -189,6 +190,10 @@ class Simulator(BackupDriver):
         for _ in range(self.world.vms):
             self._add_executor()
         self._push(self.period, TICK, None)
+        specs = [stage.spec for stage in self.stages]
+        self._emit(JobSubmitted(  # Spark's JobStart: the whole graph before any stage is submitted
+            self.now, 0, tuple(s.stage_id for s in specs), tuple(s.num_tasks for s in specs),
+            tuple(s.shuffle_id for s in specs), tuple(tuple(s.parents) for s in specs)))
         for stage in self.stages:
             if not stage.children and not stage.followers:
                 self._submit(stage)

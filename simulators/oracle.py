@@ -371,15 +371,24 @@ class _Sim(Protocol):
     def run(self) -> Any: ...
 
 
-def family_policies(config: TRConfig, horizon: float) -> list[tuple[str, Policy]]:
-    """Fresh policies of the family, named (one run each)."""
-    members: list[tuple[str, Policy]] = [(st.name, OraclePolicy(config, horizon, strategy=st)) for st in FAMILY]
+def family_policies(config: TRConfig, horizon: float, scheduling: bool = True) -> list[tuple[str, Policy]]:
+    """Fresh policies of the family, named (one run each); ``scheduling=False``: the members without it.
+
+    Without scheduling the oracle is clairvoyant about *backups* only and places tasks as the
+    driver does (policy ``oracle-backup``): the bound for a policy that cannot know which VM dies
+    next -- under a memoryless (exponential) belief every VM looks the same, so no placement
+    rule of a non-clairvoyant policy can do what the γ rule with true death times does.
+    """
+    members: list[tuple[str, Policy]] = [(st.name, OraclePolicy(config, horizon, strategy=st))
+                                         for st in FAMILY if scheduling or not st.scheduling]
     baselines: dict[str, Policy] = {"always": AlwaysPolicy(), "never": NeverPolicy()}
     return members + [(name, baselines[name]) for name in BASELINES]
 
 
-def best_run(make_sim: Any, config: TRConfig, horizon: float, trace: Any = None) -> Any:
+def best_run(make_sim: Any, config: TRConfig, horizon: float, trace: Any = None, scheduling: bool = True) -> Any:
     """Play every family member on the same world; return the best run's result.
+
+    ``scheduling=False`` plays only the members without clairvoyant scheduling (``oracle-backup``).
 
     ``make_sim(policy, trace)`` builds a fresh simulator of the same world and seed for
     ``policy``. The best run is the successful one with the shortest job time (failed runs only
@@ -392,11 +401,11 @@ def best_run(make_sim: Any, config: TRConfig, horizon: float, trace: Any = None)
             policy.bind(sim)
         return sim.run()
 
-    results = [(name, play(policy, None)) for name, policy in family_policies(config, horizon)]
+    results = [(name, play(policy, None)) for name, policy in family_policies(config, horizon, scheduling)]
     order = sorted(range(len(results)), key=lambda i: (not results[i][1].succeeded, results[i][1].job_time, i))
     name, best = results[order[0]]
     if trace is not None:
-        best = play(dict(family_policies(config, horizon))[name], trace)
+        best = play(dict(family_policies(config, horizon, scheduling))[name], trace)
     best.policy_summary = {**best.policy_summary, "strategy": name,
                            "job_times": {n: r.job_time for n, r in results}}
     return best

@@ -23,7 +23,7 @@ from trspark.config import TRConfig
 from trspark.engine.policy import Policy
 from trspark.engine.registry import make_policy, policy_names
 
-SIMULATOR_POLICIES = ("oracle",)
+SIMULATOR_POLICIES = ("oracle", "oracle-backup")
 
 
 def all_policy_names() -> list[str]:
@@ -64,8 +64,9 @@ def stable_job_time(job: JobSpec, world: WorldSpec, period: float = 5.0) -> floa
 
 
 def build_policy(name: str, config: TRConfig, stable_time: float) -> Policy:
-    if name == "oracle":  # the lone heuristic; simulate_run plays the whole family (simulators.oracle)
-        return OraclePolicy(config, horizon=stable_time, strategy=FAMILY[0])
+    if name in SIMULATOR_POLICIES:  # the lone heuristic; simulate_run plays the whole family (simulators.oracle)
+        strategy = FAMILY[0] if name == "oracle" else next(st for st in FAMILY if not st.scheduling)
+        return OraclePolicy(config, horizon=stable_time, strategy=strategy)
     return make_policy(name, config)
 
 
@@ -75,6 +76,7 @@ def simulate_run(exp: Experiment, seed: np.random.SeedSequence, stable_time: flo
 
     ``oracle`` is the best of its family of clairvoyant strategies on this very world
     (:func:`simulators.oracle.best_run`): every member gets a fresh generator from ``seed``.
+    ``oracle-backup`` is the best of the members that place tasks as the driver does.
     """
     config = exp.policy_config()
     stall = exp.world.stall_seconds if exp.world.stall_seconds is not None else max(stable_time, 60.0)
@@ -85,8 +87,8 @@ def simulate_run(exp: Experiment, seed: np.random.SeedSequence, stable_time: flo
             deadline=exp.world.max_slowdown * stable_time, stall_seconds=stall, trace=tracer,
         )
 
-    if exp.policy == "oracle":
-        result: RunResult = best_run(make_sim, config, stable_time, trace)
+    if exp.policy in SIMULATOR_POLICIES:
+        result: RunResult = best_run(make_sim, config, stable_time, trace, scheduling=exp.policy == "oracle")
         return result
     return make_sim(build_policy(exp.policy, config, stable_time), trace).run()
 

@@ -13,10 +13,14 @@ from trspark.engine.protocol import (
     Backup,
     BlockBackedUp,
     ExecutorNotice,
+    JobSubmitted,
+    ProtocolError,
     StageCompleted,
     TaskEnded,
     TaskStarted,
     Tick,
+    from_json,
+    to_json,
 )
 from trspark.engine.registry import make_policy
 from trspark.engine.state import JobState
@@ -175,6 +179,42 @@ def test_unknown_reader_stands_in_as_large_as_the_writer() -> None:
     state = _chain_state(reader_submitted=False)
     assert need_horizon(state, 1.5, state.outputs[(0, 0)], covered=lambda b: False) == pytest.approx(6.0)
     assert need_horizon(state, 1.0, state.outputs[(1, 1)], covered=lambda b: False) == pytest.approx(4.0)
+
+
+def test_reader_named_by_the_job_graph_waits_for_its_other_parents() -> None:
+    # Job graph: stage 0 (2 tasks) and stage 1 (12 tasks, after stage 3) feed stage 2 (8 tasks).
+    # At t = 2 stage 0 is done, stage 3 (8 tasks) runs, stages 1 and 2 are not submitted yet.
+    # Block (0, 0) is needed until stage 2 ends: stage 3 first (D_active: 8 x 2 s / 4 cores
+    # = 4 s), then stage 1 (12 x 2 s / 4 = 6 s), then stage 2 itself (8 x 2 s / 4 = 4 s);
+    # alpha 1.5 -> 1.5 x 14 = 21 s. Without the graph a stand-in as large as stage 0 gives 12 s.
+    def state_at_2s(graph: bool) -> JobState:
+        state = JobState()
+        events = add_executors(["a", "b"], cores=2)
+        if graph:
+            events += [JobSubmitted(time=0.0, job_id=0, stage_ids=(0, 3, 1, 2), num_tasks=(2, 8, 12, 8),
+                                    shuffle_ids=(0, 3, 1, None), parents=((), (), (3,), (0, 1)))]
+        events += [map_stage(0, 2, 0), map_stage(3, 8, 3)]
+        events += run_task(0, 0, "a", start=0.0, seconds=2.0, write=MB, shuffle_id=0)
+        events += run_task(0, 1, "b", start=0.0, seconds=2.0, write=MB, shuffle_id=0)
+        events += [StageCompleted(time=2.0, stage_id=0)]
+        for event in events:
+            state.apply(event)
+        return state
+
+    with_graph = state_at_2s(graph=True)
+    assert [r.stage_id for r in with_graph.unsubmitted_readers(0)] == [2]
+    assert need_horizon(with_graph, 1.5, with_graph.outputs[(0, 0)], covered=lambda b: False) == pytest.approx(21.0)
+    without = state_at_2s(graph=False)
+    assert need_horizon(without, 1.5, without.outputs[(0, 0)], covered=lambda b: False) == pytest.approx(12.0)
+
+
+def test_job_graph_survives_the_wire() -> None:
+    event = JobSubmitted(time=1.5, job_id=4, stage_ids=(7, 8), num_tasks=(3, 1), shuffle_ids=(2, None),
+                         parents=((), (7,)))
+    assert from_json(to_json(event)) == event
+    with pytest.raises(ProtocolError, match="differ in length"):
+        from_json('{"type":"JobSubmitted","time":0,"job_id":0,"stage_ids":[1,2],"num_tasks":[1],'
+                  '"shuffle_ids":[null,null],"parents":[[],[]]}')
 
 
 def test_running_tasks_raise_the_task_time_estimate() -> None:

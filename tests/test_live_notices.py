@@ -8,7 +8,7 @@ import importlib.util
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +145,20 @@ def live() -> Iterator[tuple[Any, NoticeServer, Path]]:
             cloudpickle.unregister_pickle_by_value(bench)
 
 
+def _trace_from_now(trace: Path) -> Callable[[], list[dict[str, Any]]]:
+    """A reader of the engine's events (not its commands) written to ``trace`` from now on."""
+    import json
+
+    start = trace.stat().st_size if trace.exists() else 0
+
+    def events() -> list[dict[str, Any]]:
+        with trace.open(encoding="utf-8") as f:
+            f.seek(start)
+            return [e for e in map(json.loads, f.read().splitlines()) if "seq" in e]
+
+    return events
+
+
 @pytest.mark.spark
 def test_job_survives_endpoint_and_sigpwr_notices_with_kills(live: tuple[Any, NoticeServer, Path]) -> None:
     spark, server, tmp = live
@@ -205,16 +219,8 @@ def test_a_shuffle_written_by_a_map_stage_job_is_consumed_only_after_its_reader_
     """Spark SQL's adaptive execution runs each query stage as its own map-stage job: the shuffle
     it writes is read by the *next* job, so its end must not mark that shuffle consumed (the
     engine would drop its backups before anyone read it)."""
-    import json
-
     spark, _, tmp = live
-    trace = tmp / TRACE
-    start = trace.stat().st_size if trace.exists() else 0
-
-    def events() -> list[dict[str, Any]]:
-        with trace.open(encoding="utf-8") as f:
-            f.seek(start)
-            return [e for e in map(json.loads, f.read().splitlines()) if "seq" in e]
+    events = _trace_from_now(tmp / TRACE)
 
     spark.conf.set("spark.sql.adaptive.enabled", "true")
     rows = spark.range(0, 70_000, 1, 4).selectExpr("id % 7 AS k").groupBy("k").count().collect()
@@ -230,3 +236,30 @@ def test_a_shuffle_written_by_a_map_stage_job_is_consumed_only_after_its_reader_
     consumed_at = next(i for i, e in enumerate(seen) if e["type"] == "ShuffleConsumed" and e["shuffle_id"] == shuffle)
     reader_done = next(i for i, e in enumerate(seen) if e["type"] == "StageCompleted" and e["stage_id"] == reader)
     assert consumed_at > reader_done
+
+
+@pytest.mark.spark
+def test_the_engine_learns_each_jobs_stage_graph_before_its_stages_are_submitted(
+        live: tuple[Any, NoticeServer, Path]) -> None:
+    """``JobSubmitted`` carries Spark's JobStart graph: every stage the job then submits is in it,
+    with its task count, the shuffle it writes and its parents, and it arrives before them."""
+    from operator import add
+
+    spark, _, tmp = live
+    events = _trace_from_now(tmp / TRACE)
+
+    pairs = spark.sparkContext.parallelize(range(1000), 4).map(lambda x: (x % 10, x)).reduceByKey(add, 3)
+    result = pairs.map(lambda kv: (kv[0] % 3, kv[1])).reduceByKey(add, 2).collectAsMap()
+    assert result == {r: sum(x for x in range(1000) if x % 10 % 3 == r) for r in range(3)}
+    seen = wait_for(lambda: (lambda es: es if any(e["type"] == "JobEnded" for e in es) else None)(events()),
+                    what="the job's end in the engine trace")
+    job = next(e for e in seen if e["type"] == "JobSubmitted")
+    graph = {sid: (tasks, shuffle, tuple(parents)) for sid, tasks, shuffle, parents
+             in zip(job["stage_ids"], job["num_tasks"], job["shuffle_ids"], job["parents"], strict=True)}
+    submitted = [e for e in seen if e["type"] == "StageSubmitted"]
+    assert len(submitted) == 3 and len(graph) == 3
+    for stage in submitted:
+        assert seen.index(job) < seen.index(stage)
+        tasks, shuffle, parents = graph[stage["stage_id"]]
+        assert (tasks, shuffle, parents) == (stage["num_tasks"], stage["shuffle_id"], tuple(stage["parent_stage_ids"]))
+    assert sorted(t for t, _, _ in graph.values()) == [2, 3, 4]

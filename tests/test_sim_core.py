@@ -283,6 +283,13 @@ def test_oracle_starts_no_task_on_a_vm_that_dies_before_it_ends() -> None:
     assert new.result.killed_tasks == 0
 
 
+def _two_vms_one_dies_at_2_5s(policy: Policy, trace: object) -> Simulator:
+    """Two maps of 2 s writing 100 MB each, then a 2 s reducer, on two single-core VMs; VM1 dies at 2.5 s."""
+    job = JobSpec("two", (stage(0, [2.0, 2.0], write_mb=100), stage(1, [2.0], parents=(0,))))
+    return Simulator(job, WorldSpec(vms=2, cores=1, lifetime=None), policy, np.random.default_rng(0), period=1.0,
+                     stall_seconds=100.0, lifetimes=[float("inf"), 2.5], trace=trace)  # type: ignore[arg-type]
+
+
 def test_oracle_is_the_best_of_its_family_and_never_worse_than_always_or_never() -> None:
     # Two maps of 2 s on two single-core VMs, VM1 dies at 2.5 s after writing 100 MB, then a
     # 2 s reducer: every family member, always and never run on the same lifetimes, and the
@@ -290,12 +297,7 @@ def test_oracle_is_the_best_of_its_family_and_never_worse_than_always_or_never()
     from simulators.oracle import best_run
     from trspark.config import TRConfig
 
-    job = JobSpec("two", (stage(0, [2.0, 2.0], write_mb=100), stage(1, [2.0], parents=(0,))))
-    spec = WorldSpec(vms=2, cores=1, lifetime=None)
-
-    def make_sim(policy: Policy, trace: object) -> Simulator:
-        return Simulator(job, spec, policy, np.random.default_rng(0), period=1.0, stall_seconds=100.0,
-                         lifetimes=[float("inf"), 2.5], trace=trace)  # type: ignore[arg-type]
+    make_sim = _two_vms_one_dies_at_2_5s
 
     events: list[Event] = []
     best = best_run(make_sim, TRConfig(), 10.0, trace=events.append)
@@ -305,3 +307,16 @@ def test_oracle_is_the_best_of_its_family_and_never_worse_than_always_or_never()
     assert best.job_time <= times["always"] and best.job_time <= times["never"]
     assert best.job_time == pytest.approx(times[best.policy_summary["strategy"]])
     assert events and isinstance(events[-1], Event)  # the winner was replayed with the trace
+
+
+def test_oracle_backup_plays_only_members_that_place_tasks_as_the_driver_does() -> None:
+    # oracle-backup: clairvoyant about backups only -- no member with the clairvoyant γ rule.
+    from simulators.oracle import FAMILY, best_run
+    from trspark.config import TRConfig
+
+    make_sim = _two_vms_one_dies_at_2_5s
+
+    best = best_run(make_sim, TRConfig(), 10.0, scheduling=False)
+    times = best.policy_summary["job_times"]
+    assert set(times) == {st.name for st in FAMILY if not st.scheduling} | {"always", "never"}
+    assert best.job_time == pytest.approx(min(times.values()))

@@ -71,6 +71,25 @@ class ExecutorNotice:
 
 
 @dataclass(frozen=True, slots=True)
+class JobSubmitted:
+    """A job's whole stage graph, known when it starts (Spark's ``SparkListenerJobStart.stageInfos``).
+
+    Spark submits a stage only once all its parents' outputs exist, so ``StageSubmitted`` alone
+    never says who will read a shuffle that is still being written; this graph does (the need
+    horizon, ``trspark.engine.tr.horizon``). Parallel tuples, one entry per stage: its id, task
+    count, the shuffle it writes (None: a result stage) and its parent stage ids. Stages of
+    earlier jobs that this job reuses (Spark skips them) are listed too.
+    """
+
+    time: float
+    job_id: int
+    stage_ids: tuple[int, ...] = ()
+    num_tasks: tuple[int, ...] = ()
+    shuffle_ids: tuple[int | None, ...] = ()
+    parents: tuple[tuple[int, ...], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class StageSubmitted:
     time: float
     stage_id: int
@@ -186,6 +205,7 @@ Event = (
     ExecutorAdded
     | ExecutorLost
     | ExecutorNotice
+    | JobSubmitted
     | StageSubmitted
     | StageCompleted
     | TaskStarted
@@ -313,6 +333,7 @@ _EVENT_TYPES: tuple[type, ...] = (
     ExecutorAdded,
     ExecutorLost,
     ExecutorNotice,
+    JobSubmitted,
     StageSubmitted,
     StageCompleted,
     TaskStarted,
@@ -337,6 +358,7 @@ _COMMAND_TYPES: tuple[type, ...] = (
 )
 _BY_NAME: dict[str, type] = {t.__name__: t for t in _EVENT_TYPES + _COMMAND_TYPES}
 _TUPLE_FIELDS = {"parent_stage_ids", "parent_shuffle_ids", "stage_order", "pending_partitions", "drain"}
+_JOB_GRAPH_FIELDS = ("stage_ids", "num_tasks", "shuffle_ids", "parents")
 
 
 class ProtocolError(ValueError):
@@ -369,6 +391,15 @@ def from_dict(data: dict[str, Any]) -> Event | Command:
     for name in _TUPLE_FIELDS & kwargs.keys():
         if kwargs[name] is not None:
             kwargs[name] = tuple(kwargs[name])
+    if cls is JobSubmitted:
+        try:
+            for name in _JOB_GRAPH_FIELDS[:3]:
+                kwargs[name] = tuple(kwargs.get(name) or ())
+            kwargs["parents"] = tuple(tuple(p) for p in kwargs.get("parents") or ())
+        except TypeError as exc:
+            raise ProtocolError(f"JobSubmitted: the stage graph must be lists: {exc}") from exc
+        if len({len(kwargs[f]) for f in _JOB_GRAPH_FIELDS}) > 1:
+            raise ProtocolError(f"JobSubmitted: stage_ids, num_tasks, shuffle_ids and parents differ in length: {data}")
     if cls is SchedulingHints and "expected_task_seconds" in kwargs:
         kwargs["expected_task_seconds"] = {int(k): float(v) for k, v in kwargs["expected_task_seconds"].items()}
     try:

@@ -26,6 +26,7 @@ from trspark.engine.protocol import (
     ExecutorLost,
     ExecutorNotice,
     JobEnded,
+    JobSubmitted,
     ShuffleConsumed,
     StageCompleted,
     StageSubmitted,
@@ -35,6 +36,16 @@ from trspark.engine.protocol import (
 
 BlockId = tuple[int, int]
 """``(shuffle_id, map_index)``: one map output."""
+
+
+@dataclass(frozen=True)
+class PlannedStage:
+    """A stage of a submitted job's graph (``JobSubmitted``), before or after Spark submits it."""
+
+    stage_id: int
+    num_tasks: int
+    shuffle_id: int | None
+    parent_stage_ids: tuple[int, ...]
 
 
 @dataclass
@@ -179,6 +190,10 @@ class JobState:
         self.shuffle_readers: dict[int, set[int]] = {}
         """shuffle id -> stages that read it."""
         self.consumed_shuffles: set[int] = set()
+        self.planned: dict[int, PlannedStage] = {}
+        """stage id -> the stage as the job's graph announced it (``JobSubmitted``)."""
+        self.planned_readers: dict[int, set[int]] = {}
+        """shuffle id -> stages of a submitted job's graph that read it (submitted or not yet)."""
         self._alive_cores = 0
         self._held: dict[str, set[BlockId]] = {}
         """executor -> outputs it holds a copy of (as writer or peer backup): O(own) eviction."""
@@ -226,6 +241,11 @@ class JobState:
 
     def reader_stages(self, shuffle_id: int) -> list[StageView]:
         return [self.stages[s] for s in sorted(self.shuffle_readers.get(shuffle_id, ())) if s in self.stages]
+
+    def unsubmitted_readers(self, shuffle_id: int) -> list[PlannedStage]:
+        """Stages a job's graph says will read ``shuffle_id`` that Spark has not submitted yet."""
+        return [self.planned[s] for s in sorted(self.planned_readers.get(shuffle_id, ()))
+                if s not in self.stages and s in self.planned]
 
     def is_safe(self, block: MapOutput) -> bool:
         """The block survives any eviction: consumed, or on remote storage."""
@@ -303,6 +323,15 @@ class JobState:
                 block.source_lost = True
             if not block.consumed and not block.holders() and not block.on_remote:
                 self._drop_output(block)
+
+    def _job_submitted(self, e: JobSubmitted) -> None:
+        for stage_id, tasks, shuffle, parents in zip(e.stage_ids, e.num_tasks, e.shuffle_ids, e.parents, strict=True):
+            self.planned[stage_id] = PlannedStage(stage_id, tasks, shuffle, tuple(parents))
+        for stage in (self.planned[s] for s in e.stage_ids):
+            for parent in stage.parent_stage_ids:
+                writer = self.planned.get(parent)
+                if writer is not None and writer.shuffle_id is not None:
+                    self.planned_readers.setdefault(writer.shuffle_id, set()).add(stage.stage_id)
 
     def _stage_submitted(self, e: StageSubmitted) -> None:
         stage = self.stages.get(e.stage_id)
@@ -469,6 +498,7 @@ _HANDLERS: dict[type, Callable[[JobState, Any], None]] = {
     ExecutorAdded: JobState._executor_added,
     ExecutorNotice: JobState._executor_notice,
     ExecutorLost: JobState._executor_lost,
+    JobSubmitted: JobState._job_submitted,
     StageSubmitted: JobState._stage_submitted,
     StageCompleted: JobState._stage_completed,
     TaskStarted: JobState._task_started,

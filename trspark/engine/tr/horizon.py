@@ -27,7 +27,11 @@ with :math:`N_i` a stage's unfinished tasks and :math:`T_i` its task time (:func
 output yet count as uncovered: their backup decision is not taken), and :math:`k` =
 :data:`STRAGGLER` (a stage with fewer tasks than cores lasts as long as its slowest task). A
 shuffle with no known reader (Spark submits a reader only when all its inputs exist) stands in one
-reader as large as its own stage. The block is *no longer needed* -- :math:`T_{need} = 0`, nothing
+reader as large as its own stage -- unless the job's graph (``JobSubmitted``) names the readers:
+then a reader not submitted yet first waits for the unsubmitted stages it depends on (at the
+job's mean task time), then runs, and its outputs, all uncovered, continue the chain
+(:func:`_planned_seconds`; in the simulator the stand-in made the horizon of tpcds's first
+shuffles 3 s where the blocks were needed for 9). The block is *no longer needed* -- :math:`T_{need} = 0`, nothing
 to protect it for -- when the shuffle was consumed, or every reader finished and each reader's
 outputs are covered or themselves no longer needed. The recursion stops after :data:`MAX_CHAIN`
 levels. Units: seconds.
@@ -41,7 +45,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cost_model.stage_estimate import next_stage_start
-from trspark.engine.state import JobState, MapOutput, StageView
+from trspark.engine.state import JobState, MapOutput, PlannedStage, StageView
 
 #: Reader levels followed below a block (PageRank-like lineages are ~12 shuffles deep).
 MAX_CHAIN = 16
@@ -100,7 +104,7 @@ def active_seconds(state: JobState, active: list[StageView], default: float, cor
 
 
 def chain_seconds(state: JobState, shuffle_id: int, covered: Covered, active: set[int], default: float,
-                  cores: int, depth: int = MAX_CHAIN) -> float | None:
+                  cores: int, depth: int = MAX_CHAIN, counted: set[int] | None = None) -> float | None:
     """:math:`W(s)` (s): the reader chain of ``shuffle_id`` below the active stages, level after level.
 
     None when the shuffle is no longer needed: consumed, or every reader finished and the
@@ -108,10 +112,14 @@ def chain_seconds(state: JobState, shuffle_id: int, covered: Covered, active: se
     """
     if depth <= 0 or shuffle_id in state.consumed_shuffles:
         return None
+    counted = set() if counted is None else counted
     readers = state.reader_stages(shuffle_id)
-    if not readers:
+    planned = state.unsubmitted_readers(shuffle_id)
+    if not readers and not planned:
         return _stand_in(state, shuffle_id, default, cores) if shuffle_id not in state.shuffle_readers else None
-    total, needed = 0.0, False
+    total, needed = 0.0, bool(planned)
+    if planned:
+        total += _planned_seconds(state, planned, covered, active, default, cores, depth, counted)
     for reader in readers:
         if reader.unfinished > 0:
             needed = True
@@ -119,11 +127,43 @@ def chain_seconds(state: JobState, shuffle_id: int, covered: Covered, active: se
                 total += stage_seconds(reader.unfinished, task_seconds(state, reader, default), cores)
         if reader.shuffle_id is not None:
             uncovered = uncovered_fraction(state, reader, covered)
-            below = chain_seconds(state, reader.shuffle_id, covered, active, default, cores, depth - 1) if uncovered > 0.0 else None
+            below = (chain_seconds(state, reader.shuffle_id, covered, active, default, cores, depth - 1, counted)
+                     if uncovered > 0.0 else None)
             if below is not None:
                 needed = True
                 total += uncovered * below
     return total if needed else None
+
+
+def _planned_seconds(state: JobState, readers: list[PlannedStage], covered: Covered, active: set[int], default: float,
+                     cores: int, depth: int, counted: set[int]) -> float:
+    """Until readers Spark has not submitted yet have finished, and their own readers below (s).
+
+    A reader starts once every stage it depends on has finished: the unsubmitted ones among
+    them (found through the job's graph; submitted ones are active, in :math:`D_{active}`, or
+    done) run first, their tasks at the job's mean task time. Then the readers run, and their
+    outputs, all uncovered yet, keep the block needed down their own reader chain.
+    ``counted``: stages whose time is already in the estimate (shared down the chain, so that
+    a stage on several paths counts once).
+    """
+    readers = [r for r in readers if r.stage_id not in counted]
+    counted.update(r.stage_id for r in readers)
+    waiting: list[PlannedStage] = []
+    todo = [p for r in readers for p in r.parent_stage_ids]
+    while todo:
+        stage_id = todo.pop()
+        if stage_id in counted or stage_id in state.stages or stage_id not in state.planned:
+            continue
+        counted.add(stage_id)
+        waiting.append(state.planned[stage_id])
+        todo.extend(state.planned[stage_id].parent_stage_ids)
+    total = sum(s.num_tasks for s in waiting) * default / cores
+    for reader in readers:
+        total += stage_seconds(reader.num_tasks, default, cores)
+        if reader.shuffle_id is not None:
+            below = chain_seconds(state, reader.shuffle_id, covered, active, default, cores, depth - 1, counted)
+            total += below or 0.0
+    return total
 
 
 def task_seconds(state: JobState, stage: StageView, default: float) -> float:

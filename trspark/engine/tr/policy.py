@@ -496,7 +496,8 @@ class TRPolicy(Policy):
         if self.config.scheduling:
             gamma = 1.0 if self.knowledge.mode == "deterministic" else self.config.gamma
             hints = build_hints(state, residual, executors, gamma, notice_allowance=self._notice_allowance(),
-                                released=self.released, warm_first=self.config.warm_first)
+                                released=self.released, warm_first=self.config.warm_first,
+                                order=self.config.scheduling_order)
             if hints_changed(self.hints, hints):
                 self.hints = hints
                 out.append(hints)

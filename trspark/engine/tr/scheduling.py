@@ -2,7 +2,8 @@
 
 Two rules, applied by ``trspark.engine.placement`` (simulator) and the Scala hook (live):
 
-1. **Stage order** -- among runnable stages, the largest data-size reduction rate first:
+1. **Stage order** (``scheduling.order = reduction``; the default ``fifo`` keeps Spark's order)
+   -- among runnable stages, the largest data-size reduction rate first:
 
    .. math:: rate_i = \\frac{\\bar{in}_i - \\bar{out}_i}{T_i} \\quad \\text{(bytes/s)},
 
@@ -106,13 +107,15 @@ def cold_limits(executors: Sequence[ExecutorView]) -> dict[str, float]:
 
 def build_hints(
     state: JobState, residual_life: np.ndarray, executors: Sequence[ExecutorView], gamma: float,
-    notice_allowance: float = 0.0, released: Collection[str] = (), warm_first: bool = False,
+    notice_allowance: float = 0.0, released: Collection[str] = (), warm_first: bool = False, order: str = "fifo",
 ) -> SchedulingHints:
     """The full hint set for the current state (``residual_life`` aligned with ``executors``).
 
     ``released``: executors the engine let go (``ReleaseExecutor``) that the driver has not yet
     reported lost (a killed JVM takes seconds to go): drained, whatever their room.
     ``warm_first``: fresh executors after warm ones (:func:`cold_limits`).
+    ``order``: ``"reduction"`` sends :func:`stage_order`; ``"fifo"`` sends none (the driver's
+    own order: Spark's FIFO pool and the simulator take the lower stage id first).
     """
     expected = expected_task_seconds(state)
     longest = max(expected.values(), default=0.0)
@@ -128,7 +131,7 @@ def build_hints(
         drain = tuple(sorted(set(drain) | set(gone)))
         limits = {k: v for k, v in limits.items() if k not in gone}
     return SchedulingHints(
-        stage_order=stage_order(state),
+        stage_order=stage_order(state) if order == "reduction" else (),
         max_task_seconds=limits,
         expected_task_seconds=expected,
         drain=drain,

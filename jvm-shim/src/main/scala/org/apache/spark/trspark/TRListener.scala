@@ -45,6 +45,22 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
     // (Spark SQL's adaptive execution runs each query stage as one) writes a shuffle that the
     // *next* job reads: marking it consumed here dropped its backups before it was read.
     shufflesOfJob(job.jobId) = reads.map(_._1).distinct
+    // The whole graph: Spark submits a stage only when its parents' outputs exist, so this is the
+    // engine's only way to know who will read a shuffle still being written (its need horizon).
+    val node = ev("JobSubmitted").put("job_id", job.jobId)
+    val (ids, tasks, shuffles, parents) =
+      (node.putArray("stage_ids"), node.putArray("num_tasks"), node.putArray("shuffle_ids"), node.putArray("parents"))
+    job.stageInfos.foreach { s =>
+      ids.add(s.stageId)
+      tasks.add(s.numTasks)
+      s.shuffleDepId match {
+        case Some(id) => shuffles.add(id)
+        case None => shuffles.addNull()
+      }
+      val ps = parents.addArray()
+      s.parentIds.foreach(p => ps.add(p))
+    }
+    plugin.emit(node)
   }
 
   override def onStageSubmitted(submitted: SparkListenerStageSubmitted): Unit = {
