@@ -57,8 +57,8 @@ FIELDS = (
 )
 #: variant -> (TR-Scheduling, duplication, stage order); "full" is the engine's default.
 MECHANISM_VARIANTS = {
-    "full": (True, True, "fifo"), "reduction order": (True, True, "reduction"),
-    "scheduling off": (False, True, "fifo"), "duplication off": (True, False, "fifo"),
+    "full": (True, True, "reduction"), "fifo order": (True, True, "fifo"),
+    "scheduling off": (False, True, "reduction"), "duplication off": (True, False, "reduction"),
 }
 
 
@@ -78,7 +78,7 @@ class Point:
     remote_bw: float = 100e6
     scheduling: bool = True
     duplication: bool = True
-    scheduling_order: str = "fifo"
+    scheduling_order: str = "reduction"
 
 
 def _lifetime_spec(kind: str, mean: float) -> str:

@@ -74,7 +74,7 @@ def test_gamma_rule_limits_only_executors_that_die_before_the_task_ends() -> Non
 
 def test_policy_sends_hints_with_deterministic_lifetimes() -> None:
     config = TRConfig(lifetime="exponential:mean=1000", knowledge="deterministic", duplication=False,
-                      warm_first=False, scheduling_order="reduction")  # the γ rule alone (b, c have not run a task)
+                      warm_first=False)  # the γ rule alone (b, c have not run a task)
     policy = make_policy("tr", config)
     events = add_executors(["a", "b"], cores=1)
     events += [ExecutorNotice(time=0.0, executor_id="a", deadline=12.0, kind="lifetime"), ExecutorNotice(time=0.0, executor_id="b", deadline=1e6, kind="lifetime")]
@@ -197,7 +197,7 @@ def test_policy_orders_runnable_stages_by_reduction_rate_and_placement_follows()
     # Stage 0 reduces 10 MB -> 1 MB per 1 s task (9 MB/s), stage 1 grows 1 MB -> 5 MB per 2 s
     # task (-2 MB/s), stage 2 has no statistics yet (0): order 0, 2, 1 -- and the driver's
     # placement takes stage 0's tasks first, then 2, then 1, whatever the ids.
-    config = TRConfig(lifetime="exponential:mean=1000", duplication=False, scheduling_order="reduction")
+    config = TRConfig(lifetime="exponential:mean=1000", duplication=False)
     policy = make_policy("tr", config)
     events = add_executors(["a"], cores=2) + [map_stage(1, 4, 1), map_stage(0, 4, 0), map_stage(2, 3, 2)]
     events += run_task(0, 0, "a", start=0.0, seconds=1.0, read=10 * MB, write=1 * MB, shuffle_id=0)
@@ -209,9 +209,9 @@ def test_policy_orders_runnable_stages_by_reduction_rate_and_placement_follows()
 
 
 def test_fifo_order_leaves_the_drivers_own_order() -> None:
-    # The default ``scheduling.order = fifo`` sends no stage order: the driver (Spark's FIFO
-    # pool, the simulator) keeps the lower stage id first, whatever the reduction rates.
-    policy = make_policy("tr", TRConfig(lifetime="exponential:mean=1000", duplication=False))
+    # ``scheduling.order = fifo`` sends no stage order: the driver (Spark's FIFO pool, the
+    # simulator) keeps the lower stage id first, whatever the reduction rates.
+    policy = make_policy("tr", TRConfig(lifetime="exponential:mean=1000", duplication=False, scheduling_order="fifo"))
     events = add_executors(["a"], cores=2) + [map_stage(1, 4, 1), map_stage(0, 4, 0), map_stage(2, 3, 2)]
     events += run_task(1, 0, "a", start=0.0, seconds=1.0, read=10 * MB, write=1 * MB, shuffle_id=1)
     events += [Tick(time=5.0)]

@@ -2,7 +2,7 @@
 
 Two rules, applied by ``trspark.engine.placement`` (simulator) and the Scala hook (live):
 
-1. **Stage order** (``scheduling.order = reduction``; the default ``fifo`` keeps Spark's order)
+1. **Stage order** (``scheduling.order = reduction``, the default; ``fifo`` keeps Spark's order)
    -- among runnable stages, the largest data-size reduction rate first:
 
    .. math:: rate_i = \\frac{\\bar{in}_i - \\bar{out}_i}{T_i} \\quad \\text{(bytes/s)},
@@ -107,7 +107,7 @@ def cold_limits(executors: Sequence[ExecutorView]) -> dict[str, float]:
 
 def build_hints(
     state: JobState, residual_life: np.ndarray, executors: Sequence[ExecutorView], gamma: float,
-    notice_allowance: float = 0.0, released: Collection[str] = (), warm_first: bool = False, order: str = "fifo",
+    notice_allowance: float = 0.0, released: Collection[str] = (), warm_first: bool = False, order: str = "reduction",
 ) -> SchedulingHints:
     """The full hint set for the current state (``residual_life`` aligned with ``executors``).
 
