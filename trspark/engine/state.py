@@ -244,8 +244,8 @@ class JobState:
 
     def unsubmitted_readers(self, shuffle_id: int) -> list[PlannedStage]:
         """Stages a job's graph says will read ``shuffle_id`` that Spark has not submitted yet."""
-        return [self.planned[s] for s in sorted(self.planned_readers.get(shuffle_id, ()))
-                if s not in self.stages and s in self.planned]
+        # planned_readers holds only stages of a graph, each in self.planned (never pruned).
+        return [self.planned[s] for s in sorted(self.planned_readers.get(shuffle_id, ())) if s not in self.stages]
 
     def is_safe(self, block: MapOutput) -> bool:
         """The block survives any eviction: consumed, or on remote storage."""
