@@ -270,6 +270,23 @@ class Lineage:
         for out in outs:
             self._update(out, lambda o: setattr(o, "consumed", consumed))
 
+    def forget_shuffle(self, shuffle_id: Hashable) -> None:
+        """Forget a shuffle that no stage will read again, with its outputs.
+
+        For every ``Er`` this equals marking it consumed (a consumed output is never charged),
+        and shuffles that read it stop listing it as a parent: a long application keeps only
+        the shuffles still in play. Unknown ids are ignored.
+        """
+        state = self._shuffles.pop(shuffle_id, None)
+        if state is None:
+            return
+        for out in list(state.outputs.values()):
+            self._detach(state, out)
+        self._read.discard(shuffle_id)
+        for other in self._shuffles.values():
+            other.parents.discard(shuffle_id)
+        self.structure_version += 1
+
     # ---- shuffles ----------------------------------------------------------------------------
     def shuffle(self, shuffle_id: Hashable) -> ShuffleState:
         """Aggregates of ``shuffle_id`` (``ValueError`` if unknown)."""

@@ -133,6 +133,14 @@ class Recompute:
         self._ancestry: dict[Hashable, tuple[int, _Ancestry]] = {}
         self._rest: dict[tuple[Hashable, int | None], tuple[tuple[int, ...], FloatArray]] = {}
 
+    def forget_shuffle(self, shuffle_id: Hashable) -> None:
+        """Drop the memoised terms of a shuffle the lineage forgot (:meth:`Lineage.forget_shuffle`)."""
+        self._shared.pop(shuffle_id, None)
+        self._ancestry.pop(shuffle_id, None)
+        for cache in (self._rest, self._given):
+            for key in [k for k in cache if k[0] == shuffle_id]:
+                del cache[key]
+
     # ---- clock and failure table ---------------------------------------------------------------
     def advance(self, now: float) -> bool:
         """Move the clock to ``now`` (s); :meth:`refresh` when the table is ``max_staleness`` old.

@@ -257,7 +257,7 @@ class Simulator(BackupDriver):
         self.result.succeeded = False
         self.result.fail_reason = reason
         self.result.job_time = self.now
-        self._emit(JobEnded(self.now, succeeded=False))
+        self._emit(JobEnded(self.now, succeeded=False, job_id=0))
 
     # ------------------------------------------------------------------------------ executors
     def _add_executor(self) -> None:
@@ -413,7 +413,7 @@ class Simulator(BackupDriver):
         self._finished = True
         self.result.succeeded = True
         self.result.job_time = self.now
-        self._emit(JobEnded(self.now, succeeded=True))
+        self._emit(JobEnded(self.now, succeeded=True, job_id=0))
 
     def _outputs_lost(self, stage: Stage, parts: list[int]) -> None:
         """Map outputs of ``stage`` are gone: re-run them where a consumer needs them."""

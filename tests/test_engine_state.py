@@ -11,9 +11,13 @@ from trspark.engine.protocol import (
     BlockLost,
     ExecutorLost,
     ExecutorNotice,
+    JobEnded,
+    JobSubmitted,
     ShuffleConsumed,
+    StageCompleted,
     StageSubmitted,
     TaskStarted,
+    Tick,
 )
 from trspark.engine.state import JobState
 
@@ -132,3 +136,63 @@ def test_only_evictions_count_as_observed_lifetimes() -> None:
     state.apply(ExecutorLost(time=5.0, executor_id="0", reason="evicted"))
     state.apply(ExecutorLost(time=7.0, executor_id="1", reason="app"))
     assert state.lifetimes["default"] == [(5.0, True), (7.0, False)]
+
+
+def test_a_consumed_shuffle_is_retired_on_the_next_event_with_the_stages_done_with_it() -> None:
+    state = _two_stage_job()
+    for event in [e for p in range(3) for e in run_task(1, p, "a", start=7.0 + p, seconds=1.0)]:
+        state.apply(event)
+    state.apply(StageCompleted(time=10.0, stage_id=0))
+    state.apply(StageCompleted(time=10.0, stage_id=1))
+    mean = state.mean_task_seconds()
+    state.apply(ShuffleConsumed(time=10.0, shuffle_id=0))
+    # Policies handling this event still see the outputs (to drop their backups) ...
+    assert [b.block_id for b in state.shuffle_outputs(0)] == [(0, 0), (0, 1)]
+    state.apply(Tick(time=11.0))
+    # ... the next event finds them gone, with both stages: nothing reads or runs them any more.
+    assert (state.outputs, state.stages, state.outputs_on("a")) == ({}, {}, [])
+    assert (state.shuffle_stage, state.shuffle_readers) == ({}, {})
+    assert state.mean_task_seconds() == pytest.approx(mean) == pytest.approx((4 + 6 + 3) / 5)
+    assert state.consumers_safe(0)
+
+
+def test_a_stage_still_reading_an_unconsumed_shuffle_is_kept() -> None:
+    state = _state(
+        add_executors(["a"], cores=1),
+        [map_stage(0, 1, 0), map_stage(1, 1, 1), map_stage(2, 1, None, parents=[0, 1], parent_shuffles=[0, 1])],
+        run_task(0, 0, "a", start=0.0, seconds=1.0, write=MB, shuffle_id=0),
+        run_task(1, 0, "a", start=1.0, seconds=1.0, write=MB, shuffle_id=1),
+        run_task(2, 0, "a", start=2.0, seconds=1.0),
+        [StageCompleted(time=3.0, stage_id=s) for s in (0, 1, 2)],
+        [ShuffleConsumed(time=3.0, shuffle_id=0), Tick(time=4.0)],
+    )
+    assert sorted(state.stages) == [1, 2] and list(state.outputs) == [(1, 0)]
+    state.apply(ShuffleConsumed(time=5.0, shuffle_id=1))
+    state.apply(Tick(time=6.0))
+    assert state.stages == {} and state.outputs == {}
+
+
+def test_a_late_output_of_a_consumed_shuffle_is_not_kept() -> None:
+    state = _two_stage_job()
+    state.apply(ShuffleConsumed(time=7.0, shuffle_id=0))
+    state.apply(TaskStarted(time=7.5, stage_id=0, partition=0, executor_id="b"))  # a speculative copy, still running
+    state.apply(Tick(time=8.0))
+    assert 0 in state.stages and state.outputs == {}
+    for event in run_task(0, 0, "b", start=7.5, seconds=1.0, write=10 * MB, shuffle_id=0)[1:]:
+        state.apply(event)
+    assert state.outputs == {} and state.executors["b"].running == set()
+
+
+def test_an_ended_jobs_graph_is_forgotten_unless_a_running_job_shares_its_stages() -> None:
+    # Job 0: stage 0 (shuffle 0) -> stage 1. Job 1 reuses stage 0 and adds stage 2 reading it.
+    state = _state([
+        JobSubmitted(time=0.0, job_id=0, stage_ids=(0, 1), num_tasks=(2, 1), shuffle_ids=(0, None), parents=((), (0,))),
+        JobSubmitted(time=0.0, job_id=1, stage_ids=(0, 2), num_tasks=(2, 1), shuffle_ids=(0, None), parents=((), (0,))),
+    ])
+    assert [s.stage_id for s in state.unsubmitted_readers(0)] == [1, 2]
+    state.apply(JobEnded(time=1.0, job_id=0))
+    assert sorted(state.planned) == [0, 2]
+    assert [s.stage_id for s in state.unsubmitted_readers(0)] == [2]
+    state.apply(JobEnded(time=2.0, job_id=1))
+    assert (state.planned, state.planned_readers, state.job_stages) == ({}, {}, {})
+    state.apply(JobEnded(time=3.0))  # a driver that does not name the job: nothing to forget, no error

@@ -242,7 +242,8 @@ def test_a_shuffle_written_by_a_map_stage_job_is_consumed_only_after_its_reader_
 def test_the_engine_learns_each_jobs_stage_graph_before_its_stages_are_submitted(
         live: tuple[Any, NoticeServer, Path]) -> None:
     """``JobSubmitted`` carries Spark's JobStart graph: every stage the job then submits is in it,
-    with its task count, the shuffle it writes and its parents, and it arrives before them."""
+    with its task count, the shuffle it writes and its parents, and it arrives before them;
+    ``JobEnded`` carries the same job id."""
     from operator import add
 
     spark, _, tmp = live
@@ -263,3 +264,5 @@ def test_the_engine_learns_each_jobs_stage_graph_before_its_stages_are_submitted
         tasks, shuffle, parents = graph[stage["stage_id"]]
         assert (tasks, shuffle, parents) == (stage["num_tasks"], stage["shuffle_id"], tuple(stage["parent_stage_ids"]))
     assert sorted(t for t, _, _ in graph.values()) == [2, 3, 4]
+    # Its end names it: the engine forgets the graph of a job that is over.
+    assert next(e for e in seen if e["type"] == "JobEnded")["job_id"] == job["job_id"]

@@ -91,3 +91,21 @@ def test_memoryless_refresh_and_new_executor_keep_the_memo(monkeypatch: pytest.M
     rc_w.advance(12.0)
     rc_w.er("c", 2)
     assert built
+
+
+@pytest.mark.parametrize("model", [Exponential(mean=200.0), Weibull(shape=2.0, scale=300.0)], ids=["exponential", "weibull"])
+def test_forgetting_a_consumed_shuffle_changes_no_cost(model: LifetimeModel) -> None:
+    """A long application forgets consumed shuffles: every Er / C_Redo below them stays what it was."""
+    consumed, forgotten = _three_stage_lineage(model), _three_stage_lineage(model)
+    rc_consumed = Recompute(consumed, GRID, now=0.0, max_staleness=5.0)
+    rc_forgotten = Recompute(forgotten, GRID, now=0.0, max_staleness=5.0)
+    for m in range(4):
+        rc_forgotten.er("c", m)  # memoise terms of "a" before it goes
+    consumed.mark_consumed("a")
+    forgotten.forget_shuffle("a")
+    rc_forgotten.forget_shuffle("a")
+    assert not forgotten.has_shuffle("a") and forgotten.parents("b") == set()
+    for sid in ("b", "c"):
+        for m in range(4):
+            np.testing.assert_allclose(rc_forgotten.er(sid, m), rc_consumed.er(sid, m), rtol=1e-12, atol=1e-12)
+    assert all(key[0] != "a" for key in (*rc_forgotten._rest, *rc_forgotten._given, *rc_forgotten._shared))

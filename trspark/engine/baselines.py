@@ -156,8 +156,8 @@ class StagePolicy(Policy):
         return ()
 
     def _stage_outputs(self, stage_id: int) -> list[MapOutput]:
-        stage = self.state.stages[stage_id]
-        if stage.shuffle_id is None:
+        stage = self.state.stages.get(stage_id)
+        if stage is None or stage.shuffle_id is None:  # a result stage, or one retired (all consumed)
             return []
         return [b for p in stage.finished if (b := self.state.outputs.get((stage.shuffle_id, p))) is not None]
 

@@ -199,6 +199,8 @@ class Tick:
 class JobEnded:
     time: float
     succeeded: bool = True
+    job_id: int | None = None
+    """The job that ended (None: a driver that does not say; its stage graph is then kept)."""
 
 
 Event = (

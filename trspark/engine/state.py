@@ -194,6 +194,13 @@ class JobState:
         """stage id -> the stage as the job's graph announced it (``JobSubmitted``)."""
         self.planned_readers: dict[int, set[int]] = {}
         """shuffle id -> stages of a submitted job's graph that read it (submitted or not yet)."""
+        self.job_stages: dict[int, tuple[int, ...]] = {}
+        """job id -> the stage ids of its graph, from ``JobSubmitted`` until its ``JobEnded``."""
+        self._retiring: set[int] = set()
+        """Shuffles consumed by the previous event: retired when the next event arrives."""
+        self._tasks_done = 0
+        self._task_seconds_done = 0.0
+        """Finished tasks and their run time over the whole application (retired stages too)."""
         self._alive_cores = 0
         self._held: dict[str, set[BlockId]] = {}
         """executor -> outputs it holds a copy of (as writer or peer backup): O(own) eviction."""
@@ -265,8 +272,8 @@ class JobState:
         for stage in readers:
             if stage.unfinished > 0:
                 return False
-            if stage.shuffle_id is None:
-                continue  # a finished result stage needs nothing more
+            if stage.shuffle_id is None or stage.shuffle_id in self.consumed_shuffles:
+                continue  # a finished result stage, or one whose own readers are done, needs nothing more
             for p in range(stage.num_tasks):
                 out = self.outputs.get((stage.shuffle_id, p))
                 if out is None or not self.is_safe(out):
@@ -274,14 +281,15 @@ class JobState:
         return True
 
     def mean_task_seconds(self) -> float:
-        done = sum(s.tasks_done for s in self.stages.values())
-        total = sum(s.seconds_sum for s in self.stages.values())
-        return total / done if done else self.default_task_seconds
+        """Mean run time of every successful task so far (s), retired stages included."""
+        return self._task_seconds_done / self._tasks_done if self._tasks_done else self.default_task_seconds
 
     # ---- updates ----------------------------------------------------------------------------
     def apply(self, event: Event) -> None:
         """Fold one event into the state (events arrive in non-decreasing time)."""
         self.now = max(self.now, event.time)
+        if self._retiring:
+            self._retire()
         handler = _HANDLERS.get(type(event))
         if handler is not None:
             handler(self, event)
@@ -325,6 +333,7 @@ class JobState:
                 self._drop_output(block)
 
     def _job_submitted(self, e: JobSubmitted) -> None:
+        self.job_stages[e.job_id] = tuple(e.stage_ids)
         for stage_id, tasks, shuffle, parents in zip(e.stage_ids, e.num_tasks, e.shuffle_ids, e.parents, strict=True):
             self.planned[stage_id] = PlannedStage(stage_id, tasks, shuffle, tuple(parents))
         for stage in (self.planned[s] for s in e.stage_ids):
@@ -358,6 +367,7 @@ class JobState:
         stage = self.stages.get(e.stage_id)
         if stage is not None:
             stage.active = False
+            self._retire_stage(stage)
 
     def _task_started(self, e: TaskStarted) -> None:
         stage = self.stages.get(e.stage_id)
@@ -392,11 +402,13 @@ class JobState:
         stage.ever_finished.add(e.partition)
         stage.tasks_done += 1
         stage.seconds_sum += e.duration
+        self._tasks_done += 1
+        self._task_seconds_done += e.duration
         stage.longest_seconds = max(stage.longest_seconds, e.duration)
         stage.read_bytes_sum += e.shuffle_read_bytes + e.input_bytes
         stage.write_bytes_sum += e.shuffle_write_bytes
         shuffle = e.shuffle_id if e.shuffle_id is not None else stage.shuffle_id
-        if shuffle is not None:
+        if shuffle is not None and shuffle not in self.consumed_shuffles:  # a late copy: nobody reads it
             old = self.outputs.get((shuffle, e.partition))
             if old is not None:
                 self._forget_copies(old)
@@ -411,7 +423,6 @@ class JobState:
                 seconds=e.duration,
                 created=e.time,
                 map_id=e.map_id,
-                consumed=shuffle in self.consumed_shuffles,
             )
 
     def _stop_copy(self, stage: StageView, partition: int, executor_id: str, now: float, *, lost: bool) -> None:
@@ -468,6 +479,63 @@ class JobState:
         self.consumed_shuffles.add(e.shuffle_id)
         for key in self._by_shuffle.get(e.shuffle_id, ()):
             self.outputs[key].consumed = True
+        # Policies still see the consumed outputs while they handle this event (to drop their
+        # backups); the next event retires them.
+        self._retiring.add(e.shuffle_id)
+
+    # ---- retirement -------------------------------------------------------------------------
+    # A long application (a notebook, a SQL server) runs thousands of jobs through one engine.
+    # What no decision can need again is dropped, so memory and the per-event cost stay those of
+    # the work in flight (bench/engine_long_app.py measures both).
+    def _retire(self) -> None:
+        """Drop the outputs of consumed shuffles, and their stages once nothing reads or runs them."""
+        for shuffle in sorted(self._retiring):
+            for key in self._by_shuffle.pop(shuffle, ()):
+                block = self.outputs.pop(key, None)
+                if block is not None:
+                    self._forget_copies(block)
+            writer = self.stages.get(self.shuffle_stage.get(shuffle, -1))
+            for stage in [*self.reader_stages(shuffle), *([writer] if writer is not None else [])]:
+                self._retire_stage(stage)
+        self._retiring.clear()
+
+    def _retire_stage(self, stage: StageView) -> None:
+        """Forget a stage that is over: not running, its output and every input consumed.
+
+        ``consumers_safe`` and ``_inputs_ready`` read a missing stage as "nothing needed"; a
+        later job that re-submits the stage starts a fresh view of it.
+        """
+        if stage.active or stage.running:
+            return
+        shuffles = (*stage.parent_shuffle_ids, *(() if stage.shuffle_id is None else (stage.shuffle_id,)))
+        if any(s not in self.consumed_shuffles for s in shuffles):
+            return
+        del self.stages[stage.stage_id]
+        if stage.shuffle_id is not None and self.shuffle_stage.get(stage.shuffle_id) == stage.stage_id:
+            del self.shuffle_stage[stage.shuffle_id]
+        for shuffle in stage.parent_shuffle_ids:
+            readers = self.shuffle_readers.get(shuffle)
+            if readers is not None:
+                readers.discard(stage.stage_id)
+                if not readers:
+                    del self.shuffle_readers[shuffle]
+
+    def _forget_job_graph(self, job_id: int) -> None:
+        """An ended job's graph: its stages no longer planned unless a running job lists them too."""
+        ended = self.job_stages.pop(job_id, ())
+        still_listed = {s for stages in self.job_stages.values() for s in stages}
+        gone = [self.planned[s] for s in ended if s in self.planned and s not in still_listed]
+        for stage in gone:
+            for parent in stage.parent_stage_ids:
+                writer = self.planned.get(parent)
+                if writer is None or writer.shuffle_id is None:
+                    continue
+                readers = self.planned_readers.get(writer.shuffle_id, set())
+                readers.discard(stage.stage_id)
+                if not readers:
+                    self.planned_readers.pop(writer.shuffle_id, None)
+        for stage in gone:
+            del self.planned[stage.stage_id]
 
     def shuffle_outputs(self, shuffle_id: int) -> list[MapOutput]:
         """Existing outputs of one shuffle."""
@@ -475,6 +543,8 @@ class JobState:
 
     def _job_ended(self, e: JobEnded) -> None:
         self.job_ended = True
+        if e.job_id is not None:
+            self._forget_job_graph(e.job_id)
 
 
 def observed_lifetime(executor: ExecutorView, lost: ExecutorLost) -> tuple[float, bool]:

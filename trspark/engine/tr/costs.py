@@ -100,8 +100,11 @@ class CostEstimator:
             block = state.outputs.get((event.shuffle_id, event.map_index))
             if block is not None and event.target in block.backups and lineage.has_shuffle(event.shuffle_id):
                 lineage.add_location(event.shuffle_id, event.map_index, event.target)
-        elif isinstance(event, ShuffleConsumed) and lineage.has_shuffle(event.shuffle_id):
-            lineage.mark_consumed(event.shuffle_id)
+        elif isinstance(event, ShuffleConsumed):
+            # Consumed outputs are never charged: forgetting the shuffle is the same for every
+            # Er, and keeps a long application's lineage to the shuffles in play.
+            lineage.forget_shuffle(event.shuffle_id)
+            self.recompute.forget_shuffle(event.shuffle_id)
         if isinstance(event, Tick) or self._first or self.knowledge.uses_notices:
             # With a distribution only, the failure table ages with the clock on ticks: its
             # rebuild (O(executors x grid)) lands on the periodic re-plan, not inside a task's

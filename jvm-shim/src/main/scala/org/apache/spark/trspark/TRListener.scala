@@ -130,7 +130,7 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
 
   override def onJobEnd(end: SparkListenerJobEnd): Unit = {
     shufflesOfJob.remove(end.jobId).foreach(_.foreach(markConsumed))
-    plugin.emit(ev("JobEnded").put("succeeded", end.jobResult == JobSucceeded))
+    plugin.emit(ev("JobEnded").put("job_id", end.jobId).put("succeeded", end.jobResult == JobSucceeded))
   }
 
   private def markConsumed(shuffle: Int): Unit = if (consumed.add(shuffle)) {
