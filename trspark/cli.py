@@ -7,6 +7,9 @@ Each command lives in the module that owns its feature and is imported only when
 from __future__ import annotations
 
 import importlib
+import signal
+import threading
+from types import FrameType
 
 import click
 
@@ -65,7 +68,23 @@ def conf_command(markdown: bool) -> None:
         click.echo(f"{key.full} = {default}\n    allowed: {key.allowed}\n    {key.doc}")
 
 
+def _stop_like_ctrl_c(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
+
+
+def stop_cleanly_on_sigterm() -> None:
+    """Make SIGTERM unwind like Ctrl-C, so ``finally`` blocks still stop Spark and remove cgroups.
+
+    ``kill`` (and CI runners, ``timeout``) send SIGTERM, whose default action ends Python at
+    once: a benchmark's local-cluster JVMs and its executors' CPU-cap cgroups would be left
+    behind. Only the main thread can install handlers; elsewhere this does nothing.
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _stop_like_ctrl_c)
+
+
 def main() -> None:
+    stop_cleanly_on_sigterm()
     cli(prog_name="trspark")
 
 
