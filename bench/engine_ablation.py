@@ -9,9 +9,10 @@ Experiments (``--exp``, default all):
   an older VM has a shorter expected remaining life, so the γ rule and the duplication rate
   differ between executors). Under a memoryless (exponential) belief neither can bind: every
   executor has the same residual life and a copy is never safer than its original.
-* ``bandwidth`` -- always vs tr, remote bandwidth 50/100/200 MB/s per VM (total cap 10 GB/s,
+* ``bandwidth`` -- always vs tr (and tr with the paper's unweighted re-computation costs,
+  ``stall_weight`` off), remote bandwidth 50/100/200 MB/s per VM (total cap 10 GB/s,
   local 400 MB/s), exponential lifetimes (paper Fig. 10).
-* ``vms`` -- always vs tr on 50/100/200 VMs, tasks scaled with the VMs (paper Fig. 11).
+* ``vms`` -- always vs tr (weighted and unweighted) on 50/100/200 VMs, tasks scaled with the VMs (paper Fig. 11).
 
 Every point runs the same seeds for each variant (paired runs). Each row records the settings
 and means over runs of slowdown (job time / stable job time; a run past ``max_slowdown`` x the
@@ -50,7 +51,7 @@ from trspark.engine.registry import make_policy  # noqa: E402
 
 FIELDS = (
     "experiment", "workload", "lifetimes", "policy", "variant", "stability", "vms", "tasks", "runs",
-    "remote_bw_mbs", "scheduling", "scheduling_order", "duplication", "stable_job_time",
+    "remote_bw_mbs", "scheduling", "scheduling_order", "duplication", "stall_weight", "stable_job_time",
     "slowdown_mean", "slowdown_ci_lo", "slowdown_ci_hi", "slowdown_p50", "failed_runs",
     "recomputed_tasks_mean", "backups_local_mean", "backups_remote_mean", "duplicates_mean",
     "killed_tasks_mean", "evictions_mean", "seconds",
@@ -79,6 +80,7 @@ class Point:
     scheduling: bool = True
     duplication: bool = True
     scheduling_order: str = "reduction"
+    stall_weight: bool = True
 
 
 def _lifetime_spec(kind: str, mean: float) -> str:
@@ -112,7 +114,8 @@ def run_point(point: Point, workers: int) -> dict[str, Any]:
     world = WorldSpec(vms=point.vms, cores=4, remote_bandwidth=point.remote_bw, remote_cap=10e9,
                       lifetime=lifetime, knowledge="deterministic" if point.policy == "tr-det" else "indeterministic")
     config = TRConfig(lifetime=lifetime, scheduling=point.scheduling, duplication=point.duplication,
-                      remote_bandwidth=point.remote_bw, scheduling_order=point.scheduling_order)
+                      remote_bandwidth=point.remote_bw, scheduling_order=point.scheduling_order,
+                      stall_weight=point.stall_weight)
     stable = stable_job_time(job, world, config.period)
     _JOB.update(job=job, world=world, policy=point.policy, config=config, stable=stable)
     seeds = np.random.SeedSequence(1).spawn(point.runs)
@@ -130,7 +133,7 @@ def run_point(point: Point, workers: int) -> dict[str, Any]:
         "policy": point.policy, "variant": point.variant, "stability": point.stability, "vms": point.vms,
         "tasks": job.num_tasks, "runs": point.runs, "remote_bw_mbs": point.remote_bw / 1e6,
         "scheduling": point.scheduling, "scheduling_order": point.scheduling_order,
-        "duplication": point.duplication, "stable_job_time": round(stable, 3),
+        "duplication": point.duplication, "stall_weight": point.stall_weight, "stable_job_time": round(stable, 3),
         "slowdown_mean": round(means["slowdown"], 4), "slowdown_ci_lo": round(ci[0], 4),
         "slowdown_ci_hi": round(ci[1], 4), "slowdown_p50": round(float(slowdown["p50"]), 4),  # type: ignore[arg-type]
         "failed_runs": int(sum(1 for r in rows if not r["succeeded"])),
@@ -150,18 +153,22 @@ def mechanism_points(args: argparse.Namespace) -> Iterator[Point]:
                                 args.runs, scheduling=scheduling, duplication=duplication, scheduling_order=order)
 
 
+#: (policy, stall weight): always, tr, and tr with the paper's unweighted re-computation costs.
+SCALE_POLICIES = (("always", True), ("tr", True), ("tr", False))
+
+
 def bandwidth_points(args: argparse.Namespace) -> Iterator[Point]:
     for remote_bw in (50e6, 100e6, 200e6):
-        for policy in ("always", "tr"):
+        for policy, stall in SCALE_POLICIES:
             yield Point("bandwidth", "tpcds", "exponential", policy, f"remote {remote_bw / 1e6:g} MB/s", 20.0,
-                        args.vms, args.scale, args.runs, remote_bw=remote_bw)
+                        args.vms, args.scale, args.runs, remote_bw=remote_bw, stall_weight=stall)
 
 
 def vms_points(args: argparse.Namespace) -> Iterator[Point]:
     for vms in (50, 100, 200):
-        for policy in ("always", "tr"):
+        for policy, stall in SCALE_POLICIES:
             yield Point("vms", "tpcds", "exponential", policy, f"{vms} VMs", 20.0, vms,
-                        args.vms_scale * vms / args.vms, args.runs)
+                        args.vms_scale * vms / args.vms, args.runs, stall_weight=stall)
 
 
 EXPERIMENTS = {"mechanisms": mechanism_points, "bandwidth": bandwidth_points, "vms": vms_points}
@@ -190,6 +197,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 writer.writerow(row)
                 fh.flush()
                 print(f"{row['experiment']:10s} {row['workload']:8s} {row['lifetimes']:11s} {row['policy']:7s} "
+                      f"{'' if row['stall_weight'] else 'unweighted '}"
                       f"{row['variant']:16s} stab={row['stability']:<4g} vms={row['vms']:<3d} "
                       f"slowdown={row['slowdown_mean']:.3f} [{row['slowdown_ci_lo']:.3f}, {row['slowdown_ci_hi']:.3f}] "
                       f"failed={row['failed_runs']} recomp={row['recomputed_tasks_mean']:.1f} "

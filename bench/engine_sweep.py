@@ -39,7 +39,7 @@ STABILITY_POLICIES = ("never", "always", "stage", "tr", "tr-det", "tr-local", "o
 FIELDS = (
     "experiment", "workload", "policy", "variant", "stability", "vms", "cores", "tasks", "scale", "runs",
     "remote_bw_mbs", "local_bw_mbs", "believed_factor", "safety_belt", "scheduling", "scheduling_order", "duplication",
-    "period",
+    "period", "stall_weight",
     "stable_job_time", "slowdown_mean", "slowdown_p50", "slowdown_p95", "slowdown_ci_lo", "slowdown_ci_hi",
     "failed_runs", "recomputed_tasks_mean", "backups_local_mean", "backups_remote_mean",
     "safety_belt_firings_mean", "evictions_mean", "seconds",
@@ -69,7 +69,7 @@ def _point(exp_name: str, workload: str, policy: str, stability: float, *, vms: 
         "remote_bw_mbs": remote_bw / 1e6, "local_bw_mbs": 4 * remote_bw / 1e6, "believed_factor": believed_factor,
         "safety_belt": config.safety_belt, "scheduling": config.scheduling,
         "scheduling_order": config.scheduling_order, "duplication": config.duplication,
-        "period": config.period,
+        "period": config.period, "stall_weight": config.stall_weight,
         "stable_job_time": round(stable, 3),
         "slowdown_mean": summary["slowdown_mean"], "slowdown_p50": summary["slowdown_p50"],
         "slowdown_p95": summary["slowdown_p95"], "slowdown_ci_lo": ci[0], "slowdown_ci_hi": ci[1],
@@ -91,9 +91,11 @@ def stability_points(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
             for policy in args.policies:
                 common = _common(args)
                 common["runs"] = args.policy_runs.get(policy, args.runs)
-                common["config"] = TRConfig(duplication=args.duplication, scheduling_order=args.scheduling_order)
-                yield _point("stability", workload, policy, stability, **common,
-                             variant="" if args.scheduling_order == TRConfig.scheduling_order else f"{args.scheduling_order} order")
+                common["config"] = TRConfig(duplication=args.duplication, scheduling_order=args.scheduling_order,
+                                            stall_weight=args.stall_weight)
+                variants = [f"{args.scheduling_order} order"] if args.scheduling_order != TRConfig.scheduling_order else []
+                variants += [] if args.stall_weight == TRConfig.stall_weight else ["unweighted" if not args.stall_weight else "weighted"]
+                yield _point("stability", workload, policy, stability, **common, variant=", ".join(variants))
 
 
 def robustness_points(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
@@ -205,6 +207,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="spark.trspark.duplication for tr (stability sweep)")
     parser.add_argument("--scheduling-order", choices=("reduction", "fifo"), default=TRConfig.scheduling_order,
                         help="spark.trspark.scheduling.order for the engine's policies (stability sweep)")
+    parser.add_argument("--stall-weight", action=argparse.BooleanOptionalAction, default=TRConfig.stall_weight,
+                        help="spark.trspark.stallWeight for the engine's policies (stability sweep)")
     parser.add_argument("--policy-runs", nargs="*", default=[], metavar="POLICY=N",
                         help="runs per point for some policies (stability sweep), e.g. tr-det=20")
     parser.add_argument("--out", type=Path, default=Path("docs/results"))

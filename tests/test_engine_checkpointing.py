@@ -12,6 +12,7 @@ from trspark.engine.protocol import (
     REMOTE,
     Backup,
     BlockBackedUp,
+    ExecutorLost,
     ExecutorNotice,
     JobSubmitted,
     ProtocolError,
@@ -25,7 +26,9 @@ from trspark.engine.protocol import (
 from trspark.engine.registry import make_policy
 from trspark.engine.state import JobState
 from trspark.engine.tr.checkpointing import Costs, decide
+from trspark.engine.tr.costs import LIFE_HORIZON
 from trspark.engine.tr.horizon import need_horizon, task_seconds
+from trspark.engine.tr.stall import stall_width
 
 INF = math.inf
 
@@ -50,10 +53,14 @@ def test_algorithm2_rule(c_redo: float, c_bl: float, c_br: float, peer: str | No
 
 
 def _one_block_job(mean_lifetime: float, *, targets: str = "both", knowledge: str = "indeterministic",
-                   notices: dict[str, float] | None = None, latency: float = 0.05) -> list:  # type: ignore[type-arg]
-    """Executors a, b, c; stage 0 (2 tasks: the second still to run) writes shuffle 0 read by stage 1."""
+                   notices: dict[str, float] | None = None, latency: float = 0.05,
+                   stall_weight: bool = False) -> list:  # type: ignore[type-arg]
+    """Executors a, b, c; stage 0 (2 tasks: the second still to run) writes shuffle 0 read by stage 1.
+
+    The paper's unweighted costs unless ``stall_weight`` (stage 1's 2 tasks would weigh them x2).
+    """
     config = TRConfig(lifetime=f"exponential:mean={mean_lifetime}", targets=targets, knowledge=knowledge,
-                      duplication=False, scheduling=False, backup_latency=latency)
+                      duplication=False, scheduling=False, backup_latency=latency, stall_weight=stall_weight)
     policy = make_policy("tr", config)
     events = add_executors(["a", "b", "c"], cores=1)
     events += [ExecutorNotice(time=0.0, executor_id=e, deadline=d, kind="lifetime") for e, d in (notices or {}).items()]
@@ -80,6 +87,43 @@ def test_risky_executor_backs_its_block_up() -> None:
 def test_per_copy_latency_stops_insurance_copies_of_small_outputs(mean_lifetime: float, latency: float,
                                                                  copied: bool) -> None:
     assert bool(_one_block_job(mean_lifetime, latency=latency)) is copied
+
+
+def test_stall_weight_copies_what_the_paper_would_leave_when_readers_wait_on_it() -> None:
+    # The latency case above that the paper leaves uncopied: stage 1's 2 tasks would both wait
+    # on a re-run of the block, which doubles its re-computation cost -- now worth the copy.
+    assert _one_block_job(20000.0, latency=0.05) == []
+    assert [b.source for b in _one_block_job(20000.0, latency=0.05, stall_weight=True)] == ["a"]
+
+
+def test_stall_width_counts_the_waiting_reader_tasks_up_to_the_cores() -> None:
+    state = _chain_state()  # stage 2 (8 tasks) reads shuffle 1 on 4 cores; stage 1 read shuffle 0 and is done
+    assert (stall_width(state, 1), stall_width(state, 0)) == (4, 1)
+    state.apply(ExecutorLost(time=4.0, executor_id="b"))  # 2 cores left
+    assert stall_width(state, 1) == 2
+    unsubmitted = _chain_state(reader_submitted=False)  # no reader known: as wide as its writer (2 tasks)
+    assert stall_width(unsubmitted, 1) == 2
+    unsubmitted.apply(JobSubmitted(time=4.0, job_id=1, stage_ids=(1, 2), num_tasks=(2, 3), shuffle_ids=(1, None),
+                                   parents=((), (1,))))
+    assert stall_width(unsubmitted, 1) == 3  # the graph names the reader: its 3 tasks
+
+
+def test_stall_weight_multiplies_recomputation_terms_and_not_copy_times() -> None:
+    # Block (1, 0) is read by stage 2: 8 waiting tasks on 4 cores, W = 4.
+    costs, remote = {}, {}
+    for on in (True, False):
+        policy = make_policy("tr", TRConfig(lifetime="exponential:mean=10", duplication=False, scheduling=False,
+                                            stall_weight=on))
+        feed(policy, [*add_executors(["a", "b"], cores=2), *_chain_events()])
+        assert stall_width(policy.state, 1) == 4
+        policy.costs.remote_in_flight = 0
+        costs[on] = policy.costs.costs(policy.state.outputs[(1, 0)], policy.state, 6.0)
+        remote[on] = policy.costs.backup.remote(1, 0, LIFE_HORIZON, concurrent=0)
+    w, p, r = costs[True], costs[False], remote[False]
+    assert w.c_redo == pytest.approx(4 * p.c_redo) and p.c_redo > 0
+    # C_BR = C_B1 + W * C_R + C_B2: only the C_R part grows.
+    assert p.c_br == pytest.approx(r.total)
+    assert w.c_br - p.c_br == pytest.approx(3 * r.redo) and r.redo > 0
 
 
 def test_remote_only_variant_goes_remote() -> None:
@@ -137,14 +181,9 @@ def test_failed_backup_is_not_retried_at_the_same_instant_and_forgets_a_stale_co
 # ---- how long a block must survive (trspark.engine.tr.horizon) ------------------------------
 
 
-def _chain_state(*, reader_submitted: bool = True) -> JobState:
-    """Stage 0 (2 tasks) -> stage 1 (2 tasks) -> result stage 2 (8 tasks, none done); 4 cores.
-
-    Every finished task ran 2 s, so the job's mean task time is 2 s.
-    """
-    state = JobState()
-    events = add_executors(["a", "b"], cores=2)
-    events += [map_stage(0, 2, 0)]
+def _chain_events(*, reader_submitted: bool = True) -> list:  # type: ignore[type-arg]
+    """Events of :func:`_chain_state` after the executors."""
+    events = [map_stage(0, 2, 0)]
     events += run_task(0, 0, "a", start=0.0, seconds=2.0, write=MB, shuffle_id=0)
     events += run_task(0, 1, "b", start=0.0, seconds=2.0, write=MB, shuffle_id=0)
     events += [StageCompleted(time=2.0, stage_id=0), map_stage(1, 2, 1, time=2.0, parents=[0], parent_shuffles=[0])]
@@ -153,7 +192,16 @@ def _chain_state(*, reader_submitted: bool = True) -> JobState:
     events += [StageCompleted(time=4.0, stage_id=1)]
     if reader_submitted:
         events += [map_stage(2, 8, None, time=4.0, parents=[1], parent_shuffles=[1])]
-    for event in events:
+    return events
+
+
+def _chain_state(*, reader_submitted: bool = True) -> JobState:
+    """Stage 0 (2 tasks) -> stage 1 (2 tasks) -> result stage 2 (8 tasks, none done); 4 cores.
+
+    Every finished task ran 2 s, so the job's mean task time is 2 s.
+    """
+    state = JobState()
+    for event in [*add_executors(["a", "b"], cores=2), *_chain_events(reader_submitted=reader_submitted)]:
         state.apply(event)
     return state
 

@@ -166,6 +166,9 @@ KEYS: tuple[Key, ...] = (
     Key("backup.latency", "backup_latency", 0.05, _number(0.0), "seconds >= 0",
         "Fixed time of one backup copy whatever its size (open, commit, register with the driver); "
         "priced into every backup so that tiny outputs are copied only when their loss is likely."),
+    Key("stallWeight", "stall_weight", True, _bool, "true | false",
+        "TR-Checkpointing: weight a lost output's re-computation by the cores it holds up (its readers' waiting tasks, "
+        "up to the cluster's cores; beyond the paper, see trspark/engine/tr/stall.py). false = the paper's task-seconds."),
     Key("scheduling", "scheduling", True, _bool, "true | false", "TR-Scheduling (stage order and the gamma rule) on/off."),
     Key("scheduling.order", "scheduling_order", "reduction", _choice("reduction", "fifo"), "reduction | fifo",
         "With TR-Scheduling: which runnable stage gets a free core first. reduction = the paper's Algorithm 1, largest "
@@ -235,6 +238,7 @@ class TRConfig:
     remote_bandwidth: float = 100e6
     remote_cap: float = 10e9
     backup_latency: float = 0.05
+    stall_weight: bool = True
     scheduling: bool = True
     scheduling_order: str = "reduction"
     warm_first: bool = False

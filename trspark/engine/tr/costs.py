@@ -13,6 +13,9 @@ Two readings of the paper that are ours, not the cost model's:
   TR would back up everything. The peer's own risk ``C_P(Y)`` still stops at ``T_max`` (a peer
   copy only has to survive until the block is consumed).
 * Remote concurrency: the cap share uses the remote backups the stack has in flight now.
+
+And one that goes beyond the paper: re-computation is weighted by the cores a loss holds up
+(:mod:`trspark.engine.tr.stall`, ``spark.trspark.stallWeight``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from trspark.engine.protocol import (
 from trspark.engine.state import JobState, MapOutput
 from trspark.engine.tr.checkpointing import Costs
 from trspark.engine.tr.knowledge import LifetimeKnowledge
+from trspark.engine.tr.stall import stall_width
 
 #: Failure-table staleness (s) when exact deadlines are known (deterministic / fitted).
 NOTICE_STALENESS = 0.25
@@ -145,12 +149,17 @@ class CostEstimator:
     def costs(self, block: MapOutput, state: JobState, t_max: float) -> Costs:
         """``C_Redo``, best ``C_BL`` and ``C_BR`` (s) of ``block`` consumed ``t_max`` s from now.
 
+        With ``stall_weight`` every re-computation term (``C_Redo``, ``C_R``, ``C_P``) is
+        weighted by the cores a loss holds up, :func:`~trspark.engine.tr.stall.stall_width`;
+        the copy terms (``C_B1``, ``C_B2``) are not.
+
         When ``C_Redo`` is below a lower bound of every allowed backup cost -- ``C_B2`` alone,
         :math:`BT \\cdot P(BT < T_X \\le T)` -- no backup can win Algorithm 2, so the backup
         costs are not computed and reported as ``inf`` (same decision, a fraction of the work).
         """
         sid, idx = block.block_id
-        c_redo = self.recompute.c_redo(sid, idx, t_max)
+        weight = float(stall_width(state, sid)) if self.config.stall_weight else 1.0
+        c_redo = weight * self.recompute.c_redo(sid, idx, t_max)
         # The bound never exceeds the cheapest copy time, so only a small C_Redo can be pruned.
         fastest = self.backup.copy_seconds(block.bytes, self._fastest_bandwidth())
         if c_redo < fastest and c_redo < self._backup_lower_bound(block, state):
@@ -159,13 +168,14 @@ class CostEstimator:
         c_br = math.inf
         if targets in ("both", "remote"):
             remote = self.backup.remote(sid, idx, LIFE_HORIZON, concurrent=self.remote_in_flight)
-            c_br = remote.total
+            c_br = remote.b1 + weight * remote.redo + remote.b2
         c_bl, peer = math.inf, None
         if targets in ("both", "local"):
             best = self.backup.best_local_destination(sid, idx, t_max)
             if best is not None:
                 # best.b2 stops at T_max; C_B2 over the source's life is the same term with T -> life.
-                c_bl, peer = best.b1 + best.redo + self._life_b2(block, state, best.seconds) + best.peer_loss, best.target
+                life_b2 = self._life_b2(block, state, best.seconds)
+                c_bl, peer = best.b1 + weight * (best.redo + best.peer_loss) + life_b2, best.target
         return Costs(c_redo=c_redo, c_bl=c_bl, c_br=c_br, peer=peer)
 
     def _life_b2(self, block: MapOutput, state: JobState, seconds: float) -> float:
