@@ -93,8 +93,11 @@ def stability_points(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 common["runs"] = args.policy_runs.get(policy, args.runs)
                 common["config"] = TRConfig(duplication=args.duplication, scheduling_order=args.scheduling_order,
                                             stall_weight=args.stall_weight)
-                variants = [f"{args.scheduling_order} order"] if args.scheduling_order != TRConfig.scheduling_order else []
-                variants += [] if args.stall_weight == TRConfig.stall_weight else ["unweighted" if not args.stall_weight else "weighted"]
+                variants = []  # settings that differ from the engine's defaults name the rows
+                if args.scheduling_order != TRConfig.scheduling_order:
+                    variants.append(f"{args.scheduling_order} order")
+                if args.stall_weight != TRConfig.stall_weight:
+                    variants.append("weighted" if args.stall_weight else "unweighted")
                 yield _point("stability", workload, policy, stability, **common, variant=", ".join(variants))
 
 

@@ -246,6 +246,10 @@ class JobState:
         held = self._held.get(executor_id, set())
         return [b for key, b in self.outputs.items() if key in held and not b.consumed]
 
+    def writer_stage(self, shuffle_id: int) -> StageView | None:
+        """The stage that writes ``shuffle_id``, if Spark submitted it and it is not retired."""
+        return self.stages.get(self.shuffle_stage.get(shuffle_id, -1))
+
     def reader_stages(self, shuffle_id: int) -> list[StageView]:
         return [self.stages[s] for s in sorted(self.shuffle_readers.get(shuffle_id, ())) if s in self.stages]
 
@@ -494,7 +498,7 @@ class JobState:
                 block = self.outputs.pop(key, None)
                 if block is not None:
                     self._forget_copies(block)
-            writer = self.stages.get(self.shuffle_stage.get(shuffle, -1))
+            writer = self.writer_stage(shuffle)
             for stage in [*self.reader_stages(shuffle), *([writer] if writer is not None else [])]:
                 self._retire_stage(stage)
         self._retiring.clear()

@@ -256,7 +256,7 @@ def _stand_in(state: JobState, shuffle_id: int, default: float, cores: int | Non
     """
     if shuffle_id in state.shuffle_readers:
         return 0.0  # readers were known once (a reader stage id without a StageView: nothing to add)
-    writer = state.stages.get(state.shuffle_stage.get(shuffle_id, -1))
+    writer = state.writer_stage(shuffle_id)
     if writer is None:
         return 0.0
     if cores is None:

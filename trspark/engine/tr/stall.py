@@ -38,6 +38,6 @@ def stall_width(state: JobState, shuffle_id: int) -> int:
     waiting = sum(r.unfinished for r in state.reader_stages(shuffle_id))
     waiting += sum(p.num_tasks for p in state.unsubmitted_readers(shuffle_id))
     if waiting == 0 and shuffle_id not in state.shuffle_readers:
-        writer = state.stages.get(state.shuffle_stage.get(shuffle_id, -1))
+        writer = state.writer_stage(shuffle_id)
         waiting = writer.num_tasks if writer is not None else 1
     return max(1, min(state.total_cores(), waiting))
