@@ -76,3 +76,44 @@ def test_many_jobs_leave_nothing_behind_but_their_statistics() -> None:
     assert (state.shuffle_stage, state.shuffle_readers) == ({}, {})
     assert lineage.shuffle_ids() == [] and len(lineage) == 0
     assert state.mean_task_seconds() == pytest.approx(1.0)
+
+
+def test_a_query_stages_inputs_keep_their_backups_until_its_own_output_is_read() -> None:
+    # Adaptive execution runs each query stage as its own job: stage 0 writes shuffle 0; job 1's
+    # stage 1 reads it and writes shuffle 1; job 2's stage 2 reads shuffle 1. The shim reports
+    # shuffle 0 consumed when job 1 ends, but shuffle 1 may still be lost and re-made from it.
+    policy = TRPolicy(TRConfig(lifetime="exponential:mean=5", remote_bandwidth=1e9, local_bandwidth=1e9))
+    for i in range(3):
+        policy.handle(ExecutorAdded(0.0, str(i), host=f"h{i}", cores=1))
+    backed_up: set[tuple[int, int]] = set()
+
+    def run(events: list[Event]) -> set[tuple[int, int]]:
+        dropped = set()
+        for event in events:
+            commands: list[Command] = list(policy.handle(event))
+            while commands:
+                c = commands.pop(0)
+                if isinstance(c, Backup):
+                    backed_up.add((c.shuffle_id, c.map_index))
+                    commands += policy.handle(BlockBackedUp(event.time, c.shuffle_id, c.map_index, c.target, c.bytes))
+                elif isinstance(c, DropBackup):
+                    dropped.add((c.shuffle_id, c.map_index))
+        return dropped
+
+    def stage(t: float, job: int, stage_id: int, shuffle: int | None, parent: int | None) -> list[Event]:
+        parents = () if parent is None else (parent,)
+        out: list[Event] = [JobSubmitted(t, job, (stage_id,), (3,), (shuffle,), (parents,)),
+                            StageSubmitted(t, stage_id, 3, parent_stage_ids=parents, parent_shuffle_ids=parents,
+                                           shuffle_id=shuffle)]
+        for p in range(3):
+            out += [TaskStarted(t, stage_id, p, str(p)),
+                    TaskEnded(t + 2.0, stage_id, p, str(p), 2.0, shuffle_write_bytes=50 * MB if shuffle is not None else 0,
+                              shuffle_read_bytes=50 * MB if parent is not None else 0, shuffle_id=shuffle, map_id=p)]
+        return [*out, StageCompleted(t + 2.0, stage_id)]
+
+    assert run(stage(0.0, 0, 0, 0, None) + [JobEnded(2.0, True, job_id=0)]) == set()
+    assert {s for s, _ in backed_up} == {0}, "the engine protects shuffle 0"
+    dropped = run(stage(2.0, 1, 1, 1, 0) + [ShuffleConsumed(4.0, 0), JobEnded(4.0, True, job_id=1), Tick(4.5)])
+    assert dropped == set(), "shuffle 1 is unread: shuffle 0 may be needed to re-make it"
+    dropped = run(stage(4.5, 2, 2, None, 1) + [ShuffleConsumed(6.5, 1), JobEnded(6.5, True, job_id=2)])
+    assert dropped == backed_up and {s for s, _ in dropped} == {0, 1}

@@ -25,6 +25,7 @@ from trspark.engine.protocol import (
     SafetyBelt,
     SchedulingHints,
     ShuffleConsumed,
+    StageCompleted,
     StageSubmitted,
     TaskEnded,
     TaskStarted,
@@ -493,6 +494,34 @@ def test_a_noticed_executor_with_room_for_a_task_is_not_released_while_idle() ->
         out = feed(policy, add_executors(["a", "b"]) + [ExecutorNotice(time=1.0, executor_id="a", deadline=31.0)])
         assert _released(out + feed(policy, [Tick(time=5.0), Tick(time=26.5)])) == []
         assert _released(feed(policy, [Tick(time=27.5)])) == expected
+
+
+def test_an_idle_noticed_executor_is_judged_by_warm_tasks_not_by_cold_first_ones() -> None:
+    # Fresh JVMs took 6 s for their first tasks, 1 s after. Noticed with 5 s left between two
+    # stages: a warm 1 s task fits after the 3 s margin, so a is kept (the all-task mean, 3.5 s,
+    # would not fit and would let a go).
+    config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", duplication=False)
+    policy = make_policy("tr", config)
+    events = add_executors(["a", "b"]) + [map_stage(0, 4, 0)]
+    for p, (ex, start, seconds) in enumerate([("a", 0.0, 6.0), ("b", 0.0, 6.0), ("a", 6.0, 1.0), ("b", 6.0, 1.0)]):
+        events += run_task(0, p, ex, start=start, seconds=seconds, write=MB, shuffle_id=0)
+    events += [StageCompleted(time=7.0, stage_id=0), ShuffleConsumed(time=7.0, shuffle_id=0)]
+    out = feed(policy, events + [ExecutorNotice(time=8.0, executor_id="a", deadline=13.0), Tick(time=8.5)])
+    assert policy.state.mean_task_seconds() == pytest.approx(3.5)
+    assert _released(out) == []
+    assert _released(feed(policy, [Tick(time=9.5)])) == ["a"], "3.5 s left: a 1 s task no longer fits"
+
+
+def test_the_last_executors_are_not_released_when_every_one_has_a_notice() -> None:
+    # a and b both noticed; at t = 8.5 s, 1.5 s left each (no room for a 1 s task after the 3 s
+    # margin): both take tasks anyway (nobody else can), so neither is let go. Once a fresh
+    # executor c has come, they go.
+    config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic")
+    policy = make_policy("tr", config)
+    events = add_executors(["a", "b"]) + [ExecutorNotice(time=1.0, executor_id="a", deadline=10.0),
+                                           ExecutorNotice(time=1.0, executor_id="b", deadline=10.0)]
+    assert _released(feed(policy, events + [Tick(time=8.5)])) == []
+    assert sorted(_released(feed(policy, add_executors(["c"], time=8.6) + [Tick(time=8.7)]))) == ["a", "b"]
 
 
 def test_an_output_left_for_readers_before_the_deadline_keeps_the_executor() -> None:

@@ -9,6 +9,7 @@ from trspark.engine.protocol import (
     REMOTE,
     BlockBackedUp,
     BlockLost,
+    ExecutorAdded,
     ExecutorLost,
     ExecutorNotice,
     JobEnded,
@@ -16,6 +17,7 @@ from trspark.engine.protocol import (
     ShuffleConsumed,
     StageCompleted,
     StageSubmitted,
+    TaskEnded,
     TaskStarted,
     Tick,
 )
@@ -138,6 +140,35 @@ def test_only_evictions_count_as_observed_lifetimes() -> None:
     assert state.lifetimes["default"] == [(5.0, True), (7.0, False)]
 
 
+def test_a_lost_executor_leaves_only_its_lifetime_and_late_events_from_it_are_harmless() -> None:
+    state = _two_stage_job()
+    state.apply(TaskStarted(time=7.0, stage_id=1, partition=0, executor_id="a"))
+    state.apply(ExecutorLost(time=10.0, executor_id="a", reason="evicted"))
+    assert list(state.executors) == ["b"] and state.total_cores() == 2
+    assert state.lifetimes["default"] == [(10.0, True)]
+    # Spark reports the lost executor's task (and a stale backup to it) after the loss.
+    state.apply(TaskEnded(time=10.5, stage_id=1, partition=0, executor_id="a", duration=3.5, successful=False,
+                          reason="executor_lost"))
+    state.apply(BlockBackedUp(time=10.6, shuffle_id=0, map_index=1, target="a", bytes=20 * MB))
+    assert state.outputs[(0, 1)].holders() == ["b"] and "a" not in state.executors
+    state.apply(ExecutorAdded(time=11.0, executor_id="a", host="h", cores=1))  # an id may come back
+    assert state.executors["a"].alive and state.total_cores() == 3
+
+
+def test_the_warm_mean_leaves_out_each_executors_first_task() -> None:
+    state = _state(add_executors(["a", "b"]), [map_stage(0, 4, 0)])
+    assert state.mean_warm_task_seconds() == state.mean_task_seconds() == 1.0  # nothing ended: the default
+    for p, (ex, seconds) in enumerate([("a", 9.0), ("b", 7.0)]):  # two cold first tasks
+        for event in run_task(0, p, ex, start=0.0, seconds=seconds, write=MB, shuffle_id=0):
+            state.apply(event)
+    assert state.mean_warm_task_seconds() == pytest.approx(8.0), "no warm task yet: the mean of all"
+    for p, (ex, seconds) in enumerate([("a", 1.0), ("b", 2.0)], start=2):
+        for event in run_task(0, p, ex, start=9.0, seconds=seconds, write=MB, shuffle_id=0):
+            state.apply(event)
+    assert state.mean_warm_task_seconds() == pytest.approx(1.5)
+    assert state.mean_task_seconds() == pytest.approx(19.0 / 4)
+
+
 def test_a_consumed_shuffle_is_retired_on_the_next_event_with_the_stages_done_with_it() -> None:
     state = _two_stage_job()
     for event in [e for p in range(3) for e in run_task(1, p, "a", start=7.0 + p, seconds=1.0)]:
@@ -154,6 +185,30 @@ def test_a_consumed_shuffle_is_retired_on_the_next_event_with_the_stages_done_wi
     assert (state.shuffle_stage, state.shuffle_readers) == ({}, {})
     assert state.mean_task_seconds() == pytest.approx(mean) == pytest.approx((4 + 6 + 3) / 5)
     assert state.consumers_safe(0)
+
+
+def test_a_shuffle_whose_readers_output_is_still_needed_waits_for_it_to_be_consumed() -> None:
+    # Adaptive execution: stage 1 reads shuffle 0 and writes shuffle 1, which a later job's
+    # stage 2 reads. The shim reports shuffle 0 once stage 1 ended; if shuffle 1 is lost before
+    # stage 2 read it, Spark re-runs stage 1, which reads shuffle 0 again.
+    state = _state(
+        add_executors(["a", "b"], time=0.0, cores=2),
+        [map_stage(0, 2, 0)],
+        run_task(0, 0, "a", start=0.0, seconds=4.0, write=10 * MB, shuffle_id=0),
+        run_task(0, 1, "b", start=0.0, seconds=6.0, write=20 * MB, shuffle_id=0),
+        [StageCompleted(time=6.0, stage_id=0), map_stage(1, 1, 1, time=6.0, parents=[0], parent_shuffles=[0])],
+        run_task(1, 0, "a", start=6.0, seconds=1.0, write=MB, shuffle_id=1),
+        [StageCompleted(time=7.0, stage_id=1)],
+    )
+    state.apply(ShuffleConsumed(time=7.0, shuffle_id=0))
+    assert state.consumed_now == [] and 0 not in state.consumed_shuffles
+    assert not any(b.consumed for b in state.shuffle_outputs(0)) and not state.consumers_safe(0)
+    state.apply(Tick(time=8.0))
+    assert [b.block_id for b in state.shuffle_outputs(0)] == [(0, 0), (0, 1)], "still needed: kept"
+    state.apply(ShuffleConsumed(time=9.0, shuffle_id=1))  # the later job read shuffle 1
+    assert state.consumed_now == [1, 0] and state.consumed_shuffles == {0, 1}
+    state.apply(Tick(time=10.0))
+    assert state.consumed_now == [] and state.outputs == {}
 
 
 def test_a_stage_still_reading_an_unconsumed_shuffle_is_kept() -> None:

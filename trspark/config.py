@@ -211,7 +211,8 @@ KEYS: tuple[Key, ...] = (
         "while everything that executor holds could still be copied within the window, less notice.margin."),
     Key("notice.release", "notice_release", True, _bool, "true | false",
         "Let an executor with a termination notice go once no task fits before its deadline, none runs there "
-        "and it holds nothing still needed that is not saved elsewhere, so its replacement can start before the deadline."),
+        "and it holds nothing still needed that is not saved elsewhere, so its replacement can start before the deadline. "
+        "Never the last executors: while every executor has a notice, none is let go."),
     Key("notice.signal", "notice_signal", "PWR", _signal_name, "a signal name such as PWR or TERM, or none",
         "POSIX signal an executor takes as a termination notice (chained with Spark's own decommission handler); none = ignore signals."),
 )

@@ -107,8 +107,9 @@ class CostEstimator:
         elif isinstance(event, ShuffleConsumed):
             # Consumed outputs are never charged: forgetting the shuffle is the same for every
             # Er, and keeps a long application's lineage to the shuffles in play.
-            lineage.forget_shuffle(event.shuffle_id)
-            self.recompute.forget_shuffle(event.shuffle_id)
+            for shuffle in state.consumed_now:
+                lineage.forget_shuffle(shuffle)
+                self.recompute.forget_shuffle(shuffle)
         if isinstance(event, Tick) or self._first or self.knowledge.uses_notices:
             # With a distribution only, the failure table ages with the clock on ticks: its
             # rebuild (O(executors x grid)) lands on the periodic re-plan, not inside a task's

@@ -123,7 +123,7 @@ def build_hints(
     if warm_first and expected:
         for executor_id, limit in cold_limits(executors).items():
             limits[executor_id] = min(limit, limits.get(executor_id, limit))
-    notice_limits, drain = notice_rules(executors, state.now, notice_allowance, expected, state.mean_task_seconds())
+    notice_limits, drain = notice_rules(executors, state.now, notice_allowance, expected, state.mean_warm_task_seconds())
     for executor_id, limit in notice_limits.items():
         limits[executor_id] = min(limit, limits.get(executor_id, limit))
     gone = [e.executor_id for e in executors if e.executor_id in released]
@@ -142,7 +142,9 @@ def shortest_task(expected: dict[int, float], idle_estimate: float) -> float:
     """The shortest ET among the runnable stages (s); ``idle_estimate`` when none is runnable.
 
     Between two stages (or two of Spark SQL's query-stage jobs) nothing is runnable for a
-    moment: the job's mean task time then stands for the next stage's tasks.
+    moment: the application's mean warm task time
+    (:meth:`~trspark.engine.state.JobState.mean_warm_task_seconds`) then stands for the next
+    stage's tasks.
     """
     return min(expected.values(), default=idle_estimate)
 
