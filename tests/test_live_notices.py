@@ -239,6 +239,36 @@ def test_a_shuffle_written_by_a_map_stage_job_is_consumed_only_after_its_reader_
 
 
 @pytest.mark.spark
+def test_a_query_stage_output_nobody_reads_is_consumed_when_the_query_ends(
+        live: tuple[Any, NoticeServer, Path]) -> None:
+    """Adaptive execution materialises both sides of a join as query stages; one side turns out
+    empty, so the join is replaced by an empty relation and the other side's shuffle is never read.
+    No reader ends, so only the query's end can tell the engine that shuffle is done with (it
+    keeps a shuffle needed while a reader's output is unread)."""
+    spark, _, tmp = live
+    events = _trace_from_now(tmp / TRACE)
+    spark.conf.set("spark.sql.adaptive.enabled", "true")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")  # shuffle both sides
+    try:
+        big = spark.range(0, 20_000, 1, 4).selectExpr("id % 100 AS k", "id AS v")
+        # Empty, but only found so at run time (Spark folds rand() > 2 before running anything).
+        empty = spark.range(0, 1_000, 1, 2).where("hash(id) = 7").selectExpr("id AS k")
+        assert big.join(empty, "k").collect() == []
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+    written = wait_for(lambda: {e["shuffle_id"] for e in events() if e["type"] == "StageSubmitted"
+                                and e.get("shuffle_id") is not None} or None, what="the query stages' shuffles")
+    read = {s for e in events() if e["type"] == "StageSubmitted" for s in e["parent_shuffle_ids"]}
+    assert written - read, "a query stage's shuffle that no stage read"
+    wait_for(lambda: written <= {e["shuffle_id"] for e in events() if e["type"] == "ShuffleConsumed"},
+             what=f"shuffles {sorted(written)} consumed at the query's end")
+    # Adaptive execution may cancel a query stage still running once the other proved empty: its
+    # job ends after the query. Wait for it, so that the next test's trace starts clean.
+    wait_for(lambda: {e["job_id"] for e in events() if e["type"] == "JobSubmitted"}
+             <= {e["job_id"] for e in events() if e["type"] == "JobEnded"}, what="every job of the query ended")
+
+
+@pytest.mark.spark
 def test_the_engine_learns_each_jobs_stage_graph_before_its_stages_are_submitted(
         live: tuple[Any, NoticeServer, Path]) -> None:
     """``JobSubmitted`` carries Spark's JobStart graph: every stage the job then submits is in it,

@@ -5,6 +5,7 @@ import scala.collection.mutable
 import org.apache.spark.{ExceptionFailure, ExecutorLostFailure, FetchFailed, SparkContext, SparkEnv, Success,
   TaskKilled}
 import org.apache.spark.scheduler._
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd
 
 /**
  * Records Spark's scheduler events as the engine's protocol events (`trspark/engine/protocol.py`,
@@ -17,6 +18,8 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
   private val readers = mutable.HashMap.empty[Int, mutable.Set[Int]]
   private val shufflesOfJob = mutable.HashMap.empty[Int, Seq[Int]]
   private val consumed = mutable.HashSet.empty[Int]
+  /** Spark SQL execution id -> the shuffles its jobs write (in the order the jobs started). */
+  private val shufflesOfExecution = mutable.HashMap.empty[Long, mutable.ArrayBuffer[Int]]
   private val pool = sc.conf.get(TRConf.Prefix + "pool", "default")
 
   private def ev(kind: String) = plugin.event(kind)
@@ -45,6 +48,14 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
     // (Spark SQL's adaptive execution runs each query stage as one) writes a shuffle that the
     // *next* job reads: marking it consumed here dropped its backups before it was read.
     shufflesOfJob(job.jobId) = reads.map(_._1).distinct
+    // The engine keeps a shuffle needed while a reader's own output is unread (a lost one is
+    // re-made from it). A query stage's output that no later job reads (adaptive execution
+    // re-planned, e.g. to a broadcast join) would keep its inputs needed for good: the query's
+    // end settles them all.
+    for (props <- Option(job.properties); id <- Option(props.getProperty("spark.sql.execution.id"))) {
+      shufflesOfExecution.getOrElseUpdate(id.toLong, mutable.ArrayBuffer.empty[Int]) ++=
+        job.stageInfos.flatMap(_.shuffleDepId)
+    }
     // The whole graph: Spark submits a stage only when its parents' outputs exist, so this is the
     // engine's only way to know who will read a shuffle still being written (its need horizon).
     val node = ev("JobSubmitted").put("job_id", job.jobId)
@@ -131,6 +142,13 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
   override def onJobEnd(end: SparkListenerJobEnd): Unit = {
     shufflesOfJob.remove(end.jobId).foreach(_.foreach(markConsumed))
     plugin.emit(ev("JobEnded").put("job_id", end.jobId).put("succeeded", end.jobResult == JobSucceeded))
+  }
+
+  override def onOtherEvent(event: SparkListenerEvent): Unit = event match {
+    case end: SparkListenerSQLExecutionEnd =>
+      // Newest first: a shuffle is consumed after the shuffles its readers write.
+      shufflesOfExecution.remove(end.executionId).foreach(_.distinct.reverseIterator.foreach(markConsumed))
+    case _ =>
   }
 
   private def markConsumed(shuffle: Int): Unit = if (consumed.add(shuffle)) {
