@@ -287,6 +287,58 @@ def test_backup_cut_off_by_a_kill_is_never_used(cluster: Cluster) -> None:
     assert victim_index in reruns
 
 
+def test_a_backed_up_output_of_a_running_stage_is_not_re_run_when_its_executor_dies(cluster: Cluster) -> None:
+    """Kill an executor while its map stage still runs, after its finished output was copied.
+
+    Spark's ``TaskSetManager.executorLost`` re-runs every finished map task of the running stage
+    that ran on a lost executor unless the loss is a decommissioning; the task scheduler tells
+    it so for an eviction, so it finds the output re-pointed to its copy and leaves it.
+    """
+    import threading
+
+    cluster.full_strength()
+    cluster.status.setBuiltin("always", "remote", 0.0)
+    sc = cluster.sc
+
+    def slow(rows: Any) -> Any:
+        time.sleep(3.0)
+        return ((x % 5, x) for x in rows)
+
+    rdd = sc.parallelize(range(90), 9).mapPartitions(slow).partitionBy(3).mapValues(lambda v: v)
+    group = f"running-stage-{time.monotonic_ns()}"
+    wait_for(lambda: cluster.stat("backups_requested") == cluster.stat("backups_done") + cluster.stat("backups_failed"),
+             what="earlier backups to finish")
+
+    def committed(task: dict[str, Any]) -> bool:
+        return bool(glob.glob(f"{cluster.root}/{cluster.app_id}/*/*/shuffle_*_{task['taskId']}_0.trspark-ok"))
+
+    answer: dict[str, Any] = {}
+    worker = threading.Thread(target=lambda: answer.update(rows=run_job_rows(cluster, rdd, group)))
+    worker.start()
+    try:
+        # A task of the first wave has ended and its output is on the store; the stage runs on.
+        first = wait_for(lambda: (stages := cluster.job_stages(group))
+                         and [t for t in cluster.map_tasks(stages[0]) if committed(t)], what="a copied output")
+        victim = first[0]["executorId"]
+        saved = sorted(t["index"] for t in cluster.map_tasks(cluster.job_stages(group)[0])
+                       if t["executorId"] == victim and committed(t))
+        cluster.kill(victim)
+    finally:
+        worker.join(timeout=TIMEOUT)
+    assert sorted(answer["rows"]) == sorted((x % 5, x) for x in range(90))
+    successes = [t["index"] for t in cluster.map_tasks(cluster.job_stages(group)[0])]
+    assert saved and all(successes.count(p) == 1 for p in saved), f"copied {saved}, re-run: {sorted(successes)}"
+
+
+def run_job_rows(cluster: Cluster, rdd: Any, group: str) -> list[Any]:
+    """``rdd.collect()`` in job group ``group`` (rows, not a dict)."""
+    cluster.sc.setJobGroup(group, group)
+    try:
+        return list(rdd.collect())
+    finally:
+        cluster.sc.setJobGroup("", "")
+
+
 def test_evictions_do_not_abort_the_job(cluster: Cluster) -> None:
     """8 SIGKILLs in 41 s (the pattern that aborted a vanilla query here) and the job completes.
 
