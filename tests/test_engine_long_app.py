@@ -28,6 +28,7 @@ from trspark.engine.protocol import (
     TaskStarted,
     Tick,
 )
+from trspark.engine.state import BlockId
 from trspark.engine.tr.policy import TRPolicy
 
 JOBS = 40
@@ -53,22 +54,34 @@ def _job(j: int, t: float) -> list[Event]:
     return [*events, StageCompleted(t, r), ShuffleConsumed(t, j), JobEnded(t, True, job_id=j), Tick(t + 0.5)]
 
 
-def test_many_jobs_leave_nothing_behind_but_their_statistics() -> None:
+def _policy() -> TRPolicy:
+    """TR on 3 one-core executors living 5 s on average: it backs outputs up."""
     policy = TRPolicy(TRConfig(lifetime="exponential:mean=5", remote_bandwidth=1e9, local_bandwidth=1e9))
     for i in range(3):
         policy.handle(ExecutorAdded(0.0, str(i), host=f"h{i}", cores=1))
-    t, backed_up, dropped = 0.0, set(), set()
+    return policy
+
+
+def _drive(policy: TRPolicy, events: list[Event], backed_up: set[BlockId], dropped: set[BlockId]) -> None:
+    """Feed ``events``; every copy finishes at once. Records the blocks backed up and dropped."""
+    for event in events:
+        commands: list[Command] = list(policy.handle(event))
+        while commands:
+            c = commands.pop(0)
+            if isinstance(c, Backup):
+                backed_up.add((c.shuffle_id, c.map_index))
+                commands += policy.handle(BlockBackedUp(event.time, c.shuffle_id, c.map_index, c.target, c.bytes))
+            elif isinstance(c, DropBackup):
+                dropped.add((c.shuffle_id, c.map_index))
+
+
+def test_many_jobs_leave_nothing_behind_but_their_statistics() -> None:
+    policy = _policy()
+    t, backed_up, dropped = 0.0, set[BlockId](), set[BlockId]()
     for j in range(JOBS):
-        for event in _job(j, t):
-            commands: list[Command] = list(policy.handle(event))
-            while commands:  # every copy finishes at once
-                c = commands.pop(0)
-                if isinstance(c, Backup):
-                    backed_up.add((c.shuffle_id, c.map_index))
-                    commands += policy.handle(BlockBackedUp(event.time, c.shuffle_id, c.map_index, c.target, c.bytes))
-                elif isinstance(c, DropBackup):
-                    dropped.add((c.shuffle_id, c.map_index))
-            t = event.time
+        events = _job(j, t)
+        _drive(policy, events, backed_up, dropped)
+        t = events[-1].time
     assert len(backed_up) > JOBS  # the engine did protect outputs ...
     assert dropped == backed_up  # ... and dropped every copy once its shuffle was consumed
     state, lineage = policy.state, policy.costs.lineage
@@ -82,22 +95,12 @@ def test_a_query_stages_inputs_keep_their_backups_until_its_own_output_is_read()
     # Adaptive execution runs each query stage as its own job: stage 0 writes shuffle 0; job 1's
     # stage 1 reads it and writes shuffle 1; job 2's stage 2 reads shuffle 1. The shim reports
     # shuffle 0 consumed when job 1 ends, but shuffle 1 may still be lost and re-made from it.
-    policy = TRPolicy(TRConfig(lifetime="exponential:mean=5", remote_bandwidth=1e9, local_bandwidth=1e9))
-    for i in range(3):
-        policy.handle(ExecutorAdded(0.0, str(i), host=f"h{i}", cores=1))
-    backed_up: set[tuple[int, int]] = set()
+    policy = _policy()
+    backed_up: set[BlockId] = set()
 
-    def run(events: list[Event]) -> set[tuple[int, int]]:
-        dropped = set()
-        for event in events:
-            commands: list[Command] = list(policy.handle(event))
-            while commands:
-                c = commands.pop(0)
-                if isinstance(c, Backup):
-                    backed_up.add((c.shuffle_id, c.map_index))
-                    commands += policy.handle(BlockBackedUp(event.time, c.shuffle_id, c.map_index, c.target, c.bytes))
-                elif isinstance(c, DropBackup):
-                    dropped.add((c.shuffle_id, c.map_index))
+    def run(events: list[Event]) -> set[BlockId]:
+        dropped: set[BlockId] = set()
+        _drive(policy, events, backed_up, dropped)
         return dropped
 
     def stage(t: float, job: int, stage_id: int, shuffle: int | None, parent: int | None) -> list[Event]:

@@ -228,7 +228,7 @@ class JobState:
 
     # ---- queries --------------------------------------------------------------------------
     def alive_executors(self) -> list[ExecutorView]:
-        return [e for e in self.executors.values() if e.alive]
+        return list(self.executors.values())  # a lost executor is dropped from ``executors``
 
     def total_cores(self) -> int:
         """Cores of the alive executors (kept as a running count: asked on every decision)."""

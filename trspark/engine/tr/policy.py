@@ -69,6 +69,7 @@ from trspark.engine.tr.knowledge import LifetimeKnowledge
 from trspark.engine.tr.safety_belt import SafetyBelt
 from trspark.engine.tr.scheduling import (
     build_hints,
+    every_one_noticed,
     expected_task_seconds,
     has_room,
     hints_changed,
@@ -454,7 +455,8 @@ class TRPolicy(Policy):
         # The shortest task and the copy allowance are the same for every noticed executor.
         shortest = shortest_task(expected_task_seconds(state), state.mean_warm_task_seconds())
         allowance = self._notice_allowance()
-        unnoticed = any(not e.draining and e.executor_id not in self.released for e in state.alive_executors())
+        # (A released executor had a notice: it counts as noticed until the driver reports it lost.)
+        unnoticed = not every_one_noticed(state.alive_executors())
         for executor_id in sorted(self._draining):
             ex = state.executors.get(executor_id)
             if ex is None or not ex.alive:

@@ -155,6 +155,11 @@ def has_room(executor: ExecutorView, now: float, allowance: float, shortest: flo
     return deadline is not None and deadline - now - allowance >= shortest
 
 
+def every_one_noticed(executors: Sequence[ExecutorView]) -> bool:
+    """Has every executor a termination notice? Then the noticed ones take tasks whatever their room."""
+    return all(e.draining for e in executors)
+
+
 def notice_rules(
     executors: Sequence[ExecutorView], now: float, allowance: float, expected: dict[int, float],
     idle_estimate: float = math.inf,
@@ -168,7 +173,7 @@ def notice_rules(
     must run the tasks).
     """
     noticed = [e for e in executors if e.draining]
-    if not noticed or len(noticed) == len(executors):
+    if not noticed or every_one_noticed(executors):
         return {}, ()
     shortest = shortest_task(expected, idle_estimate)
     limits: dict[str, float] = {}
