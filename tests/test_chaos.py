@@ -138,6 +138,34 @@ def test_min_alive_makes_a_due_kill_wait_for_a_replacement(cluster: FakeCluster)
     assert [r.executor_id for r in injector.records] == ["0", "1"]
 
 
+def test_a_schedule_ranks_only_registered_executors_and_waits_for_them(cluster: FakeCluster) -> None:
+    for executor_id in ("0", "1", "2"):
+        cluster.add(executor_id)
+    registered = {"0", "2"}  # "1" is a replacement still starting: its JVM runs, the driver lacks it
+    asked: list[str] = []
+
+    def is_registered(executor_id: str) -> bool:
+        asked.append(executor_id)
+        return executor_id in registered
+
+    now = [0.0]
+    injector = EvictionInjector(cluster.driver, schedule=[(1.0, 1), (6.0, 0)], notice=5.0, min_alive=1,
+                                registered=is_registered, clock=lambda: now[0]).start(background=False)
+    injector.step()
+    # Rank 1 among the registered ("0", "2") is "2", not the starting "1".
+    assert [(r.executor_id, r.signal, r.rank) for r in injector.records] == [("2", signal.SIGPWR, 1)]
+    now[0] = 5.0
+    injector.step()  # the notice's 5 s are over: "2" is killed; the next notice is due, but it would leave
+    # fewer registered executors ("0") than min_alive: it waits
+    assert [(r.executor_id, r.signal) for r in injector.records] == [("2", signal.SIGPWR), ("2", signal.SIGKILL)]
+    registered.add("1")  # the replacement registers
+    injector.step()
+    assert [(r.executor_id, r.rank) for r in injector.records][2:] == [("0", 0)]
+    asked.clear()
+    injector.step()  # nothing more is due: the driver is not asked
+    assert asked == []
+
+
 def test_max_kills_and_sigpwr_only(cluster: FakeCluster) -> None:
     for executor_id in ("0", "1"):
         cluster.add(executor_id)

@@ -177,6 +177,11 @@ class EvictionInjector:
         (e.g. the driver lists it), not when its process is first seen, and it is not killed
         before. This is the clock Spark -- and the lifetime history -- measures executors by: a JVM
         takes seconds to register, which would otherwise shorten every observed lifetime.
+        Schedule mode: ranks count only registered executors (as :func:`draw_schedule` counts
+        a replacement only once its ``replacement_delay`` is over), and a due kill waits while
+        too few are registered (``min_alive``). Without it a replayed rank could pick a JVM
+        still starting, which a SIGKILL kills then, but a SIGPWR notice kills at once as well
+        (the JVM has no handler yet): a notice-driven policy would lose it ``notice`` s early.
     max_kills
         Stop killing after this many victims.
     min_alive
@@ -323,10 +328,11 @@ class EvictionInjector:
                 del self._noticed[pid]
                 self._signal(victim, signals.SIGKILL, rank)
         alive = [e for e in find_executors(self.driver_pid) if e.pid not in self._chosen]
-        if self.model is not None and self.registered is not None:
-            # Not yet born (still starting): no lifetime drawn, not a candidate for a kill.
-            alive = [e for e in alive if e.pid in self._deaths or self.registered(e.executor_id)]
         lead = self.notice or 0.0
+        if self.registered is not None and (self.model is not None or self._kill_due(now + lead)):
+            # Not yet born (still starting): no lifetime drawn, not a candidate for a kill. (A
+            # schedule asks the driver only when a kill is due: it is a remote call.)
+            alive = [e for e in alive if e.pid in self._deaths or self.registered(e.executor_id)]
         while (choice := self._next_victim(alive, now + lead)) is not None:
             victim, rank = choice
             if self.max_kills is not None and self.victims >= self.max_kills:
@@ -347,12 +353,16 @@ class EvictionInjector:
                 # the victim always gets its full `notice` seconds.
                 self._noticed[victim.pid] = (self.elapsed() + lead, victim, rank)
 
+    def _kill_due(self, horizon: float) -> bool:
+        """Schedule mode: the next scheduled (notice or kill) time is at or before ``horizon``."""
+        return bool(self._pending) and self._pending[0][0] <= horizon
+
     def _next_victim(self, alive: list[ExecutorProcess], horizon: float) -> tuple[ExecutorProcess, int] | None:
         """The next executor whose (notice or kill) time is at or before ``horizon``, with its rank."""
         if not alive:
             return None
         if self.model is None:
-            if not self._pending or self._pending[0][0] > horizon:
+            if not self._kill_due(horizon):
                 return None
             rank = self._pending[0][1] % len(alive)
             return alive[rank], rank

@@ -126,6 +126,17 @@ class CapacityMeter:
             self._thread.join()
 
 
+def executor_ids(sc: SparkContext) -> Callable[[], set[str]]:
+    """A callable giving the ids of the executors registered with the driver (driver excluded)."""
+    backend = sc._jsc.sc()
+
+    def ids() -> set[str]:
+        # A Scala Seq over py4j: joined on the JVM side rather than iterated element by element.
+        return {i for i in str(backend.getExecutorIds().mkString(",")).split(",") if i}
+
+    return ids
+
+
 def executor_count(sc: SparkContext, driver_pid: int | None = None) -> Callable[[], int]:
     """A callable giving the executors registered with the driver (the driver itself excluded).
 
@@ -135,11 +146,10 @@ def executor_count(sc: SparkContext, driver_pid: int | None = None) -> Callable[
     one released or decommissioned on a notice --, and a run must not start on that count: its
     replacement would still be starting, exposed to the next kill before it ever registered.
     """
-    backend = sc._jsc.sc()
+    registered_ids = executor_ids(sc)
 
     def count() -> int:
-        # A Scala Seq over py4j: joined on the JVM side rather than iterated element by element.
-        registered = {i for i in str(backend.getExecutorIds().mkString(",")).split(",") if i}
+        registered = registered_ids()
         if driver_pid is None:
             return len(registered)
         from trspark.chaos import find_executors

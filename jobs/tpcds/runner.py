@@ -473,6 +473,10 @@ def _injector(ctx: _Context, spark: SparkSession, policy: str, name: str, r: int
 
     gateway: Any = spark.sparkContext._gateway
     notice = ctx.settings.notice if ctx.settings.noticed(policy) else None
+    registered_ids = metrics.executor_ids(spark.sparkContext)
+    # Victims are ranked among registered executors only, the clock draw_schedule keeps: a JVM
+    # still starting is no victim (a notice would kill it at once, a kill only at its time).
     return EvictionInjector(gateway.proc.pid, schedule=ctx.schedules[(name, r)], notice=notice,
                             signal=signal.SIGKILL, min_alive=ctx.settings.min_alive,
-                            max_kills=ctx.settings.max_kills)
+                            max_kills=ctx.settings.max_kills,
+                            registered=lambda executor_id: executor_id in registered_ids())
