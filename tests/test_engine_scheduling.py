@@ -295,18 +295,21 @@ def test_notice_copies_nothing_that_is_read_before_the_deadline() -> None:
     _, out = _noticed_policy("notice", deadline=33.0)
     assert not [c for c in out if isinstance(c, Backup)]
     (hints,) = [c for c in out if isinstance(c, SchedulingHints)]
-    # 30 s left, less the copy of an 8 MB output (0.13 s) and notice.margin (3 s): a takes tasks that fit.
-    assert hints.drain == () and hints.max_task_seconds == {"a": pytest.approx(30.0 - 0.13 - 3.0)}
+    # 30 s left, less the copy of an 8 MB output (0.13 s) and its reported end (1 s): a takes tasks that fit.
+    assert hints.drain == () and hints.max_task_seconds == {"a": pytest.approx(30.0 - 0.13 - 1.0)}
 
 
 def test_a_noticed_executor_takes_the_tasks_that_fit_before_its_deadline_then_drains() -> None:
     policy, out = _noticed_policy("notice", deadline=9.0)  # 6 s left at the notice, 2 s tasks
     hints = [c for c in out if isinstance(c, SchedulingHints)][-1]
-    # Room: 6 s less the output's copy (0.13 s) and the margin the copies keep (notice.margin, 3 s).
-    assert hints.drain == () and hints.max_task_seconds["a"] == pytest.approx(6.0 - 0.13 - 3.0)
+    # Room: 6 s less the output's copy (0.13 s) and the copy's reported end (1 s), not notice.margin
+    # (3 s, kept by the copies of outputs already there).
+    assert hints.drain == () and hints.max_task_seconds["a"] == pytest.approx(6.0 - 0.13 - 1.0)
     assert allowed("a", 0, hints)
-    later = [c for c in feed(policy, [Tick(time=4.0)]) if isinstance(c, SchedulingHints)]
-    assert later and later[-1].drain == ("a",), "with 5 s left a 2 s task would end inside the margin"
+    later = [c for c in feed(policy, [Tick(time=5.0)]) if isinstance(c, SchedulingHints)]
+    assert later and later[-1].drain == () and allowed("a", 0, later[-1]), "4 s left: a 2 s task still fits"
+    later = [c for c in feed(policy, [Tick(time=6.0)]) if isinstance(c, SchedulingHints)]
+    assert later and later[-1].drain == ("a",), "with 3 s left a 2 s task and its copy would not end in time"
     assert not allowed("a", 0, later[-1])
 
 
@@ -486,35 +489,35 @@ def test_a_noticed_executor_is_not_released_while_a_task_reads_its_output() -> N
 
 def test_a_noticed_executor_with_room_for_a_task_is_not_released_while_idle() -> None:
     # 30 s left: idle now (between stages), but the next tasks fit there -- it stays; with the
-    # room (time left less notice.margin, 3 s) down to less than a task (the job's mean, 1 s, when
-    # nothing is runnable) it goes.
+    # room (time left less the copy's reported end, 1 s) down to less than a task (the job's
+    # mean, 1 s, when nothing is runnable) it goes.
     for release, expected in ((True, ["a"]), (False, [])):
         config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", notice_release=release)
         policy = make_policy("tr", config)
         out = feed(policy, add_executors(["a", "b"]) + [ExecutorNotice(time=1.0, executor_id="a", deadline=31.0)])
-        assert _released(out + feed(policy, [Tick(time=5.0), Tick(time=26.5)])) == []
-        assert _released(feed(policy, [Tick(time=27.5)])) == expected
+        assert _released(out + feed(policy, [Tick(time=5.0), Tick(time=28.5)])) == []
+        assert _released(feed(policy, [Tick(time=29.5)])) == expected
 
 
 def test_an_idle_noticed_executor_is_judged_by_warm_tasks_not_by_cold_first_ones() -> None:
-    # Fresh JVMs took 6 s for their first tasks, 1 s after. Noticed with 5 s left between two
-    # stages: a warm 1 s task fits after the 3 s margin, so a is kept (the all-task mean, 3.5 s,
-    # would not fit and would let a go).
+    # Fresh JVMs took 6 s for their first tasks, 1 s after. Noticed, and 3.5 s left between two
+    # stages: a warm 1 s task fits before the copy's reported end (1 s), so a is kept (the
+    # all-task mean, 3.5 s, would not fit and would let a go).
     config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", duplication=False)
     policy = make_policy("tr", config)
     events = add_executors(["a", "b"]) + [map_stage(0, 4, 0)]
     for p, (ex, start, seconds) in enumerate([("a", 0.0, 6.0), ("b", 0.0, 6.0), ("a", 6.0, 1.0), ("b", 6.0, 1.0)]):
         events += run_task(0, p, ex, start=start, seconds=seconds, write=MB, shuffle_id=0)
     events += [StageCompleted(time=7.0, stage_id=0), ShuffleConsumed(time=7.0, shuffle_id=0)]
-    out = feed(policy, events + [ExecutorNotice(time=8.0, executor_id="a", deadline=13.0), Tick(time=8.5)])
+    out = feed(policy, events + [ExecutorNotice(time=8.0, executor_id="a", deadline=13.0), Tick(time=9.5)])
     assert policy.state.mean_task_seconds() == pytest.approx(3.5)
     assert _released(out) == []
-    assert _released(feed(policy, [Tick(time=9.5)])) == ["a"], "3.5 s left: a 1 s task no longer fits"
+    assert _released(feed(policy, [Tick(time=11.5)])) == ["a"], "1.5 s left: a 1 s task no longer fits"
 
 
 def test_the_last_executors_are_not_released_when_every_one_has_a_notice() -> None:
-    # a and b both noticed; at t = 8.5 s, 1.5 s left each (no room for a 1 s task after the 3 s
-    # margin): both take tasks anyway (nobody else can), so neither is let go. Once a fresh
+    # a and b both noticed; at t = 8.5 s, 1.5 s left each (no room for a 1 s task and the 1 s
+    # of its copy's end): both take tasks anyway (nobody else can), so neither is let go. Once a fresh
     # executor c has come, they go.
     config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic")
     policy = make_policy("tr", config)

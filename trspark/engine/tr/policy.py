@@ -84,6 +84,11 @@ REPLAN_ON_CHANGE = 16
 #: Queued re-plans done per event: re-planning is spread over the following events so that no
 #: single event pays for many decisions (decision latency, bench/engine.py).
 REPLANS_PER_EVENT = 1
+#: Seconds from the end of a task on a noticed executor until its output's copy is reported
+#: done, on top of the copy itself: at most 0.8 s (median 0.15 s) over 40 live copies
+#: (``docs/notices.md``). The room rule keeps this, not ``notice.margin``: see
+#: :meth:`TRPolicy._notice_allowance`.
+NOTICE_COPY_LATENCY = 1.0
 
 
 #: Events after which a noticed executor may have nothing left to do (a task or copy ended, a
@@ -330,16 +335,24 @@ class TRPolicy(Policy):
         """Seconds a task on a noticed executor must leave before the deadline: saving its output.
 
         The copy of the largest mean task output of the runnable stages at the slower target's
-        speed, plus ``notice_margin``: the margin the executor's own copies keep (a copy's end is
-        reported up to ~1 s after its decision) also absorbs a task that runs longer than its
-        stage's estimate -- before any task of a stage has finished, that estimate is the job's
-        mean (a live trace: a 1.0 s estimate, 1.38 s left, the task took 1.56 s and died with
-        its executor, and the stage waited for its re-run).
+        speed, plus :data:`NOTICE_COPY_LATENCY` (a copy's end is reported up to ~1 s after its
+        decision). The task's own length needs no margin: ET is already its stage's longest
+        finished task (the job's mean before one has finished, so a 1.0 s estimate with 1.38 s
+        left -- a live trace where the task took 1.56 s and died with its executor -- is still
+        refused).
+
+        Not ``notice.margin``, which the *copies* of outputs already there keep: waiting to copy
+        risks an output, while a core kept idle is lost for sure, and a task that does not make
+        it costs one re-run. With 5 s notices (TPC-DS SF 1, run A's kill schedules, ``tr``
+        alone, one run each) a 3 s margin here idled each noticed executor for most of its
+        window and drained it early: 278 s over the 10 queries against 179 s with 1 s, and 29
+        kills met against 19, since slower queries met more of the schedule
+        (``docs/results/tpcds_sf1.md``).
         """
         if not self._draining:
             return 0.0
         largest = max((s.mean_write_bytes() or 0.0 for s in self.state.runnable_stages()), default=0.0)
-        return self.costs.backup.copy_seconds(largest, self._slowest_bandwidth()) + self.config.notice_margin
+        return self.costs.backup.copy_seconds(largest, self._slowest_bandwidth()) + NOTICE_COPY_LATENCY
 
     def _copy_total(self, executor_id: str) -> float:
         """``BT_total`` (s) of the executor's unconsumed outputs not on the store yet, once per executor and instant.
