@@ -11,6 +11,11 @@ Experiments (``--exp``):
   next to always.
 * ``ablation`` -- tr with TR-Scheduling on/off, duplication on/off; always and tr over remote
   bandwidth 50/100/200 MB/s (local 4x, cap 10 GB/s) and 50/100/200 VMs.
+* ``frontier`` -- what any belief buys the engine's own rule: tr (safety belt off, stall weight
+  on and off) told a mean lifetime 0.5x to 1000x the true one, so it copies from more than
+  ``always`` to almost nothing; with never and always as the two ends. If no belief brings a
+  point under a target (issue 4's T2: slowdown <= 1.05 at stability >= 50), no tuning of the
+  rule's inputs will: what is left is knowing *which* outputs will be lost (``oracle-backup``).
 
 Job sizes are scaled down (``--scale``, ``--vms``) so the sweeps fit a shared 2-core machine;
 the CSV records every setting. Run: ``python bench/engine_sweep.py --exp stability``.
@@ -138,8 +143,23 @@ def ablation_points(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                          runs=args.runs, variant=f"{vms} VMs", workers=args.workers, period=args.period)
 
 
+FRONTIER_FACTORS = (0.5, 1.0, 2.0, 4.0, 10.0, 30.0, 100.0, 1000.0)
+
+
+def frontier_points(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    for workload in args.workloads:
+        for stability in args.stabilities:
+            for policy in ("never", "always"):
+                yield _point("frontier", workload, policy, stability, **_common(args))
+            for weighted in (True, False):
+                for factor in FRONTIER_FACTORS:
+                    config = TRConfig(safety_belt=False, duplication=args.duplication, stall_weight=weighted)
+                    yield _point("frontier", workload, "tr", stability, **_common(args), believed_factor=factor,
+                                 config=config, variant=f"mean x{factor:g}, {'weighted' if weighted else 'unweighted'}")
+
+
 EXPERIMENTS = {"stability": stability_points, "robustness": robustness_points, "belt": belt_points,
-               "ablation": ablation_points}
+               "ablation": ablation_points, "frontier": frontier_points}
 
 
 def plot_stability(csv_path: Path, png_path: Path) -> None:
