@@ -347,7 +347,9 @@ class TRPolicy(Policy):
         alone, one run each) a 3 s margin here idled each noticed executor for most of its
         window and drained it early: 278 s over the 10 queries against 179 s with 1 s, and 29
         kills met against 19, since slower queries met more of the schedule
-        (``docs/results/tpcds_sf1.md``).
+        (``docs/results/tpcds_sf1.md``; that run set ``notice.margin=1``, which moves the copies'
+        last responsible moment too, but with a 5 s window and the 5 s period that moment had
+        passed at the notice either way).
         """
         if not self._draining:
             return 0.0
