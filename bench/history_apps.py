@@ -39,7 +39,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -79,16 +78,12 @@ class AppResult:
     """The plugin fell back to always-checkpoint: no engine, so nothing was recorded."""
 
 
-def registered_executors(sc: Any) -> set[str]:
-    """Ids of the executors the driver currently lists (not the driver itself)."""
-    return {e for e in sc._jsc.sc().getExecutorIds().mkString(",").split(",") if e}
-
-
 def run_app(spec: AppSpec) -> AppResult:
     """One application: shuffle jobs for ``spec.seconds`` under Weibull-drawn SIGKILLs."""
     from pyspark.sql import SparkSession
 
     import trspark
+    from jobs.tpcds.metrics import executor_ids
     from jobs.tpcds.session import spark_home
     from trspark.chaos import EvictionInjector
 
@@ -107,8 +102,9 @@ def run_app(spec: AppSpec) -> AppResult:
         sc = spark.sparkContext
         sc.setLogLevel("ERROR")
         try:
+            registered_ids = executor_ids(sc)
             injector = EvictionInjector(sc._gateway.proc.pid, model=spec.truth, rng=spec.seed, min_alive=1,
-                                        registered=lambda e: e in registered_executors(sc))
+                                        registered=lambda e: e in registered_ids())
             jobs = ok = 0
             with injector:
                 while injector.elapsed() < spec.seconds:
