@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from jobs.tpcds.datagen import generate
-from jobs.tpcds.oracle import Answer, DuckDBOracle, compare, values_equal
+from jobs.tpcds.oracle import Answer, DuckDBOracle, compare, normalise, values_equal
 from jobs.tpcds.queries import load
 
 COLUMNS = ("d_year", "brand_id", "brand", "sum_agg")
@@ -60,6 +60,39 @@ def test_swapped_order_is_caught_only_where_the_query_orders() -> None:
     assert not verdict.ok
     assert verdict.reason.startswith("order: same rows, different order")
     assert compare(answer(), answer(swapped), ordered=False).ok
+
+
+def test_rows_tied_on_the_order_keys_may_come_in_either_order() -> None:
+    # q65 at SF 3: ORDER BY s_store_name, i_item_desc, and two items share a description.
+    columns = ("s_store_name", "i_item_desc", "revenue")
+    want = [("able", "blue", Decimal("3.50")), ("able", "blue", Decimal("16.14")), ("able", "red", Decimal("1.00"))]
+    tied_swapped = [want[1], want[0], want[2]]
+    keys = ("s_store_name", "i_item_desc")
+    assert compare(Answer.of(columns, want), Answer.of(columns, tied_swapped), ordered=True, order_keys=keys).ok
+    assert compare(Answer.of(columns, want), Answer.of(columns, tied_swapped), ordered=True, order_keys=(1, 2)).ok
+    # Without the keys the same answer is an order failure, as before.
+    assert compare(Answer.of(columns, want), Answer.of(columns, tied_swapped), ordered=True).reason.startswith("order")
+    # Rows not tied keep their order: the last row moved to the front is caught ...
+    moved = [want[2], want[0], want[1]]
+    verdict = compare(Answer.of(columns, want), Answer.of(columns, moved), ordered=True, order_keys=keys)
+    assert not verdict.ok and verdict.reason.startswith("order: row 0: sort key")
+    # ... and so is a changed value inside a tied run.
+    changed = [want[1], ("able", "blue", Decimal("3.51")), want[2]]
+    verdict = compare(Answer.of(columns, want), Answer.of(columns, changed), ordered=True, order_keys=keys)
+    assert not verdict.ok and "tied on the sort key" in verdict.reason
+    # A key that is no output column leaves the strict rule in force.
+    assert not compare(Answer.of(columns, want), Answer.of(columns, tied_swapped), ordered=True,
+                       order_keys=("s_store_id",)).ok
+
+
+def test_a_decimal_stands_for_the_values_it_rounds() -> None:
+    # q7 at SF 3: Spark's avg rounded to 6 fractional digits, DuckDB's double.
+    assert values_equal(0.19333333333333333, normalise(Decimal("0.193333")))
+    assert not values_equal(0.19333333333333333, normalise(Decimal("0.193334")))  # one unit off
+    assert not values_equal(0.19333333333333333, 0.193333)  # a plain float keeps the 1e-6 rule
+    # Two decimals of one scale are compared exactly: a cent apart is a different answer.
+    assert not values_equal(normalise(Decimal("0.01")), normalise(Decimal("0.02")))
+    assert values_equal(normalise(Decimal("12.50")), normalise(Decimal("12.5")))
 
 
 def test_null_equals_only_null() -> None:

@@ -13,6 +13,7 @@ from jobs.tpcds.queries import (
     has_top_level_order_by,
     load,
     parse_list,
+    top_level_order_keys,
 )
 
 
@@ -34,6 +35,16 @@ def test_order_by_detection_ignores_subqueries_windows_and_strings() -> None:
     assert not has_top_level_order_by("select rank() over (partition by b order by a) from t")
     assert not has_top_level_order_by("select 'order by' from t")
     assert load("q3").ordered and not load("q9").ordered
+
+
+def test_order_keys_are_output_columns_or_none() -> None:
+    assert top_level_order_keys("select a from t order by s.s_store_name, i_item_desc desc nulls last limit 100") == (
+        "s_store_name", "i_item_desc")
+    assert top_level_order_keys("select a, b from t order by 2, 1") == (2, 1)
+    assert top_level_order_keys("select a from t order by a, f(b, c)") is None  # an expression key
+    assert top_level_order_keys("select a from (select a from t order by a) x") is None
+    assert top_level_order_keys("select rank() over (order by a) r from t order by r") == ("r",)
+    assert load("q65").order_keys == ("s_store_name", "i_item_desc")
 
 
 def test_spark_text_is_one_statement_without_comments() -> None:

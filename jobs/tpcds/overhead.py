@@ -135,7 +135,8 @@ def run(settings: OverheadSettings, on_row: Callable[[RunRow], None] = lambda ro
                                  seconds=seconds, failed=answer is None, error=error, plugin_fallback=fell_back,
                                  **counters)
                     if answer is not None:
-                        verdict = compare(answers[name], answer, ordered=queries[name].ordered)
+                        verdict = compare(answers[name], answer, ordered=queries[name].ordered,
+                                          order_keys=queries[name].order_keys)
                         row.result_ok, row.error = verdict.ok, verdict.reason
                     pair[config] = row
                 base = pair["never"]

@@ -70,6 +70,11 @@ class Query:
         """True when the outermost SELECT has an ORDER BY: its row order is part of the answer."""
         return has_top_level_order_by(self.spark_sql)
 
+    @property
+    def order_keys(self) -> tuple[str | int, ...] | None:
+        """The outermost ORDER BY's keys as output columns (see :func:`top_level_order_keys`)."""
+        return top_level_order_keys(self.spark_sql)
+
 
 @cache
 def query_dir() -> Path:
@@ -152,6 +157,48 @@ def has_top_level_order_by(sql: str) -> bool:
     String literals are skipped; ``--`` comments must already be removed. Window clauses
     (``OVER (... ORDER BY ...)``) and sub-queries sit inside parentheses and do not count.
     """
+    return _TOP_ORDER_BY.search(_top_level(sql)) is not None
+
+
+_TOP_ORDER_BY = re.compile(r"\border\s+by\b", re.IGNORECASE)
+_ORDER_END = re.compile(r"\b(limit|offset|fetch)\b", re.IGNORECASE)
+_KEY_SUFFIX = re.compile(r"\s+(asc|desc)?\s*(nulls\s+(first|last))?\s*$", re.IGNORECASE)
+_QUALIFIED_NAME = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*\.)?([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def top_level_order_keys(sql: str) -> tuple[str | int, ...] | None:
+    """The outermost ``ORDER BY``'s keys as output columns: names (lower case) or 1-based ordinals.
+
+    ``ORDER BY s.s_store_name, i_item_desc DESC LIMIT 100`` gives ``("s_store_name",
+    "i_item_desc")``; ``ORDER BY 1, 2`` gives ``(1, 2)``. None when there is no such clause or a
+    key is an expression (``sum(x)``, ``CASE ...``): then the key cannot be told from the output
+    columns. A qualified name keeps its column part, which is how it appears in the output.
+    """
+    top = _top_level(sql)  # same length as sql: positions found in it cut the original text
+    matches = list(_TOP_ORDER_BY.finditer(top))
+    if not matches:
+        return None
+    start = matches[-1].end()
+    end = _ORDER_END.search(top, start)
+    stop = end.start() if end is not None else len(top)
+    cuts = [start, *(i + 1 for i in range(start, stop) if top[i] == ","), stop + 1]  # top-level commas
+    keys: list[str | int] = []
+    for a, b in zip(cuts, cuts[1:], strict=False):
+        text = _KEY_SUFFIX.sub("", " " + sql[a:b - 1].strip()).strip()
+        if text.isdigit():
+            keys.append(int(text))
+        elif (name := _QUALIFIED_NAME.fullmatch(text)) is not None and text.lower() not in _NOT_NAMES:
+            keys.append(name.group(1).lower())
+        else:
+            return None  # an expression, e.g. sum(x) or CASE ... END
+    return tuple(keys)
+
+
+_NOT_NAMES = frozenset({"asc", "desc", "nulls", "first", "last"})
+
+
+def _top_level(sql: str) -> str:
+    """``sql`` with string literals and everything inside parentheses blanked out (same length)."""
     depth = 0
     scrubbed = []
     in_string = False
@@ -167,4 +214,4 @@ def has_top_level_order_by(sql: str) -> bool:
         elif char == ")":
             depth -= 1
         scrubbed.append(char if depth == 0 and char not in "()" else " ")
-    return re.search(r"\border\s+by\b", "".join(scrubbed), re.IGNORECASE) is not None
+    return "".join(scrubbed)

@@ -452,7 +452,8 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
     if stable:
         row.stable_seconds, row.slowdown = stable, outcome.seconds / stable
     if outcome.answer is not None:
-        verdict = compare(ctx.answers[query.name], outcome.answer, ordered=query.ordered)
+        verdict = compare(ctx.answers[query.name], outcome.answer, ordered=query.ordered,
+                          order_keys=query.order_keys)
         row.result_ok = verdict.ok
         row.error = verdict.reason
     try:
