@@ -197,6 +197,7 @@ def test_notice_sends_sigpwr_then_sigkill_after_the_notice(cluster: FakeCluster)
     assert [(r.t, r.signal) for r in injector.records] == [(6.0, signal.SIGPWR), (10.0, signal.SIGKILL)]
     assert proc.wait(TIMEOUT) == -signal.SIGKILL
     assert injector.schedule() == [(10.0, 0)]
+    assert injector.kills_by(9.9) == 0 and injector.kills_by(10.0) == 1
 
 
 def test_finish_notices_kills_noticed_executors_at_their_deadline_after_stop(cluster: FakeCluster) -> None:
@@ -222,6 +223,8 @@ def test_finish_notices_kills_noticed_executors_at_their_deadline_after_stop(clu
     now[0] = 4.0  # the query ends at 4 s, inside the window; the 30 s kill is never reached
     injector.stop()
     assert [r.signal for r in injector.records] == [signal.SIGPWR] and procs[0].poll() is None
+    assert injector.victims == 1 and injector.kills_by(4.0) == 0  # its kill is due after the run
+    assert injector.kills_by(8.0) == 1
     assert injector.finish_notices(sleep=sleep) == 1
     assert slept == [4.0]
     assert [(r.t, r.signal, r.executor_id) for r in injector.records][-1] == (8.0, signal.SIGKILL, "0")

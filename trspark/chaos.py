@@ -293,6 +293,15 @@ class EvictionInjector:
         with self._lock:
             return self._victims
 
+    def kills_by(self, t: float) -> int:
+        """Victims whose kill is due at or before ``t`` s after start.
+
+        With notices a victim's kill is its deadline, ``notice`` s after its SIGPWR: a notice
+        given near the end of a run is for a kill that lands after it. Counting by kill time makes
+        the count the same for a policy that acts on notices and for one that only meets the kills.
+        """
+        return sum(1 for kill_at, _ in self.schedule() if kill_at <= t)
+
     def schedule(self) -> Schedule:
         """The kills so far as a schedule, to replay the same evictions in another run."""
         if self.notice is None:

@@ -436,7 +436,9 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
     with metrics.CapacityMeter(count, s.executors) as meter, injector or nullcontext():
         outcome = execute(spark, query, group, s.time_cap)
     after = metrics.plugin_counters(spark.sparkContext)
-    kills = injector.victims if injector is not None else 0
+    # Kills due while the query ran: for the noticed policies a notice for a kill after its end
+    # does not count, as that kill is not met by the policies that are only killed either.
+    kills = injector.kills_by(injector.elapsed()) if injector is not None else 0
     if injector is not None and not last:
         # Notices outlive the query when it ends inside their window: their executors die now, so
         # every policy's next run starts from a cluster of fresh, registered replacements.
