@@ -159,6 +159,27 @@ def test_one_callback_after_notice_with_posted_deadline(jvm: Jvm, server: Notice
         w.stop()
 
 
+def test_gcp_deadline_counts_from_the_last_poll_that_saw_none(jvm: Jvm, server: NoticeServer) -> None:
+    """GCP says only TRUE: seen at a poll, it may be one interval old. The window counts from the
+    start of the last poll that saw FALSE, so the deadline is never later than the real one."""
+    settings = jvm.trspark.NoticeSettings("gcp", server.url, 1.0, 30.0, "none")
+    recorder = jvm.trspark.NoticeRecorder()
+    w = jvm.trspark.NoticeWatcher(settings, recorder)
+    w.start()
+    try:
+        wait_for(lambda: w.polls() >= 1, "a first poll")
+        polls = w.polls()
+        wait_for(lambda: w.polls() > polls, "a poll that saw no notice")
+        posted = time.time()  # the next poll comes about 1 s later
+        server.post_notice(30)
+        wait_for(lambda: recorder.calls() >= 1, "the gcp notice")
+        deadline = recorder.deadline() / 1000
+        # Counted from when TRUE was seen it would be about posted + 31 s.
+        assert posted + 30 - 1.5 <= deadline <= posted + 30 + 0.005
+    finally:
+        w.stop()
+
+
 def test_aws_imdsv2_token(jvm: Jvm) -> None:
     with NoticeServer(aws_require_token=True) as server:
         w, recorder = watcher(jvm, "aws", server.url)

@@ -28,10 +28,15 @@ object PollResult {
  *    (terminate | stop | hibernate) and an ISO-8601 UTC `time` (two minutes ahead). IMDSv2
  *    (session token from `PUT /latest/api/token`) when the service offers it, IMDSv1 otherwise.
  *  - GCP `GET /computeMetadata/v1/instance/preempted` with `Metadata-Flavor: Google`:
- *    `FALSE` / `TRUE`. No time is given: deadline = first `TRUE` seen + window (~30 s on GCP).
+ *    `FALSE` / `TRUE`. No time is given: deadline = the last `FALSE` poll's start + window
+ *    (~30 s on GCP), the earliest the termination can come.
  *  - Azure `GET /metadata/scheduledevents?api-version=2020-07-01` with `Metadata: true`: JSON
  *    `Events`; a `Preempt` or `Terminate` event for this VM (or naming no VM) is a notice, due at
- *    its RFC-1123 `NotBefore` (empty `NotBefore` = already started: now + window).
+ *    its RFC-1123 `NotBefore` (empty `NotBefore` = already started: the last clear poll's start
+ *    + window).
+ *
+ * `postedAfterMs` is the earliest time a notice without a time can have been posted: the
+ * watcher passes the start of its last poll that saw none.
  */
 object NoticeEndpoints {
   val AwsTokenPath = "/latest/api/token"
@@ -42,7 +47,7 @@ object NoticeEndpoints {
   val AzureNoticeTypes: Set[String] = Set("Preempt", "Terminate")
   private val mapper = new ObjectMapper()
 
-  /** AWS instance-action answer -> result (`nowMs` unused: AWS always gives the time). */
+  /** AWS instance-action answer -> result. */
   def parseAws(status: Int, body: String): PollResult = status match {
     case 404 => PollResult.NoNotice
     case 200 =>
@@ -56,10 +61,10 @@ object NoticeEndpoints {
     case other => PollResult.Unusable(s"AWS metadata answered HTTP $other")
   }
 
-  /** GCP preempted answer -> result; the deadline is `nowMs + windowMs`. */
-  def parseGcp(status: Int, body: String, nowMs: Long, windowMs: Long): PollResult = status match {
+  /** GCP preempted answer -> result; the deadline is `postedAfterMs + windowMs`. */
+  def parseGcp(status: Int, body: String, postedAfterMs: Long, windowMs: Long): PollResult = status match {
     case 200 => body.trim.toUpperCase(Locale.ROOT) match {
-      case "TRUE" => PollResult.Notice(nowMs + windowMs)
+      case "TRUE" => PollResult.Notice(postedAfterMs + windowMs)
       case "FALSE" => PollResult.NoNotice
       case other => PollResult.Unusable(s"GCP preempted answer '${other.take(40)}' is neither TRUE nor FALSE")
     }
@@ -71,7 +76,7 @@ object NoticeEndpoints {
    * Azure Scheduled Events answer -> result: the earliest `Preempt`/`Terminate` event whose
    * `Resources` name `vmName` (any event when `vmName` is empty or the event names no VM).
    */
-  def parseAzure(status: Int, body: String, vmName: String, nowMs: Long, windowMs: Long): PollResult = status match {
+  def parseAzure(status: Int, body: String, vmName: String, postedAfterMs: Long, windowMs: Long): PollResult = status match {
     case 200 =>
       val root = Try(mapper.readTree(body)).toOption.filter(n => n != null && n.path("Events").isArray)
       root match {
@@ -83,7 +88,7 @@ object NoticeEndpoints {
               (vmName.isEmpty || resources.isEmpty || resources.contains(vmName))
           }.map { event =>
             val notBefore = event.path("NotBefore").asText("").trim
-            if (notBefore.isEmpty) Some(nowMs + windowMs) else parseRfc1123(notBefore)
+            if (notBefore.isEmpty) Some(postedAfterMs + windowMs) else parseRfc1123(notBefore)
           }.toSeq
           if (deadlines.contains(None)) PollResult.Unusable("Azure event NotBefore is not an RFC-1123 time")
           else if (deadlines.isEmpty) PollResult.NoNotice

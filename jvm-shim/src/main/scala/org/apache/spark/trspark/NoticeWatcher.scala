@@ -65,6 +65,12 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit) 
     .proxy(HttpClient.Builder.NO_PROXY) // metadata services must never be asked through a proxy
     .build()
   private def clock(): Long = System.currentTimeMillis()
+  private val periodMs = math.max(1L, (settings.intervalS * 1000).round)
+  // When the last poll that saw no notice started. A notice that carries no time (GCP's
+  // `preempted`, an Azure event without NotBefore) was posted after it, so its deadline is at the
+  // earliest `lastClearMs + window`; counting the window from when the notice is seen would put
+  // the deadline up to one interval (plus a request) late.
+  @volatile private var lastClearMs: Option[Long] = None
   private val timer: ScheduledExecutorService = Executors.newSingleThreadScheduledExecutor(daemon("trspark-notice"))
 
   /** Polls made so far (for tests and the status log). */
@@ -75,7 +81,6 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit) 
 
   /** Start polling (no-op for `source = none`). */
   def start(): Unit = if (settings.polls) {
-    val periodMs = math.max(1L, (settings.intervalS * 1000).round)
     timer.scheduleWithFixedDelay(() => pollOnce(), 0L, periodMs, TimeUnit.MILLISECONDS)
     logInfo(s"trspark: watching ${settings.source} termination notices at ${settings.baseUrl} every " +
       s"${settings.intervalS} s")
@@ -114,13 +119,18 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit) 
 
   /** One poll; everything it can throw is caught (the thread must keep running). */
   def pollOnce(): Unit = if (!fired.get()) {
-    val result = try poll() catch {
+    val started = clock()
+    // No clear poll yet (the first poll, or only failed ones): the notice may be one interval old.
+    val postedAfter = lastClearMs.getOrElse(started - periodMs)
+    val result = try poll(postedAfter) catch {
       case NonFatal(e) => PollResult.Unusable(s"${settings.source} metadata at ${settings.baseUrl} unreachable ($e)")
     }
     pollCount.incrementAndGet()
     result match {
       case PollResult.Notice(deadline) => fire(deadline, settings.source)
-      case PollResult.NoNotice => lastProblem = ""
+      case PollResult.NoNotice =>
+        lastProblem = ""
+        lastClearMs = Some(started)
       case PollResult.Unusable(reason) =>
         if (reason != lastProblem) logInfo(s"trspark: no termination notice: $reason (further repeats at DEBUG)")
         else logDebug(s"trspark: no termination notice: $reason")
@@ -128,17 +138,18 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit) 
     }
   }
 
-  private def poll(): PollResult = settings.source match {
+  /** One request; `postedAfter`: the earliest time a notice seen now can have been posted (ms). */
+  private def poll(postedAfter: Long): PollResult = settings.source match {
     case "aws" =>
       val (status, body) = get(NoticeEndpoints.AwsPath, awsHeaders())
       if (status == 401) awsToken = None // expired or revoked: ask for a new one next time
       NoticeEndpoints.parseAws(status, body)
     case "gcp" =>
       val (status, body) = get(NoticeEndpoints.GcpPath, Seq("Metadata-Flavor" -> "Google"))
-      NoticeEndpoints.parseGcp(status, body, clock(), settings.windowMillis)
+      NoticeEndpoints.parseGcp(status, body, postedAfter, settings.windowMillis)
     case "azure" =>
       val (status, body) = get(NoticeEndpoints.AzurePath, Seq("Metadata" -> "true"))
-      NoticeEndpoints.parseAzure(status, body, vmName(), clock(), settings.windowMillis)
+      NoticeEndpoints.parseAzure(status, body, vmName(), postedAfter, settings.windowMillis)
     case other => PollResult.Unusable(s"unknown notice source '$other'")
   }
 
