@@ -83,7 +83,8 @@ class Rounded(float):
     def __new__(cls, value: Decimal) -> Rounded:
         number = super().__new__(cls, value)
         exponent = value.as_tuple().exponent
-        number.half_unit = 0.5 * 10.0 ** exponent if isinstance(exponent, int) else 0.0
+        # Engines return a fixed scale >= 0; an exponent above 0 (1E+3) still means whole units.
+        number.half_unit = 0.5 * 10.0 ** min(exponent, 0) if isinstance(exponent, int) else 0.0
         return number
 
 
