@@ -1,0 +1,156 @@
+"""The result reports in ``docs/results/``, generated from the CSVs kept there.
+
+``python -m jobs.reports`` rewrites one Markdown report per area (simulator, engine, live
+TPC-DS, notices, history, overhead). Every figure in a report is read from its CSV; each CSV's
+source records the command that wrote it, when, on which code and on which machine, since a
+CSV alone cannot say. To replace a result, run the command, overwrite the CSV, update its
+source below and run this module again. ``--check`` fails when a report is out of date.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
+MACHINE = "one VM, 2 vCPU (AMD EPYC), 23 GiB RAM"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One CSV and how it was made."""
+
+    csv: str
+    command: str
+    date: str
+    code: str
+    """Commit of the code that wrote the CSV (``unknown`` when it was not recorded)."""
+    machine: str
+    render: Callable[[Path], str]
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Report:
+    name: str
+    title: str
+    intro: str
+    sources: tuple[Source, ...]
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _num(raw: str, digits: int) -> str:
+    try:
+        value = float(raw)
+    except ValueError:
+        return raw or "-"
+    return "-" if math.isnan(value) else f"{value:.{digits}f}"
+
+
+def _plain(raw: str) -> str:
+    """``1000.0`` as ``1000``; text as it is."""
+    try:
+        return f"{float(raw):g}"
+    except ValueError:
+        return raw
+
+
+def _markdown(head: list[str], body: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(lines) + "\n"
+
+
+def columns(*names: str, digits: int = 3) -> Callable[[Path], str]:
+    """The CSV's rows with the named columns; numbers with ``digits`` decimals."""
+    def render(path: Path) -> str:
+        return _markdown(list(names), [[_num(r[n], digits) if "." in r[n] else (r[n] or "-") for n in names]
+                                       for r in _rows(path)])
+    return render
+
+
+def pivot(index: tuple[str, ...], column: str, value: str = "slowdown_mean") -> Callable[[Path], str]:
+    """One row per ``index`` value, one column per ``column`` value, cells ``value`` (3 decimals)."""
+    def render(path: Path) -> str:
+        rows = _rows(path)
+        cols = list(dict.fromkeys(r[column] for r in rows))
+        cells: dict[tuple[str, ...], dict[str, str]] = {}
+        for r in rows:
+            cells.setdefault(tuple(r[i] for i in index), {})[r[column]] = _num(r[value], 3)
+        keys = sorted(cells, key=lambda k: (k[0], *(-float(x) for x in k[1:])))
+        return _markdown([*index, *cols], [[*(_plain(x) for x in k), *(cells[k].get(c, "-") for c in cols)]
+                                           for k in keys])
+    return render
+
+
+def tpcds_targets(executors: int) -> Callable[[Path], str]:
+    """The benchmark's own per-query table and targets (``trspark bench targets``)."""
+    def render(path: Path) -> str:
+        from jobs.tpcds.plot import POLICY_ORDER
+        from jobs.tpcds.results import read
+        from jobs.tpcds.targets import markdown
+        rows = read(path)
+        body = []
+        for policy in POLICY_ORDER:
+            runs = [r for r in rows if r.policy == policy and r.scenario == "evicted"]
+            if runs:
+                body.append([policy, f"{sum(r.seconds for r in runs):.1f}", str(sum(r.tasks_recomputed for r in runs)),
+                             str(sum(r.backups_count for r in runs)), f"{sum(r.backups_bytes for r in runs) / 1e6:.0f}",
+                             str(sum(r.failed for r in runs))])
+        totals = _markdown(["policy", "total evicted s", "map tasks re-run", "copies", "MB copied", "failed"], body)
+        return markdown(rows, executors) + "\nOver the evicted runs:\n\n" + totals
+    return render
+
+
+def overhead(path: Path) -> str:
+    """Per-query medians and paired ratios of ``tr`` against vanilla Spark (``trspark bench overhead``)."""
+    from jobs.tpcds.overhead import TARGET, summarise
+    from jobs.tpcds.results import read
+    s = summarise(read(path))
+    body = [[q, f"{base:.2f}", f"{tr:.2f}", f"{ratio:.3f}", f"{paired:.3f}"]
+            for q, (base, tr, ratio, paired) in s.per_query.items()]
+    table = _markdown(["query", "vanilla s (median)", "tr s (median)", "ratio of medians", "median paired ratio"], body)
+    return (table + f"\nMedian paired ratio over all pairs: **{s.median_paired:.3f}**; total-time ratio "
+            f"{s.total_ratio:.3f} (target <= {TARGET}: {'met' if s.met else 'missed'}).\n")
+
+
+def render(report: Report) -> str:
+    out = [f"# {report.title}", "", "Generated by `python -m jobs.reports` from the CSVs named below; "
+           "do not edit by hand.", "", report.intro.strip(), ""]
+    for src in report.sources:
+        out += [f"## `{src.csv}`", "", "```bash", src.command.strip(), "```", "",
+                f"- date: {src.date}", f"- code: {src.code}", f"- machine: {src.machine}", ""]
+        if src.note:
+            out += [src.note.strip(), ""]
+        out.append(src.render(RESULTS / src.csv))
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main(argv: list[str]) -> int:
+    from jobs.report_sources import REPORTS
+    stale = []
+    for report in REPORTS:
+        path = RESULTS / f"{report.name}.md"
+        text = render(report)
+        if "--check" in argv:
+            if not path.exists() or path.read_text() != text:
+                stale.append(path.name)
+        else:
+            path.write_text(text)
+            print(f"wrote {path.relative_to(RESULTS.parent.parent)}")
+    if stale:
+        print("out of date (run python -m jobs.reports): " + ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
