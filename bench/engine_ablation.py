@@ -1,4 +1,4 @@
-"""Ablations of the TR policy engine in the simulator (issue 4; paper Figs. 9-11), CSV rows.
+"""Ablations of the TR policy engine in the simulator (paper Figs. 9-11), CSV rows.
 
 Experiments (``--exp``, default all):
 

@@ -1,4 +1,4 @@
-"""Simulator experiments for the TR policy engine (issue 4's "Done when"), CSV + PNG.
+"""Simulator experiments for the TR policy engine, CSV + PNG.
 
 Experiments (``--exp``):
 
@@ -14,7 +14,7 @@ Experiments (``--exp``):
 * ``frontier`` -- what any belief buys the engine's own rule: tr (safety belt off, stall weight
   on and off) told a mean lifetime 0.5x to 1000x the true one, so it copies from more than
   ``always`` to almost nothing; with never and always as the two ends. If no belief brings a
-  point under a target (issue 4's T2: slowdown <= 1.05 at stability >= 50), no tuning of the
+  point under a target (target T2: slowdown <= 1.05 at stability >= 50), no tuning of the
   rule's inputs will: what is left is knowing *which* outputs will be lost (``oracle-backup``).
 
 Job sizes are scaled down (``--scale``, ``--vms``) so the sweeps fit a shared 2-core machine;

@@ -21,7 +21,7 @@ storage served by Azurite (``abfs://history/<run>``, started from ``.tools/`` as
 Usage::
 
     python bench/history_apps.py --store local,azurite --apps 3 --app-seconds 150 \\
-        --markdown docs/results/live_history.md
+        --markdown history.md
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ printed next to it.
 Usage::
 
     python bench/notice_vs_decommission.py --sources aws,gcp,azure,signal --window 30 \\
-        --kills 4:0,12:1 --markdown docs/results/live_notices.md
+        --kills 4:0,12:1 --markdown notices.md
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The engine side of the live bridge: the pure line translator and the real engine process.
 
 The process tests play the shim: a loopback server socket, the real
-``python -m trspark.engine --connect`` subprocess, the wire protocol of ``docs/bridge.md``.
+``python -m trspark.engine --connect`` subprocess, the wire protocol of ``docs/architecture.md``.
 """
 
 from __future__ import annotations

@@ -312,7 +312,7 @@ def test_sigpwr_is_a_notice_and_chains_handlers(jvm: Jvm) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Live: executor plugin -> driver plugin on a real local-trcluster (needs the wiring of
-# docs/notices.md; skipped until the plugin handles TerminationNotice)
+# docs/notices-and-pools.md; skipped until the plugin handles TerminationNotice)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -346,7 +346,7 @@ def live_notices() -> Iterator[tuple[Any, NoticeServer]]:
             try:
                 spark.sparkContext._jvm.org.apache.spark.trspark.Wire.decode(probe)
             except Exception:  # py4j wraps the JVM's IllegalArgumentException
-                pytest.skip("the plugin does not handle TerminationNotice yet (docs/notices.md, integration)")
+                pytest.skip("the plugin does not handle TerminationNotice yet (docs/notices-and-pools.md, integration)")
             yield spark, server
         finally:
             spark.stop()

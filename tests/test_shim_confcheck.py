@@ -1,4 +1,4 @@
-"""Bad ``spark.trspark.*`` settings stop plain ``spark-submit`` before any job runs (issue 5).
+"""Bad ``spark.trspark.*`` settings stop plain ``spark-submit`` before any job runs.
 
 ``trspark.confcheck`` is tested directly; then real ``spark-submit`` runs of a tiny PySpark app
 (``local[1]``, the plugin given only by ``--jars`` and ``--conf spark.plugins=...``) show that

@@ -1,4 +1,4 @@
-"""Issue 6's targets judged from rows: hurt queries, the 1.3x bound, medians, failures, verification."""
+"""The benchmark's targets judged from rows: hurt queries, the 1.3x bound, medians, failures, verification."""
 
 from __future__ import annotations
 

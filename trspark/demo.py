@@ -71,7 +71,7 @@ def demo(out_dir: Path, sf: float, queries: str | None, policies: str, stability
     settings = BenchSettings(sf=sf, queries=names, policies=chosen, out=csv_path, stability=stability,
                              seed=seed, time_cap=240.0, warmup_rounds=2,
                              # Kills without warning, for every policy: the demo shows what backups
-                             # save (notices are `trspark bench tpcds`' and docs/notices.md's subject).
+                             # save (notices are `trspark bench tpcds`' and docs/notices-and-pools.md's subject).
                              tr_notices=False,
                              spark_conf=(("spark.sql.autoBroadcastJoinThreshold", "-1"),))
     started = time.monotonic()

@@ -45,7 +45,7 @@ CONFIGS: tuple[str, ...] = ("never", "tr")
 """Vanilla Spark (no plugin) and the plugin with policy ``tr``."""
 
 TARGET = 1.03
-"""Issue 6: ``tr`` within 3 % of the time without the plugin when nothing is killed."""
+"""Target: ``tr`` within 3 % of the time without the plugin when nothing is killed."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-r"""Issue 6's acceptance targets, judged from a results CSV, as a Markdown table.
+r"""The benchmark's acceptance targets, judged from a results CSV, as a Markdown table.
 
 Per query, the evicted slowdown of each policy is the median over its successful ``evicted`` runs
 (slowdown = seconds / vanilla Spark's median stable time); a (query, policy) whose every run failed
@@ -10,7 +10,7 @@ counts as ``inf`` (it did not finish). The targets:
 * **every result verified** -- each finished run's answer equal to DuckDB's (``result_ok``); failed
   runs (aborted, over the time cap) have no answer and are counted apart.
 
-(The third target of the issue, ``tr`` within 3 % of vanilla Spark without kills, is measured by
+(A third target, ``tr`` within 3 % of vanilla Spark without kills, is measured by
 :mod:`jobs.tpcds.overhead`.)
 
 With the executor count given, the report adds each hurt query's **capacity floor** per policy:

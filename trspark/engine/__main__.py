@@ -10,7 +10,7 @@ Started by the JVM shim's driver plugin. Reads its settings from the environment
 It validates the configuration and builds the policy *before* connecting, so a bad setting ends
 the process at once with one line naming the key (exit code 2) and the shim falls back to
 always-checkpoint. Then it connects, sends ``Hello`` and answers events (see
-:mod:`trspark.engine.bridge` and ``docs/bridge.md``) until end of input or its parent dies.
+:mod:`trspark.engine.bridge` and ``docs/architecture.md``) until end of input or its parent dies.
 
 Exit codes: 0 after end of input or SIGTERM, 2 bad settings / arguments, 3 cannot connect.
 """
@@ -74,7 +74,7 @@ def parse_address(text: str) -> tuple[str, int]:
 def event_observers(config: TRConfig, app_id: str) -> list[EventObserver]:
     """Watchers of every event besides the policy.
 
-    Hook for issue 5 (lifetime history): when ``config.history_url`` is set, a recorder of
+    Lifetime history: when ``config.history_url`` is set, a recorder of
     observed executor lifetimes (``ExecutorAdded`` -> ``ExecutorLost``, survivors censored at
     ``JobEnded``/exit) is returned here, keyed by ``config.pool`` and ``app_id``.
     """
@@ -135,7 +135,7 @@ def serve(sock: socket.socket, bridge: Bridge, token: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="trspark engine %(levelname)s: %(message)s")
-    parser = argparse.ArgumentParser(prog="python -m trspark.engine", description="The trspark policy engine; started by the Spark plugin (see docs/bridge.md).")
+    parser = argparse.ArgumentParser(prog="python -m trspark.engine", description="The trspark policy engine; started by the Spark plugin (see docs/architecture.md).")
     parser.add_argument("--connect", required=True, metavar="HOST:PORT", help="the shim's loopback socket")
     args = parser.parse_args(argv)
     parent_pid = os.getppid()

@@ -1,7 +1,7 @@
 """The engine side of the live bridge, without sockets: one input line in, output lines out.
 
 The JVM shim (driver plugin) and the engine process talk over a loopback socket in
-newline-delimited JSON (the full wire protocol is in ``docs/bridge.md``):
+newline-delimited JSON (the full wire protocol is in ``docs/architecture.md``):
 
 1. engine -> shim, once: ``{"type":"Hello","token":"<TRSPARK_TOKEN>","version":1}``;
 2. shim -> engine: one protocol event per line (:func:`trspark.engine.protocol.to_json` form)
@@ -31,7 +31,7 @@ PROTOCOL_VERSION = 1
 
 EventObserver = Callable[[Event], None]
 """Something that watches every valid event before the policy sees it (e.g. the lifetime
-history recorder of issue 5, which needs ``ExecutorAdded`` / ``ExecutorLost``)."""
+history recorder, which needs ``ExecutorAdded`` / ``ExecutorLost``)."""
 
 log = logging.getLogger("trspark.engine.bridge")
 

@@ -140,7 +140,7 @@ class CostEstimator:
             model = self.knowledge.model(view)
             if model is not executor.model:
                 # Lineage has no setter for a model; its failure table is rebuilt on the
-                # executors_version bump (see note in the engine report).
+                # executors_version bump, which tells it the models changed.
                 executor.model = model
                 changed = True
         if changed:

@@ -25,7 +25,7 @@ Why: on 200 VMs x 4 cores (simulator, tpcds, stability 20) the unweighted rule l
 whose ``C_Redo`` (~0.07 s) was just under a peer copy (~0.1 s); each loss failed its readers'
 stage, and TR ran 1.59x against always-checkpoint's 1.38x with 6x the re-computed tasks. With
 the readers' failures switched off in the simulator the two were even (1.39 / 1.38): the
-stall, not the re-run, was the cost (``docs/results/engine_ablation.md``).
+stall, not the re-run, was the cost.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import org.apache.spark.internal.Logging
 
 /**
  * The JVM end of the engine bridge (the Python end is `trspark/engine/bridge.py`; the wire is
- * described in `docs/bridge.md`).
+ * described in `docs/architecture.md`).
  *
  * Starts `<python> -m trspark.engine --connect 127.0.0.1:<port>` with `TRSPARK_TOKEN` and
  * `TRSPARK_CONF` in its environment and listens on a loopback socket. Newline-delimited JSON:
