@@ -101,10 +101,12 @@ best any policy can do with the capacity the kills leave. Every answer is compar
            _TPCDS.format(sf=1, seed=0, cap=400, out="tpcds_sf1_seed0.csv").replace(
                "--out", "--reference <an earlier run's CSV: vanilla's stable times> --out"),
            "2026-11-25, 23:01-23:27 UTC", "a6317d8", _LIVE, tpcds_targets(3),
-           "![slowdowns](tpcds_sf1_seed0.png)"),
+           "![slowdowns](tpcds_sf1_seed0.png)\n\nIn this CSV `executors_killed` of `decommission` and `tr` "
+           "counts every notice given during the query, including notices of kills due after its end."),
     Source("tpcds_sf1_seed1.csv", _TPCDS.format(sf=1, seed=1, cap=400, out="tpcds_sf1_seed1.csv"),
            "2026-11-25, 23:27-23:52 UTC", "a6317d8", _LIVE, tpcds_targets(3),
-           "![slowdowns](tpcds_sf1_seed1.png)"),
+           "![slowdowns](tpcds_sf1_seed1.png)\n\nIn this CSV `executors_killed` of `decommission` and `tr` "
+           "counts every notice given during the query, including notices of kills due after its end."),
     Source("tpcds_sf3_seed0.csv", _TPCDS.format(sf=3, seed=0, cap=600, out="tpcds_sf3_seed0.csv"),
            "2026-11-26, 00:45-01:12 UTC", "8ef9ea3 with uncommitted changes (committed as 2ece7bb and 4b44440)",
            _LIVE, tpcds_targets(3),
