@@ -69,12 +69,17 @@ def _markdown(head: list[str], body: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+_SETTINGS = ("stability", "vms", "tasks", "runs")
+"""Columns that name a setting: shown as given (``50``, not ``50.000``)."""
+
+
 def columns(*names: str, digits: int = 3) -> Callable[[Path], str]:
-    """The CSV's rows with the named columns; numbers with ``digits`` decimals."""
-    def render(path: Path) -> str:
-        return _markdown(list(names), [[_num(r[n], digits) if "." in r[n] else (r[n] or "-") for n in names]
-                                       for r in _rows(path)])
-    return render
+    """The CSV's rows with the named columns; measured numbers with ``digits`` decimals."""
+    def cell(name: str, raw: str) -> str:
+        if name in _SETTINGS:
+            return _plain(raw)
+        return _num(raw, digits) if "." in raw else (raw or "-")
+    return lambda path: _markdown(list(names), [[cell(n, r[n]) for n in names] for r in _rows(path)])
 
 
 def pivot(index: tuple[str, ...], column: str, value: str = "slowdown_mean") -> Callable[[Path], str]:
