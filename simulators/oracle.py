@@ -70,13 +70,13 @@ from trspark.engine.protocol import (
     Event,
     ExecutorAdded,
     ExecutorLost,
-    SchedulingHints,
     ShuffleConsumed,
     StageCompleted,
     StageSubmitted,
     TaskEnded,
     TaskStarted,
 )
+from trspark.engine.tr.scheduling import gamma_hints
 
 Block = tuple[int, int]
 
@@ -184,7 +184,7 @@ class OraclePolicy(Policy):
         if not limits and not self._hinted:
             return []
         self._hinted = bool(limits)
-        return [SchedulingHints(max_task_seconds=limits, expected_task_seconds=self._expected)]
+        return [gamma_hints((), limits, self._expected)]
 
     def _add_holder(self, block: Block, holder: str) -> None:
         holders = self.where.setdefault(block, set())

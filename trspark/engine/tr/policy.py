@@ -68,11 +68,12 @@ from trspark.engine.tr.horizon import NeedHorizon
 from trspark.engine.tr.knowledge import LifetimeKnowledge
 from trspark.engine.tr.safety_belt import SafetyBelt
 from trspark.engine.tr.scheduling import (
-    build_hints,
+    GammaLimits,
+    build_limits,
     every_one_noticed,
     expected_task_seconds,
     has_room,
-    hints_changed,
+    limits_changed,
     shortest_task,
 )
 
@@ -121,6 +122,7 @@ class TRPolicy(Policy):
         self.duplicator = Duplicator(self.knowledge)
         self.splitter = SplitAdvisor()
         self.hints: SchedulingHints | None = None
+        self.limits: GammaLimits | None = None  # the numbers behind self.hints
         self.decisions = {"local": 0, "remote": 0, "none": 0, "deferred": 0, "left_to_notice": 0}
         self._planned_now = False
         self._failed_at: dict[BlockId, float] = {}
@@ -508,12 +510,13 @@ class TRPolicy(Policy):
         out: list[Command] = []
         if self.config.scheduling:
             gamma = 1.0 if self.knowledge.mode == "deterministic" else self.config.gamma
-            hints = build_hints(state, residual, executors, gamma, notice_allowance=self._notice_allowance(),
-                                released=self.released, warm_first=self.config.warm_first,
-                                order=self.config.scheduling_order)
-            if hints_changed(self.hints, hints):
-                self.hints = hints
-                out.append(hints)
+            limits = build_limits(state, residual, executors, gamma, notice_allowance=self._notice_allowance(),
+                                  released=self.released, warm_first=self.config.warm_first,
+                                  order=self.config.scheduling_order)
+            if limits_changed(self.limits, limits):
+                self.limits = limits
+                self.hints = limits.hints()
+                out.append(self.hints)
         out += self.splitter.check(state, residual)
         return out
 
