@@ -361,6 +361,11 @@ class TRDriverPlugin extends DriverPlugin with Logging {
       logWarning(s"trspark: policy engine unavailable ($reason); falling back to always-checkpoint " +
         s"(every map output to ${if (conf.targets == "local") "a peer" else conf.remotePath}) for the rest of this application")
       synchronized(ledger.all.filter(r => !r.hasCopy && !r.busy).foreach(backupBuiltin))
+      // No engine keeps the hints current any more: Spark's own placement from now on.
+      sc.taskScheduler match {
+        case hooked: HintedScheduling => hooked.setHints(SchedulingHints.Empty)
+        case _ =>
+      }
     }
   }
 
