@@ -96,7 +96,7 @@ def task_limits(
 
 
 def cold_limits(executors: Sequence[ExecutorView]) -> dict[str, float]:
-    """``max_task_seconds = 0`` for the executors that have not finished a task yet, while others have.
+    """The executors that have not finished a task yet, while others have (each with limit 0: they pick last).
 
     A fresh executor JVM runs its first tasks several times slower (class loading, JIT), and a
     stage waits for its slowest task. Such an executor is a *fallback* in the hints: it takes a
