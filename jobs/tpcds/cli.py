@@ -140,7 +140,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
         if master is not None:
             raise click.BadParameter("caps executors of a local-cluster only; not with --master",
                                      param_hint="'--executor-cpus'")
-        from trspark.cpucap import CpuCapUnavailable, check
+        from jobs.harness.cpucap import CpuCapUnavailable, check
 
         try:
             check()

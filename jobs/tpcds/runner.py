@@ -8,7 +8,7 @@ Plan of a benchmark (``--policies never,always,decommission,tr``)
    every slowdown, and -- with ``--stability S`` -- sets the lifetime model of that query:
    exponential with mean ``S x stable_seconds``.
 3. One kill schedule per (query, repeat) is drawn from the lifetime model with a seeded generator
-   (:func:`trspark.chaos.draw_schedule`: ``executors`` renewal processes, a replacement
+   (:func:`jobs.harness.chaos.draw_schedule`: ``executors`` renewal processes, a replacement
    ``replacement_delay`` s after each kill). Every policy replays exactly these kills (paired).
 4. Each policy gets one session (start-up costs 22-31 s here, so sessions are re-used across
    queries and repeats), a warm-up pass (``warmup``: over the first N queries only), its stable
@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from jobs.tpcds import datagen, metrics, results, session
-from jobs.tpcds.oracle import Answer, DuckDBOracle, compare
+from jobs.tpcds.answers import Answer, DuckDBOracle, compare
 from jobs.tpcds.queries import Query, load
 from jobs.tpcds.results import RunRow
 
@@ -108,7 +108,7 @@ class BenchSettings:
     tr_notices: bool = True
     """Give ``tr`` the kills' notices too (``decommission`` always gets them)."""
     executor_cpus: float | None = None
-    """Cap each executor JVM at this many cores (its own cgroup, :mod:`trspark.cpucap`), as if
+    """Cap each executor JVM at this many cores (its own cgroup, :mod:`jobs.harness.cpucap`), as if
     every executor ran on its own VM; None: executors share the machine's cores."""
 
     def noticed(self, policy: str) -> bool:
@@ -194,7 +194,7 @@ def draw_schedules(ctx: _Context) -> None:
     The query enters the seed by name (CRC-32), not by position, so a run over a subset of the
     queries draws the same schedules as the full run.
     """
-    from trspark.chaos import draw_schedule
+    from jobs.harness.chaos import draw_schedule
 
     s = ctx.settings
     for name in s.queries:
@@ -344,7 +344,7 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
     local_driver = None if s.master else spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
     try:
         if s.executor_cpus is not None and local_driver is not None:
-            from trspark.cpucap import ExecutorCpuCap
+            from jobs.harness.cpucap import ExecutorCpuCap
 
             # Before the warm-up: the JIT warms up at the speed the measured runs will have.
             cap = ExecutorCpuCap(local_driver, s.executor_cpus).start()
@@ -472,7 +472,7 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
 def _injector(ctx: _Context, spark: SparkSession, policy: str, name: str, r: int) -> Any:
     if ctx.settings.master is not None:
         return None
-    from trspark.chaos import EvictionInjector
+    from jobs.harness.chaos import EvictionInjector
 
     gateway: Any = spark.sparkContext._gateway
     notice = ctx.settings.notice if ctx.settings.noticed(policy) else None
