@@ -96,8 +96,12 @@ def datagen_command(sf: float, cache: Path | None) -> None:
 @click.option("--cores", type=click.IntRange(1, 8), default=1, show_default=True, help="Cores per executor.")
 @click.option("--memory", "memory_mb", type=click.IntRange(512, 65536), default=2048, show_default=True,
               help="Memory per executor (MB).")
-@click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the kill schedules.")
+@click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="Runs per (query, policy, scenario). Evicted run r of a query replays the kill schedule "
+                   "drawn from (seed, query, r): a different schedule per repeat, the same for every "
+                   "policy, so `trspark bench targets` can pair the policies' runs.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the kill schedules (each repeat and query derives its own from it).")
 @click.option("--notice", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="Seconds of termination notice (SIGPWR) before each kill, for the decommission and tr policies.")
 @click.option("--tr-notices/--no-tr-notices", default=True, show_default=True,
@@ -243,11 +247,18 @@ def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime:
 
 @bench.command("targets")
 @click.argument("csv_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--executors", type=click.IntRange(min=1), default=None,
-              help="The runs' executor count: also report, where vanilla Spark is hurt, each policy's "
-                   "capacity floor (the slowdown the executors left alive by the kills allow at best).")
-def targets_command(csv_path: Path, executors: int | None) -> None:
-    """Per-query slowdown table of a results CSV and the acceptance targets, met or missed (Markdown)."""
+@click.option("--executors", type=click.IntRange(min=1), default=3, show_default=True,
+              help="The runs' executor count (the bench's --executors), for each run's capacity floor "
+                   "(the slowdown the executors left alive by the kills allow at best).")
+def targets_command(csv_path: Path, executors: int) -> None:
+    """Targets of a results CSV, met or missed, and its paired statistics (Markdown).
+
+    Per policy the median evicted slowdown with a bootstrap 95 % interval; the paired ratios
+    tr/always, tr/decommission and tr/never (runs paired by query, seed and repeat: the same
+    kills); per run the capacity floor and the excess over it. An interval containing 1 is
+    marked "not significant".
+    """
+    from jobs.tpcds import stats
     from jobs.tpcds.results import read
     from jobs.tpcds.targets import markdown
 
@@ -255,7 +266,7 @@ def targets_command(csv_path: Path, executors: int | None) -> None:
         rows = read(csv_path)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="CSV_PATH") from exc
-    click.echo(markdown(rows, executors), nl=False)
+    click.echo(markdown(rows, executors) + "\n" + stats.markdown(rows, executors), nl=False)
 
 
 @bench.command("plot")
