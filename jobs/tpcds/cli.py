@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -243,6 +243,58 @@ def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime:
     verdict = "met" if summary.met else "NOT met"
     click.echo(f"all: median paired ratio {summary.median_paired:.3f}, total-time ratio {summary.total_ratio:.3f}; "
                f"target <= {TARGET:.2f} {verdict}; rows in {out}")
+
+
+@bench.command("verify")
+@click.option("--sf", type=float, default=1.0, show_default=True, callback=_sf, help="TPC-DS scale factor.")
+@click.option("--queries", "queries", default="all", show_default=True, callback=_queries,
+              help="'all', 'default', or a list like q3,q7,q19.")
+@click.option("--executors", type=click.IntRange(1, 16), default=3, show_default=True)
+@click.option("--cores", type=click.IntRange(1, 8), default=1, show_default=True, help="Cores per executor.")
+@click.option("--memory", "memory_mb", type=click.IntRange(512, 65536), default=2048, show_default=True,
+              help="Memory per executor (MB).")
+@click.option("--time-cap", type=_positive, default=600.0, show_default=True,
+              help="Seconds after which a query is cancelled and fails.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path(__file__).with_name("QUERIES.md"), show_default="jobs/tpcds/QUERIES.md",
+              help="Markdown file whose verification table is (re)written.")
+@click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, help="TPC-DS data cache root.")
+def verify_command(sf: float, queries: tuple[str, ...], executors: int, cores: int, memory_mb: int,
+                   time_cap: float, out: Path, cache: Path | None) -> None:
+    """Run every query on Spark with the plugin (tr, no kills) and compare each answer with DuckDB's."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from jobs.tpcds.verify import Hooks, VerifySettings, verify, write_table
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    settings = VerifySettings(sf=sf, queries=queries, executors=executors, cores=cores, memory_mb=memory_mb,
+                              time_cap=time_cap, cache=cache)
+    console = Console(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as bar:
+        current: list[tuple[Any, str]] = []  # the phase's task and label
+
+        def phase(label: str, total: int) -> None:
+            current[:] = [(bar.add_task(label, total=total), label)]
+
+        def done(name: str) -> None:
+            task, label = current[0]
+            bar.update(task, advance=1, description=f"{label} · {name}")
+
+        verdicts = verify(settings, Hooks(phase=phase, done=done))
+    for v in verdicts:
+        if not v.ok:
+            console.print(f"[red]{v.query} fails[/]: {v.reason}")
+    from jobs.tpcds.queries import DEFAULT_QUERIES, runnable
+
+    named = {runnable(): "all", DEFAULT_QUERIES: "default"}.get(queries, ",".join(queries))
+    command = f"trspark bench verify --sf {sf:g} --queries {named}"
+    write_table(out, verdicts, settings, command)
+    passed = sum(v.ok for v in verdicts)
+    click.echo(f"{passed} of {len(verdicts)} queries pass (Spark with the plugin vs DuckDB, SF {sf:g}); table in {out}")
+    if passed < len(verdicts):
+        sys.exit(1)
 
 
 @bench.command("targets")

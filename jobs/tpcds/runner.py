@@ -157,7 +157,7 @@ def execute(spark: SparkSession, query: Query, group: str, time_cap: float) -> O
         try:
             box["answer"] = session.run_query(spark, query, job_group=group)
         except Exception as exc:  # py4j / Spark errors: the job aborted
-            box["error"] = _first_line(exc)
+            box["error"] = first_line(exc)
 
     started = time.monotonic()
     worker = threading.Thread(target=target, name=f"query-{group}", daemon=True)
@@ -170,7 +170,8 @@ def execute(spark: SparkSession, query: Query, group: str, time_cap: float) -> O
     return Outcome(time.monotonic() - started, box.get("answer"), box.get("error", ""))
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The line of an exception's text that names it (py4j puts the Java exception on its own line)."""
     text = str(exc).strip() or type(exc).__name__
     for line in text.splitlines():  # py4j puts the Java exception's message on its own line
         if "Exception" in line or "Error" in line:
@@ -328,7 +329,7 @@ def _policy_process(ctx: _Context, policy: str, data: Path, channel: Any) -> Non
         channel.put(("done", _PolicyDone({}, {}, str(exc))))
     except Exception as exc:  # report, do not hang the parent
         log.exception("policy %s failed", policy)
-        channel.put(("done", _PolicyDone({}, {}, f"it failed: {_first_line(exc)}")))
+        channel.put(("done", _PolicyDone({}, {}, f"it failed: {first_line(exc)}")))
 
 
 def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> list[RunRow]:
