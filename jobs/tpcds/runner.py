@@ -83,6 +83,7 @@ class BenchSettings:
     cores: int = 1
     memory_mb: int = 2048
     repeat: int = 1
+    """Evicted runs per (query, policy): run ``r`` replays the kill schedule drawn from (seed, query, r)."""
     seed: int = 0
     time_cap: float = 600.0
     notice: float = 30.0
@@ -107,9 +108,16 @@ class BenchSettings:
     """Times the warm-up pass runs (short queries need more than one pass before the JIT settles)."""
     tr_notices: bool = True
     """Give ``tr`` the kills' notices too (``decommission`` always gets them)."""
+    stable_repeat: int | None = None
+    """Stable runs per (query, policy) when not ``repeat`` (None: ``repeat``), e.g. 3 for a steady
+    reference with 2 kill schedules."""
     executor_cpus: float | None = None
     """Cap each executor JVM at this many cores (its own cgroup, :mod:`trspark.cpucap`), as if
     every executor ran on its own VM; None: executors share the machine's cores."""
+
+    def runs(self, scenario: str) -> int:
+        """Recorded runs per (query, policy) of ``scenario``."""
+        return self.stable_repeat if scenario == "stable" and self.stable_repeat else self.repeat
 
     def noticed(self, policy: str) -> bool:
         """Does ``policy`` get a termination notice before each kill?"""
@@ -244,13 +252,15 @@ def run(settings: BenchSettings, progress: Progress | None = None) -> BenchResul
         answers = {name: oracle.answer(query) for name, query in queries.items()}
     ctx = _Context(settings, queries, answers)
     runs = len(settings.queries) * settings.repeat
+    stable_runs = len(settings.queries) * settings.runs("stable")
     if settings.reference is not None:
         ctx.stable.update(reference_times(settings.reference, settings.queries))
         policies = list(settings.policies)
         planned = dict.fromkeys(policies, runs)
     else:
         policies = ["never", *(p for p in settings.policies if p != "never")]
-        planned = {p: runs * (1 if settings.master or (settings.stable_runs == "never" and p != "never") else 2)
+        planned = {p: runs + (0 if settings.master or (settings.stable_runs == "never" and p != "never")
+                              else stable_runs)
                    for p in policies}
     progress.start(sum(planned.values()))
     rows: list[RunRow] = []
@@ -370,9 +380,10 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
                 draw_schedules(ctx)
             for name, query in ctx.queries.items():
                 batch = []
-                for r in range(s.repeat):
-                    progress.step(f"{policy} · {scenario} · {name} · run {r + 1}/{s.repeat}")
-                    last = scenario == scenarios[-1] and name == names[-1] and r == s.repeat - 1
+                count = s.runs(scenario)
+                for r in range(count):
+                    progress.step(f"{policy} · {scenario} · {name} · run {r + 1}/{count}")
+                    last = scenario == scenarios[-1] and name == names[-1] and r == count - 1
                     batch.append(_run_once(ctx, spark, api, count, policy, scenario, query, r, last=last))
                     progress.advance()
                 if scenario == "stable" and policy == "never":
