@@ -75,6 +75,9 @@ def test_default_plan_fits_ten_minutes_and_needs_three_references_and_two_seeds(
     assert estimate_seconds(plan) <= demo_runner.BUDGET_S
     # Three seeds would not fit with these stable times.
     assert estimate_seconds(DemoPlan(seeds=3)) > demo_runner.BUDGET_S
+    assert demo_runner.stable_guess("chain10") == 2 * demo_runner.stable_guess("chain5")
+    assert estimate_seconds(DemoPlan(workloads=("q3",)), stable={"q3": 1.0}) < estimate_seconds(
+        DemoPlan(workloads=("q3",)))
     settings = plan.settings(Path("r.csv"))
     assert (settings.repeat, settings.runs("stable"), settings.runs("evicted")) == (2, 3, 2)
     assert settings.stable_runs == "never" and not settings.tr_notices

@@ -31,7 +31,7 @@ MAX_ITERATIONS = 30
 def is_chain(name: str) -> bool:
     """Is ``name`` a chain job (``chain4``: four iterations)?"""
     match = NAME.match(name)
-    return bool(match) and 1 <= int(match.group(1)) <= MAX_ITERATIONS
+    return match is not None and 1 <= int(match.group(1)) <= MAX_ITERATIONS
 
 
 def sql(iterations: int) -> str:
@@ -55,7 +55,7 @@ def sql(iterations: int) -> str:
 def query(name: str) -> Query:
     """The chain job ``name`` (e.g. ``chain4``) as a :class:`Query`."""
     match = NAME.match(name)
-    if not match or not is_chain(name):
+    if match is None or not is_chain(name):
         raise ValueError(f"{name!r} is not a chain job; allowed: {PREFIX}1..{PREFIX}{MAX_ITERATIONS}")
     text = sql(int(match.group(1)))
     return Query(name, text, text)

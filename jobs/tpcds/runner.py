@@ -380,10 +380,10 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
                 draw_schedules(ctx)
             for name, query in ctx.queries.items():
                 batch = []
-                count = s.runs(scenario)
-                for r in range(count):
-                    progress.step(f"{policy} · {scenario} · {name} · run {r + 1}/{count}")
-                    last = scenario == scenarios[-1] and name == names[-1] and r == count - 1
+                runs = s.runs(scenario)
+                for r in range(runs):
+                    progress.step(f"{policy} · {scenario} · {name} · run {r + 1}/{runs}")
+                    last = scenario == scenarios[-1] and name == names[-1] and r == runs - 1
                     batch.append(_run_once(ctx, spark, api, count, policy, scenario, query, r, last=last))
                     progress.advance()
                 if scenario == "stable" and policy == "never":
