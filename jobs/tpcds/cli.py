@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,19 @@ def _confs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
     return tuple(pairs)
 
 
+def _cluster_options(command: Callable[..., None]) -> Callable[..., None]:
+    """``--executors``, ``--cores`` and ``--memory`` of a local cluster (every live command has them)."""
+    options = (
+        click.option("--executors", type=click.IntRange(1, 16), default=3, show_default=True),
+        click.option("--cores", type=click.IntRange(1, 8), default=1, show_default=True, help="Cores per executor."),
+        click.option("--memory", "memory_mb", type=click.IntRange(512, 65536), default=2048, show_default=True,
+                     help="Memory per executor (MB)."),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @click.group("bench")
 def bench() -> None:
     """Benchmarks on real Spark: TPC-DS queries while executor JVMs are killed."""
@@ -92,10 +106,7 @@ def datagen_command(sf: float, cache: Path | None) -> None:
               help="Executor lifetime model for the kills, e.g. exponential:mean=60 (seconds).")
 @click.option("--stability", type=_positive, default=None,
               help="Mean executor lifetime as a multiple of each query's stable time (exponential). [default: 3]")
-@click.option("--executors", type=click.IntRange(1, 16), default=3, show_default=True)
-@click.option("--cores", type=click.IntRange(1, 8), default=1, show_default=True, help="Cores per executor.")
-@click.option("--memory", "memory_mb", type=click.IntRange(512, 65536), default=2048, show_default=True,
-              help="Memory per executor (MB).")
+@_cluster_options
 @click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
               help="Runs per (query, policy, scenario). Evicted run r of a query replays the kill schedule "
                    "drawn from (seed, query, r): a different schedule per repeat, the same for every "
@@ -206,10 +217,7 @@ def run_with_progress(settings: BenchSettings, console: Console) -> BenchResult:
               help="Interleaved rounds: each query once per configuration per round.")
 @click.option("--lifetime", default=None, callback=_lifetime,
               help="Lifetime model the tr policy is told, e.g. exponential:mean=60 [default: the plugin's].")
-@click.option("--executors", type=click.IntRange(1, 16), default=3, show_default=True)
-@click.option("--cores", type=click.IntRange(1, 8), default=1, show_default=True, help="Cores per executor.")
-@click.option("--memory", "memory_mb", type=click.IntRange(512, 65536), default=2048, show_default=True,
-              help="Memory per executor (MB).")
+@_cluster_options
 @click.option("--time-cap", type=_positive, default=600.0, show_default=True,
               help="Seconds after which a run is cancelled and recorded as failed.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("overhead.csv"),
@@ -249,10 +257,7 @@ def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime:
 @click.option("--sf", type=float, default=1.0, show_default=True, callback=_sf, help="TPC-DS scale factor.")
 @click.option("--queries", "queries", default="all", show_default=True, callback=_queries,
               help="'all', 'default', or a list like q3,q7,q19.")
-@click.option("--executors", type=click.IntRange(1, 16), default=3, show_default=True)
-@click.option("--cores", type=click.IntRange(1, 8), default=1, show_default=True, help="Cores per executor.")
-@click.option("--memory", "memory_mb", type=click.IntRange(512, 65536), default=2048, show_default=True,
-              help="Memory per executor (MB).")
+@_cluster_options
 @click.option("--time-cap", type=_positive, default=600.0, show_default=True,
               help="Seconds after which a query is cancelled and fails.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
