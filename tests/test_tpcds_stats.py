@@ -104,7 +104,7 @@ def test_targets_command_prints_intervals_ratios_and_floors(tmp_path: Path) -> N
     result = CliRunner().invoke(cli, ["bench", "targets", str(out), "--executors", "3"])
     assert result.exit_code == 0, result.output
     text = result.output
-    assert "| tr | 3 | 0 | 1.22x [1.20, 1.25] |" in text
+    assert "| tr | 3 | 0 | 1.22x [1.20, 1.25] | 3 | 0 |" in text
     assert "| tr/always | 3 | 0.86x [0.83, 0.94] | 3.0 MiB / 6.0 MiB |" in text
     assert "| tr/decommission | 3 | 0.95x [0.95, 1.05] not significant | 3.0 MiB / not measured |" in text
     assert "| q3 | 0 | 0 | tr | 1 | 1.20x | 1.20x | +0.00 |" in text
@@ -124,3 +124,10 @@ def test_plot_draws_interval_whiskers_and_paired_ratios(tmp_path: Path) -> None:
     for row in rows:
         append(out, row)
     assert plot.plot(out, tmp_path / "s.png").stat().st_size > 0
+
+
+def test_sweep_totals_count_kills_wrong_answers_and_failed_jobs_per_policy() -> None:
+    rows = [run("q3", "tr", 12.0), run("q7", "tr", 12.0, repeat=1), run("q3", "never", 99.0, failed=True),
+            run("q7", "never", 20.0), run("q3", "never", 10.0, scenario="stable")]
+    rows[1].result_ok = False
+    assert stats.sweep_totals(rows) == {"never": (2, 2, 0, 1), "tr": (2, 2, 1, 0)}

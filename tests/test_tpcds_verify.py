@@ -57,6 +57,10 @@ def test_table_is_rewritten_between_markers_and_the_rest_kept(tmp_path: Path) ->
     again = doc.read_text()
     assert again.count(verify.BEGIN) == 1 and again.count("## Verification") == 1
     assert "| q2 |" not in again and "1 of 1 queries pass." in again and again.startswith("# Queries\n\nProse stays.")
+    verify.write_table(doc, [*first, verify.QueryVerdict("chain4", True, "1 row equal to DuckDB's")], settings, "x")
+    assert verify.passed(doc) == ("q1", "chain4")
+    with pytest.raises(ValueError, match="no verification table"):
+        verify.passed(tmp_path / "none.md")
 
 
 @pytest.mark.spark

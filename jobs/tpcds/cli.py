@@ -29,6 +29,13 @@ def _policies(ctx: click.Context, param: click.Parameter, value: str) -> tuple[s
 def _queries(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
     from jobs.tpcds.queries import QueryError, parse_list
 
+    if value.strip().lower() == "verified":  # the queries that passed `trspark bench verify`
+        from jobs.tpcds.verify import passed
+
+        try:
+            return passed(Path(__file__).with_name("QUERIES.md"))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from exc
     try:
         return parse_list(value)
     except QueryError as exc:
@@ -99,7 +106,7 @@ def datagen_command(sf: float, cache: Path | None) -> None:
 @bench.command("tpcds")
 @click.option("--sf", type=float, default=1.0, show_default=True, callback=_sf, help="TPC-DS scale factor.")
 @click.option("--queries", "queries", default="default", show_default=True, callback=_queries,
-              help="'default', 'all', or a list like q3,q7,q19.")
+              help="'default', 'all', 'verified' (those that passed `trspark bench verify`), or a list like q3,q7,q19.")
 @click.option("--policies", default="never,always,decommission,tr", show_default=True, callback=_policies,
               help=f"Comma-separated subset of {', '.join(POLICIES)}.")
 @click.option("--lifetime", default=None, callback=_lifetime,

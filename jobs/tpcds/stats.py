@@ -165,12 +165,27 @@ def _bytes(rows: list[RunRow], policy: str) -> str:
     return f"{total / 2**20:.1f} MiB"
 
 
+def sweep_totals(rows: list[RunRow]) -> dict[str, tuple[int, int, int, int]]:
+    """Policy -> (evicted runs, executors killed, wrong answers, failed jobs) over its evicted runs."""
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for r in _evicted(rows):
+        t = totals[r.policy]
+        t[0] += 1
+        t[1] += r.executors_killed
+        t[2] += not r.failed and not r.result_ok
+        t[3] += r.failed
+    return {p: (t[0], t[1], t[2], t[3]) for p, t in ((p, totals[p]) for p in _ordered(set(totals)))}
+
+
 def markdown(rows: list[RunRow], executors: int) -> str:
     """The paired-statistics section of ``trspark bench targets``: intervals, ratios, per-run floors."""
     out = [f"## Paired statistics (bootstrap {CONFIDENCE:.0%} intervals of the median)", "",
-           "| policy | runs | failed | median slowdown [95 % interval] |", "|---|---|---|---|"]
+           "| policy | runs | failed | median slowdown [95 % interval] | kills | wrong answers |",
+           "|---|---|---|---|---|---|"]
+    totals = sweep_totals(rows)
     for policy, (interval, failed) in policy_intervals(rows).items():
-        out.append(f"| {policy} | {interval.n} | {failed} | {interval.text()} |")
+        _, kills, wrong, _ = totals[policy]
+        out.append(f"| {policy} | {interval.n} | {failed} | {interval.text()} | {kills} | {wrong} |")
     present = {r.policy for r in rows}
     out += ["", "| paired ratio | pairs | median [95 % interval] | backup bytes (a / b) |", "|---|---|---|---|"]
     for a, b in PAIRED_RATIOS:

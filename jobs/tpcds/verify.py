@@ -7,8 +7,10 @@ when either engine cannot run it, Spark answers differently, or it exceeds the t
 answer passes but is named: it checks little. The verdicts become a Markdown table in
 ``QUERIES.md`` (:func:`write_table`), between markers, so the rest of the file stays as written.
 
-(A kill sweep over the queries that pass -- the same runs under executor kills, for ``tr`` and
-``never`` -- is the next step and is not done here.)
+The queries that pass (:func:`passed`) are what ``--queries verified`` selects, e.g. for a kill
+sweep: ``trspark bench tpcds --queries verified --policies never,tr --stable-runs never`` runs
+them under executor kills, and ``trspark bench targets`` totals kills, wrong answers and failed
+jobs per policy.
 """
 
 from __future__ import annotations
@@ -161,3 +163,19 @@ def write_table(path: Path, verdicts: list[QueryVerdict], settings: VerifySettin
     else:
         text = text.rstrip("\n") + ("\n\n" if text else "") + "## Verification: Spark with the plugin vs DuckDB\n\n" + section + "\n"
     path.write_text(text)
+
+
+def passed(path: Path) -> tuple[str, ...]:
+    """The queries whose verdict in ``path``'s table is ``pass`` (ValueError when it has no table)."""
+    text = Path(path).read_text() if Path(path).exists() else ""
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"{path} has no verification table; run `trspark bench verify` first")
+    body = text.partition(BEGIN)[2].partition(END)[0]
+    names = []
+    for line in body.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[1] == "pass":
+            names.append(cells[0])
+    if not names:
+        raise ValueError(f"no query passed in {path}'s verification table")
+    return tuple(names)
