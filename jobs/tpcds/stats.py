@@ -142,7 +142,7 @@ def excess_target(rows: list[RunRow], executors: int) -> dict[str, tuple[float, 
     for r in _evicted(rows):
         by_query[(r.query, r.policy)].append(r)
     out = {}
-    for (query, policy), runs in sorted(by_query.items()):
+    for (query, policy), runs in sorted(by_query.items(), key=lambda kv: (len(kv[0][0]), kv[0])):
         if policy != "never":
             continue
         never = [r.slowdown for r in runs if not r.failed and math.isfinite(r.slowdown)]
@@ -159,8 +159,10 @@ def _ordered(policies: set[str]) -> list[str]:
 
 
 def _bytes(rows: list[RunRow], policy: str) -> str:
+    if policy == "never":
+        return "none"
     if policy not in ("always", "tr"):
-        return "not measured"  # decommission's migrations and never move no plugin backups
+        return "not measured"  # decommission's migrations are Spark's, not the plugin's counters
     total = sum(r.backups_bytes for r in _evicted(rows) if r.policy == policy)
     return f"{total / 2**20:.1f} MiB"
 
@@ -179,7 +181,7 @@ def sweep_totals(rows: list[RunRow]) -> dict[str, tuple[int, int, int, int]]:
 
 def markdown(rows: list[RunRow], executors: int) -> str:
     """The paired-statistics section of ``trspark bench targets``: intervals, ratios, per-run floors."""
-    out = [f"## Paired statistics (bootstrap {CONFIDENCE:.0%} intervals of the median)", "",
+    out = [f"## Paired statistics (bootstrap {CONFIDENCE * 100:g} % intervals of the median)", "",
            "| policy | runs | failed | median slowdown [95 % interval] | kills | wrong answers |",
            "|---|---|---|---|---|---|"]
     totals = sweep_totals(rows)
