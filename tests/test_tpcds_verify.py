@@ -9,22 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from jobs.tpcds import verify
-from jobs.tpcds.oracle import Answer, DuckDBOracle
-from jobs.tpcds.queries import Query, load
+from jobs.tpcds.oracle import Answer
+from jobs.tpcds.queries import load
+from tests.test_tpcds_e2e import WRONG, WrongOnQ42
 from trspark.cli import cli
-
-WRONG = "q42"
-
-
-class WrongOnQ42(DuckDBOracle):
-    """DuckDB's answers, except q42's last value in the first row is 1 % too large."""
-
-    def answer(self, query: Query) -> Answer:
-        truth = super().answer(query)
-        if query.name != WRONG:
-            return truth
-        first = truth.rows[0]
-        return Answer(truth.columns, (tuple(first[:-1]) + (first[-1] * Decimal("1.01"),), *truth.rows[1:]))
 
 
 def test_judge_names_each_kind_of_failure() -> None:
