@@ -107,6 +107,10 @@ def runnable() -> tuple[str, ...]:
 def load(name: str) -> Query:
     """The query ``name`` (``"q3"`` or ``"3"``) with its DuckDB adaptation applied."""
     name = name.strip().lower()
+    from jobs.tpcds import chain  # it builds on Query
+
+    if chain.is_chain(name):
+        return chain.query(name)
     if not name.startswith("q"):
         name = "q" + name
     path = query_dir() / f"{name}.sql"
@@ -126,14 +130,22 @@ def _adapt(name: str, sql: str, adaptations: tuple[Adaptation, ...]) -> str:
 
 
 def parse_list(text: str, *, default: tuple[str, ...] = DEFAULT_QUERIES) -> tuple[str, ...]:
-    """Parse ``--queries``: ``"default"``, ``"all"`` (every runnable query) or ``"q3,q7,19"``."""
+    """Parse ``--queries``: ``"default"``, ``"all"`` (every runnable query) or ``"q3,q7,19"``.
+
+    A list may also name a long-lineage chain job, ``chainN`` (:mod:`jobs.tpcds.chain`).
+    """
     text = text.strip().lower()
     if text in ("", "default"):
         return default
     if text == "all":
         return runnable()
     names = []
+    from jobs.tpcds import chain
+
     for part in filter(None, (p.strip() for p in text.split(","))):
+        if chain.is_chain(part):
+            names.append(part)
+            continue
         name = part if part.startswith("q") else "q" + part
         if name not in available():
             raise QueryError(f"--queries: unknown query {part!r}; allowed: all, default, or names like q3,q14a")
