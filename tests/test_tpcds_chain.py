@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from jobs.tpcds import chain
+from jobs.tpcds.answers import DuckDBOracle
 from jobs.tpcds.datagen import generate
-from jobs.tpcds.oracle import DuckDBOracle
 from jobs.tpcds.queries import QueryError, load, parse_list
 
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from jobs.tpcds import verify
-from jobs.tpcds.oracle import Answer
+from jobs.tpcds.answers import Answer
 from jobs.tpcds.queries import load
 from tests.test_tpcds_e2e import WRONG, WrongOnQ42
 from trspark.cli import cli

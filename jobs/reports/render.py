@@ -91,8 +91,7 @@ def pivot(index: tuple[str, ...], column: str, value: str = "slowdown_mean") -> 
 def tpcds_targets(executors: int) -> Callable[[Path], str]:
     """The benchmark's own per-query table and targets (``trspark bench targets``)."""
     def render(path: Path) -> str:
-        from jobs.tpcds.plot import POLICY_ORDER
-        from jobs.tpcds.results import read
+        from jobs.tpcds.results import POLICY_ORDER, read
         from jobs.tpcds.targets import markdown
         rows = read(path)
         body = []

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import re
 
-from jobs.tpcds.queries import Query
-
 PREFIX = "chain"
 NAME = re.compile(rf"^{PREFIX}(\d+)$")
 MAX_ITERATIONS = 30
@@ -52,10 +50,9 @@ def sql(iterations: int) -> str:
             f" MAX(s) AS high FROM c{iterations}")
 
 
-def query(name: str) -> Query:
-    """The chain job ``name`` (e.g. ``chain4``) as a :class:`Query`."""
+def text_of(name: str) -> str:
+    """The text of the chain job ``name`` (e.g. ``chain4``)."""
     match = NAME.match(name)
     if match is None or not is_chain(name):
         raise ValueError(f"{name!r} is not a chain job; allowed: {PREFIX}1..{PREFIX}{MAX_ITERATIONS}")
-    text = sql(int(match.group(1)))
-    return Query(name, text, text)
+    return sql(int(match.group(1)))

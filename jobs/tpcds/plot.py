@@ -16,12 +16,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs.tpcds.results import RunRow, read
+from jobs.tpcds.results import POLICY_ORDER, RunRow, read
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-POLICY_ORDER = ("never", "always", "decommission", "tr")
 
 
 def median_slowdowns(rows: list[RunRow], scenario: str = "evicted") -> dict[tuple[str, str], float]:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from jobs.tpcds import chain
+
 #: Multi-stage queries (joins of fact tables or fact x dimension with shuffles and aggregations)
 #: with non-empty DuckDB answers at SF 1; q17 and q25/q29-style fact-to-fact joins shuffle the most.
 #: See QUERIES.md for the survey they were picked from.
@@ -107,10 +109,9 @@ def runnable() -> tuple[str, ...]:
 def load(name: str) -> Query:
     """The query ``name`` (``"q3"`` or ``"3"``) with its DuckDB adaptation applied."""
     name = name.strip().lower()
-    from jobs.tpcds import chain  # it builds on Query
-
     if chain.is_chain(name):
-        return chain.query(name)
+        text = chain.text_of(name)
+        return Query(name, text, text)
     if not name.startswith("q"):
         name = "q" + name
     path = query_dir() / f"{name}.sql"
@@ -140,8 +141,6 @@ def parse_list(text: str, *, default: tuple[str, ...] = DEFAULT_QUERIES) -> tupl
     if text == "all":
         return runnable()
     names = []
-    from jobs.tpcds import chain
-
     for part in filter(None, (p.strip() for p in text.split(","))):
         if chain.is_chain(part):
             names.append(part)

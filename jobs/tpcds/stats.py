@@ -26,8 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jobs.tpcds.plot import POLICY_ORDER
-from jobs.tpcds.results import RunRow
+from jobs.tpcds.results import POLICY_ORDER, RunRow
 
 CONFIDENCE = 0.95
 RESAMPLES = 9999

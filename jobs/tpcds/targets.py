@@ -31,8 +31,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from jobs.tpcds.plot import POLICY_ORDER, median_slowdowns
-from jobs.tpcds.results import RunRow
+from jobs.tpcds.plot import median_slowdowns
+from jobs.tpcds.results import POLICY_ORDER, RunRow
 from jobs.tpcds.stats import capacity_floor
 
 TR_BOUND = 1.3

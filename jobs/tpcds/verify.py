@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobs.tpcds import datagen, metrics, session
-from jobs.tpcds.oracle import Answer, DuckDBOracle, compare
+from jobs.tpcds.answers import Answer, DuckDBOracle, compare
 from jobs.tpcds.queries import Query, QueryError, load
 from jobs.tpcds.runner import execute, first_line
 
