@@ -25,19 +25,15 @@ from __future__ import annotations
 
 import argparse
 import csv
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
-
-from simulators.runner import Experiment, run_experiment, stable_job_time, with_stability  # noqa: E402
-from simulators.workloads import WorkloadParams, make_workload  # noqa: E402
-from simulators.world import WorldSpec  # noqa: E402
-from trspark.config import TRConfig  # noqa: E402
+from simulators.runner import Experiment, run_experiment, stable_job_time, with_stability
+from simulators.workloads import WorkloadParams, make_workload
+from simulators.world import WorldSpec
+from trspark.engine.settings import TRConfig
 
 WORKLOADS = ("tpcds", "bing", "cortana", "pagerank")
 STABILITY_POLICIES = ("never", "always", "stage", "tr", "tr-det", "tr-local", "oracle", "oracle-backup")

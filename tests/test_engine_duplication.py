@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from engine_world import MB, add_executors, feed, map_stage, run_task
 
-from trspark.config import TRConfig
-from trspark.engine.policy import Policy
+from trspark.engine.interface import Policy
 from trspark.engine.protocol import (
     DuplicateTask,
     Event,
@@ -21,6 +20,7 @@ from trspark.engine.protocol import (
     Tick,
 )
 from trspark.engine.registry import make_policy
+from trspark.engine.settings import TRConfig
 from trspark.engine.state import JobState
 from trspark.engine.tr.duplication import idle_executors
 

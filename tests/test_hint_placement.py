@@ -232,7 +232,7 @@ def live() -> Iterator[Live]:
 
     from pyspark.sql import SparkSession
 
-    from trspark.shim import jar_path
+    from trspark.live.shim import jar_path
 
     # TRSPARK_TEST_SHIM_JAR: try a jar built from unmerged sources (e.g. with the hook mixed in).
     spark = (

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from jobs.harness.notice_endpoints import NoticeServer
 from tests.jvm_gateway import Jvm, plain_jvm, wait_for
-from tests.notice_endpoints import NoticeServer
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGPWR"), reason="SIGPWR is Linux-only")
 
@@ -322,7 +322,7 @@ def live_notices() -> Iterator[tuple[Any, NoticeServer]]:
 
     from pyspark.sql import SparkSession
 
-    from trspark.shim import jar_path
+    from trspark.live.shim import jar_path
 
     with NoticeServer() as server:
         # TRSPARK_TEST_SHIM_JAR: try a jar built from unmerged sources (e.g. with the wiring applied).
@@ -354,7 +354,7 @@ def live_notices() -> Iterator[tuple[Any, NoticeServer]]:
 
 @pytest.mark.spark
 def test_notices_reach_the_driver_from_endpoint_and_sigpwr(live_notices: tuple[Any, NoticeServer]) -> None:
-    from trspark.chaos import find_executors
+    from jobs.harness.chaos import find_executors
 
     spark, server = live_notices
     sc = spark.sparkContext

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from trspark.config import markdown_table
+from trspark.keys import markdown_table
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from jobs.report_sources import REPORTS
-from jobs.reports import RESULTS, main
+from jobs.reports.__main__ import main
+from jobs.reports.render import RESULTS
+from jobs.reports.sources import REPORTS
 
 
 def test_every_report_source_names_a_csv_that_exists():

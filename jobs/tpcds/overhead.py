@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.tpcds import datagen, metrics, results, session
-from jobs.tpcds.oracle import Answer, DuckDBOracle, compare
+from jobs.tpcds.answers import Answer, DuckDBOracle, compare
 from jobs.tpcds.queries import Query, load
 from jobs.tpcds.results import RunRow
 

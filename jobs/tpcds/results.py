@@ -34,6 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+#: The order policies are shown in: vanilla Spark first, trspark last.
+POLICY_ORDER = ("never", "always", "decommission", "tr")
+
 
 @dataclass
 class RunRow:

@@ -39,8 +39,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from trspark.config import TRConfig
-from trspark.engine.policy import Policy
+from trspark.engine.interface import Policy
 from trspark.engine.protocol import (
     REMOTE,
     BackupFailed,
@@ -59,6 +58,7 @@ from trspark.engine.protocol import (
     TaskEnded,
     Tick,
 )
+from trspark.engine.settings import TRConfig
 from trspark.engine.state import BlockId, JobState, MapOutput
 from trspark.engine.tr.backup_stack import BackupStack, plan_for
 from trspark.engine.tr.checkpointing import decide
@@ -66,7 +66,7 @@ from trspark.engine.tr.costs import CostEstimator
 from trspark.engine.tr.duplication import Duplicator, SplitAdvisor
 from trspark.engine.tr.horizon import NeedHorizon
 from trspark.engine.tr.knowledge import LifetimeKnowledge
-from trspark.engine.tr.safety_belt import SafetyBelt
+from trspark.engine.tr.safety_belt import SafetyBeltMonitor
 from trspark.engine.tr.scheduling import (
     GammaLimits,
     build_limits,
@@ -118,7 +118,7 @@ class TRPolicy(Policy):
         self.state = JobState()
         self.costs = CostEstimator(config, self.knowledge)
         self.stack = BackupStack(max_in_flight=0)  # one per core of the source
-        self.belt = SafetyBelt(config.beta, enabled=config.safety_belt)
+        self.belt = SafetyBeltMonitor(config.beta, enabled=config.safety_belt)
         self.duplicator = Duplicator(self.knowledge)
         self.splitter = SplitAdvisor()
         self.hints: SchedulingHints | None = None

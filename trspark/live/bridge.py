@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from trspark.engine.policy import Policy
+from trspark.engine.interface import Policy
 from trspark.engine.protocol import Event, JobEnded, ProtocolError, from_dict, to_dict, to_json
 
 PROTOCOL_VERSION = 1
@@ -33,7 +33,7 @@ EventObserver = Callable[[Event], None]
 """Something that watches every valid event before the policy sees it (e.g. the lifetime
 history recorder, which needs ``ExecutorAdded`` / ``ExecutorLost``)."""
 
-log = logging.getLogger("trspark.engine.bridge")
+log = logging.getLogger(__name__)
 
 # Malformed lines are logged in full up to this many times; past it they are only counted, so a
 # shim bug that sends garbage cannot flood the driver's log.

@@ -31,7 +31,8 @@ import click
 
 PLUGIN_CLASS = "org.apache.spark.trspark.TRSparkPlugin"
 STALE_JAR_SECONDS = 86_400.0
-_PACKAGE_DIR = Path(__file__).resolve().parent
+# The sources and the jar cache stay at the top of the trspark package (package data there).
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _SOURCE_ROOTS = (_PACKAGE_DIR.parent / "jvm-shim", _PACKAGE_DIR / "_shim")
 
 

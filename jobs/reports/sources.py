@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobs.reports import MACHINE, Report, Source, columns, overhead, pivot, tpcds_targets
+from jobs.reports.render import MACHINE, Report, Source, columns, overhead, pivot, tpcds_targets
 
 _SIM = "Slowdown = job time / the job's time on stable VMs without the policy (mean over the runs)."
 

@@ -7,28 +7,21 @@ remote one, one executor was lost (its outputs are *lost*). Then, for each of th
 clock by ``--step`` seconds (the failure table is rebuilt every ``max_staleness`` = 1 s of clock),
 and time each of the three costs TR-Checkpointing needs separately with ``time.perf_counter``.
 
-Run: ``python bench/cost_model.py`` or ``python -m bench.cost_model`` (prints figures; no assertions).
+Run: ``python bench/cost_model_latency.py`` (prints figures; no assertions).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-# Run as a script, this file's directory comes first on sys.path and its name would shadow the
-# cost_model package.
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
-
-from cost_model.backup import BackupCosts  # noqa: E402
-from cost_model.lifetimes import Weibull  # noqa: E402
-from cost_model.lineage import REMOTE, Lineage  # noqa: E402
-from cost_model.recompute import Recompute  # noqa: E402
-from cost_model.timegrid import TimeGrid  # noqa: E402
+from cost_model.backup import BackupCosts
+from cost_model.lifetimes import Weibull
+from cost_model.lineage import REMOTE, Lineage
+from cost_model.recompute import Recompute
+from cost_model.timegrid import TimeGrid
 
 TARGET_P99_MS = 1.0
 

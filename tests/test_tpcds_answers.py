@@ -8,8 +8,8 @@ from decimal import Decimal
 
 import pytest
 
+from jobs.tpcds.answers import Answer, DuckDBOracle, compare, normalise, values_equal
 from jobs.tpcds.datagen import generate
-from jobs.tpcds.oracle import Answer, DuckDBOracle, compare, normalise, values_equal
 from jobs.tpcds.queries import load
 
 COLUMNS = ("d_year", "brand_id", "brand", "sum_agg")

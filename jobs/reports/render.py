@@ -1,22 +1,14 @@
-"""The result reports in ``docs/results/``, generated from the CSVs kept there.
-
-``python -m jobs.reports`` rewrites one Markdown report per area (simulator, engine, live
-TPC-DS, notices, history, overhead). Every figure in a report is read from its CSV; each CSV's
-source records the command that wrote it, when, on which code and on which machine, since a
-CSV alone cannot say. To replace a result, run the command, overwrite the CSV, update its
-source below and run this module again. ``--check`` fails when a report is out of date.
-"""
+"""How a result report is made from its CSVs: :class:`Source`, :class:`Report` and the tables."""
 
 from __future__ import annotations
 
 import csv
 import math
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 MACHINE = "one VM, 2 vCPU (AMD EPYC), 23 GiB RAM"
 
 
@@ -99,8 +91,7 @@ def pivot(index: tuple[str, ...], column: str, value: str = "slowdown_mean") -> 
 def tpcds_targets(executors: int) -> Callable[[Path], str]:
     """The benchmark's own per-query table and targets (``trspark bench targets``)."""
     def render(path: Path) -> str:
-        from jobs.tpcds.plot import POLICY_ORDER
-        from jobs.tpcds.results import read
+        from jobs.tpcds.results import POLICY_ORDER, read
         from jobs.tpcds.targets import markdown
         rows = read(path)
         body = []
@@ -137,25 +128,3 @@ def render(report: Report) -> str:
             out += [src.note.strip(), ""]
         out.append(src.render(RESULTS / src.csv))
     return "\n".join(out).rstrip() + "\n"
-
-
-def main(argv: list[str]) -> int:
-    from jobs.report_sources import REPORTS
-    stale = []
-    for report in REPORTS:
-        path = RESULTS / f"{report.name}.md"
-        text = render(report)
-        if "--check" in argv:
-            if not path.exists() or path.read_text() != text:
-                stale.append(path.name)
-        else:
-            path.write_text(text)
-            print(f"wrote {path.relative_to(RESULTS.parent.parent)}")
-    if stale:
-        print("out of date (run python -m jobs.reports): " + ", ".join(stale), file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,20 +1,22 @@
 """Every ``spark.trspark.*`` setting in one table: name, default, parser, allowed values, doc.
 
-The same names are used by the live plugin (Spark conf), the policy engine (``TRConfig``
-fields), the simulator and the CLI. Each key is parsed by one helper; a bad value raises
+The same names are used by the live plugin (Spark conf, :mod:`trspark.live.config`), the
+simulator's ``--conf`` and the CLI; each key fills one field of the engine's settings
+(:class:`trspark.engine.settings.TRConfig`). Each key is parsed by one helper; a bad value raises
 :class:`ConfigError` naming the key and what is allowed -- before any job starts.
 
 To add a key: append a :class:`Key` to ``KEYS`` and a field of the same (snake_case) name to
-:class:`TRConfig`. The README's configuration table is generated from ``KEYS``
+:class:`~trspark.engine.settings.TRConfig`. The README's configuration table is generated from ``KEYS``
 (``trspark conf --markdown``); keep them in step.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from trspark.engine.settings import TRConfig
 
 PREFIX = "spark.trspark."
 
@@ -93,7 +95,7 @@ def _text(raw: str) -> str:
     return raw.strip()
 
 
-def _bandwidth(raw: str) -> float:
+def parse_bandwidth(raw: str) -> float:
     """Bytes/s from ``"100m"``, ``"1.5g"``, ``"400000000"`` (k/m/g = 10^3/10^6/10^9 bytes/s)."""
     text = raw.strip().lower().removesuffix("b/s").removesuffix("/s")
     scale = {"k": 1e3, "m": 1e6, "g": 1e9}.get(text[-1:], 1.0)
@@ -104,8 +106,8 @@ def _bandwidth(raw: str) -> float:
 
 
 def _rate_or_zero(raw: str) -> float:
-    """Like :func:`_bandwidth` but 0 (= unlimited) is allowed."""
-    return 0.0 if raw.strip() in ("0", "0.0") else _bandwidth(raw)
+    """Like :func:`parse_bandwidth` but 0 (= unlimited) is allowed."""
+    return 0.0 if raw.strip() in ("0", "0.0") else parse_bandwidth(raw)
 
 
 def _http_url(raw: str) -> str:
@@ -157,11 +159,11 @@ KEYS: tuple[Key, ...] = (
         "Time-grid points used to integrate C_Redo and the backup costs."),
     Key("period", "period", 5.0, _number(0.0, None, lo_open=True), "seconds > 0",
         "Periodic re-planning interval (seconds)."),
-    Key("bandwidth.local", "local_bandwidth", 400e6, _bandwidth, "bytes/s > 0, e.g. 400m",
+    Key("bandwidth.local", "local_bandwidth", 400e6, parse_bandwidth, "bytes/s > 0, e.g. 400m",
         "Peer-to-peer copy bandwidth per executor (bytes/s)."),
-    Key("bandwidth.remote", "remote_bandwidth", 100e6, _bandwidth, "bytes/s > 0, e.g. 100m",
+    Key("bandwidth.remote", "remote_bandwidth", 100e6, parse_bandwidth, "bytes/s > 0, e.g. 100m",
         "Remote-store write bandwidth per executor (bytes/s)."),
-    Key("bandwidth.remoteCap", "remote_cap", 10e9, _bandwidth, "bytes/s > 0, e.g. 10g",
+    Key("bandwidth.remoteCap", "remote_cap", 10e9, parse_bandwidth, "bytes/s > 0, e.g. 10g",
         "Total remote-store bandwidth shared by all concurrent backups (bytes/s)."),
     Key("backup.latency", "backup_latency", 0.05, _number(0.0), "seconds >= 0",
         "Fixed time of one backup copy whatever its size (open, commit, register with the driver); "
@@ -182,7 +184,7 @@ KEYS: tuple[Key, ...] = (
     Key("remote.path", "remote_path", "", _text, "a Hadoop FileSystem URL (file://, hdfs://, s3a://, abfs://)",
         "Where remote backups are written; empty = <spark.local.dir>/trspark-backups on the driver host (file://)."),
     Key("python", "python", "", _text, "path to a Python interpreter",
-        "Interpreter that runs the engine (python -m trspark.engine); empty = the PySpark driver's."),
+        "Interpreter that runs the engine (python -m trspark.live); empty = the PySpark driver's."),
     Key("engine.timeout", "engine_timeout", 2.0, _number(0.0, None, lo_open=True), "seconds > 0",
         "Longest wait for the engine's answer to an event before the shim falls back to always-checkpoint (start-up itself may take up to 60 s)."),
     Key("history.url", "history_url", "", _text, "an fsspec URL (local path, file://, abfs://...)",
@@ -217,82 +219,32 @@ KEYS: tuple[Key, ...] = (
         "POSIX signal an executor takes as a termination notice (chained with Spark's own decommission handler); none = ignore signals."),
 )
 
-_BY_NAME = {k.name: k for k in KEYS}
-_BY_FULL = {k.full: k for k in KEYS}
+BY_FULL = {k.full: k for k in KEYS}
+"""Each key by its full Spark name (``spark.trspark.beta``)."""
 
 
-@dataclass(frozen=True)
-class TRConfig:
-    """Validated engine/plugin configuration; field names match ``KEYS[*].field``."""
+def spark_text(value: Any) -> str:
+    """A setting's value spelled as Spark conf spells it (``true``, not ``True``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
-    mode: str = "tr"
-    lifetime: str = "exponential:mean=3600"
-    knowledge: str = "indeterministic"
-    targets: str = "both"
-    beta: float = 0.5
-    gamma: float = 1.0
-    alpha: float = 1.5
-    recursion_depth: int = 8
-    grid_size: int = 64
-    period: float = 5.0
-    local_bandwidth: float = 400e6
-    remote_bandwidth: float = 100e6
-    remote_cap: float = 10e9
-    backup_latency: float = 0.05
-    stall_weight: bool = True
-    scheduling: bool = True
-    scheduling_order: str = "reduction"
-    warm_first: bool = False
-    safety_belt: bool = True
-    duplication: bool = True
-    remote_path: str = ""
-    python: str = ""
-    engine_timeout: float = 2.0
-    history_url: str = ""
-    pool: str = "default"
-    backup_throttle: float = 0.0
-    notice_source: str = "none"
-    notice_url: str = ""
-    notice_interval: float = 1.0
-    notice_window: float = 30.0
-    notice_margin: float = 3.0
-    notice_expected: bool = False
-    notice_release: bool = True
-    notice_signal: str = "PWR"
 
-    def __post_init__(self) -> None:
-        # Re-validate typed values so TRConfig(beta=-1) fails like spark.trspark.beta=-1.
-        for key in KEYS:
-            value = getattr(self, key.field)
-            parse_value(key, str(value).lower() if isinstance(value, bool) else str(value))
-        if self.notice_expected and self.knowledge == "indeterministic":
-            raise ConfigError(
-                f"{PREFIX}notice.expected=true needs {PREFIX}lifetime.knowledge deterministic or fitted "
-                "(with indeterministic the engine ignores notices); got indeterministic")
+def validate(config: TRConfig) -> TRConfig:
+    """``config`` itself when every field holds a value its key allows, so that
+    ``TRConfig(beta=-1)`` fails like ``spark.trspark.beta=-1``.
 
-    @classmethod
-    def from_spark_conf(cls, conf: Mapping[str, str]) -> TRConfig:
-        """Build from ``spark.trspark.*`` entries (other keys ignored; unknown trspark keys rejected)."""
-        values: dict[str, Any] = {}
-        for full, raw in conf.items():
-            if not full.startswith(PREFIX):
-                continue
-            key = _BY_FULL.get(full)
-            if key is None:
-                known = ", ".join(k.full for k in KEYS)
-                raise ConfigError(f"unknown setting {full!r}; known settings: {known}")
-            values[key.field] = parse_value(key, raw)
-        return cls(**values)
-
-    def with_options(self, **options: Any) -> TRConfig:
-        return dataclasses.replace(self, **options)
-
-    def to_spark_conf(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for key in KEYS:
-            value = getattr(self, key.field)
-            out[key.full] = str(value).lower() if isinstance(value, bool) else str(value)
-        return out
+    Raises
+    ------
+    ConfigError
+        A field its key does not allow, or settings that contradict each other (the message
+        names the key and what is allowed).
+    """
+    for key in KEYS:
+        parse_value(key, spark_text(getattr(config, key.field)))
+    if config.notice_expected and config.knowledge == "indeterministic":
+        raise ConfigError(
+            f"{PREFIX}notice.expected=true needs {PREFIX}lifetime.knowledge deterministic or fitted "
+            "(with indeterministic the engine ignores notices); got indeterministic")
+    return config
 
 
 def parse_value(key: Key, raw: str) -> Any:
@@ -314,7 +266,6 @@ def key_for_option(option: str) -> Key:
 def markdown_table() -> str:
     rows = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
     for key in KEYS:
-        default = str(key.default).lower() if isinstance(key.default, bool) else key.default
-        cells = (f"`{key.full}`", f"`{default}`", key.allowed, key.doc)
+        cells = (f"`{key.full}`", f"`{spark_text(key.default)}`", key.allowed, key.doc)
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows)

@@ -37,7 +37,7 @@ from cost_model.lifetimes import LifetimeModel, from_spec
 
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
-log = logging.getLogger("trspark.chaos")
+log = logging.getLogger(__name__)
 
 Schedule = list[tuple[float, int]]
 """``(offset seconds after start, victim rank)`` pairs, in time order."""

@@ -32,6 +32,7 @@ import numpy as np
 from scipy import stats
 
 from cost_model.lifetimes import LifetimeModel, from_spec
+from trspark.engine.protocol import ExecutorAdded, ExecutorLost, ExecutorNotice
 
 log = logging.getLogger(__name__)
 
@@ -238,8 +239,6 @@ class HistoryObserver:
         self._deadlines: dict[str, float] = {}
 
     def __call__(self, event: object) -> None:
-        from trspark.engine.protocol import ExecutorAdded, ExecutorLost, ExecutorNotice
-
         time = getattr(event, "time", None)
         if isinstance(time, int | float):
             self.last_time = max(self.last_time, float(time))

@@ -1,4 +1,4 @@
-"""``python -m trspark.engine --connect HOST:PORT``: the policy engine process of the live bridge.
+"""``python -m trspark.live --connect HOST:PORT``: the policy engine process of the live bridge.
 
 Started by the JVM shim's driver plugin. Reads its settings from the environment:
 
@@ -10,7 +10,7 @@ Started by the JVM shim's driver plugin. Reads its settings from the environment
 It validates the configuration and builds the policy *before* connecting, so a bad setting ends
 the process at once with one line naming the key (exit code 2) and the shim falls back to
 always-checkpoint. Then it connects, sends ``Hello`` and answers events (see
-:mod:`trspark.engine.bridge` and ``docs/architecture.md``) until end of input or its parent dies.
+:mod:`trspark.live.bridge` and ``docs/architecture.md``) until end of input or its parent dies.
 
 Exit codes: 0 after end of input or SIGTERM, 2 bad settings / arguments, 3 cannot connect.
 """
@@ -29,11 +29,13 @@ import threading
 import time
 from collections.abc import Mapping
 
-from trspark.config import ConfigError, TRConfig
-from trspark.engine.bridge import Bridge, EventObserver, hello_line
 from trspark.engine.registry import make_policy
+from trspark.engine.settings import TRConfig
+from trspark.keys import ConfigError
+from trspark.live.bridge import Bridge, EventObserver, hello_line
+from trspark.live.config import from_spark_conf, read_env
 
-log = logging.getLogger("trspark.engine")
+log = logging.getLogger(__name__)
 
 EXIT_OK, EXIT_USAGE, EXIT_CONNECT = 0, 2, 3
 PARENT_POLL_SECONDS = 0.5
@@ -48,17 +50,9 @@ def read_settings(environ: Mapping[str, str]) -> tuple[str, TRConfig, str]:
     token = environ.get("TRSPARK_TOKEN", "")
     if not token:
         raise StartupError("environment variable TRSPARK_TOKEN is missing or empty (set by the trspark plugin)")
-    raw = environ.get("TRSPARK_CONF", "{}")
     try:
-        conf = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise StartupError(f"TRSPARK_CONF is not JSON ({exc.msg} at char {exc.pos})") from None
-    if not isinstance(conf, dict):
-        raise StartupError("TRSPARK_CONF must be a JSON object of Spark settings")
-    # Spark conf values are strings; accept JSON numbers/booleans too, spelled as Spark would.
-    as_text = {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in conf.items()}
-    try:
-        config = TRConfig.from_spark_conf(as_text)
+        as_text = read_env(environ)
+        config = from_spark_conf(as_text)
     except ConfigError as exc:
         raise StartupError(str(exc)) from None
     return token, config, as_text.get("spark.app.id", "")
@@ -74,13 +68,13 @@ def parse_address(text: str) -> tuple[str, int]:
 def event_observers(config: TRConfig, app_id: str) -> list[EventObserver]:
     """Watchers of every event besides the policy.
 
-    Lifetime history: when ``config.history_url`` is set, a recorder of
-    observed executor lifetimes (``ExecutorAdded`` -> ``ExecutorLost``, survivors censored at
-    ``JobEnded``/exit) is returned here, keyed by ``config.pool`` and ``app_id``.
+    When ``config.history_url`` is set: a recorder of observed executor lifetimes
+    (``ExecutorAdded`` -> ``ExecutorLost``, survivors censored at ``JobEnded``/exit), keyed by
+    ``config.pool`` and ``app_id``.
     """
     if not config.history_url:
         return []
-    from trspark.history import HistoryObserver, HistoryStore, LifetimeRecorder
+    from trspark.live.history import HistoryObserver, HistoryStore, LifetimeRecorder
 
     store = HistoryStore(config.history_url)
     return [HistoryObserver(LifetimeRecorder(store, pool=config.pool, app_id=app_id or "unknown-app"))]
@@ -94,7 +88,7 @@ def with_history_prior(config: TRConfig) -> TRConfig:
     """
     if not config.history_url:
         return config
-    from trspark.history import prior_from_history
+    from trspark.live.history import prior_from_history
 
     spec, account = prior_from_history(config.history_url, config.pool, config.lifetime)
     (log.warning if "unreachable" in account else log.info)("%s", account)
@@ -135,7 +129,7 @@ def serve(sock: socket.socket, bridge: Bridge, token: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="trspark engine %(levelname)s: %(message)s")
-    parser = argparse.ArgumentParser(prog="python -m trspark.engine", description="The trspark policy engine; started by the Spark plugin (see docs/architecture.md).")
+    parser = argparse.ArgumentParser(prog="python -m trspark.live", description="The trspark policy engine; started by the Spark plugin (see docs/architecture.md).")
     parser.add_argument("--connect", required=True, metavar="HOST:PORT", help="the shim's loopback socket")
     args = parser.parse_args(argv)
     parent_pid = os.getppid()

@@ -9,9 +9,10 @@
 ``SparkConf.setAll``); :func:`configure` applies them to a ``SparkSession.Builder``, a
 ``SparkConf`` or a plain dict, *appending* the jar and the plugin to any ``spark.jars`` /
 ``spark.plugins`` already there. Options are ``spark.trspark.*`` settings spelled as
-:class:`trspark.config.TRConfig` fields (``recursion_depth=4``) or as the Spark key suffix
-(``recursionDepth=4``); every value is validated here, so a bad one fails before Spark starts
-with a :class:`trspark.config.ConfigError` naming the key and the allowed values.
+:class:`trspark.engine.settings.TRConfig` fields (``recursion_depth=4``) or as the Spark key
+suffix (``recursionDepth=4``); every value is validated here (:func:`trspark.live.config.option_settings`),
+so a bad one fails before Spark starts with a :class:`trspark.keys.ConfigError` naming the key
+and the allowed values.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import sys
 from collections.abc import Callable, MutableMapping
 from typing import Any, TypeVar
 
-from trspark.config import PREFIX, ConfigError, TRConfig, key_for_option, parse_value
+from trspark.keys import PREFIX
+from trspark.live.config import option_settings
 
 PLUGIN_CLASS = "org.apache.spark.trspark.TRSparkPlugin"
 JARS_KEY = "spark.jars"
@@ -34,42 +36,14 @@ T = TypeVar("T")
 
 
 def plugin_jar() -> str:
-    """Path of the plugin jar (built on first use by :mod:`trspark.shim`)."""
+    """Path of the plugin jar (built on first use by :mod:`trspark.live.shim`)."""
     try:
-        from trspark.shim import jar_path
+        from trspark.live.shim import jar_path
     except ImportError as exc:
         raise RuntimeError(
             f"the trspark plugin jar is not available ({exc}); reinstall trspark or run `trspark build-shim`"
         ) from exc
     return str(jar_path())
-
-
-def option_settings(**options: Any) -> dict[str, str]:
-    """``spark.trspark.*`` settings for ``options``, each validated.
-
-    Raises
-    ------
-    ConfigError
-        An unknown option, or a value its key does not allow (the message names both).
-    """
-    out: dict[str, str] = {}
-    for option, value in options.items():
-        key = key_for_option(option.removeprefix(PREFIX))
-        raw = str(value).lower() if isinstance(value, bool) else str(value)
-        parse_value(key, raw)  # raises ConfigError naming key and allowed values
-        if key.full in out:
-            raise ConfigError(f"{key.full} is given twice (as {option!r} and another spelling)")
-        out[key.full] = raw
-    config = TRConfig.from_spark_conf(out)  # the combination must build too
-    if config.history_url:
-        # Fail before Spark starts; at run time an unreachable store only degrades (with a warning).
-        from trspark.history import HistoryError, check_url
-
-        try:
-            check_url(config.history_url)
-        except HistoryError as exc:
-            raise ConfigError(str(exc)) from exc
-    return out
 
 
 def spark_conf(**options: Any) -> dict[str, str]:
