@@ -63,7 +63,15 @@ def _bw(name: str) -> Callable[[click.Context, click.Parameter, str | None], flo
 def world_options(f: F) -> F:
     """Cluster, lifetime and policy-belief options shared by simulate, sweep and whatif."""
     options = [
-        click.option("--vms", type=int, default=None, help="Number of VMs (default 100; whatif: from the log)."),
+        click.option("--vms", type=int, default=None,
+                     help="Number of VMs (default 100, or the sum of the --pool counts; whatif: from the log)."),
+        click.option("--pool", "pools", multiple=True, metavar="NAME=COUNT[@SPEC]",
+                     help="A pool of VMs with its own true lifetime, repeatable, e.g. --pool ondemand=2@stable "
+                          "--pool spot=8@weibull:shape=0.6,scale=33. An evicted VM is replaced in its pool. A pool "
+                          "without @SPEC takes the lifetime of --stability/--lambda/--lifetime (sweep: of each "
+                          "--stabilities point), so --pool ondemand=2@stable --pool spot=8 --stability 20 scales "
+                          "only the spot pool. The policy believes the largest evictable pool's lifetime unless "
+                          "--believed-lifetime says otherwise."),
         click.option("--cores", type=int, default=None, help="Cores per VM (default 4; whatif: from the log)."),
         click.option("--local-bw", callback=_bw("local-bw"), default=None, help="Peer bandwidth per VM, e.g. 400m (bytes/s)."),
         click.option("--remote-bw", callback=_bw("remote-bw"), default=None, help="Remote bandwidth per VM, e.g. 100m."),
@@ -100,9 +108,48 @@ def workload_options(f: F) -> F:
     return f
 
 
+def money_options(f: F) -> F:
+    """Prices for the VM-hours and $ per job columns (defaults and sources: simulators.pricing)."""
+    from simulators import pricing
+
+    options = [
+        click.option("--price", "prices", multiple=True, metavar="POOL=USD_PER_VM_HOUR",
+                     help=f"Price of a pool's VM-hour, repeatable (defaults: {pricing.ON_DEMAND_USD_PER_HOUR} for a "
+                          f"pool that is never evicted, AWS m5.xlarge on-demand; {pricing.SPOT_USD_PER_HOUR} for "
+                          "any other pool, a typical spot price of the same VM; the homogeneous world's pool is "
+                          "'default')."),
+        click.option("--remote-gb-price", type=float, default=pricing.REMOTE_USD_PER_GB, show_default=True,
+                     help="USD per GB written to the remote store (S3 charges no ingress)."),
+        click.option("--remote-request-price", type=float, default=pricing.REMOTE_USD_PER_1K_REQUESTS,
+                     show_default=True, help="USD per 1,000 requests to the remote store (S3 Standard PUT)."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def build_prices(kw: dict[str, Any]) -> Any:
+    from simulators.pricing import Prices
+
+    vm: dict[str, float] = {}
+    for item in kw["prices"]:
+        name, eq, raw = item.partition("=")
+        try:
+            vm[name.strip()] = float(raw)
+        except ValueError:
+            fail(f"--price {item!r}: expected POOL=USD_PER_VM_HOUR, e.g. spot=0.08")
+        if not eq or not name.strip():
+            fail(f"--price {item!r}: expected POOL=USD_PER_VM_HOUR, e.g. spot=0.08")
+    try:
+        return Prices(vm=vm, remote_gb=kw["remote_gb_price"], remote_1k_requests=kw["remote_request_price"])
+    except ValueError as exc:
+        fail(f"--price: {exc}")
+
+
 def lifetime_options(f: F) -> F:
     options = [
-        click.option("--stability", type=float, default=None, help="Mean VM lifetime / mean task time (exponential)."),
+        click.option("--stability", type=float, default=None,
+                     help="Mean VM lifetime / mean task time (exponential); with --pool, for the pools without @SPEC."),
         click.option("--lambda", "lambda_", type=float, default=None, help="Evictions per second per VM (exponential)."),
         click.option("--lifetime", default=None, help="Any true lifetime model, e.g. weibull:shape=0.8,scale=300."),
     ]
@@ -128,6 +175,21 @@ def _positive(option: str, value: float | None, integer: bool = False) -> None:
         fail(f"{option}={value!r} is not valid; allowed: {'an integer' if integer else 'a number'} > 0")
 
 
+def _pools(kw: dict[str, Any]) -> tuple[Any, ...]:
+    from simulators.world import parse_pool
+
+    try:
+        pools = tuple(parse_pool(text) for text in kw.get("pools") or ())
+    except ValueError as exc:
+        fail(f"--pool {exc}")
+    total = sum(p.count for p in pools)
+    if pools and kw["vms"] is not None and kw["vms"] != total:
+        fail(f"--vms={kw['vms']} but the pools hold {total} VMs; give counts that add up, or drop --vms")
+    if len({p.name for p in pools}) < len(pools):
+        fail(f"--pool names must differ, got {', '.join(p.name for p in pools)}")
+    return pools
+
+
 def build_world(kw: dict[str, Any], *, vms: int = 100, cores: int = 4) -> Any:
     from simulators.world import WorldSpec
 
@@ -140,9 +202,11 @@ def build_world(kw: dict[str, Any], *, vms: int = 100, cores: int = 4) -> Any:
     if kw["notice"] is not None and kw["notice"] < 0:
         fail(f"--notice={kw['notice']!r} is not valid; allowed: seconds >= 0")
     _check_spec("--believed-lifetime", kw["believed_lifetime"])
+    pools = _pools(kw)
     defaults = WorldSpec()
     return WorldSpec(
-        vms=kw["vms"] or vms,
+        vms=sum(p.count for p in pools) if pools else kw["vms"] or vms,
+        pools=pools,
         cores=kw["cores"] or cores,
         local_bandwidth=kw["local_bw"] or defaults.local_bandwidth,
         remote_bandwidth=kw["remote_bw"] or defaults.remote_bandwidth,
@@ -183,6 +247,11 @@ def true_lifetime(job: Any, world: Any, stability: float | None, lambda_: float 
     _positive("--stability", stability)
     _positive("--lambda", lambda_)
     _check_spec("--lifetime", lifetime)
+    if world.pools and all(p.lifetime is not None for p in world.pools):
+        if given:
+            fail(f"every --pool has its own lifetime (@SPEC), so {given[0]} applies to none; drop it or give "
+                 "a pool without @SPEC")
+        return replace(world, lifetime=None)
     if lifetime is not None:
         return replace(world, lifetime=lifetime)
     if lambda_ is not None:
@@ -224,6 +293,9 @@ _TABLE = (
     ("backup GB local", "backup_bytes_local_mean", "{:.3g}"),
     ("backup GB remote", "backup_bytes_remote_mean", "{:.3g}"),
     ("evictions", "evictions_mean", "{:.1f}"),
+    ("VM-hours", "vm_hours_mean", "{:.3f}"),
+    ("GB copied", "bytes_copied_mean", "{:.3g}"),
+    ("$ per job", "cost_usd_mean", "{:.4f}"),
     ("safety-belt firings", "safety_belt_firings_mean", "{:.2f}"),
     ("failed runs", "failed_runs", "{}"),
     ("runs", "runs", "{}"),
@@ -242,7 +314,7 @@ def print_table(summaries: list[dict[str, Any]], title: str) -> None:
         cells = []
         for s in summaries:
             value = s[key]
-            if key.startswith("backup_bytes"):
+            if key.startswith("backup_bytes") or key == "bytes_copied_mean":
                 value = value / 1e9
             cells.append(fmt.format(value))
         table.add_row(label, *cells)
@@ -253,13 +325,23 @@ def public_summary(summary: dict[str, Any], rows: bool) -> dict[str, Any]:
     return summary if rows else {k: v for k, v in summary.items() if k != "rows"}
 
 
+def with_money(summary: dict[str, Any], world: Any, prices: Any) -> dict[str, Any]:
+    """``summary`` plus VM-hours, bytes copied and USD per job (:mod:`simulators.pricing`)."""
+    from simulators.pricing import money_summary
+
+    return {**summary, **money_summary(summary["rows"], world, prices)}
+
+
 # -------------------------------------------------------------------------------------- commands
 @click.group("simulate", cls=Group, invoke_without_command=True)
 @click.option("--workload", default=None, help="tpcds | bing | cortana | pagerank.")
-@click.option("--policy", default=None, help="A registered policy (never, always, tr, ...) or oracle.")
+@click.option("--policy", default=None,
+              help="A registered policy (never, always, tr, ...) or oracle; or several, comma-separated, run on the "
+                   "same worlds (one column each; JSON: a list).")
 @lifetime_options
 @workload_options
 @world_options
+@money_options
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--rows", is_flag=True, help="JSON: include one record per run.")
 @click.pass_context
@@ -276,13 +358,18 @@ def simulate(ctx: click.Context, /, workload: str | None, policy: str | None, st
     world = build_world(kw)
     job = _make_job(workload, kw["scale"], kw["task_seconds"], kw["write_mb"], kw["seed"])
     world = true_lifetime(job, world, stability, lambda_, lifetime)
-    config = build_config(kw["confs"]).with_options(lifetime=kw["believed_lifetime"] or world.lifetime)
-    exp = Experiment(job, world, _policy(policy), config, runs=kw["runs"], seed=kw["seed"])
-    summary = run_experiment(exp, workers=kw["workers"])
+    prices = build_prices(kw)
+    config = build_config(kw["confs"]).with_options(lifetime=kw["believed_lifetime"] or world.default_belief())
+    names = [_policy(name) for name in _split("--policy", policy)]
+    summaries = []
+    for name in names:
+        exp = Experiment(job, world, name, config, runs=kw["runs"], seed=kw["seed"])
+        summaries.append(with_money(run_experiment(exp, workers=kw["workers"]), world, prices))
     if fmt == "json":
-        click.echo(json.dumps(public_summary(summary, rows), indent=2, sort_keys=True))
+        out: Any = [public_summary(s, rows) for s in summaries]
+        click.echo(json.dumps(out[0] if len(out) == 1 else out, indent=2, sort_keys=True))
     else:
-        print_table([summary], f"{workload}: {job.num_tasks} tasks, lifetime {world.lifetime}")
+        print_table(summaries, f"{workload}: {job.num_tasks} tasks, lifetime {world.label()}")
 
 
 def _split(option: str, text: str, cast: Callable[[str], Any] = str) -> list[Any]:
@@ -303,6 +390,7 @@ def _split(option: str, text: str, cast: Callable[[str], Any] = str) -> list[Any
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help="PNG to draw.")
 @workload_options
 @world_options
+@money_options
 @click.pass_context
 def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str, out: Path, plot_path: Path | None,
           **kw: Any) -> None:
@@ -320,6 +408,10 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
     for s in stabs:
         _positive("--stabilities", s)
     world = build_world(kw)
+    if world.pools and all(p.lifetime is not None for p in world.pools):
+        fail("--stabilities set the lifetime of the pools given without @SPEC, and every --pool has one; "
+             "give e.g. --pool spot=8 without @SPEC")
+    prices = build_prices(kw)
     config = build_config(kw["confs"])
     jobs = {w: _make_job(w, kw["scale"], kw["task_seconds"], kw["write_mb"], kw["seed"]) for w in names}
     points = sweeping.sweep_points(names, pols, stabs)
@@ -331,7 +423,7 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
                             f"{row['slowdown_mean']:.2f}x")
 
         rows = sweeping.run_sweep(jobs, points, world, config, kw["runs"], kw["seed"], kw["workers"],
-                                  believed_lifetime=kw["believed_lifetime"], on_point=advance)
+                                  believed_lifetime=kw["believed_lifetime"], on_point=advance, prices=prices)
     sweeping.write_csv(rows, out)
     click.echo(f"wrote {out} ({len(rows)} rows)")
     if plot_path is not None:
@@ -344,6 +436,7 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
 @click.option("--policy", "policies", multiple=True, help="Policies to compare (repeatable; default never, always, oracle).")
 @lifetime_options
 @world_options
+@money_options
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def whatif(eventlog: Path, policies: tuple[str, ...], stability: float | None, lambda_: float | None,
            lifetime: str | None, fmt: str, **kw: Any) -> None:
@@ -357,14 +450,15 @@ def whatif(eventlog: Path, policies: tuple[str, ...], stability: float | None, l
         fail(str(exc))
     world = build_world(kw, vms=replay.executors, cores=replay.cores)
     world = true_lifetime(replay.job, world, stability, lambda_, lifetime)
-    config = build_config(kw["confs"]).with_options(lifetime=kw["believed_lifetime"] or world.lifetime)
+    prices = build_prices(kw)
+    config = build_config(kw["confs"]).with_options(lifetime=kw["believed_lifetime"] or world.default_belief())
     summaries = []
     for name in policies or ("never", "always", "oracle"):
         exp = Experiment(replay.job, world, _policy(name), config, runs=kw["runs"], seed=kw["seed"])
-        summaries.append(run_experiment(exp, workers=kw["workers"]))
+        summaries.append(with_money(run_experiment(exp, workers=kw["workers"]), world, prices))
     if fmt == "json":
         click.echo(json.dumps({"eventlog": str(eventlog), "recorded_job_time": replay.recorded_seconds,
                                "results": [public_summary(s, False) for s in summaries]}, indent=2, sort_keys=True))
     else:
         print_table(summaries, f"{eventlog.name}: {replay.job.num_tasks} tasks on {world.vms}x{world.cores} cores, "
-                    f"recorded {replay.recorded_seconds:.2f} s, lifetime {world.lifetime}")
+                    f"recorded {replay.recorded_seconds:.2f} s, lifetime {world.label()}")

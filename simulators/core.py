@@ -18,7 +18,9 @@ Model (Spark semantics, paper §6)
 * A backup holds one core of its source VM for the copy (the paper backs a block up right after
   the task that wrote it; the next task starts only on a free core), so backups cost job time.
   Backups queued on a busy VM start before new tasks there, in the order received.
-* An evicted VM is replaced after ``replace_delay`` seconds by a fresh VM with a new lifetime.
+* An evicted VM is replaced after ``replace_delay`` seconds by a fresh VM of the same pool with a
+  new lifetime drawn from that pool's model (:class:`simulators.world.Pool`; each pool draws from
+  its own generator, spawned from the run's, so one pool's replacements never shift another's).
 * The job fails (reported, never dropped) when a stage fails ``max_stage_attempts`` times in a
   row, when no task succeeds for ``stall_seconds``, or past ``max_slowdown`` x the stable time.
 
@@ -47,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from cost_model.lifetimes import from_spec
 from simulators.backups import BackupDriver
 from simulators.dag import JobSpec
 from simulators.state import (
@@ -113,8 +116,8 @@ class Simulator(BackupDriver):
     stall_seconds : float or None
         Fail after this long without a successful task.
     lifetimes : iterable of float, optional
-        Explicit VM lifetimes (s) in the order VMs register, instead of drawing them (for a
-        replayed kill schedule or a hand-checked test); ``inf`` once exhausted.
+        Explicit VM lifetimes (s) in the order VMs register, whatever their pool, instead of
+        drawing them (for a replayed kill schedule or a hand-checked test); ``inf`` once exhausted.
     """
 
     def __init__(
@@ -137,12 +140,18 @@ class Simulator(BackupDriver):
         self.deadline = deadline
         self.stall_seconds = stall_seconds
         self.trace = trace
-        self._next_lifetime: Callable[[], float]
-        if lifetimes is None:
-            self._next_lifetime = LifetimeSampler(world.lifetime_model(), rng).next
-        else:
+        self._pools = world.pool_table()
+        self._next_lifetime: list[Callable[[], float]]
+        if lifetimes is not None:
             explicit = iter(lifetimes)
-            self._next_lifetime = lambda: float(next(explicit, float("inf")))
+            self._next_lifetime = [lambda: float(next(explicit, float("inf")))] * len(self._pools)
+        elif not world.pools:  # the homogeneous world draws from the run's own generator
+            self._next_lifetime = [LifetimeSampler(world.lifetime_model(), rng).next]
+        else:
+            self._next_lifetime = [
+                LifetimeSampler(None if spec is None else from_spec(spec), pool_rng).next
+                for (_, _, spec), pool_rng in zip(self._pools, rng.spawn(len(self._pools)), strict=True)
+            ]
         self.now = 0.0
         self._heap: list[tuple[float, int, int, int, object]] = []
         self._seq = 0
@@ -187,8 +196,9 @@ class Simulator(BackupDriver):
 
     def run(self) -> RunResult:
         """Simulate until the job ends or fails; return the measurements."""
-        for _ in range(self.world.vms):
-            self._add_executor()
+        for pool, (_, count, _) in enumerate(self._pools):
+            for _ in range(count):
+                self._add_executor(pool)
         self._push(self.period, TICK, None)
         specs = [stage.spec for stage in self.stages]
         self._emit(JobSubmitted(  # Spark's JobStart: the whole graph before any stage is submitted
@@ -257,13 +267,21 @@ class Simulator(BackupDriver):
         self.result.succeeded = False
         self.result.fail_reason = reason
         self.result.job_time = self.now
+        self._count_vm_time()
         self._emit(JobEnded(self.now, succeeded=False, job_id=0))
 
+    def _count_vm_time(self) -> None:
+        """Seconds each pool's VMs were up until now (what a cloud bills, per second)."""
+        seconds = dict.fromkeys((name for name, _, _ in self._pools), 0.0)
+        for e in self.executors:
+            seconds[self._pools[e.pool][0]] += (self.now if e.left is None else e.left) - e.born
+        self.result.vm_seconds = seconds
+
     # ------------------------------------------------------------------------------ executors
-    def _add_executor(self) -> None:
-        e = Executor(len(self.executors), self.world.cores, self.now, self.now + self._next_lifetime())
+    def _add_executor(self, pool: int) -> None:
+        e = Executor(len(self.executors), self.world.cores, self.now, self.now + self._next_lifetime[pool](), pool)
         self.executors.append(e)
-        self._emit(ExecutorAdded(self.now, e.id, host=f"vm-{e.idx}", cores=e.cores))
+        self._emit(ExecutorAdded(self.now, e.id, host=f"vm-{e.idx}", cores=e.cores, pool=self._pools[pool][0]))
         if self.world.knowledge == "deterministic" and e.death < float("inf"):
             self._emit(ExecutorNotice(self.now, e.id, deadline=e.death, kind="lifetime"))
         if e.death < float("inf"):
@@ -273,8 +291,8 @@ class Simulator(BackupDriver):
         for _ in range(e.cores):
             self._release_slot(e)
 
-    def _on_vm_add(self, _: Any) -> None:
-        self._add_executor()
+    def _on_vm_add(self, pool: Any) -> None:
+        self._add_executor(pool)
 
     def _on_notice(self, e: Any) -> None:
         if e.alive:
@@ -294,6 +312,7 @@ class Simulator(BackupDriver):
 
     def _remove_executor(self, e: Any, reason: str) -> None:
         e.alive = False
+        e.left = self.now
         self._emit(ExecutorLost(self.now, e.id, reason=reason))
         for tid in sorted(e.tasks):
             self._end_task_unsuccessfully(tid, "executor_lost")
@@ -317,7 +336,7 @@ class Simulator(BackupDriver):
         e.peer_blocks = set()
         for stage, parts in lost.items():
             self._outputs_lost(stage, parts)
-        self._push(self.now + self.world.replace_delay, VM_ADD, None)
+        self._push(self.now + self.world.replace_delay, VM_ADD, e.pool)
 
     def _release_slot(self, e: Executor) -> None:
         """A core of ``e`` became free: queued backups first, else it waits for a task."""
@@ -413,6 +432,7 @@ class Simulator(BackupDriver):
         self._finished = True
         self.result.succeeded = True
         self.result.job_time = self.now
+        self._count_vm_time()
         self._emit(JobEnded(self.now, succeeded=True, job_id=0))
 
     def _outputs_lost(self, stage: Stage, parts: list[int]) -> None:

@@ -128,7 +128,7 @@ def run_experiment(exp: Experiment, workers: int | None = None, stable_time: flo
     summary = {
         "workload": exp.job.name,
         "policy": exp.policy,
-        "lifetime": exp.world.lifetime,
+        "lifetime": exp.world.label(),
         "believed_lifetime": exp.config.lifetime,
         "knowledge": exp.world.knowledge,
         "seed": exp.seed,

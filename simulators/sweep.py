@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from simulators.dag import JobSpec
+from simulators.pricing import MONEY_COLUMNS, Prices, money_summary
 from simulators.runner import Experiment, run_experiment, stable_job_time, with_stability
 from simulators.world import WorldSpec
 from trspark.config import TRConfig
@@ -23,6 +24,7 @@ COLUMNS = (
     "slowdown_mean", "slowdown_p50", "slowdown_p95", "slowdown_ci95_low", "slowdown_ci95_high",
     "job_time_mean", "recomputed_tasks_mean", "backups_local_mean", "backups_remote_mean",
     "backup_bytes_local_mean", "backup_bytes_remote_mean", "evictions_mean", "safety_belt_firings_mean",
+    *MONEY_COLUMNS,
 )
 
 
@@ -47,10 +49,14 @@ def run_sweep(
     workers: int | None = None,
     believed_lifetime: str | None = None,
     on_point: Callable[[SweepPoint, dict[str, Any]], None] | None = None,
+    prices: Prices | None = None,
 ) -> list[dict[str, Any]]:
     """Simulate every point (``runs`` runs each); the stable time is computed once per workload.
 
-    The policy believes ``believed_lifetime`` if given, else the point's true lifetime model.
+    A point's stability sets the world's lifetime: of every VM in a homogeneous world, of the
+    pools without their own lifetime in a world of pools. The policy believes
+    ``believed_lifetime`` if given, else the world's :meth:`~simulators.world.WorldSpec.default_belief`.
+    Each row is priced with ``prices`` (default: :class:`simulators.pricing.Prices`).
     """
     stable: dict[str, float] = {}
     rows = []
@@ -59,9 +65,10 @@ def run_sweep(
         if point.workload not in stable:
             stable[point.workload] = stable_job_time(job, world, config.period)
         point_world = with_stability(world, job, point.stability)
-        believed = config.with_options(lifetime=believed_lifetime or point_world.lifetime)
+        believed = config.with_options(lifetime=believed_lifetime or point_world.default_belief())
         exp = Experiment(job, point_world, point.policy, believed, runs=runs, seed=seed)
         summary = run_experiment(exp, workers=workers, stable_time=stable[point.workload])
+        summary.update(money_summary(summary["rows"], point_world, prices or Prices()))
         row = {c: summary.get(c) for c in COLUMNS}
         row.update(workload=point.workload, policy=point.policy, stability=point.stability,
                    slowdown_ci95_low=summary["slowdown_ci95"][0], slowdown_ci95_high=summary["slowdown_ci95"][1])
