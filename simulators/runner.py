@@ -63,11 +63,12 @@ def stable_job_time(job: JobSpec, world: WorldSpec, period: float = 5.0) -> floa
     return result.job_time
 
 
-def build_policy(name: str, config: TRConfig, stable_time: float) -> Policy:
+def build_policy(name: str, config: TRConfig, stable_time: float, on_demand_pools: tuple[str, ...] = ()) -> Policy:
+    """``on_demand_pools``: the world's pools that are never evicted (for ``efm`` and ``pado``)."""
     if name in SIMULATOR_POLICIES:  # the lone heuristic; simulate_run plays the whole family (simulators.oracle)
         strategy = FAMILY[0] if name == "oracle" else next(st for st in FAMILY if not st.scheduling)
         return OraclePolicy(config, horizon=stable_time, strategy=strategy)
-    return make_policy(name, config)
+    return make_policy(name, config, on_demand_pools)
 
 
 def simulate_run(exp: Experiment, seed: np.random.SeedSequence, stable_time: float,
@@ -90,7 +91,7 @@ def simulate_run(exp: Experiment, seed: np.random.SeedSequence, stable_time: flo
     if exp.policy in SIMULATOR_POLICIES:
         result: RunResult = best_run(make_sim, config, stable_time, trace, scheduling=exp.policy == "oracle")
         return result
-    return make_sim(build_policy(exp.policy, config, stable_time), trace).run()
+    return make_sim(build_policy(exp.policy, config, stable_time, exp.world.stable_pools()), trace).run()
 
 
 # Worker state: the experiment is sent once per worker (fork inherits it), not once per run.

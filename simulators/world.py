@@ -150,6 +150,10 @@ class WorldSpec:
         """Can a VM with lifetime ``spec`` be evicted, :math:`S(\\infty) < 1`? (None and ``stable`` cannot.)"""
         return spec is not None and float(from_spec(spec).sf(1e300)) < 1.0
 
+    def stable_pools(self) -> tuple[str, ...]:
+        """Names of the pools whose VMs are never evicted (the on-demand capacity)."""
+        return tuple(name for name, _, spec in self.pool_table() if self.pools and not self.evictable(spec))
+
     def label(self) -> str | None:
         """The true lifetimes in one line: the spec (None: no evictions), or ``pool=count@spec ...``."""
         if not self.pools:
