@@ -163,3 +163,20 @@ def test_sweep_over_pools_writes_money_columns(tmp_path: Path) -> None:
     assert all(float(r["cost_usd_mean"]) > 0 and float(r["vm_hours_mean"]) > 0 for r in rows)
     code, text = invoke("simulate", "sweep", "--policies", "never", "--pool", "a=1@stable", "--out", str(out))
     assert code == 2 and "every --pool has one" in text
+
+
+def test_the_oracle_sees_every_pool_and_copies_to_stable_peers() -> None:
+    from simulators.oracle import FAMILY, OraclePolicy
+    from trspark.config import TRConfig
+    from trspark.engine.protocol import BlockBackedUp
+
+    world = WorldSpec(vms=4, cores=1, lifetime=None,
+                      pools=(Pool("ondemand", 1, "stable"), Pool("spot", 3, "exponential:mean=3")))
+    policy = OraclePolicy(TRConfig(lifetime="exponential:mean=3"), horizon=20.0, strategy=FAMILY[0])
+    recorder = Recorder(policy)
+    sim = Simulator(job(), world, recorder, np.random.default_rng(5), period=1.0, stall_seconds=100.0)
+    policy.bind(sim)
+    sim.run()
+    assert sim.death_time("0") == float("inf")  # the on-demand VM
+    peers = {e.target for e in recorder.of(BlockBackedUp) if isinstance(e, BlockBackedUp) and e.target != "remote"}
+    assert peers == {"0"}  # the only peer that outlives every danger window
