@@ -388,12 +388,19 @@ def _split(option: str, text: str, cast: Callable[[str], Any] = str) -> list[Any
 @click.option("--stabilities", default="5,10,20,50,100,200,500,1000", show_default=True, help="Comma-separated stabilities.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="CSV file to write.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help="PNG to draw.")
+@click.option("--cost-plot", "cost_plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="PNG of slowdown against $ per job, per policy and on-demand share.")
+@click.option("--on-demand-shares", default=None,
+              help="Comma-separated percentages of the VMs in a stable 'ondemand' pool, the rest in a 'spot' pool "
+                   "whose lifetime the stabilities set, e.g. 0,10,25,50 (0 = the homogeneous world).")
+@click.option("--shape", type=float, default=None,
+              help="Weibull shape of the lifetimes the stabilities set, with the same mean (default: exponential).")
 @workload_options
 @world_options
 @money_options
 @click.pass_context
 def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str, out: Path, plot_path: Path | None,
-          **kw: Any) -> None:
+          cost_plot_path: Path | None, on_demand_shares: str | None, shape: float | None, **kw: Any) -> None:
     """Slowdown vs stability for workloads x policies (CSV; Figure-7-style PNG)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -407,28 +414,38 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
     stabs = _split("--stabilities", stabilities, float)
     for s in stabs:
         _positive("--stabilities", s)
+    _positive("--shape", shape)
+    shares = [None] if on_demand_shares is None else _split("--on-demand-shares", on_demand_shares, float)
+    if any(share is not None and not 0.0 <= share <= 100.0 for share in shares):
+        fail(f"--on-demand-shares={on_demand_shares!r} is not valid; allowed: percentages in [0, 100]")
     world = build_world(kw)
+    if world.pools and on_demand_shares is not None:
+        fail("give either --pool or --on-demand-shares, not both")
     if world.pools and all(p.lifetime is not None for p in world.pools):
         fail("--stabilities set the lifetime of the pools given without @SPEC, and every --pool has one; "
              "give e.g. --pool spot=8 without @SPEC")
     prices = build_prices(kw)
     config = build_config(kw["confs"])
     jobs = {w: _make_job(w, kw["scale"], kw["task_seconds"], kw["write_mb"], kw["seed"]) for w in names}
-    points = sweeping.sweep_points(names, pols, stabs)
+    points = sweeping.sweep_points(names, pols, stabs, shares)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as progress:
         bar = progress.add_task("sweep", total=len(points))
 
         def advance(point: Any, row: dict[str, Any]) -> None:
-            progress.update(bar, advance=1, description=f"{point.workload} {point.policy} S={point.stability:g}: "
+            share = "" if point.on_demand_share is None else f" {point.on_demand_share:g}% od"
+            progress.update(bar, advance=1, description=f"{point.workload} {point.policy} S={point.stability:g}{share}: "
                             f"{row['slowdown_mean']:.2f}x")
 
         rows = sweeping.run_sweep(jobs, points, world, config, kw["runs"], kw["seed"], kw["workers"],
-                                  believed_lifetime=kw["believed_lifetime"], on_point=advance, prices=prices)
+                                  believed_lifetime=kw["believed_lifetime"], on_point=advance, prices=prices, shape=shape)
     sweeping.write_csv(rows, out)
     click.echo(f"wrote {out} ({len(rows)} rows)")
     if plot_path is not None:
         sweeping.plot(rows, plot_path)
         click.echo(f"wrote {plot_path}")
+    if cost_plot_path is not None:
+        sweeping.plot_cost(rows, cost_plot_path)
+        click.echo(f"wrote {cost_plot_path}")
 
 
 @click.command("whatif", cls=Command)

@@ -6,6 +6,7 @@ on ``(seed, i)`` and are identical whatever the number of worker processes.
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 from collections.abc import Callable
@@ -140,8 +141,17 @@ def run_experiment(exp: Experiment, workers: int | None = None, stable_time: flo
     return summary
 
 
-def with_stability(world: WorldSpec, job: JobSpec, stability: float) -> WorldSpec:
-    """Exponential lifetimes with mean = ``stability`` x the job's mean task time (paper §6)."""
+def with_stability(world: WorldSpec, job: JobSpec, stability: float, shape: float | None = None) -> WorldSpec:
+    """Lifetimes with mean = ``stability`` x the job's mean task time (paper §6).
+
+    Exponential by default; with ``shape`` k, Weibull with that mean,
+    :math:`\\text{scale} = \\text{mean} / \\Gamma(1 + 1/k)`.
+    """
     if not stability > 0:
         raise ValueError(f"stability must be > 0, got {stability!r}")
-    return replace(world, lifetime=f"exponential:mean={stability * job.mean_task_seconds():.17g}")
+    mean = stability * job.mean_task_seconds()
+    if shape is None:
+        return replace(world, lifetime=f"exponential:mean={mean:.17g}")
+    if not shape > 0:
+        raise ValueError(f"shape must be > 0, got {shape!r}")
+    return replace(world, lifetime=f"weibull:shape={float(shape)!r},scale={mean / math.gamma(1.0 + 1.0 / shape)!r}")

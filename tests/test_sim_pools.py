@@ -180,3 +180,42 @@ def test_the_oracle_sees_every_pool_and_copies_to_stable_peers() -> None:
     assert sim.death_time("0") == float("inf")  # the on-demand VM
     peers = {e.target for e in recorder.of(BlockBackedUp) if isinstance(e, BlockBackedUp) and e.target != "remote"}
     assert peers == {"0"}  # the only peer that outlives every danger window
+
+
+def test_on_demand_share_splits_the_vms_and_zero_is_the_homogeneous_world() -> None:
+    from simulators.sweep import with_on_demand_share
+
+    world = WorldSpec(vms=10, lifetime="exponential:mean=30")
+    assert with_on_demand_share(world, None) is world
+    assert with_on_demand_share(world, 0.0) == world  # today's world, pool "default"
+    assert with_on_demand_share(world, 25.0).pools == (Pool("ondemand", 2, "stable"), Pool("spot", 8))  # round(2.5)
+    assert with_on_demand_share(world, 100.0).pools == (Pool("ondemand", 10, "stable"),)
+    with pytest.raises(ValueError, match="percentage"):
+        with_on_demand_share(world, 120.0)
+
+
+def test_weibull_stability_keeps_the_mean() -> None:
+    from cost_model.lifetimes import from_spec
+    from simulators.runner import with_stability
+
+    spec = with_stability(WorldSpec(vms=2), job(), 20.0, shape=0.6).lifetime
+    assert spec is not None and spec.startswith("weibull:shape=0.6,scale=")
+    assert from_spec(spec).mean() == pytest.approx(20.0 * job().mean_task_seconds(), rel=1e-12)
+
+
+def test_sweep_over_on_demand_shares_draws_slowdown_against_cost(tmp_path: Path) -> None:
+    out, png = tmp_path / "sweep.csv", tmp_path / "cost.png"
+    code, text = invoke("simulate", "sweep", "--workloads", "bing", "--policies", "never,efm", "--stabilities", "20",
+                        "--on-demand-shares", "0,50", "--shape", "0.6", "--scale", "0.02", "--vms", "4", "--cores", "2",
+                        "--runs", "2", "--workers", "1", "--out", str(out), "--cost-plot", str(png))
+    assert code == 0, text
+    rows = list(csv.DictReader(out.open()))
+    assert [(r["policy"], r["on_demand_share"]) for r in rows] == [("never", "0.0"), ("efm", "0.0"),
+                                                                   ("never", "50.0"), ("efm", "50.0")]
+    assert rows[0]["lifetime"].startswith("weibull:shape=0.6,")
+    assert rows[2]["lifetime"].startswith("ondemand=2@stable spot=2@weibull:shape=0.6,")
+    # with no on-demand peer efm copies to remote; with one, to it
+    assert float(rows[1]["backup_bytes_remote_mean"]) > 0 and float(rows[3]["backup_bytes_remote_mean"]) == 0
+    assert png.stat().st_size > 0
+    code, text = invoke("simulate", "sweep", "--on-demand-shares", "10", "--pool", "a=2", "--out", str(out))
+    assert code == 2 and "either --pool or --on-demand-shares" in text
