@@ -102,6 +102,29 @@ def run_sweep(
     return rows
 
 
+def _figure(panels: int, width: float, height: float) -> tuple[Any, Any]:
+    """A matplotlib figure with ``panels`` axes in up to two columns (the Agg backend: no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(2, panels)
+    nrows = math.ceil(panels / cols)
+    return plt.subplots(nrows, cols, figsize=(width * cols, height * nrows), squeeze=False)
+
+
+def _save(fig: Any, axes: Any, panels: int, title: str, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    for ax in list(axes.flat)[panels:]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def _share(row: dict[str, Any]) -> str:
     """The row's on-demand share as a label ("" when the sweep had none; a CSV gives strings)."""
     value = row.get("on_demand_share")
@@ -125,17 +148,10 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
 
     Hollow markers flag points where some runs failed (their slowdown is a lower bound).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     workloads = sorted({str(r["workload"]) for r in rows})
     # one line per policy, and per on-demand share when the sweep had them
     lines = sorted({(str(r["policy"]), _share(r)) for r in rows}, key=lambda x: (x[0], float(x[1] or -1)))
-    cols = min(2, len(workloads))
-    nrows = math.ceil(len(workloads) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(6 * cols, 4.2 * nrows), squeeze=False)
+    fig, axes = _figure(len(workloads), 6.0, 4.2)
     for ax, workload in zip(axes.flat, workloads, strict=False):
         for policy, share in lines:
             pts = sorted(
@@ -156,20 +172,12 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
         ax.set_title(workload)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    for ax in list(axes.flat)[len(workloads):]:
-        ax.set_visible(False)
-    fig.suptitle("Slowdown vs. VM stability (hollow = some runs failed)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(fig, axes, len(workloads), "Slowdown vs. VM stability (hollow = some runs failed)", path)
 
 
 def plot_cost(rows: Sequence[dict[str, Any]], path: Path) -> None:
     """Slowdown against USD per job, one panel per workload: a colour per policy, a marker per
     on-demand share, one point per stability (the smaller the marker, the lower the stability)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     workloads = sorted({str(r["workload"]) for r in rows})
@@ -177,9 +185,7 @@ def plot_cost(rows: Sequence[dict[str, Any]], path: Path) -> None:
     shares = sorted({_share(r) for r in rows}, key=lambda x: float(x or -1))
     stabs = sorted({float(r["stability"]) for r in rows})
     markers = "osD^vP*X"
-    cols = min(2, len(workloads))
-    fig, axes = plt.subplots(math.ceil(len(workloads) / cols), cols, figsize=(6.5 * cols, 4.6 * math.ceil(len(workloads) / cols)),
-                             squeeze=False)
+    fig, axes = _figure(len(workloads), 6.5, 4.6)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, workload in zip(axes.flat, workloads, strict=False):
         for pi, policy in enumerate(policies):
@@ -197,9 +203,4 @@ def plot_cost(rows: Sequence[dict[str, Any]], path: Path) -> None:
         ax.set_title(workload)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=6, ncol=2)
-    for ax in list(axes.flat)[len(workloads):]:
-        ax.set_visible(False)
-    fig.suptitle("Slowdown vs. $ per job (marker size grows with stability)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(fig, axes, len(workloads), "Slowdown vs. $ per job (marker size grows with stability)", path)
