@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -219,3 +220,24 @@ def test_sweep_over_on_demand_shares_draws_slowdown_against_cost(tmp_path: Path)
     assert png.stat().st_size > 0
     code, text = invoke("simulate", "sweep", "--on-demand-shares", "10", "--pool", "a=2", "--out", str(out))
     assert code == 2 and "either --pool or --on-demand-shares" in text
+
+
+GOLDEN = Path(__file__).parent / "fixtures" / "sim" / "golden_pools_small.json"
+
+
+def test_golden_mixed_world_is_byte_identical() -> None:
+    from simulators.runner import Experiment, run_experiment, with_stability
+    from simulators.workloads import WorkloadParams, make_workload
+
+    # efm and pado depend only on the simulator and the pool baselines, not on TR's cost model
+    job = make_workload("tpcds", WorkloadParams(scale=0.02), seed=3)
+    world = with_stability(WorldSpec(vms=6, cores=2, pools=(Pool("ondemand", 2, "stable"), Pool("spot", 4))), job, 10.0)
+    golden = {}
+    for policy in ("efm", "pado"):
+        summary = run_experiment(Experiment(job, world, policy, runs=4, seed=11), workers=1)
+        golden[policy] = {**{k: v for k, v in summary.items() if k != "rows"},
+                          **money_summary(summary["rows"], world, Prices())}
+    text = json.dumps(golden, indent=2, sort_keys=True) + "\n"
+    if os.environ.get("TRSPARK_REGEN_GOLDEN"):
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text(), "simulator behaviour changed; if intended, rerun with TRSPARK_REGEN_GOLDEN=1"
