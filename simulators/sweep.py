@@ -198,6 +198,7 @@ def plot_cost(rows: Sequence[dict[str, Any]], path: Path) -> None:
                            s=[20 + 60 * stabs.index(float(r["stability"])) / max(1, len(stabs) - 1) for r in pts],
                            marker=markers[si % len(markers)], color=colours[pi % len(colours)],
                            label=f"{policy}, {share or 'as given'}{'% on-demand' if share else ''}")
+        ax.set_yscale("log")  # most points crowd near slowdown 1
         ax.set_xlabel("USD per job (mean)")
         ax.set_ylabel("slowdown vs. stable Spark")
         ax.set_title(workload)
