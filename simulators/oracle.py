@@ -60,6 +60,7 @@ from typing import Any, Protocol
 
 from trspark.engine.baselines import AlwaysPolicy, NeverPolicy
 from trspark.engine.interface import Policy
+from trspark.engine.placement import gamma_hints
 from trspark.engine.protocol import (
     REMOTE,
     Backup,
@@ -76,7 +77,6 @@ from trspark.engine.protocol import (
     TaskStarted,
 )
 from trspark.engine.settings import TRConfig
-from trspark.engine.tr.scheduling import gamma_hints
 
 Block = tuple[int, int]
 

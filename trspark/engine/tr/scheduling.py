@@ -43,11 +43,12 @@ with the same rule (:func:`trspark.engine.placement.place`).
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from trspark.engine.placement import gamma_hints
 from trspark.engine.protocol import SchedulingHints
 from trspark.engine.state import ExecutorView, JobState, StageView
 
@@ -108,29 +109,6 @@ def cold_limits(executors: Sequence[ExecutorView]) -> dict[str, float]:
     if not cold or len(cold) == len(executors):
         return {}
     return dict.fromkeys(cold, 0.0)
-
-
-def gamma_hints(
-    stage_order: tuple[int, ...], max_task_seconds: Mapping[str, float], expected_task_seconds: Mapping[int, float],
-    drain: tuple[str, ...] = (), fallback: Iterable[str] = (),
-) -> SchedulingHints:
-    """Hints from the γ rule's numbers: ``e`` is forbidden for stage ``s`` unless ``ET_s <= max_task_seconds[e]``.
-
-    ``expected_task_seconds``: stage -> ET (s); ``max_task_seconds``: executor -> longest ET (s)
-    allowed to start there. ``fallback`` executors take a stage they are not forbidden for
-    (with ``ET_s > 0``) only after the others. Stages without ET are unrestricted.
-    """
-    forbidden: dict[int, tuple[str, ...]] = {}
-    later: dict[int, tuple[str, ...]] = {}
-    slow = sorted(set(fallback))
-    for stage, seconds in expected_task_seconds.items():
-        out = tuple(sorted(e for e, limit in max_task_seconds.items() if not seconds <= limit))
-        if out:
-            forbidden[stage] = out
-        rest = tuple(e for e in slow if e not in out) if seconds > 0.0 else ()
-        if rest:
-            later[stage] = rest
-    return SchedulingHints(stage_order=stage_order, forbidden=forbidden, fallback=later, drain=drain)
 
 
 @dataclass(frozen=True, slots=True)
