@@ -36,7 +36,11 @@ trait HintedScheduling extends TaskSchedulerImpl {
 
   override val rootPool: Pool = new HintedScheduling.OrderedPool(schedulingMode, arrange)
 
-  private def arrange(queue: ArrayBuffer[TaskSetManager]): ArrayBuffer[TaskSetManager] = {
+  // Inside Spark's offer round: on an internal error, Spark's own queue.
+  private def arrange(queue: ArrayBuffer[TaskSetManager]): ArrayBuffer[TaskSetManager] =
+    Guard.orElse("HintedScheduling.arrange", queue)(arranged(queue))
+
+  private def arranged(queue: ArrayBuffer[TaskSetManager]): ArrayBuffer[TaskSetManager] = {
     val h = currentHints
     val ordered = if (h.stageOrder.isEmpty || schedulingMode != SchedulingMode.FIFO) queue else {
       val position = HintPlacement.orderStages(queue.map(_.stageId).distinct.toSeq, h).zipWithIndex.toMap
@@ -48,7 +52,10 @@ trait HintedScheduling extends TaskSchedulerImpl {
   override def resourceOffers(offers: IndexedSeq[WorkerOffer],
       isAllFreeResources: Boolean): Seq[Seq[TaskDescription]] = synchronized {
     val h = currentHints
-    val (limited, unlimited) = offers.partition(o => h.maxTaskSeconds.contains(o.executorId) || h.drain.contains(o.executorId))
+    // On an internal error no offer is limited: Spark's own round.
+    val (limited, unlimited) = Guard.orElse("HintedScheduling.resourceOffers", (IndexedSeq.empty[WorkerOffer], offers)) {
+      offers.partition(o => h.maxTaskSeconds.contains(o.executorId) || h.drain.contains(o.executorId))
+    }
     val barrier = rootPool.getSortedTaskSetQueue.exists(_.taskSet.tasks.headOption.exists(_.isBarrier))
     if (limited.isEmpty || barrier) super.resourceOffers(offers, isAllFreeResources)
     else {
@@ -64,7 +71,9 @@ trait HintedScheduling extends TaskSchedulerImpl {
       // Draining executors (no limit; never allowed) come last.
       val rest = limited.sortBy(o => -h.maxTaskSeconds.getOrElse(o.executorId, Double.NegativeInfinity)).map { offer =>
         val withSlot = free.collect { case (e, c) if c >= CPUS_PER_TASK => e }
-        offerFilter.set(ts => HintPlacement.mayStartNow(offer.executorId, ts.stageId, withSlot, h))
+        offerFilter.set(ts => Guard.orElse("HintedScheduling.mayStartNow", true) {
+          HintPlacement.mayStartNow(offer.executorId, ts.stageId, withSlot, h)
+        })
         val launched = try super.resourceOffers(IndexedSeq(offer), isAllFreeResources = false)
           finally offerFilter.remove()
         record(IndexedSeq(offer), launched)
