@@ -14,37 +14,19 @@ from __future__ import annotations
 import os
 import re
 import signal
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from driver_log import driver_log, log_lines
+from jvm_gateway import wait_for
 
 pytestmark = pytest.mark.spark
 
 EXECUTORS = 2
 TIMEOUT = 120.0  # the shared machine is often heavily loaded
 FAIL_IN = "trspark.test.failIn"
-LOG4J2 = """\
-rootLogger.level = warn
-rootLogger.appenderRef.file.ref = file
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = %p %c: %m%n%ex
-"""
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)  # polling a condition, bounded by the deadline
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 class App:
@@ -56,8 +38,7 @@ class App:
         self.system = self.sc._jvm.java.lang.System
 
     def warnings(self, path: str) -> list[str]:
-        text = self.log.read_text() if self.log.exists() else ""
-        return [line for line in text.splitlines() if line.startswith("WARN") and f"internal error in {path} " in line]
+        return [line for line in log_lines(self.log) if line.startswith("WARN") and f"internal error in {path} " in line]
 
     def alive(self) -> set[str]:
         ids = self.sc._jsc.sc().getExecutorIds()
@@ -69,7 +50,8 @@ class App:
         driver = int(self.sc._jvm.java.lang.ProcessHandle.current().pid())
         victim = sorted(find_executors(driver), key=lambda e: e.executor_id)[0]
         os.kill(victim.pid, signal.SIGKILL)
-        wait_for(lambda: victim.executor_id not in self.alive(), what=f"executor {victim.executor_id} to be removed")
+        wait_for(lambda: victim.executor_id not in self.alive(), what=f"executor {victim.executor_id} to be removed",
+                 timeout=TIMEOUT)
 
 
 @pytest.fixture(scope="module")
@@ -79,12 +61,10 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
     import trspark
 
     root = tmp_path_factory.mktemp("faults")
-    log = root / "driver.log"
-    config = root / "log4j2.properties"
-    config.write_text(LOG4J2.format(log=log))
+    java_options, log = driver_log(root)
     builder = (
         SparkSession.builder.master(f"local-trcluster[{EXECUTORS},1,1024]").appName("trspark-faults")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={config}")
+        .config("spark.driver.extraJavaOptions", java_options)
         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
         .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
         .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s")
@@ -128,7 +108,7 @@ PATHS = [
 
 @pytest.mark.parametrize("path", PATHS)
 def test_an_exception_on_a_synchronous_path_is_caught_once_and_falls_back(app: App, path: str) -> None:
-    wait_for(lambda: len(app.alive()) >= EXECUTORS, what="every executor registered")
+    wait_for(lambda: len(app.alive()) >= EXECUTORS, what="every executor registered", timeout=TIMEOUT)
     app.status.setBuiltin("never", "both", 0.0)  # undo the previous path's fallback: the engine decides
     assert not app.status.isFallenBack()
     errors_before = int(app.status.stat("internal_errors"))
@@ -137,10 +117,11 @@ def test_an_exception_on_a_synchronous_path_is_caught_once_and_falls_back(app: A
         if path == "TRTaskScheduler.executorLost":
             app.kill_one_executor()
         assert run_job(app) == EXPECTED
-        wait_for(app.status.isFallenBack, what=f"the fallback after a failure in {path}")
+        wait_for(app.status.isFallenBack, what=f"the fallback after a failure in {path}", timeout=TIMEOUT)
     finally:
         app.system.clearProperty(FAIL_IN)
     assert int(app.status.stat("internal_errors")) > errors_before
-    warnings = wait_for(lambda: app.warnings(path), what=f"the warning for {path}", timeout=10)
+    wait_for(lambda: bool(app.warnings(path)), what=f"the warning for {path}")
+    warnings = app.warnings(path)
     assert len(warnings) == 1, warnings
     assert re.search(r"falling back to always-checkpoint .* for the rest of this application", warnings[0])

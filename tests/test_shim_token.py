@@ -10,27 +10,17 @@ still run the job right; with the real token (the control) it connects.
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from driver_log import driver_log, log_lines
+from jvm_gateway import wait_for
 
 pytestmark = pytest.mark.spark
 
 TIMEOUT = 120.0
-LOG4J2 = """\
-rootLogger.level = warn
-rootLogger.appenderRef.file.ref = file
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = %p %c: %m%n
-logger.trspark.name = org.apache.spark.trspark
-logger.trspark.level = info
-"""
 # The engine as started by the plugin: `<python> -m trspark.engine --connect 127.0.0.1:<port>`.
 WRAPPER = """\
 #!{python}
@@ -57,27 +47,14 @@ REFUSALS = {
 }
 
 
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)  # polling a condition, bounded by the deadline
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
 @pytest.fixture(scope="module")
-def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The driver's log file (this module starts its own driver JVM, see conftest.py)."""
-    root = tmp_path_factory.mktemp("token-log")
-    config = root / "log4j2.properties"
-    config.write_text(LOG4J2.format(log=root / "driver.log"))
-    return root / "driver.log"
+def logging(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """The driver's log options and file (this module starts its own driver JVM, see conftest.py)."""
+    return driver_log(tmp_path_factory.mktemp("token-log"))
 
 
 @pytest.fixture
-def application(tmp_path: Path, log: Path) -> Iterator[Callable[[str], Any]]:
+def application(tmp_path: Path, logging: tuple[str, Path]) -> Iterator[Callable[[str], Any]]:
     """Start a ``tr`` application whose engine is started as ``case`` says."""
     started: list[Any] = []
 
@@ -91,7 +68,7 @@ def application(tmp_path: Path, log: Path) -> Iterator[Callable[[str], Any]]:
         wrapper.chmod(0o755)
         builder = (
             SparkSession.builder.master("local[1]").appName(f"trspark-token-{case.replace(' ', '-')}")
-            .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log.parent / 'log4j2.properties'}")
+            .config("spark.driver.extraJavaOptions", logging[0])
             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
         )
         spark = trspark.configure(builder, mode="tr", lifetime="exponential:mean=600", python=str(wrapper),
@@ -112,22 +89,25 @@ def run_job(spark: Any) -> list[tuple[int, int]]:
 
 
 @pytest.mark.parametrize("case", sorted(REFUSALS))
-def test_an_engine_without_the_right_token_is_refused(application: Callable[[str], Any], log: Path, case: str) -> None:
-    since = len(log.read_text().splitlines()) if log.exists() else 0
+def test_an_engine_without_the_right_token_is_refused(application: Callable[[str], Any], logging: tuple[str, Path],
+                                                      case: str) -> None:
+    log = logging[1]
+    since = len(log_lines(log))
     spark = application(case)
     status = spark.sparkContext._jvm.org.apache.spark.trspark.TRStatus
-    wait_for(status.isFallenBack, what=f"the plugin to refuse the engine ({case})")
+    wait_for(status.isFallenBack, what=f"the plugin to refuse the engine ({case})", timeout=TIMEOUT)
     assert run_job(spark) == [(k, sum(range(k, 600, 3))) for k in range(3)]
-    lines = log.read_text().splitlines()[since:]
+    lines = log_lines(log)[since:]
     warnings = [line for line in lines if line.startswith("WARN") and "policy engine unavailable" in line]
     assert len(warnings) == 1 and REFUSALS[case] in warnings[0], warnings
     assert not any("trspark: engine connected" in line for line in lines)
 
 
-def test_the_engine_with_the_token_connects(application: Callable[[str], Any], log: Path) -> None:
-    since = len(log.read_text().splitlines()) if log.exists() else 0
+def test_the_engine_with_the_token_connects(application: Callable[[str], Any], logging: tuple[str, Path]) -> None:
+    log = logging[1]
+    since = len(log_lines(log))
     spark = application("the real token")
-    wait_for(lambda: any("trspark: engine connected" in line for line in log.read_text().splitlines()[since:]),
-             what="the engine to connect")
+    wait_for(lambda: any("trspark: engine connected" in line for line in log_lines(log)[since:]),
+             what="the engine to connect", timeout=TIMEOUT)
     assert run_job(spark) == [(k, sum(range(k, 600, 3))) for k in range(3)]
     assert not spark.sparkContext._jvm.org.apache.spark.trspark.TRStatus.isFallenBack()
