@@ -21,12 +21,12 @@ from jvm_gateway import wait_for
 pytestmark = pytest.mark.spark
 
 TIMEOUT = 120.0
-# The engine as started by the plugin: `<python> -m trspark.engine --connect 127.0.0.1:<port>`.
+# The engine is the one command the plugin starts with `--connect 127.0.0.1:<port>`.
 WRAPPER = """\
 #!{python}
 import json, os, socket, sys
 args = sys.argv[1:]
-if args[:2] == ["-m", "trspark.engine"]:
+if "--connect" in args:
     case = {case!r}
     if case == "wrong token":
         os.environ["TRSPARK_TOKEN"] = "0" * 32
