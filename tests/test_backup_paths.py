@@ -15,7 +15,7 @@ from py4j.protocol import Py4JJavaError
 
 from tests.jvm_gateway import Jvm, plain_jvm
 from trspark.cli import cli
-from trspark.history import HistoryStore, LifetimeRecord
+from trspark.live.history import HistoryStore, LifetimeRecord
 
 BAD_IDS = ["..", ".", "", "../escape", "a/b", ".hidden", "x y"]
 
