@@ -37,7 +37,11 @@ trait HintedScheduling extends TaskSchedulerImpl {
 
   override val rootPool: Pool = new HintedScheduling.OrderedPool(schedulingMode, arrange)
 
-  private def arrange(queue: ArrayBuffer[TaskSetManager]): ArrayBuffer[TaskSetManager] = {
+  // Inside Spark's offer round: on an internal error, Spark's own queue.
+  private def arrange(queue: ArrayBuffer[TaskSetManager]): ArrayBuffer[TaskSetManager] =
+    Guard.orElse("HintedScheduling.arrange", queue)(arranged(queue))
+
+  private def arranged(queue: ArrayBuffer[TaskSetManager]): ArrayBuffer[TaskSetManager] = {
     val h = currentHints
     val ordered = if (h.stageOrder.isEmpty || schedulingMode != SchedulingMode.FIFO) queue else {
       val position = HintPlacement.orderStages(queue.map(_.stageId).distinct.toSeq, h).zipWithIndex.toMap
@@ -51,11 +55,14 @@ trait HintedScheduling extends TaskSchedulerImpl {
     val h = currentHints
     val queue = rootPool.getSortedTaskSetQueue
     val stages = queue.map(_.stageId).distinct.toSeq
-    val plain = offers.forall(o => o.resources.resourceAddressAmount.isEmpty &&
-      o.resourceProfileId == ResourceProfile.DEFAULT_RESOURCE_PROFILE_ID)
-    if (!plain || queue.exists(_.taskSet.tasks.headOption.exists(_.isBarrier)) || !offers.exists(o => h.restricts(o.executorId, stages))) {
-      super.resourceOffers(offers, isAllFreeResources)
-    } else placeHinted(offers, queue.toSeq, stages, h)
+    // On an internal error the hints restrict nothing: Spark's own round.
+    val hinted = Guard.orElse("HintedScheduling.resourceOffers", false) {
+      val plain = offers.forall(o => o.resources.resourceAddressAmount.isEmpty &&
+        o.resourceProfileId == ResourceProfile.DEFAULT_RESOURCE_PROFILE_ID)
+      plain && !queue.exists(_.taskSet.tasks.headOption.exists(_.isBarrier)) &&
+        offers.exists(o => h.restricts(o.executorId, stages))
+    }
+    if (hinted) placeHinted(offers, queue.toSeq, stages, h) else super.resourceOffers(offers, isAllFreeResources)
   }
 
   /** [[HintPlacement.place]] over one-core slots of `offers`, Spark launching each slot's task. */
@@ -77,7 +84,8 @@ trait HintedScheduling extends TaskSchedulerImpl {
         tasks.exists(_.nonEmpty)
       }
     }
-    HintPlacement.place(slots, order, h, driver)
+    // An internal error mid-way keeps the tasks already launched; the next round is Spark's own.
+    Guard.run("HintedScheduling.resourceOffers")(HintPlacement.place(slots, order, h, driver))
     launched.toSeq
   }
 

@@ -53,7 +53,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     "backups_requested" -> 0L, "backups_done" -> 0L, "backups_local" -> 0L, "backups_remote" -> 0L,
     "backups_bytes" -> 0L, "backups_failed" -> 0L, "backups_rejected" -> 0L,
     "outputs_repointed" -> 0L, "outputs_lost" -> 0L, "notices" -> 0L,
-    "duplicates_launched" -> 0L, "duplicates_killed" -> 0L, "executors_released" -> 0L)
+    "duplicates_launched" -> 0L, "duplicates_killed" -> 0L, "executors_released" -> 0L, "internal_errors" -> 0L)
   /** Executors let go on the engine's `ReleaseExecutor` (their loss is reported as `released`). */
   private val released = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
 
@@ -101,7 +101,18 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     if (conf.backupsEnabled) clock.scheduleAtFixedRate(() => tick(), period, period, TimeUnit.MILLISECONDS)
   }
 
-  override def receive(message: Any): AnyRef = message match {
+  override def receive(message: Any): AnyRef = Guard.orElse[AnyRef]("TRDriverPlugin.receive", noWork(message)) {
+    handle(message)
+  }
+
+  /** The answer when handling `message` failed: "no work" to a poll, nothing to a one-way message. */
+  private def noWork(message: Any): AnyRef = message match {
+    case text: String if scala.util.Try(Wire.decode(text)).toOption.exists(_.isInstanceOf[PollWork]) =>
+      Wire.encode(Work(Nil, Nil))
+    case _ => null
+  }
+
+  private def handle(message: Any): AnyRef = message match {
     case text: String => Wire.decode(text) match {
       case PollWork(executorId, capacity) => Wire.encode(poll(executorId, capacity))
       case done: BackupDone =>
@@ -350,16 +361,21 @@ class TRDriverPlugin extends DriverPlugin with Logging {
 
   private def startEngine(appId: String): EngineBridge = {
     val b = new EngineBridge(enginePython, settingsJson(Some(appId)), conf.engineTimeoutS,
-      command, reason => fallBack(reason))
+      command, reason => fallBack(s"policy engine unavailable ($reason)", None))
     b.start()
     b
   }
 
-  /** The engine is gone or too slow: checkpoint every output from now on (the safety net). */
-  private def fallBack(reason: String): Unit = {
-    if (builtinAlways.compareAndSet(false, true)) {
-      logWarning(s"trspark: policy engine unavailable ($reason); falling back to always-checkpoint " +
-        s"(every map output to ${if (conf.targets == "local") "a peer" else conf.remotePath}) for the rest of this application")
+  /**
+   * The engine is gone or too slow, or trspark's own code failed: checkpoint every output from now
+   * on (the safety net). Returns false, logging nothing, when already doing so or backups are off.
+   */
+  private def fallBack(cause: String, error: Option[Throwable]): Boolean = {
+    val switched = conf.backupsEnabled && builtinAlways.compareAndSet(false, true)
+    if (switched) {
+      val message = s"trspark: $cause; falling back to always-checkpoint " +
+        s"(every map output to ${if (conf.targets == "local") "a peer" else conf.remotePath}) for the rest of this application"
+      error.fold(logWarning(message))(logWarning(message, _))
       synchronized(ledger.all.filter(r => !r.hasCopy && !r.busy).foreach(backupBuiltin))
       // No engine keeps the hints current any more: Spark's own placement from now on.
       sc.taskScheduler match {
@@ -367,6 +383,17 @@ class TRDriverPlugin extends DriverPlugin with Logging {
         case _ =>
       }
     }
+    switched
+  }
+
+  private val internalErrors = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
+
+  /** trspark's code on a path Spark calls failed (see [[Guard]]): one warning per path, then fall back. */
+  def internalError(path: String, error: Throwable): Unit = {
+    count("internal_errors")
+    val cause = s"internal error in $path ($error)"
+    if (!internalErrors.add(path)) logDebug(s"trspark: $cause")
+    else if (!fallBack(cause, Some(error))) logWarning(s"trspark: $cause; ignored", error)
   }
 
   /** Apply one engine command (runs on the bridge's reader thread). */
