@@ -86,8 +86,8 @@ class FailureTable:
             return self.cdf_at(times, slots)
         right = np.clip(np.searchsorted(edges, times), 1, edges.size - 1)
         weight = (times - edges[right - 1]) / (edges[right] - edges[right - 1])
-        rows = self.cdf[picked]
-        out = rows[:, right - 1] * (1.0 - weight) + rows[:, right] * weight
+        rows = picked[:, None]
+        out = self.cdf[rows, right - 1] * (1.0 - weight) + self.cdf[rows, right] * weight
         exact = ~self._continuous[picked]
         if np.any(exact):
             out[exact] = self.cdf_at(times, picked[exact].tolist())
@@ -112,6 +112,8 @@ class FailureTable:
         group = self._group[picked]
         if np.any(group < 0):
             raise ValueError(f"FailureTable: slots {picked[group < 0].tolist()} hold no live executor")
+        if len(self._groups) == 1:  # one lifetime law (one pool): one call, no row sorting
+            return 1.0 - self._groups[0][0].cond_sf(self._ages[picked, None], times)
         out = np.empty((picked.size, times.size))
         for index, (model, _members) in enumerate(self._groups):
             rows = np.flatnonzero(group == index)

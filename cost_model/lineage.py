@@ -132,6 +132,8 @@ class Lineage:
         self.executors_version = 0
         #: Bumped when the shuffle graph (``parents``) changes.
         self.structure_version = 0
+        #: Bumped by every change to an output's aggregates (any shuffle): keys what is derived per output.
+        self.outputs_version = 0
 
     # ---- executors ---------------------------------------------------------------------------
     @property
@@ -374,6 +376,7 @@ class Lineage:
             state.single_cost[group] += out.run_time
             state.single_count[group] += 1
         state.version += 1
+        self.outputs_version += 1
 
     def _detach(self, state: ShuffleState, out: Output) -> None:
         group = out.group
@@ -398,3 +401,4 @@ class Lineage:
             state.single_cost[group] = state.single_cost[group] - out.run_time if state.single_count[group] else 0.0
         out.group = None
         state.version += 1
+        self.outputs_version += 1

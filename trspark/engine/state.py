@@ -257,6 +257,10 @@ class JobState:
         held = self._held.get(executor_id, set())
         return [b for key, b in self.outputs.items() if key in held and not b.consumed]
 
+    def holders_alive(self) -> bool:
+        """Every executor holding a copy of an output is alive (a late task end of a lost one may break it)."""
+        return all(e in self.executors for e in self._held)
+
     def writer_stage(self, shuffle_id: int) -> StageView | None:
         """The stage that writes ``shuffle_id``, if Spark submitted it and it is not retired."""
         return self.stages.get(self.shuffle_stage.get(shuffle_id, -1))

@@ -93,6 +93,8 @@ class BackupStack:
     def release(self, state: JobState) -> list[Command]:
         """Backups to start now: per source with a free slot, the newest still-useful entries."""
         out: list[Command] = []
+        if not self._pending:
+            return out
         busy: dict[str, int] = {}
         for plan in self.in_flight.values():
             busy[plan.source] = busy.get(plan.source, 0) + 1

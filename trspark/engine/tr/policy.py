@@ -402,22 +402,51 @@ class TRPolicy(Policy):
         equals (a memoryless belief makes every executor equal). ``limit=None`` (the safety belt
         firing) plans every such block at once instead.
         """
-        state = self.state
-        executors = state.alive_executors()
-        residual = dict(zip((e.executor_id for e in executors),
-                            self.knowledge.mean_residual_life(executors, state.now) if executors else (), strict=True))
-        candidates = [
-            b for b in reversed(state.outputs.values())  # insertion order = creation order: newest first
-            if not (b.consumed or b.on_remote or not b.holders() or b.block_id in self.stack.in_flight)
-        ]
-        candidates.sort(key=lambda b: max(residual.get(h, 0.0) for h in b.holders()))  # stable: ties stay newest first
-        for block in candidates if limit is None else candidates[:limit]:
+        for block in self._most_exposed(limit):
             if limit is None:
                 self._plan(block)
             elif block.block_id not in self._queued:
                 self._queued.add(block.block_id)
                 self._replan_queue.append(block.block_id)
         return []
+
+    def _most_exposed(self, limit: int | None) -> list[MapOutput]:
+        """The unsafe, not in-flight blocks with a live copy, most exposed first (all, or the first ``limit``).
+
+        Sort key: the largest mean residual life among the block's holders; ties newest first
+        (insertion order of ``state.outputs`` is creation order). No key is below the smallest
+        residual life of an alive executor when every holder is alive, so once ``limit`` blocks
+        with that key are found, newest first, they are the answer and the scan stops (under a
+        memoryless belief every block has that key).
+        """
+        state = self.state
+        executors = state.alive_executors()
+        residual = dict(zip((e.executor_id for e in executors),
+                            self.knowledge.mean_residual_life(executors, state.now) if executors else (), strict=True))
+        floor = min(residual.values()) if residual and limit is not None and state.holders_alive() else None
+        in_flight = self.stack.in_flight
+        keyed: list[tuple[float, int, MapOutput]] = []
+        at_floor = 0
+        for block in reversed(state.outputs.values()):
+            backups = block.backups
+            if block.consumed or REMOTE in backups or block.block_id in in_flight:
+                continue
+            if backups:
+                holders = block.holders()
+                if not holders:
+                    continue
+                key = max(residual.get(h, 0.0) for h in holders)
+            elif block.source_lost:
+                continue  # no copy left
+            else:
+                key = residual.get(block.executor_id, 0.0)
+            keyed.append((key, len(keyed), block))
+            if key == floor:
+                at_floor += 1
+                if at_floor == limit:
+                    return [b for k, _, b in keyed if k == floor]
+        keyed.sort(key=lambda item: item[:2])  # ties stay newest first
+        return [b for _, _, b in (keyed if limit is None else keyed[:limit])]
 
     def _replan_lost_copies(self, executor_id: str) -> None:
         """Algorithm 2 at once for the blocks that lost a copy with ``executor_id`` and live on elsewhere.
