@@ -244,6 +244,10 @@ class Lineage:
         self._detach(state, out)
         del state.outputs[map_index]
 
+    def has_output(self, shuffle_id: Hashable, map_index: int) -> bool:
+        state = self._shuffles.get(shuffle_id)
+        return state is not None and map_index in state.outputs
+
     def output(self, shuffle_id: Hashable, map_index: int) -> Output:
         """The output record (read it, do not mutate it: use the methods of this class)."""
         return self._output(shuffle_id, map_index)

@@ -134,7 +134,7 @@ class Recompute:
         self._given: dict[tuple[Hashable, int | None], tuple[int, GivenFailure]] = {}
         self._given_build = -1
         self._ancestry: dict[Hashable, tuple[int, _Ancestry]] = {}
-        self._rest: dict[tuple[Hashable, int | None], tuple[tuple[int, ...], FloatArray]] = {}
+        self._rest: dict[tuple[Hashable, int | None], tuple[tuple[int, ...], FloatArray, tuple[int, int, int]]] = {}
         # The last output's Er and the last ends-free window: one decision asks for each several times.
         self._er_memo: tuple[tuple[object, ...], FloatArray] | None = None
         self._windows: dict[tuple[object, ...], tuple[FloatArray, FloatArray]] = {}
@@ -346,11 +346,17 @@ class Recompute:
     def _rest_of(self, shuffle_id: Hashable, slot: int | None) -> FloatArray:
         """:math:`Er(t,k) - C_k` (s, on the grid edges) for outputs of ``shuffle_id`` lost with executor slot ``slot``."""
         table = self.table  # first: rebuilding it (executors changed) bumps the table version
-        ancestry = self._ancestry_of(shuffle_id)
-        states = [self.lineage.shuffle(s) for s in ancestry.order]
-        key = (self._table_version, self.lineage.structure_version, *(st.version for st in states))
+        lineage = self.lineage
+        # Nothing in the lineage changed since the entry was last checked: no need to list its versions.
+        stamp = (self._table_version, lineage.structure_version, lineage.outputs_version)
         cached = self._rest.get((shuffle_id, slot))
+        if cached is not None and cached[2] == stamp:
+            return cached[1]
+        ancestry = self._ancestry_of(shuffle_id)
+        states = [lineage.shuffle(s) for s in ancestry.order]
+        key = (self._table_version, lineage.structure_version, *(st.version for st in states))
         if cached is not None and cached[0] == key:
+            self._rest[(shuffle_id, slot)] = (key, cached[1], stamp)
             return cached[1]
         rest = np.zeros(self.grid.edges.size)
         # log P(no output of c is lost-and-needed | X, e), row e per executor slot, last row: no e.
@@ -366,7 +372,7 @@ class Recompute:
             if ancestry.has_parents[sid]:
                 log_clear[sid] = given.direct_log_clear() if need is None else given.needed_log_clear(need)
         rest.setflags(write=False)
-        self._rest[(shuffle_id, slot)] = (key, rest)
+        self._rest[(shuffle_id, slot)] = (key, rest, stamp)
         return rest
 
     def _given_of(self, sid: Hashable, state: ShuffleState, table: FailureTable, slot: int | None) -> GivenFailure:

@@ -116,8 +116,8 @@ def test_stall_weight_multiplies_recomputation_terms_and_not_copy_times() -> Non
                                             stall_weight=on))
         feed(policy, [*add_executors(["a", "b"], cores=2), *_chain_events()])
         assert stall_width(policy.state, 1) == 4
-        policy.costs.remote_in_flight = 0
-        costs[on] = policy.costs.costs(policy.state.outputs[(1, 0)], policy.state, 6.0)
+        weight = float(stall_width(policy.state, 1)) if on else 1.0
+        costs[on] = policy.costs.costs(policy.state.outputs[(1, 0)], policy.state, 6.0, weight=weight, remote_in_flight=0)
         remote[on] = policy.costs.backup.remote(1, 0, LIFE_HORIZON, concurrent=0)
     w, p, r = costs[True], costs[False], remote[False]
     assert w.c_redo == pytest.approx(4 * p.c_redo) and p.c_redo > 0

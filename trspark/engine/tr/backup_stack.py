@@ -86,6 +86,10 @@ class BackupStack:
         """Planned or in flight."""
         return block_id in self._planned or block_id in self.in_flight
 
+    def in_flight_to(self, target: str) -> int:
+        """Released, unfinished backups to ``target`` (``"remote"`` or a peer id)."""
+        return sum(1 for plan in self.in_flight.values() if plan.target == target)
+
     def pending_count(self) -> int:
         return len(self._planned)
 

@@ -1,7 +1,9 @@
 """The TR-Spark policy: events in, backup / scheduling / duplication commands out.
 
-Per event (after folding it into :class:`~trspark.engine.state.JobState` and the cost model's
-lineage):
+Per event, in one direction: the event is folded into :class:`~trspark.engine.state.JobState`
+(which feeds the cost model's lineage), the cost model's clock moves
+(:meth:`CostEstimator.advance`), then the decisions below read the state and the cost terms and
+the backup stack turns them into commands:
 
 * ``TaskEnded`` (a new map output) -- Algorithm 2 for that block; a backup decision goes on the
   backup stack. A successful copy kills its other copies.
@@ -39,6 +41,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from cost_model.lineage import Lineage
 from trspark.config import TRConfig
 from trspark.engine.policy import Policy
 from trspark.engine.protocol import (
@@ -61,7 +64,7 @@ from trspark.engine.protocol import (
 )
 from trspark.engine.state import BlockId, JobState, MapOutput
 from trspark.engine.tr.backup_stack import BackupStack, plan_for
-from trspark.engine.tr.checkpointing import decide
+from trspark.engine.tr.checkpointing import Costs, decide
 from trspark.engine.tr.costs import CostEstimator
 from trspark.engine.tr.duplication import Duplicator, SplitAdvisor
 from trspark.engine.tr.horizon import NeedHorizon
@@ -75,6 +78,7 @@ from trspark.engine.tr.scheduling import (
     hints_changed,
     shortest_task,
 )
+from trspark.engine.tr.stall import stall_width
 
 #: Blocks queued for re-planning per tick (newest first): older blocks have usually been
 #: planned or are about to be consumed, and the stack serves the newest first anyway.
@@ -114,8 +118,9 @@ class TRPolicy(Policy):
 
         self.config = config
         self.knowledge = knowledge or LifetimeKnowledge(from_spec(config.lifetime), config.knowledge)
-        self.state = JobState()
-        self.costs = CostEstimator(config, self.knowledge)
+        lineage = Lineage()
+        self.state = JobState(lineage=lineage, lifetime_of=self.knowledge.model)
+        self.costs = CostEstimator(config, self.knowledge, lineage)
         self.stack = BackupStack(max_in_flight=0)  # one per core of the source
         self.belt = SafetyBelt(config.beta, enabled=config.safety_belt)
         self.duplicator = Duplicator(self.knowledge)
@@ -142,7 +147,7 @@ class TRPolicy(Policy):
     def handle(self, event: Event) -> Sequence[Command]:
         state = self.state
         state.apply(event)
-        self.costs.apply(event, state)
+        self.costs.advance(state.now, tick=isinstance(event, Tick), forgotten=state.consumed_now)
         out: list[Command] = []
         if isinstance(event, TaskEnded):
             out += self._on_task_ended(event)
@@ -152,14 +157,13 @@ class TRPolicy(Policy):
             self._on_backup_failed(event)
         elif isinstance(event, ExecutorLost):
             self.stack.executor_lost(event.executor_id)
-            self.knowledge.observe(state)
-            self.costs.refresh_models(state)
+            if self.knowledge.observe(state):
+                state.refresh_lifetimes()
             self._replan_lost_copies(event.executor_id)
             out += self._replan(REPLAN_ON_CHANGE)
         elif isinstance(event, ExecutorAdded):
             out += self._replan(REPLAN_ON_CHANGE)
         elif isinstance(event, ExecutorNotice):
-            self.costs.refresh_models(state)
             if event.kind == "notice":
                 self._plan_noticed(event.executor_id)
                 if (noticed := state.executors.get(event.executor_id)) is not None and noticed.alive:
@@ -229,7 +233,6 @@ class TRPolicy(Policy):
         missing = event.source_missing if event.source else "hold" in event.reason
         if plan is not None and missing and event.source in ("", plan.source):
             self.state.drop_copy(block_id, plan.source)
-            self.costs.drop_copy(block_id, plan.source)
         self._failed_at[block_id] = self.state.now
         if block_id in self.state.outputs and block_id not in self._queued:
             self._queued.add(block_id)
@@ -269,8 +272,7 @@ class TRPolicy(Policy):
             self.stack.unplan(block.block_id)
             return
         else:
-            self.costs.remote_in_flight = sum(1 for p in self.stack.in_flight.values() if p.target == REMOTE)
-            target = decide(self.costs.costs(block, state, self.horizon(state, block)))
+            target = decide(self._costs(block))
         if target is None or target in block.backups:
             self.decisions["none"] += 1
             self.stack.unplan(block.block_id)
@@ -280,6 +282,13 @@ class TRPolicy(Policy):
         if source is None or source == target:
             return
         self.stack.push(plan_for(block, source, target))
+
+    def _costs(self, block: MapOutput) -> Costs:
+        """The cost terms of ``block``, with every input read from the state and the stack here."""
+        state = self.state
+        t_max = self.horizon(state, block)
+        weight = float(stall_width(state, block.shuffle_id)) if self.config.stall_weight else 1.0
+        return self.costs.costs(block, state, t_max, weight=weight, remote_in_flight=self.stack.in_flight_to(REMOTE))
 
     def _defer(self, block: MapOutput) -> bool:
         """Put off Algorithm 2 for a block on a noticed executor until its last responsible moment.
@@ -354,7 +363,7 @@ class TRPolicy(Policy):
         if not self._draining:
             return 0.0
         largest = max((s.mean_write_bytes() or 0.0 for s in self.state.runnable_stages()), default=0.0)
-        return self.costs.backup.copy_seconds(largest, self._slowest_bandwidth()) + NOTICE_COPY_LATENCY
+        return self.costs.copy_seconds(largest, self._slowest_bandwidth()) + NOTICE_COPY_LATENCY
 
     def _copy_total(self, executor_id: str) -> float:
         """``BT_total`` (s) of the executor's unconsumed outputs not on the store yet, once per executor and instant.
@@ -369,7 +378,7 @@ class TRPolicy(Policy):
             self._copy_totals = (self.state.now, totals)
         if executor_id not in totals:
             slowest = self._slowest_bandwidth()
-            totals[executor_id] = sum(self.costs.backup.copy_seconds(b.bytes, slowest)
+            totals[executor_id] = sum(self.costs.copy_seconds(b.bytes, slowest)
                                       for b in self.state.outputs_on(executor_id) if not b.on_remote)
         return totals[executor_id]
 
@@ -388,7 +397,7 @@ class TRPolicy(Policy):
     def _belt_target(self, block: MapOutput) -> str | None:
         if self.config.targets != "local":
             return REMOTE
-        return self.costs.best_peer(block, self.state, self.horizon(self.state, block))
+        return self.costs.best_peer(block, self.horizon(self.state, block))
 
     def _covered(self, block: MapOutput) -> bool:
         """Backed up somewhere, or a backup is planned or running: its parents need not outlive it."""
