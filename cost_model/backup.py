@@ -190,7 +190,7 @@ class BackupCosts:
         # model calls, unless T lies in the grid's first cell.
         table = rc.table
         peers_cdf = table.cdf_interpolated if t_max >= rc.grid.edges[1] else table.cdf_at
-        ends = np.vstack((table.cdf_at(times, rows[:1]), peers_cdf(times, peer_slots)))
+        ends = np.concatenate((table.cdf_at(times, rows[:1]), peers_cdf(times, peer_slots)))
         base = self._source_terms(block, ends[0], "peer")
         return base, self._peer_loss(block, rows, ends)
 
@@ -201,11 +201,11 @@ class BackupCosts:
         f_bt, f_t = float(ends[0]), float(ends[1])
         # C_B1 and C_R share the window [0, BT] (C_R stops at T).
         edges, cdf = rc.window(slot, 0.0, seconds, ends=np.array([[0.0, f_bt]]))
-        probs = np.diff(cdf[0])
+        probs = _diff(cdf[0])
         b1 = float(probs @ (0.5 * (edges[:-1] + edges[1:])))
         if seconds > t_max:
             edges, cdf = rc.window(slot, 0.0, t_max, ends=np.array([[0.0, f_t]]))
-            probs = np.diff(cdf[0])
+            probs = _diff(cdf[0])
         er = rc.er_at(block.shuffle_id, block.map_index, edges)
         redo = float(probs @ (0.5 * (er[:-1] + er[1:])))
         after = max(f_t - f_bt, 0.0)
@@ -230,7 +230,7 @@ class BackupCosts:
         window, f_x = rc.window(rows[:1], block.seconds, block.t_max, ends=ends[:1])
         er = rc.er_at(block.shuffle_id, block.map_index, window)
         er_cell = 0.5 * (er[:-1] + er[1:])
-        p_x = np.diff(f_x[0])
+        p_x = _diff(f_x[0])
         before = np.concatenate(([0.0], np.cumsum(p_x)[:-1]))  # sum_{i<j} p^X_i
         weights = np.zeros(window.size)
         weights[1:] += er_cell * (p_x + before)
@@ -256,6 +256,11 @@ class _Block:
     t_max: float
     seconds: float
     slot: int
+
+
+def _diff(values: FloatArray) -> FloatArray:
+    """``np.diff`` of a 1-D array, without its Python wrapper (called several times per decision)."""
+    return values[1:] - values[:-1]
 
 
 def _with_peer(base: BackupCost, peer: str, peer_loss: float) -> BackupCost:

@@ -89,7 +89,7 @@ class FailureTable:
         rows = picked[:, None]
         out = self.cdf[rows, right - 1] * (1.0 - weight) + self.cdf[rows, right] * weight
         exact = ~self._continuous[picked]
-        if np.any(exact):
+        if exact.any():
             out[exact] = self.cdf_at(times, picked[exact].tolist())
         return np.asarray(out)
 
@@ -110,7 +110,7 @@ class FailureTable:
             return out
         picked = np.asarray(slots, dtype=np.int64)
         group = self._group[picked]
-        if np.any(group < 0):
+        if (group < 0).any():
             raise ValueError(f"FailureTable: slots {picked[group < 0].tolist()} hold no live executor")
         if len(self._groups) == 1:  # one lifetime law (one pool): one call, no row sorting
             return 1.0 - self._groups[0][0].cond_sf(self._ages[picked, None], times)
