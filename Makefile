@@ -20,6 +20,7 @@ demo: setup
 lint:
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m mypy cost_model trspark simulators
+	lint-imports  # the architecture contracts in pyproject.toml
 
 test: setup azurite lint
 	TRSPARK_AZURITE=$(abspath $(AZURITE)) $(PYTHON) -m pytest -q

@@ -15,26 +15,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
-# Run as a script, this file's directory comes first on sys.path (bench/cost_model.py would
-# shadow the cost_model package).
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
-
-from simulators.core import simulate  # noqa: E402
-from simulators.workloads import WorkloadParams, make_workload  # noqa: E402
-from simulators.world import WorldSpec  # noqa: E402
-from trspark.config import TRConfig  # noqa: E402
-from trspark.engine.policy import Policy  # noqa: E402
-from trspark.engine.protocol import Command, Event  # noqa: E402
-from trspark.engine.registry import make_policy  # noqa: E402
+from simulators.core import simulate
+from simulators.workloads import WorkloadParams, make_workload
+from simulators.world import WorldSpec
+from trspark.engine.interface import Policy
+from trspark.engine.protocol import Command, Event
+from trspark.engine.registry import make_policy
+from trspark.engine.settings import TRConfig
 
 TARGET_P99_MS = 2.0
 

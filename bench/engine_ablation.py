@@ -1,4 +1,4 @@
-"""Ablations of the TR policy engine in the simulator (issue 4; paper Figs. 9-11), CSV rows.
+"""Ablations of the TR policy engine in the simulator (paper Figs. 9-11), CSV rows.
 
 Experiments (``--exp``, default all):
 
@@ -29,7 +29,6 @@ import argparse
 import csv
 import math
 import multiprocessing
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -38,16 +37,13 @@ from typing import Any
 
 import numpy as np
 
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
-
-from simulators.core import simulate  # noqa: E402
-from simulators.metrics import describe  # noqa: E402
-from simulators.runner import stable_job_time  # noqa: E402
-from simulators.workloads import WorkloadParams, make_workload  # noqa: E402
-from simulators.world import WorldSpec  # noqa: E402
-from trspark.config import TRConfig  # noqa: E402
-from trspark.engine.registry import make_policy  # noqa: E402
+from simulators.core import simulate
+from simulators.metrics import describe
+from simulators.runner import stable_job_time
+from simulators.workloads import WorkloadParams, make_workload
+from simulators.world import WorldSpec
+from trspark.engine.registry import make_policy
+from trspark.engine.settings import TRConfig
 
 FIELDS = (
     "experiment", "workload", "lifetimes", "policy", "variant", "stability", "vms", "tasks", "runs",

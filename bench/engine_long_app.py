@@ -18,19 +18,13 @@ Run: ``python bench/engine_long_app.py [--jobs 5000]``.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import tracemalloc
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
-
-from trspark.config import TRConfig  # noqa: E402
-from trspark.engine.protocol import (  # noqa: E402
+from trspark.engine.protocol import (
     Backup,
     BlockBackedUp,
     Event,
@@ -45,7 +39,8 @@ from trspark.engine.protocol import (  # noqa: E402
     TaskStarted,
     Tick,
 )
-from trspark.engine.tr.policy import TRPolicy  # noqa: E402
+from trspark.engine.settings import TRConfig
+from trspark.engine.tr.policy import TRPolicy
 
 MB = 1_000_000
 

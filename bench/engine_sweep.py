@@ -1,4 +1,4 @@
-"""Simulator experiments for the TR policy engine (issue 4's "Done when"), CSV + PNG.
+"""Simulator experiments for the TR policy engine, CSV + PNG.
 
 Experiments (``--exp``):
 
@@ -14,7 +14,7 @@ Experiments (``--exp``):
 * ``frontier`` -- what any belief buys the engine's own rule: tr (safety belt off, stall weight
   on and off) told a mean lifetime 0.5x to 1000x the true one, so it copies from more than
   ``always`` to almost nothing; with never and always as the two ends. If no belief brings a
-  point under a target (issue 4's T2: slowdown <= 1.05 at stability >= 50), no tuning of the
+  point under a target (target T2: slowdown <= 1.05 at stability >= 50), no tuning of the
   rule's inputs will: what is left is knowing *which* outputs will be lost (``oracle-backup``).
 
 Job sizes are scaled down (``--scale``, ``--vms``) so the sweeps fit a shared 2-core machine;
@@ -25,19 +25,15 @@ from __future__ import annotations
 
 import argparse
 import csv
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
-
-from simulators.runner import Experiment, run_experiment, stable_job_time, with_stability  # noqa: E402
-from simulators.workloads import WorkloadParams, make_workload  # noqa: E402
-from simulators.world import WorldSpec  # noqa: E402
-from trspark.config import TRConfig  # noqa: E402
+from simulators.runner import Experiment, run_experiment, stable_job_time, with_stability
+from simulators.workloads import WorkloadParams, make_workload
+from simulators.world import WorldSpec
+from trspark.engine.settings import TRConfig
 
 WORKLOADS = ("tpcds", "bing", "cortana", "pagerank")
 STABILITY_POLICIES = ("never", "always", "stage", "tr", "tr-det", "tr-local", "oracle", "oracle-backup")

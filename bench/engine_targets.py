@@ -1,4 +1,4 @@
-"""Issue 4's targets, checked on a stability sweep's CSV (``bench/engine_sweep.py --exp stability``).
+"""The engine's design targets, checked on a stability sweep's CSV (``bench/engine_sweep.py --exp stability``).
 
 Prints one line per (workload, stability) with every policy's mean slowdown, then which points
 meet each target:
@@ -9,7 +9,7 @@ meet each target:
 * T3 -- ``tr`` within 15 % of ``oracle``: ``tr / oracle <= 1.15``; and T3b, the same against
   ``oracle-backup`` (clairvoyant backups, the driver's own placement), where the sweep has it.
 
-Usage: ``python bench/engine_targets.py docs/results/engine_stability.csv``
+Usage: ``python bench/engine_targets.py docs/results/engine_sweep.csv``
 """
 
 from __future__ import annotations

@@ -4,13 +4,13 @@ Each *application* is a fresh PySpark driver (its own process and JVM) on
 ``local-trcluster[3,1,M]`` with the trspark plugin (mode ``tr``), a deliberately wrong configured
 lifetime model (``exponential:mean=600``) and ``spark.trspark.history.url`` set. It runs small
 shuffle jobs back to back for ``--app-seconds`` while an
-:class:`~trspark.chaos.EvictionInjector` SIGKILLs executors at lifetimes drawn from the true
+:class:`~jobs.harness.chaos.EvictionInjector` SIGKILLs executors at lifetimes drawn from the true
 model (Weibull, seeded per application), counted from when the driver lists the executor (the
 clock the history measures by). The plugin's engine records every executor's lifetime to the
 store: observed when evicted, right-censored when alive at the end.
 
 Before each application the bench computes the prior that application's engine starts from
-(:func:`trspark.history.prior_from_history`, the engine's own function, on the same store), and
+(:func:`trspark.live.history.prior_from_history`, the engine's own function, on the same store), and
 after each the fit of all records so far. It prints, per application: evictions drawn and
 recorded, the method and mean of the prior it started from and of the fit after it, and the error
 against the true mean :math:`\\lambda\\,\\Gamma(1 + 1/k)`.
@@ -21,7 +21,7 @@ storage served by Azurite (``abfs://history/<run>``, started from ``.tools/`` as
 Usage::
 
     python bench/history_apps.py --store local,azurite --apps 3 --app-seconds 150 \\
-        --markdown docs/results/live_history.md
+        --markdown history.md
 """
 
 from __future__ import annotations
@@ -42,13 +42,7 @@ from pathlib import Path
 
 import click
 
-# Run as a script, this file's directory comes first on sys.path, where bench/cost_model.py would
-# shadow the cost_model package the engine imports. Project imports must come from the package.
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
 REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))  # the checkout's packages, also when trspark is not installed
 
 RESULT_PREFIX = "RESULT "
 CONFIGURED = "exponential:mean=600"
@@ -83,9 +77,9 @@ def run_app(spec: AppSpec) -> AppResult:
     from pyspark.sql import SparkSession
 
     import trspark
+    from jobs.harness.chaos import EvictionInjector
     from jobs.tpcds.metrics import executor_ids
     from jobs.tpcds.session import spark_home
-    from trspark.chaos import EvictionInjector
 
     os.environ.setdefault("SPARK_HOME", str(spark_home()))
     settings = trspark.spark_conf(mode="tr", lifetime=CONFIGURED, history_url=spec.history_url, pool=spec.pool)
@@ -205,7 +199,7 @@ class Row:
 def experiment(store: str, apps: int, truth: str, seconds: float, seed: int) -> list[Row]:
     """``apps`` applications in a row on one history store; one :class:`Row` per application."""
     from cost_model.lifetimes import from_spec
-    from trspark.history import HistoryStore, fit_lifetime, prior_from_history
+    from trspark.live.history import HistoryStore, fit_lifetime, prior_from_history
 
     true_mean = from_spec(truth).mean()
     run = f"bench-{uuid.uuid4().hex[:8]}"

@@ -36,11 +36,6 @@ from typing import Any
 
 import click
 
-# Run as a script, this file's directory comes first on sys.path, where bench/cost_model.py would
-# shadow the cost_model package the engine imports. Project imports must come from the package.
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
-
 CONFIGS = ("none", "never", "tr")
 TARGET_NEVER = 1.03
 

@@ -2,7 +2,7 @@
 
 Every run starts its own 3-executor cluster in a fresh Python process (a fresh driver JVM),
 warms it up, then runs one multi-stage job (:func:`shuffle_job`: three shuffles of random,
-incompressible records) while an :class:`~trspark.chaos.EvictionInjector` replays the same
+incompressible records) while an :class:`~jobs.harness.chaos.EvictionInjector` replays the same
 schedule: at each offset it gives one executor a termination notice and SIGKILLs it ``window``
 seconds later (30 s: the GCP / Azure spot notice).
 
@@ -14,7 +14,7 @@ Policies (one row per notice source and policy):
   a notice; with a short prior trspark also backs up cheap outputs against unannounced evictions). The notice
   reaches the executor the way the source delivers it: ``aws`` / ``gcp`` / ``azure`` are posted on
   that executor's path of a loopback imitation of the cloud's metadata service
-  (``tests/notice_endpoints.py``; the plugin polls it every 0.5 s), ``signal`` is SIGPWR.
+  (:mod:`jobs.harness.notice_endpoints`; the plugin polls it every 0.5 s), ``signal`` is SIGPWR.
 * ``decommission`` -- ``local-cluster[3,1,M]`` with Spark's decommissioning and fallback storage
   (``jobs/tpcds/session.py``'s ``decommission`` settings). Spark reads no metadata service: its
   notice is always SIGPWR, sent at the same moments.
@@ -30,13 +30,12 @@ printed next to it.
 Usage::
 
     python bench/notice_vs_decommission.py --sources aws,gcp,azure,signal --window 30 \\
-        --kills 4:0,12:1 --markdown docs/results/live_notices.md
+        --kills 4:0,12:1 --markdown notices.md
 """
 
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import os
 import random
@@ -54,13 +53,9 @@ from typing import Any
 
 import click
 
-# Run as a script, this file's directory comes first on sys.path, where bench/cost_model.py would
-# shadow the cost_model package the engine imports. Project imports must come from the package.
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
+from jobs.harness.notice_endpoints import NoticeServer
+
 REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))  # the checkout's packages, also when trspark is not installed
 SOURCES = ("aws", "gcp", "azure", "signal")
 POLICIES = ("trspark", "decommission")
 RESULT_PREFIX = "RESULT "
@@ -219,15 +214,6 @@ class RunResult:
     plugin: dict[str, int] = field(default_factory=dict)
 
 
-def _notice_server_class() -> Any:
-    """``tests/notice_endpoints.py``'s NoticeServer (loaded by path: tests/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("notice_endpoints", REPO / "tests" / "notice_endpoints.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.NoticeServer
-
-
 def policy_settings(spec: RunSpec, work: Path, notice_url: str) -> tuple[str, dict[str, str]]:
     """(master, Spark settings) of one run."""
     if spec.policy == "decommission":
@@ -247,12 +233,12 @@ def run(spec: RunSpec) -> RunResult:
     """Start a cluster, warm it up, run the job under the kill schedule, measure, stop."""
     from pyspark.sql import SparkSession
 
+    from jobs.harness.chaos import EvictionInjector, ExecutorProcess
     from jobs.tpcds.session import spark_home
-    from trspark.chaos import EvictionInjector, ExecutorProcess
 
     os.environ.setdefault("SPARK_HOME", str(spark_home()))
     with tempfile.TemporaryDirectory(prefix=f"trspark-notice-{spec.policy}-{spec.source}-") as tmp, \
-            _notice_server_class()() as server:
+            NoticeServer() as server:
         work = Path(tmp)
         master, settings = policy_settings(spec, work, server.url)
         builder = (SparkSession.builder.master(master).appName(f"notice-{spec.policy}-{spec.source}")

@@ -9,20 +9,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
-# Run as a script, Python puts bench/ first on sys.path, where sibling scripts (bench/cost_model.py)
-# would shadow the packages of the same name: import from the repository root instead.
-sys.path[0] = str(Path(__file__).resolve().parents[1])
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from simulators.runner import Experiment, run_experiment, simulate_run, stable_job_time, with_stability  # noqa: E402
-from simulators.workloads import make_workload  # noqa: E402
-from simulators.world import WorldSpec  # noqa: E402
+from simulators.runner import Experiment, run_experiment, simulate_run, stable_job_time, with_stability
+from simulators.workloads import make_workload
+from simulators.world import WorldSpec
 
 
 def main() -> None:

@@ -13,7 +13,8 @@ from typing import Any, NoReturn
 
 import click
 
-from trspark.config import ConfigError, TRConfig, _bandwidth, key_for_option, parse_value
+from trspark.engine.settings import TRConfig
+from trspark.keys import ConfigError, key_for_option, parse_bandwidth, parse_value, validate
 
 F = Callable[..., Any]
 
@@ -54,7 +55,7 @@ def _bw(name: str) -> Callable[[click.Context, click.Parameter, str | None], flo
         if value is None:
             return None
         try:
-            return _bandwidth(value)
+            return parse_bandwidth(value)
         except (ValueError, IndexError):
             fail(f"--{name}={value!r} is not a bandwidth; allowed: bytes/s > 0, e.g. 400m, 1.5g, 100000000")
     return parse
@@ -169,7 +170,10 @@ def build_config(confs: tuple[str, ...]) -> TRConfig:
             values[key.field] = parse_value(key, raw)
         except ConfigError as exc:
             fail(f"--conf: {exc}")
-    return TRConfig(**values)
+    try:
+        return validate(TRConfig(**values))
+    except ConfigError as exc:
+        fail(f"--conf: {exc}")
 
 
 def true_lifetime(job: Any, world: Any, stability: float | None, lambda_: float | None, lifetime: str | None,

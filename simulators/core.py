@@ -67,7 +67,7 @@ from simulators.state import (
 from simulators.transfers import Transfer, TransferSet
 from simulators.world import LifetimeSampler, WorldSpec
 from trspark.engine import placement
-from trspark.engine.policy import Policy
+from trspark.engine.interface import Policy
 from trspark.engine.protocol import (
     Advice,
     Backup,

@@ -58,9 +58,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from trspark.config import TRConfig
 from trspark.engine.baselines import AlwaysPolicy, NeverPolicy
-from trspark.engine.policy import Policy
+from trspark.engine.interface import Policy
 from trspark.engine.protocol import (
     REMOTE,
     Backup,
@@ -77,6 +76,7 @@ from trspark.engine.protocol import (
     TaskEnded,
     TaskStarted,
 )
+from trspark.engine.settings import TRConfig
 
 Block = tuple[int, int]
 

@@ -19,9 +19,9 @@ from simulators.dag import JobSpec
 from simulators.metrics import run_row, summarize
 from simulators.oracle import FAMILY, OraclePolicy, best_run
 from simulators.world import WorldSpec
-from trspark.config import TRConfig
-from trspark.engine.policy import Policy
+from trspark.engine.interface import Policy
 from trspark.engine.registry import make_policy, policy_names
+from trspark.engine.settings import TRConfig
 
 SIMULATOR_POLICIES = ("oracle", "oracle-backup")
 

@@ -16,7 +16,7 @@ from typing import Any
 from simulators.dag import JobSpec
 from simulators.runner import Experiment, run_experiment, stable_job_time, with_stability
 from simulators.world import WorldSpec
-from trspark.config import TRConfig
+from trspark.engine.settings import TRConfig
 
 COLUMNS = (
     "workload", "policy", "stability", "lifetime", "runs", "failed_runs", "stable_job_time",
@@ -76,11 +76,6 @@ def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-
-
-def read_csv(path: Path) -> list[dict[str, Any]]:
-    with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
 
 
 def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:

@@ -123,9 +123,6 @@ class TransferSet:
         transfer.token += 1  # invalidates its pending completion event
         return self._rerate(self._affected(transfer.source, uplink_before), now)
 
-    def from_source(self, source: Any) -> list[Transfer]:
-        return sorted(self._by_source.get(source, ()), key=_order)
-
     def all(self) -> list[Transfer]:
         return sorted((t for group in self._by_source.values() for t in group), key=_order)
 

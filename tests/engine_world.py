@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from trspark.engine.policy import Policy
+from trspark.engine.interface import Policy
 from trspark.engine.protocol import (
     Command,
     Event,

@@ -17,7 +17,7 @@ from typing import Any
 
 from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
 
-from trspark.shim import jar_path, spark_jars_dir
+from trspark.live.shim import jar_path, spark_jars_dir
 
 
 @dataclass

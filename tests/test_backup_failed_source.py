@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from engine_world import MB, add_executors, feed, map_stage, run_task
 
-from trspark.config import TRConfig
 from trspark.engine.protocol import REMOTE, Backup, BackupFailed, Tick, from_json, to_json
 from trspark.engine.registry import make_policy
+from trspark.engine.settings import TRConfig
 
 
 def retry_after_failure(failure: BackupFailed) -> list[tuple[str, str]]:

@@ -1,7 +1,7 @@
 """The engine side of the live bridge: the pure line translator and the real engine process.
 
 The process tests play the shim: a loopback server socket, the real
-``python -m trspark.engine --connect`` subprocess, the wire protocol of ``docs/bridge.md``.
+``python -m trspark.live --connect`` subprocess, the wire protocol of ``docs/architecture.md``.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from trspark.engine.bridge import PROTOCOL_VERSION, Bridge, ack_line, hello_line
-from trspark.engine.policy import Policy
+from trspark.engine.interface import Policy
 from trspark.engine.protocol import (
     REMOTE,
     Backup,
@@ -34,6 +33,7 @@ from trspark.engine.protocol import (
     to_dict,
 )
 from trspark.engine.registry import make_policy
+from trspark.live.bridge import PROTOCOL_VERSION, Bridge, ack_line, hello_line
 
 TIMEOUT = 60.0  # generous: the shared machine is often heavily loaded
 
@@ -96,7 +96,7 @@ def test_result_task_and_never_policy_get_only_the_ack() -> None:
 def test_malformed_lines_are_acked_counted_and_logged(line: str, why: str, caplog: pytest.LogCaptureFixture) -> None:
     bridge = Bridge(make_policy("always"))
     bridge.handle_line(event_line(RESULT_TASK, 1))
-    with caplog.at_level(logging.WARNING, logger="trspark.engine.bridge"):
+    with caplog.at_level(logging.WARNING, logger="trspark.live.bridge"):
         out = bridge.handle_line(line)
     # A line without a readable seq is acked as the next one the shim numbered (2).
     assert out == [ack_line(2)]
@@ -106,7 +106,7 @@ def test_malformed_lines_are_acked_counted_and_logged(line: str, why: str, caplo
 
 def test_malformed_log_is_capped_but_counting_goes_on(caplog: pytest.LogCaptureFixture) -> None:
     bridge = Bridge(make_policy("never"))
-    with caplog.at_level(logging.WARNING, logger="trspark.engine.bridge"):
+    with caplog.at_level(logging.WARNING, logger="trspark.live.bridge"):
         for _ in range(50):
             bridge.handle_line("x")
     assert bridge.stats.malformed == 50
@@ -129,7 +129,7 @@ class ExplodingPolicy(Policy):
 
 def test_policy_exception_is_logged_with_traceback_and_the_loop_goes_on(caplog: pytest.LogCaptureFixture) -> None:
     bridge = Bridge(ExplodingPolicy())
-    with caplog.at_level(logging.ERROR, logger="trspark.engine.bridge"):
+    with caplog.at_level(logging.ERROR, logger="trspark.live.bridge"):
         assert bridge.handle_line(event_line(ExecutorAdded(time=0.0, executor_id="1"), 1)) == [ack_line(1)]
         # All-or-nothing: a command that cannot be serialised suppresses the whole answer.
         assert bridge.handle_line(event_line(JobEnded(time=9.0), 2)) == [ack_line(2)]
@@ -213,7 +213,7 @@ def engine_session(conf: dict[str, str], token: str = "tok-123") -> Iterator[tup
         server.settimeout(TIMEOUT)
         port = server.getsockname()[1]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "trspark.engine", "--connect", f"127.0.0.1:{port}"],
+            [sys.executable, "-m", "trspark.live", "--connect", f"127.0.0.1:{port}"],
             env=engine_env(conf, token), stderr=subprocess.PIPE, text=True,
         )
         try:
@@ -272,7 +272,7 @@ def test_sigterm_ends_the_engine_cleanly_with_its_summary() -> None:
 )
 def test_bad_settings_end_the_engine_with_one_clear_line(conf: dict[str, str], token: str, expected: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "trspark.engine", "--connect", "127.0.0.1:9"],
+        [sys.executable, "-m", "trspark.live", "--connect", "127.0.0.1:9"],
         env=engine_env(conf, token), capture_output=True, text=True, timeout=TIMEOUT,
     )
     assert proc.returncode == 2
@@ -282,16 +282,16 @@ def test_bad_settings_end_the_engine_with_one_clear_line(conf: dict[str, str], t
 
 def test_bad_conf_json_and_address_are_reported() -> None:
     env = {**os.environ, "TRSPARK_TOKEN": "t", "TRSPARK_CONF": "{not json"}
-    proc = subprocess.run([sys.executable, "-m", "trspark.engine", "--connect", "127.0.0.1:9"],
+    proc = subprocess.run([sys.executable, "-m", "trspark.live", "--connect", "127.0.0.1:9"],
                           env=env, capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 2 and "TRSPARK_CONF is not JSON" in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "trspark.engine", "--connect", "nowhere"],
+    proc = subprocess.run([sys.executable, "-m", "trspark.live", "--connect", "nowhere"],
                           env=engine_env({}), capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 2 and "--connect 'nowhere' is not valid" in proc.stderr
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
     # The port is free again: nobody listens there.
-    proc = subprocess.run([sys.executable, "-m", "trspark.engine", "--connect", f"127.0.0.1:{port}"],
+    proc = subprocess.run([sys.executable, "-m", "trspark.live", "--connect", f"127.0.0.1:{port}"],
                           env=engine_env({"spark.trspark.mode": "never"}), capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 3 and "cannot connect to the trspark plugin" in proc.stderr
 
@@ -303,7 +303,7 @@ def test_engine_stops_when_its_parent_dies() -> None:
         port = server.getsockname()[1]
         launcher = textwrap.dedent(f"""
             import subprocess, sys, time
-            subprocess.Popen([sys.executable, "-m", "trspark.engine", "--connect", "127.0.0.1:{port}"])
+            subprocess.Popen([sys.executable, "-m", "trspark.live", "--connect", "127.0.0.1:{port}"])
             time.sleep(600)
         """)
         parent = subprocess.Popen([sys.executable, "-c", launcher],

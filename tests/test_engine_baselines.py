@@ -8,10 +8,10 @@ import pytest
 from engine_world import MB, add_executors, feed, map_stage, run_task
 
 from cost_model.lifetimes import Exponential
-from trspark.config import TRConfig
 from trspark.engine.baselines import IntervalPolicy, StagePolicy
 from trspark.engine.protocol import REMOTE, Backup, Tick
 from trspark.engine.registry import make_policy
+from trspark.engine.settings import TRConfig
 
 
 def _map_job(executors: list[str]) -> list:  # type: ignore[type-arg]

@@ -7,7 +7,6 @@ import math
 import pytest
 from engine_world import MB, add_executors, feed, map_stage, run_task
 
-from trspark.config import TRConfig
 from trspark.engine.protocol import (
     REMOTE,
     Backup,
@@ -24,6 +23,7 @@ from trspark.engine.protocol import (
     to_json,
 )
 from trspark.engine.registry import make_policy
+from trspark.engine.settings import TRConfig
 from trspark.engine.state import JobState
 from trspark.engine.tr.checkpointing import Costs, decide
 from trspark.engine.tr.costs import LIFE_HORIZON

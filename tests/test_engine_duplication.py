@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from engine_world import MB, add_executors, feed, map_stage, run_task
 
-from trspark.config import TRConfig
-from trspark.engine.policy import Policy
+from trspark.engine.interface import Policy
 from trspark.engine.protocol import (
     DuplicateTask,
     Event,
@@ -21,6 +20,7 @@ from trspark.engine.protocol import (
     Tick,
 )
 from trspark.engine.registry import make_policy
+from trspark.engine.settings import TRConfig
 from trspark.engine.state import JobState
 from trspark.engine.tr.duplication import idle_executors
 
@@ -145,5 +145,5 @@ def test_with_warm_first_a_fresh_executor_is_no_duplicate_target() -> None:
     for event in add_executors(["a", "b"]) + [map_stage(0, 3, 0)] + run_task(0, 0, "a", start=0.0, seconds=1.0):
         state.apply(event)
     hints = SchedulingHints(stage_order=(0,), max_task_seconds={"b": 0.0}, expected_task_seconds={0: 1.0})
-    assert [e.executor_id for e in idle_executors(state, hints)] == ["b"]  # warm first off: the old rule
+    assert [e.executor_id for e in idle_executors(state, hints)] == ["b"]  # warm first off: the γ rule alone
     assert idle_executors(state, hints, warm_first=True) == []

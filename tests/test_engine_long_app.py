@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import pytest
 
-from trspark.config import TRConfig
 from trspark.engine.protocol import (
     Backup,
     BlockBackedUp,
@@ -28,6 +27,7 @@ from trspark.engine.protocol import (
     TaskStarted,
     Tick,
 )
+from trspark.engine.settings import TRConfig
 from trspark.engine.state import BlockId
 from trspark.engine.tr.policy import TRPolicy
 

@@ -8,7 +8,6 @@ from engine_world import MB, add_executors, feed, map_stage, run_task
 from scipy.integrate import quad
 
 from cost_model.lifetimes import Exponential
-from trspark.config import TRConfig
 from trspark.engine.placement import allowed, order_stages
 from trspark.engine.protocol import (
     REMOTE,
@@ -32,6 +31,7 @@ from trspark.engine.protocol import (
     Tick,
 )
 from trspark.engine.registry import make_policy
+from trspark.engine.settings import TRConfig
 from trspark.engine.state import JobState
 from trspark.engine.tr.knowledge import LifetimeKnowledge
 from trspark.engine.tr.scheduling import reduce_rate, stage_order, task_limits
@@ -428,11 +428,14 @@ def test_an_expected_notice_does_not_wait_when_the_window_cannot_save_everything
 
 
 def test_notice_expected_needs_a_knowledge_that_uses_notices() -> None:
-    from trspark.config import ConfigError
+    from trspark.keys import ConfigError, validate
+    from trspark.live.config import from_spark_conf
 
     with pytest.raises(ConfigError, match="notice.expected=true needs spark.trspark.lifetime.knowledge"):
-        TRConfig(notice_expected=True)
-    assert TRConfig(notice_expected=True, knowledge="fitted").notice_expected
+        validate(TRConfig(notice_expected=True))
+    with pytest.raises(ConfigError, match="notice.expected=true needs spark.trspark.lifetime.knowledge"):
+        from_spark_conf({"spark.trspark.notice.expected": "true"})
+    assert validate(TRConfig(notice_expected=True, knowledge="fitted")).notice_expected
 
 
 def test_gamma_rule_keeps_the_stage_s_longest_task_off_an_executor_that_dies_first() -> None:
@@ -566,7 +569,7 @@ def test_a_released_executor_takes_no_task_until_it_is_gone() -> None:
 
 def test_a_released_executor_lived_until_its_deadline() -> None:
     from trspark.engine.state import observed_lifetime
-    from trspark.history import HistoryObserver
+    from trspark.live.history import HistoryObserver
 
     state = JobState()
     for event in add_executors(["a", "b", "c"], time=2.0):

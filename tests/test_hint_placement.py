@@ -211,7 +211,7 @@ def live() -> Iterator[Live]:
 
     from pyspark.sql import SparkSession
 
-    from trspark.shim import jar_path
+    from trspark.live.shim import jar_path
 
     # TRSPARK_TEST_SHIM_JAR: try a jar built from unmerged sources (e.g. with the hook mixed in).
     spark = (
@@ -229,7 +229,7 @@ def live() -> Iterator[Live]:
     try:
         interfaces = [c.getName() for c in spark.sparkContext._jsc.sc().taskScheduler().getClass().getInterfaces()]
         if "org.apache.spark.trspark.HintedScheduling" not in interfaces:
-            pytest.skip("TRTaskScheduler does not mix in HintedScheduling yet (docs/notices.md, integration)")
+            pytest.skip("TRTaskScheduler does not mix in HintedScheduling yet (docs/notices-and-pools.md, integration)")
         live = Live(spark)
         live.run(LIVE_EXECUTORS * 2, 0.2)  # every executor has started its Python worker
         yield live

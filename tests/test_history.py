@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from trspark.history import (
+from trspark.live.history import (
     HistoryError,
     HistoryStore,
     LifetimeRecord,
@@ -55,7 +55,7 @@ def test_unreachable_store_keeps_records_and_warns_once(tmp_path, caplog):
     blocker.write_text("a file where the store's folder should be")
     store = HistoryStore(str(blocker / "hist"))
     rec = LifetimeRecorder(store, pool="p", app_id="a")
-    with caplog.at_level(logging.WARNING, logger="trspark.history"):
+    with caplog.at_level(logging.WARNING, logger="trspark.live.history"):
         for i in range(3):
             rec.executor_added(str(i), 0.0)
             rec.executor_lost(str(i), 10.0 + i, evicted=True)
@@ -110,7 +110,7 @@ def test_store_on_azurite(azurite, monkeypatch):
 
 def test_observer_records_evicted_and_censored_from_engine_events(tmp_path):
     from trspark.engine.protocol import ExecutorAdded, ExecutorLost, TaskStarted
-    from trspark.history import HistoryObserver, prior_from_history
+    from trspark.live.history import HistoryObserver, prior_from_history
 
     store = HistoryStore(str(tmp_path))
     obs = HistoryObserver(LifetimeRecorder(store, pool="p", app_id="app-1"))
@@ -128,7 +128,7 @@ def test_observer_records_evicted_and_censored_from_engine_events(tmp_path):
 
 
 def test_prior_from_history_fits_once_enough_evictions(tmp_path):
-    from trspark.history import prior_from_history
+    from trspark.live.history import prior_from_history
 
     HistoryStore(str(tmp_path)).append(_weibull_records(20, seed=11))
     spec, account = prior_from_history(str(tmp_path), "pool-a", "exponential:mean=100")
@@ -136,8 +136,8 @@ def test_prior_from_history_fits_once_enough_evictions(tmp_path):
 
 
 def test_spark_conf_refuses_unreachable_history_url_before_start(tmp_path):
-    from trspark.config import ConfigError
-    from trspark.sparkconf import option_settings
+    from trspark.keys import ConfigError
+    from trspark.live.config import option_settings
 
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -148,9 +148,9 @@ def test_spark_conf_refuses_unreachable_history_url_before_start(tmp_path):
 
 def test_engine_starts_from_history_prior_and_records_lifetimes(tmp_path):
     """The engine process's hooks: prior fitted from history, lifetimes appended at session end."""
-    from trspark.config import TRConfig
-    from trspark.engine.__main__ import event_observers, with_history_prior
     from trspark.engine.protocol import ExecutorAdded, ExecutorLost
+    from trspark.engine.settings import TRConfig
+    from trspark.live.engine_process import event_observers, with_history_prior
 
     url = str(tmp_path / "hist")
     HistoryStore(url).append(_weibull_records(20, seed=13))
@@ -180,7 +180,7 @@ BAD_CONFIGS = [
 def test_bad_config_fails_before_spark_starts_through_spark_conf_and_configure(options, message, allowed):
     """Each bad setting fails in ``trspark.spark_conf`` and ``trspark.configure`` (no builder is touched)."""
     import trspark
-    from trspark.config import ConfigError
+    from trspark.keys import ConfigError
 
     settings: dict[str, str] = {}
     for apply in (trspark.spark_conf, lambda **o: trspark.configure(settings, **o)):
@@ -192,8 +192,8 @@ def test_bad_config_fails_before_spark_starts_through_spark_conf_and_configure(o
 
 
 def test_unreachable_history_at_run_time_degrades_to_the_configured_model(tmp_path, caplog):
-    from trspark.config import TRConfig
-    from trspark.engine.__main__ import with_history_prior
+    from trspark.engine.settings import TRConfig
+    from trspark.live.engine_process import with_history_prior
 
     url = str(tmp_path / "hist")
     HistoryStore(url).append(_weibull_records(20, seed=17))
@@ -202,7 +202,7 @@ def test_unreachable_history_at_run_time_degrades_to_the_configured_model(tmp_pa
     # The store becomes unreachable after start-up validation: the engine keeps the configured model.
     (tmp_path / "hist").rename(tmp_path / "away")
     (tmp_path / "hist").write_text("a file where the store's folder should be")
-    with caplog.at_level(logging.WARNING, logger="trspark.engine"):
+    with caplog.at_level(logging.WARNING, logger="trspark.live.engine_process"):
         assert with_history_prior(config).lifetime == "exponential:mean=100"
     assert any("unreachable" in m and m.endswith("using exponential:mean=100") for m in caplog.messages)
     # What was written before is still there once the store is back.

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from test_chaos import wait_for
 
-from trspark.chaos import EvictionInjector
-from trspark.history import HistoryStore, fit_lifetime
+from jobs.harness.chaos import EvictionInjector
+from trspark.live.history import HistoryStore, fit_lifetime
 
 TRUTH = "weibull:shape=3,scale=15"  # mean 13.4 s: several kills in a short application
 APP_SECONDS = 40.0

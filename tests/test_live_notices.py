@@ -4,7 +4,6 @@ followed by a SIGKILL: the job finishes with the right answer and trspark acted 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import sys
@@ -13,26 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from notice_endpoints import NoticeServer
 from test_chaos import FakeCluster, wait_for
 
-from trspark.chaos import EvictionInjector, ExecutorProcess, find_executors
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def _bench() -> Any:
-    """``bench/notice_vs_decommission.py`` as a module (bench/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("notice_vs_decommission", REPO / "bench" / "notice_vs_decommission.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _bench()
-
+from bench import notice_vs_decommission as bench
+from jobs.harness.chaos import EvictionInjector, ExecutorProcess, find_executors
+from jobs.harness.notice_endpoints import NoticeServer
 
 # ---- the injector's notice by callback (fake executors, no Spark) --------------------------------------
 

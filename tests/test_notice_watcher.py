@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from jobs.harness.notice_endpoints import NoticeServer
 from tests.jvm_gateway import Jvm, plain_jvm, wait_for
-from tests.notice_endpoints import NoticeServer
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGPWR"), reason="SIGPWR is Linux-only")
 
@@ -312,7 +312,7 @@ def test_sigpwr_is_a_notice_and_chains_handlers(jvm: Jvm) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Live: executor plugin -> driver plugin on a real local-trcluster (needs the wiring of
-# docs/notices.md; skipped until the plugin handles TerminationNotice)
+# docs/notices-and-pools.md; skipped until the plugin handles TerminationNotice)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -322,7 +322,7 @@ def live_notices() -> Iterator[tuple[Any, NoticeServer]]:
 
     from pyspark.sql import SparkSession
 
-    from trspark.shim import jar_path
+    from trspark.live.shim import jar_path
 
     with NoticeServer() as server:
         # TRSPARK_TEST_SHIM_JAR: try a jar built from unmerged sources (e.g. with the wiring applied).
@@ -346,7 +346,7 @@ def live_notices() -> Iterator[tuple[Any, NoticeServer]]:
             try:
                 spark.sparkContext._jvm.org.apache.spark.trspark.Wire.decode(probe)
             except Exception:  # py4j wraps the JVM's IllegalArgumentException
-                pytest.skip("the plugin does not handle TerminationNotice yet (docs/notices.md, integration)")
+                pytest.skip("the plugin does not handle TerminationNotice yet (docs/notices-and-pools.md, integration)")
             yield spark, server
         finally:
             spark.stop()
@@ -354,7 +354,7 @@ def live_notices() -> Iterator[tuple[Any, NoticeServer]]:
 
 @pytest.mark.spark
 def test_notices_reach_the_driver_from_endpoint_and_sigpwr(live_notices: tuple[Any, NoticeServer]) -> None:
-    from trspark.chaos import find_executors
+    from jobs.harness.chaos import find_executors
 
     spark, server = live_notices
     sc = spark.sparkContext

@@ -1,16 +1,19 @@
-"""The README's configuration table is the one `trspark conf --markdown` prints."""
+"""The README and the user guide stay short, runnable and in step with the code."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from trspark.config import markdown_table
+from trspark.keys import markdown_table
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+CONFIGURE = ROOT / "docs" / "configure.md"
 
 
-def test_readme_configuration_table_matches_the_code():
-    text = README.read_text()
+def test_configuration_table_matches_the_code():
+    text = CONFIGURE.read_text()
     start = text.index("<!-- conf-table:start -->") + len("<!-- conf-table:start -->")
     end = text.index("<!-- conf-table:end -->")
     assert text[start:end].strip() == markdown_table().strip(), "regenerate with `trspark conf --markdown`"
@@ -21,3 +24,14 @@ def test_readme_quick_start_has_exactly_the_two_commands():
     block = text.split("## Quick start", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     commands = [line.split("#", 1)[0].strip() for line in block.strip().splitlines()]
     assert commands == ["make demo", "make test"]
+
+
+def test_readme_is_at_most_250_lines():
+    assert len(README.read_text().splitlines()) <= 250
+
+
+def test_relative_links_of_the_readme_and_the_guide_resolve():
+    for page in [README, *sorted((ROOT / "docs").rglob("*.md"))]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" not in target:
+                assert (page.parent / target).exists(), f"{page.relative_to(ROOT)} links to missing {target}"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from trspark import shim
 from trspark.cli import cli
+from trspark.live import shim
 
 
 def test_jar_is_cached_and_holds_the_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -43,7 +43,7 @@ def test_source_hash_follows_the_sources(tmp_path: Path) -> None:
 
 def test_packaged_sources_are_the_checkout_sources() -> None:
     # trspark/_shim is what a wheel carries; it must be the same tree the checkout builds from.
-    packaged = Path(shim.__file__).parent / "_shim"
+    packaged = Path(shim.__file__).parent.parent / "_shim"
     assert shim.source_hash(packaged) == shim.source_hash()
 
 

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.spark
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     from pyspark.sql import SparkSession
 
-    from trspark.shim import jar_path
+    from trspark.live.shim import jar_path
 
     root = tmp_path_factory.mktemp("backups")
     local_dir = tmp_path_factory.mktemp("local")

@@ -1,6 +1,6 @@
-"""Bad ``spark.trspark.*`` settings stop plain ``spark-submit`` before any job runs (issue 5).
+"""Bad ``spark.trspark.*`` settings stop plain ``spark-submit`` before any job runs.
 
-``trspark.confcheck`` is tested directly; then real ``spark-submit`` runs of a tiny PySpark app
+``trspark.live.confcheck`` is tested directly; then real ``spark-submit`` runs of a tiny PySpark app
 (``local[1]``, the plugin given only by ``--jars`` and ``--conf spark.plugins=...``) show that
 the driver plugin runs it at start-up: each bad value ends the application with the check's
 line (key + allowed values) and a non-zero exit before the app's job, and an interpreter that
@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 import trspark
-from trspark.confcheck import EXIT_BAD, EXIT_OK, main
-from trspark.sparkconf import PLUGIN_CLASS
+from trspark.live.confcheck import EXIT_BAD, EXIT_OK, main
+from trspark.live.sparkconf import PLUGIN_CLASS
 
 REPO_ROOT = Path(trspark.__file__).resolve().parents[1]
 UNWRITABLE = "file:///proc/trspark-history"  # /proc takes no new directories, not even as root
@@ -87,7 +87,7 @@ logger.trspark.level = info
 def spark_submit(app: Path, settings: dict[str, str]) -> subprocess.CompletedProcess[str]:
     import pyspark
 
-    from trspark.shim import jar_path
+    from trspark.live.shim import jar_path
 
     submit = Path(pyspark.__file__).resolve().parent / "bin" / "spark-submit"
     confs = [arg for key, value in {"spark.plugins": PLUGIN_CLASS, **settings}.items()
@@ -142,5 +142,5 @@ def test_spark_submit_without_a_usable_interpreter_warns_and_runs(submissions: d
     run = submissions["no-interpreter"]
     assert run.returncode == 0, run.stderr[-2000:]
     assert "ANSWER 45" in run.stdout
-    warnings = [line for line in run.stderr.splitlines() if "cannot run" in line and "trspark.confcheck" in line]
+    warnings = [line for line in run.stderr.splitlines() if "cannot run" in line and "trspark.live.confcheck" in line]
     assert len(warnings) == 1 and "WARN" in warnings[0] and "going on without that check" in warnings[0]

@@ -25,8 +25,8 @@ SCENARIO = textwrap.dedent(
     import json, os, signal, sys, time, urllib.request
     import psutil
     from pyspark.sql import SparkSession
-    from trspark.shim import jar_path
-    from trspark.chaos import find_executors
+    from trspark.live.shim import jar_path
+    from jobs.harness.chaos import find_executors
 
     root = sys.argv[1]
     spark = (SparkSession.builder.master("local-cluster[3,1,1024]").appName("trspark-shim-engine")
@@ -62,7 +62,7 @@ SCENARIO = textwrap.dedent(
             return ""
 
     def engines():
-        return [p for p in driver.children(recursive=True) if "trspark.engine" in command_line(p)]
+        return [p for p in driver.children(recursive=True) if "trspark.live" in command_line(p)]
 
     engine = wait_for(engines)[0]
     out["engine_connected_before_job"] = not status.isFallenBack()

@@ -65,7 +65,7 @@ class Cluster:
         return int(self.sc._jvm.java.lang.ProcessHandle.current().pid())
 
     def kill(self, executor_id: str) -> None:
-        from trspark.chaos import find_executors
+        from jobs.harness.chaos import find_executors
 
         pids = [e.pid for e in find_executors(self.driver_pid()) if e.executor_id == executor_id]
         assert pids, f"no process for executor {executor_id}"
@@ -92,7 +92,7 @@ class Cluster:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     from pyspark.sql import SparkSession
 
-    from trspark.shim import jar_path
+    from trspark.live.shim import jar_path
 
     root = tmp_path_factory.mktemp("backups")
     spark = (
@@ -346,7 +346,7 @@ def test_evictions_do_not_abort_the_job(cluster: Cluster) -> None:
     Spark's job; the trcluster scheduler reports a signal-killed executor as not caused by the
     application, so such failures do not count.
     """
-    from trspark.chaos import EvictionInjector
+    from jobs.harness.chaos import EvictionInjector
 
     cluster.full_strength()
     cluster.status.setBuiltin("always", "remote", 0.0)

@@ -105,7 +105,7 @@ class StandaloneCluster(Cluster):
 def cluster(standalone: tuple[str, psutil.Process], tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
     from pyspark.sql import SparkSession
 
-    from trspark.shim import jar_path
+    from trspark.live.shim import jar_path
 
     master, worker = standalone
     root = tmp_path_factory.mktemp("backups")

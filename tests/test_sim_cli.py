@@ -51,6 +51,7 @@ def test_simulate_table_and_lambda_and_believed_lifetime() -> None:
         (["--workload", "tpcds", "--policy", "never", "--runs", "0"], "--runs"),
         (["--workload", "tpcds", "--policy", "never", "--stability", "-3"], "--stability"),
         (["--workload", "tpcds", "--policy", "never", "--conf", "beta=-1"], "spark.trspark.beta"),
+        (["--workload", "tpcds", "--policy", "tr", "--conf", "notice_expected=true"], "notice.expected=true needs"),
         (["--workload", "tpcds", "--policy", "never", "--knowledge", "psychic"], "--knowledge"),
         (["--policy", "never"], "--workload"),
     ],

@@ -14,7 +14,7 @@ from simulators.core import Simulator
 from simulators.dag import JobSpec, StageSpec
 from simulators.world import WorldSpec
 from trspark.engine.baselines import AlwaysPolicy, NeverPolicy
-from trspark.engine.policy import Policy
+from trspark.engine.interface import Policy
 from trspark.engine.protocol import (
     Advice,
     BlockBackedUp,
@@ -257,7 +257,7 @@ def test_duplicate_loser_is_killed() -> None:
 
 def _oracle_run(job: JobSpec, strategy: object, *, vms: int, cores: int, lifetimes: Sequence[float]) -> Simulator:
     from simulators.oracle import OraclePolicy, Strategy
-    from trspark.config import TRConfig
+    from trspark.engine.settings import TRConfig
 
     assert isinstance(strategy, Strategy)
     policy = OraclePolicy(TRConfig(), horizon=10.0, strategy=strategy)
@@ -295,7 +295,7 @@ def test_oracle_is_the_best_of_its_family_and_never_worse_than_always_or_never()
     # 2 s reducer: every family member, always and never run on the same lifetimes, and the
     # oracle reports the fastest of them.
     from simulators.oracle import best_run
-    from trspark.config import TRConfig
+    from trspark.engine.settings import TRConfig
 
     make_sim = _two_vms_one_dies_at_2_5s
 
@@ -312,7 +312,7 @@ def test_oracle_is_the_best_of_its_family_and_never_worse_than_always_or_never()
 def test_oracle_backup_plays_only_members_that_place_tasks_as_the_driver_does() -> None:
     # oracle-backup: clairvoyant about backups only -- no member with the clairvoyant γ rule.
     from simulators.oracle import FAMILY, best_run
-    from trspark.config import TRConfig
+    from trspark.engine.settings import TRConfig
 
     make_sim = _two_vms_one_dies_at_2_5s
 

@@ -10,8 +10,8 @@ import textwrap
 import pytest
 
 import trspark
-from trspark import sparkconf
-from trspark.config import ConfigError
+from trspark.keys import ConfigError
+from trspark.live import sparkconf
 
 FAKE_JAR = "/opt/trspark/trspark-shim-abc123.jar"
 
@@ -88,7 +88,7 @@ def test_configure_rejects_other_objects(fake_jar: str) -> None:
 
 
 def test_missing_shim_module_gives_a_fix_it_message(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "trspark.shim", None)  # import of it raises ImportError
+    monkeypatch.setitem(sys.modules, "trspark.live.shim", None)  # import of it raises ImportError
     with pytest.raises(RuntimeError, match="trspark build-shim"):
         sparkconf.plugin_jar()
 
@@ -122,7 +122,7 @@ def test_local_session_built_with_configure_runs_a_query() -> None:
     expected = [(k, sum(v for v in range(1000) if v % 7 == k)) for k in range(7)]
     assert f"ROWS {expected}" in proc.stdout
     assert "PLUGINS org.apache.spark.trspark.TRSparkPlugin" in proc.stdout
-    # The plugin started `python -m trspark.engine` (its stderr is inherited) and fed it events.
+    # The plugin started `python -m trspark.live` (its stderr is inherited) and fed it events.
     assert "trspark engine INFO: policy tr for local-" in proc.stderr, proc.stderr[-3000:]
     summary = json.loads(proc.stderr.split("session ended: ", 1)[1].splitlines()[0])
     assert summary["events"] > 0 and summary["jobs_ended"] >= 1

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from jobs.tpcds import runner
-from jobs.tpcds.oracle import Answer, DuckDBOracle
+from jobs.tpcds.answers import Answer, DuckDBOracle
 from jobs.tpcds.queries import Query
 from jobs.tpcds.results import COLUMNS, RunRow, read
 from jobs.tpcds.runner import BenchSettings, run

@@ -13,14 +13,14 @@ __version__ = "0.1.0"
 
 def spark_conf(**options: Any) -> dict[str, str]:
     """Spark settings that enable trspark, with ``options`` as ``spark.trspark.*`` values."""
-    from trspark.sparkconf import spark_conf as _spark_conf
+    from trspark.live.sparkconf import spark_conf as _spark_conf
 
     return _spark_conf(**options)
 
 
 def configure(builder: Any, **options: Any) -> Any:
     """Apply :func:`spark_conf` to a ``SparkSession.Builder`` (or ``SparkConf``) and return it."""
-    from trspark.sparkconf import configure as _configure
+    from trspark.live.sparkconf import configure as _configure
 
     return _configure(builder, **options)
 

@@ -15,13 +15,13 @@ import click
 
 # command name -> "module:attribute" of a click.Command
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("trspark.demo:demo", "Run the main job: TPC-DS queries on executors that get killed, per policy."),
+    "demo": ("jobs.demo:demo", "Run the main job: TPC-DS queries on executors that get killed, per policy."),
     "simulate": ("simulators.cli:simulate", "Simulate Spark DAG jobs on evictable VMs under a policy (and sweeps)."),
     "whatif": ("simulators.cli:whatif", "Replay your own Spark event log under evictions, per policy."),
     "bench": ("jobs.tpcds.cli:bench", "Benchmarks on real Spark (TPC-DS on transient executors)."),
-    "jar-path": ("trspark.shim:jar_path_command", "Print the path of the plugin jar (building it if needed)."),
-    "build-shim": ("trspark.shim:build_shim_command", "Compile the Scala plugin with the compiler shipped in pyspark."),
-    "gc": ("trspark.shim:gc_command", "Delete remote backups left behind by crashed applications."),
+    "jar-path": ("trspark.live.shim:jar_path_command", "Print the path of the plugin jar (building it if needed)."),
+    "build-shim": ("trspark.live.shim:build_shim_command", "Compile the Scala plugin with the compiler shipped in pyspark."),
+    "gc": ("trspark.live.shim:gc_command", "Delete remote backups left behind by crashed applications."),
     "conf": ("trspark.cli:conf_command", "List every spark.trspark.* setting with its default and allowed values."),
 }
 
@@ -58,14 +58,13 @@ def cli() -> None:
 @click.option("--markdown", is_flag=True, help="Print the table in Markdown (as in the README).")
 def conf_command(markdown: bool) -> None:
     """List every spark.trspark.* setting with its default and allowed values."""
-    from trspark.config import KEYS, markdown_table
+    from trspark.keys import KEYS, markdown_table, spark_text
 
     if markdown:
         click.echo(markdown_table())
         return
     for key in KEYS:
-        default = str(key.default).lower() if isinstance(key.default, bool) else key.default
-        click.echo(f"{key.full} = {default}\n    allowed: {key.allowed}\n    {key.doc}")
+        click.echo(f"{key.full} = {spark_text(key.default)}\n    allowed: {key.allowed}\n    {key.doc}")
 
 
 def _stop_like_ctrl_c(signum: int, frame: FrameType | None) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -28,6 +29,13 @@ def _policies(ctx: click.Context, param: click.Parameter, value: str) -> tuple[s
 def _queries(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
     from jobs.tpcds.queries import QueryError, parse_list
 
+    if value.strip().lower() == "verified":  # the queries that passed `trspark bench verify`
+        from jobs.tpcds.verify import passed
+
+        try:
+            return passed(Path(__file__).with_name("QUERIES.md"))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from exc
     try:
         return parse_list(value)
     except QueryError as exc:
@@ -66,6 +74,19 @@ def _confs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
     return tuple(pairs)
 
 
+def _cluster_options(command: Callable[..., None]) -> Callable[..., None]:
+    """``--executors``, ``--cores`` and ``--memory`` of a local cluster (every live command has them)."""
+    options = (
+        click.option("--executors", type=click.IntRange(1, 16), default=3, show_default=True),
+        click.option("--cores", type=click.IntRange(1, 8), default=1, show_default=True, help="Cores per executor."),
+        click.option("--memory", "memory_mb", type=click.IntRange(512, 65536), default=2048, show_default=True,
+                     help="Memory per executor (MB)."),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @click.group("bench")
 def bench() -> None:
     """Benchmarks on real Spark: TPC-DS queries while executor JVMs are killed."""
@@ -85,19 +106,20 @@ def datagen_command(sf: float, cache: Path | None) -> None:
 @bench.command("tpcds")
 @click.option("--sf", type=float, default=1.0, show_default=True, callback=_sf, help="TPC-DS scale factor.")
 @click.option("--queries", "queries", default="default", show_default=True, callback=_queries,
-              help="'default', 'all', or a list like q3,q7,q19.")
+              help="'default', 'all', 'verified' (those that passed `trspark bench verify`), or a list like q3,q7,q19.")
 @click.option("--policies", default="never,always,decommission,tr", show_default=True, callback=_policies,
               help=f"Comma-separated subset of {', '.join(POLICIES)}.")
 @click.option("--lifetime", default=None, callback=_lifetime,
               help="Executor lifetime model for the kills, e.g. exponential:mean=60 (seconds).")
 @click.option("--stability", type=_positive, default=None,
               help="Mean executor lifetime as a multiple of each query's stable time (exponential). [default: 3]")
-@click.option("--executors", type=click.IntRange(1, 16), default=3, show_default=True)
-@click.option("--cores", type=click.IntRange(1, 8), default=1, show_default=True, help="Cores per executor.")
-@click.option("--memory", "memory_mb", type=click.IntRange(512, 65536), default=2048, show_default=True,
-              help="Memory per executor (MB).")
-@click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the kill schedules.")
+@_cluster_options
+@click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="Runs per (query, policy, scenario). Evicted run r of a query replays the kill schedule "
+                   "drawn from (seed, query, r): a different schedule per repeat, the same for every "
+                   "policy, so `trspark bench targets` can pair the policies' runs.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the kill schedules (each repeat and query derives its own from it).")
 @click.option("--notice", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="Seconds of termination notice (SIGPWR) before each kill, for the decommission and tr policies.")
 @click.option("--tr-notices/--no-tr-notices", default=True, show_default=True,
@@ -140,7 +162,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
         if master is not None:
             raise click.BadParameter("caps executors of a local-cluster only; not with --master",
                                      param_hint="'--executor-cpus'")
-        from trspark.cpucap import CpuCapUnavailable, check
+        from jobs.harness.cpucap import CpuCapUnavailable, check
 
         try:
             check()
@@ -202,10 +224,7 @@ def run_with_progress(settings: BenchSettings, console: Console) -> BenchResult:
               help="Interleaved rounds: each query once per configuration per round.")
 @click.option("--lifetime", default=None, callback=_lifetime,
               help="Lifetime model the tr policy is told, e.g. exponential:mean=60 [default: the plugin's].")
-@click.option("--executors", type=click.IntRange(1, 16), default=3, show_default=True)
-@click.option("--cores", type=click.IntRange(1, 8), default=1, show_default=True, help="Cores per executor.")
-@click.option("--memory", "memory_mb", type=click.IntRange(512, 65536), default=2048, show_default=True,
-              help="Memory per executor (MB).")
+@_cluster_options
 @click.option("--time-cap", type=_positive, default=600.0, show_default=True,
               help="Seconds after which a run is cancelled and recorded as failed.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("overhead.csv"),
@@ -241,13 +260,69 @@ def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime:
                f"target <= {TARGET:.2f} {verdict}; rows in {out}")
 
 
+@bench.command("verify")
+@click.option("--sf", type=float, default=1.0, show_default=True, callback=_sf, help="TPC-DS scale factor.")
+@click.option("--queries", "queries", default="all", show_default=True, callback=_queries,
+              help="'all', 'default', or a list like q3,q7,q19.")
+@_cluster_options
+@click.option("--time-cap", type=_positive, default=600.0, show_default=True,
+              help="Seconds after which a query is cancelled and fails.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path(__file__).with_name("QUERIES.md"), show_default="jobs/tpcds/QUERIES.md",
+              help="Markdown file whose verification table is (re)written.")
+@click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, help="TPC-DS data cache root.")
+def verify_command(sf: float, queries: tuple[str, ...], executors: int, cores: int, memory_mb: int,
+                   time_cap: float, out: Path, cache: Path | None) -> None:
+    """Run every query on Spark with the plugin (tr, no kills) and compare each answer with DuckDB's."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from jobs.tpcds.verify import Hooks, VerifySettings, verify, write_table
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    settings = VerifySettings(sf=sf, queries=queries, executors=executors, cores=cores, memory_mb=memory_mb,
+                              time_cap=time_cap, cache=cache)
+    console = Console(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as bar:
+        current: list[tuple[Any, str]] = []  # the phase's task and label
+
+        def phase(label: str, total: int) -> None:
+            current[:] = [(bar.add_task(label, total=total), label)]
+
+        def done(name: str) -> None:
+            task, label = current[0]
+            bar.update(task, advance=1, description=f"{label} · {name}")
+
+        verdicts = verify(settings, Hooks(phase=phase, done=done))
+    for v in verdicts:
+        if not v.ok:
+            console.print(f"[red]{v.query} fails[/]: {v.reason}")
+    from jobs.tpcds.queries import DEFAULT_QUERIES, runnable
+
+    named = {runnable(): "all", DEFAULT_QUERIES: "default"}.get(queries, ",".join(queries))
+    command = f"trspark bench verify --sf {sf:g} --queries {named}"
+    write_table(out, verdicts, settings, command)
+    passed = sum(v.ok for v in verdicts)
+    click.echo(f"{passed} of {len(verdicts)} queries pass (Spark with the plugin vs DuckDB, SF {sf:g}); table in {out}")
+    if passed < len(verdicts):
+        sys.exit(1)
+
+
 @bench.command("targets")
 @click.argument("csv_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--executors", type=click.IntRange(min=1), default=None,
-              help="The runs' executor count: also report, where vanilla Spark is hurt, each policy's "
-                   "capacity floor (the slowdown the executors left alive by the kills allow at best).")
-def targets_command(csv_path: Path, executors: int | None) -> None:
-    """Per-query slowdown table of a results CSV and the acceptance targets, met or missed (Markdown)."""
+@click.option("--executors", type=click.IntRange(min=1), default=3, show_default=True,
+              help="The runs' executor count (the bench's --executors), for each run's capacity floor "
+                   "(the slowdown the executors left alive by the kills allow at best).")
+def targets_command(csv_path: Path, executors: int) -> None:
+    """Targets of a results CSV, met or missed, and its paired statistics (Markdown).
+
+    Per policy the median evicted slowdown with a bootstrap 95 % interval; the paired ratios
+    tr/always, tr/decommission and tr/never (runs paired by query, seed and repeat: the same
+    kills); per run the capacity floor and the excess over it. An interval containing 1 is
+    marked "not significant".
+    """
+    from jobs.tpcds import stats
     from jobs.tpcds.results import read
     from jobs.tpcds.targets import markdown
 
@@ -255,7 +330,7 @@ def targets_command(csv_path: Path, executors: int | None) -> None:
         rows = read(csv_path)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="CSV_PATH") from exc
-    click.echo(markdown(rows, executors), nl=False)
+    click.echo(markdown(rows, executors) + "\n" + stats.markdown(rows, executors), nl=False)
 
 
 @bench.command("plot")

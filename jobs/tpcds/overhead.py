@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.tpcds import datagen, metrics, results, session
-from jobs.tpcds.oracle import Answer, DuckDBOracle, compare
+from jobs.tpcds.answers import Answer, DuckDBOracle, compare
 from jobs.tpcds.queries import Query, load
 from jobs.tpcds.results import RunRow
 
@@ -45,7 +45,7 @@ CONFIGS: tuple[str, ...] = ("never", "tr")
 """Vanilla Spark (no plugin) and the plugin with policy ``tr``."""
 
 TARGET = 1.03
-"""Issue 6: ``tr`` within 3 % of the time without the plugin when nothing is killed."""
+"""Target: ``tr`` within 3 % of the time without the plugin when nothing is killed."""
 
 
 @dataclass(frozen=True)

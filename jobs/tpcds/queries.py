@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from jobs.tpcds import chain
+
 #: Multi-stage queries (joins of fact tables or fact x dimension with shuffles and aggregations)
 #: with non-empty DuckDB answers at SF 1; q17 and q25/q29-style fact-to-fact joins shuffle the most.
 #: See QUERIES.md for the survey they were picked from.
@@ -107,6 +109,9 @@ def runnable() -> tuple[str, ...]:
 def load(name: str) -> Query:
     """The query ``name`` (``"q3"`` or ``"3"``) with its DuckDB adaptation applied."""
     name = name.strip().lower()
+    if chain.is_chain(name):
+        text = chain.text_of(name)
+        return Query(name, text, text)
     if not name.startswith("q"):
         name = "q" + name
     path = query_dir() / f"{name}.sql"
@@ -126,7 +131,10 @@ def _adapt(name: str, sql: str, adaptations: tuple[Adaptation, ...]) -> str:
 
 
 def parse_list(text: str, *, default: tuple[str, ...] = DEFAULT_QUERIES) -> tuple[str, ...]:
-    """Parse ``--queries``: ``"default"``, ``"all"`` (every runnable query) or ``"q3,q7,19"``."""
+    """Parse ``--queries``: ``"default"``, ``"all"`` (every runnable query) or ``"q3,q7,19"``.
+
+    A list may also name a long-lineage chain job, ``chainN`` (:mod:`jobs.tpcds.chain`).
+    """
     text = text.strip().lower()
     if text in ("", "default"):
         return default
@@ -134,6 +142,9 @@ def parse_list(text: str, *, default: tuple[str, ...] = DEFAULT_QUERIES) -> tupl
         return runnable()
     names = []
     for part in filter(None, (p.strip() for p in text.split(","))):
+        if chain.is_chain(part):
+            names.append(part)
+            continue
         name = part if part.startswith("q") else "q" + part
         if name not in available():
             raise QueryError(f"--queries: unknown query {part!r}; allowed: all, default, or names like q3,q14a")

@@ -8,8 +8,7 @@ from collections import defaultdict
 
 from rich.table import Table
 
-from jobs.tpcds.plot import POLICY_ORDER
-from jobs.tpcds.results import RunRow
+from jobs.tpcds.results import POLICY_ORDER, RunRow
 
 
 def _median(values: list[float]) -> float:

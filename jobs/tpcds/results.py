@@ -12,8 +12,7 @@ Columns (units in the names where they have one):
     stable_seconds`` (so a policy's own overhead shows in its stable rows' slowdown).
 ``executors_killed, capacity_lost_seconds``
     Kills due while the query ran (for a policy given notices: the kills whose deadline fell
-    within the run; results written before 2026-11-26 also counted notices for kills after the
-    query's end), and executor-seconds without a registered executor in the slot (each kill
+    within the run), and executor-seconds without a registered executor in the slot (each kill
     costs 6-12 s of one executor here before the replacement registers).
 ``tasks_recomputed``
     Task attempts of shuffle-map stages beyond one per partition (re-runs after lost outputs,
@@ -34,6 +33,9 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+#: The order policies are shown in: vanilla Spark first, trspark last.
+POLICY_ORDER = ("never", "always", "decommission", "tr")
 
 
 @dataclass

@@ -8,7 +8,7 @@ Plan of a benchmark (``--policies never,always,decommission,tr``)
    every slowdown, and -- with ``--stability S`` -- sets the lifetime model of that query:
    exponential with mean ``S x stable_seconds``.
 3. One kill schedule per (query, repeat) is drawn from the lifetime model with a seeded generator
-   (:func:`trspark.chaos.draw_schedule`: ``executors`` renewal processes, a replacement
+   (:func:`jobs.harness.chaos.draw_schedule`: ``executors`` renewal processes, a replacement
    ``replacement_delay`` s after each kill). Every policy replays exactly these kills (paired).
 4. Each policy gets one session (start-up costs 22-31 s here, so sessions are re-used across
    queries and repeats), a warm-up pass (``warmup``: over the first N queries only), its stable
@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from jobs.tpcds import datagen, metrics, results, session
-from jobs.tpcds.oracle import Answer, DuckDBOracle, compare
+from jobs.tpcds.answers import Answer, DuckDBOracle, compare
 from jobs.tpcds.queries import Query, load
 from jobs.tpcds.results import RunRow
 
@@ -83,6 +83,7 @@ class BenchSettings:
     cores: int = 1
     memory_mb: int = 2048
     repeat: int = 1
+    """Evicted runs per (query, policy): run ``r`` replays the kill schedule drawn from (seed, query, r)."""
     seed: int = 0
     time_cap: float = 600.0
     notice: float = 30.0
@@ -107,9 +108,16 @@ class BenchSettings:
     """Times the warm-up pass runs (short queries need more than one pass before the JIT settles)."""
     tr_notices: bool = True
     """Give ``tr`` the kills' notices too (``decommission`` always gets them)."""
+    stable_repeat: int | None = None
+    """Stable runs per (query, policy) when not ``repeat`` (None: ``repeat``), e.g. 3 for a steady
+    reference with 2 kill schedules."""
     executor_cpus: float | None = None
-    """Cap each executor JVM at this many cores (its own cgroup, :mod:`trspark.cpucap`), as if
+    """Cap each executor JVM at this many cores (its own cgroup, :mod:`jobs.harness.cpucap`), as if
     every executor ran on its own VM; None: executors share the machine's cores."""
+
+    def runs(self, scenario: str) -> int:
+        """Recorded runs per (query, policy) of ``scenario``."""
+        return self.stable_repeat if scenario == "stable" and self.stable_repeat else self.repeat
 
     def noticed(self, policy: str) -> bool:
         """Does ``policy`` get a termination notice before each kill?"""
@@ -157,7 +165,7 @@ def execute(spark: SparkSession, query: Query, group: str, time_cap: float) -> O
         try:
             box["answer"] = session.run_query(spark, query, job_group=group)
         except Exception as exc:  # py4j / Spark errors: the job aborted
-            box["error"] = _first_line(exc)
+            box["error"] = first_line(exc)
 
     started = time.monotonic()
     worker = threading.Thread(target=target, name=f"query-{group}", daemon=True)
@@ -170,7 +178,8 @@ def execute(spark: SparkSession, query: Query, group: str, time_cap: float) -> O
     return Outcome(time.monotonic() - started, box.get("answer"), box.get("error", ""))
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The line of an exception's text that names it (py4j puts the Java exception on its own line)."""
     text = str(exc).strip() or type(exc).__name__
     for line in text.splitlines():  # py4j puts the Java exception's message on its own line
         if "Exception" in line or "Error" in line:
@@ -194,7 +203,7 @@ def draw_schedules(ctx: _Context) -> None:
     The query enters the seed by name (CRC-32), not by position, so a run over a subset of the
     queries draws the same schedules as the full run.
     """
-    from trspark.chaos import draw_schedule
+    from jobs.harness.chaos import draw_schedule
 
     s = ctx.settings
     for name in s.queries:
@@ -243,13 +252,15 @@ def run(settings: BenchSettings, progress: Progress | None = None) -> BenchResul
         answers = {name: oracle.answer(query) for name, query in queries.items()}
     ctx = _Context(settings, queries, answers)
     runs = len(settings.queries) * settings.repeat
+    stable_runs = len(settings.queries) * settings.runs("stable")
     if settings.reference is not None:
         ctx.stable.update(reference_times(settings.reference, settings.queries))
         policies = list(settings.policies)
         planned = dict.fromkeys(policies, runs)
     else:
         policies = ["never", *(p for p in settings.policies if p != "never")]
-        planned = {p: runs * (1 if settings.master or (settings.stable_runs == "never" and p != "never") else 2)
+        planned = {p: runs + (0 if settings.master or (settings.stable_runs == "never" and p != "never")
+                              else stable_runs)
                    for p in policies}
     progress.start(sum(planned.values()))
     rows: list[RunRow] = []
@@ -328,7 +339,7 @@ def _policy_process(ctx: _Context, policy: str, data: Path, channel: Any) -> Non
         channel.put(("done", _PolicyDone({}, {}, str(exc))))
     except Exception as exc:  # report, do not hang the parent
         log.exception("policy %s failed", policy)
-        channel.put(("done", _PolicyDone({}, {}, f"it failed: {_first_line(exc)}")))
+        channel.put(("done", _PolicyDone({}, {}, f"it failed: {first_line(exc)}")))
 
 
 def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> list[RunRow]:
@@ -344,7 +355,7 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
     local_driver = None if s.master else spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
     try:
         if s.executor_cpus is not None and local_driver is not None:
-            from trspark.cpucap import ExecutorCpuCap
+            from jobs.harness.cpucap import ExecutorCpuCap
 
             # Before the warm-up: the JIT warms up at the speed the measured runs will have.
             cap = ExecutorCpuCap(local_driver, s.executor_cpus).start()
@@ -369,9 +380,10 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
                 draw_schedules(ctx)
             for name, query in ctx.queries.items():
                 batch = []
-                for r in range(s.repeat):
-                    progress.step(f"{policy} · {scenario} · {name} · run {r + 1}/{s.repeat}")
-                    last = scenario == scenarios[-1] and name == names[-1] and r == s.repeat - 1
+                runs = s.runs(scenario)
+                for r in range(runs):
+                    progress.step(f"{policy} · {scenario} · {name} · run {r + 1}/{runs}")
+                    last = scenario == scenarios[-1] and name == names[-1] and r == runs - 1
                     batch.append(_run_once(ctx, spark, api, count, policy, scenario, query, r, last=last))
                     progress.advance()
                 if scenario == "stable" and policy == "never":
@@ -472,7 +484,7 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
 def _injector(ctx: _Context, spark: SparkSession, policy: str, name: str, r: int) -> Any:
     if ctx.settings.master is not None:
         return None
-    from trspark.chaos import EvictionInjector
+    from jobs.harness.chaos import EvictionInjector
 
     gateway: Any = spark.sparkContext._gateway
     notice = ctx.settings.notice if ctx.settings.noticed(policy) else None

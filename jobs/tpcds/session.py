@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobs.tpcds.answers import Answer
 from jobs.tpcds.datagen import TABLES
-from jobs.tpcds.oracle import Answer
 from jobs.tpcds.queries import Query
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ def policy_conf(policy: str, work_dir: Path, trspark_options: dict[str, Any] | N
 
 def _plugin_conf(policy: str, work_dir: Path, options: dict[str, Any]) -> dict[str, str]:
     try:
-        from trspark.sparkconf import spark_conf  # engineer B's module; may not have landed yet
+        from trspark.live.sparkconf import spark_conf
     except ImportError as exc:
         raise PolicyUnavailable(f"policy {policy!r} needs trspark.spark_conf, which is not available: {exc}") from exc
     try:

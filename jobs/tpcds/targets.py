@@ -1,4 +1,4 @@
-r"""Issue 6's acceptance targets, judged from a results CSV, as a Markdown table.
+r"""The benchmark's acceptance targets, judged from a results CSV, as a Markdown table.
 
 Per query, the evicted slowdown of each policy is the median over its successful ``evicted`` runs
 (slowdown = seconds / vanilla Spark's median stable time); a (query, policy) whose every run failed
@@ -10,7 +10,7 @@ counts as ``inf`` (it did not finish). The targets:
 * **every result verified** -- each finished run's answer equal to DuckDB's (``result_ok``); failed
   runs (aborted, over the time cap) have no answer and are counted apart.
 
-(The third target of the issue, ``tr`` within 3 % of vanilla Spark without kills, is measured by
+(A third target, ``tr`` within 3 % of vanilla Spark without kills, is measured by
 :mod:`jobs.tpcds.overhead`.)
 
 With the executor count given, the report adds each hurt query's **capacity floor** per policy:
@@ -31,8 +31,9 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from jobs.tpcds.plot import POLICY_ORDER, median_slowdowns
-from jobs.tpcds.results import RunRow
+from jobs.tpcds.plot import median_slowdowns
+from jobs.tpcds.results import POLICY_ORDER, RunRow
+from jobs.tpcds.stats import capacity_floor
 
 TR_BOUND = 1.3
 """``tr``'s slowdown bound on queries that hurt vanilla Spark."""
@@ -78,8 +79,8 @@ def capacity_floors(rows: list[RunRow], executors: int) -> dict[tuple[str, str],
         raise ValueError(f"executors must be >= 1, got {executors}")
     floors: dict[tuple[str, str], list[float]] = {}
     for r in rows:
-        if r.scenario == "evicted" and math.isfinite(r.capacity_lost_seconds) and r.stable_seconds > 0:
-            floor = 1.0 + r.capacity_lost_seconds / (executors * r.stable_seconds)
+        floor = capacity_floor(r, executors)
+        if r.scenario == "evicted" and math.isfinite(floor):
             floors.setdefault((r.query, r.policy), []).append(floor)
     return {key: statistics.median(values) for key, values in floors.items()}
 

@@ -15,7 +15,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from cost_model.lifetimes import LifetimeModel
-from trspark.engine.policy import Policy
+from trspark.engine.horizon import consumption_horizon
+from trspark.engine.interface import Policy
 from trspark.engine.protocol import (
     REMOTE,
     Backup,
@@ -28,7 +29,6 @@ from trspark.engine.protocol import (
     Tick,
 )
 from trspark.engine.state import JobState, MapOutput
-from trspark.engine.tr.horizon import consumption_horizon
 
 
 class NeverPolicy(Policy):

@@ -1,7 +1,7 @@
 """The policy engine's event interface: what the world tells the engine, and what it asks back.
 
 One engine, two drivers. The simulator (``simulators/``) and the live Spark shim (``jvm-shim/``
-via ``python -m trspark.engine``) both translate their world into these events and apply these
+via ``python -m trspark.live``) both translate their world into these events and apply these
 commands; the engine never imports Spark or the simulator.
 
 Conventions

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cost_model.lifetimes import from_spec
-from trspark.config import TRConfig
 from trspark.engine.baselines import AlwaysPolicy, IntervalPolicy, NeverPolicy, StagePolicy
-from trspark.engine.policy import Policy
+from trspark.engine.interface import Policy
+from trspark.engine.settings import TRConfig
 
 
 def _stage(config: TRConfig) -> Policy:

@@ -328,8 +328,7 @@ class JobState:
         """Mean run time (s) of the successful tasks that were not their executor's first one.
 
         A fresh JVM runs its first task several times slower (class loading, JIT, code
-        generation): on a live TPC-DS q3 run the first pass over 3 fresh executors averaged 4.5 s
-        a task, the warm tasks after it 0.5-2 s. What a warm executor could still run before its
+        generation), so its first task says little about the next ones. What a warm executor could still run before its
         deadline is judged by this mean; :meth:`mean_task_seconds` until a warm task has ended.
         """
         if not self._warm_tasks_done:
@@ -568,9 +567,8 @@ class JobState:
         so a shuffle stays needed until each reader stage that writes a shuffle has had that
         shuffle consumed in turn (the simulator's rule, and paper §2.3's "no longer needed").
         The live shim reports a shuffle at its readers' end; with adaptive execution a query
-        stage's output is read by a later job, so its inputs must wait for that job. (Marking
-        them consumed at once dropped their backups; a lost output of the query stage then
-        re-ran its whole lineage on cold replacements: TPC-DS q3 took 86-92 s against 4 s.)
+        stage's output is read by a later job, so its inputs must wait for that job: consumed
+        at once, their backups would go and a lost output would re-run the whole lineage.
         Consuming a shuffle may consume the parents that waited on it.
         """
         self._readers_done.add(e.shuffle_id)

@@ -79,9 +79,6 @@ class BackupStack:
         """Forget a pending plan (Algorithm 2 changed its mind: no backup any more)."""
         self._planned.pop(block_id, None)
 
-    def is_planned(self, block_id: BlockId) -> bool:
-        return block_id in self._planned
-
     def is_busy(self, block_id: BlockId) -> bool:
         """Planned or in flight."""
         return block_id in self._planned or block_id in self.in_flight

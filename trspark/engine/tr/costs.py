@@ -31,7 +31,7 @@ from cost_model.backup import BackupCosts
 from cost_model.lineage import Lineage
 from cost_model.recompute import Recompute
 from cost_model.timegrid import TimeGrid
-from trspark.config import TRConfig
+from trspark.engine.settings import TRConfig
 from trspark.engine.state import JobState, MapOutput
 from trspark.engine.tr.checkpointing import Costs
 from trspark.engine.tr.knowledge import LifetimeKnowledge

@@ -1,7 +1,7 @@
 """How long must a map output survive? ``T_max`` of paper §4.3, extended to "until no longer needed".
 
 The paper estimates the next stage's *start*, :math:`\\alpha \\sum_i N_i T_i / \\#cores` over the
-stages still to run (:func:`consumption_horizon`, kept for the ``stage`` baseline). With Spark
+stages still to run (:func:`trspark.engine.horizon.consumption_horizon`, kept for the ``stage`` baseline). With Spark
 semantics a block is needed longer than that:
 
 1. until its *reader* stages have finished (a block is read when the reader's tasks run, spread
@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cost_model.stage_estimate import next_stage_start
+from trspark.engine.horizon import stand_in_writer
 from trspark.engine.state import JobState, MapOutput, PlannedStage, StageView
 
 #: Reader levels followed below a block (PageRank-like lineages are ~12 shuffles deep).
@@ -56,19 +56,6 @@ STRAGGLER = 2.0
 
 Covered = Callable[[MapOutput], bool]
 """Is this output backed up or about to be (then it is not the reason to keep its parents)."""
-
-
-def consumption_horizon(state: JobState, alpha: float, block: MapOutput | None = None) -> float:
-    """Paper §4.3 :math:`T_{max}` (s from now): the next stage's start, plus the block's readers' work.
-
-    Used by the ``stage`` baseline; TR uses :func:`need_horizon`.
-    """
-    default = state.mean_task_seconds()
-    active = state.active_stages()
-    work = sum(s.unfinished * s.mean_task_seconds(default) for s in active)
-    if block is not None:
-        work += _readers_work(state, block.shuffle_id, {s.stage_id for s in active}, default)
-    return _seconds(state, alpha, work, default)
 
 
 def need_horizon(state: JobState, alpha: float, block: MapOutput, covered: Covered) -> float:
@@ -242,29 +229,9 @@ class NeedHorizon:
         return max(default, self.alpha * (self._active[0] + chain))
 
 
-def _readers_work(state: JobState, shuffle_id: int, active: set[int], default: float) -> float:
-    readers = state.reader_stages(shuffle_id)
-    if not readers:
-        return _stand_in(state, shuffle_id, default)
-    return sum(r.unfinished * r.mean_task_seconds(default) for r in readers if r.stage_id not in active)
-
-
-def _stand_in(state: JobState, shuffle_id: int, default: float, cores: int | None = None) -> float:
-    """A not-yet-submitted reader of ``shuffle_id``, taken as large as the stage that writes it.
-
-    With ``cores`` it is returned in seconds (:func:`stage_seconds`), else in task-seconds.
-    """
-    if shuffle_id in state.shuffle_readers:
-        return 0.0  # readers were known once (a reader stage id without a StageView: nothing to add)
-    writer = state.writer_stage(shuffle_id)
+def _stand_in(state: JobState, shuffle_id: int, default: float, cores: int) -> float:
+    """Run time (s) of a not-yet-submitted reader of ``shuffle_id``, as large as the stage that writes it."""
+    writer = stand_in_writer(state, shuffle_id)
     if writer is None:
         return 0.0
-    if cores is None:
-        return writer.num_tasks * writer.mean_task_seconds(default)
     return stage_seconds(writer.num_tasks, task_seconds(state, writer, default), cores)
-
-
-def _seconds(state: JobState, alpha: float, work: float, default: float) -> float:
-    """``alpha * work / cores``, at least one mean task time (a just-written block is not consumed at once)."""
-    cores = max(1, state.total_cores())
-    return max(default, next_stage_start([work], [1.0], cores, alpha))

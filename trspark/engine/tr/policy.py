@@ -42,8 +42,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from cost_model.lineage import Lineage
-from trspark.config import TRConfig
-from trspark.engine.policy import Policy
+from trspark.engine.interface import Policy
 from trspark.engine.protocol import (
     REMOTE,
     BackupFailed,
@@ -62,6 +61,7 @@ from trspark.engine.protocol import (
     TaskEnded,
     Tick,
 )
+from trspark.engine.settings import TRConfig
 from trspark.engine.state import BlockId, JobState, MapOutput
 from trspark.engine.tr.backup_stack import BackupStack, plan_for
 from trspark.engine.tr.checkpointing import Costs, decide
@@ -69,7 +69,7 @@ from trspark.engine.tr.costs import CostEstimator
 from trspark.engine.tr.duplication import Duplicator, SplitAdvisor
 from trspark.engine.tr.horizon import NeedHorizon
 from trspark.engine.tr.knowledge import LifetimeKnowledge
-from trspark.engine.tr.safety_belt import SafetyBelt
+from trspark.engine.tr.safety_belt import SafetyBeltMonitor
 from trspark.engine.tr.scheduling import (
     build_hints,
     every_one_noticed,
@@ -90,7 +90,7 @@ REPLAN_ON_CHANGE = 16
 REPLANS_PER_EVENT = 1
 #: Seconds from the end of a task on a noticed executor until its output's copy is reported
 #: done, on top of the copy itself: at most 0.8 s (median 0.15 s) over 40 live copies
-#: (``docs/notices.md``). The room rule keeps this, not ``notice.margin``: see
+#: in live traces. The room rule keeps this, not ``notice.margin``: see
 #: :meth:`TRPolicy._notice_allowance`.
 NOTICE_COPY_LATENCY = 1.0
 
@@ -122,7 +122,7 @@ class TRPolicy(Policy):
         self.state = JobState(lineage=lineage, lifetime_of=self.knowledge.model)
         self.costs = CostEstimator(config, self.knowledge, lineage)
         self.stack = BackupStack(max_in_flight=0)  # one per core of the source
-        self.belt = SafetyBelt(config.beta, enabled=config.safety_belt)
+        self.belt = SafetyBeltMonitor(config.beta, enabled=config.safety_belt)
         self.duplicator = Duplicator(self.knowledge)
         self.splitter = SplitAdvisor()
         self.hints: SchedulingHints | None = None
@@ -343,22 +343,11 @@ class TRPolicy(Policy):
     def _notice_allowance(self) -> float:
         """Seconds a task on a noticed executor must leave before the deadline: saving its output.
 
-        The copy of the largest mean task output of the runnable stages at the slower target's
-        speed, plus :data:`NOTICE_COPY_LATENCY` (a copy's end is reported up to ~1 s after its
-        decision). The task's own length needs no margin: ET is already its stage's longest
-        finished task (the job's mean before one has finished, so a 1.0 s estimate with 1.38 s
-        left -- a live trace where the task took 1.56 s and died with its executor -- is still
-        refused).
-
-        Not ``notice.margin``, which the *copies* of outputs already there keep: waiting to copy
-        risks an output, while a core kept idle is lost for sure, and a task that does not make
-        it costs one re-run. With 5 s notices (TPC-DS SF 1, run A's kill schedules, ``tr``
-        alone, one run each) a 3 s margin here idled each noticed executor for most of its
-        window and drained it early: 278 s over the 10 queries against 179 s with 1 s, and 29
-        kills met against 19, since slower queries met more of the schedule
-        (``docs/results/tpcds_sf1.md``; that run set ``notice.margin=1``, which moves the copies'
-        last responsible moment too, but with a 5 s window and the 5 s period that moment had
-        passed at the notice either way).
+        ``A = BT(b_max) + L``: the copy time (s) of ``b_max``, the largest mean task output of
+        the runnable stages, at the slower target's speed, plus :data:`NOTICE_COPY_LATENCY` ``L``.
+        The task's own length needs no margin: ET is already its stage's longest finished task.
+        ``notice.margin`` is left out: a task that misses the deadline costs one re-run, a core
+        kept idle is lost for sure.
         """
         if not self._draining:
             return 0.0
@@ -498,10 +487,8 @@ class TRPolicy(Policy):
 
         While no executor without a notice is left, none is released: the noticed ones then take
         tasks whatever their room (:func:`~trspark.engine.tr.scheduling.notice_rules`: someone
-        must run them), so they are not out of work. Releasing them there left a query with
-        nothing but replacements still starting: TPC-DS q3 (5 s notices, 3 executors) took 54 s
-        with the release against 10 s without, the next stage's 0.5 s tasks taking 8-10 s on the
-        cold replacement JVMs.
+        must run them), so they are not out of work. Releasing them would leave the job to
+        replacement JVMs still starting, which run their first tasks many times slower.
         """
         out: list[Command] = []
         state = self.state
@@ -532,7 +519,7 @@ class TRPolicy(Policy):
         moment keeps the executor. So does an output that a running task reads: that task took
         the output's location when it started, so it would fetch from this executor after it
         is gone (Spark then counts a FetchFailed, unregisters the executor's outputs and re-runs
-        their stages, measured on a live run), whatever copy the output has.
+        their stages), whatever copy the output has.
         """
         state = self.state
         ex = state.executors[executor_id]

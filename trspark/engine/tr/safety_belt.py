@@ -13,11 +13,11 @@ map outputs divided by the cores alive now -- so it is comparable with the wall-
 
 from __future__ import annotations
 
-from trspark.engine.protocol import SafetyBelt as SafetyBeltCommand
+from trspark.engine.protocol import SafetyBelt
 from trspark.engine.state import JobState
 
 
-class SafetyBelt:
+class SafetyBeltMonitor:
     """Watches re-computation; fires once (it never switches back within a job).
 
     Parameters
@@ -40,7 +40,7 @@ class SafetyBelt:
         """Re-computation spent so far, in cluster seconds."""
         return state.recompute_seconds / max(1, state.total_cores())
 
-    def check(self, state: JobState) -> SafetyBeltCommand | None:
+    def check(self, state: JobState) -> SafetyBelt | None:
         """Fire if the rule holds now; returns the command to send (once), else None."""
         if self.job_start is None and state.stages:
             self.job_start = min(s.submitted for s in state.stages.values())
@@ -55,4 +55,4 @@ class SafetyBelt:
             f"re-computation {spent:.1f} s (cluster time) exceeded beta={self.beta:g} x {before:.1f} s "
             f"of job time before re-computation started; always-checkpoint from t={state.now:.1f} s"
         )
-        return SafetyBeltCommand(on=True, reason=self.reason)
+        return SafetyBelt(on=True, reason=self.reason)

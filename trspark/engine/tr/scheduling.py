@@ -92,9 +92,8 @@ def task_limits(
 def cold_limits(executors: Sequence[ExecutorView]) -> dict[str, float]:
     """``max_task_seconds = 0`` for the executors that have not finished a task yet, while others have.
 
-    A fresh executor JVM runs its first tasks several times slower (class loading, JIT): on a live
-    TPC-DS run a replacement took 4.4 s for a task that a warm executor ran in 0.36 s, and its
-    stage waited for it. With limit 0 such an executor is offered tasks after the others, and
+    A fresh executor JVM runs its first tasks several times slower (class loading, JIT), and a
+    stage waits for its slowest task. With limit 0 such an executor is offered tasks after the others, and
     takes one only when no warm executor has a free slot for it (``placement.may_start_now``), so
     it still adds capacity when the warm ones are busy. Nothing is restricted when every executor
     is fresh (the application's start) or none is.

@@ -21,11 +21,9 @@ re-computation term of Algorithm 2 is weighted by :math:`W`: ``C_Redo``, and the
 stalls the readers just the same); the copy times ``C_B1`` / ``C_B2`` are not (a copy holds one
 core). Both sides are then in core-seconds.
 
-Why: on 200 VMs x 4 cores (simulator, tpcds, stability 20) the unweighted rule left outputs
-whose ``C_Redo`` (~0.07 s) was just under a peer copy (~0.1 s); each loss failed its readers'
-stage, and TR ran 1.59x against always-checkpoint's 1.38x with 6x the re-computed tasks. With
-the readers' failures switched off in the simulator the two were even (1.39 / 1.38): the
-stall, not the re-run, was the cost (``docs/results/engine_ablation.md``).
+Why: unweighted, an output whose ``C_Redo`` is just under a copy's cost is left, yet its loss
+fails a whole reader stage; on many executors those stalls, not the re-runs, dominate the job's
+time.
 """
 
 from __future__ import annotations

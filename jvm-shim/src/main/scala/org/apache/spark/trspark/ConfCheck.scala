@@ -10,8 +10,8 @@ import org.apache.spark.internal.Logging
 
 /**
  * The Python side's validation of every `spark.trspark.*` setting, run for the driver plugin:
- * `<python> -m trspark.confcheck` with the settings as JSON in `TRSPARK_CONF` (the Python
- * module `trspark/confcheck.py` knows every key, parses every value and probes
+ * `<python> -m trspark.live.confcheck` with the settings as JSON in `TRSPARK_CONF` (the Python
+ * module `trspark/live/confcheck.py` knows every key, parses every value and probes
  * `spark.trspark.history.url`; the JVM's [[TRConf]] covers only the keys the shim acts on).
  *
  * [[ConfCheck.start]] launches it in `init`; [[await]] waits for it in `registerMetrics`, so the
@@ -53,7 +53,7 @@ final class ConfCheck private (python: String, process: Option[Process],
 }
 
 object ConfCheck extends Logging {
-  val Module = "trspark.confcheck"
+  val Module = "trspark.live.confcheck"
   val ExitBad = 2
   /** Longest wait in `registerMetrics`; a history store that hangs must not hang the application. */
   val TimeoutS = 60.0

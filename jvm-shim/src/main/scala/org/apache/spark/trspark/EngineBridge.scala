@@ -15,10 +15,10 @@ import com.fasterxml.jackson.databind.node.ObjectNode
 import org.apache.spark.internal.Logging
 
 /**
- * The JVM end of the engine bridge (the Python end is `trspark/engine/bridge.py`; the wire is
- * described in `docs/bridge.md`).
+ * The JVM end of the engine bridge (the Python end is `trspark/live/bridge.py`; the wire is
+ * described in `docs/architecture.md`).
  *
- * Starts `<python> -m trspark.engine --connect 127.0.0.1:<port>` with `TRSPARK_TOKEN` and
+ * Starts `<python> -m trspark.live --connect 127.0.0.1:<port>` with `TRSPARK_TOKEN` and
  * `TRSPARK_CONF` in its environment and listens on a loopback socket. Newline-delimited JSON:
  * the engine's first line is `{"type":"Hello","token":...,"version":1}`; then every event goes
  * out with an increasing `"seq"`, and the engine answers with command lines and
@@ -59,7 +59,7 @@ class EngineBridge(
     val server = new ServerSocket(0, 1, InetAddress.getLoopbackAddress)
     try {
       server.setSoTimeout((StartTimeoutS * 1000).toInt)
-      val command = Seq(python, "-m", "trspark.engine", "--connect", s"127.0.0.1:${server.getLocalPort}")
+      val command = Seq(python, "-m", "trspark.live", "--connect", s"127.0.0.1:${server.getLocalPort}")
       val builder = new ProcessBuilder(command: _*).inheritIO()
       builder.environment().put("TRSPARK_TOKEN", token)
       builder.environment().put("TRSPARK_CONF", confJson)

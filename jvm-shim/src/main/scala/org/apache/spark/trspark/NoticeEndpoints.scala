@@ -22,7 +22,7 @@ object PollResult {
 
 /**
  * How each cloud announces the end of a spot / preemptible VM, parsed exactly as the service
- * answers (see `docs/notices.md`):
+ * answers (see `docs/notices-and-pools.md`):
  *
  *  - AWS `GET /latest/meta-data/spot/instance-action`: 404 = none; 200 JSON with `action`
  *    (terminate | stop | hibernate) and an ISO-8601 UTC `time` (two minutes ahead). IMDSv2

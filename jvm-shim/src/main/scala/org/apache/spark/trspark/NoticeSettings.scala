@@ -9,7 +9,7 @@ import org.apache.spark.SparkConf
 
 /**
  * The `spark.trspark.notice.*` settings (same names, defaults and allowed values as
- * `trspark/config.py`).
+ * `trspark/keys.py`).
  *
  * @param source   `none | aws | gcp | azure`: which metadata service to poll.
  * @param baseUrl  scheme://host[:port][/prefix] of that service (the cloud's link-local address by

@@ -38,7 +38,7 @@ object TerminationNotice {
  * and stops polling. It never throws out of its thread: an unreachable or refusing service
  * means "no notice"; each new kind of problem is logged once at INFO, repeats at DEBUG.
  *
- * The executor plugin's use (see `docs/notices.md`):
+ * The executor plugin's use (see `docs/notices-and-pools.md`):
  * {{{
  *   val watcher = new NoticeWatcher(NoticeSettings(ctx.conf()).forExecutor(ctx.executorID()),
  *     (deadline, source) => ctx.send(Wire.encode(TerminationNotice(ctx.executorID(), deadline, source))))

@@ -83,8 +83,8 @@ object TRTaskScheduler {
    * the stage running on the lost executor marks its finished map tasks there as lost and
    * re-runs them (`TaskSetManager.executorLost`), even those whose outputs the plugin has just
    * re-pointed to a copy; only for a decommissioning does it look where each output is now, and
-   * re-run only those still on the lost executor's host (live TPC-DS q3: a backed-up 0.5 s
-   * output re-run for 10 s on a fresh executor). Nothing else differs: the DAGScheduler drops
+   * re-run only those still on the lost executor's host, so a backed-up output is not re-run.
+   * Nothing else differs: the DAGScheduler drops
    * the outputs left on the executor as before, and its running tasks are not the application's
    * fault, as for any eviction. An exit caused by the application keeps its reason (and blame).
    */

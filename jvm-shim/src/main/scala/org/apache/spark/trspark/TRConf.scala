@@ -9,7 +9,7 @@ import org.apache.spark.SparkConf
 /**
  * The `spark.trspark.*` settings the JVM side acts on, validated once at plugin start-up.
  *
- * The Python side (`trspark/config.py`) validates every key; this mirrors the ones the shim
+ * The Python side (`trspark/keys.py`) validates every key; this mirrors the ones the shim
  * itself uses, with the same names, defaults and "allowed" wording, so a bad value stops
  * SparkContext creation with one line naming the key and what is allowed.
  */

@@ -452,7 +452,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
           hooked.setHints(SchedulingHints.fromJson(node))
           sc.schedulerBackend.reviveOffers() // re-offer tasks the old hints held back
         } catch { case NonFatal(e) => logWarning(s"trspark: SchedulingHints ignored, previous kept: ${e.getMessage}") }
-      case _ => // a master without the hook: hints have no effect (docs/notices.md)
+      case _ => // a master without the hook: hints have no effect (docs/deploy.md)
     }
     case kind @ ("DuplicateTask" | "KillDuplicate") => sc.taskScheduler match {
       case scheduler: TaskDuplication =>

@@ -1,0 +1,405 @@
+"""Eviction injector: kills real executor JVMs of a Spark ``local-cluster`` the way spot VMs die.
+
+In ``local-cluster[N,cores,MB]`` every executor is its own JVM, a descendant of the driver JVM,
+running ``org.apache.spark.executor.CoarseGrainedExecutorBackend --executor-id <id> ...``.
+SIGKILL takes it and its shuffle files away for real, and the cluster's master starts a
+replacement. :class:`EvictionInjector` does that from a background thread, either
+
+* from a lifetime model: every executor, when first seen, draws its own lifetime
+  :math:`L \\sim` ``model`` (seeded ``numpy.random.Generator``) and is killed at
+  :math:`s + L`, where :math:`s` is when the injector first saw its process (within ``poll``
+  seconds of its start; an executor already running at ``start()`` counts from then, so a
+  warm-up before ``start()`` does not use up its lifetime); or
+* from an explicit schedule ``[(offset_seconds, victim_rank), ...]``: at each offset after
+  ``start()`` it kills the alive executor of that rank, ranks counted oldest first (by process
+  start, then executor id) and taken modulo the number alive.
+
+Paired comparisons (same evictions for several policies): draw one schedule with
+:func:`draw_schedule`, or replay ``injector.schedule()`` of a model-driven run, in every run.
+Every kill is recorded as a :class:`KillRecord`. ``min_alive`` keeps at least that many
+executors: a kill that would go below it waits until replacements have registered.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal as signals
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+import numpy as np
+import psutil
+
+from cost_model.lifetimes import LifetimeModel, from_spec
+
+EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
+
+log = logging.getLogger(__name__)
+
+Schedule = list[tuple[float, int]]
+"""``(offset seconds after start, victim rank)`` pairs, in time order."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorProcess:
+    """One executor JVM found under the driver."""
+
+    executor_id: str
+    pid: int
+    started: float
+    """Process start, seconds since the epoch (``psutil.Process.create_time``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KillRecord:
+    """One signal sent to an executor."""
+
+    t: float
+    """Seconds after :meth:`EvictionInjector.start`."""
+    executor_id: str
+    pid: int
+    signal: signals.Signals
+    rank: int = -1
+    """Rank of the victim among the alive executors (oldest = 0) when it was chosen."""
+    delivered: str = "signal"
+    """How it reached the executor: ``signal``, or ``callback`` (a notice given by ``notify``,
+    e.g. posted on a cloud metadata-service imitation; the record's ``signal`` is then
+    ``SIGPWR``, the notice marker, although no signal was sent)."""
+
+
+def _executor_id(cmdline: Sequence[str]) -> str | None:
+    if EXECUTOR_CLASS not in cmdline:
+        return None
+    for flag, value in zip(cmdline, cmdline[1:], strict=False):
+        if flag == "--executor-id":
+            return value
+    return None
+
+
+def _id_key(executor_id: str) -> tuple[int, int | str]:
+    # Spark's ids are "0", "1", ... : numeric order, not string order ("10" after "9").
+    return (0, int(executor_id)) if executor_id.isdigit() else (1, executor_id)
+
+
+def find_executors(driver_pid: int) -> list[ExecutorProcess]:
+    """Live executor JVMs among the descendants of ``driver_pid``, oldest first.
+
+    Zombies (killed, not yet reaped) and processes that vanish while being read are skipped.
+    """
+    try:
+        descendants = psutil.Process(driver_pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for proc in descendants:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            executor_id = _executor_id(proc.cmdline())
+            if executor_id is not None:
+                found.append(ExecutorProcess(executor_id, proc.pid, proc.create_time()))
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return sorted(found, key=lambda e: (e.started, _id_key(e.executor_id)))
+
+
+def draw_schedule(
+    model: LifetimeModel | str,
+    executors: int,
+    horizon: float,
+    rng: np.random.Generator,
+    *,
+    replacement_delay: float = 0.0,
+) -> Schedule:
+    """A kill schedule that follows ``model`` on ``executors`` slots up to ``horizon`` seconds.
+
+    Each slot is a renewal process: an executor lives :math:`L \\sim` ``model``, is killed, and
+    its replacement starts ``replacement_delay`` seconds later with a fresh lifetime. The rank
+    of each victim is its position by age among the executors alive at that moment (oldest =
+    0), the rule :class:`EvictionInjector` applies when it replays the schedule.
+
+    Parameters
+    ----------
+    model
+        Lifetime model or its spec string (seconds).
+    executors
+        Number of executor slots (the ``N`` of ``local-cluster[N,...]``).
+    horizon
+        Kills after this many seconds are not included.
+    rng
+        Source of all randomness (same seed, same schedule).
+    replacement_delay
+        Seconds from a kill until its replacement counts as alive (7-17 s measured here).
+    """
+    lifetimes = from_spec(model) if isinstance(model, str) else model
+    if executors < 1 or horizon <= 0:
+        raise ValueError(f"need executors >= 1 and horizon > 0, got {executors} and {horizon}")
+    births = [0.0] * executors  # when each slot's current executor started
+    deaths = [float(x) for x in lifetimes.sample(executors, rng)]
+    schedule: Schedule = []
+    while True:
+        slot = int(np.argmin(deaths))
+        t = deaths[slot]
+        if t > horizon:
+            return schedule
+        alive = sorted((births[i], i) for i in range(executors) if births[i] <= t)
+        schedule.append((t, alive.index((births[slot], slot))))
+        births[slot] = t + replacement_delay
+        deaths[slot] = births[slot] + float(lifetimes.sample(1, rng)[0])
+
+
+class EvictionInjector:
+    """Kills executor JVMs under ``driver_pid`` from a background thread.
+
+    Parameters
+    ----------
+    driver_pid
+        The driver JVM (for PySpark: ``SparkContext._gateway.proc.pid``).
+    model, rng
+        Lifetime model (or spec) and the generator lifetimes are drawn from (an int is a seed).
+    schedule
+        Instead of ``model``: explicit ``(offset seconds, victim rank)`` kills.
+    signal
+        What a kill sends: ``SIGKILL`` (default; no warning) or ``SIGPWR`` (Spark's decommission
+        signal alone).
+    notice
+        If set, send ``SIGPWR`` this many seconds before each ``SIGKILL`` (a termination notice;
+        Spark acts on it with ``spark.decommission.enabled=true``).
+    notify
+        With ``notice``: give the notice by calling ``notify(victim)`` instead of sending
+        ``SIGPWR`` -- e.g. post it on the victim's cloud metadata endpoint, which the trspark
+        plugin polls (``spark.trspark.notice.source``). The kill still follows ``notice`` s later.
+    registered
+        Model mode: an executor's lifetime starts when ``registered(executor_id)`` first holds
+        (e.g. the driver lists it), not when its process is first seen, and it is not killed
+        before. This is the clock Spark -- and the lifetime history -- measures executors by: a JVM
+        takes seconds to register, which would otherwise shorten every observed lifetime.
+        Schedule mode: ranks count only registered executors (as :func:`draw_schedule` counts
+        a replacement only once its ``replacement_delay`` is over), and a due kill waits while
+        too few are registered (``min_alive``). Without it a replayed rank could pick a JVM
+        still starting, which a SIGKILL kills then, but a SIGPWR notice kills at once as well
+        (the JVM has no handler yet): a notice-driven policy would lose it ``notice`` s early.
+    max_kills
+        Stop killing after this many victims.
+    min_alive
+        Never bring the number of live executors below this; a due kill waits instead.
+    poll
+        Seconds between looks at the process tree.
+    """
+
+    def __init__(
+        self,
+        driver_pid: int,
+        *,
+        model: LifetimeModel | str | None = None,
+        rng: np.random.Generator | int | None = None,
+        schedule: Sequence[tuple[float, int]] | None = None,
+        signal: signals.Signals = signals.SIGKILL,
+        notice: float | None = None,
+        notify: Callable[[ExecutorProcess], None] | None = None,
+        registered: Callable[[str], bool] | None = None,
+        max_kills: int | None = None,
+        min_alive: int = 1,
+        poll: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if (model is None) == (schedule is None):
+            raise ValueError("give exactly one of model= (lifetime model or spec) and schedule=")
+        if model is not None and rng is None:
+            raise ValueError("model= needs rng= (a numpy Generator or an int seed) so kills can be reproduced")
+        if notice is not None and notice < 0:
+            raise ValueError(f"notice must be >= 0 seconds, got {notice}")
+        if notify is not None and notice is None:
+            raise ValueError("notify= gives notices: it needs notice= (seconds from notice to kill)")
+        self.driver_pid = driver_pid
+        self.model = from_spec(model) if isinstance(model, str) else model
+        self.rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        self._pending = sorted((float(t), int(r)) for t, r in schedule) if schedule is not None else []
+        self.signal = signal
+        self.notice = notice
+        self.notify = notify
+        self.registered = registered
+        self.max_kills = max_kills
+        self.min_alive = min_alive
+        self.poll = poll
+        self._clock = clock
+        self._records: list[KillRecord] = []
+        self._deaths: dict[int, tuple[str, float]] = {}  # pid -> (executor id, drawn death) (model mode)
+        self._noticed: dict[int, tuple[float, ExecutorProcess, int]] = {}  # pid -> (kill at, victim, rank)
+        self._chosen: set[int] = set()  # pids already picked (a SIGPWR'd executor stays alive a while)
+        self._victims = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0: float | None = None
+
+    # ---- life cycle ------------------------------------------------------------------------
+    def start(self, *, background: bool = True) -> EvictionInjector:
+        """Start the clock (offsets and lifetimes count from now) and, by default, the thread.
+
+        With ``background=False`` the caller drives the injector by calling :meth:`step`.
+        """
+        if self._t0 is not None:
+            raise RuntimeError("injector already started")
+        self._t0 = self._clock()
+        if background:
+            self._thread = threading.Thread(target=self._run, name="trspark-eviction-injector", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop injecting (pending notices are not followed by their kill: see :meth:`finish_notices`)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def finish_notices(self, *, sleep: Callable[[float], None] = time.sleep) -> int:
+        """After :meth:`stop`: kill each executor that got a notice, at its deadline; return how many.
+
+        A noticed VM is taken away at its deadline whether or not the job still needs it. Without
+        this, a notice that outlives the run leaves its executor alive for the policies that are
+        only killed and gone for those that act on notices (they release or decommission it),
+        and the next run starts from different clusters. Blocks until the last deadline.
+        """
+        if self._thread is not None and self._thread.is_alive():
+            raise RuntimeError("stop() the injector before finish_notices()")
+        due = sorted(self._noticed.values(), key=lambda item: item[0])
+        self._noticed.clear()
+        for kill_at, victim, rank in due:
+            wait = kill_at - self.elapsed()
+            if wait > 0:
+                sleep(wait)  # the deadline is a wall-clock time: nothing to wait on but the clock
+            self._signal(victim, signals.SIGKILL, rank)
+        return len(due)
+
+    def __enter__(self) -> EvictionInjector:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+    # ---- results -------------------------------------------------------------------------------
+    @property
+    def records(self) -> list[KillRecord]:
+        with self._lock:
+            return list(self._records)
+
+    @property
+    def victims(self) -> int:
+        """Executors signalled so far (a notice and its kill count once)."""
+        with self._lock:
+            return self._victims
+
+    def kills_by(self, t: float) -> int:
+        """Victims whose kill is due at or before ``t`` s after start.
+
+        With notices a victim's kill is its deadline, ``notice`` s after its SIGPWR: a notice
+        given near the end of a run is for a kill that lands after it. Counting by kill time makes
+        the count the same for a policy that acts on notices and for one that only meets the kills.
+        """
+        return sum(1 for kill_at, _ in self.schedule() if kill_at <= t)
+
+    def schedule(self) -> Schedule:
+        """The kills so far as a schedule, to replay the same evictions in another run."""
+        if self.notice is None:
+            return [(r.t, r.rank) for r in self.records if r.signal == self.signal]
+        # With notices the victim was chosen when its SIGPWR went out, `notice` s before the kill.
+        return [(r.t + self.notice, r.rank) for r in self.records if r.signal == signals.SIGPWR]
+
+    def elapsed(self) -> float:
+        """Seconds since :meth:`start`."""
+        if self._t0 is None:
+            raise RuntimeError("injector not started")
+        return self._clock() - self._t0
+
+    def planned_deaths(self) -> dict[str, float]:
+        """Model mode: executor id -> drawn time of death (seconds after start) of those seen so far."""
+        with self._lock:
+            return {executor_id: t for executor_id, t in self._deaths.values()}
+
+    # ---- the loop ------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.step()
+            except Exception:  # a transient /proc read error must not end the injection
+                log.exception("eviction injector step failed; retrying")
+            self._stop.wait(self.poll)
+
+    def step(self) -> None:
+        """One look at the process tree: follow up notices, then signal the victims that are due."""
+        now = self.elapsed()
+        for pid, (kill_at, victim, rank) in list(self._noticed.items()):
+            if kill_at <= now:
+                del self._noticed[pid]
+                self._signal(victim, signals.SIGKILL, rank)
+        alive = [e for e in find_executors(self.driver_pid) if e.pid not in self._chosen]
+        lead = self.notice or 0.0
+        if self.registered is not None and (self.model is not None or self._kill_due(now + lead)):
+            # Not yet born (still starting): no lifetime drawn, not a candidate for a kill. (A
+            # schedule asks the driver only when a kill is due: it is a remote call.)
+            alive = [e for e in alive if e.pid in self._deaths or self.registered(e.executor_id)]
+        while (choice := self._next_victim(alive, now + lead)) is not None:
+            victim, rank = choice
+            if self.max_kills is not None and self.victims >= self.max_kills:
+                return
+            if len(alive) - 1 < self.min_alive:
+                return  # the kill waits until replacements have registered
+            if self.model is None:
+                self._pending.pop(0)
+            alive.remove(victim)
+            self._chosen.add(victim.pid)
+            with self._lock:
+                self._victims += 1
+            if self.notice is None:
+                self._signal(victim, self.signal, rank)
+            else:
+                self._signal(victim, signals.SIGPWR, rank)
+                # The window counts from the notice as given (a callback may take a while), so
+                # the victim always gets its full `notice` seconds.
+                self._noticed[victim.pid] = (self.elapsed() + lead, victim, rank)
+
+    def _kill_due(self, horizon: float) -> bool:
+        """Schedule mode: the next scheduled (notice or kill) time is at or before ``horizon``."""
+        return bool(self._pending) and self._pending[0][0] <= horizon
+
+    def _next_victim(self, alive: list[ExecutorProcess], horizon: float) -> tuple[ExecutorProcess, int] | None:
+        """The next executor whose (notice or kill) time is at or before ``horizon``, with its rank."""
+        if not alive:
+            return None
+        if self.model is None:
+            if not self._kill_due(horizon):
+                return None
+            rank = self._pending[0][1] % len(alive)
+            return alive[rank], rank
+        for executor in alive:
+            if executor.pid not in self._deaths:
+                # Lifetimes are drawn in discovery order (oldest first): same seed, same draws. The
+                # lifetime counts from discovery: process start times from /proc are only as exact
+                # as the kernel's boot-time stamp (whole seconds), the monotonic clock is exact.
+                death = self.elapsed() + float(self.model.sample(1, self.rng)[0])
+                with self._lock:
+                    self._deaths[executor.pid] = (executor.executor_id, death)
+        death, rank = min((self._deaths[e.pid][1], i) for i, e in enumerate(alive))
+        return (alive[rank], rank) if death <= horizon else None
+
+    def _signal(self, victim: ExecutorProcess, sig: signals.Signals, rank: int) -> None:
+        if sig == signals.SIGPWR and self.notify is not None:
+            self.notify(victim)
+            record = KillRecord(self.elapsed(), victim.executor_id, victim.pid, sig, rank, delivered="callback")
+            log.info("gave a notice to executor %s (pid %d) at %.2f s", victim.executor_id, victim.pid, record.t)
+            with self._lock:
+                self._records.append(record)
+            return
+        try:
+            psutil.Process(victim.pid).send_signal(sig)
+        except psutil.NoSuchProcess:
+            log.info("executor %s (pid %d) was already gone", victim.executor_id, victim.pid)
+            return
+        record = KillRecord(self.elapsed(), victim.executor_id, victim.pid, sig, rank)
+        log.info("sent %s to executor %s (pid %d) at %.2f s", sig.name, victim.executor_id, victim.pid, record.t)
+        with self._lock:
+            self._records.append(record)

@@ -1,0 +1,29 @@
+"""``python -m jobs.reports [--check]``: rewrite the reports of ``docs/results/`` (or check them)."""
+
+from __future__ import annotations
+
+import sys
+
+from jobs.reports.render import RESULTS, render
+from jobs.reports.sources import REPORTS
+
+
+def main(argv: list[str]) -> int:
+    stale = []
+    for report in REPORTS:
+        path = RESULTS / f"{report.name}.md"
+        text = render(report)
+        if "--check" in argv:
+            if not path.exists() or path.read_text() != text:
+                stale.append(path.name)
+        else:
+            path.write_text(text)
+            print(f"wrote {path.relative_to(RESULTS.parent.parent)}")
+    if stale:
+        print("out of date (run python -m jobs.reports): " + ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,170 @@
+"""Where each CSV of ``docs/results/`` comes from, and how :mod:`jobs.reports` shows it."""
+
+from __future__ import annotations
+
+from jobs.reports.render import MACHINE, Report, Source, columns, overhead, pivot, tpcds_targets
+
+_SIM = "Slowdown = job time / the job's time on stable VMs without the policy (mean over the runs)."
+
+SIMULATOR = Report("simulator", "Simulator: baselines and speed", f"""
+The discrete-event simulator (`trspark simulate`, [docs/simulator.md](../simulator.md)) with the
+paper's Table 2 bandwidths and exponential lifetimes. Stability = mean VM lifetime / mean task
+time. {_SIM} A run that does not finish within 20x the stable time counts as 20 (failed).
+""", (
+    Source("simulator_sweep.csv",
+           "trspark simulate sweep --workloads tpcds,bing,cortana,pagerank \\\n"
+           "    --policies never,always,stage,interval,oracle --vms 10 --scale 0.01 --runs 50 \\\n"
+           "    --out docs/results/simulator_sweep.csv",
+           "2026-11-25", "unknown (the CSV was added in commit 430b26a)", MACHINE,
+           pivot(("workload", "stability"), "policy"),
+           "![slowdowns](simulator_sweep.png)\n\nMean slowdown over 50 seeded runs per cell; `oracle` knows "
+           "every VM's death time."),
+    Source("simulator_speed.csv",
+           "python bench/simulator.py --policy always --runs 50\npython bench/simulator.py --policy never --runs 50",
+           "2026-11-25", "unknown (the figures were added in commit 430b26a)", MACHINE + ", load average 1.0-1.4",
+           columns("policy", "runs", "wall_seconds", "cpu_seconds_per_run", "events_per_run",
+                   "events_per_second", "slowdown_mean", "failed_runs"),
+           "The paper's size: a TPC-DS-shaped job of 20,100 tasks on 100 VMs x 4 cores, stability "
+           "100, runs spread over both cores. Every `never` run fails here and runs to the 20x cap."),
+))
+
+_SWEEP_FLAGS = "--vms 10 --scale 0.01 --runs 200 --workers 2 --period 1 --no-duplication"
+
+ENGINE = Report("engine", "Policy engine in the simulator", f"""
+The engine's policies driven by the simulator through `bench/engine_sweep.py` and
+`bench/engine_ablation.py` (every setting is a CSV column). {_SIM} A failed run counts as 20.
+`oracle` knows every VM's death time; `oracle-backup` knows them for backups only and places
+tasks as the driver does. `python bench/engine_targets.py docs/results/engine_sweep.csv` judges
+the sweep against the design targets.
+""", (
+    Source("engine_sweep.csv",
+           f"python bench/engine_sweep.py --exp stability --policies tr tr-det \\\n"
+           f"    --workloads tpcds bing cortana pagerank --stabilities 1000 200 100 50 20 10 5 \\\n"
+           f"    {_SWEEP_FLAGS} --csv tr.csv\n"
+           "# tr-local: the same with --runs 50; the baselines' rows come from the same script, --runs 50",
+           "2026-11-25", "aef7d88 (tr, tr-det, tr-local); baselines from an earlier commit of the same day",
+           "2 cores shared with other work", pivot(("workload", "stability"), "policy"),
+           "![slowdowns](engine_sweep.png)\n\nMean slowdown; 200 paired runs per point for `tr` and `tr-det`, "
+           "50 for the others."),
+    Source("engine_frontier.csv",
+           f"python bench/engine_sweep.py --exp frontier --workloads tpcds bing cortana --stabilities 50 \\\n"
+           f"    {_SWEEP_FLAGS} --csv f50.csv\n"
+           f"python bench/engine_sweep.py --exp frontier --workloads tpcds --stabilities 20 5 {_SWEEP_FLAGS}",
+           "2026-11-25", "e4cc443 (the `fifo order` rows: f75cc0c)", MACHINE,
+           columns("workload", "stability", "policy", "variant", "slowdown_mean", "slowdown_ci_lo",
+                   "slowdown_ci_hi", "failed_runs", "backups_remote_mean"),
+           "`tr` (safety belt off) told a mean lifetime from 0.5x to 1000x the true one, with the "
+           "stall weight on (weighted) or off, next to `never` and `always`. Stability 5 stops "
+           "after the x100 point."),
+    Source("engine_robustness.csv",
+           "python bench/engine_sweep.py --exp robustness --runs 20 --workers 1 --period 1 --no-duplication",
+           "2026-11-25", "aef7d88", MACHINE,
+           columns("vms", "variant", "slowdown_mean", "slowdown_ci_lo", "slowdown_ci_hi", "failed_runs"),
+           "![robustness](engine_robustness.png)\n\ntpcds at stability 90; `tr` believes a mean lifetime off "
+           "by the factor named."),
+    Source("engine_belt.csv",
+           "python bench/engine_sweep.py --exp belt --stabilities 20 5 --runs 20 --workers 1 --period 1 --no-duplication",
+           "2026-11-25", "aef7d88", MACHINE,
+           columns("stability", "policy", "variant", "slowdown_mean", "slowdown_ci_lo", "slowdown_ci_hi",
+                   "failed_runs", "recomputed_tasks_mean", "safety_belt_firings_mean"),
+           "tpcds on 20 VMs; `tr` told the VMs are 100x more stable than they are, safety belt on or off."),
+    Source("engine_ablation.csv",
+           "python bench/engine_ablation.py --workloads tpcds --scale 0.01 --stabilities 5 20 --runs 20",
+           "2026-11-25", "aef7d88", MACHINE + ", load average about 2",
+           columns("experiment", "lifetimes", "policy", "variant", "stability", "vms", "tasks",
+                   "slowdown_mean", "slowdown_ci_lo", "slowdown_ci_hi", "recomputed_tasks_mean",
+                   "backups_remote_mean", "stall_weight"),
+           "The paper's ablations: TR-Scheduling and duplication (`mechanisms`), remote bandwidth "
+           "(`bandwidth`) and cluster size (`vms`); 20 paired runs per point, no run failed. "
+           "`stall_weight` False is the paper's re-computation cost."),
+))
+
+_TPCDS = ("trspark bench tpcds --sf {sf} --queries q3,q7,q19,q25,q29,q50,q65,q68,q93,q97 \\\n"
+          "    --policies never,always,decommission,tr --stability 3 --executors 3 --cores 1 \\\n"
+          "    --executor-cpus 0.5 --repeat 1 --seed {seed} --notice 5 --time-cap {cap} --warmup 2 \\\n"
+          "    --stable-runs never --conf spark.sql.autoBroadcastJoinThreshold=-1 \\\n"
+          "    --out docs/results/{out}\n"
+          "trspark bench targets docs/results/{out} --executors 3")
+_LIVE = MACHINE + "; 3 executors x 1 core, each executor JVM capped at 0.5 CPU (cgroup)"
+
+TPCDS = Report("tpcds", "Live TPC-DS under executor kills", """
+Ten multi-stage TPC-DS queries on a local cluster whose executor JVMs are SIGKILLed on a seeded
+schedule (exponential lifetimes of mean 3x each query's stable time; the same kills for every
+policy). `never` and `decommission` run vanilla Spark (`decommission` gets each kill as a SIGPWR
+notice 5 s ahead, with fallback storage); `always` and `tr` run the plugin on
+`local-trcluster`, `tr` with the same 5 s notices. Slowdown = evicted seconds / vanilla Spark's
+median stable seconds. The capacity floor `1 + lost executor-seconds / (3 x stable s)` is the
+best any policy can do with the capacity the kills leave. Every answer is compared with DuckDB's
+([jobs/tpcds/QUERIES.md](../../jobs/tpcds/QUERIES.md)). Method: [docs/benchmark.md](../benchmark.md).
+""", (
+    Source("tpcds_sf1_seed0.csv",
+           _TPCDS.format(sf=1, seed=0, cap=400, out="tpcds_sf1_seed0.csv").replace(
+               "--out", "--reference <an earlier run's CSV: vanilla's stable times> --out"),
+           "2026-11-25, 23:01-23:27 UTC", "a6317d8", _LIVE, tpcds_targets(3),
+           "![slowdowns](tpcds_sf1_seed0.png)\n\nIn this CSV `executors_killed` of `decommission` and `tr` "
+           "counts every notice given during the query, including notices of kills due after its end."),
+    Source("tpcds_sf1_seed1.csv", _TPCDS.format(sf=1, seed=1, cap=400, out="tpcds_sf1_seed1.csv"),
+           "2026-11-25, 23:27-23:52 UTC", "a6317d8", _LIVE, tpcds_targets(3),
+           "![slowdowns](tpcds_sf1_seed1.png)\n\nIn this CSV `executors_killed` of `decommission` and `tr` "
+           "counts every notice given during the query, including notices of kills due after its end."),
+    Source("tpcds_sf3_seed0.csv", _TPCDS.format(sf=3, seed=0, cap=600, out="tpcds_sf3_seed0.csv"),
+           "2026-11-26, 00:45-01:12 UTC", "8ef9ea3 with uncommitted changes (committed as 2ece7bb and 4b44440)",
+           _LIVE, tpcds_targets(3),
+           "![slowdowns](tpcds_sf3_seed0.png)\n\nThe answer oracle of this run rejected q7 and q65 for "
+           "every policy, stable runs too: tied rows in another order (q65) and a rounded Decimal "
+           "(q7), both accepted by the oracle since."),
+    Source("tpcds_sf3_seed1.csv", _TPCDS.format(sf=3, seed=1, cap=600, out="tpcds_sf3_seed1.csv"),
+           "2026-11-26, 01:23-01:55 UTC", "4b44440", _LIVE, tpcds_targets(3),
+           "![slowdowns](tpcds_sf3_seed1.png)"),
+))
+
+OVERHEAD = Report("overhead", "Plugin overhead without kills", """
+`tr` against vanilla Spark on stable executors: a vanilla and a `tr` cluster stay up side by
+side and run the same query alternately, so each paired ratio compares two runs seconds apart
+(`jobs/tpcds/overhead.py`). Default lifetime belief; every answer checked against DuckDB.
+""", (
+    Source("overhead.csv",
+           "trspark bench overhead --sf 1 --queries q3,q7,q19,q25,q29,q50,q65,q68,q93,q97 --rounds 3 \\\n"
+           "    --conf spark.sql.autoBroadcastJoinThreshold=-1 --out docs/results/overhead.csv",
+           "2026-11-25, 20:46-20:56 UTC", "1fba03a", MACHINE + ", 3 executors x 1 core", overhead),
+))
+
+NOTICES = Report("notices", "Termination notices against Spark's decommissioning", """
+`bench/notice_vs_decommission.py` (method in its docstring): one job of 4 stages x 12 tasks
+(2.5 s each, 1.0 MB of random bytes per map output, 3 shuffles) on 3 executors x 1 core, the same
+kill schedule for both policies. `kills` gives each notice as `second:executor rank`; each
+noticed executor is SIGKILLed 30 s after its notice. `trspark`: `local-trcluster`, mode `tr`,
+`lifetime.knowledge=deterministic`, the notice from the named source (an imitation of the
+cloud's metadata service polled every 0.5 s, or SIGPWR). `decommission`: Spark's
+decommissioning with block migration and fallback storage, notice by SIGPWR. Bytes moved count
+every copy of a shuffle file seen on disk. `kills_done` = SIGKILLs that found the executor
+still there (trspark releases a drained executor before its kill). The bench prints these rows
+as a table; the CSV holds them as printed (MB to one decimal).
+""", (
+    Source("notices.csv",
+           "python bench/notice_vs_decommission.py --sources aws,gcp,azure,signal --window 30 --kills 4:0,12:1\n"
+           "python bench/notice_vs_decommission.py --sources aws,gcp,azure,signal --window 30 --kills 4:0,24:1\n"
+           "python bench/notice_vs_decommission.py --sources aws,signal --window 30 --kills 4:0",
+           "2026-11-25, 07:58-08:19 UTC", "a3ac071", MACHINE + ", quiet",
+           columns("kills", "source", "policy", "notice_via", "seconds", "bytes_moved_mb",
+                   "outputs_copied", "result_ok", "notices_given", "kills_done", digits=1)),
+))
+
+HISTORY = Report("history", "Lifetime history across applications", """
+`bench/history_apps.py` (method in its docstring): each application is a fresh PySpark driver on
+`local-trcluster[3,1,1024]` with the plugin (mode `tr`, configured lifetime
+`exponential:mean=600`, deliberately wrong) and `spark.trspark.history.url` on a local directory
+or on Azurite. Executors are SIGKILLed at lifetimes drawn from `weibull:shape=3,scale=45` (true
+mean 40.2 s) while the application runs small shuffle jobs for 150 s. *Prior* is the model the
+application's engine started from (fitted to the earlier applications' records), *fit* the fit
+of all records after it; errors are against the true mean. The bench prints these rows as a
+table; the CSV holds them as printed.
+""", (
+    Source("history.csv", "python bench/history_apps.py --store local,azurite --apps 3 --app-seconds 150",
+           "2026-11-25, 10:00-10:07 UTC", "1f5f2c9", MACHINE + ", quiet",
+           columns("store", "app", "kills", "evicted", "censored", "prior_method", "prior_mean_s",
+                   "prior_error_pct", "fit_method", "fit_mean_s", "fit_error_pct", "jobs_ok", "jobs",
+                   "engine", digits=1)),
+))
+
+REPORTS: tuple[Report, ...] = (SIMULATOR, ENGINE, TPCDS, OVERHEAD, NOTICES, HISTORY)

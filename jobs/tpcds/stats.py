@@ -1,0 +1,225 @@
+r"""Paired statistics of a results CSV: medians with bootstrap intervals, paired ratios, capacity floors.
+
+A benchmark with ``--repeat R`` replays, for every policy, the same ``R`` kill schedules per query
+(schedule ``r`` is drawn from the seed ``(seed, query, r)``), so two policies' evicted runs of the
+same ``(query, seed, repeat)`` met the same kills: a *pair*. From those runs:
+
+* **median slowdown per policy** -- the median over its successful evicted runs (every query and
+  repeat), with a percentile bootstrap 95 % interval (:func:`median_interval`);
+* **paired ratio** ``a/b`` -- per pair ``seconds_a / seconds_b`` (both finished), the median over
+  pairs, with its bootstrap interval. A ratio below 1 means ``a`` was faster under the same kills;
+* **capacity floor** of a run on ``N`` executors that lost ``L`` executor-seconds to a query of
+  stable time ``S``: :math:`1 + L / (N S)` (see :mod:`jobs.tpcds.targets`), and its **excess**
+  ``slowdown - floor``: the part of the slowdown a backup policy controls.
+
+An interval that contains 1 (for a ratio, or a slowdown) is reported as "not significant": the
+runs do not tell the two apart. Failed runs (aborted, over the time cap) have no time; they are
+left out of the intervals and counted apart.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from jobs.tpcds.results import POLICY_ORDER, RunRow
+
+CONFIDENCE = 0.95
+RESAMPLES = 9999
+SEED = 0
+"""The bootstrap's own seed: the same CSV always gives the same intervals."""
+PAIRED_RATIOS: tuple[tuple[str, str], ...] = (("tr", "always"), ("tr", "decommission"), ("tr", "never"))
+NEVER_HURT = 1.5
+"""Vanilla Spark counts as hurt on a query at this median slowdown; there ``tr``'s excess is judged."""
+EXCESS_BOUND = 0.10
+"""``tr``'s median excess over the capacity floor allowed on a query that hurts vanilla Spark."""
+
+PairKey = tuple[str, int, int]
+"""(query, seed, repeat): runs with this key met the same kill schedule."""
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A median and its bootstrap interval over ``n`` values (``low``/``high`` NaN when ``n < 2``)."""
+
+    median: float
+    low: float
+    high: float
+    n: int
+
+    @property
+    def significant(self) -> bool:
+        """Does the interval exclude 1 (the value of "no difference" for a ratio or a slowdown)?"""
+        return math.isfinite(self.low) and math.isfinite(self.high) and not self.low <= 1.0 <= self.high
+
+    def text(self, unit: str = "x") -> str:
+        """``1.23x [1.10, 1.40]``, with "not significant" when the interval contains 1."""
+        if not math.isfinite(self.median):
+            return "-"
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+            return f"{self.median:.2f}{unit} (n={self.n}, no interval)"
+        verdict = "" if self.significant else " not significant"
+        return f"{self.median:.2f}{unit} [{self.low:.2f}, {self.high:.2f}]{verdict}"
+
+
+def median_interval(values: list[float], *, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
+                    seed: int = SEED) -> Interval:
+    """The median of the finite ``values`` with a percentile bootstrap interval (``scipy.stats.bootstrap``).
+
+    The percentile method, because BCa's jackknife is undefined on the small, tied samples a
+    benchmark gives (3 seeds); every value equal gives the degenerate interval ``[v, v]``.
+    """
+    from scipy.stats import bootstrap
+
+    data = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
+    if data.size == 0:
+        return Interval(math.nan, math.nan, math.nan, 0)
+    median = float(np.median(data))
+    if data.size < 2:
+        return Interval(median, math.nan, math.nan, 1)
+    if np.all(data == data[0]):
+        return Interval(median, median, median, int(data.size))
+    result = bootstrap((data,), np.median, confidence_level=confidence, n_resamples=resamples,
+                       method="percentile", random_state=np.random.default_rng(seed))
+    ci = result.confidence_interval
+    return Interval(median, float(ci.low), float(ci.high), int(data.size))
+
+
+def _evicted(rows: list[RunRow]) -> list[RunRow]:
+    return [r for r in rows if r.scenario == "evicted"]
+
+
+def policy_intervals(rows: list[RunRow]) -> dict[str, tuple[Interval, int]]:
+    """Policy -> (median evicted slowdown with its interval, runs that failed)."""
+    values: dict[str, list[float]] = defaultdict(list)
+    failed: dict[str, int] = defaultdict(int)
+    for r in _evicted(rows):
+        if r.failed:
+            failed[r.policy] += 1
+        elif math.isfinite(r.slowdown):
+            values[r.policy].append(r.slowdown)
+    policies = _ordered({*values, *failed})
+    return {p: (median_interval(values[p]), failed[p]) for p in policies}
+
+
+def pairs(rows: list[RunRow], a: str, b: str, scenario: str = "evicted") -> dict[PairKey, float]:
+    """(query, seed, repeat) -> ``seconds_a / seconds_b`` where both policies ran it and finished."""
+    seconds: dict[tuple[str, PairKey], float] = {}
+    for r in rows:
+        if r.scenario == scenario and r.policy in (a, b) and not r.failed and r.seconds > 0:
+            seconds[(r.policy, (r.query, r.seed, r.repeat))] = r.seconds
+    keys = sorted({k for p, k in seconds if p == a} & {k for p, k in seconds if p == b})
+    return {k: seconds[(a, k)] / seconds[(b, k)] for k in keys}
+
+
+def paired_ratio(rows: list[RunRow], a: str, b: str, scenario: str = "evicted") -> Interval:
+    """Median over pairs of ``seconds_a / seconds_b``, with its bootstrap interval."""
+    return median_interval(list(pairs(rows, a, b, scenario).values()))
+
+
+def capacity_floor(row: RunRow, executors: int) -> float:
+    """``1 + L / (N S)`` for one run (NaN without a stable time or a measured capacity loss)."""
+    if executors < 1:
+        raise ValueError(f"executors must be >= 1, got {executors}")
+    if not (math.isfinite(row.capacity_lost_seconds) and math.isfinite(row.stable_seconds) and row.stable_seconds > 0):
+        return math.nan
+    return 1.0 + row.capacity_lost_seconds / (executors * row.stable_seconds)
+
+
+def excess(row: RunRow, executors: int) -> float:
+    """``slowdown - floor`` of one finished run: what the policy controls (NaN for a failed run)."""
+    return math.nan if row.failed else row.slowdown - capacity_floor(row, executors)
+
+
+def excess_target(rows: list[RunRow], executors: int) -> dict[str, tuple[float, float]]:
+    """Hurt query -> (never's median slowdown, tr's median excess over its floor), for the bound."""
+    by_query: dict[tuple[str, str], list[RunRow]] = defaultdict(list)
+    for r in _evicted(rows):
+        by_query[(r.query, r.policy)].append(r)
+    out = {}
+    for (query, policy), runs in sorted(by_query.items(), key=lambda kv: (len(kv[0][0]), kv[0])):
+        if policy != "never":
+            continue
+        never = [r.slowdown for r in runs if not r.failed and math.isfinite(r.slowdown)]
+        never_median = statistics.median(never) if never else math.inf  # every run failed: hurt
+        if never_median < NEVER_HURT:
+            continue
+        tr = [e for e in (excess(r, executors) for r in by_query.get((query, "tr"), [])) if math.isfinite(e)]
+        out[query] = (never_median, statistics.median(tr) if tr else math.nan)
+    return out
+
+
+def _ordered(policies: set[str]) -> list[str]:
+    return [p for p in POLICY_ORDER if p in policies] + sorted(policies - set(POLICY_ORDER))
+
+
+def _bytes(rows: list[RunRow], policy: str) -> str:
+    if policy == "never":
+        return "none"
+    if policy not in ("always", "tr"):
+        return "not measured"  # decommission's migrations are Spark's, not the plugin's counters
+    total = sum(r.backups_bytes for r in _evicted(rows) if r.policy == policy)
+    return f"{total / 2**20:.1f} MiB"
+
+
+def sweep_totals(rows: list[RunRow]) -> dict[str, tuple[int, int, int, int]]:
+    """Policy -> (evicted runs, executors killed, wrong answers, failed jobs) over its evicted runs."""
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for r in _evicted(rows):
+        t = totals[r.policy]
+        t[0] += 1
+        t[1] += r.executors_killed
+        t[2] += not r.failed and not r.result_ok
+        t[3] += r.failed
+    return {p: (t[0], t[1], t[2], t[3]) for p, t in ((p, totals[p]) for p in _ordered(set(totals)))}
+
+
+def markdown(rows: list[RunRow], executors: int) -> str:
+    """The paired-statistics section of ``trspark bench targets``: intervals, ratios, per-run floors."""
+    out = [f"## Paired statistics (bootstrap {CONFIDENCE * 100:g} % intervals of the median)", "",
+           "| policy | runs | failed | median slowdown [95 % interval] | kills | wrong answers |",
+           "|---|---|---|---|---|---|"]
+    totals = sweep_totals(rows)
+    for policy, (interval, failed) in policy_intervals(rows).items():
+        _, kills, wrong, _ = totals[policy]
+        out.append(f"| {policy} | {interval.n} | {failed} | {interval.text()} | {kills} | {wrong} |")
+    present = {r.policy for r in rows}
+    out += ["", "| paired ratio | pairs | median [95 % interval] | backup bytes (a / b) |", "|---|---|---|---|"]
+    for a, b in PAIRED_RATIOS:
+        if a in present and b in present:
+            interval = paired_ratio(rows, a, b)
+            out.append(f"| {a}/{b} | {interval.n} | {interval.text()} | {_bytes(rows, a)} / {_bytes(rows, b)} |")
+    if any(r.scenario == "stable" and r.policy == "tr" for r in rows):
+        overhead = paired_ratio(rows, "tr", "never", scenario="stable")
+        out.append(f"| tr/never without kills | {overhead.n} | {overhead.text()} | |")
+    out += ["", f"Per run ({executors} executors): capacity floor = 1 + lost executor-seconds / "
+            f"({executors} x stable s); excess = slowdown - floor.", "",
+            "| query | seed | repeat | policy | kills | slowdown | floor | excess |", "|---|---|---|---|---|---|---|---|"]
+    order = {p: i for i, p in enumerate(POLICY_ORDER)}
+    for r in sorted(_evicted(rows), key=lambda r: ((len(r.query), r.query), r.seed, r.repeat, order.get(r.policy, 9))):
+        slow = "failed" if r.failed else f"{r.slowdown:.2f}x"
+        floor, extra = capacity_floor(r, executors), excess(r, executors)
+        out.append(f"| {r.query} | {r.seed} | {r.repeat} | {r.policy} | {r.executors_killed} | {slow} | "
+                   f"{_num(floor, 'x')} | {_num(extra, '', signed=True)} |")
+    hurt = excess_target(rows, executors)
+    out.append("")
+    if not hurt:
+        out.append(f"* tr's excess over the floor <= {EXCESS_BOUND:.2f} where never >= {NEVER_HURT:g}x: "
+                   "no query hurt vanilla Spark that much (target not exercised)")
+    for query, (never, tr_excess) in hurt.items():
+        verdict = "**met**" if tr_excess <= EXCESS_BOUND else "**missed**"
+        out.append(f"* {query} (never {_num(never, 'x')}): tr's median excess over the floor "
+                   f"{_num(tr_excess, '', signed=True)} (bound {EXCESS_BOUND:.2f}) -> {verdict}")
+    return "\n".join(out) + "\n"
+
+
+def _num(value: float, unit: str, *, signed: bool = False) -> str:
+    if math.isnan(value):
+        return "-"
+    if math.isinf(value):
+        return "failed"
+    return f"{value:+.2f}{unit}" if signed else f"{value:.2f}{unit}"

@@ -1,0 +1,181 @@
+"""``trspark bench verify``: every query text on Spark with the plugin, each answer against DuckDB's.
+
+One session in mode ``tr`` on ``local-trcluster`` (the plugin's scheduler and executor plugin,
+no kills) runs each query once, after DuckDB has answered all of them; :func:`compare` (the
+oracle's rules) gives the verdict. A query passes when Spark's answer equals DuckDB's; it fails
+when either engine cannot run it, Spark answers differently, or it exceeds the time cap. An empty
+answer passes but is named: it checks little. The verdicts become a Markdown table in
+``QUERIES.md`` (:func:`write_table`), between markers, so the rest of the file stays as written.
+
+The queries that pass (:func:`passed`) are what ``--queries verified`` selects, e.g. for a kill
+sweep: ``trspark bench tpcds --queries verified --policies never,tr --stable-runs never`` runs
+them under executor kills, and ``trspark bench targets`` totals kills, wrong answers and failed
+jobs per policy.
+"""
+
+from __future__ import annotations
+
+import datetime
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobs.tpcds import datagen, metrics, session
+from jobs.tpcds.answers import Answer, DuckDBOracle, compare
+from jobs.tpcds.queries import Query, QueryError, load
+from jobs.tpcds.runner import execute, first_line
+
+BEGIN = "<!-- verify:begin (written by `trspark bench verify`) -->"
+END = "<!-- verify:end -->"
+
+
+@dataclass(frozen=True)
+class QueryVerdict:
+    """One query's verdict: ``ok`` when Spark's answer equals DuckDB's; ``reason`` says why not (or what)."""
+
+    query: str
+    ok: bool
+    reason: str
+    seconds: float = float("nan")
+    """Spark's wall-clock time for the query (NaN when it did not run)."""
+
+
+@dataclass(frozen=True)
+class VerifySettings:
+    sf: float
+    queries: tuple[str, ...]
+    executors: int = 3
+    cores: int = 1
+    memory_mb: int = 2048
+    time_cap: float = 600.0
+    cache: Path | None = None
+
+
+@dataclass
+class Hooks:
+    """Progress callbacks: a phase with its number of steps, then one call per finished step."""
+
+    phase: Callable[[str, int], None] = lambda label, total: None
+    done: Callable[[str], None] = lambda name: None
+
+
+def duckdb_answers(data: Path, names: tuple[str, ...], hooks: Hooks) -> tuple[dict[str, Query], dict[str, Answer | str]]:
+    """Load every query and DuckDB's answer to it; a query DuckDB cannot answer maps to the reason."""
+    queries: dict[str, Query] = {}
+    answers: dict[str, Answer | str] = {}
+    hooks.phase("DuckDB answers", len(names))
+    with DuckDBOracle(data) as oracle:
+        for name in names:
+            try:
+                queries[name] = load(name)
+                answers[name] = oracle.answer(queries[name])
+            except QueryError as exc:
+                answers[name] = f"query text: {exc}"
+            except Exception as exc:  # DuckDB's parser, binder or executor
+                answers[name] = f"DuckDB cannot run it: {first_line(exc)}"
+            hooks.done(name)
+    return queries, answers
+
+
+def judge(query: Query, expected: Answer | str, actual: Answer | None, error: str, seconds: float) -> QueryVerdict:
+    """The verdict on one query from DuckDB's answer (or its failure) and Spark's (or its error)."""
+    if isinstance(expected, str):
+        return QueryVerdict(query.name, False, expected, seconds)
+    if actual is None:
+        return QueryVerdict(query.name, False, f"Spark cannot run it: {error or 'no answer'}", seconds)
+    verdict = compare(expected, actual, ordered=query.ordered, order_keys=query.order_keys)
+    if not verdict.ok:
+        return QueryVerdict(query.name, False, f"answer differs from DuckDB's: {verdict.reason}", seconds)
+    rows = len(expected.rows)
+    what = "empty answer (a weak check)" if rows == 0 else f"{rows} row{'s' * (rows != 1)} equal to DuckDB's"
+    return QueryVerdict(query.name, True, what, seconds)
+
+
+def verify(settings: VerifySettings, hooks: Hooks | None = None) -> list[QueryVerdict]:
+    """Run every query of ``settings`` on Spark (mode ``tr``, no kills) and judge it against DuckDB."""
+    hooks = hooks or Hooks()
+    hooks.phase("TPC-DS data", 1)
+    data = datagen.generate(settings.sf, settings.cache, show_progress=False)
+    hooks.done("data")
+    queries, answers = duckdb_answers(data, settings.queries, hooks)
+    spec = session.ClusterSpec(executors=settings.executors, cores=settings.cores, memory_mb=settings.memory_mb)
+    hooks.phase(f"starting Spark ({spec.master_for('tr')})", 1)
+    spark, _work_dir = session.start(spec, "tr", app_name="trspark-verify")
+    verdicts = []
+    try:
+        session.register_tables(spark, data)
+        hooks.done("spark")
+        hooks.phase("Spark with the plugin (tr)", len(settings.queries))
+        for name in settings.queries:
+            expected = answers[name]
+            if name not in queries or isinstance(expected, str):
+                verdicts.append(QueryVerdict(name, False, str(expected)))
+            else:
+                outcome = execute(spark, queries[name], f"verify-{name}", settings.time_cap)
+                verdicts.append(judge(queries[name], expected, outcome.answer, outcome.error, outcome.seconds))
+            hooks.done(name)
+        if metrics.plugin_fell_back(spark.sparkContext):
+            # Answers are still Spark's, but the plugin ran as always-checkpoint, not as tr.
+            verdicts = [QueryVerdict(v.query, v.ok, v.reason + "; the plugin had fallen back to always",
+                                     v.seconds) for v in verdicts]
+    finally:
+        spark.stop()
+    return verdicts
+
+
+def table(verdicts: list[QueryVerdict]) -> str:
+    """``| qN | pass/fail | reason |``, one row per query, in the order given."""
+    lines = ["| query | verdict | reason |", "|---|---|---|"]
+    for v in verdicts:
+        reason = v.reason.replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {v.query} | {'pass' if v.ok else 'fail'} | {reason} |")
+    return "\n".join(lines)
+
+
+def code_version() -> str:
+    """``git describe`` of the tree this runs from (``unknown`` outside a git checkout)."""
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                             check=True, cwd=Path(__file__).parent, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def write_table(path: Path, verdicts: list[QueryVerdict], settings: VerifySettings, command: str) -> None:
+    """Put the verdict table into ``path`` between the markers (appended as a section the first time)."""
+    passed = sum(v.ok for v in verdicts)
+    section = "\n".join([
+        BEGIN,
+        f"Command: `{command}` -- {datetime.date.today().isoformat()}, code {code_version()}, Spark in mode "
+        f"`tr` on `local-trcluster[{settings.executors},{settings.cores},{settings.memory_mb}]`, no kills, "
+        f"SF {settings.sf:g}. {passed} of {len(verdicts)} queries pass.",
+        "",
+        table(verdicts),
+        END,
+    ])
+    text = path.read_text() if path.exists() else ""
+    if BEGIN in text and END in text:
+        head, _, rest = text.partition(BEGIN)
+        _, _, tail = rest.partition(END)
+        text = head + section + tail
+    else:
+        text = text.rstrip("\n") + ("\n\n" if text else "") + "## Verification: Spark with the plugin vs DuckDB\n\n" + section + "\n"
+    path.write_text(text)
+
+
+def passed(path: Path) -> tuple[str, ...]:
+    """The queries whose verdict in ``path``'s table is ``pass`` (ValueError when it has no table)."""
+    text = Path(path).read_text() if Path(path).exists() else ""
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"{path} has no verification table; run `trspark bench verify` first")
+    body = text.partition(BEGIN)[2].partition(END)[0]
+    names = []
+    for line in body.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[1] == "pass":
+            names.append(cells[0])
+    if not names:
+        raise ValueError(f"no query passed in {path}'s verification table")
+    return tuple(names)

@@ -1,0 +1,55 @@
+"""The engine's settings: one plain frozen dataclass, built and validated by the adapters.
+
+The live adapter parses ``spark.trspark.*`` keys into it (:mod:`trspark.keys`), the simulator
+builds it from its options; the engine only reads it. Field names match the keys' snake_case
+names (``spark.trspark.recursionDepth`` -> ``recursion_depth``). Units: seconds and bytes/s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TRConfig:
+    """Engine/plugin configuration; each field's meaning and allowed values are in ``trspark.keys.KEYS``."""
+
+    mode: str = "tr"
+    lifetime: str = "exponential:mean=3600"
+    knowledge: str = "indeterministic"
+    targets: str = "both"
+    beta: float = 0.5
+    gamma: float = 1.0
+    alpha: float = 1.5
+    recursion_depth: int = 8
+    grid_size: int = 64
+    period: float = 5.0
+    local_bandwidth: float = 400e6
+    remote_bandwidth: float = 100e6
+    remote_cap: float = 10e9
+    backup_latency: float = 0.05
+    stall_weight: bool = True
+    scheduling: bool = True
+    scheduling_order: str = "reduction"
+    warm_first: bool = False
+    safety_belt: bool = True
+    duplication: bool = True
+    remote_path: str = ""
+    python: str = ""
+    engine_timeout: float = 2.0
+    history_url: str = ""
+    pool: str = "default"
+    backup_throttle: float = 0.0
+    notice_source: str = "none"
+    notice_url: str = ""
+    notice_interval: float = 1.0
+    notice_window: float = 30.0
+    notice_margin: float = 3.0
+    notice_expected: bool = False
+    notice_release: bool = True
+    notice_signal: str = "PWR"
+
+    def with_options(self, **options: Any) -> TRConfig:
+        return dataclasses.replace(self, **options)

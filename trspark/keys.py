@@ -1,0 +1,271 @@
+"""Every ``spark.trspark.*`` setting in one table: name, default, parser, allowed values, doc.
+
+The same names are used by the live plugin (Spark conf, :mod:`trspark.live.config`), the
+simulator's ``--conf`` and the CLI; each key fills one field of the engine's settings
+(:class:`trspark.engine.settings.TRConfig`). Each key is parsed by one helper; a bad value raises
+:class:`ConfigError` naming the key and what is allowed -- before any job starts.
+
+To add a key: append a :class:`Key` to ``KEYS`` and a field of the same (snake_case) name to
+:class:`~trspark.engine.settings.TRConfig`. The README's configuration table is generated from ``KEYS``
+(``trspark conf --markdown``); keep them in step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from trspark.engine.settings import TRConfig
+
+PREFIX = "spark.trspark."
+
+
+class ConfigError(ValueError):
+    """A ``spark.trspark.*`` value that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    """Suffix after ``spark.trspark.`` (camelCase like Spark's own keys)."""
+    field: str
+    """Field of :class:`TRConfig`."""
+    default: Any
+    parse: Callable[[str], Any]
+    allowed: str
+    doc: str
+
+    @property
+    def full(self) -> str:
+        return PREFIX + self.name
+
+
+def _choice(*options: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in options:
+            raise ValueError
+        return value
+
+    return parse
+
+
+def _number(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        value = float(raw)
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError
+        if lo is not None and (value < lo or (lo_open and value == lo)):
+            raise ValueError
+        if hi is not None and value > hi:
+            raise ValueError
+        return value
+
+    return parse
+
+
+def _int(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        value = int(raw)
+        if not lo <= value <= hi:
+            raise ValueError
+        return value
+
+    return parse
+
+
+def _bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise ValueError
+
+
+def _lifetime(raw: str) -> str:
+    from cost_model.lifetimes import from_spec
+
+    from_spec(raw)  # validates; raises ValueError with the reason
+    return raw.strip()
+
+
+def _text(raw: str) -> str:
+    return raw.strip()
+
+
+def parse_bandwidth(raw: str) -> float:
+    """Bytes/s from ``"100m"``, ``"1.5g"``, ``"400000000"`` (k/m/g = 10^3/10^6/10^9 bytes/s)."""
+    text = raw.strip().lower().removesuffix("b/s").removesuffix("/s")
+    scale = {"k": 1e3, "m": 1e6, "g": 1e9}.get(text[-1:], 1.0)
+    value = float(text[:-1] if scale != 1.0 else text)
+    if not value > 0:
+        raise ValueError
+    return value * scale
+
+
+def _rate_or_zero(raw: str) -> float:
+    """Like :func:`parse_bandwidth` but 0 (= unlimited) is allowed."""
+    return 0.0 if raw.strip() in ("0", "0.0") else parse_bandwidth(raw)
+
+
+def _http_url(raw: str) -> str:
+    """An ``http(s)://host[:port]`` base URL without a trailing slash, or empty (= the default)."""
+    from urllib.parse import urlsplit
+
+    text = raw.strip().rstrip("/")
+    if text and (urlsplit(text).scheme not in ("http", "https") or not urlsplit(text).hostname):
+        raise ValueError
+    return text
+
+
+def _signal_name(raw: str) -> str:
+    """A POSIX signal name as the JVM spells it (``PWR`` for ``SIGPWR``), or ``none``."""
+    text = raw.strip().upper().removeprefix("SIG")
+    if text == "NONE":
+        return "none"
+    if not text.isalnum() or not text.isascii():
+        raise ValueError
+    return text
+
+
+NOTICE_SOURCES = ("none", "aws", "gcp", "azure")
+
+MODES = ("tr", "always", "never", "stage", "interval")
+
+KEYS: tuple[Key, ...] = (
+    Key("mode", "mode", "tr", _choice(*MODES), " | ".join(MODES),
+        "Checkpointing policy: TR-Spark, or a baseline (never = vanilla Spark, always = every map output to remote)."),
+    Key("lifetime", "lifetime", "exponential:mean=3600", _lifetime,
+        "a lifetime spec: exponential:mean=S (or rate=1/S), weibull:shape=K,scale=S, lognormal:median=S,sigma=X, "
+        "deterministic:at=S, bathtub[:early_prob=P,early_mean=S,mid_rate=R,late_prob=P,late_scale=S,cap=S], "
+        "empirical:durations=S;S;…,observed=1;0;…",
+        "Executor lifetime model the engine starts from (seconds)."),
+    Key("lifetime.knowledge", "knowledge", "indeterministic", _choice("indeterministic", "deterministic", "fitted"),
+        "indeterministic | deterministic | fitted",
+        "What the engine knows of lifetimes: only the distribution, exact lifetimes (spot block / notices), or a distribution fitted online from observed evictions."),
+    Key("backup.targets", "targets", "both", _choice("both", "local", "remote"), "both | local | remote",
+        "Where backups may go: peer executors, remote storage, or both."),
+    Key("beta", "beta", 0.5, _number(0.0, None, lo_open=True), "a number > 0",
+        "Safety belt: switch to always-checkpoint once re-computation exceeds beta x the job's time before re-computation started."),
+    Key("gamma", "gamma", 1.0, _number(0.0, None, lo_open=True), "a number > 0",
+        "TR-Scheduling: start a task on executor v only if ET / v.E(t,T) < gamma."),
+    Key("alpha", "alpha", 1.5, _number(1.0), "a number >= 1",
+        "Next-stage start estimate alpha * sum(N_i * T_i) / #cores; larger on less stable capacity."),
+    Key("recursionDepth", "recursion_depth", 8, _int(0, 64), "an integer 0..64",
+        "Depth limit of the cascading re-computation estimate Er."),
+    Key("gridSize", "grid_size", 64, _int(4, 4096), "an integer 4..4096",
+        "Time-grid points used to integrate C_Redo and the backup costs."),
+    Key("period", "period", 5.0, _number(0.0, None, lo_open=True), "seconds > 0",
+        "Periodic re-planning interval (seconds)."),
+    Key("bandwidth.local", "local_bandwidth", 400e6, parse_bandwidth, "bytes/s > 0, e.g. 400m",
+        "Peer-to-peer copy bandwidth per executor (bytes/s)."),
+    Key("bandwidth.remote", "remote_bandwidth", 100e6, parse_bandwidth, "bytes/s > 0, e.g. 100m",
+        "Remote-store write bandwidth per executor (bytes/s)."),
+    Key("bandwidth.remoteCap", "remote_cap", 10e9, parse_bandwidth, "bytes/s > 0, e.g. 10g",
+        "Total remote-store bandwidth shared by all concurrent backups (bytes/s)."),
+    Key("backup.latency", "backup_latency", 0.05, _number(0.0), "seconds >= 0",
+        "Fixed time of one backup copy whatever its size (open, commit, register with the driver); "
+        "priced into every backup so that tiny outputs are copied only when their loss is likely."),
+    Key("stallWeight", "stall_weight", True, _bool, "true | false",
+        "TR-Checkpointing: weight a lost output's re-computation by the cores it holds up (its readers' waiting tasks, "
+        "up to the cluster's cores; beyond the paper, see trspark/engine/tr/stall.py). false = the paper's task-seconds."),
+    Key("scheduling", "scheduling", True, _bool, "true | false", "TR-Scheduling (stage order and the gamma rule) on/off."),
+    Key("scheduling.order", "scheduling_order", "reduction", _choice("reduction", "fifo"), "reduction | fifo",
+        "With TR-Scheduling: which runnable stage gets a free core first. reduction = the paper's Algorithm 1, largest "
+        "data-size reduction rate first (live TPC-DS SF 1: 12 % less total time than fifo); fifo = Spark's own order "
+        "(better on the simulator's synthetic tpcds DAG at stability <= 20). See docs/results/engine.md."),
+    Key("scheduling.warmFirst", "warm_first", False, _bool, "true | false",
+        "With TR-Scheduling: an executor that has not finished a task yet (a fresh JVM, several times slower at first) "
+        "takes a task only when no other executor has a free slot for it (off by default: it slowed TR in the simulator)."),
+    Key("safetyBelt", "safety_belt", True, _bool, "true | false", "Safety belt on/off."),
+    Key("duplication", "duplication", True, _bool, "true | false", "Duplicate running tasks on idle executors (paper §5)."),
+    Key("remote.path", "remote_path", "", _text, "a Hadoop FileSystem URL (file://, hdfs://, s3a://, abfs://)",
+        "Where remote backups are written; empty = <spark.local.dir>/trspark-backups on the driver host (file://)."),
+    Key("python", "python", "", _text, "path to a Python interpreter",
+        "Interpreter that runs the engine (python -m trspark.live); empty = the PySpark driver's."),
+    Key("engine.timeout", "engine_timeout", 2.0, _number(0.0, None, lo_open=True), "seconds > 0",
+        "Longest wait for the engine's answer to an event before the shim falls back to always-checkpoint (start-up itself may take up to 60 s)."),
+    Key("history.url", "history_url", "", _text, "an fsspec URL (local path, file://, abfs://...)",
+        "Lifetime history store: observed executor lifetimes are appended here and fitted by the next application."),
+    Key("pool", "pool", "default", _text, "a name", "Executor pool / instance type; history is kept per pool."),
+    Key("backup.throttle", "backup_throttle", 0.0, _rate_or_zero, "bytes/s >= 0 (0 = unlimited), e.g. 50m",
+        "Cap on the speed of each backup copy (bytes/s); stands for a slow blob store in tests and benchmarks."),
+    Key("notice.source", "notice_source", "none", _choice(*NOTICE_SOURCES), " | ".join(NOTICE_SOURCES),
+        "Cloud metadata service each executor polls for termination notices (AWS spot instance-action, "
+        "GCP preempted, Azure Scheduled Events); none = only the signal."),
+    Key("notice.url", "notice_url", "", _http_url, "an http:// base URL, e.g. http://169.254.169.254 (empty = the cloud's default)",
+        "Base URL of that metadata service; empty = http://169.254.169.254 (AWS, Azure) or http://metadata.google.internal (GCP). "
+        "{executorId} in it becomes the executor's id (tests: executors on one host standing for different VMs)."),
+    Key("notice.interval", "notice_interval", 1.0, _number(0.0, None, lo_open=True), "seconds > 0",
+        "Seconds between two polls of the metadata service (a poll is one link-local HTTP request)."),
+    Key("notice.window", "notice_window", 30.0, _number(0.0, None, lo_open=True), "seconds > 0",
+        "Seconds between a notice and the end when the source gives no time (GCP, the signal, an Azure event without NotBefore)."),
+    Key("notice.margin", "notice_margin", 3.0, _number(0.0), "seconds >= 0",
+        "Backups of an executor with a termination notice start this long (plus one period and their copy time) "
+        "before its deadline, not at the notice: outputs consumed meanwhile are not copied. It covers a notice seen "
+        "late (up to notice.interval) and the time from a decision to a finished copy (0.8 s at most, measured "
+        "live). A value as long as the notice window copies at once."),
+    Key("notice.expected", "notice_expected", False, _bool, "true | false",
+        "Every eviction comes with a termination notice at least notice.window seconds ahead (needs "
+        "lifetime.knowledge deterministic or fitted): an output is not backed up before its executor's notice "
+        "while everything that executor holds could still be copied within the window, less notice.margin."),
+    Key("notice.release", "notice_release", True, _bool, "true | false",
+        "Let an executor with a termination notice go once no task fits before its deadline, none runs there "
+        "and it holds nothing still needed that is not saved elsewhere, so its replacement can start before the deadline. "
+        "Never the last executors: while every executor has a notice, none is let go."),
+    Key("notice.signal", "notice_signal", "PWR", _signal_name, "a signal name such as PWR or TERM, or none",
+        "POSIX signal an executor takes as a termination notice (chained with Spark's own decommission handler); none = ignore signals."),
+)
+
+BY_FULL = {k.full: k for k in KEYS}
+"""Each key by its full Spark name (``spark.trspark.beta``)."""
+
+
+def spark_text(value: Any) -> str:
+    """A setting's value spelled as Spark conf spells it (``true``, not ``True``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def validate(config: TRConfig) -> TRConfig:
+    """``config`` itself when every field holds a value its key allows, so that
+    ``TRConfig(beta=-1)`` fails like ``spark.trspark.beta=-1``.
+
+    Raises
+    ------
+    ConfigError
+        A field its key does not allow, or settings that contradict each other (the message
+        names the key and what is allowed).
+    """
+    for key in KEYS:
+        parse_value(key, spark_text(getattr(config, key.field)))
+    if config.notice_expected and config.knowledge == "indeterministic":
+        raise ConfigError(
+            f"{PREFIX}notice.expected=true needs {PREFIX}lifetime.knowledge deterministic or fitted "
+            "(with indeterministic the engine ignores notices); got indeterministic")
+    return config
+
+
+def parse_value(key: Key, raw: str) -> Any:
+    try:
+        return key.parse(raw)
+    except (ValueError, TypeError) as exc:
+        detail = f" ({exc})" if str(exc) else ""
+        raise ConfigError(f"{key.full}={raw!r} is not valid{detail}; allowed: {key.allowed}") from exc
+
+
+def key_for_option(option: str) -> Key:
+    """Look up a key by TRConfig field name (``recursion_depth``) or Spark suffix (``recursionDepth``)."""
+    for key in KEYS:
+        if option in (key.field, key.name):
+            return key
+    raise ConfigError(f"unknown trspark option {option!r}; known: {', '.join(k.field for k in KEYS)}")
+
+
+def markdown_table() -> str:
+    rows = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
+    for key in KEYS:
+        cells = (f"`{key.full}`", f"`{spark_text(key.default)}`", key.allowed, key.doc)
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows)

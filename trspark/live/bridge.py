@@ -1,0 +1,171 @@
+"""The engine side of the live bridge, without sockets: one input line in, output lines out.
+
+The JVM shim (driver plugin) and the engine process talk over a loopback socket in
+newline-delimited JSON (the full wire protocol is in ``docs/architecture.md``):
+
+1. engine -> shim, once: ``{"type":"Hello","token":"<TRSPARK_TOKEN>","version":1}``;
+2. shim -> engine: one protocol event per line (:func:`trspark.engine.protocol.to_json` form)
+   with an extra integer ``"seq"`` field, 1, 2, ...;
+3. engine -> shim, per event: each command as one line, then ``{"type":"Ack","seq":n}``.
+
+:class:`Bridge` is the pure part of step 2-3. It never lets one bad event stop the loop: a
+malformed line is logged and acked without commands; a policy exception is logged with its
+traceback and acked without commands (the shim then applies nothing for that event). Both are
+counted and reported by :meth:`Bridge.summary`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from trspark.engine.interface import Policy
+from trspark.engine.protocol import Event, JobEnded, ProtocolError, from_dict, to_dict, to_json
+
+PROTOCOL_VERSION = 1
+"""Version sent in ``Hello``; bump it when the framing or the Hello/Ack lines change."""
+
+EventObserver = Callable[[Event], None]
+"""Something that watches every valid event before the policy sees it (e.g. the lifetime
+history recorder, which needs ``ExecutorAdded`` / ``ExecutorLost``)."""
+
+log = logging.getLogger(__name__)
+
+# Malformed lines are logged in full up to this many times; past it they are only counted, so a
+# shim bug that sends garbage cannot flood the driver's log.
+_MAX_LOGGED_MALFORMED = 20
+
+
+def hello_line(token: str) -> str:
+    """The engine's first line: proves to the shim that this process got the per-app token."""
+    return json.dumps({"type": "Hello", "token": token, "version": PROTOCOL_VERSION}, separators=(",", ":"))
+
+
+def ack_line(seq: int) -> str:
+    """Ends the engine's answer to event ``seq`` (its commands, if any, came just before)."""
+    return json.dumps({"type": "Ack", "seq": seq}, separators=(",", ":"))
+
+
+@dataclass
+class BridgeStats:
+    """Counters of one engine session (reported on exit)."""
+
+    events: int = 0
+    """Valid events handed to the policy."""
+    malformed: int = 0
+    """Lines that were not a valid event (acked, not handled)."""
+    policy_errors: int = 0
+    """Events on which the policy (or serialising its commands) raised."""
+    commands: Counter[str] = field(default_factory=Counter)
+    """Commands sent, by type name."""
+    jobs_ended: int = 0
+
+
+class Bridge:
+    """Turns shim lines into policy calls and the policy's commands into lines.
+
+    Parameters
+    ----------
+    policy
+        The policy that decides (built by :func:`trspark.engine.registry.make_policy`).
+    observers
+        Callables given every valid event before the policy (errors in them are logged and
+        ignored, like policy errors).
+    trace
+        A text file that gets every valid event and then each command it caused, one JSON line
+        each (``to_json`` form, events with ``"seq"``): what the engine saw and decided, for
+        debugging a live run (``TRSPARK_TRACE``).
+    """
+
+    def __init__(self, policy: Policy, observers: Iterable[EventObserver] = (), trace: TextIO | None = None) -> None:
+        self.policy = policy
+        self.observers = list(observers)
+        self.trace = trace
+        self.stats = BridgeStats()
+        self._last_seq = 0
+
+    def handle_line(self, line: str) -> list[str]:
+        """Answer one line from the shim: the command lines, then the ``Ack`` line (no newlines)."""
+        seq, event, problem = self._parse(line)
+        self._last_seq = seq
+        if event is None:
+            self.stats.malformed += 1
+            if self.stats.malformed <= _MAX_LOGGED_MALFORMED:
+                log.warning("malformed event (seq %d, acked without commands): %s", seq, problem)
+            elif self.stats.malformed == _MAX_LOGGED_MALFORMED + 1:
+                log.warning("more malformed events; counting them silently from now on")
+            return [ack_line(seq)]
+        self.stats.events += 1
+        if isinstance(event, JobEnded):
+            self.stats.jobs_ended += 1
+        return [*self._commands_for(event, seq), ack_line(seq)]
+
+    def summary(self) -> dict[str, object]:
+        """Session counters and the policy's own summary (printed by the engine on exit)."""
+        return {
+            "events": self.stats.events,
+            "malformed": self.stats.malformed,
+            "policy_errors": self.stats.policy_errors,
+            "commands": dict(self.stats.commands),
+            "jobs_ended": self.stats.jobs_ended,
+            "policy": self.policy.name,
+            **{f"policy.{k}": v for k, v in self.policy.summary().items()},
+        }
+
+    def _parse(self, line: str) -> tuple[int, Event | None, str]:
+        """``(seq, event or None, what was wrong)``.
+
+        A line whose ``seq`` cannot be read is acked as the next expected number (the shim
+        numbers events 1, 2, ... without gaps), so the shim's wait for that Ack still ends.
+        """
+        fallback_seq = self._last_seq + 1
+        try:
+            data = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return fallback_seq, None, f"not JSON: {line.strip()[:200]!r}"
+        if not isinstance(data, dict):
+            return fallback_seq, None, f"not a JSON object: {line.strip()[:200]!r}"
+        seq = data.pop("seq", None)
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            return fallback_seq, None, f"missing or non-integer 'seq' in {line.strip()[:200]!r}"
+        try:
+            message = from_dict(data)
+        except ProtocolError as exc:
+            return seq, None, str(exc)
+        if not isinstance(message, Event):  # Event is a union type; isinstance accepts it
+            return seq, None, f"{type(message).__name__} is a command, not an event"
+        return seq, message, ""
+
+    def _commands_for(self, event: Event, seq: int) -> list[str]:
+        lines = self._decide(event, seq)
+        if self.trace is not None:
+            self.trace.write("".join(f"{line}\n" for line in [_with_seq(event, seq), *lines]))
+            self.trace.flush()
+        return lines
+
+    def _decide(self, event: Event, seq: int) -> list[str]:
+        for observe in self.observers:
+            try:
+                observe(event)
+            except Exception:
+                log.exception("event observer %r failed on seq %d; ignored", observe, seq)
+        if not self.policy.wants(type(event)):
+            return []
+        try:
+            commands = self.policy.handle(event)
+            # Serialise all before sending any: a half-sent answer would be worse than none.
+            lines = [to_json(command) for command in commands]
+        except Exception:
+            self.stats.policy_errors += 1
+            log.exception("policy %r failed on seq %d (%s); acked without commands", self.policy.name, seq, type(event).__name__)
+            return []
+        self.stats.commands.update(type(command).__name__ for command in commands)
+        return lines
+
+
+def _with_seq(event: Event, seq: int) -> str:
+    return json.dumps({"seq": seq, **to_dict(event)}, separators=(",", ":"))

@@ -1,0 +1,94 @@
+"""The live plugin's settings: ``spark.trspark.*`` entries of a Spark conf -> the engine's settings.
+
+One check for every way the settings arrive: ``trspark.spark_conf`` / ``trspark.configure``
+(options in Python, :func:`option_settings`), the JVM plugin's start-up check and the engine
+process (a JSON object in the environment variable ``TRSPARK_CONF``, :func:`read_env`). Each
+rejects an unknown key, a value its key does not allow (:mod:`trspark.keys`), contradicting
+settings, and a ``spark.trspark.history.url`` the driver cannot write
+(:func:`trspark.live.history.check_url`), with a :class:`~trspark.keys.ConfigError` naming the
+key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from trspark.engine.settings import TRConfig
+from trspark.keys import BY_FULL, KEYS, PREFIX, ConfigError, key_for_option, parse_value, spark_text, validate
+
+ENV_VAR = "TRSPARK_CONF"
+"""Environment variable holding every ``spark.trspark.*`` setting (and ``spark.app.id``) as JSON."""
+
+
+def from_spark_conf(conf: Mapping[str, str]) -> TRConfig:
+    """The settings of ``spark.trspark.*`` entries (other keys ignored; unknown trspark keys rejected).
+
+    Raises
+    ------
+    ConfigError
+        An unknown ``spark.trspark.*`` key, a value its key does not allow, or contradicting settings.
+    """
+    values: dict[str, Any] = {}
+    for full, raw in conf.items():
+        if not full.startswith(PREFIX):
+            continue
+        key = BY_FULL.get(full)
+        if key is None:
+            known = ", ".join(k.full for k in KEYS)
+            raise ConfigError(f"unknown setting {full!r}; known settings: {known}")
+        values[key.field] = parse_value(key, raw)
+    return validate(TRConfig(**values))
+
+
+def check_settings(settings: Mapping[str, str]) -> TRConfig:
+    """The validated settings of ``settings`` (Spark keys -> string values), history URL included.
+
+    At run time an unreachable history store only degrades (with a warning); this check runs
+    before Spark starts, so a URL that is already unusable fails the application instead.
+
+    Raises
+    ------
+    ConfigError
+        As :func:`from_spark_conf`, or a history URL the driver cannot write.
+    """
+    config = from_spark_conf(settings)
+    if config.history_url:
+        from trspark.live.history import HistoryError, check_url
+
+        try:
+            check_url(config.history_url)
+        except HistoryError as exc:
+            raise ConfigError(str(exc)) from exc
+    return config
+
+
+def option_settings(**options: Any) -> dict[str, str]:
+    """``spark.trspark.*`` settings for ``options`` (field names or Spark key suffixes), checked.
+
+    Raises
+    ------
+    ConfigError
+        An unknown option, one given twice, or anything :func:`check_settings` rejects.
+    """
+    out: dict[str, str] = {}
+    for option, value in options.items():
+        key = key_for_option(option.removeprefix(PREFIX))
+        if key.full in out:
+            raise ConfigError(f"{key.full} is given twice (as {option!r} and another spelling)")
+        out[key.full] = spark_text(value)
+    check_settings(out)
+    return out
+
+
+def read_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """``TRSPARK_CONF`` as Spark settings; raises ``ConfigError`` when it is not a JSON object."""
+    try:
+        data = json.loads(environ.get(ENV_VAR, "{}"))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{ENV_VAR} is not JSON ({exc.msg} at char {exc.pos})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{ENV_VAR} must be a JSON object of Spark settings")
+    # Spark conf values are strings; accept JSON numbers/booleans spelled as Spark would.
+    return {str(k): spark_text(v) for k, v in data.items()}

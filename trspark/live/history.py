@@ -1,0 +1,275 @@
+"""Executor lifetime history: record what we observe, fit the next application's model from it.
+
+Every application records each executor's lifetime -- *observed* when the executor was evicted,
+*right-censored* when it was still alive (or removed for another reason) at the end -- to a
+history store on any fsspec URL (a local path, ``file://``, ``abfs://container/prefix`` on Azure
+Blob through adlfs, ...). The next application of the same pool fits its lifetime model from
+that history (:func:`fit_lifetime`).
+
+Layout (append-only; object stores cannot append, so each flush writes one new object)::
+
+    <url>/<pool>/<app_id>/part-<seq:06d>-<token>.jsonl
+
+one JSON object per line: ``{"pool", "app_id", "executor_id", "duration", "observed"}``
+(``duration`` in seconds). Readers take the union of all parts, so nothing already written is
+ever rewritten or lost, and concurrent applications never collide.
+
+When the store cannot be reached at run time the recorder keeps the records in memory, warns
+once, and retries on the next flush; start-up validation (:func:`check_url`) fails fast instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+import fsspec
+import numpy as np
+from scipy import stats
+
+from cost_model.lifetimes import LifetimeModel, from_spec
+from trspark.engine.protocol import ExecutorAdded, ExecutorLost, ExecutorNotice
+
+log = logging.getLogger(__name__)
+
+#: Fewer observed evictions than this: keep the configured model (too little evidence).
+MIN_EVENTS_PARAMETRIC = 5
+#: At least this many observed evictions: Kaplan--Meier (no shape assumed) instead of Weibull.
+MIN_EVENTS_NONPARAMETRIC = 30
+
+
+@dataclass(frozen=True)
+class LifetimeRecord:
+    pool: str
+    app_id: str
+    executor_id: str
+    duration: float
+    """Seconds from the executor's start to its eviction (observed) or to the end of observation."""
+    observed: bool
+    """True = evicted (an event); False = right-censored (still alive / removed for another reason)."""
+
+
+class HistoryError(RuntimeError):
+    """The history store URL cannot be used."""
+
+
+def _fs(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
+    if url.startswith(("abfs://", "az://")) and "AZURE_STORAGE_CONNECTION_STRING" in os.environ:
+        fs = fsspec.filesystem("abfs", connection_string=os.environ["AZURE_STORAGE_CONNECTION_STRING"])
+        return fs, url.split("://", 1)[1].rstrip("/")
+    fs, path = fsspec.core.url_to_fs(url)
+    return fs, path.rstrip("/")
+
+
+def check_url(url: str) -> None:
+    """Fail fast (``HistoryError`` naming the key) if ``spark.trspark.history.url`` is unusable."""
+    try:
+        fs, root = _fs(url)
+        # Object stores have no real folders: prove we can write, list and delete one probe object.
+        probe = f"{root}/_probe-{uuid.uuid4().hex}"
+        fs.makedirs(root, exist_ok=True)
+        fs.pipe(probe, b"")
+        fs.ls(root)
+        fs.rm(probe)
+    except Exception as exc:  # any backend error means the same thing to the user
+        raise HistoryError(
+            f"spark.trspark.history.url={url!r} is not reachable: {type(exc).__name__}: {exc}; "
+            "allowed: an fsspec URL the driver can list and write (local path, file://, abfs://container/prefix)"
+        ) from exc
+
+
+class HistoryStore:
+    """Append-only lifetime records under one URL, partitioned by pool and application."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._token = uuid.uuid4().hex[:8]
+        self._seq = 0
+
+    def append(self, records: Sequence[LifetimeRecord]) -> None:
+        """Write ``records`` as one new part object (raises on any store error; nothing partial is read)."""
+        if not records:
+            return
+        fs, root = _fs(self.url)
+        pool, app_id = records[0].pool, records[0].app_id
+        folder = f"{root}/{_safe(pool)}/{_safe(app_id)}"
+        fs.makedirs(folder, exist_ok=True)
+        self._seq += 1
+        name = f"part-{self._seq:06d}-{self._token}.jsonl"
+        body = "".join(json.dumps(asdict(r), separators=(",", ":")) + "\n" for r in records)
+        # Write under a temporary name, then move: a reader never sees a half-written part.
+        tmp = f"{folder}/_tmp-{name}"
+        with fs.open(tmp, "w") as fh:
+            fh.write(body)
+        fs.mv(tmp, f"{folder}/{name}")
+
+    def load(self, pool: str) -> list[LifetimeRecord]:
+        """All records of ``pool`` (every application, every part)."""
+        fs, root = _fs(self.url)
+        if fs.exists(root) and not fs.isdir(root):
+            # Something else sits where the store should be: unusable, not empty.
+            raise NotADirectoryError(f"{self.url} is not a folder of lifetime records")
+        folder = f"{root}/{_safe(pool)}"
+        if not fs.exists(folder):
+            return []
+        out: list[LifetimeRecord] = []
+        for path in sorted(fs.find(folder)):
+            name = path.rsplit("/", 1)[-1]
+            if not (name.startswith("part-") and name.endswith(".jsonl")):
+                continue
+            with fs.open(path, "r") as fh:
+                for line in fh:
+                    if line.strip():
+                        out.append(LifetimeRecord(**json.loads(line)))
+        return out
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "_"
+
+
+class LifetimeRecorder:
+    """Collects executor lifetimes of one application and flushes them to a :class:`HistoryStore`.
+
+    Feed it :meth:`executor_added`, :meth:`executor_lost` and :meth:`finish`. Records that could
+    not be written stay pending (warned once) and are retried on every later flush.
+    """
+
+    def __init__(self, store: HistoryStore | None, *, pool: str, app_id: str) -> None:
+        self.store = store
+        self.pool = pool
+        self.app_id = app_id
+        self._started: dict[str, float] = {}
+        self.pending: list[LifetimeRecord] = []
+        self.written = 0
+        self._warned = False
+
+    def executor_added(self, executor_id: str, time: float) -> None:
+        self._started.setdefault(executor_id, time)
+
+    def executor_lost(self, executor_id: str, time: float, *, evicted: bool) -> None:
+        start = self._started.pop(executor_id, None)
+        if start is None:
+            return
+        self.pending.append(LifetimeRecord(self.pool, self.app_id, executor_id, max(time - start, 0.0), evicted))
+        self.flush()
+
+    def finish(self, time: float) -> None:
+        """End of the application: every executor still alive is a right-censored observation."""
+        for executor_id, start in sorted(self._started.items()):
+            self.pending.append(LifetimeRecord(self.pool, self.app_id, executor_id, max(time - start, 0.0), False))
+        self._started.clear()
+        self.flush()
+
+    def flush(self) -> bool:
+        if self.store is None or not self.pending:
+            return not self.pending
+        try:
+            self.store.append(self.pending)
+        except Exception as exc:  # keep the records; the store may come back
+            if not self._warned:
+                log.warning(
+                    "lifetime history store %s unreachable (%s: %s); keeping %d record(s) and retrying",
+                    self.store.url, type(exc).__name__, exc, len(self.pending),
+                )
+                self._warned = True
+            return False
+        self.written += len(self.pending)
+        self.pending = []
+        return True
+
+
+@dataclass(frozen=True)
+class FitResult:
+    model: LifetimeModel
+    method: str
+    """``configured`` (too few events), ``weibull`` (censored MLE) or ``kaplan-meier``."""
+    events: int
+    censored: int
+
+
+def fit_lifetime(records: Iterable[LifetimeRecord], configured: str | LifetimeModel) -> FitResult:
+    """Choose and fit the lifetime model for the next application.
+
+    The rule (documented in the README):
+
+    * fewer than ``MIN_EVENTS_PARAMETRIC`` (5) observed evictions: the configured model;
+    * 5 to 29 evictions: a Weibull fitted by maximum likelihood with right-censoring
+      (``scipy.stats.weibull_min.fit`` on ``CensoredData``, location fixed at 0) -- two
+      parameters are as much as a small sample supports, and Weibull contains the exponential;
+    * 30 or more: Kaplan--Meier (``cost_model.lifetimes.Empirical``), which assumes no shape.
+    """
+    recs = list(records)
+    base = from_spec(configured) if isinstance(configured, str) else configured
+    durations = np.array([max(r.duration, 1e-9) for r in recs], dtype=float)
+    observed = np.array([r.observed for r in recs], dtype=bool)
+    events = int(observed.sum())
+    censored = len(recs) - events
+    if events < MIN_EVENTS_PARAMETRIC:
+        return FitResult(base, "configured", events, censored)
+    if events >= MIN_EVENTS_NONPARAMETRIC:
+        from cost_model.lifetimes import Empirical
+
+        return FitResult(Empirical.fit(durations, observed), "kaplan-meier", events, censored)
+    from cost_model.lifetimes import Weibull
+
+    data = stats.CensoredData(uncensored=durations[observed], right=durations[~observed])
+    shape, _, scale = stats.weibull_min.fit(data, floc=0)
+    return FitResult(Weibull(shape=float(shape), scale=float(scale)), "weibull", events, censored)
+
+
+class HistoryObserver:
+    """Engine-side event observer that records executor lifetimes of one live application.
+
+    ``ExecutorAdded`` starts an executor's clock; ``ExecutorLost`` with reason ``evicted`` is an
+    observed lifetime, any other reason a censored one -- except after a termination notice: an
+    executor that left early (released by the engine, decommissioned) would have been evicted at
+    the notice's deadline, so that is its observed lifetime (as in the engine's own fits,
+    :func:`trspark.engine.state.observed_lifetime`). :meth:`close` (end of the engine session)
+    censors every executor still alive at the last event time.
+    """
+
+    def __init__(self, recorder: LifetimeRecorder) -> None:
+        self.recorder = recorder
+        self.last_time = 0.0
+        self._deadlines: dict[str, float] = {}
+
+    def __call__(self, event: object) -> None:
+        time = getattr(event, "time", None)
+        if isinstance(time, int | float):
+            self.last_time = max(self.last_time, float(time))
+        if isinstance(event, ExecutorAdded):
+            start = event.vm_started if event.vm_started is not None else event.time
+            self.recorder.executor_added(event.executor_id, start)
+        elif isinstance(event, ExecutorNotice) and event.kind == "notice":
+            self._deadlines[event.executor_id] = event.deadline
+        elif isinstance(event, ExecutorLost):
+            deadline = self._deadlines.pop(event.executor_id, None)
+            if deadline is not None and event.reason != "evicted":
+                self.recorder.executor_lost(event.executor_id, max(deadline, event.time), evicted=True)
+            else:
+                self.recorder.executor_lost(event.executor_id, event.time, evicted=event.reason == "evicted")
+
+    def close(self) -> None:
+        self.recorder.finish(self.last_time)
+
+
+def prior_from_history(url: str, pool: str, configured: str) -> tuple[str, str]:
+    """The lifetime spec the next application starts from, and a one-line account of the choice.
+
+    An unreachable store at run time degrades to ``configured`` (the caller logs the account as
+    a warning); nothing is written here.
+    """
+    try:
+        records = HistoryStore(url).load(pool)
+    except Exception as exc:  # the store is optional at run time
+        return configured, f"lifetime history {url} unreachable ({type(exc).__name__}: {exc}); using {configured}"
+    fit = fit_lifetime(records, configured)
+    return fit.model.spec(), (
+        f"lifetime model for pool {pool!r} from {len(records)} record(s) ({fit.events} evictions, "
+        f"{fit.censored} censored): {fit.method} -> {fit.model.spec()[:120]}"
+    )

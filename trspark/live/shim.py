@@ -1,0 +1,229 @@
+"""Build and locate the JVM shim jar; the ``jar-path``, ``build-shim`` and ``gc`` commands.
+
+The Scala sources of ``org.apache.spark.trspark`` are compiled with the Scala compiler that
+pyspark ships in its ``jars/`` directory (no Maven or sbt)::
+
+    java -cp "<pyspark>/jars/*" scala.tools.nsc.Main -usejavacp -d <tmp> <sources>
+
+and packed into ``trspark-shim-<hash>.jar``, where ``<hash>`` covers the sources, the resource
+files and the pyspark version, so an edit or a pyspark upgrade rebuilds and an unchanged tree
+never does. The jar lives in ``trspark/_jars/`` or, when the package directory is read-only
+(a system-wide install), in ``~/.cache/trspark/``.
+
+Where the sources come from: a source checkout has them in ``jvm-shim/`` next to the package;
+an installed wheel carries the same tree as package data under ``trspark/_shim/`` (a symlink to
+``../jvm-shim`` in the checkout, which setuptools follows when it builds the wheel).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+
+PLUGIN_CLASS = "org.apache.spark.trspark.TRSparkPlugin"
+STALE_JAR_SECONDS = 86_400.0
+# The sources and the jar cache stay at the top of the trspark package (package data there).
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+_SOURCE_ROOTS = (_PACKAGE_DIR.parent / "jvm-shim", _PACKAGE_DIR / "_shim")
+
+
+class ShimBuildError(RuntimeError):
+    """The Scala shim could not be compiled (the message carries the compiler's output)."""
+
+
+def shim_root() -> Path:
+    """The ``jvm-shim`` tree: the checkout's, else the copy packaged inside ``trspark``."""
+    for root in _SOURCE_ROOTS:
+        if (root / "src" / "main" / "scala").is_dir():
+            return root
+    raise ShimBuildError(f"Scala sources of the shim not found (looked in {', '.join(map(str, _SOURCE_ROOTS))})")
+
+
+def spark_jars_dir() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent / "jars"
+
+
+def _files(root: Path, subdir: str, suffix: str = "") -> list[Path]:
+    base = root / "src" / "main" / subdir
+    if not base.is_dir():
+        return []
+    return sorted(p for p in base.rglob("*") if p.is_file() and p.name.endswith(suffix))
+
+
+def source_hash(root: Path | None = None) -> str:
+    """SHA-256 (first 16 hex digits) of every source and resource file and the pyspark version."""
+    import pyspark
+
+    root = root or shim_root()
+    digest = hashlib.sha256(f"pyspark={pyspark.__version__}\n".encode())
+    for path in _files(root, "scala", ".scala") + _files(root, "resources"):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _jar_dirs() -> Iterator[Path]:
+    yield _PACKAGE_DIR / "_jars"
+    yield Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "trspark"
+
+
+def _writable_jar_dir() -> Path:
+    for candidate in _jar_dirs():
+        try:
+            candidate.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(candidate, os.W_OK):
+            return candidate
+    raise ShimBuildError("no writable directory for the shim jar (tried trspark/_jars and ~/.cache/trspark)")
+
+
+def cached_jar(digest: str | None = None) -> Path | None:
+    """The already-built jar for the current sources, if any."""
+    name = f"trspark-shim-{digest or source_hash()}.jar"
+    return next((d / name for d in _jar_dirs() if (d / name).is_file()), None)
+
+
+def compile_jar(root: Path, target: Path) -> None:
+    """Compile ``root``'s Scala sources and pack them with its resources into ``target``."""
+    sources = _files(root, "scala", ".scala")
+    if not sources:
+        raise ShimBuildError(f"no .scala files under {root / 'src/main/scala'}")
+    java = shutil.which("java") or str(Path(os.environ.get("JAVA_HOME", "/usr")) / "bin" / "java")
+    with tempfile.TemporaryDirectory(prefix="trspark-shim-") as tmp:
+        classes = Path(tmp) / "classes"
+        classes.mkdir()
+        cmd = [java, "-cp", f"{spark_jars_dir()}/*", "scala.tools.nsc.Main", "-usejavacp", "-deprecation",
+               "-d", str(classes), *map(str, sources)]
+        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise ShimBuildError(f"scalac failed ({result.returncode}):\n{result.stdout}{result.stderr}")
+        # Write under a temporary name and rename, so a concurrent user never sees half a jar.
+        partial = target.with_suffix(f".{os.getpid()}.part")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
+            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: trspark\n\n")
+            for path in sorted(classes.rglob("*.class")):
+                jar.write(path, path.relative_to(classes).as_posix())
+            resources = root / "src" / "main" / "resources"
+            for path in _files(root, "resources"):
+                jar.write(path, path.relative_to(resources).as_posix())
+        partial.replace(target)
+
+
+def build(force: bool = False) -> Path:
+    """Return the shim jar for the current sources, compiling it if it is not cached (or ``force``)."""
+    root = shim_root()
+    digest = source_hash(root)
+    existing = cached_jar(digest)
+    if existing is not None and not force:
+        return existing
+    target = (existing.parent if existing else _writable_jar_dir()) / f"trspark-shim-{digest}.jar"
+    compile_jar(root, target)
+    # Older jars may still be served to the executors of a running application: keep them a day.
+    for stale in target.parent.glob("trspark-shim-*.jar"):
+        if stale != target and time.time() - stale.stat().st_mtime > STALE_JAR_SECONDS:
+            stale.unlink(missing_ok=True)
+    return target
+
+
+def jar_path() -> str:
+    """Absolute path of the plugin jar (built on first use); pass it to ``--jars``."""
+    return str(build())
+
+
+@click.command("jar-path")
+def jar_path_command() -> None:
+    """Print the path of the plugin jar (building it if needed)."""
+    try:
+        click.echo(jar_path())
+    except ShimBuildError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.command("build-shim")
+def build_shim_command() -> None:
+    """Compile the Scala plugin with the compiler shipped in pyspark (always recompiles)."""
+    started = time.monotonic()
+    try:
+        path = build(force=True)
+    except ShimBuildError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"built {path} in {time.monotonic() - started:.1f} s")
+
+
+def _parse_age(text: str) -> float:
+    """Seconds from ``"90s"``, ``"30m"``, ``"12h"``, ``"7d"`` or a bare number of seconds."""
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+    raw = text.strip().lower()
+    scale = units.get(raw[-1:], 1.0)
+    value = float(raw[:-1] if raw[-1:] in units else raw)
+    if not value >= 0:
+        raise ValueError(text)
+    return value * scale
+
+
+def default_remote_path() -> str:
+    """Where the plugin writes remote backups when ``spark.trspark.remote.path`` is empty."""
+    local_dir = os.environ.get("SPARK_LOCAL_DIRS", tempfile.gettempdir()).split(",")[0]
+    return f"file://{local_dir}/trspark-backups"
+
+
+def stale_app_dirs(url: str, older_than: float, now: float | None = None) -> list[str]:
+    """Application directories under ``url`` whose newest file is older than ``older_than`` s.
+
+    The plugin writes backups to ``<url>/<appId>/<shuffleId>/<hash>/<file>`` and deletes
+    ``<url>/<appId>`` when the application ends; what is left belongs to crashed applications.
+    """
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(url)
+    if not fs.exists(root):
+        return []
+    now = time.time() if now is None else now
+    stale = []
+    for entry in fs.ls(root, detail=True):
+        if entry["type"] != "directory":
+            continue
+        newest = 0.0
+        for info in fs.find(entry["name"], detail=True, withdirs=True).values():
+            mtime = info.get("mtime") or info.get("last_modified") or info.get("created")
+            stamp = mtime.timestamp() if hasattr(mtime, "timestamp") else float(mtime or 0.0)
+            newest = max(newest, stamp)
+        if now - newest >= older_than:
+            stale.append(fs.unstrip_protocol(entry["name"]))
+    return stale
+
+
+@click.command("gc")
+@click.option("--path", "url", default=None, help="Backup root URL (default: the plugin's default remote path).")
+@click.option("--older-than", default="1h", show_default=True, help="Only delete apps idle this long: 90s, 30m, 12h, 7d.")
+@click.option("--dry-run", is_flag=True, help="List what would be deleted.")
+def gc_command(url: str | None, older_than: str, dry_run: bool) -> None:
+    """Delete remote backups left behind by crashed applications."""
+    import fsspec
+
+    try:
+        age = _parse_age(older_than)
+    except ValueError:
+        raise click.BadParameter(f"{older_than!r}; allowed: a duration like 90s, 30m, 12h, 7d", param_hint="--older-than") from None
+    url = url or default_remote_path()
+    try:
+        stale = stale_app_dirs(url, age)
+    except (ValueError, ImportError, OSError) as exc:
+        raise click.BadParameter(f"{url!r} cannot be listed ({exc})", param_hint="--path") from None
+    for app_dir in stale:
+        click.echo(("would delete " if dry_run else "deleting ") + app_dir)
+        if not dry_run:
+            fs, path = fsspec.core.url_to_fs(app_dir)
+            fs.rm(path, recursive=True)
+    click.echo(f"{len(stale)} application director{'y' if len(stale) == 1 else 'ies'} {'found' if dry_run else 'deleted'}")

@@ -1,0 +1,95 @@
+"""Spark settings that switch trspark on, for PySpark users.
+
+>>> from pyspark.sql import SparkSession
+>>> import trspark
+>>> spark = trspark.configure(SparkSession.builder.master("local-cluster[3,1,2048]"), mode="tr",
+...                           lifetime="exponential:mean=600").getOrCreate()      # doctest: +SKIP
+
+:func:`spark_conf` returns the settings as a dict (for ``spark-submit --conf`` lines, or
+``SparkConf.setAll``); :func:`configure` applies them to a ``SparkSession.Builder``, a
+``SparkConf`` or a plain dict, *appending* the jar and the plugin to any ``spark.jars`` /
+``spark.plugins`` already there. Options are ``spark.trspark.*`` settings spelled as
+:class:`trspark.engine.settings.TRConfig` fields (``recursion_depth=4``) or as the Spark key
+suffix (``recursionDepth=4``); every value is validated here (:func:`trspark.live.config.option_settings`),
+so a bad one fails before Spark starts with a :class:`trspark.keys.ConfigError` naming the key
+and the allowed values.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, MutableMapping
+from typing import Any, TypeVar
+
+from trspark.keys import PREFIX
+from trspark.live.config import option_settings
+
+PLUGIN_CLASS = "org.apache.spark.trspark.TRSparkPlugin"
+JARS_KEY = "spark.jars"
+PLUGINS_KEY = "spark.plugins"
+PYTHON_KEY = PREFIX + "python"
+
+# Spark settings that hold comma-separated lists: ours is appended, never replaces the user's.
+_LIST_KEYS = (JARS_KEY, PLUGINS_KEY)
+
+T = TypeVar("T")
+
+
+def plugin_jar() -> str:
+    """Path of the plugin jar (built on first use by :mod:`trspark.live.shim`)."""
+    try:
+        from trspark.live.shim import jar_path
+    except ImportError as exc:
+        raise RuntimeError(
+            f"the trspark plugin jar is not available ({exc}); reinstall trspark or run `trspark build-shim`"
+        ) from exc
+    return str(jar_path())
+
+
+def spark_conf(**options: Any) -> dict[str, str]:
+    """Every Spark setting that enables trspark, with ``options`` as ``spark.trspark.*`` values.
+
+    Returns ``spark.jars`` (the plugin jar), ``spark.plugins`` (:data:`PLUGIN_CLASS`),
+    ``spark.trspark.python`` (this interpreter, so the engine runs with the trspark the user
+    imported, unless ``python=`` is given) and the validated options.
+    """
+    settings = option_settings(**options)
+    return {
+        JARS_KEY: plugin_jar(),
+        PLUGINS_KEY: PLUGIN_CLASS,
+        PYTHON_KEY: settings.pop(PYTHON_KEY, sys.executable),
+        **settings,
+    }
+
+
+def merge_list(existing: str | None, item: str) -> str:
+    """Append ``item`` to a comma-separated Spark list unless it is already there."""
+    items = [part.strip() for part in (existing or "").split(",") if part.strip()]
+    return ",".join(items if item in items else [*items, item])
+
+
+def configure(target: T, **options: Any) -> T:
+    """Apply :func:`spark_conf` to ``target`` and return it.
+
+    ``target`` is a ``pyspark.sql.SparkSession.Builder``, a ``pyspark.SparkConf`` or a mutable
+    mapping of settings. ``spark.jars`` and ``spark.plugins`` are extended, not replaced.
+    """
+    get, put = _accessors(target)
+    for name, value in spark_conf(**options).items():
+        put(name, merge_list(get(name), value) if name in _LIST_KEYS else value)
+    return target
+
+
+def _accessors(target: Any) -> tuple[Callable[[str], str | None], Callable[[str, str], Any]]:
+    """(read, write) of one setting of a Builder, a SparkConf or a mapping."""
+    if isinstance(target, MutableMapping):
+        return target.get, target.__setitem__
+    builder_options = getattr(target, "_options", None)
+    if isinstance(builder_options, dict) and hasattr(target, "config"):
+        # SparkSession.Builder keeps what .config() was given in _options (no public getter).
+        return builder_options.get, lambda k, v: target.config(k, v)
+    if callable(getattr(target, "get", None)) and callable(getattr(target, "set", None)):
+        return lambda k: target.get(k, None), target.set  # SparkConf
+    raise TypeError(
+        f"trspark.configure expects a SparkSession.Builder, a SparkConf or a dict, not {type(target).__name__}"
+    )
