@@ -1,7 +1,7 @@
 """Applying backup commands: copies that hold a core of their source VM and share bandwidth.
 
-A mixin of :class:`simulators.core.Simulator`, kept apart so the event loop stays readable; it
-uses the simulator's clock, heap, executors and block table (declared below for type checking).
+A part of :class:`simulators.core.Simulator` (see :mod:`simulators.model`); it uses the
+simulator's clock, heap, executors and block table.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from simulators.state import XFER_DONE, Executor, RunResult, Stage
-from simulators.transfers import Transfer, TransferSet
-from simulators.world import WorldSpec
+from simulators.model import WorldModel
+from simulators.state import XFER_DONE, Executor, Stage
+from simulators.transfers import Transfer
 from trspark.engine.protocol import (
     REMOTE,
     Backup,
@@ -19,34 +19,11 @@ from trspark.engine.protocol import (
     BlockBackedUp,
     CancelBackup,
     DropBackup,
-    Event,
 )
 
 
-class BackupDriver:
+class BackupDriver(WorldModel):
     """Backup, CancelBackup and DropBackup for the simulator (see :mod:`simulators.transfers`)."""
-
-    now: float
-    stages: list[Stage]
-    executors: list[Executor]
-    by_shuffle: dict[int, Stage]
-    transfers: TransferSet
-    world: WorldSpec
-    _want_backed_up: bool
-    _xfer_by_block: dict[tuple[int, int], list[Transfer]]
-    result: RunResult
-
-    def _emit(self, event: Event) -> None:
-        raise NotImplementedError
-
-    def _push(self, t: float, kind: int, payload: object) -> None:
-        raise NotImplementedError
-
-    def _release_slot(self, e: Executor) -> None:
-        raise NotImplementedError
-
-    def _refresh_block(self, stage: Stage, p: int, lost: dict[Stage, list[int]] | None = None) -> None:
-        raise NotImplementedError
 
     def _block(self, shuffle_id: int, map_index: int) -> tuple[Stage, int] | None:
         stage = self.by_shuffle.get(shuffle_id)

@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 
 import click
 
+from simulators.report import money_options, print_table, public_summary, with_money
 from trspark.engine.settings import TRConfig
 from trspark.keys import ConfigError, key_for_option, parse_bandwidth, parse_value, validate
 
@@ -64,7 +65,15 @@ def _bw(name: str) -> Callable[[click.Context, click.Parameter, str | None], flo
 def world_options(f: F) -> F:
     """Cluster, lifetime and policy-belief options shared by simulate, sweep and whatif."""
     options = [
-        click.option("--vms", type=int, default=None, help="Number of VMs (default 100; whatif: from the log)."),
+        click.option("--vms", type=int, default=None,
+                     help="Number of VMs (default 100, or the sum of the --pool counts; whatif: from the log)."),
+        click.option("--pool", "pools", multiple=True, metavar="NAME=COUNT[@SPEC]",
+                     help="A pool of VMs with its own true lifetime, repeatable, e.g. --pool ondemand=2@stable "
+                          "--pool spot=8@weibull:shape=0.6,scale=33. An evicted VM is replaced in its pool. A pool "
+                          "without @SPEC takes the lifetime of --stability/--lambda/--lifetime (sweep: of each "
+                          "--stabilities point), so --pool ondemand=2@stable --pool spot=8 --stability 20 scales "
+                          "only the spot pool. The policy believes the largest evictable pool's lifetime unless "
+                          "--believed-lifetime says otherwise."),
         click.option("--cores", type=int, default=None, help="Cores per VM (default 4; whatif: from the log)."),
         click.option("--local-bw", callback=_bw("local-bw"), default=None, help="Peer bandwidth per VM, e.g. 400m (bytes/s)."),
         click.option("--remote-bw", callback=_bw("remote-bw"), default=None, help="Remote bandwidth per VM, e.g. 100m."),
@@ -101,9 +110,28 @@ def workload_options(f: F) -> F:
     return f
 
 
+def build_prices(kw: dict[str, Any]) -> Any:
+    from simulators.pricing import Prices
+
+    vm: dict[str, float] = {}
+    for item in kw["prices"]:
+        name, eq, raw = item.partition("=")
+        try:
+            vm[name.strip()] = float(raw)
+        except ValueError:
+            fail(f"--price {item!r}: expected POOL=USD_PER_VM_HOUR, e.g. spot=0.08")
+        if not eq or not name.strip():
+            fail(f"--price {item!r}: expected POOL=USD_PER_VM_HOUR, e.g. spot=0.08")
+    try:
+        return Prices(vm=vm, remote_gb=kw["remote_gb_price"], remote_1k_requests=kw["remote_request_price"])
+    except ValueError as exc:
+        fail(f"--price: {exc}")
+
+
 def lifetime_options(f: F) -> F:
     options = [
-        click.option("--stability", type=float, default=None, help="Mean VM lifetime / mean task time (exponential)."),
+        click.option("--stability", type=float, default=None,
+                     help="Mean VM lifetime / mean task time (exponential); with --pool, for the pools without @SPEC."),
         click.option("--lambda", "lambda_", type=float, default=None, help="Evictions per second per VM (exponential)."),
         click.option("--lifetime", default=None, help="Any true lifetime model, e.g. weibull:shape=0.8,scale=300."),
     ]
@@ -129,6 +157,21 @@ def _positive(option: str, value: float | None, integer: bool = False) -> None:
         fail(f"{option}={value!r} is not valid; allowed: {'an integer' if integer else 'a number'} > 0")
 
 
+def _pools(kw: dict[str, Any]) -> tuple[Any, ...]:
+    from simulators.world import parse_pool
+
+    try:
+        pools = tuple(parse_pool(text) for text in kw.get("pools") or ())
+    except ValueError as exc:
+        fail(f"--pool {exc}")
+    total = sum(p.count for p in pools)
+    if pools and kw["vms"] is not None and kw["vms"] != total:
+        fail(f"--vms={kw['vms']} but the pools hold {total} VMs; give counts that add up, or drop --vms")
+    if len({p.name for p in pools}) < len(pools):
+        fail(f"--pool names must differ, got {', '.join(p.name for p in pools)}")
+    return pools
+
+
 def build_world(kw: dict[str, Any], *, vms: int = 100, cores: int = 4) -> Any:
     from simulators.world import WorldSpec
 
@@ -141,9 +184,11 @@ def build_world(kw: dict[str, Any], *, vms: int = 100, cores: int = 4) -> Any:
     if kw["notice"] is not None and kw["notice"] < 0:
         fail(f"--notice={kw['notice']!r} is not valid; allowed: seconds >= 0")
     _check_spec("--believed-lifetime", kw["believed_lifetime"])
+    pools = _pools(kw)
     defaults = WorldSpec()
     return WorldSpec(
-        vms=kw["vms"] or vms,
+        vms=sum(p.count for p in pools) if pools else kw["vms"] or vms,
+        pools=pools,
         cores=kw["cores"] or cores,
         local_bandwidth=kw["local_bw"] or defaults.local_bandwidth,
         remote_bandwidth=kw["remote_bw"] or defaults.remote_bandwidth,
@@ -187,6 +232,11 @@ def true_lifetime(job: Any, world: Any, stability: float | None, lambda_: float 
     _positive("--stability", stability)
     _positive("--lambda", lambda_)
     _check_spec("--lifetime", lifetime)
+    if world.pools and all(p.lifetime is not None for p in world.pools):
+        if given:
+            fail(f"every --pool has its own lifetime (@SPEC), so {given[0]} applies to none; drop it or give "
+                 "a pool without @SPEC")
+        return replace(world, lifetime=None)
     if lifetime is not None:
         return replace(world, lifetime=lifetime)
     if lambda_ is not None:
@@ -214,56 +264,16 @@ def _make_job(workload: str, scale: float, task_seconds: float, write_mb: float,
     return make_workload(workload, WorkloadParams(scale=scale, task_seconds=task_seconds, write_mb=write_mb), seed=seed)
 
 
-# --------------------------------------------------------------------------------------- output
-_TABLE = (
-    ("slowdown (mean)", "slowdown_mean", "{:.3f}"),
-    ("slowdown p50", "slowdown_p50", "{:.3f}"),
-    ("slowdown p95", "slowdown_p95", "{:.3f}"),
-    ("slowdown 95% CI", "slowdown_ci95", "[{0[0]:.3f}, {0[1]:.3f}]"),
-    ("job time (s, mean)", "job_time_mean", "{:.2f}"),
-    ("stable job time (s)", "stable_job_time", "{:.2f}"),
-    ("recomputed tasks", "recomputed_tasks_mean", "{:.1f}"),
-    ("backups local", "backups_local_mean", "{:.1f}"),
-    ("backups remote", "backups_remote_mean", "{:.1f}"),
-    ("backup GB local", "backup_bytes_local_mean", "{:.3g}"),
-    ("backup GB remote", "backup_bytes_remote_mean", "{:.3g}"),
-    ("evictions", "evictions_mean", "{:.1f}"),
-    ("safety-belt firings", "safety_belt_firings_mean", "{:.2f}"),
-    ("failed runs", "failed_runs", "{}"),
-    ("runs", "runs", "{}"),
-)
-
-
-def print_table(summaries: list[dict[str, Any]], title: str) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title)
-    table.add_column("metric")
-    for s in summaries:
-        table.add_column(str(s["policy"]), justify="right")
-    for label, key, fmt in _TABLE:
-        cells = []
-        for s in summaries:
-            value = s[key]
-            if key.startswith("backup_bytes"):
-                value = value / 1e9
-            cells.append(fmt.format(value))
-        table.add_row(label, *cells)
-    Console().print(table)
-
-
-def public_summary(summary: dict[str, Any], rows: bool) -> dict[str, Any]:
-    return summary if rows else {k: v for k, v in summary.items() if k != "rows"}
-
-
 # -------------------------------------------------------------------------------------- commands
 @click.group("simulate", cls=Group, invoke_without_command=True)
 @click.option("--workload", default=None, help="tpcds | bing | cortana | pagerank.")
-@click.option("--policy", default=None, help="A registered policy (never, always, tr, ...) or oracle.")
+@click.option("--policy", default=None,
+              help="A registered policy (never, always, tr, ...) or oracle; or several, comma-separated, run on the "
+                   "same worlds (one column each; JSON: a list).")
 @lifetime_options
 @workload_options
 @world_options
+@money_options
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--rows", is_flag=True, help="JSON: include one record per run.")
 @click.pass_context
@@ -280,13 +290,18 @@ def simulate(ctx: click.Context, /, workload: str | None, policy: str | None, st
     world = build_world(kw)
     job = _make_job(workload, kw["scale"], kw["task_seconds"], kw["write_mb"], kw["seed"])
     world = true_lifetime(job, world, stability, lambda_, lifetime)
-    config = build_config(kw["confs"]).with_options(lifetime=kw["believed_lifetime"] or world.lifetime)
-    exp = Experiment(job, world, _policy(policy), config, runs=kw["runs"], seed=kw["seed"])
-    summary = run_experiment(exp, workers=kw["workers"])
+    prices = build_prices(kw)
+    config = build_config(kw["confs"]).with_options(lifetime=kw["believed_lifetime"] or world.default_belief())
+    names = [_policy(name) for name in _split("--policy", policy)]
+    summaries = []
+    for name in names:
+        exp = Experiment(job, world, name, config, runs=kw["runs"], seed=kw["seed"])
+        summaries.append(with_money(run_experiment(exp, workers=kw["workers"]), world, prices))
     if fmt == "json":
-        click.echo(json.dumps(public_summary(summary, rows), indent=2, sort_keys=True))
+        out: Any = [public_summary(s, rows) for s in summaries]
+        click.echo(json.dumps(out[0] if len(out) == 1 else out, indent=2, sort_keys=True))
     else:
-        print_table([summary], f"{workload}: {job.num_tasks} tasks, lifetime {world.lifetime}")
+        print_table(summaries, f"{workload}: {job.num_tasks} tasks, lifetime {world.label()}")
 
 
 def _split(option: str, text: str, cast: Callable[[str], Any] = str) -> list[Any]:
@@ -305,11 +320,19 @@ def _split(option: str, text: str, cast: Callable[[str], Any] = str) -> list[Any
 @click.option("--stabilities", default="5,10,20,50,100,200,500,1000", show_default=True, help="Comma-separated stabilities.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="CSV file to write.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help="PNG to draw.")
+@click.option("--cost-plot", "cost_plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="PNG of slowdown against $ per job, per policy and on-demand share.")
+@click.option("--on-demand-shares", default=None,
+              help="Comma-separated percentages of the VMs in a stable 'ondemand' pool, the rest in a 'spot' pool "
+                   "whose lifetime the stabilities set, e.g. 0,10,25,50 (0 = the homogeneous world).")
+@click.option("--shape", type=float, default=None,
+              help="Weibull shape of the lifetimes the stabilities set, with the same mean (default: exponential).")
 @workload_options
 @world_options
+@money_options
 @click.pass_context
 def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str, out: Path, plot_path: Path | None,
-          **kw: Any) -> None:
+          cost_plot_path: Path | None, on_demand_shares: str | None, shape: float | None, **kw: Any) -> None:
     """Slowdown vs stability for workloads x policies (CSV; Figure-7-style PNG)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -323,24 +346,38 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
     stabs = _split("--stabilities", stabilities, float)
     for s in stabs:
         _positive("--stabilities", s)
+    _positive("--shape", shape)
+    shares = [None] if on_demand_shares is None else _split("--on-demand-shares", on_demand_shares, float)
+    if any(share is not None and not 0.0 <= share <= 100.0 for share in shares):
+        fail(f"--on-demand-shares={on_demand_shares!r} is not valid; allowed: percentages in [0, 100]")
     world = build_world(kw)
+    if world.pools and on_demand_shares is not None:
+        fail("give either --pool or --on-demand-shares, not both")
+    if world.pools and all(p.lifetime is not None for p in world.pools):
+        fail("--stabilities set the lifetime of the pools given without @SPEC, and every --pool has one; "
+             "give e.g. --pool spot=8 without @SPEC")
+    prices = build_prices(kw)
     config = build_config(kw["confs"])
     jobs = {w: _make_job(w, kw["scale"], kw["task_seconds"], kw["write_mb"], kw["seed"]) for w in names}
-    points = sweeping.sweep_points(names, pols, stabs)
+    points = sweeping.sweep_points(names, pols, stabs, shares)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as progress:
         bar = progress.add_task("sweep", total=len(points))
 
         def advance(point: Any, row: dict[str, Any]) -> None:
-            progress.update(bar, advance=1, description=f"{point.workload} {point.policy} S={point.stability:g}: "
+            share = "" if point.on_demand_share is None else f" {point.on_demand_share:g}% od"
+            progress.update(bar, advance=1, description=f"{point.workload} {point.policy} S={point.stability:g}{share}: "
                             f"{row['slowdown_mean']:.2f}x")
 
         rows = sweeping.run_sweep(jobs, points, world, config, kw["runs"], kw["seed"], kw["workers"],
-                                  believed_lifetime=kw["believed_lifetime"], on_point=advance)
+                                  believed_lifetime=kw["believed_lifetime"], on_point=advance, prices=prices, shape=shape)
     sweeping.write_csv(rows, out)
     click.echo(f"wrote {out} ({len(rows)} rows)")
     if plot_path is not None:
         sweeping.plot(rows, plot_path)
         click.echo(f"wrote {plot_path}")
+    if cost_plot_path is not None:
+        sweeping.plot_cost(rows, cost_plot_path)
+        click.echo(f"wrote {cost_plot_path}")
 
 
 @click.command("whatif", cls=Command)
@@ -348,6 +385,7 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
 @click.option("--policy", "policies", multiple=True, help="Policies to compare (repeatable; default never, always, oracle).")
 @lifetime_options
 @world_options
+@money_options
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def whatif(eventlog: Path, policies: tuple[str, ...], stability: float | None, lambda_: float | None,
            lifetime: str | None, fmt: str, **kw: Any) -> None:
@@ -361,14 +399,15 @@ def whatif(eventlog: Path, policies: tuple[str, ...], stability: float | None, l
         fail(str(exc))
     world = build_world(kw, vms=replay.executors, cores=replay.cores)
     world = true_lifetime(replay.job, world, stability, lambda_, lifetime)
-    config = build_config(kw["confs"]).with_options(lifetime=kw["believed_lifetime"] or world.lifetime)
+    prices = build_prices(kw)
+    config = build_config(kw["confs"]).with_options(lifetime=kw["believed_lifetime"] or world.default_belief())
     summaries = []
     for name in policies or ("never", "always", "oracle"):
         exp = Experiment(replay.job, world, _policy(name), config, runs=kw["runs"], seed=kw["seed"])
-        summaries.append(run_experiment(exp, workers=kw["workers"]))
+        summaries.append(with_money(run_experiment(exp, workers=kw["workers"]), world, prices))
     if fmt == "json":
         click.echo(json.dumps({"eventlog": str(eventlog), "recorded_job_time": replay.recorded_seconds,
                                "results": [public_summary(s, False) for s in summaries]}, indent=2, sort_keys=True))
     else:
         print_table(summaries, f"{eventlog.name}: {replay.job.num_tasks} tasks on {world.vms}x{world.cores} cores, "
-                    f"recorded {replay.recorded_seconds:.2f} s, lifetime {world.lifetime}")
+                    f"recorded {replay.recorded_seconds:.2f} s, lifetime {world.label()}")

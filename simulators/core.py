@@ -1,8 +1,11 @@
 """The discrete-event simulator: one Spark job on evictable VMs, driven by a policy.
 
-The simulator owns the clock and one heap of ``(time, priority, seq, kind, payload)`` tuples. It
-translates its world into :mod:`trspark.engine.protocol` events, hands each to the policy in
-non-decreasing time, and applies every command the policy returns.
+The Spark world model runs on a small event kernel (:mod:`simulators.kernel`: the clock and one
+heap of ``(time, priority, seq, kind, payload)`` tuples). It translates its world into
+:mod:`trspark.engine.protocol` events, hands each to the policy in non-decreasing time, and
+applies every command the policy returns. Its parts: the cluster (:mod:`simulators.cluster`),
+the stage lifecycle (:mod:`simulators.stages`), backups (:mod:`simulators.backups`), and here
+the task scheduler and the policy's commands.
 
 Model (Spark semantics, paper §6)
 ---------------------------------
@@ -18,7 +21,9 @@ Model (Spark semantics, paper §6)
 * A backup holds one core of its source VM for the copy (the paper backs a block up right after
   the task that wrote it; the next task starts only on a free core), so backups cost job time.
   Backups queued on a busy VM start before new tasks there, in the order received.
-* An evicted VM is replaced after ``replace_delay`` seconds by a fresh VM with a new lifetime.
+* An evicted VM is replaced after ``replace_delay`` seconds by a fresh VM of the same pool with a
+  new lifetime drawn from that pool's model (:class:`simulators.world.Pool`; each pool draws from
+  its own generator, spawned from the run's, so one pool's replacements never shift another's).
 * The job fails (reported, never dropped) when a stage fails ``max_stage_attempts`` times in a
   row, when no task succeeds for ``stall_seconds``, or past ``max_slowdown`` x the stable time.
 
@@ -40,7 +45,6 @@ New tasks are placed only after every heap entry at the current instant has been
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -48,55 +52,44 @@ from typing import Any
 import numpy as np
 
 from simulators.backups import BackupDriver
+from simulators.cluster import ClusterDriver
 from simulators.dag import JobSpec
+from simulators.kernel import EventKernel
+from simulators.stages import StageDriver
 from simulators.state import (
     ACTIVE,
-    COMPLETE,
-    EVICT,
-    IDLE,
-    NOTICE,
-    STAGE_READY,
     TASK_DONE,
     TICK,
-    VM_ADD,
-    WAITING,
     Executor,
     RunResult,
     Stage,
 )
 from simulators.transfers import Transfer, TransferSet
-from simulators.world import LifetimeSampler, WorldSpec
+from simulators.world import WorldSpec
 from trspark.engine import placement
 from trspark.engine.interface import Policy
 from trspark.engine.protocol import (
     Advice,
     Backup,
     BlockBackedUp,
-    BlockLost,
     CancelBackup,
     Command,
     DropBackup,
     DuplicateTask,
     Event,
-    ExecutorAdded,
-    ExecutorLost,
-    ExecutorNotice,
     JobEnded,
     JobSubmitted,
     KillDuplicate,
     ReleaseExecutor,
     SafetyBelt,
     SchedulingHints,
-    ShuffleConsumed,
-    StageCompleted,
-    StageSubmitted,
     TaskEnded,
     TaskStarted,
     Tick,
 )
 
 
-class Simulator(BackupDriver):
+class Simulator(ClusterDriver, StageDriver, BackupDriver):
     """Run ``job`` on the cluster ``world`` under ``policy``.
 
     Parameters
@@ -113,8 +106,8 @@ class Simulator(BackupDriver):
     stall_seconds : float or None
         Fail after this long without a successful task.
     lifetimes : iterable of float, optional
-        Explicit VM lifetimes (s) in the order VMs register, instead of drawing them (for a
-        replayed kill schedule or a hand-checked test); ``inf`` once exhausted.
+        Explicit VM lifetimes (s) in the order VMs register, whatever their pool, instead of
+        drawing them (for a replayed kill schedule or a hand-checked test); ``inf`` once exhausted.
     """
 
     def __init__(
@@ -137,15 +130,8 @@ class Simulator(BackupDriver):
         self.deadline = deadline
         self.stall_seconds = stall_seconds
         self.trace = trace
-        self._next_lifetime: Callable[[], float]
-        if lifetimes is None:
-            self._next_lifetime = LifetimeSampler(world.lifetime_model(), rng).next
-        else:
-            explicit = iter(lifetimes)
-            self._next_lifetime = lambda: float(next(explicit, float("inf")))
-        self.now = 0.0
-        self._heap: list[tuple[float, int, int, int, object]] = []
-        self._seq = 0
+        EventKernel.__init__(self)
+        self._init_lifetimes(rng, lifetimes)
         self.executors: list[Executor] = []
         self._free: deque[Executor] = deque()
         self._tasks: dict[int, list[Any]] = {}  # tid -> [stage, partition, executor, start, read_end, attempt, speculative]
@@ -157,7 +143,6 @@ class Simulator(BackupDriver):
         self._order: list[Stage] = []
         self._order_dirty = True
         self._last_progress = 0.0
-        self._finished = False
         self.result = RunResult(job_time=0.0, succeeded=False)
         self.stages = [Stage(i, spec) for i, spec in enumerate(job.stages)]
         by_id = {s.id: s for s in self.stages}
@@ -187,8 +172,9 @@ class Simulator(BackupDriver):
 
     def run(self) -> RunResult:
         """Simulate until the job ends or fails; return the measurements."""
-        for _ in range(self.world.vms):
-            self._add_executor()
+        for pool, (_, count, _) in enumerate(self._pools):
+            for _ in range(count):
+                self._add_executor(pool)
         self._push(self.period, TICK, None)
         specs = [stage.spec for stage in self.stages]
         self._emit(JobSubmitted(  # Spark's JobStart: the whole graph before any stage is submitted
@@ -198,31 +184,24 @@ class Simulator(BackupDriver):
             if not stage.children and not stage.followers:
                 self._submit(stage)
         self._schedule()
-        heap = self._heap
-        pop = heapq.heappop
-        handlers = (self._on_evict, self._on_notice, self._on_xfer_done, self._on_task_done, self._on_vm_add,
-                    self._on_stage_ready, self._on_tick)
-        while not self._finished:
-            if not heap:
-                self._fail("deadlock: nothing left to happen")
-                break
-            t = heap[0][0]
-            if t > self._next_limit() and self._check_limits(t):
-                break
-            self.now = t
-            while heap and heap[0][0] == t and not self._finished:
-                _, kind, _, _, payload = pop(heap)
-                self.result.events += 1
-                handlers[kind](payload)
-            if not self._finished:
-                self._schedule()
+        # indexed by heap entry kind (simulators.state), which is also its tie priority
+        self.run_events((self._on_evict, self._on_notice, self._on_xfer_done, self._on_task_done, self._on_vm_add,
+                         self._on_stage_ready, self._on_tick))
+        self.result.events = self.processed
         self.result.policy_summary = dict(self.policy.summary())
         return self.result
 
+    # ------------------------------------------------------------------------------ kernel hooks
+    def before_instant(self, t: float) -> bool:
+        return t > self._next_limit() and self._check_limits(t)
+
+    def after_instant(self) -> None:
+        self._schedule()  # new tasks are placed once everything at this instant has happened
+
+    def on_empty(self) -> None:
+        self._fail("deadlock: nothing left to happen")
+
     # ------------------------------------------------------------------------------- plumbing
-    def _push(self, t: float, kind: int, payload: object) -> None:
-        self._seq += 1
-        heapq.heappush(self._heap, (t, kind, self._seq, kind, payload))
 
     def _emit(self, event: Event) -> None:
         if self.trace is not None:
@@ -257,228 +236,8 @@ class Simulator(BackupDriver):
         self.result.succeeded = False
         self.result.fail_reason = reason
         self.result.job_time = self.now
+        self._count_vm_time()
         self._emit(JobEnded(self.now, succeeded=False, job_id=0))
-
-    # ------------------------------------------------------------------------------ executors
-    def _add_executor(self) -> None:
-        e = Executor(len(self.executors), self.world.cores, self.now, self.now + self._next_lifetime())
-        self.executors.append(e)
-        self._emit(ExecutorAdded(self.now, e.id, host=f"vm-{e.idx}", cores=e.cores))
-        if self.world.knowledge == "deterministic" and e.death < float("inf"):
-            self._emit(ExecutorNotice(self.now, e.id, deadline=e.death, kind="lifetime"))
-        if e.death < float("inf"):
-            self._push(e.death, EVICT, e)
-            if self.world.notice is not None:
-                self._push(max(self.now, e.death - self.world.notice), NOTICE, e)
-        for _ in range(e.cores):
-            self._release_slot(e)
-
-    def _on_vm_add(self, _: Any) -> None:
-        self._add_executor()
-
-    def _on_notice(self, e: Any) -> None:
-        if e.alive:
-            self._emit(ExecutorNotice(self.now, e.id, deadline=e.death))
-
-    def _on_evict(self, e: Any) -> None:
-        if e.alive:  # a VM released before its death is already gone
-            self.result.evictions += 1
-            self._remove_executor(e, "evicted")
-
-    def _release(self, cmd: ReleaseExecutor) -> None:
-        """The engine lets a noticed VM go before its death: it leaves now and is replaced from now."""
-        e = next((x for x in self.executors if x.id == cmd.executor_id), None)
-        if e is not None and e.alive:
-            self.result.releases += 1
-            self._remove_executor(e, "released")
-
-    def _remove_executor(self, e: Any, reason: str) -> None:
-        e.alive = False
-        self._emit(ExecutorLost(self.now, e.id, reason=reason))
-        for tid in sorted(e.tasks):
-            self._end_task_unsuccessfully(tid, "executor_lost")
-        for tr in self.transfers.all():
-            if tr.source is e or tr.target is e:
-                self._fail_transfer(tr, "executor lost")
-        while e.queue:
-            cmd = e.queue.popleft()
-            self._backup_failed(cmd.shuffle_id, cmd.map_index, cmd.target, "source executor lost")
-        lost: dict[Stage, list[int]] = {}
-        for si, p in sorted(e.peer_blocks):
-            stage = self.stages[si]
-            stage.peer[p] = None
-            self._refresh_block(stage, p, lost)
-        for si, p in e.blocks:
-            stage = self.stages[si]
-            if stage.origin[p] is e:
-                stage.origin[p] = None
-                self._refresh_block(stage, p, lost)
-        e.blocks = []
-        e.peer_blocks = set()
-        for stage, parts in lost.items():
-            self._outputs_lost(stage, parts)
-        self._push(self.now + self.world.replace_delay, VM_ADD, None)
-
-    def _release_slot(self, e: Executor) -> None:
-        """A core of ``e`` became free: queued backups first, else it waits for a task."""
-        while e.queue:
-            if self._start_backup(e.queue.popleft(), e):
-                return
-        self._free.append(e)
-
-    # ---------------------------------------------------------------------------------- stages
-    def _submit(self, stage: Stage) -> None:
-        """Spark's ``submitStage``: run it when its inputs exist, else submit what is missing."""
-        if stage.state in (WAITING, ACTIVE):
-            return
-        missing = [p for p in stage.parents if p.n_done < p.n] + [a for a in stage.after if not a.ever_completed]
-        if missing:
-            stage.state = WAITING
-            for parent in missing:
-                self._submit(parent)
-        else:
-            self._start_attempt(stage)
-
-    def _start_attempt(self, stage: Stage) -> None:
-        stage.state = ACTIVE
-        stage.attempt += 1
-        todo = [p for p in range(stage.n) if not stage.done[p] and not stage.running[p]]
-        stage.pending = deque(todo)
-        spec = stage.spec
-        if spec.overhead_seconds > 0.0:
-            self._push(self.now + spec.overhead_seconds, STAGE_READY, (stage, stage.attempt))
-        else:
-            self._active.add(stage)
-            self._order_dirty = True
-        self._emit(
-            StageSubmitted(
-                self.now,
-                stage.id,
-                stage.n,
-                parent_stage_ids=tuple(p.id for p in stage.parents),
-                parent_shuffle_ids=tuple(p.spec.shuffle_id for p in stage.parents if p.spec.shuffle_id is not None),
-                shuffle_id=spec.shuffle_id,
-                attempt=stage.attempt,
-                name=spec.name,
-                pending_partitions=None if stage.attempt == 0 else tuple(todo),
-            )
-        )
-        if stage.n_done == stage.n:
-            self._complete(stage)
-
-    def _on_stage_ready(self, payload: Any) -> None:
-        stage, attempt = payload
-        if stage.state == ACTIVE and stage.attempt == attempt:
-            self._active.add(stage)
-            self._order_dirty = True
-
-    def _complete(self, stage: Stage) -> None:
-        stage.state = COMPLETE
-        stage.failures = 0
-        first = not stage.ever_completed
-        stage.ever_completed = True
-        self._active.discard(stage)
-        self._order_dirty = True
-        self._emit(StageCompleted(self.now, stage.id, stage.attempt))
-        if stage.spec.shuffle_id is not None and not stage.children and not stage.consumed:
-            self._consume(stage)
-        for parent in stage.parents:
-            self._check_consumed(parent)
-        if first and not stage.children and not stage.followers:
-            self._sinks_left -= 1
-            if self._sinks_left == 0:
-                self._finish()
-                return
-        for child in stage.children + stage.followers:
-            if child.state == WAITING:
-                child.state = IDLE  # re-check its inputs now
-                self._submit(child)
-
-    def _check_consumed(self, stage: Stage) -> None:
-        if not stage.consumed and stage.children and all(c.final() for c in stage.children):
-            self._consume(stage)
-
-    def _consume(self, stage: Stage) -> None:
-        stage.consumed = True
-        assert stage.spec.shuffle_id is not None
-        self._emit(ShuffleConsumed(self.now, stage.spec.shuffle_id))
-        for parent in stage.parents:
-            self._check_consumed(parent)
-
-    def _finish(self) -> None:
-        for stage in self.stages:
-            if stage.spec.shuffle_id is not None and not stage.consumed:
-                stage.consumed = True
-                self._emit(ShuffleConsumed(self.now, stage.spec.shuffle_id))
-        self._finished = True
-        self.result.succeeded = True
-        self.result.job_time = self.now
-        self._emit(JobEnded(self.now, succeeded=True, job_id=0))
-
-    def _outputs_lost(self, stage: Stage, parts: list[int]) -> None:
-        """Map outputs of ``stage`` are gone: re-run them where a consumer needs them."""
-        if stage.state == COMPLETE:
-            stage.state = IDLE
-        elif stage.state == ACTIVE:
-            for p in parts:
-                if not stage.running[p]:
-                    stage.pending.append(p)
-        needed = False
-        for child in stage.children:
-            if child.state == ACTIVE:
-                self._fail_attempt(child)
-                if self._finished:
-                    return
-            needed = needed or child.state == WAITING
-        if needed:
-            self._submit(stage)
-
-    def _fail_attempt(self, stage: Stage) -> None:
-        """A consumer hit missing parent outputs (FetchFailed): this attempt fails and waits."""
-        self.result.stage_resubmissions += 1
-        stage.failures += 1
-        self._emit(StageCompleted(self.now, stage.id, stage.attempt, failed=True))
-        stage.state = WAITING
-        self._active.discard(stage)
-        self._order_dirty = True
-        stage.pending.clear()
-        for tid in sorted(self._running_in_read_phase(stage)):
-            self._end_task_unsuccessfully(tid, "fetch_failed")
-        if self.world.max_stage_attempts is not None and stage.failures >= self.world.max_stage_attempts:
-            self._fail(f"stage {stage.id} failed {stage.failures} consecutive attempts (lost parent outputs)")
-
-    def _running_in_read_phase(self, stage: Stage) -> list[int]:
-        return [tid for tid, rec in self._tasks.items() if rec[0] is stage and rec[4] > self.now]
-
-    # ---------------------------------------------------------------------------------- blocks
-    def _refresh_block(self, stage: Stage, p: int, lost: dict[Stage, list[int]] | None = None) -> None:
-        """Recompute where block ``p`` of map ``stage`` is read from; record it if it is lost."""
-        at_origin = stage.origin[p] is not None
-        at_peer = stage.peer[p] is not None
-        remote_only = not at_origin and not at_peer and bool(stage.remote[p])
-        if remote_only != bool(stage.remote_read[p]):
-            stage.remote_read[p] = remote_only
-            stage.remote_bytes += stage.writes[p] if remote_only else -stage.writes[p]
-        if stage.done[p] and not (at_origin or at_peer or stage.remote[p]) and not stage.consumed:
-            stage.done[p] = 0
-            stage.n_done -= 1
-            self.result.blocks_lost += 1
-            self._emit(BlockLost(self.now, stage.spec.shuffle_id, p))  # type: ignore[arg-type]
-            if lost is not None:
-                lost.setdefault(stage, []).append(p)
-            else:
-                self._outputs_lost(stage, [p])
-
-    def _read_seconds(self, stage: Stage) -> float:
-        """Shuffle read time of one task of ``stage`` (s): bytes / bandwidth of where they are."""
-        seconds = 0.0
-        for parent in stage.parents:
-            if parent.total_write <= 0.0:
-                continue
-            remote_share = parent.remote_bytes / parent.total_write
-            per_task = parent.total_write / stage.n
-            seconds += per_task * ((1.0 - remote_share) / self.world.local_bandwidth + remote_share / self.world.remote_bandwidth)
-        return seconds
 
     # ----------------------------------------------------------------------------------- tasks
     def _schedule(self) -> None:

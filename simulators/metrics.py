@@ -57,6 +57,7 @@ def run_row(result: RunResult, stable_time: float) -> dict[str, Any]:
         "stage_resubmissions": result.stage_resubmissions,
         "safety_belt_firings": result.safety_belt_firings,
         "advice": len(result.advice),
+        "vm_seconds": dict(result.vm_seconds),
         "events": result.events,
     }
 

@@ -6,6 +6,7 @@ on ``(seed, i)`` and are identical whatever the number of worker processes.
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 from collections.abc import Callable
@@ -63,11 +64,12 @@ def stable_job_time(job: JobSpec, world: WorldSpec, period: float = 5.0) -> floa
     return result.job_time
 
 
-def build_policy(name: str, config: TRConfig, stable_time: float) -> Policy:
+def build_policy(name: str, config: TRConfig, stable_time: float, on_demand_pools: tuple[str, ...] = ()) -> Policy:
+    """``on_demand_pools``: the world's pools that are never evicted (for ``efm`` and ``pado``)."""
     if name in SIMULATOR_POLICIES:  # the lone heuristic; simulate_run plays the whole family (simulators.oracle)
         strategy = FAMILY[0] if name == "oracle" else next(st for st in FAMILY if not st.scheduling)
         return OraclePolicy(config, horizon=stable_time, strategy=strategy)
-    return make_policy(name, config)
+    return make_policy(name, config, on_demand_pools)
 
 
 def simulate_run(exp: Experiment, seed: np.random.SeedSequence, stable_time: float,
@@ -90,7 +92,7 @@ def simulate_run(exp: Experiment, seed: np.random.SeedSequence, stable_time: flo
     if exp.policy in SIMULATOR_POLICIES:
         result: RunResult = best_run(make_sim, config, stable_time, trace, scheduling=exp.policy == "oracle")
         return result
-    return make_sim(build_policy(exp.policy, config, stable_time), trace).run()
+    return make_sim(build_policy(exp.policy, config, stable_time, exp.world.stable_pools()), trace).run()
 
 
 # Worker state: the experiment is sent once per worker (fork inherits it), not once per run.
@@ -128,7 +130,7 @@ def run_experiment(exp: Experiment, workers: int | None = None, stable_time: flo
     summary = {
         "workload": exp.job.name,
         "policy": exp.policy,
-        "lifetime": exp.world.lifetime,
+        "lifetime": exp.world.label(),
         "believed_lifetime": exp.config.lifetime,
         "knowledge": exp.world.knowledge,
         "seed": exp.seed,
@@ -139,8 +141,17 @@ def run_experiment(exp: Experiment, workers: int | None = None, stable_time: flo
     return summary
 
 
-def with_stability(world: WorldSpec, job: JobSpec, stability: float) -> WorldSpec:
-    """Exponential lifetimes with mean = ``stability`` x the job's mean task time (paper §6)."""
+def with_stability(world: WorldSpec, job: JobSpec, stability: float, shape: float | None = None) -> WorldSpec:
+    """Lifetimes with mean = ``stability`` x the job's mean task time (paper §6).
+
+    Exponential by default; with ``shape`` k, Weibull with that mean,
+    :math:`\\text{scale} = \\text{mean} / \\Gamma(1 + 1/k)`.
+    """
     if not stability > 0:
         raise ValueError(f"stability must be > 0, got {stability!r}")
-    return replace(world, lifetime=f"exponential:mean={stability * job.mean_task_seconds():.17g}")
+    mean = stability * job.mean_task_seconds()
+    if shape is None:
+        return replace(world, lifetime=f"exponential:mean={mean:.17g}")
+    if not shape > 0:
+        raise ValueError(f"shape must be > 0, got {shape!r}")
+    return replace(world, lifetime=f"weibull:shape={float(shape)!r},scale={mean / math.gamma(1.0 + 1.0 / shape)!r}")

@@ -19,12 +19,16 @@ IDLE, WAITING, ACTIVE, COMPLETE = range(4)
 
 
 class Executor:
-    """One VM: its cores, the blocks it holds, its true death time."""
+    """One VM: its cores, the blocks it holds, its true death time, its pool (index in the world's pools)."""
 
-    __slots__ = ("idx", "id", "cores", "free", "alive", "born", "death", "tasks", "blocks", "peer_blocks", "queue")
+    __slots__ = ("idx", "id", "cores", "free", "alive", "born", "death", "left", "pool", "tasks", "blocks",
+                 "peer_blocks", "queue")
 
-    def __init__(self, idx: int, cores: int, born: float, death: float) -> None:
+    def __init__(self, idx: int, cores: int, born: float, death: float, pool: int = 0) -> None:
         self.idx = idx
+        self.pool = pool
+        self.left: float | None = None
+        """When it left the cluster (evicted or released; s), None while it is there."""
         self.id = str(idx)
         self.cores = cores
         self.free = cores
@@ -99,5 +103,7 @@ class RunResult:
     stage_resubmissions: int = 0
     safety_belt_firings: int = 0
     advice: list[str] = field(default_factory=list)
+    vm_seconds: dict[str, float] = field(default_factory=dict)
+    """Pool -> seconds its VMs were up during the job (registration to eviction, release or job end)."""
     events: int = 0
     policy_summary: dict[str, object] = field(default_factory=dict)

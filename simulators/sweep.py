@@ -1,7 +1,8 @@
-"""Sweeps over workloads x policies x stabilities: a tidy CSV and a Figure-7-style plot.
+"""Sweeps over workloads x policies x stabilities (x on-demand shares): a tidy CSV and plots.
 
-One CSV row per (workload, policy, stability) with the run summary; plotting reads only the
-rows, so a CSV from an earlier sweep can be re-plotted.
+One CSV row per (workload, policy, stability[, on-demand share]) with the run summary; plotting
+reads only the rows, so a CSV from an earlier sweep can be re-plotted: slowdown against
+stability (Figure 7) and slowdown against $ per job.
 """
 
 from __future__ import annotations
@@ -9,13 +10,14 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from simulators.dag import JobSpec
+from simulators.pricing import MONEY_COLUMNS, Prices, money_summary
 from simulators.runner import Experiment, run_experiment, stable_job_time, with_stability
-from simulators.world import WorldSpec
+from simulators.world import Pool, WorldSpec
 from trspark.engine.settings import TRConfig
 
 COLUMNS = (
@@ -23,6 +25,7 @@ COLUMNS = (
     "slowdown_mean", "slowdown_p50", "slowdown_p95", "slowdown_ci95_low", "slowdown_ci95_high",
     "job_time_mean", "recomputed_tasks_mean", "backups_local_mean", "backups_remote_mean",
     "backup_bytes_local_mean", "backup_bytes_remote_mean", "evictions_mean", "safety_belt_firings_mean",
+    *MONEY_COLUMNS, "on_demand_share",
 )
 
 
@@ -31,10 +34,30 @@ class SweepPoint:
     workload: str
     policy: str
     stability: float
+    on_demand_share: float | None = None
+    """Percent of the VMs in a stable ``ondemand`` pool, the rest ``spot`` (None: the world as given)."""
 
 
-def sweep_points(workloads: Sequence[str], policies: Sequence[str], stabilities: Sequence[float]) -> list[SweepPoint]:
-    return [SweepPoint(w, p, s) for w in workloads for s in stabilities for p in policies]
+def sweep_points(workloads: Sequence[str], policies: Sequence[str], stabilities: Sequence[float],
+                 shares: Sequence[float | None] = (None,)) -> list[SweepPoint]:
+    return [SweepPoint(w, p, s, share) for w in workloads for share in shares for s in stabilities for p in policies]
+
+
+def with_on_demand_share(world: WorldSpec, percent: float | None) -> WorldSpec:
+    """``round(percent / 100 x vms)`` VMs in a stable ``ondemand`` pool, the others in ``spot``.
+
+    The spot pool takes the world's lifetime (what the point's stability sets). 0 VMs on
+    demand is the homogeneous world itself, so a 0 % point is the plain sweep's point.
+    """
+    if percent is None:
+        return world
+    if not 0.0 <= percent <= 100.0:
+        raise ValueError(f"on-demand share must be a percentage in [0, 100], got {percent!r}")
+    on_demand = round(percent / 100.0 * world.vms)
+    if on_demand == 0:
+        return replace(world, pools=())
+    pools = (Pool("ondemand", on_demand, "stable"),) + ((Pool("spot", world.vms - on_demand),) if on_demand < world.vms else ())
+    return replace(world, pools=pools)
 
 
 def run_sweep(
@@ -47,10 +70,16 @@ def run_sweep(
     workers: int | None = None,
     believed_lifetime: str | None = None,
     on_point: Callable[[SweepPoint, dict[str, Any]], None] | None = None,
+    prices: Prices | None = None,
+    shape: float | None = None,
 ) -> list[dict[str, Any]]:
     """Simulate every point (``runs`` runs each); the stable time is computed once per workload.
 
-    The policy believes ``believed_lifetime`` if given, else the point's true lifetime model.
+    A point's stability sets the world's lifetime: of every VM in a homogeneous world, of the
+    pools without their own lifetime in a world of pools. The policy believes
+    ``believed_lifetime`` if given, else the world's :meth:`~simulators.world.WorldSpec.default_belief`.
+    Each row is priced with ``prices`` (default: :class:`simulators.pricing.Prices`). With
+    ``shape``, the lifetimes are Weibull of that shape with the stability's mean.
     """
     stable: dict[str, float] = {}
     rows = []
@@ -58,17 +87,48 @@ def run_sweep(
         job = jobs[point.workload]
         if point.workload not in stable:
             stable[point.workload] = stable_job_time(job, world, config.period)
-        point_world = with_stability(world, job, point.stability)
-        believed = config.with_options(lifetime=believed_lifetime or point_world.lifetime)
+        point_world = with_stability(with_on_demand_share(world, point.on_demand_share), job, point.stability, shape)
+        believed = config.with_options(lifetime=believed_lifetime or point_world.default_belief())
         exp = Experiment(job, point_world, point.policy, believed, runs=runs, seed=seed)
         summary = run_experiment(exp, workers=workers, stable_time=stable[point.workload])
+        summary.update(money_summary(summary["rows"], point_world, prices or Prices()))
         row = {c: summary.get(c) for c in COLUMNS}
         row.update(workload=point.workload, policy=point.policy, stability=point.stability,
+                   on_demand_share="" if point.on_demand_share is None else point.on_demand_share,
                    slowdown_ci95_low=summary["slowdown_ci95"][0], slowdown_ci95_high=summary["slowdown_ci95"][1])
         rows.append(row)
         if on_point is not None:
             on_point(point, row)
     return rows
+
+
+def _figure(panels: int, width: float, height: float) -> tuple[Any, Any]:
+    """A matplotlib figure with ``panels`` axes in up to two columns (the Agg backend: no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(2, panels)
+    nrows = math.ceil(panels / cols)
+    return plt.subplots(nrows, cols, figsize=(width * cols, height * nrows), squeeze=False)
+
+
+def _save(fig: Any, axes: Any, panels: int, title: str, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    for ax in list(axes.flat)[panels:]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _share(row: dict[str, Any]) -> str:
+    """The row's on-demand share as a label ("" when the sweep had none; a CSV gives strings)."""
+    value = row.get("on_demand_share")
+    return "" if value is None or value == "" else f"{float(value):g}"
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
@@ -83,26 +143,21 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
 
     Hollow markers flag points where some runs failed (their slowdown is a lower bound).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     workloads = sorted({str(r["workload"]) for r in rows})
-    policies = sorted({str(r["policy"]) for r in rows})
-    cols = min(2, len(workloads))
-    nrows = math.ceil(len(workloads) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(6 * cols, 4.2 * nrows), squeeze=False)
+    # one line per policy, and per on-demand share when the sweep had them
+    lines = sorted({(str(r["policy"]), _share(r)) for r in rows}, key=lambda x: (x[0], float(x[1] or -1)))
+    fig, axes = _figure(len(workloads), 6.0, 4.2)
     for ax, workload in zip(axes.flat, workloads, strict=False):
-        for policy in policies:
+        for policy, share in lines:
             pts = sorted(
                 (float(r["stability"]), float(r["slowdown_mean"]), int(r["failed_runs"]))
                 for r in rows if r["workload"] == workload and r["policy"] == policy
+                and _share(r) == share
             )
             if not pts:
                 continue
             xs, ys, failed = zip(*pts, strict=True)
-            (line,) = ax.plot(xs, ys, marker="o", label=policy)
+            (line,) = ax.plot(xs, ys, marker="o", label=f"{policy}, {share}% on-demand" if share else policy)
             bad = [(x, y) for x, y, f in pts if f > 0]
             if bad:
                 ax.scatter(*zip(*bad, strict=True), s=90, facecolors="white", edgecolors=line.get_color(), zorder=3)
@@ -112,9 +167,36 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
         ax.set_title(workload)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    for ax in list(axes.flat)[len(workloads):]:
-        ax.set_visible(False)
-    fig.suptitle("Slowdown vs. VM stability (hollow = some runs failed)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(fig, axes, len(workloads), "Slowdown vs. VM stability (hollow = some runs failed)", path)
+
+
+def plot_cost(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    """Slowdown against USD per job, one panel per workload: a colour per policy, a marker per
+    on-demand share, one point per stability (the smaller the marker, the lower the stability)."""
+    import matplotlib.pyplot as plt
+
+    workloads = sorted({str(r["workload"]) for r in rows})
+    policies = sorted({str(r["policy"]) for r in rows})
+    shares = sorted({_share(r) for r in rows}, key=lambda x: float(x or -1))
+    stabs = sorted({float(r["stability"]) for r in rows})
+    markers = "osD^vP*X"
+    fig, axes = _figure(len(workloads), 6.5, 4.6)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, workload in zip(axes.flat, workloads, strict=False):
+        for pi, policy in enumerate(policies):
+            for si, share in enumerate(shares):
+                pts = [r for r in rows if r["workload"] == workload and r["policy"] == policy
+                       and _share(r) == share]
+                if not pts:
+                    continue
+                ax.scatter([float(r["cost_usd_mean"]) for r in pts], [float(r["slowdown_mean"]) for r in pts],
+                           s=[20 + 60 * stabs.index(float(r["stability"])) / max(1, len(stabs) - 1) for r in pts],
+                           marker=markers[si % len(markers)], color=colours[pi % len(colours)],
+                           label=f"{policy}, {share or 'as given'}{'% on-demand' if share else ''}")
+        ax.set_yscale("log")  # most points crowd near slowdown 1
+        ax.set_xlabel("USD per job (mean)")
+        ax.set_ylabel("slowdown vs. stable Spark")
+        ax.set_title(workload)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6, ncol=2)
+    _save(fig, axes, len(workloads), "Slowdown vs. $ per job (marker size grows with stability)", path)

@@ -2,17 +2,65 @@
 
 The world draws each VM's lifetime from the *true* lifetime model with a seeded
 ``numpy.random.Generator``; what the policy *believes* is separate (``TRConfig.lifetime``).
+
+A world is homogeneous (one lifetime model for every VM, the paper's setting) or made of
+*pools*: groups of VMs with their own true lifetime model, such as an on-demand core
+(``stable``) beside spot workers. An evicted VM is replaced within its own pool.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from cost_model.lifetimes import LifetimeModel, from_spec
 
 KNOWLEDGE = ("indeterministic", "deterministic")
+
+#: Pool name of every VM of a homogeneous world (``ExecutorAdded.pool``'s default).
+DEFAULT_POOL = "default"
+_POOL_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+@dataclass(frozen=True)
+class Pool:
+    """``count`` VMs named ``name`` whose lifetimes follow ``lifetime``.
+
+    ``lifetime`` is a ``cost_model.lifetimes.from_spec`` string (``stable``: never evicted), or
+    None to take the world's ``lifetime`` (what ``--stability`` / ``--stabilities`` set).
+    """
+
+    name: str
+    count: int
+    lifetime: str | None = None
+
+    def __post_init__(self) -> None:
+        if not _POOL_NAME.fullmatch(self.name):
+            raise ValueError(f"pool name {self.name!r} is not valid; allowed: letters, digits, '_', '-', '.'")
+        if self.count < 1:
+            raise ValueError(f"pool {self.name!r}: count must be >= 1, got {self.count}")
+        if self.lifetime is not None:
+            from_spec(self.lifetime)
+
+    def label(self) -> str:
+        return f"{self.name}={self.count}" + ("" if self.lifetime is None else f"@{self.lifetime}")
+
+
+def parse_pool(text: str) -> Pool:
+    """``NAME=COUNT[@SPEC]`` (e.g. ``spot=8@weibull:shape=0.6,scale=33``) as a :class:`Pool`."""
+    name, eq, rest = text.partition("=")
+    count, at, spec = rest.partition("@")
+    if not eq or not count.strip():
+        raise ValueError(f"{text!r} is not NAME=COUNT[@SPEC], e.g. ondemand=2@stable or spot=8")
+    try:
+        number = int(count)
+    except ValueError:
+        raise ValueError(f"{text!r}: COUNT must be an integer >= 1, got {count.strip()!r}") from None
+    if at and not spec.strip():
+        raise ValueError(f"{text!r}: a lifetime spec must follow '@'")
+    return Pool(name.strip(), number, spec.strip() if at else None)
 
 
 @dataclass(frozen=True)
@@ -47,6 +95,9 @@ class WorldSpec:
         Like ``spark.stage.maxConsecutiveAttempts`` (4 in Spark): a stage whose attempts fail this
         many times in a row (lost parent outputs) fails the job. None (default) = no limit, so
         slowdowns are measured rather than cut short, as in the paper's Figure 7.
+    pools : tuple of Pool
+        Empty (default): one pool, ``default``, of ``vms`` VMs with ``lifetime``. Else the VMs
+        of each pool in turn (their counts must add up to ``vms``).
     """
 
     vms: int = 100
@@ -62,6 +113,7 @@ class WorldSpec:
     max_slowdown: float = 20.0
     stall_seconds: float | None = None
     max_stage_attempts: int | None = None
+    pools: tuple[Pool, ...] = ()
 
     def __post_init__(self) -> None:
         if self.vms < 1 or self.cores < 1:
@@ -77,15 +129,52 @@ class WorldSpec:
             raise ValueError("replace_delay must be >= 0 seconds")
         if self.lifetime is not None:
             from_spec(self.lifetime)
+        if self.pools:
+            names = [p.name for p in self.pools]
+            if len(set(names)) < len(names):
+                raise ValueError(f"pool names must differ, got {', '.join(names)}")
+            if sum(p.count for p in self.pools) != self.vms:
+                raise ValueError(f"the pools hold {sum(p.count for p in self.pools)} VMs but vms is {self.vms}")
 
     def lifetime_model(self) -> LifetimeModel | None:
         return None if self.lifetime is None else from_spec(self.lifetime)
 
+    def pool_table(self) -> tuple[tuple[str, int, str | None], ...]:
+        """``(name, count, true lifetime spec or None = never evicted)`` of every pool, in VM order."""
+        if not self.pools:
+            return ((DEFAULT_POOL, self.vms, self.lifetime),)
+        return tuple((p.name, p.count, self.lifetime if p.lifetime is None else p.lifetime) for p in self.pools)
+
+    @staticmethod
+    def evictable(spec: str | None) -> bool:
+        """Can a VM with lifetime ``spec`` be evicted, :math:`S(\\infty) < 1`? (None and ``stable`` cannot.)"""
+        return spec is not None and float(from_spec(spec).sf(1e300)) < 1.0
+
+    def stable_pools(self) -> tuple[str, ...]:
+        """Names of the pools whose VMs are never evicted (the on-demand capacity)."""
+        return tuple(name for name, _, spec in self.pool_table() if self.pools and not self.evictable(spec))
+
+    def label(self) -> str | None:
+        """The true lifetimes in one line: the spec (None: no evictions), or ``pool=count@spec ...``."""
+        if not self.pools:
+            return self.lifetime
+        return " ".join(f"{name}={count}@{spec or 'stable'}" for name, count, spec in self.pool_table())
+
+    def default_belief(self) -> str | None:
+        """The one lifetime model a policy believes unless told otherwise.
+
+        A homogeneous world: its own. With pools: the model of the evictable pool with the most
+        VMs (the first such pool on a tie), since the engine holds a single model per job;
+        ``stable`` when no VM can be evicted.
+        """
+        if not self.pools:
+            return self.lifetime
+        evictable = [(count, -i, spec) for i, (_, count, spec) in enumerate(self.pool_table()) if self.evictable(spec)]
+        return max(evictable)[2] if evictable else "stable"
+
     def stable(self) -> WorldSpec:
         """The same cluster with no evictions (for the stable job time)."""
-        from dataclasses import replace
-
-        return replace(self, lifetime=None, notice=None)
+        return replace(self, lifetime=None, notice=None, pools=tuple(replace(p, lifetime="stable") for p in self.pools))
 
 
 class LifetimeSampler:

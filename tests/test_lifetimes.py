@@ -35,6 +35,7 @@ from cost_model.lifetimes import (
     LifetimeModel,
     LogNormal,
     Notice,
+    Stable,
     Weibull,
     from_spec,
     with_notice,
@@ -472,6 +473,7 @@ def test_every_spec_round_trips(model: LifetimeModel) -> None:
         ("bathtub:cap=43200,early_prob=0.3", Bathtub(early_prob=0.3, cap=43200.0)),
         ("empirical:durations=10;20;30,observed=1;1;0", Empirical([10.0, 20.0, 30.0], [1, 1, 0])),
         ("notice:deadline_age=120|weibull:shape=0.8,scale=3600", Notice(Weibull(0.8, 3600.0), 120.0)),
+        (" Stable ", Stable()),
     ],
 )
 def test_from_spec_builds_the_model(spec: str, expect: LifetimeModel) -> None:
@@ -501,6 +503,7 @@ def test_from_spec_builds_the_model(spec: str, expect: LifetimeModel) -> None:
         ("notice:deadline_age=10|weibull:shape=1", "needs parameter.*scale"),
         ("empirical:durations=10;x", "'durations' must be a number"),
         ("bathtub:late_prob=1", "'late_prob' must be a probability in \\[0, 1\\)"),
+        ("stable:mean=60", "unknown parameter 'mean' for stable"),
     ],
 )
 def test_from_spec_errors_are_clear(spec: str, message: str) -> None:
@@ -509,22 +512,24 @@ def test_from_spec_errors_are_clear(spec: str, message: str) -> None:
 
 
 # ---- properties ----------------------------------------------------------------------------------
+# The stable law never fails, so the contract tests that need failures (MODELS) leave it out.
+PROPERTY_MODELS: dict[str, Callable[[], LifetimeModel]] = {**MODELS, "stable": Stable}
 times = hs.floats(min_value=0.0, max_value=2e5, allow_nan=False)
 
 
 @settings(max_examples=60, deadline=None)
-@given(name=hs.sampled_from(sorted(MODELS)), points=hs.lists(times, min_size=2, max_size=20))
+@given(name=hs.sampled_from(sorted(PROPERTY_MODELS)), points=hs.lists(times, min_size=2, max_size=20))
 def test_sf_is_monotone(name: str, points: list[float]) -> None:
-    m = MODELS[name]()
+    m = PROPERTY_MODELS[name]()
     t = np.sort(np.array(points))
     s = m.sf(t)
     assert np.all(np.diff(s) <= 0.0) and np.all((s >= 0.0) & (s <= 1.0))
 
 
 @settings(max_examples=80, deadline=None)
-@given(name=hs.sampled_from(sorted(MODELS)), age=times, cuts=hs.lists(times, min_size=3, max_size=3))
+@given(name=hs.sampled_from(sorted(PROPERTY_MODELS)), age=times, cuts=hs.lists(times, min_size=3, max_size=3))
 def test_prob_fail_is_a_probability_and_additive(name: str, age: float, cuts: list[float]) -> None:
-    m = MODELS[name]()
+    m = PROPERTY_MODELS[name]()
     a, b, c = sorted(cuts)
     p_ab, p_bc, p_ac = (float(m.prob_fail(age, lo, hi)) for lo, hi in [(a, b), (b, c), (a, c)])
     assert 0.0 <= p_ab <= 1.0 and 0.0 <= p_ac <= 1.0
@@ -532,3 +537,36 @@ def test_prob_fail_is_a_probability_and_additive(name: str, age: float, cuts: li
     e_ab, e_ac = float(m.expected_lifetime(age, a, b)), float(m.expected_lifetime(age, a, c))
     assert -1e-9 <= e_ab <= (b - a) * (1.0 + 1e-9) + 1e-9
     assert e_ab <= e_ac * (1.0 + 1e-4) + 1e-9  # monotone in the window, up to the quadrature's 1e-4
+
+
+# ---- the stable law: capacity that is never taken away --------------------------------------------
+EXTREMES = np.array([0.0, 1e-12, 1.0, 3600.0, 1e12])
+
+
+def test_stable_never_fails_at_any_age_or_horizon() -> None:
+    m = from_spec("stable")
+    ages = EXTREMES[:, None]
+    np.testing.assert_array_equal(m.sf(EXTREMES), 1.0)
+    np.testing.assert_array_equal(m.cdf(EXTREMES), 0.0)
+    np.testing.assert_array_equal(m.pdf(EXTREMES), 0.0)
+    np.testing.assert_array_equal(m.hazard(EXTREMES), 0.0)
+    np.testing.assert_array_equal(m.cumulative_hazard(EXTREMES), 0.0)
+    np.testing.assert_array_equal(m.cond_sf(ages, EXTREMES), 1.0)
+    np.testing.assert_array_equal(m.cond_pdf(ages, EXTREMES), 0.0)
+    np.testing.assert_array_equal(m.prob_fail(ages, 0.0, EXTREMES), 0.0)
+    np.testing.assert_array_equal(m.cell_fail_probs(EXTREMES, np.geomspace(1e-12, 1e12, 9)), 0.0)
+
+
+def test_stable_lives_through_every_window() -> None:
+    m = Stable()
+    # the whole window is lived: E_tau(a, b) = b - a, whatever the age
+    np.testing.assert_array_equal(m.expected_lifetime([[0.0], [1e12]], [0.0, 5.0, 1e-12], [60.0, 5.0, 1e12]),
+                                  [[60.0, 0.0, 1e12 - 1e-12]] * 2)
+    assert m.mean() == math.inf and m.upper == math.inf
+    np.testing.assert_array_equal(m.mean_residual_life(EXTREMES), math.inf)
+    np.testing.assert_array_equal(m.cond_ppf(300.0, [0.0, 1e-9, 0.5, 1.0]), [0.0, math.inf, math.inf, math.inf])
+    draws = m.sample(1000, np.random.default_rng(SEED))
+    assert draws.shape == (1000,) and np.all(draws == math.inf)
+    assert m.spec() == "stable" and type(from_spec(m.spec())) is Stable
+    with pytest.raises(ValueError, match="'q'"):
+        m.cond_ppf(0.0, 1.5)

@@ -9,6 +9,7 @@ from .exponential import Exponential
 from .lognormal import LogNormal
 from .notice import Notice, with_notice
 from .spec import from_spec
+from .stable import Stable
 from .weibull import Weibull
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "LifetimeModel",
     "LogNormal",
     "Notice",
+    "Stable",
     "Weibull",
     "from_spec",
     "with_notice",

@@ -16,6 +16,7 @@ Models and their parameters (seconds unless stated):
 * ``bathtub[:early_prob=…,early_mean=…,mid_rate=…,late_prob=…,late_scale=…,cap=…]`` (all optional)
 * ``empirical:durations=d1;d2;…[,observed=1;0;…]`` -- inline data only: ``cost_model`` does no
   I/O, so reading lifetime history files is the caller's job (then use :class:`Empirical` directly).
+* ``stable`` -- never evicted (on-demand or reserved capacity)
 * ``notice:deadline_age=…|<spec of the base model>``
 
 Every model's ``spec()`` output parses back to an equal model.
@@ -33,6 +34,7 @@ from .empirical import Empirical
 from .exponential import Exponential
 from .lognormal import LogNormal
 from .notice import Notice
+from .stable import Stable
 from .weibull import Weibull
 
 _REGISTRY: dict[str, Callable[..., LifetimeModel]] = {
@@ -42,6 +44,7 @@ _REGISTRY: dict[str, Callable[..., LifetimeModel]] = {
     "deterministic": Deterministic,
     "bathtub": Bathtub,
     "empirical": Empirical,
+    "stable": Stable,
 }
 
 _Value = float | list[float]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from cost_model.lifetimes import from_spec
 from trspark.engine.baselines import AlwaysPolicy, IntervalPolicy, NeverPolicy, StagePolicy
 from trspark.engine.interface import Policy
+from trspark.engine.pool_baselines import ON_DEMAND_POOLS, EFMPolicy, PadoPolicy
 from trspark.engine.settings import TRConfig
 
 
@@ -45,12 +46,24 @@ POLICIES: dict[str, Callable[[TRConfig], Policy]] = {
 }
 
 
+# name -> factory(config, on-demand pool names): the baselines that tell stable capacity apart.
+POOL_POLICIES: dict[str, Callable[[TRConfig, Collection[str]], Policy]] = {
+    "efm": lambda config, pools: EFMPolicy(pools),
+    "pado": lambda config, pools: PadoPolicy(pools),
+}
+
+
 def policy_names() -> list[str]:
-    return sorted(POLICIES)
+    return sorted(POLICIES.keys() | POOL_POLICIES.keys())
 
 
-def make_policy(name: str, config: TRConfig | None = None) -> Policy:
-    """Build the policy ``name`` (``never``, ``always``, ...) configured by ``config``."""
+def make_policy(name: str, config: TRConfig | None = None, on_demand_pools: Collection[str] = ON_DEMAND_POOLS) -> Policy:
+    """Build the policy ``name`` (``never``, ``always``, ...) configured by ``config``.
+
+    ``on_demand_pools`` names the pools of stable executors, for the policies that need it.
+    """
+    if name in POOL_POLICIES:
+        return POOL_POLICIES[name](config or TRConfig(), on_demand_pools)
     try:
         factory = POLICIES[name]
     except KeyError:

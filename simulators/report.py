@@ -1,0 +1,85 @@
+"""What ``trspark simulate`` and ``whatif`` print: the summary table, JSON, and the money options.
+
+Kept apart from :mod:`simulators.cli` (the commands and their input checks) so each stays short.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+F = Callable[..., Any]
+
+
+def money_options(f: F) -> F:
+    """Prices for the VM-hours and $ per job columns (defaults and sources: simulators.pricing)."""
+    from simulators import pricing
+
+    options = [
+        click.option("--price", "prices", multiple=True, metavar="POOL=USD_PER_VM_HOUR",
+                     help=f"Price of a pool's VM-hour, repeatable (defaults: {pricing.ON_DEMAND_USD_PER_HOUR} for a "
+                          f"pool that is never evicted, AWS m5.xlarge on-demand; {pricing.SPOT_USD_PER_HOUR} for "
+                          "any other pool, a typical spot price of the same VM; the homogeneous world's pool is "
+                          "'default')."),
+        click.option("--remote-gb-price", type=float, default=pricing.REMOTE_USD_PER_GB, show_default=True,
+                     help="USD per GB written to the remote store (S3 charges no ingress)."),
+        click.option("--remote-request-price", type=float, default=pricing.REMOTE_USD_PER_1K_REQUESTS,
+                     show_default=True, help="USD per 1,000 requests to the remote store (S3 Standard PUT)."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+_TABLE = (
+    ("slowdown (mean)", "slowdown_mean", "{:.3f}"),
+    ("slowdown p50", "slowdown_p50", "{:.3f}"),
+    ("slowdown p95", "slowdown_p95", "{:.3f}"),
+    ("slowdown 95% CI", "slowdown_ci95", "[{0[0]:.3f}, {0[1]:.3f}]"),
+    ("job time (s, mean)", "job_time_mean", "{:.2f}"),
+    ("stable job time (s)", "stable_job_time", "{:.2f}"),
+    ("recomputed tasks", "recomputed_tasks_mean", "{:.1f}"),
+    ("backups local", "backups_local_mean", "{:.1f}"),
+    ("backups remote", "backups_remote_mean", "{:.1f}"),
+    ("backup GB local", "backup_bytes_local_mean", "{:.3g}"),
+    ("backup GB remote", "backup_bytes_remote_mean", "{:.3g}"),
+    ("evictions", "evictions_mean", "{:.1f}"),
+    ("VM-hours", "vm_hours_mean", "{:.3f}"),
+    ("GB copied", "bytes_copied_mean", "{:.3g}"),
+    ("$ per job", "cost_usd_mean", "{:.4f}"),
+    ("safety-belt firings", "safety_belt_firings_mean", "{:.2f}"),
+    ("failed runs", "failed_runs", "{}"),
+    ("runs", "runs", "{}"),
+)
+
+
+def print_table(summaries: list[dict[str, Any]], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("metric")
+    for s in summaries:
+        table.add_column(str(s["policy"]), justify="right")
+    for label, key, fmt in _TABLE:
+        cells = []
+        for s in summaries:
+            value = s[key]
+            if key.startswith("backup_bytes") or key == "bytes_copied_mean":
+                value = value / 1e9
+            cells.append(fmt.format(value))
+        table.add_row(label, *cells)
+    Console().print(table)
+
+
+def public_summary(summary: dict[str, Any], rows: bool) -> dict[str, Any]:
+    return summary if rows else {k: v for k, v in summary.items() if k != "rows"}
+
+
+def with_money(summary: dict[str, Any], world: Any, prices: Any) -> dict[str, Any]:
+    """``summary`` plus VM-hours, bytes copied and USD per job (:mod:`simulators.pricing`)."""
+    from simulators.pricing import money_summary
+
+    return {**summary, **money_summary(summary["rows"], world, prices)}
