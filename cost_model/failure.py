@@ -67,7 +67,7 @@ class FailureTable:
             self.cdf[slots] = cond_cdf(model, self._ages[slots], edges)
         self.cdf_padded = np.vstack((self.cdf, np.ones(edges.size)))
 
-    def cdf_interpolated(self, times: FloatArray, slots: Sequence[int]) -> FloatArray:
+    def cdf_interpolated(self, times: FloatArray, slots: Sequence[int] | NDArray[np.int64]) -> FloatArray:
         """:math:`F_e(t)` for continuous laws interpolated linearly between grid edges; exact otherwise.
 
         Free of model calls. Second-order accurate (error :math:`\\le h^2 \\max|F''| / 8` for a cell of
@@ -93,7 +93,7 @@ class FailureTable:
             out[exact] = self.cdf_at(times, picked[exact].tolist())
         return np.asarray(out)
 
-    def cdf_at(self, times: FloatArray, slots: Sequence[int] | None = None) -> FloatArray:
+    def cdf_at(self, times: FloatArray, slots: Sequence[int] | NDArray[np.int64] | None = None) -> FloatArray:
         """:math:`F_e(t) = 1 - S_{\\tau_e}(t)` at arbitrary ``times`` (s from now), exact for point masses.
 
         Its differences are exactly :meth:`LifetimeModel.cell_fail_probs`. Rows: ``slots`` in order, or every
