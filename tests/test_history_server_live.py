@@ -13,29 +13,17 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_shim_live import wait_for
 
 pytestmark = pytest.mark.spark
 
 FIXTURE = Path(__file__).parent / "fixtures" / "observability"
-TIMEOUT = 150.0
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = TIMEOUT, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def free_port() -> int:
@@ -69,7 +57,7 @@ def test_history_server_replays_a_log_with_trspark_events(tmp_path: Path) -> Non
                                   env=env, stdout=sink, stderr=subprocess.STDOUT)
     try:
         base = f"http://127.0.0.1:{port}/api/v1/applications"
-        apps = wait_for(lambda: get(base), what="the History Server to list the application")
+        apps = wait_for(lambda: get(base), timeout=240, what="the History Server to list the application")
         assert [a["id"] for a in apps] == [app_id]
         assert apps[0]["attempts"][0]["completed"] is True
         jobs = wait_for(lambda: get(f"{base}/{app_id}/jobs"), what="the application's jobs")

@@ -14,21 +14,19 @@ import glob
 import os
 import re
 import shutil
-import signal
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_shim_live import EXECUTORS, TIMEOUT, Cluster, wait_for
 
 import trspark
 
 pytestmark = pytest.mark.spark
 
-EXECUTORS = 3
-TIMEOUT = 150.0  # the shared machine is often heavily loaded
 ROWS = 40_000
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
@@ -40,40 +38,18 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 PROM_LINE = re.compile(r"^metrics_\w+?_driver_trspark_(\w+?)_(Value|Count)\{type=\"(\w+)\"\} (\S+)$")
 
 
-def wait_for(condition: Callable[[], Any], timeout: float = TIMEOUT, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
-class App:
+class App(Cluster):
     """The session, its event-log directory and the kills done to it."""
 
-    def __init__(self, spark: Any, log_dir: Path) -> None:
-        self.spark = spark
-        self.sc = spark.sparkContext
+    def __init__(self, spark: Any, root: Path, log_dir: Path) -> None:
+        super().__init__(spark, root)
         self.log_dir = log_dir
-        self.status = self.sc._jvm.org.apache.spark.trspark.TRStatus
         self.kills: list[str] = []
         self.stopped = False
 
-    def alive(self) -> set[str]:
-        ids = self.sc._jsc.sc().getExecutorIds()
-        return {str(ids.apply(i)) for i in range(ids.size())}
-
     def kill(self, executor_id: str) -> None:
-        from trspark.chaos import find_executors
-
-        driver = int(self.sc._jvm.java.lang.ProcessHandle.current().pid())
-        pids = [e.pid for e in find_executors(driver) if e.executor_id == executor_id]
-        assert pids, f"no process for executor {executor_id}"
-        os.kill(pids[0], signal.SIGKILL)
         self.kills.append(executor_id)
-        wait_for(lambda: executor_id not in self.alive(), what=f"executor {executor_id} to be removed")
+        super().kill(executor_id)
 
     def prometheus_text(self) -> str:
         """The trspark lines of the driver's ``/metrics/prometheus``."""
@@ -125,11 +101,7 @@ def round_with_kill(app: App, mode: str, targets: str, tag: str) -> None:
         wait_for(lambda: trspark.status(app.spark)["backups_finished"] - before >= 6, what=f"{tag} backups")
     tracker = app.sc.statusTracker()
     stage = min(s for j in tracker.getJobIdsForGroup(tag) for s in tracker.getJobInfo(j).stageIds)
-    url = f"{app.sc.uiWebUrl}/api/v1/applications/{app.sc.applicationId}/stages/{stage}/0/taskList?length=100"
-    import json
-
-    with urllib.request.urlopen(url, timeout=TIMEOUT) as response:
-        writers = sorted({t["executorId"] for t in json.load(response) if t["status"] == "SUCCESS"})
+    writers = sorted({t["executorId"] for t in app.map_tasks(stage)})
     app.kill(writers[0])
     assert dict(rdd.collect()) == expected
     app.sc.setJobGroup("", "")
@@ -160,7 +132,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
         .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )
-    app = App(spark, log_dir)
+    app = App(spark, root, log_dir)
     try:
         round_with_kill(app, "always", "remote", "remote")
         round_with_kill(app, "always", "local", "peers")
