@@ -39,8 +39,8 @@ def command_line(process: psutil.Process) -> str:
 def test_engine_latency_decisions_and_fallback_show_in_the_metrics(tmp_path: Path) -> None:
     from pyspark.sql import SparkSession
 
+    from trspark.live.shim import jar_path
     from trspark.reporting.eventlog import read_events
-    from trspark.shim import jar_path
 
     spark = (
         SparkSession.builder.master("local-trcluster[3,1,1024]")
@@ -72,7 +72,7 @@ def test_engine_latency_decisions_and_fallback_show_in_the_metrics(tmp_path: Pat
         assert 'id="trspark-engine_decisions"' in page and "Engine decision latency" in page
 
         driver = psutil.Process(int(sc._jvm.java.lang.ProcessHandle.current().pid()))
-        engines = [p for p in driver.children(recursive=True) if "trspark.engine" in command_line(p)]
+        engines = [p for p in driver.children(recursive=True) if "trspark.live" in command_line(p)]
         assert len(engines) == 1
         engines[0].kill()
         wait_for(lambda: scrape(sc)["engine_fallback"] == 1, what="the fallback gauge")

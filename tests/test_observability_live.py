@@ -111,7 +111,7 @@ def round_with_kill(app: App, mode: str, targets: str, tag: str) -> None:
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
     from pyspark.sql import SparkSession
 
-    from trspark.shim import jar_path
+    from trspark.live.shim import jar_path
 
     root = tmp_path_factory.mktemp("backups")
     log_dir = tmp_path_factory.mktemp("eventlog")
