@@ -14,19 +14,12 @@ from pathlib import Path
 
 import psutil
 import pytest
-from test_observability_live import PROM_LINE
+from test_observability_live import prometheus
 from test_shim_live import TIMEOUT, wait_for
 
 import trspark
 
 pytestmark = pytest.mark.spark
-
-
-def scrape(sc: object) -> dict[str, float]:
-    with urllib.request.urlopen(f"{sc.uiWebUrl}/metrics/prometheus", timeout=TIMEOUT) as response:  # type: ignore[attr-defined]
-        lines = response.read().decode().splitlines()
-    return {(m.group(1) if m.group(2) == "Value" else m.group(1) + "_count"): float(m.group(4))
-            for line in lines if (m := PROM_LINE.match(line))}
 
 
 def command_line(process: psutil.Process) -> str:
@@ -65,7 +58,7 @@ def test_engine_latency_decisions_and_fallback_show_in_the_metrics(tmp_path: Pat
         rdd = sc.parallelize(range(20_000), 6).map(lambda x: (x % 53, x)).reduceByKey(lambda a, b: a + b, 3)
         assert len(rdd.collect()) == 53
         wait_for(lambda: trspark.status(spark)["engine_decisions"] > 0, what="acknowledged engine events")
-        metrics = scrape(sc)
+        metrics = prometheus(sc.uiWebUrl)
         assert metrics["engine_decision_latency_us_count"] > 0
         assert metrics["engine_fallback"] == 0
         page = urllib.request.urlopen(f"{sc.uiWebUrl}/trspark/", timeout=TIMEOUT).read().decode()
@@ -75,7 +68,7 @@ def test_engine_latency_decisions_and_fallback_show_in_the_metrics(tmp_path: Pat
         engines = [p for p in driver.children(recursive=True) if "trspark.live" in command_line(p)]
         assert len(engines) == 1
         engines[0].kill()
-        wait_for(lambda: scrape(sc)["engine_fallback"] == 1, what="the fallback gauge")
+        wait_for(lambda: prometheus(sc.uiWebUrl)["engine_fallback"] == 1, what="the fallback gauge")
         assert trspark.status(spark)["engine_fallback"] == 1
     finally:
         spark.stop()

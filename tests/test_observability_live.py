@@ -38,6 +38,23 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 PROM_LINE = re.compile(r"^metrics_\w+?_driver_trspark_(\w+?)_(Value|Count)\{type=\"(\w+)\"\} (\S+)$")
 
 
+def prometheus_text(ui_url: str) -> str:
+    """The trspark lines of the driver's ``/metrics/prometheus``."""
+    with urllib.request.urlopen(f"{ui_url}/metrics/prometheus", timeout=TIMEOUT) as response:
+        text = response.read().decode()
+    return "".join(line + "\n" for line in text.splitlines() if "_driver_trspark_" in line)
+
+
+def prometheus(ui_url: str) -> dict[str, float]:
+    """trspark's gauges by metric name, and each histogram's count as ``<name>_count``."""
+    out = {}
+    for line in prometheus_text(ui_url).splitlines():
+        if m := PROM_LINE.match(line):
+            name, kind, _, value = m.groups()
+            out[name if kind == "Value" else f"{name}_count"] = float(value)
+    return out
+
+
 class App(Cluster):
     """The session, its event-log directory and the kills done to it."""
 
@@ -52,18 +69,10 @@ class App(Cluster):
         super().kill(executor_id)
 
     def prometheus_text(self) -> str:
-        """The trspark lines of the driver's ``/metrics/prometheus``."""
-        with urllib.request.urlopen(f"{self.sc.uiWebUrl}/metrics/prometheus", timeout=TIMEOUT) as response:
-            text = response.read().decode()
-        return "".join(line + "\n" for line in text.splitlines() if "_driver_trspark_" in line)
+        return prometheus_text(self.sc.uiWebUrl)
 
     def prometheus(self) -> dict[str, float]:
-        out = {}
-        for line in self.prometheus_text().splitlines():
-            if m := PROM_LINE.match(line):
-                name, kind, _, value = m.groups()
-                out[name if kind == "Value" else f"{name}_count"] = float(value)
-        return out
+        return prometheus(self.sc.uiWebUrl)
 
     def settled(self) -> dict[str, int]:
         """The counters once two reads a second apart agree (backups finish after their job)."""
