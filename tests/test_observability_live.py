@@ -174,6 +174,15 @@ def test_prometheus_shows_every_trspark_metric_with_the_driver_values(app: App) 
     assert counters["engine_fallback"] == 0
     assert counters["safety_belt"] == 1 and counters["executors_drained"] == 1
     assert int(app.status.stat("backups_done")) == counters["backups_finished"]
+    assert counters["backups_to_peers"] + counters["backups_to_remote"] == counters["backups_finished"]
+    # The TPC-DS bench's CSV columns come from the same metrics.
+    from jobs.tpcds.metrics import plugin_counters, plugin_fell_back
+
+    assert plugin_counters(app.sc) == {
+        "backups_count": counters["backups_finished"], "backups_local": counters["backups_to_peers"],
+        "backups_remote": counters["backups_to_remote"],
+        "backups_bytes": counters["bytes_to_peers"] + counters["bytes_to_remote"]}
+    assert plugin_fell_back(app.sc) is False
 
 
 def test_the_ui_tab_shows_the_metrics_in_a_headless_browser(app: App, tmp_path: Path) -> None:

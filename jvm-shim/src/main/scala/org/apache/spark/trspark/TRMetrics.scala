@@ -123,6 +123,8 @@ object TRMetrics {
     ("backups_finished", "backups_done", "backups committed (remote ones verified)"),
     ("backups_failed", "backups_failed", "backups that ended without a copy"),
     ("backups_cancelled", "backups_cancelled", "copies in flight cancelled (by the policy or a newer output)"),
+    ("backups_to_peers", "backups_local", "committed copies on peer executors"),
+    ("backups_to_remote", "backups_remote", "committed copies in the remote store"),
     ("bytes_to_peers", "backups_bytes_local", "bytes copied to peer executors"),
     ("bytes_to_remote", "backups_bytes_remote", "bytes copied to the remote store"),
     ("outputs_restored", "outputs_repointed", "lost map outputs re-pointed to a backup"),
