@@ -8,7 +8,7 @@ AZURITE := $(TOOLS)/node_modules/.bin/azurite-blob
 # unit tests against the newest versions pyproject.toml allows, in a fresh venv, to see new releases early.
 LATEST_VENV := build/latest-venv
 
-.PHONY: setup demo test lint azurite constraints test-latest
+.PHONY: setup demo test lint azurite browser constraints test-latest
 setup:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[dev]"
 	$(PYTHON) -m trspark jar-path  # builds the plugin jar only when its sources changed
@@ -19,6 +19,14 @@ $(AZURITE):
 
 azurite: $(AZURITE)
 
+# Headless Chromium for the Spark UI tab test (Debian package; about a minute). Where it cannot
+# be installed (not root, no apt-get) the test skips and says why.
+browser:
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; \
+	else echo "chromium is missing and cannot be installed here: the UI tab test will be skipped"; fi
+
 demo: setup
 	$(PYTHON) -m trspark demo
 
@@ -27,7 +35,7 @@ lint:
 	$(PYTHON) -m mypy cost_model trspark simulators
 	lint-imports  # the architecture contracts in pyproject.toml
 
-test: setup azurite lint
+test: setup azurite browser lint
 	TRSPARK_AZURITE=$(abspath $(AZURITE)) $(PYTHON) -m pytest -q
 
 constraints:

@@ -56,6 +56,8 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     "duplicates_launched" -> 0L, "duplicates_killed" -> 0L, "executors_released" -> 0L, "internal_errors" -> 0L)
   /** Executors let go on the engine's `ReleaseExecutor` (their loss is reported as `released`). */
   private val released = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
+  /** Metrics, event-log records and the UI tab (TRMetrics.scala). */
+  val obs = new TRObserver(this)
 
   /** True when `executorId` left because the engine released it (see the `ReleaseExecutor` command). */
   def wasReleased(executorId: String): Boolean = released.contains(executorId)
@@ -85,6 +87,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     throttle = conf.throttleBytesPerS
     if (conf.backupsEnabled) sc.addSparkListener(new TRListener(this, sc))
     TRDriverPlugin.active = Some(this)
+    obs.bind(sc)
     logInfo(s"trspark: mode=${conf.mode} targets=${conf.targets} remote=${conf.remotePath}")
     // Every key and value (and the history store) checked by the Python side, awaited in registerMetrics.
     confCheck = Some(ConfCheck.start(enginePython, settingsJson(None)))
@@ -96,6 +99,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     confCheck.foreach(_.await()) // throws on a bad setting: SparkContext creation fails, no job runs
     confCheck = None
     remote = new RemoteBackups(conf.remotePath, appId, SparkHadoopUtil.get.newConfiguration(sc.conf))
+    obs.start()
     if (conf.backupsEnabled && conf.usesEngine) bridge = Some(startEngine(appId))
     val period = (conf.periodS * 1000).toLong
     if (conf.backupsEnabled) clock.scheduleAtFixedRate(() => tick(), period, period, TimeUnit.MILLISECONDS)
@@ -154,6 +158,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   /** An executor got a termination notice: its lifetime is now known (engine clock: s since app start). */
   private def noticed(n: TerminationNotice): Unit = {
     synchronized(stats("notices") += 1)
+    obs.post(TRNotice(System.currentTimeMillis(), n.executorId, n.deadlineEpochMillis, n.source))
     logInfo(s"trspark: executor ${n.executorId} ends at ${java.time.Instant.ofEpochMilli(n.deadlineEpochMillis)} (${n.source})")
     emit(event("ExecutorNotice").put("executor_id", n.executorId)
       .put("deadline", (n.deadlineEpochMillis - sc.startTime) / 1000.0))
@@ -205,6 +210,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     val queue = work.getOrElse(executorId, mutable.Queue.empty)
     val tasks = (0 until math.min(capacity, queue.size)).map(_ => queue.dequeue())
     if (tasks.nonEmpty) running.getOrElseUpdate(executorId, mutable.Set.empty) ++= tasks
+    count("backups_started", tasks.size.toLong)
     Work(tasks, cancels.remove(executorId).map(_.toSeq).getOrElse(Nil),
       peerDeletes.remove(executorId).map(_.toSeq).getOrElse(Nil))
   }
@@ -239,7 +245,10 @@ class TRDriverPlugin extends DriverPlugin with Logging {
       }
     }
     if (current.isEmpty && task.target == Target.Remote) remote.delete(task.shuffleId, task.mapId)
-    current.foreach { _ =>
+    current.foreach { record =>
+      count(if (task.target == Target.Remote) "backups_bytes_remote" else "backups_bytes_local", done.bytes)
+      obs.post(TRBackup(System.currentTimeMillis(), task.shuffleId, task.mapIndex, task.mapId, record.source,
+        task.target, done.bytes, done.seconds))
       emit(event("BlockBackedUp").put("shuffle_id", task.shuffleId).put("map_index", task.mapIndex)
         .put("target", task.target).put("bytes", done.bytes).put("seconds", done.seconds))
     }
@@ -249,6 +258,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   private def backupFailed(task: BackupTask, source: String, reason: String, sourceMissing: Boolean): Unit = {
     synchronized {
       stats("backups_failed") += 1
+      obs.post(TRBackupFailed(System.currentTimeMillis(), task.shuffleId, task.mapIndex, task.target, reason))
       ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId).foreach { record =>
         if (task.target == Target.Remote) record.remote = CopyState.None else record.peers.remove(task.target)
       }
@@ -273,8 +283,10 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   }
 
   /** Forget handed-out backups of this output (cancelled): the executor drops them without a report. */
-  private def forgetRunning(record: OutputRecord): Unit =
+  private def forgetRunning(record: OutputRecord): Unit = {
+    count("backups_cancelled")
     running.get(record.source).foreach(_.filterInPlace(t => !(t.shuffleId == record.shuffleId && t.mapId == record.mapId)))
+  }
 
   /** Have the peers holding finished copies of `record` delete them (on their next poll). */
   private def deletePeerCopies(record: OutputRecord): Unit =
@@ -300,23 +312,24 @@ class TRDriverPlugin extends DriverPlugin with Logging {
       // A fetch failure loses the executor's outputs (Spark unregisters them all), not the executor.
       val firstTime = dead && deadExecutors.add(executorId)
       if (dead) abandonBackups(executorId)
-      var moved = 0
+      val moved = mutable.Buffer.empty[Long]
       val lost = mutable.Buffer.empty[OutputRecord]
       for (record <- ledger.touching(executorId)) {
         if (dead) record.peers.remove(executorId)
         if (TRDriverPlugin.isOn(tracker, record, executorId)) survivor(record, executorId) match {
           case Some(bm) =>
             tracker.updateMapOutput(record.shuffleId, record.mapId, bm)
-            moved += 1
+            moved += record.mapId
           case None => if (firstTime) lost += record
         }
       }
-      stats("outputs_repointed") += moved
+      stats("outputs_repointed") += moved.size
       stats("outputs_lost") += lost.size
-      (moved, lost.toSeq)
+      (moved.toSeq, lost.toSeq)
     }
-    if (repointed > 0 || lost.nonEmpty) {
-      logInfo(s"trspark: $why on executor $executorId: re-pointed $repointed map outputs to backups, " +
+    if (repointed.nonEmpty || lost.nonEmpty) {
+      obs.post(TRRestore(System.currentTimeMillis(), executorId, why, repointed, lost.map(_.mapId)))
+      logInfo(s"trspark: $why on executor $executorId: re-pointed ${repointed.size} map outputs to backups, " +
         s"${lost.size} without backup will be recomputed")
     }
     lost.foreach(r => emit(event("BlockLost").put("shuffle_id", r.shuffleId).put("map_index", r.mapIndex)))
@@ -333,6 +346,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
 
   /** Forget a superseded output's copies (a re-run replaced it). */
   private def dropCopies(record: OutputRecord): Unit = {
+    count("maps_rerun")
     if (record.remote != CopyState.None) verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
     if (record.busy) {
       cancels.getOrElseUpdate(record.source, mutable.Buffer.empty) += ((record.shuffleId, record.mapId))
@@ -361,7 +375,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
 
   private def startEngine(appId: String): EngineBridge = {
     val b = new EngineBridge(enginePython, settingsJson(Some(appId)), conf.engineTimeoutS,
-      command, reason => fallBack(s"policy engine unavailable ($reason)", None))
+      node => { obs.command(node); command(node) }, reason => fallBack(s"policy engine unavailable ($reason)", None), obs.acked)
     b.start()
     b
   }
@@ -376,6 +390,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
       val message = s"trspark: $cause; falling back to always-checkpoint " +
         s"(every map output to ${if (conf.targets == "local") "a peer" else conf.remotePath}) for the rest of this application"
       error.fold(logWarning(message))(logWarning(message, _))
+      obs.post(TRFallback(System.currentTimeMillis(), cause))
       synchronized(ledger.all.filter(r => !r.hasCopy && !r.busy).foreach(backupBuiltin))
       // No engine keeps the hints current any more: Spark's own placement from now on.
       sc.taskScheduler match {
@@ -521,7 +536,11 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   // Test hooks (py4j): counters, the current mode, and the built-in policy's knobs.
   def stat(name: String): Long = synchronized(stats.getOrElse(name, 0L))
   /** Apply one engine command given as its JSON line (tests drive commands without an engine). */
-  def applyCommand(line: String): Unit = command(Json.parse(line))
+  def applyCommand(line: String): Unit = {
+    val node = Json.parse(line)
+    obs.command(node)
+    command(node)
+  }
   @volatile private var throttle = 0.0
   /** Switch the built-in policy at run time (tests): `never` | `always`, targets, bytes/s cap. */
   def setBuiltin(mode: String, targets: String, throttleBytesPerS: Double): Unit = synchronized {

@@ -32,13 +32,16 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
     if (!id.isDriver && id.executorId != "fallback") plugin.executorAdded(id.executorId, id)
   }
 
-  override def onExecutorAdded(added: SparkListenerExecutorAdded): Unit = guarded(plugin.emit(
-    ev("ExecutorAdded").put("executor_id", added.executorId).put("host", added.executorInfo.executorHost)
-      .put("cores", added.executorInfo.totalCores).put("pool", pool)))
+  override def onExecutorAdded(added: SparkListenerExecutorAdded): Unit = guarded {
+    plugin.obs.post(TRExecutorStarted(added.time, added.executorId, added.executorInfo.executorHost, pool))
+    plugin.emit(ev("ExecutorAdded").put("executor_id", added.executorId).put("host", added.executorInfo.executorHost)
+      .put("cores", added.executorInfo.totalCores).put("pool", pool))
+  }
 
   override def onExecutorRemoved(removed: SparkListenerExecutorRemoved): Unit = guarded {
     val reason = if (plugin.wasReleased(removed.executorId)) "released" else TRListener.lossKind(removed.reason)
     plugin.emit(ev("ExecutorLost").put("executor_id", removed.executorId).put("reason", reason))
+    plugin.obs.post(TRExecutorEnded(removed.time, removed.executorId, reason))
     plugin.outputsLost(removed.executorId, "executor lost", dead = true)
   }
 
