@@ -59,14 +59,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from trspark.engine.baselines import AlwaysPolicy, NeverPolicy
-from trspark.engine.interface import Policy
-from trspark.engine.placement import gamma_hints
-from trspark.engine.protocol import (
+from trspark.engine.commands import Backup, Command
+from trspark.engine.events import (
     REMOTE,
-    Backup,
     BackupFailed,
     BlockBackedUp,
-    Command,
     Event,
     ExecutorAdded,
     ExecutorLost,
@@ -76,6 +73,8 @@ from trspark.engine.protocol import (
     TaskEnded,
     TaskStarted,
 )
+from trspark.engine.interface import Policy
+from trspark.engine.placement import gamma_hints
 from trspark.engine.settings import TRConfig
 
 Block = tuple[int, int]

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from trspark.engine.protocol import (
-    Backup,
+from trspark.engine.commands import Backup, Command, DropBackup
+from trspark.engine.events import (
     BlockBackedUp,
-    Command,
-    DropBackup,
     Event,
     ExecutorAdded,
     JobEnded,

@@ -18,7 +18,7 @@ from typing import Any
 
 from cost_model.lifetimes import LifetimeModel
 from cost_model.lineage import Lineage
-from trspark.engine.protocol import (
+from trspark.engine.events import (
     REMOTE,
     BackupFailed,
     BlockBackedUp,

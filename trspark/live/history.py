@@ -32,7 +32,7 @@ import numpy as np
 from scipy import stats
 
 from cost_model.lifetimes import LifetimeModel, from_spec
-from trspark.engine.protocol import ExecutorAdded, ExecutorLost, ExecutorNotice
+from trspark.engine.events import ExecutorAdded, ExecutorLost, ExecutorNotice
 
 log = logging.getLogger(__name__)
 

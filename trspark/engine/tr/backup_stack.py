@@ -19,7 +19,7 @@ import heapq
 import itertools
 from dataclasses import dataclass
 
-from trspark.engine.protocol import Backup, CancelBackup, Command
+from trspark.engine.commands import Backup, CancelBackup, Command
 from trspark.engine.state import BlockId, JobState, MapOutput
 
 

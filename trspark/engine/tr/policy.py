@@ -42,25 +42,22 @@ from collections.abc import Sequence
 import numpy as np
 
 from cost_model.lineage import Lineage
-from trspark.engine.interface import Policy
-from trspark.engine.protocol import (
+from trspark.engine.commands import Command, DropBackup, ReleaseExecutor, SchedulingHints
+from trspark.engine.events import (
     REMOTE,
     BackupFailed,
     BlockBackedUp,
-    Command,
-    DropBackup,
     Event,
     ExecutorAdded,
     ExecutorLost,
     ExecutorNotice,
-    ReleaseExecutor,
-    SchedulingHints,
     ShuffleConsumed,
     StageCompleted,
     StageSubmitted,
     TaskEnded,
     Tick,
 )
+from trspark.engine.interface import Policy
 from trspark.engine.settings import TRConfig
 from trspark.engine.state import BlockId, JobState, MapOutput
 from trspark.engine.tr.backup_stack import BackupStack, plan_for

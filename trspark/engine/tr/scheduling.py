@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from trspark.engine.commands import SchedulingHints
 from trspark.engine.placement import gamma_hints
-from trspark.engine.protocol import SchedulingHints
 from trspark.engine.state import ExecutorView, JobState, StageView
 
 
