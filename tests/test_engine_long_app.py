@@ -26,8 +26,8 @@ from trspark.engine.events import (
     Tick,
 )
 from trspark.engine.settings import TRConfig
-from trspark.engine.state import BlockId
 from trspark.engine.tr.policy import TRPolicy
+from trspark.engine.views import BlockId
 
 JOBS = 40
 MB = 1_000_000

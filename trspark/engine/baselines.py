@@ -19,7 +19,8 @@ from trspark.engine.commands import Backup, Command
 from trspark.engine.events import REMOTE, BackupFailed, BlockBackedUp, Event, TaskEnded, TaskStarted, Tick
 from trspark.engine.horizon import consumption_horizon
 from trspark.engine.interface import Policy
-from trspark.engine.state import JobState, MapOutput
+from trspark.engine.state import JobState
+from trspark.engine.views import MapOutput
 
 
 class NeverPolicy(Policy):

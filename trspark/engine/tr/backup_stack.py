@@ -20,7 +20,8 @@ import itertools
 from dataclasses import dataclass
 
 from trspark.engine.commands import Backup, CancelBackup, Command
-from trspark.engine.state import BlockId, JobState, MapOutput
+from trspark.engine.state import JobState
+from trspark.engine.views import BlockId, MapOutput
 
 
 @dataclass(frozen=True)

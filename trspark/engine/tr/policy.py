@@ -59,7 +59,7 @@ from trspark.engine.events import (
 )
 from trspark.engine.interface import Policy
 from trspark.engine.settings import TRConfig
-from trspark.engine.state import BlockId, JobState, MapOutput
+from trspark.engine.state import JobState
 from trspark.engine.tr.backup_stack import BackupStack, plan_for
 from trspark.engine.tr.checkpointing import Costs, decide
 from trspark.engine.tr.costs import CostEstimator
@@ -77,6 +77,7 @@ from trspark.engine.tr.scheduling import (
     shortest_task,
 )
 from trspark.engine.tr.stall import stall_width
+from trspark.engine.views import BlockId, MapOutput
 
 #: Blocks queued for re-planning per tick (newest first): older blocks have usually been
 #: planned or are about to be consumed, and the stack serves the newest first anyway.
