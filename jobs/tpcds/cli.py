@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from jobs.tpcds.results import RunRow as BenchRow
-    from jobs.tpcds.runner import BenchResult, BenchSettings
+    from jobs.tpcds.settings import BenchResult, BenchSettings
 
 
 def _policies(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -170,7 +170,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
             raise click.BadParameter(f"cannot cap executors here: {exc}", param_hint="'--executor-cpus'") from exc
     from rich.console import Console
 
-    from jobs.tpcds.runner import BenchSettings
+    from jobs.tpcds.settings import BenchSettings
 
     settings = BenchSettings(sf=sf, queries=queries, policies=policies, out=out, lifetime=lifetime,
                              stability=None if lifetime else (stability or 3.0), executors=executors,
@@ -203,12 +203,13 @@ def run_with_progress(settings: BenchSettings, console: Console) -> BenchResult:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from jobs.tpcds import runner
+    from jobs.tpcds.settings import Progress as Hooks
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console) as bar:
         task = bar.add_task("preparing", total=None)
-        hooks = runner.Progress(
+        hooks = Hooks(
             start=lambda total: bar.update(task, total=total),
             step=lambda label: bar.update(task, description=label),
             advance=lambda: bar.advance(task),
