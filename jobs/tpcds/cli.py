@@ -159,15 +159,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
     if lifetime is not None and stability is not None:
         raise click.UsageError("give --lifetime or --stability, not both")
     if executor_cpus is not None:
-        if master is not None:
-            raise click.BadParameter("caps executors of a local-cluster only; not with --master",
-                                     param_hint="'--executor-cpus'")
-        from jobs.harness.cpucap import CpuCapUnavailable, check
-
-        try:
-            check()
-        except CpuCapUnavailable as exc:
-            raise click.BadParameter(f"cannot cap executors here: {exc}", param_hint="'--executor-cpus'") from exc
+        _check_executor_cpus(master)
     from rich.console import Console
 
     from jobs.tpcds.settings import BenchSettings
@@ -187,6 +179,26 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
             raise click.BadParameter(str(exc), param_hint="'--reference'") from exc
     console = Console(stderr=True)
     result = run_with_progress(settings, console)
+    _show(result, sf, out, plot_path, console)
+
+
+def _check_executor_cpus(master: str | None) -> None:
+    """``--executor-cpus`` needs a local-cluster and a writable cgroup CPU controller here."""
+    if master is not None:
+        raise click.BadParameter("caps executors of a local-cluster only; not with --master",
+                                 param_hint="'--executor-cpus'")
+    from jobs.harness.cpucap import CpuCapUnavailable, check
+
+    try:
+        check()
+    except CpuCapUnavailable as exc:
+        raise click.BadParameter(f"cannot cap executors here: {exc}", param_hint="'--executor-cpus'") from exc
+
+
+def _show(result: BenchResult, sf: float, out: Path, plot_path: Path | None, console: Console) -> None:
+    """The summary table on stdout, skipped policies on stderr, and the chart if asked for."""
+    from rich.console import Console
+
     from jobs.tpcds.report import summary_table
 
     (Console() if sys.stdout.isatty() else Console(width=120)).print(summary_table(result.rows, title=f"TPC-DS SF {sf:g} on transient executors ({out})"))
