@@ -42,16 +42,7 @@ class JobState(JobRecords):
     With a ``lineage`` the state also keeps the cost model's view of the same facts in step --
     executors (with their lifetime law), map outputs, their copies, forgotten shuffles -- through
     :class:`~cost_model.lineage.Lineage`'s public methods, in the handler that changes its own
-    record. There is no second copy kept by anyone else.
-
-    Parameters
-    ----------
-    default_task_seconds : float
-        Task run time assumed for a stage before any of its tasks finished (s).
-    lineage : Lineage, optional
-        The cost model's lineage to feed (the policies that price blocks give one).
-    lifetime_of : callable, optional
-        The lifetime law of an executor (required with ``lineage``).
+    record. There is no second copy kept by anyone else. Parameters: see :class:`JobRecords`.
     """
 
     # ---- updates ----------------------------------------------------------------------------
