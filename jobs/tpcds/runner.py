@@ -53,6 +53,7 @@ import numpy as np
 from jobs.tpcds import datagen, metrics, results, session
 from jobs.tpcds.answers import Answer, DuckDBOracle, compare
 from jobs.tpcds.queries import Query, load
+from jobs.tpcds.query_run import execute, first_line
 from jobs.tpcds.results import RunRow
 from jobs.tpcds.settings import BenchResult, BenchSettings, Progress
 
@@ -65,16 +66,6 @@ Schedule = list[tuple[float, int]]
 
 
 @dataclass
-class Outcome:
-    """What one query run produced, before it becomes a CSV row."""
-
-    seconds: float
-    answer: Answer | None = None
-    error: str = ""
-    timed_out: bool = False
-
-
-@dataclass
 class _Context:
     """State shared across policies of one benchmark (picklable: it goes to each policy's process)."""
 
@@ -84,36 +75,6 @@ class _Context:
     """DuckDB's answer per query (the oracle), computed once in the parent."""
     stable: dict[str, float] = field(default_factory=dict)
     schedules: dict[tuple[str, int], Schedule] = field(default_factory=dict)
-
-
-def execute(spark: SparkSession, query: Query, group: str, time_cap: float) -> Outcome:
-    """Run ``query`` with a wall-clock cap; a run over the cap is cancelled (its jobs killed)."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["answer"] = session.run_query(spark, query, job_group=group)
-        except Exception as exc:  # py4j / Spark errors: the job aborted
-            box["error"] = first_line(exc)
-
-    started = time.monotonic()
-    worker = threading.Thread(target=target, name=f"query-{group}", daemon=True)
-    worker.start()
-    worker.join(time_cap)
-    if worker.is_alive():
-        spark.sparkContext.cancelJobGroup(group)
-        worker.join(60)
-        return Outcome(time_cap, error=f"exceeded the time cap of {time_cap:g} s", timed_out=True)
-    return Outcome(time.monotonic() - started, box.get("answer"), box.get("error", ""))
-
-
-def first_line(exc: BaseException) -> str:
-    """The line of an exception's text that names it (py4j puts the Java exception on its own line)."""
-    text = str(exc).strip() or type(exc).__name__
-    for line in text.splitlines():  # py4j puts the Java exception's message on its own line
-        if "Exception" in line or "Error" in line:
-            return line.strip()[:300]
-    return text.splitlines()[0][:300]
 
 
 def wait_for_executors(count: Callable[[], int], expected: int, timeout: float = 180.0) -> bool:
@@ -288,13 +249,9 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
         session.register_tables(spark, data)
         count = metrics.executor_count(spark.sparkContext, local_driver)
         progress.step(f"{policy}: warm-up")
-        for _ in range(s.warmup_rounds):
-            for query in list(ctx.queries.values())[:s.warmup]:
-                execute(spark, query, f"warmup-{policy}-{query.name}", s.time_cap)
+        _warm_up_queries(ctx, spark, policy)
         api_ready.join()
-        scenarios: tuple[str, ...] = ("real",) if s.master else ("stable", "evicted")
-        if not s.master and (s.reference is not None or (s.stable_runs == "never" and policy != "never")):
-            scenarios = ("evicted",)
+        scenarios = _scenarios(s, policy)
         names = list(ctx.queries)
         for scenario in scenarios:
             if scenario == "evicted" and not ctx.schedules:
@@ -318,6 +275,22 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
         spark.stop()
         if cap is not None:
             cap.stop()
+
+
+def _warm_up_queries(ctx: _Context, spark: SparkSession, policy: str) -> None:
+    """The session's warm-up pass(es): the first ``warmup`` queries, ``warmup_rounds`` times, unrecorded."""
+    s = ctx.settings
+    for _ in range(s.warmup_rounds):
+        for query in list(ctx.queries.values())[:s.warmup]:
+            execute(spark, query, f"warmup-{policy}-{query.name}", s.time_cap)
+
+
+def _scenarios(s: BenchSettings, policy: str) -> tuple[str, ...]:
+    """The scenarios ``policy`` runs: ``real`` on an existing cluster, else stable and/or evicted."""
+    scenarios: tuple[str, ...] = ("real",) if s.master else ("stable", "evicted")
+    if not s.master and (s.reference is not None or (s.stable_runs == "never" and policy != "never")):
+        scenarios = ("evicted",)
+    return scenarios
 
 
 def _warm_up(api: metrics.StatusApi) -> None:
