@@ -24,8 +24,9 @@ import numpy as np
 from simulators.core import simulate
 from simulators.workloads import WorkloadParams, make_workload
 from simulators.world import WorldSpec
+from trspark.engine.commands import Command
+from trspark.engine.events import Event
 from trspark.engine.interface import Policy
-from trspark.engine.protocol import Command, Event
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from trspark.engine.protocol import (
-    Backup,
+from trspark.engine.commands import Backup
+from trspark.engine.events import (
     BlockBackedUp,
     Event,
     ExecutorAdded,

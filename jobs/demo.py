@@ -46,8 +46,8 @@ def demo(out_dir: Path, sf: float, queries: str | None, policies: str, stability
     from jobs.tpcds.plot import plot
     from jobs.tpcds.queries import DEMO_QUERIES, QueryError, parse_list
     from jobs.tpcds.report import summary_table
-    from jobs.tpcds.runner import BenchSettings
     from jobs.tpcds.session import parse_policies
+    from jobs.tpcds.settings import BenchSettings
 
     try:
         names = parse_list(queries, default=DEMO_QUERIES) if queries else DEMO_QUERIES

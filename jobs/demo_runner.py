@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from jobs.tpcds.runner import BenchSettings
+    from jobs.tpcds.settings import BenchSettings
 
 DEMO_POLICIES = ("never", "always", "tr")
 DEMO_WORKLOADS = ("q29", "chain5")
@@ -102,7 +102,7 @@ class DemoPlan:
 
     def settings(self, out: Path) -> BenchSettings:
         """The benchmark settings that carry the plan out (rows appended to ``out``)."""
-        from jobs.tpcds.runner import BenchSettings
+        from jobs.tpcds.settings import BenchSettings
 
         return BenchSettings(sf=self.sf, queries=self.workloads, policies=self.policies, out=out,
                              stability=self.stability, executors=self.executors, repeat=self.seeds,

@@ -14,5 +14,5 @@ Modules, each with one job:
 * :mod:`simulators.oracle` -- the simulator-only policy that knows every death time;
 * :mod:`simulators.runner`, :mod:`simulators.metrics`, :mod:`simulators.sweep` -- R runs in
   parallel, their summary, sweeps with CSV and plots; :mod:`simulators.pricing` -- VM-hours and
-  remote writes in USD; :mod:`simulators.cli` and :mod:`simulators.report` -- the commands.
+  remote writes in USD; :mod:`simulators.cli`, :mod:`simulators.options` and :mod:`simulators.report` -- the commands.
 """

@@ -12,14 +12,8 @@ from typing import Any
 from simulators.model import WorldModel
 from simulators.state import XFER_DONE, Executor, Stage
 from simulators.transfers import Transfer
-from trspark.engine.protocol import (
-    REMOTE,
-    Backup,
-    BackupFailed,
-    BlockBackedUp,
-    CancelBackup,
-    DropBackup,
-)
+from trspark.engine.commands import Backup, CancelBackup, DropBackup
+from trspark.engine.events import REMOTE, BackupFailed, BlockBackedUp
 
 
 class BackupDriver(WorldModel):

@@ -7,251 +7,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
+from simulators.options import (
+    Command,
+    Group,
+    build_config,
+    build_prices,
+    build_world,
+    fail,
+    lifetime_options,
+    positive,
+    true_lifetime,
+    workload_options,
+    world_options,
+)
 from simulators.report import money_options, print_table, public_summary, with_money
-from trspark.engine.settings import TRConfig
-from trspark.keys import ConfigError, key_for_option, parse_bandwidth, parse_value, validate
-
-F = Callable[..., Any]
-
-
-class OneLineError(click.UsageError):
-    """A usage error printed as a single line (no usage block, no traceback)."""
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"Error: {self.format_message()}", err=True)
-
-
-def fail(message: str) -> NoReturn:
-    raise OneLineError(message)
-
-
-class _OneLineParse:
-    """Mixin: click's own parse errors (bad int, unknown option) also become one line."""
-
-    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any) -> click.Context:
-        try:
-            return super().make_context(info_name, args, parent, **extra)  # type: ignore[misc, no-any-return]
-        except OneLineError:
-            raise
-        except click.UsageError as exc:
-            raise OneLineError(exc.format_message(), exc.ctx) from None
-
-    def invoke(self, ctx: click.Context) -> Any:
-        from simulators.runner import WorkerDied
-
-        try:
-            return super().invoke(ctx)  # type: ignore[misc]
-        except WorkerDied as exc:  # not bad input: one line, exit 1
-            raise click.ClickException(str(exc)) from None
-
-
-class Command(_OneLineParse, click.Command):
-    pass
-
-
-class Group(_OneLineParse, click.Group):
-    command_class = Command
-
-
-def _bw(name: str) -> Callable[[click.Context, click.Parameter, str | None], float | None]:
-    def parse(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
-        if value is None:
-            return None
-        try:
-            return parse_bandwidth(value)
-        except (ValueError, IndexError):
-            fail(f"--{name}={value!r} is not a bandwidth; allowed: bytes/s > 0, e.g. 400m, 1.5g, 100000000")
-    return parse
-
-
-def world_options(f: F) -> F:
-    """Cluster, lifetime and policy-belief options shared by simulate, sweep and whatif."""
-    options = [
-        click.option("--vms", type=int, default=None,
-                     help="Number of VMs (default 100, or the sum of the --pool counts; whatif: from the log)."),
-        click.option("--pool", "pools", multiple=True, metavar="NAME=COUNT[@SPEC]",
-                     help="A pool of VMs with its own true lifetime, repeatable, e.g. --pool ondemand=2@stable "
-                          "--pool spot=8@weibull:shape=0.6,scale=33. An evicted VM is replaced in its pool. A pool "
-                          "without @SPEC takes the lifetime of --stability/--lambda/--lifetime (sweep: of each "
-                          "--stabilities point), so --pool ondemand=2@stable --pool spot=8 --stability 20 scales "
-                          "only the spot pool. The policy believes the largest evictable pool's lifetime unless "
-                          "--believed-lifetime says otherwise."),
-        click.option("--cores", type=int, default=None, help="Cores per VM (default 4; whatif: from the log)."),
-        click.option("--local-bw", callback=_bw("local-bw"), default=None, help="Peer bandwidth per VM, e.g. 400m (bytes/s)."),
-        click.option("--remote-bw", callback=_bw("remote-bw"), default=None, help="Remote bandwidth per VM, e.g. 100m."),
-        click.option("--remote-cap", callback=_bw("remote-cap"), default=None, help="Total remote bandwidth, e.g. 10g."),
-        click.option("--backup-latency", type=float, default=0.0, show_default=True,
-                     help="Fixed seconds of every backup copy before its bytes move (the engine is told the same)."),
-        click.option("--believed-lifetime", default=None, help="Lifetime model the policy believes (default: the true one)."),
-        click.option("--knowledge", type=click.Choice(["indeterministic", "deterministic"]), default="indeterministic",
-                     help="deterministic: each VM's death time is announced when it registers."),
-        click.option("--notice", type=float, default=None, help="Also announce each death N seconds ahead."),
-        click.option("--replace-delay", type=float, default=0.0, show_default=True, help="Seconds until an evicted VM is replaced."),
-        click.option("--max-slowdown", type=float, default=20.0, show_default=True, help="A run beyond this x stable time fails."),
-        click.option("--stall-seconds", type=float, default=None,
-                     help="A run with no successful task for this long fails (default: the stable job time, >= 60 s)."),
-        click.option("--max-stage-attempts", type=int, default=None, help="Fail the job after N consecutive stage failures (Spark: 4)."),
-        click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Policy setting, e.g. beta=0.3 (see trspark conf)."),
-        click.option("--runs", type=int, default=50, show_default=True, help="Runs per experiment."),
-        click.option("--seed", type=int, default=0, show_default=True, help="Base seed (run i uses SeedSequence(seed).spawn(R)[i])."),
-        click.option("--workers", type=int, default=None, help="Worker processes (default: all cores); results do not depend on it."),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
-
-
-def workload_options(f: F) -> F:
-    options = [
-        click.option("--scale", type=float, default=1.0, show_default=True, help="Tasks-per-stage multiplier."),
-        click.option("--task-seconds", type=float, default=1.0, show_default=True, help="Mean task compute time (s)."),
-        click.option("--write-mb", type=float, default=24.0, show_default=True, help="Mean first-stage map output (MB)."),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
-
-
-def build_prices(kw: dict[str, Any]) -> Any:
-    from simulators.pricing import Prices
-
-    vm: dict[str, float] = {}
-    for item in kw["prices"]:
-        name, eq, raw = item.partition("=")
-        try:
-            vm[name.strip()] = float(raw)
-        except ValueError:
-            fail(f"--price {item!r}: expected POOL=USD_PER_VM_HOUR, e.g. spot=0.08")
-        if not eq or not name.strip():
-            fail(f"--price {item!r}: expected POOL=USD_PER_VM_HOUR, e.g. spot=0.08")
-    try:
-        return Prices(vm=vm, remote_gb=kw["remote_gb_price"], remote_1k_requests=kw["remote_request_price"])
-    except ValueError as exc:
-        fail(f"--price: {exc}")
-
-
-def lifetime_options(f: F) -> F:
-    options = [
-        click.option("--stability", type=float, default=None,
-                     help="Mean VM lifetime / mean task time (exponential); with --pool, for the pools without @SPEC."),
-        click.option("--lambda", "lambda_", type=float, default=None, help="Evictions per second per VM (exponential)."),
-        click.option("--lifetime", default=None, help="Any true lifetime model, e.g. weibull:shape=0.8,scale=300."),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
-
-
-# ----------------------------------------------------------------------------------- builders
-def _check_spec(option: str, spec: str | None) -> None:
-    if spec is None:
-        return
-    from cost_model.lifetimes import from_spec
-
-    try:
-        from_spec(spec)
-    except ValueError as exc:
-        fail(f"{option}={spec!r}: {exc}")
-
-
-def _positive(option: str, value: float | None, integer: bool = False) -> None:
-    if value is not None and not value > 0:
-        fail(f"{option}={value!r} is not valid; allowed: {'an integer' if integer else 'a number'} > 0")
-
-
-def _pools(kw: dict[str, Any]) -> tuple[Any, ...]:
-    from simulators.world import parse_pool
-
-    try:
-        pools = tuple(parse_pool(text) for text in kw.get("pools") or ())
-    except ValueError as exc:
-        fail(f"--pool {exc}")
-    total = sum(p.count for p in pools)
-    if pools and kw["vms"] is not None and kw["vms"] != total:
-        fail(f"--vms={kw['vms']} but the pools hold {total} VMs; give counts that add up, or drop --vms")
-    if len({p.name for p in pools}) < len(pools):
-        fail(f"--pool names must differ, got {', '.join(p.name for p in pools)}")
-    return pools
-
-
-def build_world(kw: dict[str, Any], *, vms: int = 100, cores: int = 4) -> Any:
-    from simulators.world import WorldSpec
-
-    for name in ("vms", "cores", "runs", "max_slowdown", "max_stage_attempts", "workers", "stall_seconds"):
-        _positive("--" + name.replace("_", "-"), kw.get(name), integer=name not in ("max_slowdown", "stall_seconds"))
-    if kw["replace_delay"] < 0:
-        fail(f"--replace-delay={kw['replace_delay']!r} is not valid; allowed: seconds >= 0")
-    if not kw.get("backup_latency", 0.0) >= 0:
-        fail(f"--backup-latency={kw['backup_latency']!r} is not valid; allowed: seconds >= 0")
-    if kw["notice"] is not None and kw["notice"] < 0:
-        fail(f"--notice={kw['notice']!r} is not valid; allowed: seconds >= 0")
-    _check_spec("--believed-lifetime", kw["believed_lifetime"])
-    pools = _pools(kw)
-    defaults = WorldSpec()
-    return WorldSpec(
-        vms=sum(p.count for p in pools) if pools else kw["vms"] or vms,
-        pools=pools,
-        cores=kw["cores"] or cores,
-        local_bandwidth=kw["local_bw"] or defaults.local_bandwidth,
-        remote_bandwidth=kw["remote_bw"] or defaults.remote_bandwidth,
-        remote_cap=kw["remote_cap"] or defaults.remote_cap,
-        backup_latency=kw.get("backup_latency", 0.0),
-        lifetime=None,
-        replace_delay=kw["replace_delay"],
-        knowledge=kw["knowledge"],
-        notice=kw["notice"],
-        max_slowdown=kw["max_slowdown"],
-        max_stage_attempts=kw["max_stage_attempts"],
-        stall_seconds=kw["stall_seconds"],
-    )
-
-
-def build_config(confs: tuple[str, ...]) -> TRConfig:
-    values: dict[str, Any] = {}
-    for item in confs:
-        name, eq, raw = item.partition("=")
-        if not eq:
-            fail(f"--conf {item!r}: expected KEY=VALUE, e.g. beta=0.3")
-        try:
-            key = key_for_option(name.strip().removeprefix("spark.trspark."))
-            values[key.field] = parse_value(key, raw)
-        except ConfigError as exc:
-            fail(f"--conf: {exc}")
-    try:
-        return validate(TRConfig(**values))
-    except ConfigError as exc:
-        fail(f"--conf: {exc}")
-
-
-def true_lifetime(job: Any, world: Any, stability: float | None, lambda_: float | None, lifetime: str | None,
-                  default_stability: float | None = 100.0) -> Any:
-    """Apply exactly one of --stability / --lambda / --lifetime (default: --stability 100)."""
-    from simulators.runner import with_stability
-
-    given = [n for n, v in (("--stability", stability), ("--lambda", lambda_), ("--lifetime", lifetime)) if v is not None]
-    if len(given) > 1:
-        fail(f"give only one of --stability, --lambda, --lifetime (got {', '.join(given)})")
-    _positive("--stability", stability)
-    _positive("--lambda", lambda_)
-    _check_spec("--lifetime", lifetime)
-    if world.pools and all(p.lifetime is not None for p in world.pools):
-        if given:
-            fail(f"every --pool has its own lifetime (@SPEC), so {given[0]} applies to none; drop it or give "
-                 "a pool without @SPEC")
-        return replace(world, lifetime=None)
-    if lifetime is not None:
-        return replace(world, lifetime=lifetime)
-    if lambda_ is not None:
-        return replace(world, lifetime=f"exponential:rate={lambda_:.17g}")
-    if stability is None and default_stability is None:
-        return replace(world, lifetime=None)
-    return with_stability(world, job, stability if stability is not None else float(default_stability or 100.0))
 
 
 def _policy(name: str) -> str:
@@ -268,7 +42,7 @@ def _make_job(workload: str, scale: float, task_seconds: float, write_mb: float,
     if workload not in workload_names():
         fail(f"--workload={workload!r} is not a workload; allowed: {', '.join(workload_names())}")
     for name, value in (("--scale", scale), ("--task-seconds", task_seconds), ("--write-mb", write_mb)):
-        _positive(name, value)
+        positive(name, value)
     return make_workload(workload, WorkloadParams(scale=scale, task_seconds=task_seconds, write_mb=write_mb), seed=seed)
 
 
@@ -353,8 +127,8 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
     pols = [_policy(p) for p in _split("--policies", policies)]
     stabs = _split("--stabilities", stabilities, float)
     for s in stabs:
-        _positive("--stabilities", s)
-    _positive("--shape", shape)
+        positive("--stabilities", s)
+    positive("--shape", shape)
     shares = [None] if on_demand_shares is None else _split("--on-demand-shares", on_demand_shares, float)
     if any(share is not None and not 0.0 <= share <= 100.0 for share in shares):
         fail(f"--on-demand-shares={on_demand_shares!r} is not valid; allowed: percentages in [0, 100]")

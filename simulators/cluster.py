@@ -16,7 +16,8 @@ from cost_model.lifetimes import from_spec
 from simulators.model import WorldModel
 from simulators.state import EVICT, NOTICE, VM_ADD, Executor, Stage
 from simulators.world import LifetimeSampler
-from trspark.engine.protocol import ExecutorAdded, ExecutorLost, ExecutorNotice, ReleaseExecutor
+from trspark.engine.commands import ReleaseExecutor
+from trspark.engine.events import ExecutorAdded, ExecutorLost, ExecutorNotice
 
 
 class ClusterDriver(WorldModel):

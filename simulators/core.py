@@ -2,7 +2,7 @@
 
 The Spark world model runs on a small event kernel (:mod:`simulators.kernel`: the clock and one
 heap of ``(time, priority, seq, kind, payload)`` tuples). It translates its world into
-:mod:`trspark.engine.protocol` events, hands each to the policy in non-decreasing time, and
+:mod:`trspark.engine.events`, hands each to the policy in non-decreasing time, and
 applies every command the policy returns. Its parts: the cluster (:mod:`simulators.cluster`),
 the stage lifecycle (:mod:`simulators.stages`), backups (:mod:`simulators.backups`), and here
 the task scheduler and the policy's commands.
@@ -67,26 +67,20 @@ from simulators.state import (
 from simulators.transfers import Transfer, TransferSet
 from simulators.world import WorldSpec
 from trspark.engine import placement
-from trspark.engine.interface import Policy
-from trspark.engine.protocol import (
+from trspark.engine.commands import (
     Advice,
     Backup,
-    BlockBackedUp,
     CancelBackup,
     Command,
     DropBackup,
     DuplicateTask,
-    Event,
-    JobEnded,
-    JobSubmitted,
     KillDuplicate,
     ReleaseExecutor,
     SafetyBelt,
     SchedulingHints,
-    TaskEnded,
-    TaskStarted,
-    Tick,
 )
+from trspark.engine.events import BlockBackedUp, Event, JobEnded, JobSubmitted, TaskEnded, TaskStarted, Tick
+from trspark.engine.interface import Policy
 
 
 class Simulator(ClusterDriver, StageDriver, BackupDriver):

@@ -194,33 +194,13 @@ def load_eventlog(path: str | Path, local_bandwidth: float = 400e6) -> Replay:
     for event in read_events(path):
         kind = event["Event"]
         if kind == "SparkListenerJobStart":
-            job_id = int(event["Job ID"])
-            job_order.append(job_id)
-            job_spans[job_id] = [float(event.get("Submission Time", 0)) / 1000.0, float("nan")]
-            for info in event.get("Stage Infos", []):
-                sid = int(info["Stage ID"])
-                stage = stages.setdefault(sid, _Stage(sid))
-                stage.name = str(info.get("Stage Name", ""))
-                stage.num_tasks = int(info.get("Number of Tasks", 0))
-                stage.parents = tuple(int(p) for p in info.get("Parent IDs", []))
-                stage.rdd = max((int(r["RDD ID"]) for r in info.get("RDD Info", []) if "RDD ID" in r), default=-1)
-                if stage.job < 0:
-                    stage.job = job_id
+            _job_start(event, stages, job_order, job_spans)
         elif kind == "SparkListenerJobEnd":
             span = job_spans.get(int(event["Job ID"]))
             if span is not None:
                 span[1] = float(event.get("Completion Time", 0)) / 1000.0
         elif kind == "SparkListenerTaskEnd":
-            info = event.get("Task Info") or {}
-            if info.get("Failed") or info.get("Killed") or (event.get("Task End Reason") or {}).get("Reason", "Success") != "Success":
-                continue
-            sid = int(event["Stage ID"])
-            inp, read, write = _metrics(event)
-            task = _Task(float(info["Launch Time"]) / 1000.0, float(info["Finish Time"]) / 1000.0, inp, read, write)
-            tasks.setdefault(sid, {})[int(info["Index"])] = task
-            all_tasks.append(task)
-            if event.get("Task Type") == "ShuffleMapTask":
-                stages.setdefault(sid, _Stage(sid)).is_map = True
+            _task_end(event, stages, tasks, all_tasks)
         elif kind == "SparkListenerStageCompleted":
             info = event.get("Stage Info") or {}
             if "Submission Time" in info and "Completion Time" in info:
@@ -239,6 +219,38 @@ def load_eventlog(path: str | Path, local_bandwidth: float = 400e6) -> Replay:
     n_exec, cores = _cluster(executors, master, all_tasks)
     recorded = sum(end - start for start, end in job_spans.values() if end == end)
     return Replay(job=job, executors=n_exec, cores=cores, recorded_seconds=recorded, app_name=app_name)
+
+
+def _job_start(event: dict[str, Any], stages: dict[int, _Stage], job_order: list[int],
+               job_spans: dict[int, list[float]]) -> None:
+    """A ``SparkListenerJobStart``: the job's submission time (s) and its stage graph."""
+    job_id = int(event["Job ID"])
+    job_order.append(job_id)
+    job_spans[job_id] = [float(event.get("Submission Time", 0)) / 1000.0, float("nan")]
+    for info in event.get("Stage Infos", []):
+        sid = int(info["Stage ID"])
+        stage = stages.setdefault(sid, _Stage(sid))
+        stage.name = str(info.get("Stage Name", ""))
+        stage.num_tasks = int(info.get("Number of Tasks", 0))
+        stage.parents = tuple(int(p) for p in info.get("Parent IDs", []))
+        stage.rdd = max((int(r["RDD ID"]) for r in info.get("RDD Info", []) if "RDD ID" in r), default=-1)
+        if stage.job < 0:
+            stage.job = job_id
+
+
+def _task_end(event: dict[str, Any], stages: dict[int, _Stage], tasks: dict[int, dict[int, _Task]],
+              all_tasks: list[_Task]) -> None:
+    """A ``SparkListenerTaskEnd``: a successful task's times (s) and bytes; failed or killed ones are skipped."""
+    info = event.get("Task Info") or {}
+    if info.get("Failed") or info.get("Killed") or (event.get("Task End Reason") or {}).get("Reason", "Success") != "Success":
+        return
+    sid = int(event["Stage ID"])
+    inp, read, write = _metrics(event)
+    task = _Task(float(info["Launch Time"]) / 1000.0, float(info["Finish Time"]) / 1000.0, inp, read, write)
+    tasks.setdefault(sid, {})[int(info["Index"])] = task
+    all_tasks.append(task)
+    if event.get("Task Type") == "ShuffleMapTask":
+        stages.setdefault(sid, _Stage(sid)).is_map = True
 
 
 def _cluster(executors: dict[str, int], master: str, tasks: list[_Task]) -> tuple[int, int]:

@@ -17,8 +17,8 @@ from simulators.kernel import EventKernel
 from simulators.state import Executor, RunResult, Stage
 from simulators.transfers import Transfer, TransferSet
 from simulators.world import WorldSpec
+from trspark.engine.events import Event
 from trspark.engine.interface import Policy
-from trspark.engine.protocol import Event
 
 
 class WorldModel(EventKernel):

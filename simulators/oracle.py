@@ -59,14 +59,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from trspark.engine.baselines import AlwaysPolicy, NeverPolicy
-from trspark.engine.interface import Policy
-from trspark.engine.placement import gamma_hints
-from trspark.engine.protocol import (
+from trspark.engine.commands import Backup, Command
+from trspark.engine.events import (
     REMOTE,
-    Backup,
     BackupFailed,
     BlockBackedUp,
-    Command,
     Event,
     ExecutorAdded,
     ExecutorLost,
@@ -76,6 +73,8 @@ from trspark.engine.protocol import (
     TaskEnded,
     TaskStarted,
 )
+from trspark.engine.interface import Policy
+from trspark.engine.placement import gamma_hints
 from trspark.engine.settings import TRConfig
 
 Block = tuple[int, int]
@@ -297,48 +296,68 @@ class OraclePolicy(Policy):
             self.held_bytes[event.executor_id] = 0.0
             heapq.heappush(self._alarms, (self._alarm_time(event.executor_id), event.executor_id))
         elif isinstance(event, ExecutorLost):
-            self.deaths.pop(event.executor_id, None)
-            self.held_bytes.pop(event.executor_id, None)
-            self.copying.pop(event.executor_id, None)
-            for block in self.queue.pop(event.executor_id, deque()):
-                self.inflight.discard(block)
-            for block in self.held.pop(event.executor_id, set()):
-                self.where.get(block, set()).discard(event.executor_id)
+            self._on_executor_lost(event)
         elif isinstance(event, StageSubmitted):
-            self.completed.discard(event.stage_id)
-            for shuffle in event.parent_shuffle_ids:
-                self.readers.setdefault(shuffle, set()).add(event.stage_id)
-                if shuffle in self.released:  # a reader runs (again): its input is needed again
-                    self.released.discard(shuffle)
-                    self._set_needed(shuffle, True)
+            self._on_stage_submitted(event)
         elif isinstance(event, StageCompleted):
-            if not event.failed:
-                self.completed.add(event.stage_id)
-                for shuffle, readers in self.readers.items():
-                    if (self.strategy.release_early and event.stage_id in readers and readers <= self.completed
-                            and self._needed(shuffle)):
-                        self._set_needed(shuffle, False)
-                        self.released.add(shuffle)
+            self._on_stage_completed(event)
         elif isinstance(event, BlockBackedUp):
             block = (event.shuffle_id, event.map_index)
             if event.shuffle_id not in self.consumed:
                 self._add_holder(block, event.target)
             return self._finished_copy(block, event.time)
         elif isinstance(event, BackupFailed):
-            block = (event.shuffle_id, event.map_index)
-            commands = self._finished_copy(block, event.time)
-            for holder in sorted(self.where.get(block, ())):
-                if holder != REMOTE and holder in self.deaths and self._endangered(holder, event.time):
-                    commands += self._protect(holder, [block], event.time)
-            return commands
+            return self._on_backup_failed(event)
         elif isinstance(event, ShuffleConsumed):
-            if self._needed(event.shuffle_id):
-                self._set_needed(event.shuffle_id, False)
-            self.consumed.add(event.shuffle_id)
-            for block in self.blocks_of.pop(event.shuffle_id, set()):
-                for holder in self.where.pop(block, set()):
-                    self.held.get(holder, set()).discard(block)
+            self._on_consumed(event)
         return []
+
+    def _on_executor_lost(self, event: ExecutorLost) -> None:
+        """Forget a gone executor: its death time, the bytes and blocks it held, its queued copies."""
+        self.deaths.pop(event.executor_id, None)
+        self.held_bytes.pop(event.executor_id, None)
+        self.copying.pop(event.executor_id, None)
+        for block in self.queue.pop(event.executor_id, deque()):
+            self.inflight.discard(block)
+        for block in self.held.pop(event.executor_id, set()):
+            self.where.get(block, set()).discard(event.executor_id)
+
+    def _on_stage_submitted(self, event: StageSubmitted) -> None:
+        """Record the stage's inputs; an input released early is needed again."""
+        self.completed.discard(event.stage_id)
+        for shuffle in event.parent_shuffle_ids:
+            self.readers.setdefault(shuffle, set()).add(event.stage_id)
+            if shuffle in self.released:  # a reader runs (again): its input is needed again
+                self.released.discard(shuffle)
+                self._set_needed(shuffle, True)
+
+    def _on_stage_completed(self, event: StageCompleted) -> None:
+        """With ``release_early``, a shuffle whose readers all completed is no longer needed."""
+        if not event.failed:
+            self.completed.add(event.stage_id)
+            for shuffle, readers in self.readers.items():
+                if (self.strategy.release_early and event.stage_id in readers and readers <= self.completed
+                        and self._needed(shuffle)):
+                    self._set_needed(shuffle, False)
+                    self.released.add(shuffle)
+
+    def _on_backup_failed(self, event: BackupFailed) -> list[Command]:
+        """Free the copy slot and protect the block again on each endangered holder."""
+        block = (event.shuffle_id, event.map_index)
+        commands = self._finished_copy(block, event.time)
+        for holder in sorted(self.where.get(block, ())):
+            if holder != REMOTE and holder in self.deaths and self._endangered(holder, event.time):
+                commands += self._protect(holder, [block], event.time)
+        return commands
+
+    def _on_consumed(self, event: ShuffleConsumed) -> None:
+        """A consumed shuffle is not needed any more: forget where its blocks are."""
+        if self._needed(event.shuffle_id):
+            self._set_needed(event.shuffle_id, False)
+        self.consumed.add(event.shuffle_id)
+        for block in self.blocks_of.pop(event.shuffle_id, set()):
+            for holder in self.where.pop(block, set()):
+                self.held.get(holder, set()).discard(block)
 
     def wants(self, event_type: type) -> bool:
         return event_type is not TaskStarted

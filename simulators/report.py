@@ -1,6 +1,6 @@
 """What ``trspark simulate`` and ``whatif`` print: the summary table, JSON, and the money options.
 
-Kept apart from :mod:`simulators.cli` (the commands and their input checks) so each stays short.
+Kept apart from :mod:`simulators.cli` (the commands) and :mod:`simulators.options` (their input checks) so each stays short.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from typing import Any
 
 from simulators.model import WorldModel
 from simulators.state import ACTIVE, COMPLETE, IDLE, STAGE_READY, WAITING, Stage
-from trspark.engine.protocol import BlockLost, JobEnded, ShuffleConsumed, StageCompleted, StageSubmitted
+from trspark.engine.events import BlockLost, JobEnded, ShuffleConsumed, StageCompleted, StageSubmitted
 
 
 class StageDriver(WorldModel):

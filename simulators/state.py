@@ -9,7 +9,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from simulators.dag import StageSpec
-from trspark.engine.protocol import Backup
+from trspark.engine.commands import Backup
 
 # heap entry kinds == their tie priority (see the simulators.core docstring)
 EVICT, NOTICE, XFER_DONE, TASK_DONE, VM_ADD, STAGE_READY, TICK = range(7)

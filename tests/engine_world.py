@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from trspark.engine.commands import Command
+from trspark.engine.events import Event, ExecutorAdded, StageSubmitted, TaskEnded, TaskStarted
 from trspark.engine.interface import Policy
-from trspark.engine.protocol import (
-    Command,
-    Event,
-    ExecutorAdded,
-    StageSubmitted,
-    TaskEnded,
-    TaskStarted,
-)
 
 MB = 1_000_000
 

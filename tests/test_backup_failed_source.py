@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from engine_world import MB, add_executors, feed, map_stage, run_task
 
-from trspark.engine.protocol import REMOTE, Backup, BackupFailed, Tick, from_json, to_json
+from trspark.engine.commands import Backup
+from trspark.engine.events import REMOTE, BackupFailed, Tick
+from trspark.engine.protocol import from_json, to_json
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 

@@ -20,18 +20,10 @@ from dataclasses import dataclass
 
 import pytest
 
+from trspark.engine.commands import Backup, SafetyBelt
+from trspark.engine.events import REMOTE, ExecutorAdded, JobEnded, TaskEnded
 from trspark.engine.interface import Policy
-from trspark.engine.protocol import (
-    REMOTE,
-    Backup,
-    ExecutorAdded,
-    JobEnded,
-    SafetyBelt,
-    TaskEnded,
-    from_dict,
-    from_json,
-    to_dict,
-)
+from trspark.engine.protocol import from_dict, from_json, to_dict
 from trspark.engine.registry import make_policy
 from trspark.live.bridge import PROTOCOL_VERSION, Bridge, ack_line, hello_line
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from engine_world import MB, add_executors, map_stage, run_task
 
-from trspark.engine.protocol import REMOTE, Backup, BlockBackedUp, CancelBackup, ExecutorLost, ShuffleConsumed
+from trspark.engine.commands import Backup, CancelBackup
+from trspark.engine.events import REMOTE, BlockBackedUp, ExecutorLost, ShuffleConsumed
 from trspark.engine.state import JobState
 from trspark.engine.tr.backup_stack import BackupStack, plan_for
 

@@ -9,7 +9,8 @@ from engine_world import MB, add_executors, feed, map_stage, run_task
 
 from cost_model.lifetimes import Exponential
 from trspark.engine.baselines import IntervalPolicy, StagePolicy
-from trspark.engine.protocol import REMOTE, Backup, Tick
+from trspark.engine.commands import Backup
+from trspark.engine.events import REMOTE, Tick
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 

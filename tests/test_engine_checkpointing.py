@@ -7,21 +7,19 @@ import math
 import pytest
 from engine_world import MB, add_executors, feed, map_stage, run_task
 
-from trspark.engine.protocol import (
+from trspark.engine.commands import Backup
+from trspark.engine.events import (
     REMOTE,
-    Backup,
     BlockBackedUp,
     ExecutorLost,
     ExecutorNotice,
     JobSubmitted,
-    ProtocolError,
     StageCompleted,
     TaskEnded,
     TaskStarted,
     Tick,
-    from_json,
-    to_json,
 )
+from trspark.engine.protocol import ProtocolError, from_json, to_json
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 from trspark.engine.state import JobState
@@ -147,7 +145,7 @@ def test_deterministic_knows_which_block_is_safe() -> None:
 
 def test_live_style_events_without_shuffle_id_on_task_end() -> None:
     """The live shim may omit TaskEnded.shuffle_id: the stage's shuffle is used (ids "0", "1", ...)."""
-    from trspark.engine.protocol import TaskEnded, TaskStarted
+    from trspark.engine.events import TaskEnded, TaskStarted
 
     config = TRConfig(lifetime="exponential:mean=10", duplication=False, scheduling=False)
     policy = make_policy("tr", config)
@@ -160,7 +158,7 @@ def test_live_style_events_without_shuffle_id_on_task_end() -> None:
 
 
 def test_failed_backup_is_not_retried_at_the_same_instant_and_forgets_a_stale_copy() -> None:
-    from trspark.engine.protocol import BackupFailed, BlockBackedUp, ExecutorLost, Tick
+    from trspark.engine.events import BackupFailed, BlockBackedUp, ExecutorLost, Tick
 
     config = TRConfig(lifetime="exponential:mean=10", targets="remote", duplication=False, scheduling=False)
     policy = make_policy("tr", config)
@@ -321,7 +319,7 @@ def test_block_that_loses_its_peer_copy_is_replanned_at_once() -> None:
     # Risky executors (mean life 10 s), local copies only. Block (0, 0) goes to a peer; then 20
     # newer unsafe blocks appear on d (newer blocks come first in the periodic re-plan). When the
     # peer dies, (0, 0) is back to one copy and gets a new peer copy at that very event.
-    from trspark.engine.protocol import ExecutorLost
+    from trspark.engine.events import ExecutorLost
 
     # Peers as risky as the source make the copy only just worth it (C_BL 19.93 s vs C_Redo 19.95 s):
     # no per-copy latency, so that the decision is the one this test is not about.

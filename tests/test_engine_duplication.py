@@ -8,17 +8,9 @@ from __future__ import annotations
 
 from engine_world import MB, add_executors, feed, map_stage, run_task
 
+from trspark.engine.commands import DuplicateTask, KillDuplicate, SchedulingHints
+from trspark.engine.events import Event, ExecutorNotice, StageSubmitted, TaskStarted, Tick
 from trspark.engine.interface import Policy
-from trspark.engine.protocol import (
-    DuplicateTask,
-    Event,
-    ExecutorNotice,
-    KillDuplicate,
-    SchedulingHints,
-    StageSubmitted,
-    TaskStarted,
-    Tick,
-)
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 from trspark.engine.state import JobState

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from trspark.engine.protocol import (
-    Backup,
+from trspark.engine.commands import Backup, Command, DropBackup
+from trspark.engine.events import (
     BlockBackedUp,
-    Command,
-    DropBackup,
     Event,
     ExecutorAdded,
     JobEnded,
@@ -28,8 +26,8 @@ from trspark.engine.protocol import (
     Tick,
 )
 from trspark.engine.settings import TRConfig
-from trspark.engine.state import BlockId
 from trspark.engine.tr.policy import TRPolicy
+from trspark.engine.views import BlockId
 
 JOBS = 40
 MB = 1_000_000

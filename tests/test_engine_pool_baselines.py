@@ -11,18 +11,17 @@ from simulators.dag import JobSpec
 from simulators.world import Pool, WorldSpec
 from tests.test_sim_core import Recorder, stage
 from trspark.engine import placement
-from trspark.engine.pool_baselines import EFMPolicy, PadoPolicy
-from trspark.engine.protocol import (
+from trspark.engine.commands import Backup, SchedulingHints
+from trspark.engine.events import (
     REMOTE,
-    Backup,
     ExecutorAdded,
     ExecutorLost,
     JobSubmitted,
-    SchedulingHints,
     StageCompleted,
     TaskStarted,
     Tick,
 )
+from trspark.engine.pool_baselines import EFMPolicy, PadoPolicy
 from trspark.engine.registry import make_policy, policy_names
 
 

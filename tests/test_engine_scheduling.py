@@ -9,21 +9,22 @@ from scipy.integrate import quad
 
 from cost_model.lifetimes import Exponential
 from trspark.engine import placement
-from trspark.engine.placement import allowed, order_stages, plan
-from trspark.engine.protocol import (
-    REMOTE,
+from trspark.engine.commands import (
     Advice,
     Backup,
-    BlockBackedUp,
-    BlockLost,
     DuplicateTask,
-    ExecutorAdded,
-    ExecutorLost,
-    ExecutorNotice,
     KillDuplicate,
     ReleaseExecutor,
     SafetyBelt,
     SchedulingHints,
+)
+from trspark.engine.events import (
+    REMOTE,
+    BlockBackedUp,
+    BlockLost,
+    ExecutorAdded,
+    ExecutorLost,
+    ExecutorNotice,
     ShuffleConsumed,
     StageCompleted,
     StageSubmitted,
@@ -31,6 +32,7 @@ from trspark.engine.protocol import (
     TaskStarted,
     Tick,
 )
+from trspark.engine.placement import allowed, order_stages, plan
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 from trspark.engine.state import JobState
@@ -571,7 +573,7 @@ def test_a_released_executor_takes_no_task_until_it_is_gone() -> None:
 
 
 def test_a_released_executor_lived_until_its_deadline() -> None:
-    from trspark.engine.state import observed_lifetime
+    from trspark.engine.views import observed_lifetime
     from trspark.live.history import HistoryObserver
 
     state = JobState()

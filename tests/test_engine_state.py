@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from engine_world import MB, add_executors, map_stage, run_task
 
-from trspark.engine.protocol import (
+from trspark.engine.events import (
     REMOTE,
     BlockBackedUp,
     BlockLost,

@@ -17,7 +17,8 @@ import pytest
 
 from tests.jvm_gateway import Jvm, plain_jvm
 from trspark.engine import placement
-from trspark.engine.protocol import SchedulingHints, to_json
+from trspark.engine.commands import SchedulingHints
+from trspark.engine.protocol import to_json
 
 CASES = 400
 EXECUTORS = [str(i) for i in range(6)]

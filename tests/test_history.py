@@ -109,7 +109,7 @@ def test_store_on_azurite(azurite, monkeypatch):
 
 
 def test_observer_records_evicted_and_censored_from_engine_events(tmp_path):
-    from trspark.engine.protocol import ExecutorAdded, ExecutorLost, TaskStarted
+    from trspark.engine.events import ExecutorAdded, ExecutorLost, TaskStarted
     from trspark.live.history import HistoryObserver, prior_from_history
 
     store = HistoryStore(str(tmp_path))
@@ -148,7 +148,7 @@ def test_spark_conf_refuses_unreachable_history_url_before_start(tmp_path):
 
 def test_engine_starts_from_history_prior_and_records_lifetimes(tmp_path):
     """The engine process's hooks: prior fitted from history, lifetimes appended at session end."""
-    from trspark.engine.protocol import ExecutorAdded, ExecutorLost
+    from trspark.engine.events import ExecutorAdded, ExecutorLost
     from trspark.engine.settings import TRConfig
     from trspark.live.engine_process import event_observers, with_history_prior
 

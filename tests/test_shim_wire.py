@@ -45,12 +45,13 @@ def test_failed_backup_says_whether_the_source_lost_the_output(jvm: Jvm, missing
 
 
 # ---------------------------------------------------------------------------------------------
-# Engine -> driver: SchedulingHints (trspark/engine/protocol.py, Messages.scala)
+# Engine -> driver: SchedulingHints (trspark/engine/commands.py, Messages.scala)
 # ---------------------------------------------------------------------------------------------
 
 
 def test_scheduling_hints_survive_the_python_wire() -> None:
-    from trspark.engine.protocol import SchedulingHints, from_json, to_json
+    from trspark.engine.commands import SchedulingHints
+    from trspark.engine.protocol import from_json, to_json
 
     hints = SchedulingHints(stage_order=(4, 2), forbidden={2: ("1", "3")}, fallback={4: ("7",)}, drain=("9",))
     line = to_json(hints)
@@ -63,7 +64,8 @@ def test_scheduling_hints_parse_in_scala_as_sent(jvm: Jvm) -> None:
     """Every field of the engine's line reaches the shim: executor sets per stage and the drain."""
     import random
 
-    from trspark.engine.protocol import SchedulingHints, to_json
+    from trspark.engine.commands import SchedulingHints
+    from trspark.engine.protocol import to_json
 
     rng = random.Random(3)
     executors = [str(i) for i in range(8)]

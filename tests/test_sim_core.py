@@ -14,19 +14,14 @@ from simulators.core import Simulator
 from simulators.dag import JobSpec, StageSpec
 from simulators.world import WorldSpec
 from trspark.engine.baselines import AlwaysPolicy, NeverPolicy
-from trspark.engine.interface import Policy
-from trspark.engine.protocol import (
-    Advice,
+from trspark.engine.commands import Advice, Command, DuplicateTask, ReleaseExecutor, SafetyBelt
+from trspark.engine.events import (
     BlockBackedUp,
     BlockLost,
-    Command,
-    DuplicateTask,
     Event,
     ExecutorAdded,
     ExecutorLost,
     ExecutorNotice,
-    ReleaseExecutor,
-    SafetyBelt,
     ShuffleConsumed,
     StageCompleted,
     StageSubmitted,
@@ -34,6 +29,7 @@ from trspark.engine.protocol import (
     TaskStarted,
     Tick,
 )
+from trspark.engine.interface import Policy
 
 MB = 1e6
 

@@ -18,7 +18,8 @@ from simulators.pricing import Prices, money_summary
 from simulators.world import Pool, WorldSpec, parse_pool
 from tests.test_sim_core import Recorder, stage
 from trspark.cli import cli
-from trspark.engine.protocol import ExecutorAdded, ExecutorLost, to_json
+from trspark.engine.events import ExecutorAdded, ExecutorLost
+from trspark.engine.protocol import to_json
 
 
 def job() -> JobSpec:
@@ -168,7 +169,7 @@ def test_sweep_over_pools_writes_money_columns(tmp_path: Path) -> None:
 
 def test_the_oracle_sees_every_pool_and_copies_to_stable_peers() -> None:
     from simulators.oracle import FAMILY, OraclePolicy
-    from trspark.engine.protocol import BlockBackedUp
+    from trspark.engine.events import BlockBackedUp
     from trspark.engine.settings import TRConfig
 
     world = WorldSpec(vms=4, cores=1, lifetime=None,

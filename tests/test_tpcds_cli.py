@@ -8,17 +8,18 @@ import pytest
 from click.testing import CliRunner
 
 from jobs.tpcds import runner
+from jobs.tpcds.settings import BenchResult, BenchSettings
 from trspark.cli import cli
 
 
 def test_options_reach_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import jobs.tpcds.cli as bench_cli
 
-    seen: list[runner.BenchSettings] = []
+    seen: list[BenchSettings] = []
 
-    def recording_run(settings: runner.BenchSettings, console: object) -> runner.BenchResult:
+    def recording_run(settings: BenchSettings, console: object) -> BenchResult:
         seen.append(settings)
-        return runner.BenchResult([], {})
+        return BenchResult([], {})
 
     monkeypatch.setattr(bench_cli, "run_with_progress", recording_run)
     out = tmp_path / "r.csv"
@@ -30,7 +31,7 @@ def test_options_reach_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert s.executor_cpus is None  # default: executors share the machine's cores
     assert (s.queries, s.warmup, s.stable_runs, s.notice, s.stability) == (("q3", "q7"), 1, "never", 5.0, 3.0)
     assert s.spark_conf == (("spark.sql.autoBroadcastJoinThreshold", "-1"),)
-    assert runner.BenchSettings(sf=1, queries=(), policies=(), out=out).warmup is None  # default: warm up all
+    assert BenchSettings(sf=1, queries=(), policies=(), out=out).warmup is None  # default: warm up all
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -63,7 +64,7 @@ def test_reference_gives_never_median_stable_times(tmp_path: Path) -> None:
 
 def test_schedules_do_not_depend_on_the_query_list() -> None:
     def schedules(queries: tuple[str, ...]) -> dict[tuple[str, int], runner.Schedule]:
-        settings = runner.BenchSettings(sf=1, queries=queries, policies=("never",), out=Path("x.csv"), repeat=2)
+        settings = BenchSettings(sf=1, queries=queries, policies=("never",), out=Path("x.csv"), repeat=2)
         ctx = runner._Context(settings, {}, {}, stable=dict.fromkeys(queries, 20.0))
         runner.draw_schedules(ctx)
         return ctx.schedules

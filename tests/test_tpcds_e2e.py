@@ -17,7 +17,8 @@ from jobs.tpcds import runner
 from jobs.tpcds.answers import Answer, DuckDBOracle
 from jobs.tpcds.queries import Query
 from jobs.tpcds.results import COLUMNS, RunRow, read
-from jobs.tpcds.runner import BenchSettings, run
+from jobs.tpcds.runner import run
+from jobs.tpcds.settings import BenchResult, BenchSettings
 
 pytestmark = pytest.mark.spark
 
@@ -36,7 +37,7 @@ class WrongOnQ42(DuckDBOracle):
 
 
 @pytest.fixture(scope="module")
-def bench(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, runner.BenchResult]:
+def bench(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, BenchResult]:
     tmp = tmp_path_factory.mktemp("bench")
     out = tmp / "results.csv"
     # Every executor dies 0.4 s into the run, well inside the ~1 s query (a drawn lifetime of mean
@@ -50,11 +51,11 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, runner.BenchR
         return out, run(settings)
 
 
-def rows_of(result: runner.BenchResult, query: str) -> dict[tuple[str, str], RunRow]:
+def rows_of(result: BenchResult, query: str) -> dict[tuple[str, str], RunRow]:
     return {(r.policy, r.scenario): r for r in result.rows if r.query == query}
 
 
-def test_every_run_is_one_row_with_the_schema(bench: tuple[Path, runner.BenchResult]) -> None:
+def test_every_run_is_one_row_with_the_schema(bench: tuple[Path, BenchResult]) -> None:
     out, result = bench
     assert result.skipped == {}, result.skipped
     assert out.read_text().splitlines()[0] == ",".join(COLUMNS)
@@ -63,7 +64,7 @@ def test_every_run_is_one_row_with_the_schema(bench: tuple[Path, runner.BenchRes
         ("never", s, q) for s in ("stable", "evicted") for q in ("q7", WRONG))
 
 
-def test_killed_run_gives_the_stable_answer(bench: tuple[Path, runner.BenchResult]) -> None:
+def test_killed_run_gives_the_stable_answer(bench: tuple[Path, BenchResult]) -> None:
     _, result = bench
     runs = rows_of(result, "q7")
     stable, evicted = runs[("never", "stable")], runs[("never", "evicted")]
@@ -78,7 +79,7 @@ def test_killed_run_gives_the_stable_answer(bench: tuple[Path, runner.BenchResul
     assert not evicted.plugin_fallback and evicted.backups_count == 0  # vanilla Spark: no plugin
 
 
-def test_a_wrong_answer_is_caught_in_every_run(bench: tuple[Path, runner.BenchResult]) -> None:
+def test_a_wrong_answer_is_caught_in_every_run(bench: tuple[Path, BenchResult]) -> None:
     _, result = bench
     for (policy, scenario), row in rows_of(result, WRONG).items():
         assert not row.failed, (policy, scenario, row.error)

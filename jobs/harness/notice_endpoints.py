@@ -48,68 +48,8 @@ class NoticeServer:
         self.vm_deadlines: dict[str, datetime] = {}
         """Notices for one VM only: path prefix (``/vm-1``) -> deadline; see :meth:`post_notice`."""
         self._incarnation = 1
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:  # keep test output clean
-                pass
-
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                server.requests += 1
-                prefix, path = server.split_path(self.path.split("?", 1)[0])
-                deadline = server.vm_deadlines.get(prefix, server.deadline)
-                if path == AWS_PATH:
-                    token = self.headers.get("X-aws-ec2-metadata-token")
-                    if (server.aws_require_token or token is not None) and token not in server.aws_tokens:
-                        return self._reply(401, "text/plain", "Unauthorized")
-                    if deadline is None:
-                        return self._reply(404, "text/plain", "Not Found")
-                    body = {"action": "terminate", "time": deadline.strftime("%Y-%m-%dT%H:%M:%SZ")}
-                    return self._reply(200, "application/json", json.dumps(body))
-                if path == GCP_PATH:
-                    if self.headers.get("Metadata-Flavor") != "Google" or server.refuse_metadata:
-                        return self._reply(403, "text/plain", "Missing Metadata-Flavor:Google header")
-                    return self._reply(200, "text/plain", "TRUE" if deadline else "FALSE")
-                if path == AZURE_NAME_PATH and self.headers.get("Metadata", "").lower() == "true":
-                    return self._reply(200, "text/plain", server.azure_vm_name)
-                if path == AZURE_PATH:
-                    if self.headers.get("Metadata", "").lower() != "true" or server.refuse_metadata:
-                        return self._reply(400, "application/json", '{"error":"Bad request. Required metadata header not specified"}')
-                    events = []
-                    if deadline is not None:
-                        events.append({
-                            "EventId": "602d9444-d2cd-49c7-8624-8643e7171297",
-                            "EventType": "Preempt",
-                            "ResourceType": "VirtualMachine",
-                            "Resources": server.azure_resources,
-                            "EventStatus": "Scheduled",
-                            "NotBefore": format_datetime(deadline, usegmt=True),
-                            "Description": "Spot eviction",
-                            "EventSource": "Platform",
-                            "DurationInSeconds": -1,
-                        })
-                    body = {"DocumentIncarnation": server._incarnation, "Events": events}
-                    return self._reply(200, "application/json", json.dumps(body))
-                return self._reply(404, "text/plain", "Not Found")
-
-            def do_PUT(self) -> None:  # noqa: N802 (http.server's name)
-                server.requests += 1
-                ttl = self.headers.get("X-aws-ec2-metadata-token-ttl-seconds", "")
-                if server.split_path(self.path)[1] != AWS_TOKEN_PATH or not ttl.isdigit() or not 1 <= int(ttl) <= 21600:
-                    return self._reply(400, "text/plain", "Bad Request")
-                token = f"token-{len(server.aws_tokens) + 1}"
-                server.aws_tokens.add(token)
-                return self._reply(200, "text/plain", token)
-
-            def _reply(self, code: int, ctype: str, body: str) -> None:
-                data = body.encode()
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        handler = type("Handler", (_Handler,), {"notices": self})
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property
@@ -151,3 +91,67 @@ class NoticeServer:
     def __exit__(self, *exc: object) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """The endpoints' HTTP handler; ``notices`` is the :class:`NoticeServer` whose state it serves."""
+
+    notices: NoticeServer
+
+    def log_message(self, *args: object) -> None:  # keep test output clean
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self.notices.requests += 1
+        prefix, path = self.notices.split_path(self.path.split("?", 1)[0])
+        deadline = self.notices.vm_deadlines.get(prefix, self.notices.deadline)
+        if path == AWS_PATH:
+            token = self.headers.get("X-aws-ec2-metadata-token")
+            if (self.notices.aws_require_token or token is not None) and token not in self.notices.aws_tokens:
+                return self._reply(401, "text/plain", "Unauthorized")
+            if deadline is None:
+                return self._reply(404, "text/plain", "Not Found")
+            body = {"action": "terminate", "time": deadline.strftime("%Y-%m-%dT%H:%M:%SZ")}
+            return self._reply(200, "application/json", json.dumps(body))
+        if path == GCP_PATH:
+            if self.headers.get("Metadata-Flavor") != "Google" or self.notices.refuse_metadata:
+                return self._reply(403, "text/plain", "Missing Metadata-Flavor:Google header")
+            return self._reply(200, "text/plain", "TRUE" if deadline else "FALSE")
+        if path == AZURE_NAME_PATH and self.headers.get("Metadata", "").lower() == "true":
+            return self._reply(200, "text/plain", self.notices.azure_vm_name)
+        if path == AZURE_PATH:
+            if self.headers.get("Metadata", "").lower() != "true" or self.notices.refuse_metadata:
+                return self._reply(400, "application/json", '{"error":"Bad request. Required metadata header not specified"}')
+            events = []
+            if deadline is not None:
+                events.append({
+                    "EventId": "602d9444-d2cd-49c7-8624-8643e7171297",
+                    "EventType": "Preempt",
+                    "ResourceType": "VirtualMachine",
+                    "Resources": self.notices.azure_resources,
+                    "EventStatus": "Scheduled",
+                    "NotBefore": format_datetime(deadline, usegmt=True),
+                    "Description": "Spot eviction",
+                    "EventSource": "Platform",
+                    "DurationInSeconds": -1,
+                })
+            body = {"DocumentIncarnation": self.notices._incarnation, "Events": events}
+            return self._reply(200, "application/json", json.dumps(body))
+        return self._reply(404, "text/plain", "Not Found")
+
+    def do_PUT(self) -> None:  # noqa: N802 (http.server's name)
+        self.notices.requests += 1
+        ttl = self.headers.get("X-aws-ec2-metadata-token-ttl-seconds", "")
+        if self.notices.split_path(self.path)[1] != AWS_TOKEN_PATH or not ttl.isdigit() or not 1 <= int(ttl) <= 21600:
+            return self._reply(400, "text/plain", "Bad Request")
+        token = f"token-{len(self.notices.aws_tokens) + 1}"
+        self.notices.aws_tokens.add(token)
+        return self._reply(200, "text/plain", token)
+
+    def _reply(self, code: int, ctype: str, body: str) -> None:
+        data = body.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)

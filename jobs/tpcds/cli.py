@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from jobs.tpcds.results import RunRow as BenchRow
-    from jobs.tpcds.runner import BenchResult, BenchSettings
+    from jobs.tpcds.settings import BenchResult, BenchSettings
 
 
 def _policies(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -159,18 +159,10 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
     if lifetime is not None and stability is not None:
         raise click.UsageError("give --lifetime or --stability, not both")
     if executor_cpus is not None:
-        if master is not None:
-            raise click.BadParameter("caps executors of a local-cluster only; not with --master",
-                                     param_hint="'--executor-cpus'")
-        from jobs.harness.cpucap import CpuCapUnavailable, check
-
-        try:
-            check()
-        except CpuCapUnavailable as exc:
-            raise click.BadParameter(f"cannot cap executors here: {exc}", param_hint="'--executor-cpus'") from exc
+        _check_executor_cpus(master)
     from rich.console import Console
 
-    from jobs.tpcds.runner import BenchSettings
+    from jobs.tpcds.settings import BenchSettings
 
     settings = BenchSettings(sf=sf, queries=queries, policies=policies, out=out, lifetime=lifetime,
                              stability=None if lifetime else (stability or 3.0), executors=executors,
@@ -187,6 +179,26 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
             raise click.BadParameter(str(exc), param_hint="'--reference'") from exc
     console = Console(stderr=True)
     result = run_with_progress(settings, console)
+    _show(result, sf, out, plot_path, console)
+
+
+def _check_executor_cpus(master: str | None) -> None:
+    """``--executor-cpus`` needs a local-cluster and a writable cgroup CPU controller here."""
+    if master is not None:
+        raise click.BadParameter("caps executors of a local-cluster only; not with --master",
+                                 param_hint="'--executor-cpus'")
+    from jobs.harness.cpucap import CpuCapUnavailable, check
+
+    try:
+        check()
+    except CpuCapUnavailable as exc:
+        raise click.BadParameter(f"cannot cap executors here: {exc}", param_hint="'--executor-cpus'") from exc
+
+
+def _show(result: BenchResult, sf: float, out: Path, plot_path: Path | None, console: Console) -> None:
+    """The summary table on stdout, skipped policies on stderr, and the chart if asked for."""
+    from rich.console import Console
+
     from jobs.tpcds.report import summary_table
 
     (Console() if sys.stdout.isatty() else Console(width=120)).print(summary_table(result.rows, title=f"TPC-DS SF {sf:g} on transient executors ({out})"))
@@ -203,12 +215,13 @@ def run_with_progress(settings: BenchSettings, console: Console) -> BenchResult:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from jobs.tpcds import runner
+    from jobs.tpcds.settings import Progress as Hooks
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console) as bar:
         task = bar.add_task("preparing", total=None)
-        hooks = runner.Progress(
+        hooks = Hooks(
             start=lambda total: bar.update(task, total=total),
             step=lambda label: bar.update(task, description=label),
             advance=lambda: bar.advance(task),

@@ -176,7 +176,7 @@ def _expect(conn: Any, proc: Any, kind: str, timeout: float) -> Any:
 
 def _worker(settings: OverheadSettings, config: str, data: Path, queries: dict[str, Query], conn: Any) -> None:
     """One cluster for ``config``: warm it up, then run queries on request until told to stop."""
-    from jobs.tpcds.runner import execute
+    from jobs.tpcds.query_run import execute
 
     spec = session.ClusterSpec(executors=settings.executors, cores=settings.cores, memory_mb=settings.memory_mb,
                                extra_conf=dict(settings.spark_conf))

@@ -53,7 +53,9 @@ import numpy as np
 from jobs.tpcds import datagen, metrics, results, session
 from jobs.tpcds.answers import Answer, DuckDBOracle, compare
 from jobs.tpcds.queries import Query, load
+from jobs.tpcds.query_run import execute, first_line
 from jobs.tpcds.results import RunRow
+from jobs.tpcds.settings import BenchResult, BenchSettings, Progress
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -61,88 +63,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("trspark.bench")
 
 Schedule = list[tuple[float, int]]
-
-#: Policies whose executors can get each kill's termination notice (SIGPWR ``notice`` s ahead);
-#: ``tr`` only with ``BenchSettings.tr_notices``.
-NOTICED_POLICIES = frozenset({"decommission", "tr"})
-
-
-@dataclass(frozen=True)
-class BenchSettings:
-    """Everything one benchmark needs (the CLI's options, validated)."""
-
-    sf: float
-    queries: tuple[str, ...]
-    policies: tuple[str, ...]
-    out: Path
-    lifetime: str | None = None
-    """Lifetime spec for every query (e.g. ``exponential:mean=60``); or use ``stability``."""
-    stability: float | None = 3.0
-    """Mean lifetime as a multiple of the query's stable time (exponential); used if no lifetime."""
-    executors: int = 3
-    cores: int = 1
-    memory_mb: int = 2048
-    repeat: int = 1
-    """Evicted runs per (query, policy): run ``r`` replays the kill schedule drawn from (seed, query, r)."""
-    seed: int = 0
-    time_cap: float = 600.0
-    notice: float = 30.0
-    replacement_delay: float = 10.0
-    min_alive: int = 1
-    max_kills: int | None = None
-    """At most this many executors killed per run (None: as the schedule says)."""
-    master: str | None = None
-    cache: Path | None = None
-    rewarm: bool = True
-    spark_conf: tuple[tuple[str, str], ...] = ()
-    """Extra Spark settings for every session (e.g. no broadcast joins, for bigger shuffles)."""
-    warmup: int | None = None
-    """Queries (the first ones) in each session's warm-up pass; None: all of them."""
-    stable_runs: str = "all"
-    """``all``: every policy gets stable runs (its overhead); ``never``: only vanilla Spark (the reference)."""
-    reference: Path | None = None
-    """A results CSV whose ``never`` stable runs give each query's stable time: no stable runs then,
-    the policies run in the given order, and the kill schedules are the ones a run with that
-    reference draws (a long benchmark can be continued or split this way)."""
-    warmup_rounds: int = 1
-    """Times the warm-up pass runs (short queries need more than one pass before the JIT settles)."""
-    tr_notices: bool = True
-    """Give ``tr`` the kills' notices too (``decommission`` always gets them)."""
-    stable_repeat: int | None = None
-    """Stable runs per (query, policy) when not ``repeat`` (None: ``repeat``), e.g. 3 for a steady
-    reference with 2 kill schedules."""
-    executor_cpus: float | None = None
-    """Cap each executor JVM at this many cores (its own cgroup, :mod:`jobs.harness.cpucap`), as if
-    every executor ran on its own VM; None: executors share the machine's cores."""
-
-    def runs(self, scenario: str) -> int:
-        """Recorded runs per (query, policy) of ``scenario``."""
-        return self.stable_repeat if scenario == "stable" and self.stable_repeat else self.repeat
-
-    def noticed(self, policy: str) -> bool:
-        """Does ``policy`` get a termination notice before each kill?"""
-        return policy in NOTICED_POLICIES and (policy != "tr" or self.tr_notices) and self.master is None
-
-
-@dataclass
-class Outcome:
-    """What one query run produced, before it becomes a CSV row."""
-
-    seconds: float
-    answer: Answer | None = None
-    error: str = ""
-    timed_out: bool = False
-
-
-@dataclass
-class Progress:
-    """Callbacks for a display: ``total`` runs announced once, then ``advance(label)`` per step."""
-
-    start: Callable[[int], None] = lambda total: None
-    step: Callable[[str], None] = lambda label: None
-    advance: Callable[[], None] = lambda: None
-    row: Callable[[RunRow], None] = lambda row: None
-    """Called with every row as soon as it is written (rows survive a policy that crashes later)."""
 
 
 @dataclass
@@ -155,36 +75,6 @@ class _Context:
     """DuckDB's answer per query (the oracle), computed once in the parent."""
     stable: dict[str, float] = field(default_factory=dict)
     schedules: dict[tuple[str, int], Schedule] = field(default_factory=dict)
-
-
-def execute(spark: SparkSession, query: Query, group: str, time_cap: float) -> Outcome:
-    """Run ``query`` with a wall-clock cap; a run over the cap is cancelled (its jobs killed)."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["answer"] = session.run_query(spark, query, job_group=group)
-        except Exception as exc:  # py4j / Spark errors: the job aborted
-            box["error"] = first_line(exc)
-
-    started = time.monotonic()
-    worker = threading.Thread(target=target, name=f"query-{group}", daemon=True)
-    worker.start()
-    worker.join(time_cap)
-    if worker.is_alive():
-        spark.sparkContext.cancelJobGroup(group)
-        worker.join(60)
-        return Outcome(time_cap, error=f"exceeded the time cap of {time_cap:g} s", timed_out=True)
-    return Outcome(time.monotonic() - started, box.get("answer"), box.get("error", ""))
-
-
-def first_line(exc: BaseException) -> str:
-    """The line of an exception's text that names it (py4j puts the Java exception on its own line)."""
-    text = str(exc).strip() or type(exc).__name__
-    for line in text.splitlines():  # py4j puts the Java exception's message on its own line
-        if "Exception" in line or "Error" in line:
-            return line.strip()[:300]
-    return text.splitlines()[0][:300]
 
 
 def wait_for_executors(count: Callable[[], int], expected: int, timeout: float = 180.0) -> bool:
@@ -231,14 +121,6 @@ def lifetime_spec(ctx: _Context, name: str) -> str | None:
     if s.stability is None or not math.isfinite(stable):
         return None
     return f"exponential:mean={s.stability * stable:.6g}"
-
-
-@dataclass
-class BenchResult:
-    """The rows of a benchmark and the policies that could not run here, with the reason."""
-
-    rows: list[RunRow]
-    skipped: dict[str, str]
 
 
 def run(settings: BenchSettings, progress: Progress | None = None) -> BenchResult:
@@ -367,13 +249,9 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
         session.register_tables(spark, data)
         count = metrics.executor_count(spark.sparkContext, local_driver)
         progress.step(f"{policy}: warm-up")
-        for _ in range(s.warmup_rounds):
-            for query in list(ctx.queries.values())[:s.warmup]:
-                execute(spark, query, f"warmup-{policy}-{query.name}", s.time_cap)
+        _warm_up_queries(ctx, spark, policy)
         api_ready.join()
-        scenarios: tuple[str, ...] = ("real",) if s.master else ("stable", "evicted")
-        if not s.master and (s.reference is not None or (s.stable_runs == "never" and policy != "never")):
-            scenarios = ("evicted",)
+        scenarios = _scenarios(s, policy)
         names = list(ctx.queries)
         for scenario in scenarios:
             if scenario == "evicted" and not ctx.schedules:
@@ -397,6 +275,22 @@ def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> l
         spark.stop()
         if cap is not None:
             cap.stop()
+
+
+def _warm_up_queries(ctx: _Context, spark: SparkSession, policy: str) -> None:
+    """The session's warm-up pass(es): the first ``warmup`` queries, ``warmup_rounds`` times, unrecorded."""
+    s = ctx.settings
+    for _ in range(s.warmup_rounds):
+        for query in list(ctx.queries.values())[:s.warmup]:
+            execute(spark, query, f"warmup-{policy}-{query.name}", s.time_cap)
+
+
+def _scenarios(s: BenchSettings, policy: str) -> tuple[str, ...]:
+    """The scenarios ``policy`` runs: ``real`` on an existing cluster, else stable and/or evicted."""
+    scenarios: tuple[str, ...] = ("real",) if s.master else ("stable", "evicted")
+    if not s.master and (s.reference is not None or (s.stable_runs == "never" and policy != "never")):
+        scenarios = ("evicted",)
+    return scenarios
 
 
 def _warm_up(api: metrics.StatusApi) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from jobs.tpcds import datagen, metrics, session
 from jobs.tpcds.answers import Answer, DuckDBOracle, compare
 from jobs.tpcds.queries import Query, QueryError, load
-from jobs.tpcds.runner import execute, first_line
+from jobs.tpcds.query_run import execute, first_line
 
 BEGIN = "<!-- verify:begin (written by `trspark bench verify`) -->"
 END = "<!-- verify:end -->"

@@ -15,20 +15,12 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from cost_model.lifetimes import LifetimeModel
+from trspark.engine.commands import Backup, Command
+from trspark.engine.events import REMOTE, BackupFailed, BlockBackedUp, Event, TaskEnded, TaskStarted, Tick
 from trspark.engine.horizon import consumption_horizon
 from trspark.engine.interface import Policy
-from trspark.engine.protocol import (
-    REMOTE,
-    Backup,
-    BackupFailed,
-    BlockBackedUp,
-    Command,
-    Event,
-    TaskEnded,
-    TaskStarted,
-    Tick,
-)
-from trspark.engine.state import JobState, MapOutput
+from trspark.engine.state import JobState
+from trspark.engine.views import MapOutput
 
 
 class NeverPolicy(Policy):

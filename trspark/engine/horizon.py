@@ -11,7 +11,8 @@ TR-Checkpointing uses the longer "until no longer needed" horizon of :mod:`trspa
 from __future__ import annotations
 
 from cost_model.stage_estimate import next_stage_start
-from trspark.engine.state import JobState, MapOutput, StageView
+from trspark.engine.state import JobState
+from trspark.engine.views import MapOutput, StageView
 
 
 def consumption_horizon(state: JobState, alpha: float, block: MapOutput | None = None) -> float:

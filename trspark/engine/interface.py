@@ -10,7 +10,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from trspark.engine.protocol import Command, Event
+from trspark.engine.commands import Command
+from trspark.engine.events import Event
 
 
 class Policy(ABC):

@@ -1,4 +1,4 @@
-"""Task placement under :class:`~trspark.engine.protocol.SchedulingHints` (TR-Scheduling, Algorithm 1).
+"""Task placement under :class:`~trspark.engine.commands.SchedulingHints` (TR-Scheduling, Algorithm 1).
 
 The one placement rule of trspark. The engine decides the hints (``tr/scheduling.py``); the
 simulator applies them with :func:`place`, the live shim with its line-for-line Scala mirror
@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
-from trspark.engine.protocol import SchedulingHints
+from trspark.engine.commands import SchedulingHints
 
 ALLOWED, FALLBACK, STARVING, NEVER = 0, 1, 2, 3
 """Tiers of an (executor, stage) pair: the first pass in which a slot of the executor may take a task of the stage."""

@@ -16,24 +16,22 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from trspark.engine.interface import Policy
-from trspark.engine.placement import gamma_hints
-from trspark.engine.protocol import (
+from trspark.engine.commands import Backup, Command, SchedulingHints
+from trspark.engine.events import (
     REMOTE,
-    Backup,
     BlockBackedUp,
-    Command,
     Event,
     ExecutorAdded,
     ExecutorLost,
     JobSubmitted,
-    SchedulingHints,
     StageCompleted,
     StageSubmitted,
     TaskEnded,
     TaskStarted,
     Tick,
 )
+from trspark.engine.interface import Policy
+from trspark.engine.placement import gamma_hints
 
 #: Pools counted as on-demand unless a driver names others.
 ON_DEMAND_POOLS: tuple[str, ...] = ("ondemand",)
@@ -121,7 +119,7 @@ class PadoPolicy(Policy):
     the graph; a stage too large to fit is passed over for the next. Result stages write no
     shuffle and are never critical.
 
-    Placement goes through :class:`~trspark.engine.protocol.SchedulingHints` and
+    Placement goes through :class:`~trspark.engine.commands.SchedulingHints` and
     :mod:`trspark.engine.placement`: critical stages come first in ``stage_order``, and every
     evictable executor is forbidden for them (:func:`~trspark.engine.placement.gamma_hints`
     with limit 0), so it starts no critical task (unless the stage would otherwise starve). The restriction is sent only

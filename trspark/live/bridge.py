@@ -23,8 +23,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from trspark.engine.events import Event, JobEnded
 from trspark.engine.interface import Policy
-from trspark.engine.protocol import Event, JobEnded, ProtocolError, from_dict, to_dict, to_json
+from trspark.engine.protocol import ProtocolError, from_dict, to_dict, to_json
 
 PROTOCOL_VERSION = 1
 """Version sent in ``Hello``; bump it when the framing or the Hello/Ack lines change."""

@@ -32,7 +32,7 @@ import numpy as np
 from scipy import stats
 
 from cost_model.lifetimes import LifetimeModel, from_spec
-from trspark.engine.protocol import ExecutorAdded, ExecutorLost, ExecutorNotice
+from trspark.engine.events import ExecutorAdded, ExecutorLost, ExecutorNotice
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ class HistoryObserver:
     observed lifetime, any other reason a censored one -- except after a termination notice: an
     executor that left early (released by the engine, decommissioned) would have been evicted at
     the notice's deadline, so that is its observed lifetime (as in the engine's own fits,
-    :func:`trspark.engine.state.observed_lifetime`). :meth:`close` (end of the engine session)
+    :func:`trspark.engine.views.observed_lifetime`). :meth:`close` (end of the engine session)
     censors every executor still alive at the last event time.
     """
 

@@ -19,8 +19,9 @@ import heapq
 import itertools
 from dataclasses import dataclass
 
-from trspark.engine.protocol import Backup, CancelBackup, Command
-from trspark.engine.state import BlockId, JobState, MapOutput
+from trspark.engine.commands import Backup, CancelBackup, Command
+from trspark.engine.state import JobState
+from trspark.engine.views import BlockId, MapOutput
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from trspark.engine.protocol import REMOTE
+from trspark.engine.events import REMOTE
 
 TARGETS = ("both", "local", "remote")
 

@@ -32,9 +32,10 @@ from cost_model.lineage import Lineage
 from cost_model.recompute import Recompute
 from cost_model.timegrid import TimeGrid
 from trspark.engine.settings import TRConfig
-from trspark.engine.state import JobState, MapOutput
+from trspark.engine.state import JobState
 from trspark.engine.tr.checkpointing import Costs
 from trspark.engine.tr.knowledge import LifetimeKnowledge
+from trspark.engine.views import MapOutput
 
 #: Failure-table staleness (s) when exact deadlines are known (deterministic / fitted).
 NOTICE_STALENESS = 0.25

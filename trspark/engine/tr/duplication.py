@@ -38,11 +38,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from cost_model.lifetimes import Exponential
+from trspark.engine.commands import Advice, Command, DuplicateTask, KillDuplicate, SchedulingHints
 from trspark.engine.placement import allowed
-from trspark.engine.protocol import Advice, Command, DuplicateTask, KillDuplicate, SchedulingHints
-from trspark.engine.state import ExecutorView, JobState
+from trspark.engine.state import JobState
 from trspark.engine.tr.knowledge import LifetimeKnowledge
 from trspark.engine.tr.scheduling import cold_limits, reduce_rate
+from trspark.engine.views import ExecutorView
 
 _EPS = 1e-6
 

@@ -45,7 +45,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trspark.engine.horizon import stand_in_writer
-from trspark.engine.state import JobState, MapOutput, PlannedStage, StageView
+from trspark.engine.state import JobState
+from trspark.engine.views import MapOutput, PlannedStage, StageView
 
 #: Reader levels followed below a block (PageRank-like lineages are ~12 shuffles deep).
 MAX_CHAIN = 16

@@ -23,7 +23,8 @@ import numpy as np
 
 from cost_model.lifetimes import LifetimeModel
 from cost_model.lifetimes.deterministic import Deterministic
-from trspark.engine.state import ExecutorView, JobState
+from trspark.engine.state import JobState
+from trspark.engine.views import ExecutorView
 
 KNOWLEDGE = ("indeterministic", "deterministic", "fitted")
 

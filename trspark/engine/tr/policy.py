@@ -35,65 +35,52 @@ best peer), as ``always`` would.
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
 
 from cost_model.lineage import Lineage
-from trspark.engine.interface import Policy
-from trspark.engine.protocol import (
+from trspark.engine.commands import Command, DropBackup, SchedulingHints
+from trspark.engine.events import (
     REMOTE,
     BackupFailed,
     BlockBackedUp,
-    Command,
-    DropBackup,
     Event,
     ExecutorAdded,
     ExecutorLost,
     ExecutorNotice,
-    ReleaseExecutor,
-    SchedulingHints,
     ShuffleConsumed,
     StageCompleted,
     StageSubmitted,
     TaskEnded,
     Tick,
 )
+from trspark.engine.interface import Policy
 from trspark.engine.settings import TRConfig
-from trspark.engine.state import BlockId, JobState, MapOutput
+from trspark.engine.state import JobState
 from trspark.engine.tr.backup_stack import BackupStack, plan_for
 from trspark.engine.tr.checkpointing import Costs, decide
 from trspark.engine.tr.costs import CostEstimator
 from trspark.engine.tr.duplication import Duplicator, SplitAdvisor
 from trspark.engine.tr.horizon import NeedHorizon
 from trspark.engine.tr.knowledge import LifetimeKnowledge
+from trspark.engine.tr.notices import NoticeRules
+from trspark.engine.tr.replan import Replanning
 from trspark.engine.tr.safety_belt import SafetyBeltMonitor
 from trspark.engine.tr.scheduling import (
     GammaLimits,
     build_limits,
-    every_one_noticed,
-    expected_task_seconds,
-    has_room,
     limits_changed,
-    shortest_task,
 )
 from trspark.engine.tr.stall import stall_width
+from trspark.engine.views import BlockId, MapOutput
 
-#: Blocks queued for re-planning per tick (newest first): older blocks have usually been
-#: planned or are about to be consumed, and the stack serves the newest first anyway.
-REPLAN_LIMIT = 64
 #: Blocks queued for re-planning after an eviction or a new executor.
 REPLAN_ON_CHANGE = 16
 #: Queued re-plans done per event: re-planning is spread over the following events so that no
 #: single event pays for many decisions (decision latency, bench/engine.py).
 REPLANS_PER_EVENT = 1
-#: Seconds from the end of a task on a noticed executor until its output's copy is reported
-#: done, on top of the copy itself: at most 0.8 s (median 0.15 s) over 40 live copies
-#: in live traces. The room rule keeps this, not ``notice.margin``: see
-#: :meth:`TRPolicy._notice_allowance`.
-NOTICE_COPY_LATENCY = 1.0
 
 
 #: Events after which a noticed executor may have nothing left to do (a task or copy ended, a
@@ -101,7 +88,7 @@ NOTICE_COPY_LATENCY = 1.0
 _MAY_FREE_AN_EXECUTOR = (TaskEnded, BlockBackedUp, BackupFailed, ShuffleConsumed, StageCompleted, Tick, ExecutorNotice)
 
 
-class TRPolicy(Policy):
+class TRPolicy(NoticeRules, Replanning, Policy):
     """TR-Spark (paper §3-§5) behind the engine interface.
 
     Parameters
@@ -292,99 +279,6 @@ class TRPolicy(Policy):
         weight = float(stall_width(state, block.shuffle_id)) if self.config.stall_weight else 1.0
         return self.costs.costs(block, state, t_max, weight=weight, remote_in_flight=self.stack.in_flight_to(REMOTE))
 
-    def _defer(self, block: MapOutput) -> bool:
-        """Put off Algorithm 2 for a block on a noticed executor until its last responsible moment.
-
-        That moment is ``deadline - notice_margin - period - BT_total``: ``BT_total`` copies every
-        unconsumed output the executor holds one after the other at the slower target's speed
-        (they share its bandwidth), ``period`` allows for the tick that brings the engine back.
-        """
-        source = self.state.executors.get(block.backup_source() or "")
-        if source is None or not source.draining or source.notice_deadline is None:
-            return False
-        config = self.config
-        due = source.notice_deadline - config.notice_margin - config.period - self._copy_total(source.executor_id)
-        if self.state.now >= due:
-            self._deferred.pop(block.block_id, None)
-            return False
-        previous = self._deferred.get(block.block_id)
-        if previous != due:
-            self.decisions["deferred"] += previous is None
-            self._deferred[block.block_id] = due
-            heapq.heappush(self._deferred_due, (due, block.block_id))
-        return True
-
-    def _left_to_notice(self, block: MapOutput) -> bool:
-        """With ``notice.expected``, leave a block on an executor without a notice to its notice.
-
-        Every eviction is announced ``notice_window`` s ahead, so the block is lost only if the
-        executor cannot save it once noticed: when ``BT_total`` (every unconsumed output it holds
-        that is not on the store yet, one after the other at the slower target's speed) plus
-        ``notice_margin`` exceeds the window. Until then a copy now only costs. (Decommissioning
-        also moves blocks only at the notice; here the choice of what and where stays
-        Algorithm 2's, at the notice.)
-        """
-        config = self.config
-        if not config.notice_expected or not self.knowledge.uses_notices:
-            return False
-        source = self.state.executors.get(block.backup_source() or "")
-        if source is None or source.notice_deadline is not None:
-            return False
-        if self._copy_total(source.executor_id) + config.notice_margin > config.notice_window:
-            return False
-        self.decisions["left_to_notice"] += 1
-        return True
-
-    def _slowest_bandwidth(self) -> float:
-        """The slower of the allowed backup targets' bandwidths (bytes/s)."""
-        config = self.config
-        if config.targets == "both":
-            return min(config.local_bandwidth, config.remote_bandwidth)
-        return config.local_bandwidth if config.targets == "local" else config.remote_bandwidth
-
-    def _notice_allowance(self) -> float:
-        """Seconds a task on a noticed executor must leave before the deadline: saving its output.
-
-        ``A = BT(b_max) + L``: the copy time (s) of ``b_max``, the largest mean task output of
-        the runnable stages, at the slower target's speed, plus :data:`NOTICE_COPY_LATENCY` ``L``.
-        The task's own length needs no margin: ET is already its stage's longest finished task.
-        ``notice.margin`` is left out: a task that misses the deadline costs one re-run, a core
-        kept idle is lost for sure.
-        """
-        if not self._draining:
-            return 0.0
-        largest = max((s.mean_write_bytes() or 0.0 for s in self.state.runnable_stages()), default=0.0)
-        return self.costs.copy_seconds(largest, self._slowest_bandwidth()) + NOTICE_COPY_LATENCY
-
-    def _copy_total(self, executor_id: str) -> float:
-        """``BT_total`` (s) of the executor's unconsumed outputs not on the store yet, once per executor and instant.
-
-        (Listing an executor's outputs scans the job's outputs; a notice plans every block of the
-        executor at the same instant, and with ``notice.expected`` every plan asks for its
-        source's total, so the sums are cached per executor for that instant.)
-        """
-        at, totals = self._copy_totals
-        if at != self.state.now:
-            totals = {}
-            self._copy_totals = (self.state.now, totals)
-        if executor_id not in totals:
-            slowest = self._slowest_bandwidth()
-            totals[executor_id] = sum(self.costs.copy_seconds(b.bytes, slowest)
-                                      for b in self.state.outputs_on(executor_id) if not b.on_remote)
-        return totals[executor_id]
-
-    def _plan_due(self) -> None:
-        """Algorithm 2 for the deferred blocks whose last responsible moment has come."""
-        now = self.state.now
-        while self._deferred_due and self._deferred_due[0][0] <= now:
-            due, block_id = heapq.heappop(self._deferred_due)
-            if self._deferred.get(block_id) != due:
-                continue  # re-deferred to another moment, or planned meanwhile
-            del self._deferred[block_id]
-            block = self.state.outputs.get(block_id)
-            if block is not None and not block.consumed and not block.on_remote and block.holders():
-                self._plan(block)
-
     def _belt_target(self, block: MapOutput) -> str | None:
         if self.config.targets != "local":
             return REMOTE
@@ -394,151 +288,6 @@ class TRPolicy(Policy):
         """Backed up somewhere, or a backup is planned or running: its parents need not outlive it."""
         return bool(block.backups) or self.stack.is_busy(block.block_id)
 
-    def _replan(self, limit: int | None = REPLAN_LIMIT) -> list[Command]:
-        """Queue the most exposed unsafe, not in-flight blocks (at most ``limit``) for Algorithm 2 again.
-
-        Most exposed = the shortest expected remaining life of the safest executor holding a copy
-        (with exact lifetimes: the blocks on the executors that die next), newest first among
-        equals (a memoryless belief makes every executor equal). ``limit=None`` (the safety belt
-        firing) plans every such block at once instead.
-        """
-        for block in self._most_exposed(limit):
-            if limit is None:
-                self._plan(block)
-            elif block.block_id not in self._queued:
-                self._queued.add(block.block_id)
-                self._replan_queue.append(block.block_id)
-        return []
-
-    def _most_exposed(self, limit: int | None) -> list[MapOutput]:
-        """The unsafe, not in-flight blocks with a live copy, most exposed first (all, or the first ``limit``).
-
-        Sort key: the largest mean residual life among the block's holders; ties newest first
-        (insertion order of ``state.outputs`` is creation order). No key is below the smallest
-        residual life of an alive executor when every holder is alive, so once ``limit`` blocks
-        with that key are found, newest first, they are the answer and the scan stops (under a
-        memoryless belief every block has that key).
-        """
-        state = self.state
-        executors = state.alive_executors()
-        residual = dict(zip((e.executor_id for e in executors),
-                            self.knowledge.mean_residual_life(executors, state.now) if executors else (), strict=True))
-        floor = min(residual.values()) if residual and limit is not None and state.holders_alive() else None
-        in_flight = self.stack.in_flight
-        keyed: list[tuple[float, int, MapOutput]] = []
-        at_floor = 0
-        for block in reversed(state.outputs.values()):
-            backups = block.backups
-            if block.consumed or REMOTE in backups or block.block_id in in_flight:
-                continue
-            if backups:
-                holders = block.holders()
-                if not holders:
-                    continue
-                key = max(residual.get(h, 0.0) for h in holders)
-            elif block.source_lost:
-                continue  # no copy left
-            else:
-                key = residual.get(block.executor_id, 0.0)
-            keyed.append((key, len(keyed), block))
-            if key == floor:
-                at_floor += 1
-                if at_floor == limit:
-                    return [b for k, _, b in keyed if k == floor]
-        keyed.sort(key=lambda item: item[:2])  # ties stay newest first
-        return [b for _, _, b in (keyed if limit is None else keyed[:limit])]
-
-    def _replan_lost_copies(self, executor_id: str) -> None:
-        """Algorithm 2 at once for the blocks that lost a copy with ``executor_id`` and live on elsewhere.
-
-        A block with a peer copy looked safe (both holders had to fail); with one copy gone its
-        risk is back to one executor's, and waiting for the next tick left it exposed.
-        """
-        for block in list(self.state.live_outputs()):
-            lost_copy = block.last_peer == executor_id or (block.executor_id == executor_id and block.source_lost)
-            if lost_copy and block.holders() and not block.on_remote:
-                self._plan(block)
-
-    def _plan_noticed(self, executor_id: str) -> None:
-        """Algorithm 2 for every unsafe block held by an executor that got a notice.
-
-        Newest first (the stack serves the newest first too): with the deadline known, a block
-        whose readers will be done before it is left alone, the others are copied while the
-        window lasts -- from their last responsible moment (:meth:`_defer`) on.
-        """
-        for block in reversed(self.state.outputs_on(executor_id)):
-            self._plan(block)
-
-    def _work_queue(self, budget: int) -> None:
-        """Re-plan up to ``budget`` queued blocks (oldest request first)."""
-        while budget > 0 and self._replan_queue:
-            block_id = self._replan_queue.popleft()
-            self._queued.discard(block_id)
-            block = self.state.outputs.get(block_id)
-            if block is not None and not block.consumed and not block.on_remote and block.holders():
-                self._plan(block)
-                budget -= 1
-
-    # ---- early release of noticed executors ------------------------------------------------
-    def _releases(self) -> list[Command]:
-        """``ReleaseExecutor`` for each noticed executor that has nothing left to do.
-
-        No task fits there before its deadline any more (idle between two stages is not "nothing
-        left to do": the next stage's tasks would fit), and losing it now costs nothing
-        (:meth:`_idle_and_empty`).
-
-        While no executor without a notice is left, none is released: the noticed ones then take
-        tasks whatever their room (:func:`~trspark.engine.tr.scheduling.notice_rules`: someone
-        must run them), so they are not out of work. Releasing them would leave the job to
-        replacement JVMs still starting, which run their first tasks many times slower.
-        """
-        out: list[Command] = []
-        state = self.state
-        # The shortest task and the copy allowance are the same for every noticed executor.
-        shortest = shortest_task(expected_task_seconds(state), state.mean_warm_task_seconds())
-        allowance = self._notice_allowance()
-        # (A released executor had a notice: it counts as noticed until the driver reports it lost.)
-        unnoticed = not every_one_noticed(state.alive_executors())
-        for executor_id in sorted(self._draining):
-            ex = state.executors.get(executor_id)
-            if ex is None or not ex.alive:
-                self._draining.discard(executor_id)
-            elif (self.config.notice_release and unnoticed and not has_room(ex, state.now, allowance, shortest)
-                  and self._idle_and_empty(executor_id)):
-                self._draining.discard(executor_id)
-                self.released.add(executor_id)
-                out.append(ReleaseExecutor(executor_id, reason="notice: no task, nothing needed held"))
-        return out
-
-    def _idle_and_empty(self, executor_id: str) -> bool:
-        """True when losing ``executor_id`` now costs nothing.
-
-        It runs no task (running tasks finish under a notice, as under Spark's decommissioning),
-        no backup reads from or writes to it, and each output it holds is safe (consumed or on
-        remote storage), has another live holder, or is no longer needed (its readers finished
-        and their outputs are covered, paper §2.3). A block Algorithm 2 chose to leave there
-        (its readers come before the deadline) or that still waits for its last responsible
-        moment keeps the executor. So does an output that a running task reads: that task took
-        the output's location when it started, so it would fetch from this executor after it
-        is gone (Spark then counts a FetchFailed, unregisters the executor's outputs and re-runs
-        their stages), whatever copy the output has.
-        """
-        state = self.state
-        ex = state.executors[executor_id]
-        if ex.running:
-            return False
-        if any(executor_id in (plan.source, plan.target) for plan in self.stack.in_flight.values()):
-            return False
-        held = state.outputs_on(executor_id)
-        if any(stage.running for shuffle_id in {b.shuffle_id for b in held}
-               for stage in state.reader_stages(shuffle_id)):
-            return False
-        for block in held:
-            if state.is_safe(block) or any(h != executor_id for h in block.holders()):
-                continue
-            if not state.consumers_safe(block.shuffle_id):
-                return False
-        return True
 
     # ---- TR-Scheduling ----------------------------------------------------------------------
     def _scheduling(self) -> list[Command]:

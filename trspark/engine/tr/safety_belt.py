@@ -13,7 +13,7 @@ map outputs divided by the cores alive now -- so it is comparable with the wall-
 
 from __future__ import annotations
 
-from trspark.engine.protocol import SafetyBelt
+from trspark.engine.commands import SafetyBelt
 from trspark.engine.state import JobState
 
 

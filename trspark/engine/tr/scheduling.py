@@ -48,9 +48,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from trspark.engine.commands import SchedulingHints
 from trspark.engine.placement import gamma_hints
-from trspark.engine.protocol import SchedulingHints
-from trspark.engine.state import ExecutorView, JobState, StageView
+from trspark.engine.state import JobState
+from trspark.engine.views import ExecutorView, StageView
 
 
 def reduce_rate(state: JobState, stage: StageView) -> float:

@@ -1,0 +1,89 @@
+"""The settings of one TPC-DS benchmark, its progress callbacks and its result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobs.tpcds.results import RunRow
+
+#: Policies whose executors can get each kill's termination notice (SIGPWR ``notice`` s ahead);
+#: ``tr`` only with ``BenchSettings.tr_notices``.
+NOTICED_POLICIES = frozenset({"decommission", "tr"})
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """Everything one benchmark needs (the CLI's options, validated)."""
+
+    sf: float
+    queries: tuple[str, ...]
+    policies: tuple[str, ...]
+    out: Path
+    lifetime: str | None = None
+    """Lifetime spec for every query (e.g. ``exponential:mean=60``); or use ``stability``."""
+    stability: float | None = 3.0
+    """Mean lifetime as a multiple of the query's stable time (exponential); used if no lifetime."""
+    executors: int = 3
+    cores: int = 1
+    memory_mb: int = 2048
+    repeat: int = 1
+    """Evicted runs per (query, policy): run ``r`` replays the kill schedule drawn from (seed, query, r)."""
+    seed: int = 0
+    time_cap: float = 600.0
+    notice: float = 30.0
+    replacement_delay: float = 10.0
+    min_alive: int = 1
+    max_kills: int | None = None
+    """At most this many executors killed per run (None: as the schedule says)."""
+    master: str | None = None
+    cache: Path | None = None
+    rewarm: bool = True
+    spark_conf: tuple[tuple[str, str], ...] = ()
+    """Extra Spark settings for every session (e.g. no broadcast joins, for bigger shuffles)."""
+    warmup: int | None = None
+    """Queries (the first ones) in each session's warm-up pass; None: all of them."""
+    stable_runs: str = "all"
+    """``all``: every policy gets stable runs (its overhead); ``never``: only vanilla Spark (the reference)."""
+    reference: Path | None = None
+    """A results CSV whose ``never`` stable runs give each query's stable time: no stable runs then,
+    the policies run in the given order, and the kill schedules are the ones a run with that
+    reference draws (a long benchmark can be continued or split this way)."""
+    warmup_rounds: int = 1
+    """Times the warm-up pass runs (short queries need more than one pass before the JIT settles)."""
+    tr_notices: bool = True
+    """Give ``tr`` the kills' notices too (``decommission`` always gets them)."""
+    stable_repeat: int | None = None
+    """Stable runs per (query, policy) when not ``repeat`` (None: ``repeat``), e.g. 3 for a steady
+    reference with 2 kill schedules."""
+    executor_cpus: float | None = None
+    """Cap each executor JVM at this many cores (its own cgroup, :mod:`jobs.harness.cpucap`), as if
+    every executor ran on its own VM; None: executors share the machine's cores."""
+
+    def runs(self, scenario: str) -> int:
+        """Recorded runs per (query, policy) of ``scenario``."""
+        return self.stable_repeat if scenario == "stable" and self.stable_repeat else self.repeat
+
+    def noticed(self, policy: str) -> bool:
+        """Does ``policy`` get a termination notice before each kill?"""
+        return policy in NOTICED_POLICIES and (policy != "tr" or self.tr_notices) and self.master is None
+
+
+@dataclass
+class Progress:
+    """Callbacks for a display: ``total`` runs announced once, then ``advance(label)`` per step."""
+
+    start: Callable[[int], None] = lambda total: None
+    step: Callable[[str], None] = lambda label: None
+    advance: Callable[[], None] = lambda: None
+    row: Callable[[RunRow], None] = lambda row: None
+    """Called with every row as soon as it is written (rows survive a policy that crashes later)."""
+
+
+@dataclass
+class BenchResult:
+    """The rows of a benchmark and the policies that could not run here, with the reason."""
+
+    rows: list[RunRow]
+    skipped: dict[str, str]

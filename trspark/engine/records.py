@@ -1,0 +1,168 @@
+"""The tables of one application's state and the questions the policies ask of them.
+
+:class:`JobRecords` holds executors, stages, map outputs and the job graph;
+:class:`~trspark.engine.state.JobState` adds the event handlers that change them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from cost_model.lineage import Lineage
+from trspark.engine.events import REMOTE
+from trspark.engine.views import BlockId, ExecutorView, LifetimeOf, MapOutput, PlannedStage, StageView
+
+
+class JobRecords:
+    """Executors, stages and map outputs of one application, and the read-only questions on them.
+
+    Parameters
+    ----------
+    default_task_seconds : float
+        Task run time assumed for a stage before any of its tasks finished (s).
+    lineage : Lineage, optional
+        The cost model's lineage to feed (the policies that price blocks give one).
+    lifetime_of : callable, optional
+        The lifetime law of an executor (required with ``lineage``).
+    """
+
+    def __init__(self, default_task_seconds: float = 1.0, *, lineage: Lineage | None = None,
+                 lifetime_of: LifetimeOf | None = None) -> None:
+        if (lineage is None) != (lifetime_of is None):
+            raise ValueError("JobState: give both 'lineage' and 'lifetime_of', or neither")
+        self.lineage = lineage
+        self._lifetime_of = lifetime_of
+        self.default_task_seconds = default_task_seconds
+        self.now = 0.0
+        self.executors: dict[str, ExecutorView] = {}
+        """The alive executors. A lost one is dropped (its lifetime stays in ``lifetimes``): a
+        long application with spot churn sees thousands come and go."""
+        self.stages: dict[int, StageView] = {}
+        self.outputs: dict[BlockId, MapOutput] = {}
+        self.shuffle_stage: dict[int, int] = {}
+        """shuffle id -> the stage that writes it."""
+        self.shuffle_readers: dict[int, set[int]] = {}
+        """shuffle id -> stages that read it."""
+        self.consumed_shuffles: set[int] = set()
+        self._readers_done: set[int] = set()
+        """Shuffles a driver said were consumed (their readers finished) while a reader's own
+        output is still needed: consumed once it is (see :meth:`_shuffle_consumed`)."""
+        self.consumed_now: list[int] = []
+        """The shuffles the last event consumed (a ``ShuffleConsumed`` may consume none, or its
+        own shuffle and the parents that waited on it)."""
+        self.planned: dict[int, PlannedStage] = {}
+        """stage id -> the stage as the job's graph announced it (``JobSubmitted``)."""
+        self.planned_readers: dict[int, set[int]] = {}
+        """shuffle id -> stages of a submitted job's graph that read it (submitted or not yet)."""
+        self.job_stages: dict[int, tuple[int, ...]] = {}
+        """job id -> the stage ids of its graph, from ``JobSubmitted`` until its ``JobEnded``."""
+        self._retiring: set[int] = set()
+        """Shuffles consumed by the previous event: retired when the next event arrives."""
+        self._tasks_done = 0
+        self._task_seconds_done = 0.0
+        """Finished tasks and their run time over the whole application (retired stages too)."""
+        self._warm_tasks_done = 0
+        self._warm_seconds_done = 0.0
+        """The same, without the first task of each executor JVM (see :meth:`mean_warm_task_seconds`)."""
+        self._alive_cores = 0
+        self._held: dict[str, set[BlockId]] = {}
+        """executor -> outputs it holds a copy of (as writer or peer backup): O(own) eviction."""
+        self._by_shuffle: dict[int, set[BlockId]] = {}
+        self.lifetimes: dict[str, list[tuple[float, bool]]] = {}
+        """pool -> ``(lifetime seconds, observed eviction?)`` of executors that left (censored if not evicted)."""
+        self.first_recompute_time: float | None = None
+        self.recompute_seconds = 0.0
+        """Task-seconds spent re-running map tasks whose output had been lost."""
+        self.lost_work_seconds = 0.0
+        """Task-seconds of running tasks killed by executor loss."""
+        self.task_seconds_total = 0.0
+        self.job_ended = False
+
+    # ---- queries --------------------------------------------------------------------------
+    def alive_executors(self) -> list[ExecutorView]:
+        return list(self.executors.values())  # a lost executor is dropped from ``executors``
+
+    def total_cores(self) -> int:
+        """Cores of the alive executors (kept as a running count: asked on every decision)."""
+        return self._alive_cores
+
+    def active_stages(self) -> list[StageView]:
+        return [s for s in self.stages.values() if s.active]
+
+    def runnable_stages(self) -> list[StageView]:
+        """Active stages with tasks waiting for a core (all their parent shuffles complete)."""
+        return [s for s in self.active_stages() if s.pending_count and self._inputs_ready(s)]
+
+    def _inputs_ready(self, stage: StageView) -> bool:
+        for shuffle in stage.parent_shuffle_ids:
+            writer = self.shuffle_stage.get(shuffle)
+            if writer is not None and self.stages[writer].unfinished > 0:
+                return False
+        return True
+
+    def live_outputs(self) -> Iterator[MapOutput]:
+        """Map outputs that still exist and may still be read."""
+        return (b for b in self.outputs.values() if not b.consumed)
+
+    def outputs_on(self, executor_id: str) -> list[MapOutput]:
+        """Unconsumed outputs with a copy on ``executor_id`` (in creation order)."""
+        held = self._held.get(executor_id, set())
+        return [b for key, b in self.outputs.items() if key in held and not b.consumed]
+
+    def holders_alive(self) -> bool:
+        """Every executor holding a copy of an output is alive (a late task end of a lost one may break it)."""
+        return all(e in self.executors for e in self._held)
+
+    def writer_stage(self, shuffle_id: int) -> StageView | None:
+        """The stage that writes ``shuffle_id``, if Spark submitted it and it is not retired."""
+        return self.stages.get(self.shuffle_stage.get(shuffle_id, -1))
+
+    def reader_stages(self, shuffle_id: int) -> list[StageView]:
+        return [self.stages[s] for s in sorted(self.shuffle_readers.get(shuffle_id, ())) if s in self.stages]
+
+    def unsubmitted_readers(self, shuffle_id: int) -> list[PlannedStage]:
+        """Stages a job's graph says will read ``shuffle_id`` that Spark has not submitted yet."""
+        # planned_readers holds only stages of a graph, each in self.planned (never pruned).
+        return [self.planned[s] for s in sorted(self.planned_readers.get(shuffle_id, ())) if s not in self.stages]
+
+    def is_safe(self, block: MapOutput) -> bool:
+        """The block survives any eviction: consumed, or on remote storage."""
+        return block.consumed or block.on_remote
+
+    def consumers_safe(self, shuffle_id: int) -> bool:
+        """Every reader of ``shuffle_id`` finished and its own outputs are safe (paper §2.3).
+
+        Then the shuffle's blocks are no longer needed for any re-computation: lost reader
+        outputs come back from their backups, not by re-running the readers.
+        """
+        if shuffle_id in self.consumed_shuffles:
+            return True
+        readers = self.reader_stages(shuffle_id)
+        if not readers:
+            return False
+        for stage in readers:
+            if stage.unfinished > 0:
+                return False
+            if stage.shuffle_id is None or stage.shuffle_id in self.consumed_shuffles:
+                continue  # a finished result stage, or one whose own readers are done, needs nothing more
+            outputs, shuffle = self.outputs, stage.shuffle_id
+            for p in range(stage.num_tasks):
+                out = outputs.get((shuffle, p))
+                if out is None or not (out.consumed or REMOTE in out.backups):  # is_safe, inlined: a hot loop
+                    return False
+        return True
+
+    def mean_task_seconds(self) -> float:
+        """Mean run time of every successful task so far (s), retired stages included."""
+        return self._task_seconds_done / self._tasks_done if self._tasks_done else self.default_task_seconds
+
+    def mean_warm_task_seconds(self) -> float:
+        """Mean run time (s) of the successful tasks that were not their executor's first one.
+
+        A fresh JVM runs its first task several times slower (class loading, JIT, code
+        generation), so its first task says little about the next ones. What a warm executor could still run before its
+        deadline is judged by this mean; :meth:`mean_task_seconds` until a warm task has ended.
+        """
+        if not self._warm_tasks_done:
+            return self.mean_task_seconds()
+        return self._warm_seconds_done / self._warm_tasks_done
