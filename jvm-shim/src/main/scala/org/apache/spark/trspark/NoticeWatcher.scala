@@ -125,7 +125,6 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit) 
     val result = try poll(postedAfter) catch {
       case NonFatal(e) => PollResult.Unusable(s"${settings.source} metadata at ${settings.baseUrl} unreachable ($e)")
     }
-    pollCount.incrementAndGet()
     result match {
       case PollResult.Notice(deadline) => fire(deadline, settings.source)
       case PollResult.NoNotice =>
@@ -136,6 +135,8 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit) 
         else logDebug(s"trspark: no termination notice: $reason")
         lastProblem = reason
     }
+    // Counted last: whoever sees the count also sees this poll's outcome.
+    pollCount.incrementAndGet()
   }
 
   /** One request; `postedAfter`: the earliest time a notice seen now can have been posted (ms). */
