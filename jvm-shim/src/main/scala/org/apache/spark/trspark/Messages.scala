@@ -68,6 +68,7 @@ object Wire {
         n.set[JsonNode]("task", task(t))
         n
       case notice: TerminationNotice => notice.toJson
+      case report: PoolReport => report.toJson
       case other => throw new IllegalArgumentException(s"not a trspark message: $other")
     }
     Json.mapper.writeValueAsString(node)
@@ -87,6 +88,7 @@ object Wire {
       case "failed" => BackupFailedMsg(n.path("executor").asText(), task(n.path("task")), n.path("reason").asText(),
         n.path("missing").asBoolean(false))
       case TerminationNotice.Type => TerminationNotice.fromJson(n)
+      case PoolReport.Type => PoolReport.fromJson(n)
       case other => throw new IllegalArgumentException(s"unknown trspark message type '$other'")
     }
   }

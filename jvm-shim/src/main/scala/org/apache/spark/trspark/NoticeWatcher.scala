@@ -153,6 +153,29 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit) 
     case other => PollResult.Unusable(s"unknown notice source '$other'")
   }
 
+  /**
+   * This VM's pool from the instance metadata (`spot` or `ondemand`, see [[NoticeEndpoints]]);
+   * None when no source is configured or the service gives no usable answer. One request
+   * (two on GCP when the VM is not preemptible), made once at executor start.
+   */
+  def metadataPool(): Option[String] = if (!settings.polls) None else {
+    val answer = try settings.source match {
+      case "aws" => (NoticeEndpoints.parseAwsLifecycle _).tupled(get(NoticeEndpoints.AwsLifecyclePath, awsHeaders()))
+      case "gcp" =>
+        val flavor = Seq("Metadata-Flavor" -> "Google")
+        (NoticeEndpoints.parseGcpPreemptible _).tupled(get(NoticeEndpoints.GcpPreemptiblePath, flavor)) match {
+          case Some(true) => Some(NoticeEndpoints.SpotPool)
+          // Spot VMs may answer FALSE here; their provisioning model says SPOT.
+          case _ => (NoticeEndpoints.parseGcpProvisioning _).tupled(get(NoticeEndpoints.GcpProvisioningPath, flavor))
+        }
+      case "azure" =>
+        (NoticeEndpoints.parseAzurePriority _).tupled(get(NoticeEndpoints.AzurePriorityPath, Seq("Metadata" -> "true")))
+      case _ => None
+    } catch { case NonFatal(e) => logInfo(s"trspark: no pool from ${settings.source} metadata: $e"); None }
+    if (answer.isEmpty) logInfo(s"trspark: ${settings.source} metadata at ${settings.baseUrl} names no pool")
+    answer
+  }
+
   /** IMDSv2 session-token header when the service issues tokens; IMDSv1 (none) otherwise. */
   private def awsHeaders(): Seq[(String, String)] = {
     val now = clock()

@@ -44,6 +44,10 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   private val verifier = Executors.newSingleThreadExecutor(Daemon.factory("trspark-verify"))
   private var lastTime = 0.0
   private val peerRound = new AtomicLong(0)
+  /** Each executor's pool; emits its `ExecutorAdded` (from the listener and the executors' reports). */
+  lazy val pools = new ExecutorPools(sc.conf.get(TRConf.Prefix + "pool", "default").trim,
+    (id, host, cores, pool) => emit(event("ExecutorAdded").put("executor_id", id).put("host", host)
+      .put("cores", cores).put("pool", pool)))
   /**
    * Counters, read by tests and tools (`TRStatus.stat`) and printed at shutdown. Committed backups:
    * `backups_done` = `backups_local` (peer copies) + `backups_remote`; `backups_bytes` sums the
@@ -114,6 +118,9 @@ class TRDriverPlugin extends DriverPlugin with Logging {
         }
         null
       case notice: TerminationNotice => noticed(notice); null
+      case report: PoolReport =>
+        logInfo(s"trspark: executor ${report.executorId} is in pool ${report.pool} (from ${report.source})")
+        pools.report(report.executorId, report.pool); "ok"
       case other => logWarning(s"trspark: unexpected message $other"); null
     }
     case other => logWarning(s"trspark: unexpected message $other"); null

@@ -20,7 +20,6 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
   private val consumed = mutable.HashSet.empty[Int]
   /** Spark SQL execution id -> the shuffles its jobs write (in the order the jobs started). */
   private val shufflesOfExecution = mutable.HashMap.empty[Long, mutable.ArrayBuffer[Int]]
-  private val pool = sc.conf.get(TRConf.Prefix + "pool", "default")
 
   private def ev(kind: String) = plugin.event(kind)
 
@@ -29,14 +28,14 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
     if (!id.isDriver && id.executorId != "fallback") plugin.executorAdded(id.executorId, id)
   }
 
-  override def onExecutorAdded(added: SparkListenerExecutorAdded): Unit = plugin.emit(
-    ev("ExecutorAdded").put("executor_id", added.executorId).put("host", added.executorInfo.executorHost)
-      .put("cores", added.executorInfo.totalCores).put("pool", pool))
+  override def onExecutorAdded(added: SparkListenerExecutorAdded): Unit =
+    plugin.pools.added(added.executorId, added.executorInfo.executorHost, added.executorInfo.totalCores)
 
   override def onExecutorRemoved(removed: SparkListenerExecutorRemoved): Unit = {
     val reason = if (plugin.wasReleased(removed.executorId)) "released" else TRListener.lossKind(removed.reason)
     plugin.emit(ev("ExecutorLost").put("executor_id", removed.executorId).put("reason", reason))
     plugin.outputsLost(removed.executorId, "executor lost", dead = true)
+    plugin.pools.removed(removed.executorId)
   }
 
   override def onJobStart(job: SparkListenerJobStart): Unit = {
