@@ -253,7 +253,8 @@ class HistoryObserver:
             self.last_time = max(self.last_time, float(time))
         if isinstance(event, ExecutorAdded):
             start = event.vm_started if event.vm_started is not None else event.time
-            self.recorder.executor_added(event.executor_id, start, event.pool)
+            # "default" is the protocol's "no pool named": the recorder's own pool then.
+            self.recorder.executor_added(event.executor_id, start, None if event.pool == "default" else event.pool)
         elif isinstance(event, ExecutorNotice) and event.kind == "notice":
             self._deadlines[event.executor_id] = event.deadline
         elif isinstance(event, ExecutorLost):
