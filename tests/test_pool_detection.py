@@ -126,3 +126,40 @@ def test_efm_and_pado_count_the_stable_pools_as_on_demand() -> None:
     assert isinstance(efm, EFMPolicy) and efm.pools.on_demand_pools == frozenset({"reserved"})
     pado = build_policy(from_spark_conf({"spark.trspark.mode": "pado"}))
     assert isinstance(pado, PadoPolicy)
+
+
+# ---- AWS rebalance recommendation -------------------------------------------------------------
+
+
+def test_aws_rebalance_recommendation_is_reported_once_and_is_no_notice(jvm: Jvm) -> None:
+    from tests.jvm_gateway import wait_for
+
+    with NoticeServer() as server:
+        settings = jvm.trspark.NoticeSettings("aws", server.url + "/vm-{executorId}", 0.05, 30.0, "none")
+        notices, rebalances = jvm.trspark.NoticeRecorder(), jvm.trspark.NoticeRecorder()
+        watcher = jvm.trspark.NoticeWatcher(settings.forExecutor("1"), notices, rebalances)
+        watcher.start()
+        try:
+            wait_for(lambda: watcher.polls() >= 3, what="three polls")
+            assert rebalances.calls() == 0
+            server.post_rebalance(vm="vm-2")  # another VM's recommendation
+            polls = watcher.polls()
+            wait_for(lambda: watcher.polls() >= polls + 3, what="three more polls")
+            assert rebalances.calls() == 0
+            since = server.post_rebalance(vm="vm-1")
+            wait_for(lambda: rebalances.calls() == 1, what="the rebalance recommendation")
+            polls = watcher.polls()
+            wait_for(lambda: watcher.polls() >= polls + 3, what="three more polls")
+        finally:
+            watcher.stop()
+    assert rebalances.calls() == 1 and rebalances.source() == "aws-rebalance"
+    assert rebalances.deadline() == int(since.timestamp() * 1000)
+    assert notices.calls() == 0 and not watcher.hasFired()
+
+
+def test_rebalance_event_round_trips_the_protocol() -> None:
+    from trspark.engine.protocol import ExecutorRebalance, from_dict, to_dict
+
+    event = ExecutorRebalance(12.5, "3", since=11.0)
+    assert from_dict(to_dict(event)) == event
+    assert from_dict({"type": "ExecutorRebalance", "time": 1.0, "executor_id": "0"}).since is None

@@ -11,6 +11,9 @@ a notice is posted with :meth:`NoticeServer.post_notice`:
   ``Metadata: true`` required, else 400): ``{"DocumentIncarnation": n, "Events": [...]}``
   with one ``Preempt`` event whose ``NotBefore`` is an RFC-1123 time (30 s on Azure spot).
 
+The AWS imitation also serves ``GET /latest/meta-data/events/recommendations/rebalance``: 404
+until :meth:`NoticeServer.post_rebalance`, then 200 ``{"noticeTime": "<ISO-8601 UTC>"}``.
+
 Each also answers which pool the VM is in (its instance life cycle), ``spot`` unless
 :meth:`NoticeServer.set_pool` says ``ondemand`` for all VMs or for one path prefix:
 
@@ -44,6 +47,7 @@ AWS_LIFECYCLE_PATH = "/latest/meta-data/instance-life-cycle"
 GCP_PREEMPTIBLE_PATH = "/computeMetadata/v1/instance/scheduling/preemptible"
 GCP_PROVISIONING_PATH = "/computeMetadata/v1/instance/scheduling/provisioning-model"
 AZURE_PRIORITY_PATH = "/metadata/instance/compute/priority"
+AWS_REBALANCE_PATH = "/latest/meta-data/events/recommendations/rebalance"
 POOLS = ("spot", "ondemand")
 
 
@@ -63,6 +67,8 @@ class NoticeServer:
         self.vm_pools: dict[str, str] = {}
         """Pools of single VMs: path prefix (``/vm-1``) -> ``spot`` | ``ondemand``; see :meth:`set_pool`."""
         self.gcp_spot_model = False
+        self.rebalance: dict[str, datetime] = {}
+        """Rebalance recommendations: path prefix ("" = every VM) -> notice time; see :meth:`post_rebalance`."""
         self.vm_deadlines: dict[str, datetime] = {}
         """Notices for one VM only: path prefix (``/vm-1``) -> deadline; see :meth:`post_notice`."""
         self._incarnation = 1
@@ -77,6 +83,15 @@ class NoticeServer:
                 prefix, path = server.split_path(self.path.split("?", 1)[0])
                 deadline = server.vm_deadlines.get(prefix, server.deadline)
                 spot = server.vm_pools.get(prefix, server.pool) == "spot"
+                if path == AWS_REBALANCE_PATH:
+                    token = self.headers.get("X-aws-ec2-metadata-token")
+                    if (server.aws_require_token or token is not None) and token not in server.aws_tokens:
+                        return self._reply(401, "text/plain", "Unauthorized")
+                    since = server.rebalance.get(prefix, server.rebalance.get(""))
+                    if since is None:
+                        return self._reply(404, "text/plain", "Not Found")
+                    body = {"noticeTime": since.strftime("%Y-%m-%dT%H:%M:%SZ")}
+                    return self._reply(200, "application/json", json.dumps(body))
                 if path in (AWS_LIFECYCLE_PATH, GCP_PREEMPTIBLE_PATH, GCP_PROVISIONING_PATH, AZURE_PRIORITY_PATH):
                     return self._pool_answer(path, spot)
                 if path == AWS_PATH:
@@ -168,6 +183,12 @@ class NoticeServer:
         self._incarnation += 1
         return deadline
 
+    def post_rebalance(self, vm: str = "") -> datetime:
+        """Post an AWS rebalance recommendation (now) for every VM, or only under the prefix ``/<vm>``."""
+        since = datetime.now(UTC).replace(microsecond=0)
+        self.rebalance["/" + vm.strip("/") if vm else ""] = since
+        return since
+
     def set_pool(self, pool: str, vm: str = "") -> None:
         """Answer the life-cycle requests as a ``spot`` or ``ondemand`` VM: every VM, or with ``vm``
         only requests under the path prefix ``/<vm>`` (as :meth:`post_notice`)."""
@@ -187,7 +208,7 @@ class NoticeServer:
     def split_path(path: str) -> tuple[str, str]:
         """``/vm-1/latest/meta-data/...`` -> (``/vm-1``, ``/latest/meta-data/...``); no prefix -> ``""``."""
         for endpoint in (AWS_PATH, GCP_PATH, AZURE_PATH, AWS_TOKEN_PATH, AZURE_NAME_PATH, AWS_LIFECYCLE_PATH,
-                         GCP_PREEMPTIBLE_PATH, GCP_PROVISIONING_PATH, AZURE_PRIORITY_PATH):
+                         GCP_PREEMPTIBLE_PATH, GCP_PROVISIONING_PATH, AZURE_PRIORITY_PATH, AWS_REBALANCE_PATH):
             if path.endswith(endpoint):
                 return path[: -len(endpoint)], endpoint
         return "", path

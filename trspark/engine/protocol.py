@@ -71,6 +71,17 @@ class ExecutorNotice:
 
 
 @dataclass(frozen=True, slots=True)
+class ExecutorRebalance:
+    """The cloud recommends moving work off the executor (AWS EC2 rebalance recommendation): its
+    spot capacity is at elevated risk of interruption, with no deadline yet. ``since`` is when the
+    recommendation was posted (engine time; may be before ``time``)."""
+
+    time: float
+    executor_id: str
+    since: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class JobSubmitted:
     """A job's whole stage graph, known when it starts (Spark's ``SparkListenerJobStart.stageInfos``).
 
@@ -207,6 +218,7 @@ Event = (
     ExecutorAdded
     | ExecutorLost
     | ExecutorNotice
+    | ExecutorRebalance
     | JobSubmitted
     | StageSubmitted
     | StageCompleted
@@ -335,6 +347,7 @@ _EVENT_TYPES: tuple[type, ...] = (
     ExecutorAdded,
     ExecutorLost,
     ExecutorNotice,
+    ExecutorRebalance,
     JobSubmitted,
     StageSubmitted,
     StageCompleted,

@@ -39,7 +39,8 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     if (conf.usesEngine) {
       val settings = NoticeSettings(context.conf()).forExecutor(context.executorID())
       val watcher = new NoticeWatcher(settings,
-        (deadline, source) => ctx.send(Wire.encode(TerminationNotice(ctx.executorID(), deadline, source))))
+        (deadline, source) => ctx.send(Wire.encode(TerminationNotice(ctx.executorID(), deadline, source))),
+        (at, _) => ctx.send(Wire.encode(RebalanceRecommendation(ctx.executorID(), at))))
       reportPool(watcher, settings.source)
       watcher.start()
       watcher.installSignalHandler()

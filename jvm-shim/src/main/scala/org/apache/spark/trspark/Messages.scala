@@ -69,6 +69,7 @@ object Wire {
         n
       case notice: TerminationNotice => notice.toJson
       case report: PoolReport => report.toJson
+      case rebalance: RebalanceRecommendation => rebalance.toJson
       case other => throw new IllegalArgumentException(s"not a trspark message: $other")
     }
     Json.mapper.writeValueAsString(node)
@@ -89,6 +90,7 @@ object Wire {
         n.path("missing").asBoolean(false))
       case TerminationNotice.Type => TerminationNotice.fromJson(n)
       case PoolReport.Type => PoolReport.fromJson(n)
+      case RebalanceRecommendation.Type => RebalanceRecommendation.fromJson(n)
       case other => throw new IllegalArgumentException(s"unknown trspark message type '$other'")
     }
   }

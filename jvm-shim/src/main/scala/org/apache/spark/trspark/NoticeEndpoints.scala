@@ -56,6 +56,17 @@ object NoticeEndpoints {
   val SpotPool = "spot"
   val OnDemandPool = "ondemand"
 
+  val AwsRebalancePath = "/latest/meta-data/events/recommendations/rebalance"
+
+  /**
+   * AWS rebalance recommendation: 404 = none; 200 JSON `{"noticeTime": "<ISO-8601>"}` = this
+   * spot instance is at elevated risk of interruption (no deadline). Some(notice time, ms; `nowMs`
+   * when the answer has no readable time) or None.
+   */
+  def parseAwsRebalance(status: Int, body: String, nowMs: Long): Option[Long] =
+    if (status != 200) None
+    else Some(Try(mapper.readTree(body).path("noticeTime").asText("")).toOption.flatMap(parseIso).getOrElse(nowMs))
+
   /** AWS `instance-life-cycle`: `spot` -> spot; `on-demand`, `scheduled`, `capacity-block` -> ondemand. */
   def parseAwsLifecycle(status: Int, body: String): Option[String] =
     if (status != 200) None else body.trim.toLowerCase(Locale.ROOT) match {

@@ -24,6 +24,17 @@ case class TerminationNotice(executorId: String, deadlineEpochMillis: Long, sour
     .put("executor", executorId).put("deadline", deadlineEpochMillis).put("source", source)
 }
 
+/** Executor -> driver: an AWS rebalance recommendation (elevated interruption risk) since `atEpochMillis`. */
+case class RebalanceRecommendation(executorId: String, atEpochMillis: Long) {
+  def toJson: ObjectNode = Json.obj(RebalanceRecommendation.Type).put("executor", executorId).put("at", atEpochMillis)
+}
+
+object RebalanceRecommendation {
+  val Type = "rebalance"
+  def fromJson(node: JsonNode): RebalanceRecommendation =
+    RebalanceRecommendation(node.path("executor").asText(), node.path("at").asLong())
+}
+
 object TerminationNotice {
   val Type = "notice"
   private val mapper = new ObjectMapper()
@@ -48,9 +59,18 @@ object TerminationNotice {
  * @param settings what to poll and how often.
  * @param onNotice called once with the deadline (ms since the epoch, UTC) and the source
  *                 (`aws`, `gcp`, `azure` or `signal:PWR`).
+ * @param onRebalance called at most once, before any notice, with the time of an AWS rebalance
+ *                 recommendation (ms since the epoch) and `aws-rebalance`: the instance is at
+ *                 elevated risk of interruption, with no deadline yet.
  */
-class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit) extends Logging {
+class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
+    onRebalance: (Long, String) => Unit) extends Logging {
   import NoticeWatcher._
+
+  /** A watcher that ignores rebalance recommendations. */
+  def this(settings: NoticeSettings, onNotice: (Long, String) => Unit) = this(settings, onNotice, (_, _) => ())
+
+  private val rebalanced = new AtomicBoolean(false)
 
   private val fired = new AtomicBoolean(false)
   // A signal handler cannot be unregistered from SignalUtils: after stop() it must do nothing.
@@ -131,10 +151,26 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit) 
       case PollResult.NoNotice =>
         lastProblem = ""
         lastClearMs = Some(started)
+        if (settings.source == "aws" && !rebalanced.get()) pollRebalance()
       case PollResult.Unusable(reason) =>
         if (reason != lastProblem) logInfo(s"trspark: no termination notice: $reason (further repeats at DEBUG)")
         else logDebug(s"trspark: no termination notice: $reason")
         lastProblem = reason
+    }
+  }
+
+  /** AWS only: one request for a rebalance recommendation; reported once. */
+  private def pollRebalance(): Unit = {
+    val seen = try {
+      val (status, body) = get(NoticeEndpoints.AwsRebalancePath, awsHeaders())
+      NoticeEndpoints.parseAwsRebalance(status, body, clock())
+    } catch { case NonFatal(_) => None } // the notice poll itself reports an unreachable service
+    seen.foreach { at =>
+      if (!stopped && rebalanced.compareAndSet(false, true)) {
+        logWarning(s"trspark: AWS rebalance recommendation since ${Instant.ofEpochMilli(at)}")
+        try onRebalance(at, "aws-rebalance")
+        catch { case NonFatal(e) => logWarning(s"trspark: rebalance callback failed: $e") }
+      }
     }
   }
 

@@ -118,6 +118,10 @@ class TRDriverPlugin extends DriverPlugin with Logging {
         }
         null
       case notice: TerminationNotice => noticed(notice); null
+      case r: RebalanceRecommendation =>
+        logInfo(s"trspark: executor ${r.executorId} got an AWS rebalance recommendation")
+        emit(event("ExecutorRebalance").put("executor_id", r.executorId).put("since", (r.atEpochMillis - sc.startTime) / 1000.0))
+        null
       case report: PoolReport =>
         logInfo(s"trspark: executor ${report.executorId} is in pool ${report.pool} (from ${report.source})")
         pools.report(report.executorId, report.pool); "ok"
