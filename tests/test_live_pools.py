@@ -88,6 +88,10 @@ def test_each_executor_takes_its_pool_from_its_own_metadata(source: str) -> None
             status = spark.sparkContext._jvm.org.apache.spark.trspark.TRStatus
             wait_for(lambda: status.stat("backups_local") > 0, what="efm copies to the on-demand executor", timeout=30)
             first = pools_seen_first(engine_events(trace))
+            if source == "aws":  # a rebalance recommendation for executor 1 reaches the engine
+                server.post_rebalance(vm="vm-1")
+                wait_for(lambda: [e["executor_id"] for e in engine_events(trace) if e["type"] == "ExecutorRebalance"] == ["1"],
+                         what="ExecutorRebalance for executor 1", timeout=30)
     assert first == {"0": "ondemand", "1": "spot", "2": "spot"}
 
 
