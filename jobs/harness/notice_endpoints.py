@@ -84,19 +84,17 @@ class NoticeServer:
                 deadline = server.vm_deadlines.get(prefix, server.deadline)
                 spot = server.vm_pools.get(prefix, server.pool) == "spot"
                 if path == AWS_REBALANCE_PATH:
-                    token = self.headers.get("X-aws-ec2-metadata-token")
-                    if (server.aws_require_token or token is not None) and token not in server.aws_tokens:
+                    if self._aws_refused():
                         return self._reply(401, "text/plain", "Unauthorized")
                     since = server.rebalance.get(prefix, server.rebalance.get(""))
                     if since is None:
                         return self._reply(404, "text/plain", "Not Found")
-                    body = {"noticeTime": since.strftime("%Y-%m-%dT%H:%M:%SZ")}
-                    return self._reply(200, "application/json", json.dumps(body))
+                    return self._reply(200, "application/json",
+                                       json.dumps({"noticeTime": since.strftime("%Y-%m-%dT%H:%M:%SZ")}))
                 if path in (AWS_LIFECYCLE_PATH, GCP_PREEMPTIBLE_PATH, GCP_PROVISIONING_PATH, AZURE_PRIORITY_PATH):
                     return self._pool_answer(path, spot)
                 if path == AWS_PATH:
-                    token = self.headers.get("X-aws-ec2-metadata-token")
-                    if (server.aws_require_token or token is not None) and token not in server.aws_tokens:
+                    if self._aws_refused():
                         return self._reply(401, "text/plain", "Unauthorized")
                     if deadline is None:
                         return self._reply(404, "text/plain", "Not Found")
@@ -128,10 +126,14 @@ class NoticeServer:
                     return self._reply(200, "application/json", json.dumps(body))
                 return self._reply(404, "text/plain", "Not Found")
 
+            def _aws_refused(self) -> bool:
+                """IMDSv2: a token that was not issued (or none, when tokens are required) is refused."""
+                token = self.headers.get("X-aws-ec2-metadata-token")
+                return (server.aws_require_token or token is not None) and token not in server.aws_tokens
+
             def _pool_answer(self, path: str, spot: bool) -> None:
                 if path == AWS_LIFECYCLE_PATH:
-                    token = self.headers.get("X-aws-ec2-metadata-token")
-                    if (server.aws_require_token or token is not None) and token not in server.aws_tokens:
+                    if self._aws_refused():
                         return self._reply(401, "text/plain", "Unauthorized")
                     return self._reply(200, "text/plain", "spot" if spot else "on-demand")
                 if path.startswith("/computeMetadata/"):
