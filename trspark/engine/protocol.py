@@ -40,7 +40,9 @@ class ExecutorAdded:
     host: str = ""
     cores: int = 1
     pool: str = "default"
-    """Executor pool / instance type; lifetime history is kept per pool."""
+    """Executor pool / instance type; lifetime history is kept per pool. The live driver sends a
+    second ``ExecutorAdded`` (before the executor's first task, ``vm_started`` = the first one's
+    time) when the executor names a pool other than ``spark.trspark.pool``."""
     vm_started: float | None = None
     """When the VM itself started, if earlier than registration (its age counts from then)."""
 

@@ -40,27 +40,27 @@ object ExecutorPool {
  * Driver side: emits each executor's `ExecutorAdded` with its pool. Spark announces an executor
  * when it registers, before its plugin has found its pool, so the first event carries the
  * pool already reported, else `spark.trspark.pool`; a report that differs afterwards re-emits
- * `ExecutorAdded` with the reported pool. The executor reports from its plugin's `init`
+ * `ExecutorAdded` with the reported pool and `vm_started` = the first event's time, so the
+ * executor's age still counts from its registration. The executor reports from its plugin's `init`
  * (a blocking ask), and Spark offers it no task before `init` returns, so the engine knows
  * the pool before the executor's first task.
  */
-class ExecutorPools(configured: String, emit: (String, String, Int, String) => Unit) {
+class ExecutorPools(configured: String, emit: ExecutorPools.Emit) {
   private val reported = mutable.HashMap.empty[String, String]
-  /** executor -> (host, cores, pool emitted). */
-  private val announced = mutable.HashMap.empty[String, (String, Int, String)]
+  /** executor -> (host, cores, pool emitted, engine time of its first ExecutorAdded). */
+  private val announced = mutable.HashMap.empty[String, (String, Int, String, Double)]
 
   def added(executorId: String, host: String, cores: Int): Unit = synchronized {
     val pool = reported.getOrElse(executorId, configured)
-    announced(executorId) = (host, cores, pool)
-    emit(executorId, host, cores, pool)
+    announced(executorId) = (host, cores, pool, emit(executorId, host, cores, pool, None))
   }
 
   def report(executorId: String, pool: String): Unit = synchronized {
     reported(executorId) = pool
-    announced.get(executorId).foreach { case (host, cores, emitted) =>
+    announced.get(executorId).foreach { case (host, cores, emitted, since) =>
       if (emitted != pool) {
-        announced(executorId) = (host, cores, pool)
-        emit(executorId, host, cores, pool)
+        announced(executorId) = (host, cores, pool, since)
+        emit(executorId, host, cores, pool, Some(since))
       }
     }
   }
@@ -71,4 +71,9 @@ class ExecutorPools(configured: String, emit: (String, String, Int, String) => U
   }
 
   def poolOf(executorId: String): Option[String] = synchronized(announced.get(executorId).map(_._3))
+}
+
+object ExecutorPools {
+  /** (executor, host, cores, pool, registered at) => sends `ExecutorAdded`; returns its engine time. */
+  type Emit = (String, String, Int, String, Option[Double]) => Double
 }

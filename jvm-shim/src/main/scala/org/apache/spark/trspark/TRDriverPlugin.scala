@@ -46,8 +46,12 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   private val peerRound = new AtomicLong(0)
   /** Each executor's pool; emits its `ExecutorAdded` (from the listener and the executors' reports). */
   lazy val pools = new ExecutorPools(sc.conf.get(TRConf.Prefix + "pool", "default").trim,
-    (id, host, cores, pool) => emit(event("ExecutorAdded").put("executor_id", id).put("host", host)
-      .put("cores", cores).put("pool", pool)))
+    (id, host, cores, pool, registered) => {
+      val added = event("ExecutorAdded").put("executor_id", id).put("host", host).put("cores", cores).put("pool", pool)
+      registered.foreach(added.put("vm_started", _))
+      emit(added)
+      added.path("time").asDouble()
+    })
   /**
    * Counters, read by tests and tools (`TRStatus.stat`) and printed at shutdown. Committed backups:
    * `backups_done` = `backups_local` (peer copies) + `backups_remote`; `backups_bytes` sums the
