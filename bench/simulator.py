@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -36,9 +37,10 @@ def main() -> None:
     t_stable = time.perf_counter() - t0
     exp = Experiment(job, with_stability(world, job, args.stability), args.policy, runs=args.runs, seed=args.seed)
     seeds = np.random.SeedSequence(args.seed).spawn(args.runs)
-    c0 = time.process_time()
-    cpu_events = sum(simulate_run(exp, seeds[i], stable).events for i in range(args.cpu_runs))
-    cpu_per_run = (time.process_time() - c0) / args.cpu_runs
+    cpu_per_run, cpu_events = _cpu_per_run(exp, seeds[:args.cpu_runs], stable)
+    # The same runs under always-checkpoint, in this process: the engine's cost is the difference.
+    always = replace(exp, policy="always")
+    always_per_run = cpu_per_run if args.policy == "always" else _cpu_per_run(always, seeds[:args.cpu_runs], stable)[0]
     t0 = time.perf_counter()
     summary = run_experiment(exp, workers=args.workers, stable_time=stable)
     wall = time.perf_counter() - t0
@@ -50,8 +52,17 @@ def main() -> None:
           f"(worker time), {events / wall:,.0f} events/s, {events / args.runs:,.0f} events per run")
     print(f"CPU time: {cpu_per_run:.3f} s per run ({cpu_events / args.cpu_runs / cpu_per_run:,.0f} events per CPU-second); "
           f"{args.runs} runs on {args.workers} idle cores would take ~{cpu_per_run * args.runs / args.workers:.1f} s")
+    print(f"CPU s per run, side by side ({args.cpu_runs} run(s) each, one process): always {always_per_run:.3f}, "
+          f"{args.policy} {cpu_per_run:.3f}, ratio {cpu_per_run / always_per_run:.1f}x")
     print(f"slowdown mean {summary['slowdown_mean']:.3f}, p95 {summary['slowdown_p95']:.3f}, failed {summary['failed_runs']}")
     print(f"load average during the run: {os.getloadavg()[0]:.1f} (the CPU is shared)")
+
+
+def _cpu_per_run(exp: Experiment, seeds: list[np.random.SeedSequence], stable: float) -> tuple[float, int]:
+    """CPU seconds per run of ``exp`` over ``seeds`` (in this process), and the events simulated."""
+    c0 = time.process_time()
+    events = sum(simulate_run(exp, seed, stable).events for seed in seeds)
+    return (time.process_time() - c0) / len(seeds), events
 
 
 if __name__ == "__main__":

@@ -47,9 +47,10 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .lifetimes.base import FloatArray
-from .lineage import REMOTE
+from .lineage import REMOTE, Executor
 from .recompute import Recompute
 
 
@@ -123,6 +124,8 @@ class BackupCosts:
         if not (isinstance(latency, int | float) and math.isfinite(latency) and latency >= 0.0):
             raise ValueError(f"backup cost: 'latency' must be a finite number >= 0 seconds, got {latency!r}")
         self.latency = float(latency)
+        self._peers_version = -1
+        self._peers: dict[frozenset[str], tuple[list[Executor], NDArray[np.int64]]] = {}
 
     def copy_seconds(self, size: float, bandwidth: float) -> float:
         """:math:`BT = L + \\text{size} / \\text{bandwidth}` (s) of one copy of ``size`` bytes."""
@@ -155,13 +158,28 @@ class BackupCosts:
         """
         lineage = self.recompute.lineage
         out = lineage.output(shuffle_id, map_index)
-        pool = lineage.executors() if candidates is None else [lineage.executor(c) for c in candidates]
-        peers = [ex for ex in pool if ex.executor_id not in out.locations]
+        if candidates is None:
+            peers, slots = self._peers_of(frozenset(out.locations))
+        else:
+            peers = [ex for ex in (lineage.executor(c) for c in candidates) if ex.executor_id not in out.locations]
+            slots = np.array([ex.slot for ex in peers], dtype=np.int64)
         if not peers:
             return None
-        base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, [ex.slot for ex in peers])
+        base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, slots)
         best = int(np.argmin(peer_loss))
         return _with_peer(base, peers[best].executor_id, float(peer_loss[best]))
+
+    def _peers_of(self, holders: frozenset[str]) -> tuple[list[Executor], NDArray[np.int64]]:
+        """Every live executor but ``holders``, and their slots; kept until executors come or go."""
+        lineage = self.recompute.lineage
+        if self._peers_version != lineage.executors_version:
+            self._peers_version, self._peers = lineage.executors_version, {}
+        cached = self._peers.get(holders)
+        if cached is None:
+            peers = [ex for ex in lineage.executors() if ex.executor_id not in holders]
+            cached = (peers, np.array([ex.slot for ex in peers], dtype=np.int64))
+            self._peers[holders] = cached
+        return cached
 
     # ---- terms -----------------------------------------------------------------------------
     def _block(self, shuffle_id: Hashable, map_index: int, t_max: float, bandwidth: float) -> _Block:
@@ -178,21 +196,21 @@ class BackupCosts:
         return _Block(shuffle_id, map_index, t_max, seconds, rc.lineage.executor(failing).slot)
 
     def _local_costs(
-        self, shuffle_id: Hashable, map_index: int, t_max: float, peer_slots: list[int]
+        self, shuffle_id: Hashable, map_index: int, t_max: float, peer_slots: Sequence[int] | NDArray[np.int64]
     ) -> tuple[BackupCost, FloatArray]:
         """The peer-independent terms and :math:`C_P(Y)` per peer slot."""
         rc = self.recompute
         block = self._block(shuffle_id, map_index, t_max, self.local_bandwidth)
-        rows = [block.slot, *peer_slots]
+        peer_slots = np.asarray(peer_slots, dtype=np.int64)
         times = np.array([block.seconds, t_max])
         # F at BT and T: exact for X. For the peers only F(T) matters -- F(BT) bounds cells that X
         # cannot fail in (p^X = 0 there) -- so it is interpolated from the failure table, without
         # model calls, unless T lies in the grid's first cell.
         table = rc.table
         peers_cdf = table.cdf_interpolated if t_max >= rc.grid.edges[1] else table.cdf_at
-        ends = np.vstack((table.cdf_at(times, rows[:1]), peers_cdf(times, peer_slots)))
+        ends = np.concatenate((table.cdf_at(times, [block.slot]), peers_cdf(times, peer_slots)))
         base = self._source_terms(block, ends[0], "peer")
-        return base, self._peer_loss(block, rows, ends)
+        return base, self._peer_loss(block, peer_slots, ends)
 
     def _source_terms(self, block: _Block, ends: FloatArray, target: str) -> BackupCost:
         """:math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}`; ``ends`` = :math:`(F_X(BT), F_X(T))`."""
@@ -201,18 +219,18 @@ class BackupCosts:
         f_bt, f_t = float(ends[0]), float(ends[1])
         # C_B1 and C_R share the window [0, BT] (C_R stops at T).
         edges, cdf = rc.window(slot, 0.0, seconds, ends=np.array([[0.0, f_bt]]))
-        probs = np.diff(cdf[0])
+        probs = _diff(cdf[0])
         b1 = float(probs @ (0.5 * (edges[:-1] + edges[1:])))
         if seconds > t_max:
             edges, cdf = rc.window(slot, 0.0, t_max, ends=np.array([[0.0, f_t]]))
-            probs = np.diff(cdf[0])
+            probs = _diff(cdf[0])
         er = rc.er_at(block.shuffle_id, block.map_index, edges)
         redo = float(probs @ (0.5 * (er[:-1] + er[1:])))
         after = max(f_t - f_bt, 0.0)
         return BackupCost(target, seconds, b1, redo, seconds * after)
 
-    def _peer_loss(self, block: _Block, rows: list[int], ends: FloatArray) -> FloatArray:
-        """:math:`C_P(Y)` (s) for the peers ``rows[1:]`` (``rows[0]`` is X), see the module docstring.
+    def _peer_loss(self, block: _Block, peer_slots: NDArray[np.int64], ends: FloatArray) -> FloatArray:
+        """:math:`C_P(Y)` (s) for the peers in ``peer_slots`` (``ends[0]`` is X's row), see the module docstring.
 
         The double sum is linear in :math:`F_Y` at the window edges,
 
@@ -225,25 +243,25 @@ class BackupCosts:
         product with the failure table for all of them).
         """
         if block.t_max <= block.seconds:
-            return np.zeros(len(rows) - 1)
+            return np.zeros(peer_slots.size)
         rc = self.recompute
-        window, f_x = rc.window(rows[:1], block.seconds, block.t_max, ends=ends[:1])
+        window, f_x = rc.window([block.slot], block.seconds, block.t_max, ends=ends[:1])
         er = rc.er_at(block.shuffle_id, block.map_index, window)
         er_cell = 0.5 * (er[:-1] + er[1:])
-        p_x = np.diff(f_x[0])
+        p_x = _diff(f_x[0])
         before = np.concatenate(([0.0], np.cumsum(p_x)[:-1]))  # sum_{i<j} p^X_i
         weights = np.zeros(window.size)
         weights[1:] += er_cell * (p_x + before)
         weights[:-1] -= er_cell * before
         if block.t_max > rc.grid.horizon:
-            return np.asarray(rc.window(rows[1:], block.seconds, block.t_max, ends=ends[1:])[1] @ weights)
+            return np.asarray(rc.window(peer_slots.tolist(), block.seconds, block.t_max, ends=ends[1:])[1] @ weights)
         # Inside the horizon a peer's F at the window edges is F(BT), table values, then F(T).
         grid = rc.grid.edges
         low, high = grid <= block.seconds, grid >= block.t_max
         inner = np.where(low | high, 0.0, weights)
         table_part = rc.table.cdf @ inner
         return np.asarray(
-            table_part[rows[1:]] + ends[1:, 0] * weights[low].sum() + ends[1:, 1] * weights[high].sum()
+            table_part[peer_slots] + ends[1:, 0] * weights[low].sum() + ends[1:, 1] * weights[high].sum()
         )
 
 
@@ -256,6 +274,11 @@ class _Block:
     t_max: float
     seconds: float
     slot: int
+
+
+def _diff(values: FloatArray) -> FloatArray:
+    """``np.diff`` of a 1-D array, without its Python wrapper (called several times per decision)."""
+    return values[1:] - values[:-1]
 
 
 def _with_peer(base: BackupCost, peer: str, peer_loss: float) -> BackupCost:

@@ -67,7 +67,7 @@ class FailureTable:
             self.cdf[slots] = cond_cdf(model, self._ages[slots], edges)
         self.cdf_padded = np.vstack((self.cdf, np.ones(edges.size)))
 
-    def cdf_interpolated(self, times: FloatArray, slots: Sequence[int]) -> FloatArray:
+    def cdf_interpolated(self, times: FloatArray, slots: Sequence[int] | NDArray[np.int64]) -> FloatArray:
         """:math:`F_e(t)` for continuous laws interpolated linearly between grid edges; exact otherwise.
 
         Free of model calls. Second-order accurate (error :math:`\\le h^2 \\max|F''| / 8` for a cell of
@@ -86,14 +86,14 @@ class FailureTable:
             return self.cdf_at(times, slots)
         right = np.clip(np.searchsorted(edges, times), 1, edges.size - 1)
         weight = (times - edges[right - 1]) / (edges[right] - edges[right - 1])
-        rows = self.cdf[picked]
-        out = rows[:, right - 1] * (1.0 - weight) + rows[:, right] * weight
+        rows = picked[:, None]
+        out = self.cdf[rows, right - 1] * (1.0 - weight) + self.cdf[rows, right] * weight
         exact = ~self._continuous[picked]
-        if np.any(exact):
+        if exact.any():
             out[exact] = self.cdf_at(times, picked[exact].tolist())
         return np.asarray(out)
 
-    def cdf_at(self, times: FloatArray, slots: Sequence[int] | None = None) -> FloatArray:
+    def cdf_at(self, times: FloatArray, slots: Sequence[int] | NDArray[np.int64] | None = None) -> FloatArray:
         """:math:`F_e(t) = 1 - S_{\\tau_e}(t)` at arbitrary ``times`` (s from now), exact for point masses.
 
         Its differences are exactly :meth:`LifetimeModel.cell_fail_probs`. Rows: ``slots`` in order, or every
@@ -110,8 +110,10 @@ class FailureTable:
             return out
         picked = np.asarray(slots, dtype=np.int64)
         group = self._group[picked]
-        if np.any(group < 0):
+        if (group < 0).any():
             raise ValueError(f"FailureTable: slots {picked[group < 0].tolist()} hold no live executor")
+        if len(self._groups) == 1:  # one lifetime law (one pool): one call, no row sorting
+            return 1.0 - self._groups[0][0].cond_sf(self._ages[picked, None], times)
         out = np.empty((picked.size, times.size))
         for index, (model, _members) in enumerate(self._groups):
             rows = np.flatnonzero(group == index)

@@ -132,6 +132,8 @@ class Lineage:
         self.executors_version = 0
         #: Bumped when the shuffle graph (``parents``) changes.
         self.structure_version = 0
+        #: Bumped by every change to an output's aggregates (any shuffle): keys what is derived per output.
+        self.outputs_version = 0
 
     # ---- executors ---------------------------------------------------------------------------
     @property
@@ -241,6 +243,10 @@ class Lineage:
         out = self._output(shuffle_id, map_index)
         self._detach(state, out)
         del state.outputs[map_index]
+
+    def has_output(self, shuffle_id: Hashable, map_index: int) -> bool:
+        state = self._shuffles.get(shuffle_id)
+        return state is not None and map_index in state.outputs
 
     def output(self, shuffle_id: Hashable, map_index: int) -> Output:
         """The output record (read it, do not mutate it: use the methods of this class)."""
@@ -374,6 +380,7 @@ class Lineage:
             state.single_cost[group] += out.run_time
             state.single_count[group] += 1
         state.version += 1
+        self.outputs_version += 1
 
     def _detach(self, state: ShuffleState, out: Output) -> None:
         group = out.group
@@ -398,3 +405,4 @@ class Lineage:
             state.single_cost[group] = state.single_cost[group] - out.run_time if state.single_count[group] else 0.0
         out.group = None
         state.version += 1
+        self.outputs_version += 1

@@ -75,6 +75,9 @@ from .lineage import Lineage, Output, ShuffleState
 from .shuffle_terms import GivenFailure, ShuffleTerms
 from .timegrid import TimeGrid
 
+#: Windows (holders, lo, hi) kept per failure table: blocks of one shuffle on one executor share them.
+_WINDOWS_KEPT = 4096
+
 
 @dataclass(frozen=True, slots=True)
 class _Ancestry:
@@ -131,7 +134,11 @@ class Recompute:
         self._given: dict[tuple[Hashable, int | None], tuple[int, GivenFailure]] = {}
         self._given_build = -1
         self._ancestry: dict[Hashable, tuple[int, _Ancestry]] = {}
-        self._rest: dict[tuple[Hashable, int | None], tuple[tuple[int, ...], FloatArray]] = {}
+        self._rest: dict[tuple[Hashable, int | None], tuple[tuple[int, ...], FloatArray, tuple[int, int, int]]] = {}
+        # The last output's Er and the last ends-free window: one decision asks for each several times.
+        self._er_memo: tuple[tuple[object, ...], FloatArray] | None = None
+        self._windows: dict[tuple[object, ...], tuple[FloatArray, FloatArray]] = {}
+        self._windows_table: FailureTable | None = None
 
     def forget_shuffle(self, shuffle_id: Hashable) -> None:
         """Drop the memoised terms of a shuffle the lineage forgot (:meth:`Lineage.forget_shuffle`)."""
@@ -236,8 +243,25 @@ class Recompute:
         edges : ndarray, shape (n + 1,)
         cdf : ndarray, shape (P, n + 1)
         """
-        edges = np.maximum(self.grid.edges_to(hi), lo)
         table = self.table
+        if ends is None:
+            # Asked again with the same arguments within a decision: the same arrays.
+            if self._windows_table is not table or len(self._windows) >= _WINDOWS_KEPT:
+                self._windows_table, self._windows = table, {}
+            key = (None if slots is None else tuple(slots), lo, hi)
+            cached = self._windows.get(key)
+            if cached is None:
+                cached = self._window(table, slots, lo, hi, None)
+                for array in cached:
+                    array.setflags(write=False)
+                self._windows[key] = cached
+            return cached
+        return self._window(table, slots, lo, hi, ends)
+
+    def _window(
+        self, table: FailureTable, slots: Sequence[int] | None, lo: float, hi: float, ends: FloatArray | None
+    ) -> tuple[FloatArray, FloatArray]:
+        edges = np.maximum(self.grid.edges_to(hi), lo)
         if hi > self.grid.horizon:
             return edges, table.cdf_at(edges, slots)
         if ends is None:
@@ -258,8 +282,23 @@ class Recompute:
     def er(self, shuffle_id: Hashable, map_index: int) -> FloatArray:
         """:math:`Er(g_i, k)` in seconds at every grid edge, shape ``(G + 1,)``.
 
-        0 for an output that is backed up remotely or consumed.
+        0 for an output that is backed up remotely or consumed. The last answer is kept until the
+        lineage or the failure table changes (a decision asks for the same output's ``Er`` up to
+        four times).
         """
+        table = self.table  # first: rebuilding it (executors changed) bumps the table version
+        lineage = self.lineage
+        key = (shuffle_id, map_index, lineage.outputs_version, lineage.executors_version,
+               lineage.structure_version, self._table_version, id(table))
+        memo = self._er_memo
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        er = self._er(shuffle_id, map_index)
+        er.setflags(write=False)
+        self._er_memo = (key, er)
+        return er
+
+    def _er(self, shuffle_id: Hashable, map_index: int) -> FloatArray:
         out = self.lineage.output(shuffle_id, map_index)
         if out.remote or out.consumed:
             return np.zeros(self.grid.edges.size)
@@ -299,19 +338,25 @@ class Recompute:
             return float(er[0])
         holders = [self.lineage.executor(e).slot for e in sorted(out.locations)]
         edges, holders_cdf = self.window(holders, 0.0, t_max)
-        lost_cdf = np.prod(holders_cdf, axis=0)
+        lost_cdf = np.multiply.reduce(holders_cdf, axis=0)  # np.prod without its Python wrapper (a hot path)
         er_at = np.interp(edges, self.grid.edges, er)
-        return float(np.diff(lost_cdf) @ (0.5 * (er_at[:-1] + er_at[1:])))
+        return float((lost_cdf[1:] - lost_cdf[:-1]) @ (0.5 * (er_at[:-1] + er_at[1:])))
 
     # ---- the ancestors' part of Er, memoised per (shuffle, failing executor) --------------------
     def _rest_of(self, shuffle_id: Hashable, slot: int | None) -> FloatArray:
         """:math:`Er(t,k) - C_k` (s, on the grid edges) for outputs of ``shuffle_id`` lost with executor slot ``slot``."""
         table = self.table  # first: rebuilding it (executors changed) bumps the table version
-        ancestry = self._ancestry_of(shuffle_id)
-        states = [self.lineage.shuffle(s) for s in ancestry.order]
-        key = (self._table_version, self.lineage.structure_version, *(st.version for st in states))
+        lineage = self.lineage
+        # Nothing in the lineage changed since the entry was last checked: no need to list its versions.
+        stamp = (self._table_version, lineage.structure_version, lineage.outputs_version)
         cached = self._rest.get((shuffle_id, slot))
+        if cached is not None and cached[2] == stamp:
+            return cached[1]
+        ancestry = self._ancestry_of(shuffle_id)
+        states = [lineage.shuffle(s) for s in ancestry.order]
+        key = (self._table_version, lineage.structure_version, *(st.version for st in states))
         if cached is not None and cached[0] == key:
+            self._rest[(shuffle_id, slot)] = (key, cached[1], stamp)
             return cached[1]
         rest = np.zeros(self.grid.edges.size)
         # log P(no output of c is lost-and-needed | X, e), row e per executor slot, last row: no e.
@@ -327,7 +372,7 @@ class Recompute:
             if ancestry.has_parents[sid]:
                 log_clear[sid] = given.direct_log_clear() if need is None else given.needed_log_clear(need)
         rest.setflags(write=False)
-        self._rest[(shuffle_id, slot)] = (key, rest)
+        self._rest[(shuffle_id, slot)] = (key, rest, stamp)
         return rest
 
     def _given_of(self, sid: Hashable, state: ShuffleState, table: FailureTable, slot: int | None) -> GivenFailure:

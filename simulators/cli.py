@@ -42,6 +42,14 @@ class _OneLineParse:
         except click.UsageError as exc:
             raise OneLineError(exc.format_message(), exc.ctx) from None
 
+    def invoke(self, ctx: click.Context) -> Any:
+        from simulators.runner import WorkerDied
+
+        try:
+            return super().invoke(ctx)  # type: ignore[misc]
+        except WorkerDied as exc:  # not bad input: one line, exit 1
+            raise click.ClickException(str(exc)) from None
+
 
 class Command(_OneLineParse, click.Command):
     pass

@@ -241,7 +241,7 @@ class Simulator(ClusterDriver, StageDriver, BackupDriver):
 
     # ----------------------------------------------------------------------------------- tasks
     def _schedule(self) -> None:
-        """Place pending tasks on free cores: stage order and the γ rule from the policy's hints."""
+        """Place pending tasks on free cores by the policy's hints (:func:`trspark.engine.placement.place`)."""
         if not self._free or not self._active:
             return
         if self._order_dirty:
@@ -249,45 +249,7 @@ class Simulator(ClusterDriver, StageDriver, BackupDriver):
             by_id = {s.id: s for s in self._active}
             self._order = [by_id[i] for i in order]
             self._order_dirty = False
-        hints = self.hints
-        skipped: list[Executor] = []
-        while self._free:
-            e = self._free.popleft()
-            if not e.alive or e.free <= 0:
-                continue
-            stage = self._pick_stage(e, hints)
-            if stage is None:
-                if not any(s.pending for s in self._order):
-                    self._free.appendleft(e)
-                    break
-                skipped.append(e)
-                continue
-            self._start_task(stage, stage.pending.popleft(), e, speculative=False)
-        self._free.extendleft(reversed(skipped))
-        if skipped and hints is not None:
-            self._place_starved(hints)
-
-    def _pick_stage(self, e: Executor, hints: SchedulingHints | None) -> Stage | None:
-        for stage in self._order:
-            if stage.pending and (hints is None or placement.allowed(e.id, stage.id, hints)):
-                return stage
-        return None
-
-    def _place_starved(self, hints: SchedulingHints) -> None:
-        """A stage with pending tasks, nothing running and no allowed free core runs anyway.
-
-        The γ rule may delay a task, never starve a stage (``placement`` module docstring); a
-        draining executor (termination notice) still takes nothing.
-        """
-        drained = [e for e in self._free if e.id in hints.drain]
-        if drained:
-            self._free = deque(e for e in self._free if e.id not in hints.drain)
-        for stage in self._order:
-            while stage.pending and not any(stage.running[p] for p in range(stage.n)) and self._free:
-                e = self._free.popleft()
-                if e.alive and e.free > 0:
-                    self._start_task(stage, stage.pending.popleft(), e, speculative=False)
-        self._free.extend(drained)
+        placement.place(self._free, [s.id for s in self._order], self.hints, _Slots(self, {s.id: s for s in self._order}))
 
     def _start_task(self, stage: Stage, p: int, e: Executor, *, speculative: bool) -> int:
         read = self._read_seconds(stage)
@@ -423,6 +385,35 @@ class Simulator(ClusterDriver, StageDriver, BackupDriver):
 def simulate(job: JobSpec, world: WorldSpec, policy: Policy, seed: int | np.random.SeedSequence, **kwargs: object) -> RunResult:
     """Convenience: one run with a fresh ``numpy.random.Generator`` from ``seed``."""
     return Simulator(job, world, policy, np.random.default_rng(seed), **kwargs).run()  # type: ignore[arg-type]
+
+
+
+class _Slots:
+    """The simulator's side of :func:`trspark.engine.placement.place`: one free core per slot."""
+
+    __slots__ = ("sim", "stages")
+
+    def __init__(self, sim: Simulator, stages: dict[int, Stage]) -> None:
+        self.sim = sim
+        self.stages = stages
+
+    def executor(self, slot: Executor) -> str:
+        return slot.id
+
+    def usable(self, slot: Executor) -> bool:
+        return slot.alive and slot.free > 0
+
+    def pending(self, stage_id: int) -> bool:
+        return bool(self.stages[stage_id].pending)
+
+    def running(self, stage_id: int) -> bool:
+        stage = self.stages[stage_id]
+        return any(stage.running[p] for p in range(stage.n))
+
+    def start(self, slot: Executor, stages: Sequence[int]) -> bool:
+        stage = self.stages[stages[0]]
+        self.sim._start_task(stage, stage.pending.popleft(), slot, speculative=False)
+        return True
 
 
 __all__: Sequence[str] = ("Executor", "RunResult", "Simulator", "Stage", "simulate")

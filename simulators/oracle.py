@@ -60,6 +60,7 @@ from typing import Any, Protocol
 
 from trspark.engine.baselines import AlwaysPolicy, NeverPolicy
 from trspark.engine.interface import Policy
+from trspark.engine.placement import gamma_hints
 from trspark.engine.protocol import (
     REMOTE,
     Backup,
@@ -69,7 +70,6 @@ from trspark.engine.protocol import (
     Event,
     ExecutorAdded,
     ExecutorLost,
-    SchedulingHints,
     ShuffleConsumed,
     StageCompleted,
     StageSubmitted,
@@ -184,7 +184,7 @@ class OraclePolicy(Policy):
         if not limits and not self._hinted:
             return []
         self._hinted = bool(limits)
-        return [SchedulingHints(max_task_seconds=limits, expected_task_seconds=self._expected)]
+        return [gamma_hints((), limits, self._expected)]
 
     def _add_holder(self, block: Block, holder: str) -> None:
         holders = self.where.setdefault(block, set())

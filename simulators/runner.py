@@ -1,7 +1,8 @@
 """Run one experiment -- a job, a world, a policy -- R times in parallel, and summarise.
 
 Run ``i`` draws its VM lifetimes from ``SeedSequence(seed).spawn(R)[i]``, so results depend only
-on ``(seed, i)`` and are identical whatever the number of worker processes.
+on ``(seed, i)`` and are identical whatever the number of worker processes, and a run lost with a
+dead worker process is redone with the same result.
 """
 
 from __future__ import annotations
@@ -9,7 +10,10 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -103,6 +107,53 @@ def _init_worker(exp: Experiment, stable_time: float, seeds: list[np.random.Seed
     _WORKER.update(exp=exp, stable=stable_time, seeds=seeds)
 
 
+def _init_pool_worker(exp: Experiment, stable_time: float, seeds: list[np.random.SeedSequence]) -> None:
+    # The parent alone handles Ctrl-C and stops its workers; SIGTERM must end a worker at once (a
+    # handler inherited from the CLI would turn it into an exception the pool's worker loop survives).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _init_worker(exp, stable_time, seeds)
+
+
+class WorkerDied(RuntimeError):
+    """A simulator worker process died (killed, or out of memory) twice while running runs."""
+
+
+def _run_pool(exp: Experiment, stable: float, seeds: list[np.random.SeedSequence], indexes: Sequence[int],
+              workers: int, rows: dict[int, dict[str, Any]]) -> None:
+    """Run ``indexes`` on a fresh pool of ``workers`` processes, storing each row in ``rows`` as it ends.
+
+    Raises ``BrokenProcessPool`` soon after a worker dies. On any exception (Ctrl-C and SIGTERM
+    included) the workers are killed and reaped before it propagates, so none is left behind.
+    """
+    pool = ProcessPoolExecutor(min(workers, len(indexes)), mp_context=multiprocessing.get_context("fork"),
+                               initializer=_init_pool_worker, initargs=(exp, stable, seeds))
+    try:
+        futures = {pool.submit(_run_index, i): i for i in indexes}
+        for future in as_completed(futures):
+            rows[futures[future]] = future.result()
+    except BaseException:
+        for process in list((pool._processes or {}).values()):
+            process.kill()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _pool_rows(exp: Experiment, stable: float, seeds: list[np.random.SeedSequence], workers: int) -> list[dict[str, Any]]:
+    """Every run's row in run order; the runs lost with a dead worker are redone once on a new pool."""
+    rows: dict[int, dict[str, Any]] = {}
+    for attempt in (1, 2):
+        try:
+            _run_pool(exp, stable, seeds, [i for i in range(exp.runs) if i not in rows], workers, rows)
+            break
+        except BrokenProcessPool:
+            if attempt == 2:
+                raise WorkerDied(f"a simulator worker process died twice ({len(rows)} of {exp.runs} runs of "
+                                 f"{exp.job.name!r} done); see the system log (out of memory?) or use --workers 1") from None
+    return [rows[i] for i in range(exp.runs)]
+
+
 def _run_index(i: int) -> dict[str, Any]:
     result = simulate_run(_WORKER["exp"], _WORKER["seeds"][i], _WORKER["stable"])
     return run_row(result, _WORKER["stable"])
@@ -123,9 +174,7 @@ def run_experiment(exp: Experiment, workers: int | None = None, stable_time: flo
         _init_worker(exp, stable, seeds)
         rows = [_run_index(i) for i in range(exp.runs)]
     else:
-        ctx = multiprocessing.get_context("fork")
-        with ctx.Pool(workers, initializer=_init_worker, initargs=(exp, stable, seeds)) as pool:
-            rows = pool.map(_run_index, range(exp.runs), chunksize=1)
+        rows = _pool_rows(exp, stable, seeds, workers)
     summary = summarize(rows)
     summary = {
         "workload": exp.job.name,

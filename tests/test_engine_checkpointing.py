@@ -116,8 +116,8 @@ def test_stall_weight_multiplies_recomputation_terms_and_not_copy_times() -> Non
                                             stall_weight=on))
         feed(policy, [*add_executors(["a", "b"], cores=2), *_chain_events()])
         assert stall_width(policy.state, 1) == 4
-        policy.costs.remote_in_flight = 0
-        costs[on] = policy.costs.costs(policy.state.outputs[(1, 0)], policy.state, 6.0)
+        weight = float(stall_width(policy.state, 1)) if on else 1.0
+        costs[on] = policy.costs.costs(policy.state.outputs[(1, 0)], policy.state, 6.0, weight=weight, remote_in_flight=0)
         remote[on] = policy.costs.backup.remote(1, 0, LIFE_HORIZON, concurrent=0)
     w, p, r = costs[True], costs[False], remote[False]
     assert w.c_redo == pytest.approx(4 * p.c_redo) and p.c_redo > 0
@@ -341,3 +341,27 @@ def test_block_that_loses_its_peer_copy_is_replanned_at_once() -> None:
     feed(policy, newer)
     again = [c for c in feed(policy, [ExecutorLost(time=42.0, executor_id=peer)]) if isinstance(c, Backup)]
     assert [(b.shuffle_id, b.map_index, b.source) for b in again if b.shuffle_id == 0] == [(0, 0, "a")]
+
+
+@pytest.mark.parametrize("knowledge", ["indeterministic", "deterministic"])
+def test_replan_ranks_the_most_exposed_blocks_first_newest_first_among_equals(knowledge: str) -> None:
+    # Six executors, three with notices (different residual lives when deadlines are known), two
+    # stages of outputs spread over them: the ranking must be the full stable sort, whatever limit.
+    policy = make_policy("tr", TRConfig(lifetime="exponential:mean=50", knowledge=knowledge, duplication=False,
+                                        scheduling=False, safety_belt=False))
+    ids = [f"e{i}" for i in range(6)]
+    events = [*add_executors(ids, cores=2), map_stage(0, 12, 0, time=0.0)]
+    events += [ExecutorNotice(time=0.5, executor_id=e, deadline=d, kind="notice")
+               for e, d in (("e1", 40.0), ("e3", 25.0), ("e4", 60.0))]
+    for p in range(12):
+        events += run_task(0, p, ids[p % 6], start=1.0, seconds=1.0 + p / 10, write=MB, shuffle_id=0)
+    feed(policy, events)
+    state, lifetimes = policy.state, policy.knowledge  # type: ignore[attr-defined]
+    residual = dict(zip(state.executors, lifetimes.mean_residual_life(state.alive_executors(), state.now), strict=True))
+    candidates = [b for b in reversed(state.outputs.values())
+                  if not (b.consumed or b.on_remote or not b.holders() or b.block_id in policy.stack.in_flight)]  # type: ignore[attr-defined]
+    expected = sorted(candidates, key=lambda b: max(residual[h] for h in b.holders()))
+    assert candidates
+    for limit in (None, 1, 3, 5, 100):
+        got = policy._most_exposed(limit)  # type: ignore[attr-defined]
+        assert [b.block_id for b in got] == [b.block_id for b in (expected if limit is None else expected[:limit])]

@@ -132,18 +132,18 @@ def test_idle_executors_follow_the_gamma_rule() -> None:
     for event in add_executors(["a", "b"]) + [map_stage(0, 1, 0)]:
         state.apply(event)
     assert idle_executors(state, None) == []
-    hints = SchedulingHints(stage_order=(0,), max_task_seconds={"b": 1.0}, expected_task_seconds={0: 5.0})
+    hints = SchedulingHints(stage_order=(0,), forbidden={0: ("b",)})
     assert [e.executor_id for e in idle_executors(state, hints)] == ["b"]
-    relaxed = SchedulingHints(stage_order=(0,), max_task_seconds={"b": 10.0}, expected_task_seconds={0: 5.0})
+    relaxed = SchedulingHints(stage_order=(0,), forbidden={1: ("b",)})  # another stage's tasks do not fit on b
     assert idle_executors(state, relaxed) == []
 
 
 def test_with_warm_first_a_fresh_executor_is_no_duplicate_target() -> None:
-    # a has finished a task, b is fresh: warm first holds b back with limit 0. That makes b "not
+    # a has finished a task, b is fresh: warm first makes b a fallback. That makes b "not
     # allowed" any waiting stage, which must not make it idle (a copy there runs slow).
     state = JobState()
     for event in add_executors(["a", "b"]) + [map_stage(0, 3, 0)] + run_task(0, 0, "a", start=0.0, seconds=1.0):
         state.apply(event)
-    hints = SchedulingHints(stage_order=(0,), max_task_seconds={"b": 0.0}, expected_task_seconds={0: 1.0})
-    assert [e.executor_id for e in idle_executors(state, hints)] == ["b"]  # warm first off: the γ rule alone
+    hints = SchedulingHints(stage_order=(0,), fallback={0: ("b",)})
+    assert [e.executor_id for e in idle_executors(state, hints)] == ["b"]  # warm first off: the hints alone
     assert idle_executors(state, hints, warm_first=True) == []

@@ -79,8 +79,8 @@ def test_pado_marks_the_costliest_lineage_that_fits_the_stable_share() -> None:
     commands = feed(policy, [added("od", "ondemand", 2), added("s1", "spot", 2), added("s2", "spot", 2), graph()])
     hints = [c for c in commands if isinstance(c, SchedulingHints)][-1]
     assert policy.critical == (1,)
-    assert hints.stage_order == (1,) and hints.max_task_seconds == {"s1": 0.0, "s2": 0.0}
-    assert hints.expected_task_seconds == {1: pytest.approx(1.0)}
+    assert hints.stage_order == (1,) and hints.forbidden == {1: ("s1", "s2")}
+    assert policy.limits is not None and policy.limits[2] == {1: pytest.approx(1.0)}
     assert placement.allowed("od", 1, hints) and not placement.allowed("s1", 1, hints)
     assert placement.allowed("s1", 0, hints) and placement.allowed("s1", 2, hints)
 

@@ -8,7 +8,8 @@ from engine_world import MB, add_executors, feed, map_stage, run_task
 from scipy.integrate import quad
 
 from cost_model.lifetimes import Exponential
-from trspark.engine.placement import allowed, order_stages
+from trspark.engine import placement
+from trspark.engine.placement import allowed, order_stages, plan
 from trspark.engine.protocol import (
     REMOTE,
     Advice,
@@ -34,7 +35,7 @@ from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 from trspark.engine.state import JobState
 from trspark.engine.tr.knowledge import LifetimeKnowledge
-from trspark.engine.tr.scheduling import reduce_rate, stage_order, task_limits
+from trspark.engine.tr.scheduling import build_limits, gamma_hints, reduce_rate, stage_order, task_limits
 
 
 def _two_parents_state() -> JobState:
@@ -86,8 +87,9 @@ def test_policy_sends_hints_with_deterministic_lifetimes() -> None:
     assert hints, "expected scheduling hints"
     last = hints[-1]
     assert last.stage_order == (0,)
-    assert last.expected_task_seconds == {0: pytest.approx(8.0)}
-    assert last.max_task_seconds == {"a": pytest.approx(3.0)}  # a dies at 12 s; now is 9 s
+    assert policy.limits.expected_task_seconds == {0: pytest.approx(8.0)}
+    assert policy.limits.max_task_seconds == {"a": pytest.approx(3.0)}  # a dies at 12 s; now is 9 s
+    assert last.forbidden == {0: ("a",)} and last.fallback == {}  # 8 s tasks do not fit in a's 3 s
 
 
 def test_scheduling_off_sends_no_hints() -> None:
@@ -229,7 +231,8 @@ def test_gamma_scales_the_limit_and_placement_applies_it() -> None:
     residual = np.array([10.0, 100.0])
     assert task_limits(views, residual, 1.0, 8.0) == {}  # 8 < 10: fits on a
     assert task_limits(views, residual, 0.5, 8.0) == {"a": pytest.approx(5.0)}  # 8 > 5: a restricted
-    hints = SchedulingHints(stage_order=(0, 1), max_task_seconds={"a": 5.0}, expected_task_seconds={0: 8.0, 1: 4.0})
+    hints = gamma_hints((0, 1), {"a": 5.0}, {0: 8.0, 1: 4.0})
+    assert hints.forbidden == {0: ("a",)}
     assert not allowed("a", 0, hints) and allowed("b", 0, hints)
     assert allowed("a", 1, hints)  # 4 s tasks still fit on a
     assert allowed("a", 9, hints)  # a stage without an estimate is never held back
@@ -254,9 +257,10 @@ def test_wear_out_belief_restricts_only_the_old_executor() -> None:
     events += run_task(0, 0, "young", start=0.0, seconds=20.0, write=MB, shuffle_id=0)
     events += [Tick(time=20.0)]
     hints = [c for c in feed(policy, events) if isinstance(c, SchedulingHints)][-1]
-    assert hints.expected_task_seconds == {0: pytest.approx(20.0)}
+    assert policy.limits.expected_task_seconds == {0: pytest.approx(20.0)}
     expected = 0.5 * _weibull_mean_residual_life(2.0, 100.0, 170.0)
-    assert hints.max_task_seconds == {"old": pytest.approx(expected, rel=1e-6)}
+    assert policy.limits.max_task_seconds == {"old": pytest.approx(expected, rel=1e-6)}
+    assert hints.forbidden == {0: ("old",)}
     assert 0.5 * _weibull_mean_residual_life(2.0, 100.0, 20.0) > 20.0
     assert not allowed("old", 0, hints) and allowed("young", 0, hints)
 
@@ -282,8 +286,7 @@ def test_termination_notice_with_no_room_for_a_task_drains_the_executor_and_save
     assert hints and hints[-1].drain == ("a",)
     assert not allowed("a", 0, hints[-1])
     assert allowed("b", 0, hints[-1])
-    from trspark.engine.placement import may_start_now
-    assert not may_start_now("a", 0, ["a"], hints[-1]), "a draining executor takes nothing, even alone"
+    assert plan(["a"], {0: 5}, {}, hints[-1]) == [], "a draining executor takes nothing, even alone"
     # Stage 0 still has 5 tasks to run, then stage 1 reads: the block must outlive a's deadline.
     backups = [c for c in out if isinstance(c, Backup)]
     assert [(b.shuffle_id, b.map_index, b.source) for b in backups] == [(0, 0, "a")]
@@ -292,11 +295,12 @@ def test_termination_notice_with_no_room_for_a_task_drains_the_executor_and_save
 
 def test_notice_copies_nothing_that_is_read_before_the_deadline() -> None:
     """Only what matters: with 30 s left, the block is read long before a goes (copying it is waste)."""
-    _, out = _noticed_policy("notice", deadline=33.0)
+    policy, out = _noticed_policy("notice", deadline=33.0)
     assert not [c for c in out if isinstance(c, Backup)]
     (hints,) = [c for c in out if isinstance(c, SchedulingHints)]
     # 30 s left, less the copy of an 8 MB output (0.13 s) and its reported end (1 s): a takes tasks that fit.
-    assert hints.drain == () and hints.max_task_seconds == {"a": pytest.approx(30.0 - 0.13 - 1.0)}
+    assert hints.drain == () and policy.limits.max_task_seconds == {"a": pytest.approx(30.0 - 0.13 - 1.0)}
+    assert allowed("a", 0, hints)
 
 
 def test_a_noticed_executor_takes_the_tasks_that_fit_before_its_deadline_then_drains() -> None:
@@ -304,7 +308,7 @@ def test_a_noticed_executor_takes_the_tasks_that_fit_before_its_deadline_then_dr
     hints = [c for c in out if isinstance(c, SchedulingHints)][-1]
     # Room: 6 s less the output's copy (0.13 s) and the copy's reported end (1 s), not notice.margin
     # (3 s, kept by the copies of outputs already there).
-    assert hints.drain == () and hints.max_task_seconds["a"] == pytest.approx(6.0 - 0.13 - 1.0)
+    assert hints.drain == () and policy.limits.max_task_seconds["a"] == pytest.approx(6.0 - 0.13 - 1.0)
     assert allowed("a", 0, hints)
     later = [c for c in feed(policy, [Tick(time=5.0)]) if isinstance(c, SchedulingHints)]
     assert later and later[-1].drain == () and allowed("a", 0, later[-1]), "4 s left: a 2 s task still fits"
@@ -452,8 +456,8 @@ def test_gamma_rule_keeps_the_stage_s_longest_task_off_an_executor_that_dies_fir
     for p, start in ((1, 0.0), (2, 2.0), (3, 4.0)):
         events += run_task(0, p, "short", start=start, seconds=2.0, write=MB, shuffle_id=0)
     hints = [c for c in feed(policy, events + [Tick(time=10.0)]) if isinstance(c, SchedulingHints)][-1]
-    assert hints.expected_task_seconds == {0: pytest.approx(10.0)}
-    assert hints.max_task_seconds == {"short": pytest.approx(5.0)}
+    assert policy.limits.expected_task_seconds == {0: pytest.approx(10.0)}
+    assert policy.limits.max_task_seconds == {"short": pytest.approx(5.0)}
     assert not allowed("short", 0, hints) and allowed("long", 0, hints)
 
 
@@ -555,16 +559,15 @@ def test_a_noticed_executor_running_a_task_is_released_after_it_ends_and_its_out
 
 
 def test_a_released_executor_takes_no_task_until_it_is_gone() -> None:
-    from trspark.engine.tr.scheduling import build_hints
-
     state = JobState()
     for event in add_executors(["a", "b"]) + [map_stage(0, 4, 0), ExecutorNotice(time=1.0, executor_id="a", deadline=31.0)]:
         state.apply(event)
     executors = state.alive_executors()
     residual = np.full(len(executors), 1e6)
-    assert build_hints(state, residual, executors, 1.0).drain == ()  # 30 s of room: it takes tasks
-    hints = build_hints(state, residual, executors, 1.0, released={"a"})
-    assert hints.drain == ("a",) and "a" not in hints.max_task_seconds
+    assert build_limits(state, residual, executors, 1.0).drain == ()  # 30 s of room: it takes tasks
+    limits = build_limits(state, residual, executors, 1.0, released={"a"})
+    assert limits.drain == ("a",) and "a" not in limits.max_task_seconds
+    assert placement.tier("a", 0, limits.hints()) == placement.NEVER
 
 
 def test_a_released_executor_lived_until_its_deadline() -> None:
@@ -599,9 +602,7 @@ def test_a_released_executor_lived_until_its_deadline() -> None:
 
 
 def test_fresh_executors_take_tasks_after_warm_ones() -> None:
-    """A replacement that has not finished a task yet gets limit 0: tasks go to warm executors first."""
-    from trspark.engine.placement import may_start_now
-
+    """A replacement that has not finished a task yet is a fallback: tasks go to warm executors first."""
     config = TRConfig(lifetime="exponential:mean=1e7", duplication=False, warm_first=True)
     policy = make_policy("tr", config)
     events = add_executors(["a", "b"], cores=1) + [map_stage(0, 6, 0)]
@@ -610,14 +611,14 @@ def test_fresh_executors_take_tasks_after_warm_ones() -> None:
     feed(policy, events)
     out = feed(policy, [ExecutorAdded(time=1.5, executor_id="c", host="h", cores=1)])
     hints = [c for c in out if isinstance(c, SchedulingHints)][-1]
-    assert hints.max_task_seconds == {"c": 0.0}
-    assert not may_start_now("c", 0, ["a", "c"], hints), "a warm executor has a free slot: a takes the task"
-    assert may_start_now("c", 0, ["c"], hints), "the warm ones are busy: c adds its capacity"
+    assert hints.fallback == {0: ("c",)} and hints.forbidden == {}
+    assert plan(["c", "a"], {0: 1}, {}, hints) == [("a", 0)], "a warm executor has a free slot: a takes the task"
+    assert plan(["c", "a"], {0: 3}, {}, hints) == [("a", 0), ("c", 0)], "the warm ones are busy: c adds its capacity"
     out = feed(policy, run_task(0, 2, "c", start=2.0, seconds=3.0, write=MB, shuffle_id=0))
-    assert [c for c in out if isinstance(c, SchedulingHints)][-1].max_task_seconds == {}, "c is warm once a task ended"
+    assert [c for c in out if isinstance(c, SchedulingHints)][-1].fallback == {}, "c is warm once a task ended"
     off = make_policy("tr", TRConfig(lifetime="exponential:mean=1e7", duplication=False, warm_first=False))
     out = feed(off, events + [ExecutorAdded(time=1.5, executor_id="c", host="h", cores=1)])
-    assert all(not c.max_task_seconds for c in out if isinstance(c, SchedulingHints))
+    assert all(not (c.fallback or c.forbidden) for c in out if isinstance(c, SchedulingHints))
 
 
 def test_no_fresh_executor_is_held_back_when_all_are_fresh() -> None:

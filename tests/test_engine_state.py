@@ -251,3 +251,42 @@ def test_an_ended_jobs_graph_is_forgotten_unless_a_running_job_shares_its_stages
     state.apply(JobEnded(time=2.0, job_id=1))
     assert (state.planned, state.planned_readers, state.job_stages) == ({}, {}, {})
     state.apply(JobEnded(time=3.0))  # a driver that does not name the job: nothing to forget, no error
+
+
+def test_the_state_keeps_the_cost_models_lineage_in_step() -> None:
+    # One model for every executor, a point mass for one with a notice: what lifetime_of says.
+    from cost_model.lifetimes import Deterministic, Exponential
+    from cost_model.lineage import Lineage
+
+    prior = Exponential(mean=100.0)
+
+    def lifetime_of(view):  # type: ignore[no-untyped-def]
+        return prior if view.notice_deadline is None else Deterministic(at=view.notice_deadline - view.started)
+
+    lineage = Lineage()
+    state = JobState(lineage=lineage, lifetime_of=lifetime_of)
+    for group in (
+        add_executors(["a", "b", "c"], time=0.0, cores=2),
+        [map_stage(0, 2, 0, time=0.0)],
+        run_task(0, 0, "a", start=0.0, seconds=4.0, write=10 * MB, read=0, shuffle_id=0),
+        run_task(0, 1, "b", start=0.0, seconds=6.0, write=20 * MB, read=0, shuffle_id=0),
+        [map_stage(1, 1, 1, time=6.0, parents=[0], parent_shuffles=[0])],
+        run_task(1, 0, "c", start=6.0, seconds=2.0, write=MB, read=30 * MB, shuffle_id=1),
+    ):
+        for event in group:
+            state.apply(event)
+    out = lineage.output(0, 1)
+    assert (out.producer, out.run_time, out.size, lineage.parents(1)) == ("b", 6.0, 20 * MB, {0})
+    state.apply(BlockBackedUp(time=9.0, shuffle_id=0, map_index=0, target="c", bytes=10 * MB))
+    state.apply(BlockBackedUp(time=9.0, shuffle_id=0, map_index=1, target=REMOTE, bytes=20 * MB))
+    assert lineage.output(0, 0).locations == {"a", "c"} and lineage.output(0, 1).remote
+    state.drop_copy((0, 0), "c")  # the driver says c does not hold it after all
+    assert lineage.output(0, 0).locations == {"a"}
+    state.apply(ExecutorNotice(time=10.0, executor_id="a", deadline=40.0, kind="notice"))
+    assert isinstance(lineage.executor("a").model, Deterministic) and lineage.executor("b").model is prior
+    state.apply(ExecutorLost(time=11.0, executor_id="b", reason="evicted"))
+    assert not lineage.has_executor("b") and lineage.output(0, 1).locations == set()
+    state.apply(ShuffleConsumed(time=12.0, shuffle_id=0))  # stage 1's own output is still needed
+    assert lineage.has_output(0, 0) and lineage.has_output(1, 0)
+    state.apply(ShuffleConsumed(time=13.0, shuffle_id=1))  # now both are consumed, and forgotten
+    assert not lineage.has_shuffle(0) and not lineage.has_shuffle(1)

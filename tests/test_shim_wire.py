@@ -42,3 +42,44 @@ def test_failed_backup_says_whether_the_source_lost_the_output(jvm: Jvm, missing
     assert round_trip(jvm, failed) == failed
     legacy = {k: v for k, v in failed.items() if k != "missing"}
     assert round_trip(jvm, legacy)["missing"] is False
+
+
+# ---------------------------------------------------------------------------------------------
+# Engine -> driver: SchedulingHints (trspark/engine/protocol.py, Messages.scala)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_scheduling_hints_survive_the_python_wire() -> None:
+    from trspark.engine.protocol import SchedulingHints, from_json, to_json
+
+    hints = SchedulingHints(stage_order=(4, 2), forbidden={2: ("1", "3")}, fallback={4: ("7",)}, drain=("9",))
+    line = to_json(hints)
+    assert json.loads(line)["forbidden"] == {"2": ["1", "3"]}  # stage ids travel as JSON object keys
+    assert from_json(line) == hints
+    assert from_json('{"type":"SchedulingHints"}') == SchedulingHints()
+
+
+def test_scheduling_hints_parse_in_scala_as_sent(jvm: Jvm) -> None:
+    """Every field of the engine's line reaches the shim: executor sets per stage and the drain."""
+    import random
+
+    from trspark.engine.protocol import SchedulingHints, to_json
+
+    rng = random.Random(3)
+    executors = [str(i) for i in range(8)]
+    for _ in range(50):
+        def by_stage() -> dict[int, tuple[str, ...]]:
+            return {s: tuple(sorted(rng.sample(executors, rng.randint(1, 4)))) for s in rng.sample(range(20), rng.randint(0, 5))}
+
+        hints = SchedulingHints(stage_order=tuple(rng.sample(range(20), rng.randint(0, 5))), forbidden=by_stage(),
+                                fallback=by_stage(), drain=tuple(rng.sample(executors, rng.randint(0, 2))))
+        scala = jvm.trspark.SchedulingHints.parse(to_json(hints))
+
+        def sets(m: object) -> dict[int, tuple[str, ...]]:
+            keys = list(m.keys().toList().mkString(",").split(",")) if not m.isEmpty() else []  # type: ignore[attr-defined]
+            return {int(k): tuple(sorted(m.apply(int(k)).mkString(",").split(","))) for k in keys}  # type: ignore[attr-defined]
+
+        assert [int(s) for s in scala.stageOrder().mkString(",").split(",") if s] == list(hints.stage_order)
+        assert sets(scala.forbidden()) == hints.forbidden
+        assert sets(scala.fallback()) == hints.fallback
+        assert sorted(s for s in scala.drain().mkString(",").split(",") if s) == sorted(hints.drain)

@@ -25,4 +25,18 @@ def configure(builder: Any, **options: Any) -> Any:
     return _configure(builder, **options)
 
 
-__all__ = ["__version__", "configure", "spark_conf"]
+def status(spark: Any) -> dict[str, int]:
+    """The running application's trspark counters and gauges (the driver's metrics) as a dict."""
+    from trspark.reporting.status import status as _status
+
+    return _status(spark)
+
+
+def report(path: str, **options: Any) -> Any:
+    """Summarise a Spark event log with trspark events (see :func:`trspark.reporting.summarize`)."""
+    from trspark.reporting import summarize
+
+    return summarize(path, **options)
+
+
+__all__ = ["__version__", "configure", "report", "spark_conf", "status"]

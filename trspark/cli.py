@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("simulators.cli:simulate", "Simulate Spark DAG jobs on evictable VMs under a policy (and sweeps)."),
     "whatif": ("simulators.cli:whatif", "Replay your own Spark event log under evictions, per policy."),
     "bench": ("jobs.tpcds.cli:bench", "Benchmarks on real Spark (TPC-DS on transient executors)."),
+    "report": ("trspark.reporting.cli:report", "Summarise what trspark did from a Spark event log (text, PNG, HTML)."),
     "jar-path": ("trspark.live.shim:jar_path_command", "Print the path of the plugin jar (building it if needed)."),
     "build-shim": ("trspark.live.shim:build_shim_command", "Compile the Scala plugin with the compiler shipped in pyspark."),
     "gc": ("trspark.live.shim:gc_command", "Delete remote backups left behind by crashed applications."),

@@ -55,8 +55,10 @@ class Exponential(LifetimeModel):
 
     def cond_cumulative_hazard(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
         # Memoryless: λt at any age, with no cancellation of large H(τ) values.
-        shape = np.broadcast_shapes(np.shape(age), np.shape(t))
-        return np.broadcast_to(self.cumulative_hazard(t), shape).copy()
+        hazard = self.cumulative_hazard(t)
+        out = np.empty(np.broadcast(np.asarray(age), hazard).shape)
+        out[...] = hazard
+        return out
 
     def expected_lifetime(
         self, age: ArrayLike, a: ArrayLike, b: ArrayLike, *, points: int = 129

@@ -159,27 +159,27 @@ def executor_count(sc: SparkContext, driver_pid: int | None = None) -> Callable[
     return count
 
 
-#: Counters of the trspark driver plugin (``TRStatus.stat(name)`` over py4j) -> CSV columns. The
-#: plugin keeps ``backups_done`` (local and remote together); a counter it does not keep reads 0.
+#: trspark's metrics (the driver's ``trspark`` metrics source, read with ``trspark.status``) -> CSV
+#: columns; ``backups_bytes`` is the sum of the two byte metrics.
 PLUGIN_COUNTERS: dict[str, str] = {
-    "backups_done": "backups_count",
-    "backups_bytes": "backups_bytes",
-    "backups_local": "backups_local",
-    "backups_remote": "backups_remote",
+    "backups_finished": "backups_count",
+    "backups_to_peers": "backups_local",
+    "backups_to_remote": "backups_remote",
 }
+BYTE_METRICS = ("bytes_to_peers", "bytes_to_remote")
 
 
 def plugin_counters(sc: SparkContext) -> dict[str, int]:
-    """The plugin's backup counters (CSV column -> value); zeros when the plugin is not loaded.
+    """The plugin's backup counters (CSV column -> value); zeros when the plugin is not loaded."""
+    import trspark
 
-    The plugin returns -1 when no plugin instance is active and 0 for a counter it does not keep.
-    """
     try:
-        plugin = sc._jvm.org.apache.spark.trspark.TRStatus  # type: ignore[union-attr]
-        values = {column: int(plugin.stat(name)) for name, column in PLUGIN_COUNTERS.items()}
+        status = trspark.status(sc)
     except Exception:  # class not on the classpath (never, decommission): py4j raises on the call
-        return dict.fromkeys(PLUGIN_COUNTERS.values(), 0)
-    return {column: max(value, 0) for column, value in values.items()}
+        status = {}
+    values = {column: status.get(name, 0) for name, column in PLUGIN_COUNTERS.items()}
+    values["backups_bytes"] = sum(status.get(name, 0) for name in BYTE_METRICS)
+    return {column: values[column] for column in ("backups_count", "backups_bytes", "backups_local", "backups_remote")}
 
 
 def plugin_fell_back(sc: SparkContext) -> bool:
@@ -187,7 +187,9 @@ def plugin_fell_back(sc: SparkContext) -> bool:
 
     A ``tr`` run with this set measured always-checkpoint, not the TR policy. False without the plugin.
     """
+    import trspark
+
     try:
-        return bool(sc._jvm.org.apache.spark.trspark.TRStatus.isFallenBack())  # type: ignore[union-attr]
+        return trspark.status(sc).get("engine_fallback", 0) == 1
     except Exception:  # class not on the classpath (never, decommission)
         return False

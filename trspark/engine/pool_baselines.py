@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from trspark.engine.interface import Policy
+from trspark.engine.placement import gamma_hints
 from trspark.engine.protocol import (
     REMOTE,
     Backup,
@@ -123,10 +124,10 @@ class PadoPolicy(Policy):
     the graph; a stage too large to fit is passed over for the next. Result stages write no
     shuffle and are never critical.
 
-    Placement goes through :class:`~trspark.engine.protocol.SchedulingHints` and the γ rule of
-    :mod:`trspark.engine.placement`: critical stages come first in ``stage_order`` with their
-    expected task time, and every evictable executor gets ``max_task_seconds = 0``, so it starts
-    no critical task (unless the stage would otherwise starve). The restriction is sent only
+    Placement goes through :class:`~trspark.engine.protocol.SchedulingHints` and
+    :mod:`trspark.engine.placement`: critical stages come first in ``stage_order``, and every
+    evictable executor is forbidden for them (:func:`~trspark.engine.placement.gamma_hints`
+    with limit 0), so it starts no critical task (unless the stage would otherwise starve). The restriction is sent only
     while an on-demand executor is alive.
     """
 
@@ -140,6 +141,7 @@ class PadoPolicy(Policy):
         """stage -> (finished tasks, their total run time in s)."""
         self.critical: tuple[int, ...] = ()
         self.hints: SchedulingHints | None = None
+        self.limits: tuple[tuple[int, ...], dict[str, float], dict[int, float]] | None = None
         self.hints_sent = 0
 
     def handle(self, event: Event) -> Sequence[Command]:
@@ -196,17 +198,18 @@ class PadoPolicy(Policy):
     def _hints(self) -> Sequence[Command]:
         self.critical = self.critical_stages() if self.pools.on_demand else ()
         work = self.stage_work()
-        hints = SchedulingHints(
-            stage_order=self.critical,
-            max_task_seconds=dict.fromkeys(self.pools.evictable, 0.0) if self.critical else {},
-            expected_task_seconds={s: max(work[s] / self.graph[s][0], 1e-9) for s in self.critical
-                                   if self.graph[s][0] > 0},
+        # The numbers behind the hints decide whether they changed (as the tr policy's limits do).
+        limits = (
+            self.critical,
+            dict.fromkeys(self.pools.evictable, 0.0) if self.critical else {},
+            {s: max(work[s] / self.graph[s][0], 1e-9) for s in self.critical if self.graph[s][0] > 0},
         )
-        if hints == self.hints:
+        if limits == self.limits:
             return ()
-        self.hints = hints
+        self.limits = limits
+        self.hints = gamma_hints(*limits)
         self.hints_sent += 1
-        return (hints,)
+        return (self.hints,)
 
     def wants(self, event_type: type) -> bool:
         return event_type not in (TaskStarted, BlockBackedUp)

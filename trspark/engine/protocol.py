@@ -273,20 +273,26 @@ class DropBackup:
 
 @dataclass(frozen=True, slots=True)
 class SchedulingHints:
-    """TR-Scheduling as data, applied by the driver's task scheduler (Algorithm 1).
+    """TR-Scheduling as data: where a task of each stage may start (paper Algorithm 1).
+
+    The engine decides everything; a driver applies the hints with
+    :func:`trspark.engine.placement.place` (the simulator) or its Scala mirror (the live shim).
 
     * ``stage_order``: runnable stages, most preferred first (largest data-size reduction rate).
-    * ``max_task_seconds``: executor -> the longest estimated task run time (s) allowed to start
-      there (the γ rule ``ET / v.E(t,T) < γ`` solved for ET); executors not listed are unrestricted.
-    * ``expected_task_seconds``: stage -> estimated run time ET (s) of one of its tasks.
-    * ``drain``: executors under a termination notice: they start no new task at all, not even
-      when no other executor is free (running tasks finish).
-    A driver replaces its previous hints with each new ``SchedulingHints``.
+    * ``forbidden``: stage -> executors where a task of the stage must not start (it would not
+      end before the executor dies, or its notice deadline) -- unless the stage would starve:
+      pending tasks, none running, no other free slot may take one.
+    * ``fallback``: stage -> executors that take a task of the stage only after every other
+      free slot had its pick (a fresh executor JVM runs its first tasks slowly).
+    * ``drain``: executors under a termination notice: they start no new task at all (running
+      tasks finish).
+    Executors and stages not listed are unrestricted. A driver replaces its previous hints with
+    each new ``SchedulingHints``.
     """
 
     stage_order: tuple[int, ...] = ()
-    max_task_seconds: dict[str, float] = field(default_factory=dict)
-    expected_task_seconds: dict[int, float] = field(default_factory=dict)
+    forbidden: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    fallback: dict[int, tuple[str, ...]] = field(default_factory=dict)
     drain: tuple[str, ...] = ()
 
 
@@ -417,8 +423,12 @@ def from_dict(data: dict[str, Any]) -> Event | Command:
             raise ProtocolError(f"JobSubmitted: the stage graph must be lists: {exc}") from exc
         if len({len(kwargs[f]) for f in _JOB_GRAPH_FIELDS}) > 1:
             raise ProtocolError(f"JobSubmitted: stage_ids, num_tasks, shuffle_ids and parents differ in length: {data}")
-    if cls is SchedulingHints and "expected_task_seconds" in kwargs:
-        kwargs["expected_task_seconds"] = {int(k): float(v) for k, v in kwargs["expected_task_seconds"].items()}
+    if cls is SchedulingHints:
+        try:
+            for name in ("forbidden", "fallback"):
+                kwargs[name] = {int(k): tuple(v) for k, v in (kwargs.get(name) or {}).items()}
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise ProtocolError(f"SchedulingHints: forbidden/fallback must map stage ids to executor lists: {exc}") from exc
     try:
         return cls(**kwargs)  # type: ignore[no-any-return]
     except TypeError as exc:

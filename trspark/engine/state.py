@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from cost_model.lifetimes import LifetimeModel
+from cost_model.lineage import Lineage
 from trspark.engine.protocol import (
     REMOTE,
     BackupFailed,
@@ -170,16 +172,34 @@ class MapOutput:
         return out + sorted(b for b in self.backups if b != REMOTE)
 
 
+LifetimeOf = Callable[[ExecutorView], LifetimeModel]
+"""An executor's lifetime law, from what the state knows of it (start, termination notice)."""
+
+
 class JobState:
     """Executors, stages and map outputs of one application, updated by :meth:`apply`.
+
+    With a ``lineage`` the state also keeps the cost model's view of the same facts in step --
+    executors (with their lifetime law), map outputs, their copies, forgotten shuffles -- through
+    :class:`~cost_model.lineage.Lineage`'s public methods, in the handler that changes its own
+    record. There is no second copy kept by anyone else.
 
     Parameters
     ----------
     default_task_seconds : float
         Task run time assumed for a stage before any of its tasks finished (s).
+    lineage : Lineage, optional
+        The cost model's lineage to feed (the policies that price blocks give one).
+    lifetime_of : callable, optional
+        The lifetime law of an executor (required with ``lineage``).
     """
 
-    def __init__(self, default_task_seconds: float = 1.0) -> None:
+    def __init__(self, default_task_seconds: float = 1.0, *, lineage: Lineage | None = None,
+                 lifetime_of: LifetimeOf | None = None) -> None:
+        if (lineage is None) != (lifetime_of is None):
+            raise ValueError("JobState: give both 'lineage' and 'lifetime_of', or neither")
+        self.lineage = lineage
+        self._lifetime_of = lifetime_of
         self.default_task_seconds = default_task_seconds
         self.now = 0.0
         self.executors: dict[str, ExecutorView] = {}
@@ -257,6 +277,10 @@ class JobState:
         held = self._held.get(executor_id, set())
         return [b for key, b in self.outputs.items() if key in held and not b.consumed]
 
+    def holders_alive(self) -> bool:
+        """Every executor holding a copy of an output is alive (a late task end of a lost one may break it)."""
+        return all(e in self.executors for e in self._held)
+
     def writer_stage(self, shuffle_id: int) -> StageView | None:
         """The stage that writes ``shuffle_id``, if Spark submitted it and it is not retired."""
         return self.stages.get(self.shuffle_stage.get(shuffle_id, -1))
@@ -289,9 +313,10 @@ class JobState:
                 return False
             if stage.shuffle_id is None or stage.shuffle_id in self.consumed_shuffles:
                 continue  # a finished result stage, or one whose own readers are done, needs nothing more
+            outputs, shuffle = self.outputs, stage.shuffle_id
             for p in range(stage.num_tasks):
-                out = self.outputs.get((stage.shuffle_id, p))
-                if out is None or not self.is_safe(out):
+                out = outputs.get((shuffle, p))
+                if out is None or not (out.consumed or REMOTE in out.backups):  # is_safe, inlined: a hot loop
                     return False
         return True
 
@@ -328,17 +353,34 @@ class JobState:
         if old is not None and old.alive:
             self._alive_cores -= old.cores
         self._alive_cores += max(1, e.cores)
-        self.executors[e.executor_id] = ExecutorView(
+        view = ExecutorView(
             executor_id=e.executor_id, added=e.time, started=started, host=e.host, cores=max(1, e.cores), pool=e.pool
         )
+        self.executors[e.executor_id] = view
+        lineage = self.lineage
+        if lineage is not None and self._lifetime_of is not None and not lineage.has_executor(e.executor_id):
+            lineage.add_executor(e.executor_id, self._lifetime_of(view), started=view.started)
 
     def _executor_notice(self, e: ExecutorNotice) -> None:
         ex = self.executors.get(e.executor_id)
         if ex is not None and ex.alive:
             ex.notice_deadline = e.deadline
             ex.draining = ex.draining or e.kind == "notice"
+            self.refresh_lifetimes()
+
+    def refresh_lifetimes(self) -> None:
+        """Give the lineage each executor's current lifetime law (after a notice, or a refit of the laws)."""
+        lineage, lifetime_of = self.lineage, self._lifetime_of
+        if lineage is None or lifetime_of is None:
+            return
+        for executor in lineage.executors():
+            view = self.executors.get(executor.executor_id)
+            if view is not None:
+                lineage.set_model(executor.executor_id, lifetime_of(view))
 
     def _executor_lost(self, e: ExecutorLost) -> None:
+        if self.lineage is not None and self.lineage.has_executor(e.executor_id):
+            self.lineage.remove_executor(e.executor_id)
         ex = self.executors.get(e.executor_id)
         if ex is None or not ex.alive:
             return
@@ -458,6 +500,9 @@ class JobState:
                 created=e.time,
                 map_id=e.map_id,
             )
+            if self.lineage is not None:
+                self.lineage.add_output(shuffle, e.partition, e.executor_id, e.duration, float(e.shuffle_write_bytes),
+                                        parents=stage.parent_shuffle_ids)
 
     def _stop_copy(self, stage: StageView, partition: int, executor_id: str, now: float, *, lost: bool) -> None:
         copies = stage.running.get(partition)
@@ -479,6 +524,9 @@ class JobState:
             if e.target != REMOTE:
                 block.last_peer = e.target
                 self._held.setdefault(e.target, set()).add(block.block_id)
+        lineage = self.lineage
+        if lineage is not None and e.target in block.backups and lineage.has_shuffle(e.shuffle_id):
+            lineage.add_location(e.shuffle_id, e.map_index, e.target)
 
     def drop_copy(self, block_id: BlockId, holder: str) -> None:
         """The driver says ``holder`` no longer has a copy of the block (e.g. a failed backup from it)."""
@@ -491,6 +539,9 @@ class JobState:
         self._held.get(holder, set()).discard(block_id)
         if not block.consumed and not block.holders() and not block.on_remote:
             self._drop_output(block)
+        lineage = self.lineage
+        if lineage is not None and lineage.has_output(*block_id) and holder in lineage.output(*block_id).locations:
+            lineage.remove_location(block_id[0], block_id[1], holder)
 
     def _block_lost(self, e: BlockLost) -> None:
         block = self.outputs.get((e.shuffle_id, e.map_index))
@@ -532,6 +583,10 @@ class JobState:
             self._readers_done.discard(shuffle)
             self.consumed_shuffles.add(shuffle)
             self.consumed_now.append(shuffle)
+            if self.lineage is not None:
+                # Consumed outputs are never charged: forgetting the shuffle is the same for every
+                # Er, and keeps a long application's lineage to the shuffles in play.
+                self.lineage.forget_shuffle(shuffle)
             for key in self._by_shuffle.get(shuffle, ()):
                 self.outputs[key].consumed = True
             # Policies still see the consumed outputs while they handle this event (to drop

@@ -129,7 +129,10 @@ class HistoryStore:
 
 
 def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "_"
+    """``name`` as one path component: other characters become ``_``, and so does a leading dot
+    (``..`` would climb out of the store's root)."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    return "_" + safe[1:] if safe.startswith(".") else safe or "_"
 
 
 class LifetimeRecorder:

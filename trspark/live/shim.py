@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -178,11 +179,16 @@ def default_remote_path() -> str:
     return f"file://{local_dir}/trspark-backups"
 
 
+# An application id the plugin accepts as a backup directory name (RemoteBackups.isAppId).
+APP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+
+
 def stale_app_dirs(url: str, older_than: float, now: float | None = None) -> list[str]:
     """Application directories under ``url`` whose newest file is older than ``older_than`` s.
 
     The plugin writes backups to ``<url>/<appId>/<shuffleId>/<hash>/<file>`` and deletes
     ``<url>/<appId>`` when the application ends; what is left belongs to crashed applications.
+    Only directories named like an application id count (anything else is not the plugin's).
     """
     import fsspec
 
@@ -192,7 +198,7 @@ def stale_app_dirs(url: str, older_than: float, now: float | None = None) -> lis
     now = time.time() if now is None else now
     stale = []
     for entry in fs.ls(root, detail=True):
-        if entry["type"] != "directory":
+        if entry["type"] != "directory" or not APP_ID.fullmatch(entry["name"].rstrip("/").rsplit("/", 1)[-1]):
             continue
         newest = 0.0
         for info in fs.find(entry["name"], detail=True, withdirs=True).values():

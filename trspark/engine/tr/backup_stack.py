@@ -83,6 +83,10 @@ class BackupStack:
         """Planned or in flight."""
         return block_id in self._planned or block_id in self.in_flight
 
+    def in_flight_to(self, target: str) -> int:
+        """Released, unfinished backups to ``target`` (``"remote"`` or a peer id)."""
+        return sum(1 for plan in self.in_flight.values() if plan.target == target)
+
     def pending_count(self) -> int:
         return len(self._planned)
 
@@ -90,6 +94,8 @@ class BackupStack:
     def release(self, state: JobState) -> list[Command]:
         """Backups to start now: per source with a free slot, the newest still-useful entries."""
         out: list[Command] = []
+        if not self._pending:
+            return out
         busy: dict[str, int] = {}
         for plan in self.in_flight.values():
             busy[plan.source] = busy.get(plan.source, 0) + 1

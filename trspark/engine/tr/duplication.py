@@ -206,7 +206,7 @@ def idle_executors(state: JobState, hints: SchedulingHints | None, warm_first: b
     waiting = [s.stage_id for s in state.runnable_stages()]
     if not waiting:
         return free
-    if hints is None or not hints.max_task_seconds:
+    if hints is None or not (hints.forbidden or hints.fallback):
         return []
     return [e for e in free if not any(allowed(e.executor_id, stage, hints) for stage in waiting)]
 

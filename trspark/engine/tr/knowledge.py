@@ -96,14 +96,14 @@ class LifetimeKnowledge:
             out[rows] = model.mean_residual_life(ages)
         return out
 
-    def observe(self, state: JobState) -> None:
-        """Refit the shared model from the lifetimes seen so far (``fitted`` mode only)."""
+    def observe(self, state: JobState) -> bool:
+        """Refit the shared model from the lifetimes seen so far (``fitted`` mode only); True if it changed."""
         if self.mode != "fitted":
-            return
+            return False
         history = [item for pool in state.lifetimes.values() for item in pool]
         evictions = sum(1 for _, evicted in history if evicted)
         if evictions < self.min_evictions or evictions == self._fitted_on:
-            return
+            return False
         from cost_model.lifetimes import Empirical
 
         alive = [(e.age(state.now), False) for e in state.alive_executors()]
@@ -112,3 +112,4 @@ class LifetimeKnowledge:
         self.shared = Empirical.fit(np.maximum(durations, 1e-9), observed)
         self._fitted_on = evictions
         self.refits += 1
+        return True

@@ -1,7 +1,9 @@
 """The TR-Spark policy: events in, backup / scheduling / duplication commands out.
 
-Per event (after folding it into :class:`~trspark.engine.state.JobState` and the cost model's
-lineage):
+Per event, in one direction: the event is folded into :class:`~trspark.engine.state.JobState`
+(which feeds the cost model's lineage), the cost model's clock moves
+(:meth:`CostEstimator.advance`), then the decisions below read the state and the cost terms and
+the backup stack turns them into commands:
 
 * ``TaskEnded`` (a new map output) -- Algorithm 2 for that block; a backup decision goes on the
   backup stack. A successful copy kills its other copies.
@@ -39,6 +41,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from cost_model.lineage import Lineage
 from trspark.engine.interface import Policy
 from trspark.engine.protocol import (
     REMOTE,
@@ -61,20 +64,22 @@ from trspark.engine.protocol import (
 from trspark.engine.settings import TRConfig
 from trspark.engine.state import BlockId, JobState, MapOutput
 from trspark.engine.tr.backup_stack import BackupStack, plan_for
-from trspark.engine.tr.checkpointing import decide
+from trspark.engine.tr.checkpointing import Costs, decide
 from trspark.engine.tr.costs import CostEstimator
 from trspark.engine.tr.duplication import Duplicator, SplitAdvisor
 from trspark.engine.tr.horizon import NeedHorizon
 from trspark.engine.tr.knowledge import LifetimeKnowledge
 from trspark.engine.tr.safety_belt import SafetyBeltMonitor
 from trspark.engine.tr.scheduling import (
-    build_hints,
+    GammaLimits,
+    build_limits,
     every_one_noticed,
     expected_task_seconds,
     has_room,
-    hints_changed,
+    limits_changed,
     shortest_task,
 )
+from trspark.engine.tr.stall import stall_width
 
 #: Blocks queued for re-planning per tick (newest first): older blocks have usually been
 #: planned or are about to be consumed, and the stack serves the newest first anyway.
@@ -114,13 +119,15 @@ class TRPolicy(Policy):
 
         self.config = config
         self.knowledge = knowledge or LifetimeKnowledge(from_spec(config.lifetime), config.knowledge)
-        self.state = JobState()
-        self.costs = CostEstimator(config, self.knowledge)
+        lineage = Lineage()
+        self.state = JobState(lineage=lineage, lifetime_of=self.knowledge.model)
+        self.costs = CostEstimator(config, self.knowledge, lineage)
         self.stack = BackupStack(max_in_flight=0)  # one per core of the source
         self.belt = SafetyBeltMonitor(config.beta, enabled=config.safety_belt)
         self.duplicator = Duplicator(self.knowledge)
         self.splitter = SplitAdvisor()
         self.hints: SchedulingHints | None = None
+        self.limits: GammaLimits | None = None  # the numbers behind self.hints
         self.decisions = {"local": 0, "remote": 0, "none": 0, "deferred": 0, "left_to_notice": 0}
         self._planned_now = False
         self._failed_at: dict[BlockId, float] = {}
@@ -142,7 +149,7 @@ class TRPolicy(Policy):
     def handle(self, event: Event) -> Sequence[Command]:
         state = self.state
         state.apply(event)
-        self.costs.apply(event, state)
+        self.costs.advance(state.now, tick=isinstance(event, Tick), forgotten=state.consumed_now)
         out: list[Command] = []
         if isinstance(event, TaskEnded):
             out += self._on_task_ended(event)
@@ -152,14 +159,13 @@ class TRPolicy(Policy):
             self._on_backup_failed(event)
         elif isinstance(event, ExecutorLost):
             self.stack.executor_lost(event.executor_id)
-            self.knowledge.observe(state)
-            self.costs.refresh_models(state)
+            if self.knowledge.observe(state):
+                state.refresh_lifetimes()
             self._replan_lost_copies(event.executor_id)
             out += self._replan(REPLAN_ON_CHANGE)
         elif isinstance(event, ExecutorAdded):
             out += self._replan(REPLAN_ON_CHANGE)
         elif isinstance(event, ExecutorNotice):
-            self.costs.refresh_models(state)
             if event.kind == "notice":
                 self._plan_noticed(event.executor_id)
                 if (noticed := state.executors.get(event.executor_id)) is not None and noticed.alive:
@@ -229,7 +235,6 @@ class TRPolicy(Policy):
         missing = event.source_missing if event.source else "hold" in event.reason
         if plan is not None and missing and event.source in ("", plan.source):
             self.state.drop_copy(block_id, plan.source)
-            self.costs.drop_copy(block_id, plan.source)
         self._failed_at[block_id] = self.state.now
         if block_id in self.state.outputs and block_id not in self._queued:
             self._queued.add(block_id)
@@ -269,8 +274,7 @@ class TRPolicy(Policy):
             self.stack.unplan(block.block_id)
             return
         else:
-            self.costs.remote_in_flight = sum(1 for p in self.stack.in_flight.values() if p.target == REMOTE)
-            target = decide(self.costs.costs(block, state, self.horizon(state, block)))
+            target = decide(self._costs(block))
         if target is None or target in block.backups:
             self.decisions["none"] += 1
             self.stack.unplan(block.block_id)
@@ -280,6 +284,13 @@ class TRPolicy(Policy):
         if source is None or source == target:
             return
         self.stack.push(plan_for(block, source, target))
+
+    def _costs(self, block: MapOutput) -> Costs:
+        """The cost terms of ``block``, with every input read from the state and the stack here."""
+        state = self.state
+        t_max = self.horizon(state, block)
+        weight = float(stall_width(state, block.shuffle_id)) if self.config.stall_weight else 1.0
+        return self.costs.costs(block, state, t_max, weight=weight, remote_in_flight=self.stack.in_flight_to(REMOTE))
 
     def _defer(self, block: MapOutput) -> bool:
         """Put off Algorithm 2 for a block on a noticed executor until its last responsible moment.
@@ -343,7 +354,7 @@ class TRPolicy(Policy):
         if not self._draining:
             return 0.0
         largest = max((s.mean_write_bytes() or 0.0 for s in self.state.runnable_stages()), default=0.0)
-        return self.costs.backup.copy_seconds(largest, self._slowest_bandwidth()) + NOTICE_COPY_LATENCY
+        return self.costs.copy_seconds(largest, self._slowest_bandwidth()) + NOTICE_COPY_LATENCY
 
     def _copy_total(self, executor_id: str) -> float:
         """``BT_total`` (s) of the executor's unconsumed outputs not on the store yet, once per executor and instant.
@@ -358,7 +369,7 @@ class TRPolicy(Policy):
             self._copy_totals = (self.state.now, totals)
         if executor_id not in totals:
             slowest = self._slowest_bandwidth()
-            totals[executor_id] = sum(self.costs.backup.copy_seconds(b.bytes, slowest)
+            totals[executor_id] = sum(self.costs.copy_seconds(b.bytes, slowest)
                                       for b in self.state.outputs_on(executor_id) if not b.on_remote)
         return totals[executor_id]
 
@@ -377,7 +388,7 @@ class TRPolicy(Policy):
     def _belt_target(self, block: MapOutput) -> str | None:
         if self.config.targets != "local":
             return REMOTE
-        return self.costs.best_peer(block, self.state, self.horizon(self.state, block))
+        return self.costs.best_peer(block, self.horizon(self.state, block))
 
     def _covered(self, block: MapOutput) -> bool:
         """Backed up somewhere, or a backup is planned or running: its parents need not outlive it."""
@@ -391,22 +402,51 @@ class TRPolicy(Policy):
         equals (a memoryless belief makes every executor equal). ``limit=None`` (the safety belt
         firing) plans every such block at once instead.
         """
-        state = self.state
-        executors = state.alive_executors()
-        residual = dict(zip((e.executor_id for e in executors),
-                            self.knowledge.mean_residual_life(executors, state.now) if executors else (), strict=True))
-        candidates = [
-            b for b in reversed(state.outputs.values())  # insertion order = creation order: newest first
-            if not (b.consumed or b.on_remote or not b.holders() or b.block_id in self.stack.in_flight)
-        ]
-        candidates.sort(key=lambda b: max(residual.get(h, 0.0) for h in b.holders()))  # stable: ties stay newest first
-        for block in candidates if limit is None else candidates[:limit]:
+        for block in self._most_exposed(limit):
             if limit is None:
                 self._plan(block)
             elif block.block_id not in self._queued:
                 self._queued.add(block.block_id)
                 self._replan_queue.append(block.block_id)
         return []
+
+    def _most_exposed(self, limit: int | None) -> list[MapOutput]:
+        """The unsafe, not in-flight blocks with a live copy, most exposed first (all, or the first ``limit``).
+
+        Sort key: the largest mean residual life among the block's holders; ties newest first
+        (insertion order of ``state.outputs`` is creation order). No key is below the smallest
+        residual life of an alive executor when every holder is alive, so once ``limit`` blocks
+        with that key are found, newest first, they are the answer and the scan stops (under a
+        memoryless belief every block has that key).
+        """
+        state = self.state
+        executors = state.alive_executors()
+        residual = dict(zip((e.executor_id for e in executors),
+                            self.knowledge.mean_residual_life(executors, state.now) if executors else (), strict=True))
+        floor = min(residual.values()) if residual and limit is not None and state.holders_alive() else None
+        in_flight = self.stack.in_flight
+        keyed: list[tuple[float, int, MapOutput]] = []
+        at_floor = 0
+        for block in reversed(state.outputs.values()):
+            backups = block.backups
+            if block.consumed or REMOTE in backups or block.block_id in in_flight:
+                continue
+            if backups:
+                holders = block.holders()
+                if not holders:
+                    continue
+                key = max(residual.get(h, 0.0) for h in holders)
+            elif block.source_lost:
+                continue  # no copy left
+            else:
+                key = residual.get(block.executor_id, 0.0)
+            keyed.append((key, len(keyed), block))
+            if key == floor:
+                at_floor += 1
+                if at_floor == limit:
+                    return [b for k, _, b in keyed if k == floor]
+        keyed.sort(key=lambda item: item[:2])  # ties stay newest first
+        return [b for _, _, b in (keyed if limit is None else keyed[:limit])]
 
     def _replan_lost_copies(self, executor_id: str) -> None:
         """Algorithm 2 at once for the blocks that lost a copy with ``executor_id`` and live on elsewhere.
@@ -508,12 +548,13 @@ class TRPolicy(Policy):
         out: list[Command] = []
         if self.config.scheduling:
             gamma = 1.0 if self.knowledge.mode == "deterministic" else self.config.gamma
-            hints = build_hints(state, residual, executors, gamma, notice_allowance=self._notice_allowance(),
-                                released=self.released, warm_first=self.config.warm_first,
-                                order=self.config.scheduling_order)
-            if hints_changed(self.hints, hints):
-                self.hints = hints
-                out.append(hints)
+            limits = build_limits(state, residual, executors, gamma, notice_allowance=self._notice_allowance(),
+                                  released=self.released, warm_first=self.config.warm_first,
+                                  order=self.config.scheduling_order)
+            if limits_changed(self.limits, limits):
+                self.limits = limits
+                self.hints = limits.hints()
+                out.append(self.hints)
         out += self.splitter.check(state, residual)
         return out
 

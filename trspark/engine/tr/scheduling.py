@@ -1,6 +1,9 @@
 """TR-Scheduling (paper §3.1, Algorithm 1) as :class:`SchedulingHints` for the driver's scheduler.
 
-Two rules, applied by ``trspark.engine.placement`` (simulator) and the Scala hook (live):
+The engine decides placement completely: :func:`build_limits` computes the γ rule's numbers and
+:meth:`GammaLimits.hints` turns them into per-stage sets of executors
+(:func:`trspark.engine.placement.gamma_hints`), which the simulator and the Scala shim apply
+with the same rule (:func:`trspark.engine.placement.place`).
 
 1. **Stage order** (``scheduling.order = reduction``, the default; ``fifo`` keeps Spark's order)
    -- among runnable stages, the largest data-size reduction rate first:
@@ -21,8 +24,10 @@ Two rules, applied by ``trspark.engine.placement`` (simulator) and the Scala hoo
    lifetime (mean residual life ``m_v``, s), so ``max_task_seconds[v] = γ · m_v``: with exact
    lifetimes (γ = 1) a task goes only where it can finish before the executor dies, and with a
    memoryless (exponential) belief every executor gets the same limit, i.e. no restriction.
-   Limits are sent only for executors whose limit is below the safest executor's and below
-   some runnable stage's ET -- otherwise the rule could never bind (placement's contract).
+   Limits are kept only for executors whose limit is below the safest executor's and below
+   some runnable stage's ET -- otherwise the rule could never bind. An executor is
+   *forbidden* for a stage whose ET exceeds its limit: no task of it starts there unless the
+   stage would starve.
 
 3. **A termination notice** -- an executor with a notice (``ExecutorNotice`` of kind
    ``"notice"``) takes only tasks that end, and whose output can be copied off, before its
@@ -39,9 +44,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from trspark.engine.placement import gamma_hints
 from trspark.engine.protocol import SchedulingHints
 from trspark.engine.state import ExecutorView, JobState, StageView
 
@@ -90,12 +97,12 @@ def task_limits(
 
 
 def cold_limits(executors: Sequence[ExecutorView]) -> dict[str, float]:
-    """``max_task_seconds = 0`` for the executors that have not finished a task yet, while others have.
+    """The executors that have not finished a task yet, while others have (each with limit 0: they pick last).
 
     A fresh executor JVM runs its first tasks several times slower (class loading, JIT), and a
-    stage waits for its slowest task. With limit 0 such an executor is offered tasks after the others, and
-    takes one only when no warm executor has a free slot for it (``placement.may_start_now``), so
-    it still adds capacity when the warm ones are busy. Nothing is restricted when every executor
+    stage waits for its slowest task. Such an executor is a *fallback* in the hints: it takes a
+    task only after every warm executor's free slot had its pick (``placement.FALLBACK``), so it
+    still adds capacity when the warm ones are busy. Nothing is restricted when every executor
     is fresh (the application's start) or none is.
     """
     cold = [e.executor_id for e in executors if e.tasks_done == 0 and not e.draining]
@@ -104,11 +111,31 @@ def cold_limits(executors: Sequence[ExecutorView]) -> dict[str, float]:
     return dict.fromkeys(cold, 0.0)
 
 
-def build_hints(
+@dataclass(frozen=True, slots=True)
+class GammaLimits:
+    """The numbers behind one :class:`SchedulingHints`; the engine keeps them to judge when a change is worth sending.
+
+    ``max_task_seconds``: executor -> longest ET (s) allowed to start there (γ rule, notice room);
+    ``expected_task_seconds``: stage -> ET (s); ``cold``: fresh executors that pick after the
+    warm ones (:func:`cold_limits`).
+    """
+
+    stage_order: tuple[int, ...] = ()
+    max_task_seconds: dict[str, float] = field(default_factory=dict)
+    expected_task_seconds: dict[int, float] = field(default_factory=dict)
+    drain: tuple[str, ...] = ()
+    cold: tuple[str, ...] = ()
+
+    def hints(self) -> SchedulingHints:
+        """The hints the drivers apply (per stage: the forbidden and the fallback executors)."""
+        return gamma_hints(self.stage_order, self.max_task_seconds, self.expected_task_seconds, self.drain, self.cold)
+
+
+def build_limits(
     state: JobState, residual_life: np.ndarray, executors: Sequence[ExecutorView], gamma: float,
     notice_allowance: float = 0.0, released: Collection[str] = (), warm_first: bool = False, order: str = "reduction",
-) -> SchedulingHints:
-    """The full hint set for the current state (``residual_life`` aligned with ``executors``).
+) -> GammaLimits:
+    """The γ rule's numbers for the current state (``residual_life`` aligned with ``executors``).
 
     ``released``: executors the engine let go (``ReleaseExecutor``) that the driver has not yet
     reported lost (a killed JVM takes seconds to go): drained, whatever their room.
@@ -119,9 +146,7 @@ def build_hints(
     expected = expected_task_seconds(state)
     longest = max(expected.values(), default=0.0)
     limits = task_limits(executors, residual_life, gamma, longest)
-    if warm_first and expected:
-        for executor_id, limit in cold_limits(executors).items():
-            limits[executor_id] = min(limit, limits.get(executor_id, limit))
+    cold = sorted(cold_limits(executors)) if warm_first and expected else []
     notice_limits, drain = notice_rules(executors, state.now, notice_allowance, expected, state.mean_warm_task_seconds())
     for executor_id, limit in notice_limits.items():
         limits[executor_id] = min(limit, limits.get(executor_id, limit))
@@ -129,11 +154,13 @@ def build_hints(
     if gone:
         drain = tuple(sorted(set(drain) | set(gone)))
         limits = {k: v for k, v in limits.items() if k not in gone}
-    return SchedulingHints(
+        cold = [e for e in cold if e not in gone]
+    return GammaLimits(
         stage_order=stage_order(state) if order == "reduction" else (),
         max_task_seconds=limits,
         expected_task_seconds=expected,
         drain=drain,
+        cold=tuple(cold),
     )
 
 
@@ -187,12 +214,12 @@ def notice_rules(
     return limits, tuple(sorted(drain))
 
 
-def hints_changed(old: SchedulingHints | None, new: SchedulingHints, tolerance: float = 0.1) -> bool:
-    """Worth sending? Order or restricted set changed, or a limit moved by more than ``tolerance``."""
+def limits_changed(old: GammaLimits | None, new: GammaLimits, tolerance: float = 0.1) -> bool:
+    """Worth sending? Order, restricted or cold set changed, or a limit or ET moved by more than ``tolerance``."""
     if old is None:
-        return bool(new.stage_order or new.max_task_seconds or new.drain)
+        return bool(new.stage_order or new.max_task_seconds or new.drain or new.cold)
     if (old.stage_order != new.stage_order or old.max_task_seconds.keys() != new.max_task_seconds.keys()
-            or old.drain != new.drain):
+            or old.drain != new.drain or old.cold != new.cold):
         return True
     for key, limit in new.max_task_seconds.items():
         if abs(limit - old.max_task_seconds[key]) > tolerance * max(limit, 1e-9):

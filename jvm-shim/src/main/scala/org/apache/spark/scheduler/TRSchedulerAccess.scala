@@ -4,7 +4,7 @@ import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 /**
- * The members of Spark's scheduler that trspark's task duplication needs and that are
+ * The members of Spark's scheduler that trspark's task duplication and hinted placement need and that are
  * `private[scheduler]`: this object sits in Spark's package (inside the trspark jar) for that
  * reason only; everything else of trspark lives in `org.apache.spark.trspark`.
  *
@@ -51,6 +51,10 @@ private[spark] object TRSchedulerAccess {
     register.invoke(sched, java.lang.Long.valueOf(task.taskId), execId, manager)
     Some(task)
   }
+
+  /** Has `manager` a task with no attempt running that has not succeeded (one to start)? */
+  def hasPending(manager: TaskSetManager): Boolean =
+    !manager.isZombie && manager.pendingTasks.all.exists(i => manager.copiesRunning(i) == 0 && !manager.successful(i))
 
   /** Task attempt ids of `index` of `manager` running on `execId`. */
   def attemptsOn(manager: TaskSetManager, index: Int, execId: String): Seq[Long] =

@@ -26,14 +26,16 @@ import org.apache.spark.internal.Logging
  *
  * Any trouble -- no start, wrong token, socket closed, process exited, garbage, a full event
  * queue, or the oldest unacknowledged event older than `engineTimeoutS` -- calls `onFailure`
- * exactly once with the reason; the caller then checkpoints everything itself.
+ * exactly once with the reason; the caller then checkpoints everything itself. `onAck` gets
+ * each acknowledged event's round trip (ns from sending it to its Ack).
  */
 class EngineBridge(
     python: String,
     confJson: String,
     engineTimeoutS: Double,
     onCommand: JsonNode => Unit,
-    onFailure: String => Unit) extends Logging {
+    onFailure: String => Unit,
+    onAck: Long => Unit) extends Logging {
   import EngineBridge._
 
   private val queue = new ArrayBlockingQueue[ObjectNode](QueueCapacity)
@@ -141,7 +143,7 @@ class EngineBridge(
         node.path("type").asText() match {
           case "Ack" =>
             val seq = node.path("seq").asLong(-1)
-            while (Option(unacked.peekFirst()).exists(_._1 <= seq)) unacked.pollFirst()
+            while (Option(unacked.peekFirst()).exists(_._1 <= seq)) onAck(System.nanoTime() - unacked.pollFirst()._2)
           case "" => fail(s"engine sent a message without a type: ${line.take(80)}"); return
           case _ => onCommand(node)
         }

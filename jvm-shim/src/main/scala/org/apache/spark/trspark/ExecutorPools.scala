@@ -50,9 +50,11 @@ class ExecutorPools(configured: String, emit: ExecutorPools.Emit) {
   /** executor -> (host, cores, pool emitted, engine time of its first ExecutorAdded). */
   private val announced = mutable.HashMap.empty[String, (String, Int, String, Double)]
 
-  def added(executorId: String, host: String, cores: Int): Unit = synchronized {
+  /** Spark announced the executor: send its `ExecutorAdded`; returns the pool it carries. */
+  def added(executorId: String, host: String, cores: Int): String = synchronized {
     val pool = reported.getOrElse(executorId, configured)
     announced(executorId) = (host, cores, pool, emit(executorId, host, cores, pool, None))
+    pool
   }
 
   def report(executorId: String, pool: String): Unit = synchronized {

@@ -1,89 +1,26 @@
 package org.apache.spark.trspark
 
+import scala.collection.mutable
 import scala.jdk.CollectionConverters._
-import scala.util.control.NonFatal
-
-import com.fasterxml.jackson.core.json.JsonReadFeature
-import com.fasterxml.jackson.databind.JsonNode
-import com.fasterxml.jackson.databind.json.JsonMapper
 
 /**
- * The engine's `SchedulingHints` command (`trspark/engine/protocol.py`), TR-Scheduling as data.
- *
- * @param stageOrder          runnable stages, most preferred first (largest data-size reduction rate).
- * @param maxTaskSeconds      executor id -> longest estimated task run time (s) allowed to start
- *                            there (the γ rule `ET / v.E(t,T) < γ` solved for ET); executors not
- *                            listed are unrestricted.
- * @param expectedTaskSeconds stage id -> estimated run time ET (s) of one of its tasks.
- * @param drain               executors under a termination notice: no new task starts there.
- */
-case class SchedulingHints(
-    stageOrder: Seq[Int],
-    maxTaskSeconds: Map[String, Double],
-    expectedTaskSeconds: Map[Int, Double],
-    drain: Set[String] = Set.empty) {
-  def isEmpty: Boolean = stageOrder.isEmpty && maxTaskSeconds.isEmpty && drain.isEmpty
-}
-
-object SchedulingHints {
-  /** No hints: Spark's own order, every executor allowed (what Python's `hints=None` means). */
-  val Empty: SchedulingHints = SchedulingHints(Nil, Map.empty, Map.empty, Set.empty)
-
-  // Python's json writes Infinity/NaN for non-finite floats; read them rather than reject the line.
-  private val mapper = JsonMapper.builder().enable(JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS).build()
-
-  /** Parse one wire line (`protocol.to_json`); throws IllegalArgumentException naming what is wrong. */
-  def parse(line: String): SchedulingHints = {
-    val node = try mapper.readTree(line) catch {
-      case NonFatal(e) => throw new IllegalArgumentException(s"SchedulingHints: not JSON: ${line.take(80)}", e)
-    }
-    if (node == null || !node.isObject) throw new IllegalArgumentException(s"SchedulingHints: not a JSON object: ${line.take(80)}")
-    fromJson(node)
-  }
-
-  /** From a parsed command (the engine bridge hands commands over as Jackson nodes). */
-  def fromJson(node: JsonNode): SchedulingHints = {
-    val kind = node.path("type").asText("SchedulingHints")
-    if (kind != "SchedulingHints") throw new IllegalArgumentException(s"SchedulingHints: got a '$kind' message")
-    val order = node.path("stage_order")
-    if (!order.isMissingNode && !order.isArray) bad("stage_order", order)
-    val stages = order.elements().asScala.map { n => if (n.canConvertToInt && n.isIntegralNumber) n.intValue() else bad("stage_order", n) }
-    val drain = node.path("drain")
-    if (!drain.isMissingNode && !drain.isNull && !drain.isArray) bad("drain", drain)
-    SchedulingHints(stages.toVector,
-      numbers(node, "max_task_seconds").toMap,
-      numbers(node, "expected_task_seconds").map { case (k, v) =>
-        (k.trim.toIntOption.getOrElse(bad("expected_task_seconds key", k)), v)
-      }.toMap,
-      drain.elements().asScala.map { n => if (n.isTextual) n.asText() else bad("drain", n) }.toSet)
-  }
-
-  private def numbers(node: JsonNode, field: String): Seq[(String, Double)] = {
-    val obj = node.path(field)
-    if (obj.isMissingNode || obj.isNull) Nil
-    else if (!obj.isObject) bad(field, obj)
-    else obj.properties().asScala.toSeq.map { e =>
-      if (!e.getValue.isNumber) bad(s"$field[${e.getKey}]", e.getValue)
-      e.getKey -> e.getValue.doubleValue()
-    }
-  }
-
-  private def bad(what: String, value: Any): Nothing =
-    throw new IllegalArgumentException(s"SchedulingHints: bad $what: $value")
-}
-
-/**
- * TR-Scheduling's two placement rules (paper Algorithm 1), the Scala mirror of
- * `trspark/engine/placement.py` -- which is the reference; the tests evaluate both on the same
- * random cases and require identical answers.
+ * TR-Scheduling's placement rule (paper Algorithm 1), the line-for-line mirror of
+ * `trspark/engine/placement.py` (the reference; a parity test runs random states through both).
+ * The engine decides; this only applies its hints:
  *
  *  1. Stage order: runnable stages listed in `stageOrder` come first, in that order (a stage
  *     listed twice counts at its last position, as in the Python dict); the others follow by
  *     stage id.
- *  2. The γ rule: a task of stage `s` may start on executor `e` only if
- *     `expectedTaskSeconds(s) <= maxTaskSeconds(e)` (a missing entry = no restriction).
+ *  2. Free slots are offered in passes; in each a slot takes one task of the first stage in that
+ *     order with a pending task that its executor's tier admits: [[Allowed]] executors first,
+ *     then [[Fallback]] ones, then [[Starving]] (forbidden) ones for a stage with pending tasks
+ *     and none running. A draining executor ([[Never]]) takes nothing.
  */
 object HintPlacement {
+  val Allowed = 0
+  val Fallback = 1
+  val Starving = 2
+  val Never = 3
 
   /** Runnable stage ids in the order tasks should be taken from them. */
   def orderStages(runnable: Seq[Int], hints: SchedulingHints): Seq[Int] = {
@@ -95,28 +32,115 @@ object HintPlacement {
     }
   }
 
-  /** May a task of `stageId` start on `executorId` under the γ rule (and not draining)? */
-  def allowed(executorId: String, stageId: Int, hints: SchedulingHints): Boolean =
-    !hints.drain.contains(executorId) && (hints.maxTaskSeconds.get(executorId) match {
-      case None => true
-      case Some(limit) => hints.expectedTaskSeconds.get(stageId).forall(_ <= limit)
-    })
+  /** The pass from which `executorId` may take a task of `stageId` ([[Never]]: draining). */
+  def tier(executorId: String, stageId: Int, hints: SchedulingHints): Int =
+    if (hints.drain.contains(executorId)) Never
+    else if (hints.forbidden.get(stageId).exists(_.contains(executorId))) Starving
+    else if (hints.fallback.get(stageId).exists(_.contains(executorId))) Fallback
+    else Allowed
+
+  /** May a task of `stageId` start on `executorId` without any exception? */
+  def allowed(executorId: String, stageId: Int, hints: SchedulingHints): Boolean = tier(executorId, stageId, hints) == Allowed
+
+  /** What [[place]] needs from the scheduler that runs the tasks (`placement.Driver`). */
+  trait Driver[S] {
+    def executor(slot: S): String
+    /** Is the slot still free? Unusable slots are dropped. */
+    def usable(slot: S): Boolean
+    def pending(stageId: Int): Boolean
+    def running(stageId: Int): Boolean
+    /** Start one task on `slot` from the first of `stages` that takes it; false: none did. */
+    def start(slot: S, stages: Seq[Int]): Boolean
+  }
 
   /**
-   * The γ rule as the live scheduler applies it: a forbidden executor may still take a task of
-   * `stageId` when no executor that allows it has a free slot (waiting would be worse), as
-   * `placement.may_start_now` permits -- never a draining one.
-   *
-   * @param withFreeSlot executors that can start one more task right now.
+   * Start tasks on the `free` slots (consumed from the left; left holding those still free) from
+   * the stages in `order`, in the passes above (`placement.place`).
    */
-  def mayStartNow(executorId: String, stageId: Int, withFreeSlot: Iterable[String], hints: SchedulingHints): Boolean =
-    allowed(executorId, stageId, hints) || (!hints.drain.contains(executorId) &&
-      !withFreeSlot.exists(e => e != executorId && allowed(e, stageId, hints)))
+  def place[S](free: mutable.ArrayDeque[S], order: Seq[Int], hints: SchedulingHints, driver: Driver[S]): Unit = {
+    val skipped = pass(free, order, driver, e => s => tier(e, s, hints) == Allowed)
+    if (skipped) {
+      if (hints.fallback.nonEmpty) pass(free, order, driver, e => s => tier(e, s, hints) <= Fallback)
+      val (drained, kept) = free.partition(slot => hints.drain.contains(driver.executor(slot)))
+      free.clear()
+      free ++= kept
+      starvingPass(free, order, hints, driver)
+      free ++= drained
+    }
+  }
+
+  /** Each usable slot takes a task of the first pending stage `admits` accepts (`placement._pass`). */
+  private def pass[S](free: mutable.ArrayDeque[S], order: Seq[Int], driver: Driver[S],
+      admits: String => Int => Boolean): Boolean = {
+    val skipped = mutable.ArrayBuffer.empty[S]
+    var idle = false
+    while (free.nonEmpty && !idle) {
+      val slot = free.removeHead()
+      if (driver.usable(slot)) {
+        val take = admits(driver.executor(slot))
+        val stages = order.filter(s => driver.pending(s) && take(s))
+        if (stages.isEmpty || !driver.start(slot, stages)) {
+          if (!order.exists(driver.pending)) {
+            free.prepend(slot)
+            idle = true
+          } else skipped += slot
+        }
+      }
+    }
+    free.prependAll(skipped)
+    skipped.nonEmpty
+  }
+
+  /** One task for each stage with pending tasks and none running, on the next usable slots. */
+  private def starvingPass[S](free: mutable.ArrayDeque[S], order: Seq[Int], hints: SchedulingHints,
+      driver: Driver[S]): Unit = {
+    val kept = mutable.ArrayBuffer.empty[S]
+    var starving = order.filter(s => driver.pending(s) && !driver.running(s))
+    while (free.nonEmpty && starving.nonEmpty) {
+      val slot = free.removeHead()
+      if (driver.usable(slot)) {
+        val executor = driver.executor(slot)
+        val stages = starving.filter(s => tier(executor, s, hints) <= Starving)
+        if (stages.isEmpty || !driver.start(slot, stages)) kept += slot
+      }
+      starving = order.filter(s => driver.pending(s) && !driver.running(s))
+    }
+    free.prependAll(kept)
+  }
+
+  /** A [[Driver]] over task counts (`placement.Counts`): the rule on its own. */
+  final class Counts(pending: Map[Int, Int], running: Map[Int, Int]) extends Driver[String] {
+    private val waiting = mutable.Map.from(pending)
+    private val started = mutable.Map.from(running)
+    val placed: mutable.ArrayBuffer[(String, Int)] = mutable.ArrayBuffer.empty
+    def executor(slot: String): String = slot
+    def usable(slot: String): Boolean = true
+    def pending(stageId: Int): Boolean = waiting.getOrElse(stageId, 0) > 0
+    def running(stageId: Int): Boolean = started.getOrElse(stageId, 0) > 0
+    def start(slot: String, stages: Seq[Int]): Boolean = {
+      val stage = stages.head
+      waiting(stage) -= 1
+      started(stage) = started.getOrElse(stage, 0) + 1
+      placed += ((slot, stage))
+      true
+    }
+  }
+
+  /** `(executor, stage)` of each task [[place]] starts on `slots` (one executor id per free core). */
+  def plan(slots: Seq[String], pending: Map[Int, Int], running: Map[Int, Int], hints: SchedulingHints): Seq[(String, Int)] = {
+    val counts = new Counts(pending, running)
+    place(mutable.ArrayDeque.from(slots), orderStages((pending.keySet ++ running.keySet).toSeq, hints), hints, counts)
+    counts.placed.toSeq
+  }
 
   // Java-friendly forms (py4j tests, Java callers).
   def orderStages(runnable: java.util.List[Integer], hints: SchedulingHints): java.util.List[Integer] =
     orderStages(runnable.asScala.map(_.intValue).toSeq, hints).map(Integer.valueOf).asJava
 
-  def mayStartNow(executorId: String, stageId: Int, withFreeSlot: java.util.List[String],
-      hints: SchedulingHints): Boolean = mayStartNow(executorId, stageId, withFreeSlot.asScala, hints)
+  /** [[plan]] with Java collections; each placement as "executor:stage". */
+  def plan(slots: java.util.List[String], pending: java.util.Map[Integer, Integer],
+      running: java.util.Map[Integer, Integer], hints: SchedulingHints): java.util.List[String] = {
+    def counts(m: java.util.Map[Integer, Integer]) = m.asScala.map { case (k, v) => (k.intValue, v.intValue) }.toMap
+    plan(slots.asScala.toSeq, counts(pending), counts(running), hints).map { case (e, s) => s"$e:$s" }.asJava
+  }
 }

@@ -3,26 +3,27 @@ package org.apache.spark.trspark
 import scala.collection.mutable
 import scala.collection.mutable.ArrayBuffer
 
-import org.apache.spark.scheduler.{Pool, SchedulingMode, TaskDescription, TaskSchedulerImpl, TaskSetManager, WorkerOffer}
+import org.apache.spark.resource.ResourceProfile
+import org.apache.spark.scheduler.{Pool, SchedulingMode, TaskDescription, TaskSchedulerImpl, TaskSetManager,
+  TRSchedulerAccess, WorkerOffer}
 
 /**
- * TR-Scheduling inside Spark's task scheduler (SKETCH: compiled, not yet wired or tested live).
- * Mix into the scheduler the [[TRClusterManager]] creates:
- * {{{
- *   class TRTaskScheduler(sc: SparkContext) extends TaskSchedulerImpl(sc) with HintedScheduling
- * }}}
- * and hand it the engine's hints with [[setHints]]. Two rules of [[HintPlacement]]:
+ * TR-Scheduling inside Spark's task scheduler: applies the engine's [[SchedulingHints]] with
+ * [[HintPlacement]], deciding nothing itself. Mixed into the scheduler the [[TRClusterManager]]
+ * creates; the driver plugin hands it each new hint set with [[setHints]].
  *
  *  1. Stage order: in FIFO mode the task sets are offered resources in `orderStages` order
  *     (through an overriding `rootPool` whose `getSortedTaskSetQueue` reorders Spark's queue).
  *     FAIR mode keeps the user's pools and their order.
- *  2. The γ rule: offers of executors listed in `maxTaskSeconds` are made *after* the others, one
- *     executor at a time, and each sees only the task sets it may take by
- *     [[HintPlacement.mayStartNow]] -- a task set it forbids is held back while an executor that
- *     allows it still has a free slot after this round; Spark's next revive offers it again.
+ *  2. Placement: when the hints restrict an offered executor for a queued stage, the offers are
+ *     cut into one-core slots and [[HintPlacement.place]] runs its passes; each slot is offered to
+ *     Spark alone while a thread-local filter shows only the task sets the rule admits there, so
+ *     Spark's own locality and delay scheduling still choose the task.
  *
- * Offer rounds with a barrier task set, or with no restricted executor, go to Spark unchanged
- * (a barrier stage needs all its slots in one round).
+ * Spark's default offers go unchanged when no hints restrict an offered executor for a queued
+ * stage (no hints, or hints about stages and executors no longer there), and for rounds with a
+ * barrier task set (it needs all its slots in one round) or offers with custom resources or
+ * profiles (a one-core slot would misstate them).
  */
 trait HintedScheduling extends TaskSchedulerImpl {
   @volatile private var currentHints: SchedulingHints = SchedulingHints.Empty
@@ -36,7 +37,11 @@ trait HintedScheduling extends TaskSchedulerImpl {
 
   override val rootPool: Pool = new HintedScheduling.OrderedPool(schedulingMode, arrange)
 
-  private def arrange(queue: ArrayBuffer[TaskSetManager]): ArrayBuffer[TaskSetManager] = {
+  // Inside Spark's offer round: on an internal error, Spark's own queue.
+  private def arrange(queue: ArrayBuffer[TaskSetManager]): ArrayBuffer[TaskSetManager] =
+    Guard.orElse("HintedScheduling.arrange", queue)(arranged(queue))
+
+  private def arranged(queue: ArrayBuffer[TaskSetManager]): ArrayBuffer[TaskSetManager] = {
     val h = currentHints
     val ordered = if (h.stageOrder.isEmpty || schedulingMode != SchedulingMode.FIFO) queue else {
       val position = HintPlacement.orderStages(queue.map(_.stageId).distinct.toSeq, h).zipWithIndex.toMap
@@ -48,30 +53,47 @@ trait HintedScheduling extends TaskSchedulerImpl {
   override def resourceOffers(offers: IndexedSeq[WorkerOffer],
       isAllFreeResources: Boolean): Seq[Seq[TaskDescription]] = synchronized {
     val h = currentHints
-    val (limited, unlimited) = offers.partition(o => h.maxTaskSeconds.contains(o.executorId) || h.drain.contains(o.executorId))
-    val barrier = rootPool.getSortedTaskSetQueue.exists(_.taskSet.tasks.headOption.exists(_.isBarrier))
-    if (limited.isEmpty || barrier) super.resourceOffers(offers, isAllFreeResources)
-    else {
-      // Sub-rounds are partial offers, like the backend's single-executor makeOffers(executorId).
-      val first = super.resourceOffers(unlimited, isAllFreeResources = false)
-      val free = mutable.Map.empty[String, BigDecimal]
-      def record(round: IndexedSeq[WorkerOffer], launched: Seq[Seq[TaskDescription]]): Unit = {
-        val used = launched.flatten.groupMapReduce(_.executorId)(_.cpus)(_ + _)
-        round.foreach(o => free(o.executorId) = o.cores - used.getOrElse(o.executorId, BigDecimal(0)))
-      }
-      record(unlimited, first)
-      // Safer (higher limit) executors pick first among the restricted ones.
-      // Draining executors (no limit; never allowed) come last.
-      val rest = limited.sortBy(o => -h.maxTaskSeconds.getOrElse(o.executorId, Double.NegativeInfinity)).map { offer =>
-        val withSlot = free.collect { case (e, c) if c >= CPUS_PER_TASK => e }
-        offerFilter.set(ts => HintPlacement.mayStartNow(offer.executorId, ts.stageId, withSlot, h))
-        val launched = try super.resourceOffers(IndexedSeq(offer), isAllFreeResources = false)
-          finally offerFilter.remove()
-        record(IndexedSeq(offer), launched)
-        launched
-      }
-      first ++ rest.flatten
+    val queue = rootPool.getSortedTaskSetQueue
+    val stages = queue.map(_.stageId).distinct.toSeq
+    // On an internal error the hints restrict nothing: Spark's own round.
+    val hinted = Guard.orElse("HintedScheduling.resourceOffers", false) {
+      val plain = offers.forall(o => o.resources.resourceAddressAmount.isEmpty &&
+        o.resourceProfileId == ResourceProfile.DEFAULT_RESOURCE_PROFILE_ID)
+      plain && !queue.exists(_.taskSet.tasks.headOption.exists(_.isBarrier)) &&
+        offers.exists(o => h.restricts(o.executorId, stages))
     }
+    if (hinted) placeHinted(offers, queue.toSeq, stages, h) else super.resourceOffers(offers, isAllFreeResources)
+  }
+
+  /** [[HintPlacement.place]] over one-core slots of `offers`, Spark launching each slot's task. */
+  private def placeHinted(offers: IndexedSeq[WorkerOffer], queue: Seq[TaskSetManager], order: Seq[Int],
+      h: SchedulingHints): Seq[Seq[TaskDescription]] = {
+    val launched = ArrayBuffer.empty[Seq[TaskDescription]]
+    val slots = mutable.ArrayDeque.from(offers.flatMap { o =>
+      Seq.fill((o.cores / CPUS_PER_TASK).toInt)(o.copy(cores = CPUS_PER_TASK))
+    })
+    val byStage = queue.groupBy(_.stageId)
+    val driver = new HintPlacement.Driver[WorkerOffer] {
+      def executor(slot: WorkerOffer): String = slot.executorId
+      def usable(slot: WorkerOffer): Boolean = true
+      def pending(stageId: Int): Boolean = byStage.getOrElse(stageId, Nil).exists(TRSchedulerAccess.hasPending)
+      def running(stageId: Int): Boolean = byStage.getOrElse(stageId, Nil).exists(_.runningTasks > 0)
+      def start(slot: WorkerOffer, stages: Seq[Int]): Boolean = {
+        val tasks = offerSlot(slot, stages.toSet)
+        launched += tasks.flatten
+        tasks.exists(_.nonEmpty)
+      }
+    }
+    // An internal error mid-way keeps the tasks already launched; the next round is Spark's own.
+    Guard.run("HintedScheduling.resourceOffers")(HintPlacement.place(slots, order, h, driver))
+    launched.toSeq
+  }
+
+  /** One slot offered to Spark alone, seeing only the task sets of `stages` (a partial offer, like makeOffers(executorId)). */
+  private def offerSlot(slot: WorkerOffer, stages: Set[Int]): Seq[Seq[TaskDescription]] = {
+    offerFilter.set(ts => stages.contains(ts.stageId))
+    try super.resourceOffers(IndexedSeq(slot), isAllFreeResources = false)
+    finally offerFilter.remove()
   }
 }
 

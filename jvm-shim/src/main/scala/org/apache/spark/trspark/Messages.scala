@@ -1,8 +1,11 @@
 package org.apache.spark.trspark
 
 import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
 
+import com.fasterxml.jackson.core.json.JsonReadFeature
 import com.fasterxml.jackson.databind.JsonNode
+import com.fasterxml.jackson.databind.json.JsonMapper
 
 /** Where a backup goes: the remote store, or a peer executor's block manager. */
 object Target {
@@ -94,4 +97,72 @@ object Wire {
       case other => throw new IllegalArgumentException(s"unknown trspark message type '$other'")
     }
   }
+}
+
+/**
+ * The engine's `SchedulingHints` command (`trspark/engine/protocol.py`): where a task of each
+ * stage may start, decided by the engine; [[HintPlacement]] applies it.
+ *
+ * @param stageOrder runnable stages, most preferred first (largest data-size reduction rate).
+ * @param forbidden  stage id -> executors where a task of the stage starts only if the stage would
+ *                   starve otherwise (it would not end before the executor dies).
+ * @param fallback   stage id -> executors that take a task of the stage only after every other
+ *                   free slot had its pick (fresh executor JVMs).
+ * @param drain      executors under a termination notice: no new task starts there.
+ */
+case class SchedulingHints(
+    stageOrder: Seq[Int],
+    forbidden: Map[Int, Set[String]],
+    fallback: Map[Int, Set[String]],
+    drain: Set[String] = Set.empty) {
+  def isEmpty: Boolean = stageOrder.isEmpty && forbidden.isEmpty && fallback.isEmpty && drain.isEmpty
+
+  /** Does the hint restrict `executorId` for any of `stages`? */
+  def restricts(executorId: String, stages: Iterable[Int]): Boolean = drain.contains(executorId) ||
+    stages.exists(s => forbidden.get(s).exists(_.contains(executorId)) || fallback.get(s).exists(_.contains(executorId)))
+}
+
+object SchedulingHints {
+  /** No hints: Spark's own order, every executor allowed (what Python's `hints=None` means). */
+  val Empty: SchedulingHints = SchedulingHints(Nil, Map.empty, Map.empty, Set.empty)
+
+  // Python's json writes Infinity/NaN for non-finite floats; read them rather than reject the line.
+  private val mapper = JsonMapper.builder().enable(JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS).build()
+
+  /** Parse one wire line (`protocol.to_json`); throws IllegalArgumentException naming what is wrong. */
+  def parse(line: String): SchedulingHints = {
+    val node = try mapper.readTree(line) catch {
+      case NonFatal(e) => throw new IllegalArgumentException(s"SchedulingHints: not JSON: ${line.take(80)}", e)
+    }
+    if (node == null || !node.isObject) throw new IllegalArgumentException(s"SchedulingHints: not a JSON object: ${line.take(80)}")
+    fromJson(node)
+  }
+
+  /** From a parsed command (the engine bridge hands commands over as Jackson nodes). */
+  def fromJson(node: JsonNode): SchedulingHints = {
+    val kind = node.path("type").asText("SchedulingHints")
+    if (kind != "SchedulingHints") throw new IllegalArgumentException(s"SchedulingHints: got a '$kind' message")
+    val order = node.path("stage_order")
+    if (!order.isMissingNode && !order.isArray) bad("stage_order", order)
+    val stages = order.elements().asScala.map { n => if (n.canConvertToInt && n.isIntegralNumber) n.intValue() else bad("stage_order", n) }
+    SchedulingHints(stages.toVector, executorsByStage(node, "forbidden"), executorsByStage(node, "fallback"),
+      executors(node.path("drain"), "drain"))
+  }
+
+  private def executors(list: JsonNode, what: String): Set[String] = {
+    if (!list.isMissingNode && !list.isNull && !list.isArray) bad(what, list)
+    list.elements().asScala.map { n => if (n.isTextual) n.asText() else bad(what, n) }.toSet
+  }
+
+  private def executorsByStage(node: JsonNode, field: String): Map[Int, Set[String]] = {
+    val obj = node.path(field)
+    if (obj.isMissingNode || obj.isNull) Map.empty
+    else if (!obj.isObject) bad(field, obj)
+    else obj.properties().asScala.map { e =>
+      (e.getKey.trim.toIntOption.getOrElse(bad(s"$field key", e.getKey)), executors(e.getValue, s"$field[${e.getKey}]"))
+    }.toMap
+  }
+
+  private def bad(what: String, value: Any): Nothing =
+    throw new IllegalArgumentException(s"SchedulingHints: bad $what: $value")
 }

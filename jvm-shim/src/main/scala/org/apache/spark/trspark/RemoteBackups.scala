@@ -26,6 +26,10 @@ import org.apache.spark.storage.{ShuffleDataBlockId, ShuffleIndexBlockId}
  * commit and [[verify]] found the marker, the lengths and the checksums consistent.
  */
 class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
+  // Every path below is built from this id and numbers: an id such as ".." would put backups,
+  // and the recursive delete at the application's end, outside the root.
+  require(RemoteBackups.isAppId(appId), s"trspark: application id '$appId' cannot name a backup directory; " +
+    "allowed: letters, digits, '.', '_' and '-', not starting with '.'")
   private val base = new Path(root)
   lazy val fs: FileSystem = FileSystem.get(base.toUri, hadoopConf)
 
@@ -104,6 +108,11 @@ class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
 
 object RemoteBackups {
   class Cancelled extends RuntimeException("backup cancelled")
+
+  private val AppId = "[A-Za-z0-9][A-Za-z0-9._-]{0,254}".r
+
+  /** True for an application id usable as one path component (`trspark gc` applies the same rule). */
+  def isAppId(id: String): Boolean = id != null && AppId.matches(id)
 
   /** Copy `in` to `out` in 1 MiB chunks; returns (bytes, CRC32). Sleeps to stay under `throttle` B/s. */
   def pump(in: InputStream, out: OutputStream, throttle: Double, cancelled: () => Boolean): (Long, Long) = {

@@ -56,23 +56,25 @@ class TRClusterManager extends ExternalClusterManager with Logging {
  * executor exiting with an error code of its own such as OOM = 52):
  *  - `ExecutorExited` with exit code >= 128 (killed by signal 9 SIGKILL, 15 SIGTERM, 30 SIGPWR);
  *  - `ExecutorProcessLost` (the RPC connection vanished: the VM or process is gone).
+ *
+ * trspark's part of each hook runs under a [[Guard]]: Spark's own handling follows whatever it does.
  */
 class TRTaskScheduler(sc: SparkContext) extends TaskSchedulerImpl(sc) with HintedScheduling with TaskDuplication {
 
   override def executorLost(executorId: String, reason: ExecutorLossReason): Unit = {
     val rewritten = TRTaskScheduler.asEviction(reason)
     if (rewritten ne reason) logInfo(s"trspark: executor $executorId lost by eviction ($reason)")
-    TRDriverPlugin.active.foreach(_.outputsLost(executorId, "executor lost", dead = true))
+    Guard.run("TRTaskScheduler.executorLost")(TRDriverPlugin.active.foreach(_.outputsLost(executorId, "executor lost", dead = true)))
     super.executorLost(executorId, TRTaskScheduler.asDecommission(rewritten))
   }
 
   override def handleFailedTask(manager: TaskSetManager, tid: Long, state: TaskState.TaskState,
       reason: TaskFailedReason): Unit = {
-    reason match {
+    Guard.run("TRTaskScheduler.handleFailedTask")(reason match {
       case f: FetchFailed if f.bmAddress != null =>
         TRDriverPlugin.active.foreach(_.outputsLost(f.bmAddress.executorId, "fetch failed", dead = false))
       case _ =>
-    }
+    })
     super.handleFailedTask(manager, tid, state, reason)
   }
 }

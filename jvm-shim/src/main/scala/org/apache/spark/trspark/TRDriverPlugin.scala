@@ -61,9 +61,11 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     "backups_requested" -> 0L, "backups_done" -> 0L, "backups_local" -> 0L, "backups_remote" -> 0L,
     "backups_bytes" -> 0L, "backups_failed" -> 0L, "backups_rejected" -> 0L,
     "outputs_repointed" -> 0L, "outputs_lost" -> 0L, "notices" -> 0L,
-    "duplicates_launched" -> 0L, "duplicates_killed" -> 0L, "executors_released" -> 0L)
+    "duplicates_launched" -> 0L, "duplicates_killed" -> 0L, "executors_released" -> 0L, "internal_errors" -> 0L)
   /** Executors let go on the engine's `ReleaseExecutor` (their loss is reported as `released`). */
   private val released = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
+  /** Metrics, event-log records and the UI tab (TRMetrics.scala). */
+  val obs = new TRObserver(this)
 
   /** True when `executorId` left because the engine released it (see the `ReleaseExecutor` command). */
   def wasReleased(executorId: String): Boolean = released.contains(executorId)
@@ -93,6 +95,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     throttle = conf.throttleBytesPerS
     if (conf.backupsEnabled) sc.addSparkListener(new TRListener(this, sc))
     TRDriverPlugin.active = Some(this)
+    obs.bind(sc)
     logInfo(s"trspark: mode=${conf.mode} targets=${conf.targets} remote=${conf.remotePath}")
     // Every key and value (and the history store) checked by the Python side, awaited in registerMetrics.
     confCheck = Some(ConfCheck.start(enginePython, settingsJson(None)))
@@ -104,12 +107,24 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     confCheck.foreach(_.await()) // throws on a bad setting: SparkContext creation fails, no job runs
     confCheck = None
     remote = new RemoteBackups(conf.remotePath, appId, SparkHadoopUtil.get.newConfiguration(sc.conf))
+    obs.start()
     if (conf.backupsEnabled && conf.usesEngine) bridge = Some(startEngine(appId))
     val period = (conf.periodS * 1000).toLong
     if (conf.backupsEnabled) clock.scheduleAtFixedRate(() => tick(), period, period, TimeUnit.MILLISECONDS)
   }
 
-  override def receive(message: Any): AnyRef = message match {
+  override def receive(message: Any): AnyRef = Guard.orElse[AnyRef]("TRDriverPlugin.receive", noWork(message)) {
+    handle(message)
+  }
+
+  /** The answer when handling `message` failed: "no work" to a poll, nothing to a one-way message. */
+  private def noWork(message: Any): AnyRef = message match {
+    case text: String if scala.util.Try(Wire.decode(text)).toOption.exists(_.isInstanceOf[PollWork]) =>
+      Wire.encode(Work(Nil, Nil))
+    case _ => null
+  }
+
+  private def handle(message: Any): AnyRef = message match {
     case text: String => Wire.decode(text) match {
       case PollWork(executorId, capacity) => Wire.encode(poll(executorId, capacity))
       case done: BackupDone =>
@@ -158,6 +173,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   /** An executor got a termination notice: its lifetime is now known (engine clock: s since app start). */
   private def noticed(n: TerminationNotice): Unit = {
     synchronized(stats("notices") += 1)
+    obs.post(TRNotice(System.currentTimeMillis(), n.executorId, n.deadlineEpochMillis, n.source))
     logInfo(s"trspark: executor ${n.executorId} ends at ${java.time.Instant.ofEpochMilli(n.deadlineEpochMillis)} (${n.source})")
     emit(event("ExecutorNotice").put("executor_id", n.executorId)
       .put("deadline", (n.deadlineEpochMillis - sc.startTime) / 1000.0))
@@ -209,6 +225,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     val queue = work.getOrElse(executorId, mutable.Queue.empty)
     val tasks = (0 until math.min(capacity, queue.size)).map(_ => queue.dequeue())
     if (tasks.nonEmpty) running.getOrElseUpdate(executorId, mutable.Set.empty) ++= tasks
+    count("backups_started", tasks.size.toLong)
     Work(tasks, cancels.remove(executorId).map(_.toSeq).getOrElse(Nil),
       peerDeletes.remove(executorId).map(_.toSeq).getOrElse(Nil))
   }
@@ -243,7 +260,10 @@ class TRDriverPlugin extends DriverPlugin with Logging {
       }
     }
     if (current.isEmpty && task.target == Target.Remote) remote.delete(task.shuffleId, task.mapId)
-    current.foreach { _ =>
+    current.foreach { record =>
+      count(if (task.target == Target.Remote) "backups_bytes_remote" else "backups_bytes_local", done.bytes)
+      obs.post(TRBackup(System.currentTimeMillis(), task.shuffleId, task.mapIndex, task.mapId, record.source,
+        task.target, done.bytes, done.seconds))
       emit(event("BlockBackedUp").put("shuffle_id", task.shuffleId).put("map_index", task.mapIndex)
         .put("target", task.target).put("bytes", done.bytes).put("seconds", done.seconds))
     }
@@ -253,6 +273,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   private def backupFailed(task: BackupTask, source: String, reason: String, sourceMissing: Boolean): Unit = {
     synchronized {
       stats("backups_failed") += 1
+      obs.post(TRBackupFailed(System.currentTimeMillis(), task.shuffleId, task.mapIndex, task.target, reason))
       ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId).foreach { record =>
         if (task.target == Target.Remote) record.remote = CopyState.None else record.peers.remove(task.target)
       }
@@ -277,8 +298,10 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   }
 
   /** Forget handed-out backups of this output (cancelled): the executor drops them without a report. */
-  private def forgetRunning(record: OutputRecord): Unit =
+  private def forgetRunning(record: OutputRecord): Unit = {
+    count("backups_cancelled")
     running.get(record.source).foreach(_.filterInPlace(t => !(t.shuffleId == record.shuffleId && t.mapId == record.mapId)))
+  }
 
   /** Have the peers holding finished copies of `record` delete them (on their next poll). */
   private def deletePeerCopies(record: OutputRecord): Unit =
@@ -304,23 +327,24 @@ class TRDriverPlugin extends DriverPlugin with Logging {
       // A fetch failure loses the executor's outputs (Spark unregisters them all), not the executor.
       val firstTime = dead && deadExecutors.add(executorId)
       if (dead) abandonBackups(executorId)
-      var moved = 0
+      val moved = mutable.Buffer.empty[Long]
       val lost = mutable.Buffer.empty[OutputRecord]
       for (record <- ledger.touching(executorId)) {
         if (dead) record.peers.remove(executorId)
         if (TRDriverPlugin.isOn(tracker, record, executorId)) survivor(record, executorId) match {
           case Some(bm) =>
             tracker.updateMapOutput(record.shuffleId, record.mapId, bm)
-            moved += 1
+            moved += record.mapId
           case None => if (firstTime) lost += record
         }
       }
-      stats("outputs_repointed") += moved
+      stats("outputs_repointed") += moved.size
       stats("outputs_lost") += lost.size
-      (moved, lost.toSeq)
+      (moved.toSeq, lost.toSeq)
     }
-    if (repointed > 0 || lost.nonEmpty) {
-      logInfo(s"trspark: $why on executor $executorId: re-pointed $repointed map outputs to backups, " +
+    if (repointed.nonEmpty || lost.nonEmpty) {
+      obs.post(TRRestore(System.currentTimeMillis(), executorId, why, repointed, lost.map(_.mapId)))
+      logInfo(s"trspark: $why on executor $executorId: re-pointed ${repointed.size} map outputs to backups, " +
         s"${lost.size} without backup will be recomputed")
     }
     lost.foreach(r => emit(event("BlockLost").put("shuffle_id", r.shuffleId).put("map_index", r.mapIndex)))
@@ -337,6 +361,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
 
   /** Forget a superseded output's copies (a re-run replaced it). */
   private def dropCopies(record: OutputRecord): Unit = {
+    count("maps_rerun")
     if (record.remote != CopyState.None) verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
     if (record.busy) {
       cancels.getOrElseUpdate(record.source, mutable.Buffer.empty) += ((record.shuffleId, record.mapId))
@@ -365,127 +390,172 @@ class TRDriverPlugin extends DriverPlugin with Logging {
 
   private def startEngine(appId: String): EngineBridge = {
     val b = new EngineBridge(enginePython, settingsJson(Some(appId)), conf.engineTimeoutS,
-      command, reason => fallBack(reason))
+      node => { obs.command(node); command(node) }, reason => fallBack(s"policy engine unavailable ($reason)", None), obs.acked)
     b.start()
     b
   }
 
-  /** The engine is gone or too slow: checkpoint every output from now on (the safety net). */
-  private def fallBack(reason: String): Unit = {
-    if (builtinAlways.compareAndSet(false, true)) {
-      logWarning(s"trspark: policy engine unavailable ($reason); falling back to always-checkpoint " +
-        s"(every map output to ${if (conf.targets == "local") "a peer" else conf.remotePath}) for the rest of this application")
+  /**
+   * The engine is gone or too slow, or trspark's own code failed: checkpoint every output from now
+   * on (the safety net). Returns false, logging nothing, when already doing so or backups are off.
+   */
+  private def fallBack(cause: String, error: Option[Throwable]): Boolean = {
+    val switched = conf.backupsEnabled && builtinAlways.compareAndSet(false, true)
+    if (switched) {
+      val message = s"trspark: $cause; falling back to always-checkpoint " +
+        s"(every map output to ${if (conf.targets == "local") "a peer" else conf.remotePath}) for the rest of this application"
+      error.fold(logWarning(message))(logWarning(message, _))
+      obs.post(TRFallback(System.currentTimeMillis(), cause))
       synchronized(ledger.all.filter(r => !r.hasCopy && !r.busy).foreach(backupBuiltin))
+      // No engine keeps the hints current any more: Spark's own placement from now on.
+      sc.taskScheduler match {
+        case hooked: HintedScheduling => hooked.setHints(SchedulingHints.Empty)
+        case _ =>
+      }
     }
+    switched
+  }
+
+  private val internalErrors = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
+
+  /** trspark's code on a path Spark calls failed (see [[Guard]]): one warning per path, then fall back. */
+  def internalError(path: String, error: Throwable): Unit = {
+    count("internal_errors")
+    val cause = s"internal error in $path ($error)"
+    if (!internalErrors.add(path)) logDebug(s"trspark: $cause")
+    else if (!fallBack(cause, Some(error))) logWarning(s"trspark: $cause; ignored", error)
   }
 
   /** Apply one engine command (runs on the bridge's reader thread). */
   private def command(node: JsonNode): Unit = node.path("type").asText() match {
-    case "Backup" => synchronized {
-      val sid = node.path("shuffle_id").asInt()
-      val index = node.path("map_index").asInt()
-      val target = node.path("target").asText(Target.Remote)
-      val source = node.path("source").asText("")
-      // A backup that cannot start is reported failed at once: the engine holds a slot for it.
-      def refuse(reason: String, missing: Boolean): Unit = {
-        logDebug(s"trspark: Backup of $sid/$index to $target refused: $reason")
-        emit(event("BackupFailed").put("shuffle_id", sid).put("map_index", index).put("target", target)
-          .put("reason", reason).put("source", source).put("source_missing", missing))
-      }
-      ledger.get(sid, index) match {
-        case Some(record) if node.path("map_id").isNull || node.path("map_id").isMissingNode ||
-            node.path("map_id").asLong() == record.mapId =>
-          if (deadExecutors.contains(record.source)) refuse(s"source executor ${record.source} lost", missing = true)
-          else if (target != Target.Remote && (!blockManagers.contains(target) || deadExecutors.contains(target))) {
-            refuse(s"target executor $target lost or unknown", missing = false)
-          } else request(record, target)
-        case _ => refuse("no such map output (unknown or superseded)", missing = true)
-      }
-    }
-    case "CancelBackup" => synchronized {
-      ledger.get(node.path("shuffle_id").asInt(), node.path("map_index").asInt()).foreach { record =>
-        work.get(record.source).foreach(_.removeAll(t => t.shuffleId == record.shuffleId && t.mapId == record.mapId))
-        if (record.busy) {
-          cancels.getOrElseUpdate(record.source, mutable.Buffer.empty) += ((record.shuffleId, record.mapId))
-          forgetRunning(record)
-        }
-        if (record.remote == CopyState.Running) record.remote = CopyState.None
-        record.peers.filterInPlace((_, s) => s != CopyState.Running)
-      }
-    }
-    case "DropBackup" => synchronized {
-      ledger.get(node.path("shuffle_id").asInt(), node.path("map_index").asInt()).foreach { record =>
-        // With its source gone and the tracker re-pointed to the store, the remote copy *is* the
-        // output (a later job may still read it): it stays, like the newest peer copy below.
-        val remoteIsTheOutput = TRDriverPlugin.isOn(tracker, record, FallbackStorage.FALLBACK_BLOCK_MANAGER_ID.executorId)
-        if (record.remote != CopyState.None && !remoteIsTheOutput) {
-          record.remote = CopyState.None
-          verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
-        }
-        // A peer copy is also the tracker's location (the index upload re-pointed it): move the
-        // output back to its source while that lives, then delete the peers' files. With the
-        // source gone, the newest peer copy *is* the output: it stays.
-        if (!deadExecutors.contains(record.source) && record.peers.nonEmpty) {
-          blockManagers.get(record.source).foreach { bm =>
-            tracker.updateMapOutput(record.shuffleId, record.mapId, bm)
-            // Executors cache map output locations until the epoch moves: without this, a later
-            // reader of this shuffle would still fetch from the peer whose copy goes next (measured).
-            tracker.incrementEpoch()
-          }
-          deletePeerCopies(record)
-          record.peers.clear()
-        }
-      }
-    }
-    case "ReleaseExecutor" =>
-      val id = node.path("executor_id").asText()
-      sc.schedulerBackend match {
-        case backend: org.apache.spark.ExecutorAllocationClient if !deadExecutors.contains(id) && released.add(id) =>
-          // The executor has nothing left to do before its notice deadline: kill it without
-          // lowering the application's executor target, so the cluster manager starts its
-          // replacement now (as after Spark's decommissioning). killExecutors waits for the
-          // cluster manager's answer: not on the bridge's reader thread.
-          logInfo(s"trspark: releasing executor $id before its deadline (${node.path("reason").asText()})")
-          count("executors_released")
-          // Its outputs move to their other copies *before* it goes, and it counts as dead from
-          // now: a killed JVM takes a while to shut down, and until the driver hears of the loss
-          // a reader could be sent to it, or to a peer copy on another executor that is leaving
-          // too (measured: a stage failed 4 times re-pointing between two released executors).
-          outputsLost(id, "released", dead = true)
-          tracker.incrementEpoch()
-          verifier.execute { () =>
-            try backend.killExecutors(Seq(id), adjustTargetNumExecutors = false, countFailures = false, force = true)
-            catch { case NonFatal(e) => logWarning(s"trspark: could not release executor $id: ${e.getMessage}") }
-          }
-        case _ => logDebug(s"trspark: ReleaseExecutor $id ignored (gone, already released, or no allocation client)")
-      }
+    case "Backup" => backupCommand(node)
+    case "CancelBackup" => cancelBackup(node.path("shuffle_id").asInt(), node.path("map_index").asInt())
+    case "DropBackup" => dropBackup(node.path("shuffle_id").asInt(), node.path("map_index").asInt())
+    case "ReleaseExecutor" => releaseExecutor(node.path("executor_id").asText(), node.path("reason").asText())
     case "SafetyBelt" => logInfo(s"trspark: engine safety belt on=${node.path("on").asBoolean()}: ${node.path("reason").asText()}")
     case "Advice" => logInfo(s"trspark advice: ${node.path("message").asText()}")
-    case "SchedulingHints" => sc.taskScheduler match {
-      case hooked: HintedScheduling =>
-        try {
-          hooked.setHints(SchedulingHints.fromJson(node))
-          sc.schedulerBackend.reviveOffers() // re-offer tasks the old hints held back
-        } catch { case NonFatal(e) => logWarning(s"trspark: SchedulingHints ignored, previous kept: ${e.getMessage}") }
-      case _ => // a master without the hook: hints have no effect (docs/deploy.md)
-    }
-    case kind @ ("DuplicateTask" | "KillDuplicate") => sc.taskScheduler match {
-      case scheduler: TaskDuplication =>
-        val (stageId, partition) = (node.path("stage_id").asInt(), node.path("partition").asInt())
-        val executorId = node.path("executor_id").asText()
-        if (kind == "DuplicateTask") {
-          scheduler.duplicate(stageId, partition, executorId)
-          sc.schedulerBackend.reviveOffers() // offer the idle executor now, not at the next task end
-        } else count("duplicates_killed", scheduler.killDuplicate(stageId, partition, executorId))
-      case _ => logDebug(s"trspark: $kind ignored: task duplication needs a local-trcluster or spark-tr:// master")
-    }
+    case "SchedulingHints" => schedulingHints(node)
+    case kind @ ("DuplicateTask" | "KillDuplicate") => duplication(kind, node)
     case other => logWarning(s"trspark: unknown engine command '$other' ignored")
+  }
+
+  /** `Backup`: hand the copy to its source executor, or report it failed at once. */
+  private def backupCommand(node: JsonNode): Unit = synchronized {
+    val sid = node.path("shuffle_id").asInt()
+    val index = node.path("map_index").asInt()
+    val target = node.path("target").asText(Target.Remote)
+    val source = node.path("source").asText("")
+    // A backup that cannot start is reported failed at once: the engine holds a slot for it.
+    def refuse(reason: String, missing: Boolean): Unit = {
+      logDebug(s"trspark: Backup of $sid/$index to $target refused: $reason")
+      emit(event("BackupFailed").put("shuffle_id", sid).put("map_index", index).put("target", target)
+        .put("reason", reason).put("source", source).put("source_missing", missing))
+    }
+    val mapId = node.path("map_id")
+    ledger.get(sid, index) match {
+      case Some(record) if mapId.isNull || mapId.isMissingNode || mapId.asLong() == record.mapId =>
+        if (deadExecutors.contains(record.source)) refuse(s"source executor ${record.source} lost", missing = true)
+        else if (target != Target.Remote && (!blockManagers.contains(target) || deadExecutors.contains(target))) {
+          refuse(s"target executor $target lost or unknown", missing = false)
+        } else request(record, target)
+      case _ => refuse("no such map output (unknown or superseded)", missing = true)
+    }
+  }
+
+  /** `CancelBackup`: drop the queued copy, or tell its source to abandon the running one. */
+  private def cancelBackup(shuffleId: Int, mapIndex: Int): Unit = synchronized {
+    ledger.get(shuffleId, mapIndex).foreach { record =>
+      work.get(record.source).foreach(_.removeAll(t => t.shuffleId == record.shuffleId && t.mapId == record.mapId))
+      if (record.busy) {
+        cancels.getOrElseUpdate(record.source, mutable.Buffer.empty) += ((record.shuffleId, record.mapId))
+        forgetRunning(record)
+      }
+      if (record.remote == CopyState.Running) record.remote = CopyState.None
+      record.peers.filterInPlace((_, s) => s != CopyState.Running)
+    }
+  }
+
+  /** `DropBackup`: delete the copies of an output nobody will read again (keeping the one that *is* the output). */
+  private def dropBackup(shuffleId: Int, mapIndex: Int): Unit = synchronized {
+    ledger.get(shuffleId, mapIndex).foreach { record =>
+      // With its source gone and the tracker re-pointed to the store, the remote copy *is* the
+      // output (a later job may still read it): it stays, like the newest peer copy below.
+      val remoteIsTheOutput = TRDriverPlugin.isOn(tracker, record, FallbackStorage.FALLBACK_BLOCK_MANAGER_ID.executorId)
+      if (record.remote != CopyState.None && !remoteIsTheOutput) {
+        record.remote = CopyState.None
+        verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
+      }
+      if (!deadExecutors.contains(record.source) && record.peers.nonEmpty) dropPeerCopies(record)
+    }
+  }
+
+  /**
+   * A peer copy is also the tracker's location (the index upload re-pointed it): move the output
+   * back to its living source, then delete the peers' files. With the source gone, the newest
+   * peer copy *is* the output and is not dropped (the caller checks).
+   */
+  private def dropPeerCopies(record: OutputRecord): Unit = {
+    blockManagers.get(record.source).foreach { bm =>
+      tracker.updateMapOutput(record.shuffleId, record.mapId, bm)
+      // Executors cache map output locations until the epoch moves: without this, a later
+      // reader of this shuffle would still fetch from the peer whose copy goes next (measured).
+      tracker.incrementEpoch()
+    }
+    deletePeerCopies(record)
+    record.peers.clear()
+  }
+
+  /** `ReleaseExecutor`: let an executor with nothing left to do go before its notice deadline. */
+  private def releaseExecutor(id: String, reason: String): Unit = sc.schedulerBackend match {
+    case backend: org.apache.spark.ExecutorAllocationClient if !deadExecutors.contains(id) && released.add(id) =>
+      // Killed without lowering the application's executor target, so the cluster manager starts
+      // its replacement now (as after Spark's decommissioning).
+      logInfo(s"trspark: releasing executor $id before its deadline ($reason)")
+      count("executors_released")
+      // Its outputs move to their other copies *before* it goes, and it counts as dead from
+      // now: a killed JVM takes a while to shut down, and until the driver hears of the loss
+      // a reader could be sent to it, or to a peer copy on another executor that is leaving
+      // too (measured: a stage failed 4 times re-pointing between two released executors).
+      outputsLost(id, "released", dead = true)
+      tracker.incrementEpoch()
+      // killExecutors waits for the cluster manager's answer: not on the bridge's reader thread.
+      verifier.execute { () =>
+        try backend.killExecutors(Seq(id), adjustTargetNumExecutors = false, countFailures = false, force = true)
+        catch { case NonFatal(e) => logWarning(s"trspark: could not release executor $id: ${e.getMessage}") }
+      }
+    case _ => logDebug(s"trspark: ReleaseExecutor $id ignored (gone, already released, or no allocation client)")
+  }
+
+  /** `SchedulingHints`: replace the task scheduler's hints (a master without the hook ignores them). */
+  private def schedulingHints(node: JsonNode): Unit = sc.taskScheduler match {
+    case hooked: HintedScheduling =>
+      try {
+        hooked.setHints(SchedulingHints.fromJson(node))
+        sc.schedulerBackend.reviveOffers() // re-offer tasks the old hints held back
+      } catch { case NonFatal(e) => logWarning(s"trspark: SchedulingHints ignored, previous kept: ${e.getMessage}") }
+    case _ => // a master without the hook: hints have no effect (docs/deploy.md)
+  }
+
+  /** `DuplicateTask` / `KillDuplicate` (paper section 5), on a scheduler with [[TaskDuplication]]. */
+  private def duplication(kind: String, node: JsonNode): Unit = sc.taskScheduler match {
+    case scheduler: TaskDuplication =>
+      val (stageId, partition) = (node.path("stage_id").asInt(), node.path("partition").asInt())
+      val executorId = node.path("executor_id").asText()
+      if (kind == "DuplicateTask") {
+        scheduler.duplicate(stageId, partition, executorId)
+        sc.schedulerBackend.reviveOffers() // offer the idle executor now, not at the next task end
+      } else count("duplicates_killed", scheduler.killDuplicate(stageId, partition, executorId))
+    case _ => logDebug(s"trspark: $kind ignored: task duplication needs a local-trcluster or spark-tr:// master")
   }
 
   // Test hooks (py4j): counters, the current mode, and the built-in policy's knobs.
   def stat(name: String): Long = synchronized(stats.getOrElse(name, 0L))
   /** Apply one engine command given as its JSON line (tests drive commands without an engine). */
-  def applyCommand(line: String): Unit = command(Json.parse(line))
+  def applyCommand(line: String): Unit = {
+    val node = Json.parse(line)
+    obs.command(node)
+    command(node)
+  }
   @volatile private var throttle = 0.0
   /** Switch the built-in policy at run time (tests): `never` | `always`, targets, bytes/s cap. */
   def setBuiltin(mode: String, targets: String, throttleBytesPerS: Double): Unit = synchronized {

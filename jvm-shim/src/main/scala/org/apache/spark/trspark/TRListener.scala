@@ -23,22 +23,28 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
 
   private def ev(kind: String) = plugin.event(kind)
 
-  override def onBlockManagerAdded(added: SparkListenerBlockManagerAdded): Unit = {
+  /** Every callback runs under a [[Guard]], so a failure here is reported once, not on each event. */
+  private def guarded(body: => Unit): Unit = Guard.run("TRListener")(body)
+
+  override def onBlockManagerAdded(added: SparkListenerBlockManagerAdded): Unit = guarded {
     val id = added.blockManagerId
     if (!id.isDriver && id.executorId != "fallback") plugin.executorAdded(id.executorId, id)
   }
 
-  override def onExecutorAdded(added: SparkListenerExecutorAdded): Unit =
-    plugin.pools.added(added.executorId, added.executorInfo.executorHost, added.executorInfo.totalCores)
+  override def onExecutorAdded(added: SparkListenerExecutorAdded): Unit = guarded {
+    val pool = plugin.pools.added(added.executorId, added.executorInfo.executorHost, added.executorInfo.totalCores)
+    plugin.obs.post(TRExecutorStarted(added.time, added.executorId, added.executorInfo.executorHost, pool))
+  }
 
-  override def onExecutorRemoved(removed: SparkListenerExecutorRemoved): Unit = {
+  override def onExecutorRemoved(removed: SparkListenerExecutorRemoved): Unit = guarded {
     val reason = if (plugin.wasReleased(removed.executorId)) "released" else TRListener.lossKind(removed.reason)
     plugin.emit(ev("ExecutorLost").put("executor_id", removed.executorId).put("reason", reason))
+    plugin.obs.post(TRExecutorEnded(removed.time, removed.executorId, reason))
     plugin.outputsLost(removed.executorId, "executor lost", dead = true)
     plugin.pools.removed(removed.executorId)
   }
 
-  override def onJobStart(job: SparkListenerJobStart): Unit = {
+  override def onJobStart(job: SparkListenerJobStart): Unit = guarded {
     job.stageInfos.foreach(s => s.shuffleDepId.foreach(shuffleOfStage(s.stageId) = _))
     val reads = for (s <- job.stageInfos; parent <- s.parentIds; shuffle <- shuffleOfStage.get(parent))
       yield (shuffle, s.stageId)
@@ -73,7 +79,7 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
     plugin.emit(node)
   }
 
-  override def onStageSubmitted(submitted: SparkListenerStageSubmitted): Unit = {
+  override def onStageSubmitted(submitted: SparkListenerStageSubmitted): Unit = guarded {
     val s = submitted.stageInfo
     val node = ev("StageSubmitted").put("stage_id", s.stageId).put("num_tasks", s.numTasks)
       .put("attempt", s.attemptNumber()).put("name", s.name)
@@ -88,12 +94,12 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
     plugin.emit(node)
   }
 
-  override def onTaskStart(start: SparkListenerTaskStart): Unit = plugin.emit(
+  override def onTaskStart(start: SparkListenerTaskStart): Unit = guarded(plugin.emit(
     ev("TaskStarted").put("stage_id", start.stageId).put("partition", start.taskInfo.partitionId)
       .put("executor_id", start.taskInfo.executorId).put("attempt", start.taskInfo.attemptNumber)
-      .put("speculative", start.taskInfo.speculative))
+      .put("speculative", start.taskInfo.speculative)))
 
-  override def onTaskEnd(end: SparkListenerTaskEnd): Unit = {
+  override def onTaskEnd(end: SparkListenerTaskEnd): Unit = guarded {
     val info = end.taskInfo
     val shuffle = shuffleOfStage.get(end.stageId)
     val success = end.reason == Success
@@ -126,7 +132,7 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
     }
   }
 
-  override def onStageCompleted(completed: SparkListenerStageCompleted): Unit = {
+  override def onStageCompleted(completed: SparkListenerStageCompleted): Unit = guarded {
     val s = completed.stageInfo
     val failed = s.failureReason.isDefined
     plugin.emit(ev("StageCompleted").put("stage_id", s.stageId).put("attempt", s.attemptNumber()).put("failed", failed))
@@ -138,17 +144,17 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
     }
   }
 
-  override def onJobEnd(end: SparkListenerJobEnd): Unit = {
+  override def onJobEnd(end: SparkListenerJobEnd): Unit = guarded {
     shufflesOfJob.remove(end.jobId).foreach(_.foreach(markConsumed))
     plugin.emit(ev("JobEnded").put("job_id", end.jobId).put("succeeded", end.jobResult == JobSucceeded))
   }
 
-  override def onOtherEvent(event: SparkListenerEvent): Unit = event match {
+  override def onOtherEvent(event: SparkListenerEvent): Unit = guarded(event match {
     case end: SparkListenerSQLExecutionEnd =>
       // Newest first: a shuffle is consumed after the shuffles its readers write.
       shufflesOfExecution.remove(end.executionId).foreach(_.distinct.reverseIterator.foreach(markConsumed))
     case _ =>
-  }
+  })
 
   private def markConsumed(shuffle: Int): Unit = if (consumed.add(shuffle)) {
     readers.remove(shuffle)

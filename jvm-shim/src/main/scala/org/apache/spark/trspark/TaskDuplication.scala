@@ -36,16 +36,18 @@ trait TaskDuplication extends TaskSchedulerImpl {
   override def resourceOffers(offers: IndexedSeq[WorkerOffer],
       isAllFreeResources: Boolean): Seq[Seq[TaskDescription]] = synchronized {
     val launched = super.resourceOffers(offers, isAllFreeResources)
-    if (wanted.isEmpty) launched else withCopies(offers, launched)
+    // Copies launched before an internal error are still handed out: Spark counts them as running.
+    val copies = mutable.Buffer.empty[TaskDescription]
+    Guard.run("TaskDuplication.resourceOffers")(if (wanted.nonEmpty) addCopies(offers, launched, copies))
+    if (copies.isEmpty) launched else launched :+ copies.toSeq
   }
 
-  private def withCopies(offers: IndexedSeq[WorkerOffer],
-      launched: Seq[Seq[TaskDescription]]): Seq[Seq[TaskDescription]] = {
+  private def addCopies(offers: IndexedSeq[WorkerOffer], launched: Seq[Seq[TaskDescription]],
+      copies: mutable.Buffer[TaskDescription]): Unit = {
     // Spark returns the launched tasks grouped in its own (shuffled) offer order: count by executor.
     val free = mutable.Map.empty[String, BigDecimal]
     offers.foreach(o => free(o.executorId) = BigDecimal(0) + o.cores)
     launched.flatten.foreach(t => free(t.executorId) = free.getOrElse(t.executorId, BigDecimal(0)) - t.cpus)
-    val copies = mutable.Buffer.empty[TaskDescription]
     for (((stageId, partition), executorId) <- wanted.toSeq) {
       TRSchedulerAccess.runningTask(this, stageId, partition) match {
         case None =>
@@ -68,6 +70,5 @@ trait TaskDuplication extends TaskSchedulerImpl {
           }
       }
     }
-    if (copies.isEmpty) launched else launched :+ copies.toSeq
   }
 }

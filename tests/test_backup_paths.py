@@ -1,0 +1,77 @@
+"""Paths of remote backups and lifetime history are built only from validated ids: an id such as
+``..`` can neither place files outside the store's root nor make ``trspark gc`` or the plugin's
+end-of-application delete reach beyond it."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from py4j.protocol import Py4JJavaError
+
+from tests.jvm_gateway import Jvm, plain_jvm
+from trspark.cli import cli
+from trspark.live.history import HistoryStore, LifetimeRecord
+
+BAD_IDS = ["..", ".", "", "../escape", "a/b", ".hidden", "x y"]
+
+
+@pytest.fixture(scope="module")
+def jvm() -> Iterator[Jvm]:
+    with plain_jvm() as j:
+        yield j
+
+
+def backups(jvm: Jvm, root: Path, app_id: str) -> object:
+    conf = jvm.gateway.jvm.org.apache.hadoop.conf.Configuration()
+    return jvm.trspark.RemoteBackups(root.as_uri(), app_id, conf)
+
+
+@pytest.mark.parametrize("app_id", BAD_IDS)
+def test_the_plugin_refuses_an_application_id_that_is_not_one_path_component(jvm: Jvm, tmp_path: Path,
+                                                                               app_id: str) -> None:
+    with pytest.raises(Py4JJavaError, match="cannot name a backup directory"):
+        backups(jvm, tmp_path, app_id)
+
+
+@pytest.mark.parametrize("app_id", ["app-20261126073754-0000", "local-1764142674000", "application_1_0001"])
+def test_backups_of_a_spark_application_id_stay_in_its_directory(jvm: Jvm, tmp_path: Path, app_id: str) -> None:
+    store = backups(jvm, tmp_path / "root", app_id)
+    app_dir = tmp_path / "root" / app_id
+    assert Path(store.appDir().toUri().getPath()) == app_dir  # type: ignore[attr-defined]
+    for path in (store.indexPath(3, 17), store.dataPath(3, 17), store.markerPath(3, 17)):  # type: ignore[attr-defined]
+        assert app_dir / "3" in Path(path.toUri().getPath()).parents
+
+
+def test_history_names_cannot_climb_out_of_the_store(tmp_path: Path) -> None:
+    root = tmp_path / "store" / "history"
+    store = HistoryStore(str(root))
+    for name in ("..", "../escape", "."):
+        store.append([LifetimeRecord(name, name, "1", 5.0, True)])
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written and all(root in p.parents for p in written), written
+    assert {r.duration for name in ("..", "../escape", ".") for r in store.load(name)} == {5.0}
+
+
+def stale_dir(root: Path, name: str) -> Path:
+    folder = root / name / "0" / "123"
+    folder.mkdir(parents=True)
+    (folder / "shuffle_0_5_0.data").write_bytes(b"x")
+    stamp = time.time() - 7200
+    for path in (folder / "shuffle_0_5_0.data", folder, folder.parent, folder.parent.parent):
+        os.utime(path, (stamp, stamp))
+    return root / name
+
+
+def test_gc_deletes_only_directories_named_like_an_application(tmp_path: Path) -> None:
+    crashed = stale_dir(tmp_path, "app-20261126073754-0000")
+    others = [stale_dir(tmp_path, name) for name in (".snapshot", "old backups")]
+    result = CliRunner().invoke(cli, ["gc", "--path", tmp_path.as_uri(), "--older-than", "1h"])
+    assert result.exit_code == 0, result.output
+    assert "1 application directory deleted" in result.output
+    assert not crashed.exists()
+    assert all(o.exists() for o in others)

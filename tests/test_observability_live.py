@@ -1,0 +1,242 @@
+"""trspark's counters on a real ``local-trcluster[3,1,1024]`` with kills, seen the ways users see them.
+
+One application for the module: three rounds of (write a shuffle, back it up, kill an executor
+that wrote part of it, read the shuffle again) -- remote backups, peer backups, then none (the
+outputs are recomputed). Then the counters must agree across Spark's ``PrometheusServlet``,
+``trspark.status``, the "trspark" UI tab in headless Chromium, and the event log.
+
+``TRSPARK_UPDATE_DOCS=1`` also writes the tab's screenshot to ``docs/trspark-ui-tab.png``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_shim_live import EXECUTORS, TIMEOUT, Cluster, wait_for
+
+import trspark
+
+pytestmark = pytest.mark.spark
+
+ROWS = 40_000
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+# Prometheus text lines of the driver's trspark source: metrics_<app>_driver_trspark_<name>_<Value|Count>
+PROM_LINE = re.compile(r"^metrics_\w+?_driver_trspark_(\w+?)_(Value|Count)\{type=\"(\w+)\"\} (\S+)$")
+
+
+def prometheus_text(ui_url: str) -> str:
+    """The trspark lines of the driver's ``/metrics/prometheus``."""
+    with urllib.request.urlopen(f"{ui_url}/metrics/prometheus", timeout=TIMEOUT) as response:
+        text = response.read().decode()
+    return "".join(line + "\n" for line in text.splitlines() if "_driver_trspark_" in line)
+
+
+def prometheus(ui_url: str) -> dict[str, float]:
+    """trspark's gauges by metric name, and each histogram's count as ``<name>_count``."""
+    out = {}
+    for line in prometheus_text(ui_url).splitlines():
+        if m := PROM_LINE.match(line):
+            name, kind, _, value = m.groups()
+            out[name if kind == "Value" else f"{name}_count"] = float(value)
+    return out
+
+
+class App(Cluster):
+    """The session, its event-log directory and the kills done to it."""
+
+    def __init__(self, spark: Any, root: Path, log_dir: Path) -> None:
+        super().__init__(spark, root)
+        self.log_dir = log_dir
+        self.kills: list[str] = []
+        self.stopped = False
+
+    def kill(self, executor_id: str) -> None:
+        self.kills.append(executor_id)
+        super().kill(executor_id)
+
+    def prometheus_text(self) -> str:
+        return prometheus_text(self.sc.uiWebUrl)
+
+    def prometheus(self) -> dict[str, float]:
+        return prometheus(self.sc.uiWebUrl)
+
+    def settled(self) -> dict[str, int]:
+        """The counters once two reads a second apart agree (backups finish after their job)."""
+        last: dict[str, int] = {}
+
+        def same() -> bool:
+            nonlocal last
+            now = trspark.status(self.spark)
+            done = bool(last) and now == last
+            last = now
+            if not done:
+                time.sleep(1.0)
+            return done
+
+        wait_for(same, what="counters to settle")
+        return last
+
+    def stop(self) -> None:
+        if not self.stopped:
+            self.spark.stop()
+            self.stopped = True
+
+
+def round_with_kill(app: App, mode: str, targets: str, tag: str) -> None:
+    """Write a shuffle, wait for its backups, kill an executor holding some of it, read it again."""
+    wait_for(lambda: len(app.alive()) >= EXECUTORS, what="a full cluster")
+    app.status.setBuiltin(mode, targets, 0.0)
+    rdd = (app.sc.parallelize(range(ROWS), 6).map(lambda x: (x % 101, x)).partitionBy(4)
+           .reduceByKey(lambda a, b: a + b, numPartitions=4))
+    expected = {k: sum(range(k, ROWS, 101)) for k in range(101)}
+    before = trspark.status(app.spark)["backups_finished"]
+    app.sc.setJobGroup(tag, tag)
+    assert dict(rdd.collect()) == expected
+    if mode == "always":
+        wait_for(lambda: trspark.status(app.spark)["backups_finished"] - before >= 6, what=f"{tag} backups")
+    tracker = app.sc.statusTracker()
+    stage = min(s for j in tracker.getJobIdsForGroup(tag) for s in tracker.getJobInfo(j).stageIds)
+    writers = sorted({t["executorId"] for t in app.map_tasks(stage)})
+    app.kill(writers[0])
+    assert dict(rdd.collect()) == expected
+    app.sc.setJobGroup("", "")
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    from pyspark.sql import SparkSession
+
+    from trspark.live.shim import jar_path
+
+    root = tmp_path_factory.mktemp("backups")
+    log_dir = tmp_path_factory.mktemp("eventlog")
+    spark = (
+        SparkSession.builder.master(f"local-trcluster[{EXECUTORS},1,1024]")
+        .appName("trspark-observability")
+        .config("spark.jars", jar_path())
+        .config("spark.plugins", "org.apache.spark.trspark.TRSparkPlugin")
+        .config("spark.trspark.mode", "always")
+        .config("spark.trspark.remote.path", f"file://{root}")
+        .config("spark.ui.prometheus.enabled", "true")
+        .config("spark.metrics.conf.*.sink.prometheusServlet.class", "org.apache.spark.metrics.sink.PrometheusServlet")
+        .config("spark.metrics.conf.*.sink.prometheusServlet.path", "/metrics/prometheus")
+        .config("spark.eventLog.enabled", "true")
+        .config("spark.eventLog.dir", f"file://{log_dir}")
+        .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
+        .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    app = App(spark, root, log_dir)
+    try:
+        round_with_kill(app, "always", "remote", "remote")
+        round_with_kill(app, "always", "local", "peers")
+        round_with_kill(app, "never", "remote", "none")
+        # Engine commands as the engine would send them: the belt goes on, an executor is drained.
+        app.status.applyCommand('{"type":"SafetyBelt","on":true,"reason":"test: lifetimes shorter than believed"}')
+        app.status.applyCommand('{"type":"SchedulingHints","drain":["gone"]}')
+        yield app
+    finally:
+        app.stop()
+
+
+def test_prometheus_shows_every_trspark_metric_with_the_driver_values(app: App) -> None:
+    counters = app.settled()
+    scraped = app.prometheus()
+    print("trspark.status:", counters)
+    assert {k: int(scraped[k]) for k in counters if k != "engine_decisions"} == {
+        k: v for k, v in counters.items() if k != "engine_decisions"}
+    assert "engine_decision_latency_us_count" in scraped
+    assert len(app.kills) == 3
+    # Two rounds of 6 backups each; both targets carried bytes; the killed writers' outputs came
+    # back from copies twice and were recomputed once.
+    assert counters["backups_finished"] >= 12
+    assert counters["backups_planned"] >= counters["backups_started"] >= counters["backups_finished"]
+    assert counters["bytes_to_remote"] > 0 and counters["bytes_to_peers"] > 0
+    assert counters["outputs_restored"] >= 2
+    assert counters["outputs_lost"] >= 1
+    # Lost outputs of earlier shuffles that nothing reads again are not recomputed.
+    assert 1 <= counters["map_tasks_rerun"] <= counters["outputs_lost"]
+    assert counters["engine_fallback"] == 0
+    assert counters["safety_belt"] == 1 and counters["executors_drained"] == 1
+    assert int(app.status.stat("backups_done")) == counters["backups_finished"]
+    assert counters["backups_to_peers"] + counters["backups_to_remote"] == counters["backups_finished"]
+    # The TPC-DS bench's CSV columns come from the same metrics.
+    from jobs.tpcds.metrics import plugin_counters, plugin_fell_back
+
+    assert plugin_counters(app.sc) == {
+        "backups_count": counters["backups_finished"], "backups_local": counters["backups_to_peers"],
+        "backups_remote": counters["backups_to_remote"],
+        "backups_bytes": counters["bytes_to_peers"] + counters["bytes_to_remote"]}
+    assert plugin_fell_back(app.sc) is False
+
+
+def test_the_ui_tab_shows_the_metrics_in_a_headless_browser(app: App, tmp_path: Path) -> None:
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing (Debian package chromium; `make browser` installs it)")
+    playwright = pytest.importorskip("playwright.sync_api", reason="Python package playwright is missing")
+    counters = app.settled()
+    scraped = app.prometheus()
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 1100})
+            page.goto(f"{app.sc.uiWebUrl}/trspark/", timeout=TIMEOUT * 1000)
+            shown = {
+                name: int(page.inner_text(f"#trspark-{name}"))
+                for name in counters
+            }
+            assert page.locator("#trspark-counters").is_visible()
+            assert "SafetyBelt" in page.inner_text("#trspark-decisions")
+            assert "trspark" in page.title()
+            shot = tmp_path / "trspark-ui-tab.png"
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    assert shown == counters
+    assert {k: v for k, v in shown.items() if k in scraped} == {k: int(v) for k, v in scraped.items() if k in shown}
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("TRSPARK_UPDATE_DOCS") == "1":
+        shutil.copy(shot, DOCS / "trspark-ui-tab.png")
+
+
+def test_the_event_log_and_its_report_agree_with_the_metrics(app: App, tmp_path: Path) -> None:
+    counters = app.settled()
+    scrape = app.prometheus_text()
+    app.stop()
+    logs = glob.glob(str(app.log_dir / "*"))
+    assert len(logs) == 1, logs
+    from trspark.reporting import write_report
+    from trspark.reporting.eventlog import read_events
+
+    kinds = [e["Event"].rsplit(".", 1)[-1] for e in read_events(logs[0])]
+    assert kinds.count("TRExecutorStarted") == kinds.count("SparkListenerExecutorAdded") >= EXECUTORS + 2
+    assert kinds.count("TRExecutorEnded") == kinds.count("SparkListenerExecutorRemoved") >= 3
+    summary = write_report(logs[0], tmp_path / "report")
+    assert summary.kills == len(app.kills) == 3
+    assert len(summary.backups) == counters["backups_finished"]
+    assert summary.backup_bytes == (counters["bytes_to_peers"], counters["bytes_to_remote"])
+    assert summary.outputs_restored == counters["outputs_restored"]
+    assert summary.outputs_lost == counters["outputs_lost"]
+    assert summary.recomputed_tasks == counters["map_tasks_rerun"]
+    assert summary.belt_firings == counters["safety_belt"] == 1
+    if os.environ.get("TRSPARK_UPDATE_DOCS") == "1":
+        fixture = Path(__file__).parent / "fixtures" / "observability"
+        shutil.rmtree(fixture / "eventlog", ignore_errors=True)
+        shutil.copytree(app.log_dir, fixture / "eventlog")
+        (fixture / "metrics.prom").write_text(scrape)
+        shutil.copytree(tmp_path / "report", DOCS / "observability", dirs_exist_ok=True)

@@ -1,0 +1,137 @@
+"""``trspark report`` on the committed event log of a ``local-trcluster`` run with three kills.
+
+The fixture (``tests/fixtures/observability``) holds the run's rolling, zstd-compressed log and
+the trspark lines its driver served on ``/metrics/prometheus`` just before it stopped; the
+summary must match the golden text and agree with those metrics.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import trspark
+from trspark.cli import cli
+from trspark.reporting import EventLogError, summarize, write_report
+from trspark.reporting.eventlog import LZ4_MAGIC, read_events
+
+FIXTURE = Path(__file__).parent / "fixtures" / "observability"
+LOG = next((FIXTURE / "eventlog").iterdir())
+
+
+def prometheus() -> dict[str, int]:
+    """The run's trspark gauges by metric name."""
+    pattern = re.compile(r"_driver_trspark_(\w+?)_Value\{type=\"gauges\"\} (\d+)$")
+    return {m.group(1): int(m.group(2)) for line in (FIXTURE / "metrics.prom").read_text().splitlines()
+            if (m := pattern.search(line))}
+
+
+def plain_lines() -> bytes:
+    return b"".join(json.dumps(e).encode() + b"\n" for e in read_events(LOG))
+
+
+def lz4_block_stream(data: bytes, block: int = 64 * 1024) -> bytes:
+    """``data`` as lz4-java's ``LZ4BlockOutputStream`` writes it (Spark's lz4 codec), checksums zero."""
+    import lz4.block
+
+    out = io.BytesIO()
+    for i in range(0, len(data), block):
+        chunk = data[i:i + block]
+        body = lz4.block.compress(chunk, store_size=False)
+        out.write(LZ4_MAGIC + bytes([0x20 | 4]) + len(body).to_bytes(4, "little")
+                  + len(chunk).to_bytes(4, "little") + bytes(4) + body)
+    out.write(LZ4_MAGIC + bytes([0x10]) + bytes(12))  # end mark
+    return out.getvalue()
+
+
+def test_summary_of_the_committed_log_matches_the_golden_text() -> None:
+    assert summarize(LOG).text() == (FIXTURE / "summary.txt").read_text()
+
+
+def test_summary_agrees_with_the_metrics_of_the_same_run() -> None:
+    summary, metrics = summarize(LOG), prometheus()
+    assert summary.kills >= 3
+    assert len(summary.backups) == metrics["backups_finished"]
+    assert summary.backup_bytes == (metrics["bytes_to_peers"], metrics["bytes_to_remote"])
+    assert summary.outputs_restored == metrics["outputs_restored"]
+    assert summary.outputs_lost == metrics["outputs_lost"]
+    assert summary.recomputed_tasks == metrics["map_tasks_rerun"]
+
+
+def test_prices_add_the_cost_of_each_pools_executor_hours() -> None:
+    summary = summarize(LOG, prices={"default": 0.5})
+    hours = summary.vm_hours()
+    assert list(hours) == ["default"]
+    assert summary.cost() == pytest.approx(0.5 * hours["default"])
+    assert summarize(LOG).cost() is None
+    assert summarize(LOG, prices={"other": 1.0}).cost() is None
+
+
+@pytest.mark.parametrize("codec", ["plain", "lz4", "zstd"])
+def test_a_single_file_log_in_each_codec_reads_like_the_rolling_one(codec: str, tmp_path: Path) -> None:
+    import zstandard
+
+    data = plain_lines()
+    encoded = {"plain": data, "lz4": lz4_block_stream(data),
+               "zstd": zstandard.ZstdCompressor().compress(data)}[codec]
+    path = tmp_path / f"app-1.{codec}"
+    path.write_bytes(encoded)
+    assert summarize(path).text() == summarize(LOG).text()
+
+
+def test_an_unfinished_last_line_of_a_running_log_is_skipped(tmp_path: Path) -> None:
+    data = plain_lines()
+    path = tmp_path / "app-1.inprogress"
+    path.write_bytes(data + b'{"Event":"SparkListenerTaskStart","Stage ')
+    assert len(list(read_events(path))) == data.count(b"\n")
+
+
+def test_a_file_that_is_not_an_event_log_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("hello\nworld\n")
+    with pytest.raises(EventLogError, match="line 1 is not JSON"):
+        summarize(path)
+
+
+def test_the_command_writes_the_summary_the_timeline_and_a_self_contained_page(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    result = CliRunner().invoke(cli, ["report", str(LOG), "--out", str(out), "--price", "default=0.2"])
+    assert result.exit_code == 0, result.output
+    golden = (FIXTURE / "summary.txt").read_text()
+    assert result.output.startswith(golden)
+    assert "cost" in result.output
+    png = (out / "timeline.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    page = (out / "report.html").read_text()
+    assert f"data:image/png;base64,{base64.b64encode(png).decode()}" in page
+    assert "src=\"http" not in page and "href=" not in page
+
+
+def test_the_command_rejects_a_malformed_price(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["report", str(LOG), "--out", str(tmp_path), "--price", "default"])
+    assert result.exit_code != 0
+    assert "POOL=USD_PER_HOUR" in result.output
+
+
+def test_python_api_returns_the_same_summary(tmp_path: Path) -> None:
+    golden = (FIXTURE / "summary.txt").read_text()
+    assert trspark.report(str(LOG)).text() == golden
+    assert write_report(LOG, tmp_path).text() == golden == (tmp_path / "summary.txt").read_text()
+
+
+def test_whatif_replays_the_log_as_if_trspark_events_were_not_there(tmp_path: Path) -> None:
+    from simulators.eventlog import load_eventlog
+
+    plain = tmp_path / "without-trspark"
+    plain.write_bytes(b"".join(json.dumps(e).encode() + b"\n" for e in read_events(LOG)
+                               if ".trspark." not in e["Event"]))
+    with_tr, without = load_eventlog(LOG), load_eventlog(plain)
+    assert (with_tr.executors, with_tr.cores, with_tr.recorded_seconds) == (
+        without.executors, without.cores, without.recorded_seconds)
+    assert with_tr.job.num_tasks == without.job.num_tasks > 0

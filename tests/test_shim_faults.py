@@ -1,0 +1,127 @@
+"""An exception in trspark's code on each path Spark calls synchronously (scheduler hooks, the
+plugin's RPC endpoint, the listener) on a real ``local-trcluster[2,1,1024]`` in ``tr`` mode: the
+job still gives the right answer, the driver logs one warning for the path, and the plugin falls
+back to always-checkpoint.
+
+The failure is injected through the driver JVM's ``trspark.test.failIn`` system property (a
+test-only hook, see ``Guard.scala``). One application serves every path: between paths the
+fallback is undone with the ``TRStatus.setBuiltin`` test hook. The driver's warnings go to a log
+file of this test's own log4j2 configuration, read after each path.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from driver_log import driver_log, log_lines
+from jvm_gateway import wait_for
+
+pytestmark = pytest.mark.spark
+
+EXECUTORS = 2
+TIMEOUT = 120.0  # the shared machine is often heavily loaded
+FAIL_IN = "trspark.test.failIn"
+
+
+class App:
+    def __init__(self, spark: Any, log: Path) -> None:
+        self.spark = spark
+        self.sc = spark.sparkContext
+        self.log = log
+        self.status = self.sc._jvm.org.apache.spark.trspark.TRStatus
+        self.system = self.sc._jvm.java.lang.System
+
+    def warnings(self, path: str) -> list[str]:
+        return [line for line in log_lines(self.log) if line.startswith("WARN") and f"internal error in {path} " in line]
+
+    def alive(self) -> set[str]:
+        ids = self.sc._jsc.sc().getExecutorIds()
+        return {str(ids.apply(i)) for i in range(ids.size())}
+
+    def kill_one_executor(self) -> None:
+        from jobs.harness.chaos import find_executors
+
+        driver = int(self.sc._jvm.java.lang.ProcessHandle.current().pid())
+        victim = sorted(find_executors(driver), key=lambda e: e.executor_id)[0]
+        os.kill(victim.pid, signal.SIGKILL)
+        wait_for(lambda: victim.executor_id not in self.alive(), what=f"executor {victim.executor_id} to be removed",
+                 timeout=TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    from pyspark.sql import SparkSession
+
+    import trspark
+
+    root = tmp_path_factory.mktemp("faults")
+    java_options, log = driver_log(root)
+    builder = (
+        SparkSession.builder.master(f"local-trcluster[{EXECUTORS},1,1024]").appName("trspark-faults")
+        .config("spark.driver.extraJavaOptions", java_options)
+        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+        .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
+        .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s")
+    )
+    spark = trspark.configure(builder, mode="tr", lifetime="exponential:mean=600",
+                              remote_path=(root / "backups").as_uri()).getOrCreate()
+    try:
+        yield App(spark, log)
+    finally:
+        spark.sparkContext._jvm.java.lang.System.clearProperty(FAIL_IN)
+        spark.stop()
+
+
+def run_job(app: App) -> dict[int, int]:
+    """Sums by key of a two-stage RDD job whose partition 0 fails its first attempt (a task failure
+    Spark retries). The function is nested so it is pickled by value (executors cannot import tests)."""
+
+    def flaky(index: int, rows: Iterator[int]) -> Iterator[tuple[int, int]]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if index == 0 and context is not None and context.attemptNumber() == 0:
+            raise RuntimeError("first attempt of partition 0 fails on purpose")
+        return ((x % 7, x) for x in rows)
+
+    rdd = app.sc.parallelize(range(6000), 4).mapPartitionsWithIndex(flaky).reduceByKey(lambda a, b: a + b, 3)
+    return dict(rdd.collect())
+
+
+EXPECTED = {k: sum(range(k, 6000, 7)) for k in range(7)}
+PATHS = [
+    "TRTaskScheduler.executorLost",
+    "TRTaskScheduler.handleFailedTask",
+    "HintedScheduling.resourceOffers",
+    "HintedScheduling.arrange",
+    "TaskDuplication.resourceOffers",
+    "TRDriverPlugin.receive",
+    "TRListener",
+]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_exception_on_a_synchronous_path_is_caught_once_and_falls_back(app: App, path: str) -> None:
+    wait_for(lambda: len(app.alive()) >= EXECUTORS, what="every executor registered", timeout=TIMEOUT)
+    app.status.setBuiltin("never", "both", 0.0)  # undo the previous path's fallback: the engine decides
+    assert not app.status.isFallenBack()
+    errors_before = int(app.status.stat("internal_errors"))
+    app.system.setProperty(FAIL_IN, path)
+    try:
+        if path == "TRTaskScheduler.executorLost":
+            app.kill_one_executor()
+        assert run_job(app) == EXPECTED
+        wait_for(app.status.isFallenBack, what=f"the fallback after a failure in {path}", timeout=TIMEOUT)
+    finally:
+        app.system.clearProperty(FAIL_IN)
+    assert int(app.status.stat("internal_errors")) > errors_before
+    wait_for(lambda: bool(app.warnings(path)), what=f"the warning for {path}")
+    warnings = app.warnings(path)
+    assert len(warnings) == 1, warnings
+    assert re.search(r"falling back to always-checkpoint .* for the rest of this application", warnings[0])

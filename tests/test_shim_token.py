@@ -1,0 +1,113 @@
+"""The plugin accepts only an engine that proves it got the application's token.
+
+Each case is a ``local[1]`` application in ``tr`` mode whose ``spark.trspark.python`` is a wrapper
+around this interpreter: it runs everything as usual except the engine, which it starts with a
+wrong token, without its token, or replaces by a client that says ``Hello`` with no token field.
+The plugin must refuse the connection (one warning naming why), fall back to always-checkpoint and
+still run the job right; with the real token (the control) it connects.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from driver_log import driver_log, log_lines
+from jvm_gateway import wait_for
+
+pytestmark = pytest.mark.spark
+
+TIMEOUT = 120.0
+# The engine is the one command the plugin starts with `--connect 127.0.0.1:<port>`.
+WRAPPER = """\
+#!{python}
+import json, os, socket, sys
+args = sys.argv[1:]
+if "--connect" in args:
+    case = {case!r}
+    if case == "wrong token":
+        os.environ["TRSPARK_TOKEN"] = "0" * 32
+    elif case == "no token in the environment":
+        os.environ.pop("TRSPARK_TOKEN", None)
+    elif case == "no token in Hello":
+        host, port = args[args.index("--connect") + 1].rsplit(":", 1)
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(json.dumps({{"type": "Hello", "version": 1}}).encode() + b"\\n")
+            sock.recv(1)  # until the plugin hangs up
+        sys.exit(0)
+os.execv(sys.executable, [sys.executable, *args])
+"""
+REFUSALS = {
+    "wrong token": "engine did not say Hello with the right token and version",
+    "no token in Hello": "engine did not say Hello with the right token and version",
+    "no token in the environment": "engine process exited with code 2",
+}
+
+
+@pytest.fixture(scope="module")
+def logging(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """The driver's log options and file (this module starts its own driver JVM, see conftest.py)."""
+    return driver_log(tmp_path_factory.mktemp("token-log"))
+
+
+@pytest.fixture
+def application(tmp_path: Path, logging: tuple[str, Path]) -> Iterator[Callable[[str], Any]]:
+    """Start a ``tr`` application whose engine is started as ``case`` says."""
+    started: list[Any] = []
+
+    def start(case: str) -> Any:
+        from pyspark.sql import SparkSession
+
+        import trspark
+
+        wrapper = tmp_path / "python"
+        wrapper.write_text(WRAPPER.format(python=sys.executable, case=case))
+        wrapper.chmod(0o755)
+        builder = (
+            SparkSession.builder.master("local[1]").appName(f"trspark-token-{case.replace(' ', '-')}")
+            .config("spark.driver.extraJavaOptions", logging[0])
+            .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+        )
+        spark = trspark.configure(builder, mode="tr", lifetime="exponential:mean=600", python=str(wrapper),
+                                  remote_path=(tmp_path / "backups").as_uri()).getOrCreate()
+        started.append(spark)
+        return spark
+
+    try:
+        yield start
+    finally:
+        for spark in started:
+            spark.stop()
+
+
+def run_job(spark: Any) -> list[tuple[int, int]]:
+    pairs = spark.sparkContext.parallelize(range(600), 3).map(lambda x: (x % 3, x)).reduceByKey(lambda a, b: a + b)
+    return sorted(pairs.collect())
+
+
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_an_engine_without_the_right_token_is_refused(application: Callable[[str], Any], logging: tuple[str, Path],
+                                                      case: str) -> None:
+    log = logging[1]
+    since = len(log_lines(log))
+    spark = application(case)
+    status = spark.sparkContext._jvm.org.apache.spark.trspark.TRStatus
+    wait_for(status.isFallenBack, what=f"the plugin to refuse the engine ({case})", timeout=TIMEOUT)
+    assert run_job(spark) == [(k, sum(range(k, 600, 3))) for k in range(3)]
+    lines = log_lines(log)[since:]
+    warnings = [line for line in lines if line.startswith("WARN") and "policy engine unavailable" in line]
+    assert len(warnings) == 1 and REFUSALS[case] in warnings[0], warnings
+    assert not any("trspark: engine connected" in line for line in lines)
+
+
+def test_the_engine_with_the_token_connects(application: Callable[[str], Any], logging: tuple[str, Path]) -> None:
+    log = logging[1]
+    since = len(log_lines(log))
+    spark = application("the real token")
+    wait_for(lambda: any("trspark: engine connected" in line for line in log_lines(log)[since:]),
+             what="the engine to connect", timeout=TIMEOUT)
+    assert run_job(spark) == [(k, sum(range(k, 600, 3))) for k in range(3)]
+    assert not spark.sparkContext._jvm.org.apache.spark.trspark.TRStatus.isFallenBack()

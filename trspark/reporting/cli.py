@@ -1,0 +1,37 @@
+"""The ``trspark report EVENTLOG`` command."""
+
+from __future__ import annotations
+
+import click
+
+from trspark.reporting import EventLogError, write_report
+
+
+def _prices(values: tuple[str, ...]) -> dict[str, float]:
+    prices = {}
+    for value in values:
+        pool, sep, price = value.partition("=")
+        try:
+            prices[pool] = float(price)
+        except ValueError:
+            raise click.BadParameter(f"{value!r}: expected POOL=USD_PER_HOUR, e.g. default=0.12") from None
+        if not sep or not pool or prices[pool] < 0:
+            raise click.BadParameter(f"{value!r}: expected POOL=USD_PER_HOUR, e.g. default=0.12")
+    return prices
+
+
+@click.command("report")
+@click.argument("eventlog", type=click.Path(exists=True))
+@click.option("--out", "out_dir", default="trspark-report", show_default=True, type=click.Path(file_okay=False),
+              help="Directory for summary.txt, timeline.png and report.html.")
+@click.option("--price", "prices", multiple=True, metavar="POOL=USD_PER_HOUR",
+              help="Executor price of a pool (repeat per pool); adds the cost to the summary.")
+def report(eventlog: str, out_dir: str, prices: tuple[str, ...]) -> None:
+    """Summarise what trspark did in the application of EVENTLOG (a Spark event log: a file or a
+    rolling log's directory; plain, zstd or lz4)."""
+    try:
+        summary = write_report(eventlog, out_dir, _prices(prices))
+    except (EventLogError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(summary.text(), nl=False)
+    click.echo(f"wrote {out_dir}/summary.txt, timeline.png, report.html")

@@ -1,0 +1,110 @@
+"""Streaming reader of Spark event logs: plain, zstd, lz4 (``LZ4Block``), a single file or rolling.
+
+A rolling log is a directory ``eventlog_v2_<app>/`` of ``events_<n>_<app>[.<codec>]`` parts read
+in ``n`` order. The codec is recognised by the file's first bytes, not its name, and every part
+is decompressed as a stream, so a long application's log is never held in memory whole.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+LZ4_MAGIC = b"LZ4Block"
+# LZ4Block header after the magic: token (1), compressed length (4), original length (4), checksum (4).
+LZ4_HEADER = 8 + 1 + 4 + 4 + 4
+LZ4_RAW = 0x10
+
+
+class EventLogError(ValueError):
+    """The path is not a readable Spark event log (the message says why)."""
+
+
+def _lz4_chunks(stream: IO[bytes]) -> Iterator[bytes]:
+    """Decoded blocks of lz4-java's ``LZ4BlockOutputStream`` (Spark's lz4 codec), up to the end mark."""
+    import lz4.block
+
+    while header := stream.read(LZ4_HEADER):
+        if len(header) < LZ4_HEADER or header[:8] != LZ4_MAGIC:
+            raise EventLogError("corrupt LZ4Block stream")
+        compressed = int.from_bytes(header[9:13], "little")
+        original = int.from_bytes(header[13:17], "little")
+        if original == 0:
+            return
+        body = stream.read(compressed)
+        yield body if header[8] & 0xF0 == LZ4_RAW else lz4.block.decompress(body, uncompressed_size=original)
+
+
+class _ChunkReader(io.RawIOBase):
+    """A readable stream over an iterator of byte chunks (for ``io.TextIOWrapper``)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._rest = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._rest:
+            self._rest = next(self._chunks, b"")
+            if not self._rest:
+                return 0
+        n = min(len(buffer), len(self._rest))
+        buffer[:n] = self._rest[:n]
+        self._rest = self._rest[n:]
+        return n
+
+
+def _open(part: Path, raw: IO[bytes]) -> IO[bytes]:
+    head = raw.read(8)
+    raw.seek(0)
+    if head.startswith(ZSTD_MAGIC):
+        import zstandard
+
+        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+    if head.startswith(LZ4_MAGIC):
+        return io.BufferedReader(_ChunkReader(_lz4_chunks(raw)))
+    if part.suffix in (".snappy", ".lzf"):
+        raise EventLogError(f"{part}: codec {part.suffix[1:]} is not supported (use zstd, lz4 or none)")
+    return raw
+
+
+def parts(path: Path) -> list[Path]:
+    """The files of the log at ``path``, in order."""
+    if path.is_dir():
+        numbered = [(int(m.group(1)), p) for p in path.iterdir() if (m := re.match(r"events_(\d+)_", p.name))]
+        if not numbered:
+            raise EventLogError(f"{path}: no events_<n>_* files; not a rolling Spark event log")
+        return [p for _, p in sorted(numbered)]
+    if not path.is_file():
+        raise EventLogError(f"{path}: no such file")
+    return [path]
+
+
+def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Every event of the log as a dict (``"Event"`` holds its type), in order.
+
+    Raises :class:`EventLogError` on a file that is not JSON lines of Spark listener events (an
+    unfinished last line of an in-progress log is skipped).
+    """
+    for part in parts(Path(path)):
+        with part.open("rb") as raw:
+            lines = io.TextIOWrapper(_open(part, raw), encoding="utf-8", errors="replace")
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    if not line.endswith("\n"):
+                        break
+                    raise EventLogError(f"{part}: line {number} is not JSON; not a Spark event log") from None
+                if not isinstance(event, dict) or "Event" not in event:
+                    raise EventLogError(f"{part}: line {number} has no \"Event\"; not a Spark event log")
+                yield event

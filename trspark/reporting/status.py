@@ -1,0 +1,19 @@
+"""The running application's trspark counters, read from the driver over py4j."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def status(spark: Any) -> dict[str, int]:
+    """Every trspark metric of ``spark``'s running application, by its metric name.
+
+    The same numbers as the driver's ``trspark`` metrics source and its UI tab: counters since
+    the application started, and the ``engine_fallback`` / ``safety_belt`` gauges (1 = on).
+    Empty when the trspark plugin is not active in this application.
+    """
+    context = getattr(spark, "sparkContext", spark)
+    jvm = context._jvm  # noqa: SLF001 - py4j is the only way into the driver's JVM from PySpark
+    raw = jvm.org.apache.spark.trspark.TRMetricsStatus.snapshotJson()
+    return {str(k): int(v) for k, v in json.loads(raw).items()}

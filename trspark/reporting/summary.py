@@ -1,0 +1,225 @@
+"""What trspark did in one application, from its Spark event log.
+
+Spark's own events give executors, stages and tasks; trspark's (class names ``...trspark.TR*``)
+give pools, notices, backups, restores and releases. Times are seconds since the application
+started; task-seconds are sums of task run times (finish - launch).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# trspark's executor end reasons that mean the executor was taken away, not let go.
+KILL_REASONS = ("evicted", "decommissioned")
+
+
+@dataclass
+class Executor:
+    executor_id: str
+    start: float
+    end: float | None = None
+    pool: str = "default"
+    reason: str = ""
+
+
+@dataclass
+class Summary:
+    """The numbers of ``trspark report`` (times in s since the application start, bytes in bytes)."""
+
+    app_name: str = ""
+    app_id: str = ""
+    duration: float = 0.0
+    executors: dict[str, Executor] = field(default_factory=dict)
+    stages: list[tuple[int, str, float, float]] = field(default_factory=list)
+    """(stage id, name, submitted, completed) of every stage attempt that ran."""
+    notices: list[tuple[float, str]] = field(default_factory=list)
+    backups: list[tuple[float, str, str, int]] = field(default_factory=list)
+    """(time, source executor, target, bytes): ``target`` is an executor id or ``remote``."""
+    backups_failed: int = 0
+    restores: list[tuple[float, str, int]] = field(default_factory=list)
+    """(time, lost executor, outputs re-pointed to a copy)."""
+    outputs_lost: int = 0
+    rerun_avoided_task_seconds: float = 0.0
+    recomputed_tasks: int = 0
+    recomputed_task_seconds: float = 0.0
+    releases: int = 0
+    belt_firings: int = 0
+    fallbacks: int = 0
+    prices: dict[str, float] = field(default_factory=dict)
+    """Pool -> $ per executor-hour, when given."""
+
+    @property
+    def kills(self) -> int:
+        return sum(e.reason in KILL_REASONS for e in self.executors.values())
+
+    @property
+    def backup_bytes(self) -> tuple[int, int]:
+        """(bytes to peers, bytes to the remote store)."""
+        remote = sum(b for _, _, t, b in self.backups if t == "remote")
+        return sum(b for *_, b in self.backups) - remote, remote
+
+    @property
+    def outputs_restored(self) -> int:
+        return sum(n for *_, n in self.restores)
+
+    def vm_hours(self) -> dict[str, float]:
+        """Executor-hours by pool: each executor from its start to its end (or the application's)."""
+        hours: dict[str, float] = defaultdict(float)
+        for e in self.executors.values():
+            hours[e.pool] += ((self.duration if e.end is None else e.end) - e.start) / 3600
+        return dict(sorted(hours.items()))
+
+    def cost(self) -> float | None:
+        """$ = sum over pools of executor-hours x price; None without prices (or a pool without one)."""
+        hours = self.vm_hours()
+        if not self.prices or any(p not in self.prices for p in hours):
+            return None
+        return sum(h * self.prices[p] for p, h in hours.items())
+
+    def lines(self) -> list[tuple[str, str]]:
+        """(label, value) rows of the text summary, in order."""
+        peers, remote = self.backup_bytes
+        rows = [
+            ("application", f"{self.app_name} ({self.app_id}), {self.duration:.1f} s"),
+            ("executors", f"{len(self.executors)} started, {self.kills} killed, {self.releases} released early"),
+            ("notices", str(len(self.notices))),
+            ("map outputs backed up", f"{len(self.backups)} ({self.backups_failed} failed)"),
+            ("bytes backed up", f"{peers + remote} ({peers} to peers, {remote} to the remote store)"),
+            ("outputs restored from backups", str(self.outputs_restored)),
+            ("re-runs avoided", f"{self.rerun_avoided_task_seconds:.2f} task-s"),
+            ("outputs lost without a copy", str(self.outputs_lost)),
+            ("recomputation", f"{self.recomputed_tasks} map tasks, {self.recomputed_task_seconds:.2f} task-s"),
+            ("safety belt firings", str(self.belt_firings)),
+            ("engine fallbacks", str(self.fallbacks)),
+        ]
+        rows += [(f"VM-hours ({pool})", f"{h:.4f}") for pool, h in self.vm_hours().items()]
+        if (cost := self.cost()) is not None:
+            rows.append(("cost", f"${cost:.4f}"))
+        return rows
+
+    def text(self) -> str:
+        width = max(len(label) for label, _ in self.lines())
+        return "\n".join(f"{label:<{width}}  {value}" for label, value in self.lines()) + "\n"
+
+
+class _Builder:
+    """Folds events into a :class:`Summary` (one pass, events in log order)."""
+
+    def __init__(self, prices: Mapping[str, float]) -> None:
+        self.s = Summary(prices=dict(prices))
+        self.start: float | None = None
+        self.end = 0.0
+        self.task_seconds: dict[int, float] = {}
+        self.restored_ids: set[int] = set()
+        self.stage_key: dict[int, int] = {}
+        self.map_done: set[tuple[int, int]] = set()
+        self.submitted: dict[tuple[int, int], float] = {}
+
+    @staticmethod
+    def t(ms: Any) -> float:
+        """Epoch seconds (made relative to the application start at the end: executors may
+        register, and their events come, before ``SparkListenerApplicationStart``)."""
+        return float(ms) / 1000.0
+
+    def add(self, e: dict[str, Any]) -> None:
+        kind = e["Event"].rsplit(".", 1)[-1]
+        if kind == "SparkListenerApplicationStart":
+            self.start = self.t(e["Timestamp"])
+            self.s.app_name, self.s.app_id = e.get("App Name", ""), e.get("App ID", "")
+        elif kind == "SparkListenerApplicationEnd":
+            self.end = self.t(e["Timestamp"])
+        elif (handler := getattr(self, f"_on_{kind}", None)) is not None:
+            handler(e)
+
+    def _on_SparkListenerExecutorAdded(self, e: dict[str, Any]) -> None:
+        eid = e["Executor ID"]
+        self.s.executors[eid] = Executor(eid, self.t(e["Timestamp"]))
+
+    def _on_SparkListenerExecutorRemoved(self, e: dict[str, Any]) -> None:
+        if (ex := self.s.executors.get(e["Executor ID"])) is not None:
+            ex.end = self.t(e["Timestamp"])
+
+    def _on_TRExecutorStarted(self, e: dict[str, Any]) -> None:
+        if (ex := self.s.executors.get(e["executorId"])) is not None:
+            ex.pool = e["pool"]
+
+    def _on_TRExecutorEnded(self, e: dict[str, Any]) -> None:
+        if (ex := self.s.executors.get(e["executorId"])) is not None:
+            ex.reason = e["reason"]
+
+    def _on_TRNotice(self, e: dict[str, Any]) -> None:
+        self.s.notices.append((self.t(e["time"]), e["executorId"]))
+
+    def _on_TRBackup(self, e: dict[str, Any]) -> None:
+        self.s.backups.append((self.t(e["time"]), e["source"], e["target"], int(e["bytes"])))
+
+    def _on_TRBackupFailed(self, e: dict[str, Any]) -> None:
+        self.s.backups_failed += 1
+
+    def _on_TRRestore(self, e: dict[str, Any]) -> None:
+        self.s.restores.append((self.t(e["time"]), e["executorId"], len(e["restoredMapIds"])))
+        self.restored_ids.update(int(i) for i in e["restoredMapIds"])
+        self.s.outputs_lost += len(e["lostMapIds"])
+
+    def _on_TRExecutorRelease(self, e: dict[str, Any]) -> None:
+        self.s.releases += 1
+
+    def _on_TRSafetyBelt(self, e: dict[str, Any]) -> None:
+        self.s.belt_firings += bool(e["on"])
+
+    def _on_TRFallback(self, e: dict[str, Any]) -> None:
+        self.s.fallbacks += 1
+
+    def _on_SparkListenerStageSubmitted(self, e: dict[str, Any]) -> None:
+        info = e["Stage Info"]
+        # A stage's own RDD has the highest id of its RDDs; a later stage over the same shuffle
+        # (a re-run after a loss, in a new job) has the same one.
+        rdds = [r["RDD ID"] for r in info.get("RDD Info", [])]
+        self.stage_key[info["Stage ID"]] = max(rdds, default=-info["Stage ID"])
+
+    def _on_SparkListenerStageCompleted(self, e: dict[str, Any]) -> None:
+        info = e["Stage Info"]
+        if info.get("Submission Time") and info.get("Completion Time"):
+            self.s.stages.append((info["Stage ID"], info.get("Stage Name", ""),
+                                  self.t(info["Submission Time"]), self.t(info["Completion Time"])))
+
+    def _on_SparkListenerTaskEnd(self, e: dict[str, Any]) -> None:
+        info = e["Task Info"]
+        if e.get("Task Type") != "ShuffleMapTask" or e["Task End Reason"].get("Reason") != "Success":
+            return
+        seconds = (info["Finish Time"] - info["Launch Time"]) / 1000.0
+        self.task_seconds[int(info["Task ID"])] = seconds
+        key = (self.stage_key.get(e["Stage ID"], -1), int(info["Index"]))
+        if key in self.map_done:
+            self.s.recomputed_tasks += 1
+            self.s.recomputed_task_seconds += seconds
+        self.map_done.add(key)
+
+    def finish(self) -> Summary:
+        if self.start is None:
+            raise ValueError("the event log has no SparkListenerApplicationStart")
+        s, t0 = self.s, self.start
+        for ex in s.executors.values():
+            ex.start -= t0
+            ex.end = None if ex.end is None else ex.end - t0
+        s.stages = [(i, name, a - t0, b - t0) for i, name, a, b in s.stages]
+        s.notices = [(t - t0, x) for t, x in s.notices]
+        s.backups = [(t - t0, src, target, n) for t, src, target, n in s.backups]
+        s.restores = [(t - t0, x, n) for t, x, n in s.restores]
+        # An unfinished log (no ApplicationEnd) lasts until the last thing it saw.
+        seen = [0.0] + [ex.end for ex in s.executors.values() if ex.end is not None]
+        seen += [end for *_, end in s.stages] + [t for t, *_ in s.backups]
+        s.duration = self.end - t0 if self.end else max(seen)
+        self.s.rerun_avoided_task_seconds = sum(self.task_seconds.get(i, 0.0) for i in self.restored_ids)
+        return self.s
+
+
+def summarize_events(events: Iterable[dict[str, Any]], prices: Mapping[str, float] | None = None) -> Summary:
+    """The :class:`Summary` of an application's events (``prices``: pool -> $ per executor-hour)."""
+    builder = _Builder(prices or {})
+    for event in events:
+        builder.add(event)
+    return builder.finish()

@@ -1,0 +1,66 @@
+"""The timeline picture of ``trspark report``: stages above, executor lifetimes per pool below.
+
+Executor rows carry their kills (red x), notices (orange triangle), backups taken from them
+(green dots, at the commit time) and restores of their outputs (blue diamonds). x is seconds
+since the application started.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trspark.reporting.summary import KILL_REASONS, Summary
+
+
+def _executor_rows(summary: Summary) -> list[str]:
+    """Executor ids grouped by pool, each pool in start order."""
+    executors = sorted(summary.executors.values(), key=lambda e: (e.pool, e.start))
+    return [e.executor_id for e in executors]
+
+
+def draw(summary: Summary, path: str | Path) -> Path:
+    """Write the timeline PNG of ``summary`` to ``path`` and return the path."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display, no GUI toolkit
+    import matplotlib.pyplot as plt
+
+    rows = _executor_rows(summary)
+    row_of = {eid: i for i, eid in enumerate(rows)}
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(11, 3 + 0.35 * (len(rows) + len(summary.stages))),
+                                      gridspec_kw={"height_ratios": [max(1, len(summary.stages)), max(1, len(rows))]})
+    for i, (_, _, start, end) in enumerate(summary.stages):
+        top.broken_barh([(start, max(end - start, 0.05))], (i - 0.4, 0.8), color="tab:gray")
+    top.set_yticks(range(len(summary.stages)), [f"stage {s[0]}" for s in summary.stages], fontsize=7)
+    top.set_title(f"{summary.app_name}: stages")
+
+    pools = sorted({e.pool for e in summary.executors.values()})
+    colors = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(pools)}
+    for eid in rows:
+        e = summary.executors[eid]
+        end = summary.duration if e.end is None else e.end
+        bottom.broken_barh([(e.start, max(end - e.start, 0.05))], (row_of[eid] - 0.35, 0.7),
+                           color=colors[e.pool], alpha=0.45)
+        if e.reason in KILL_REASONS and e.end is not None:
+            bottom.plot(e.end, row_of[eid], "x", color="red", markersize=10, mew=2)
+    _marks(bottom, [(t, row_of[x]) for t, x in summary.notices if x in row_of], "v", "orange", "notice")
+    _marks(bottom, [(t, row_of[src]) for t, src, _, _ in summary.backups if src in row_of], "o", "green", "backup")
+    _marks(bottom, [(t, row_of[x]) for t, x, n in summary.restores if x in row_of and n], "D", "tab:blue", "restore")
+    bottom.plot([], [], "x", color="red", label="kill")
+    for pool in pools:
+        bottom.broken_barh([], (0, 0), color=colors[pool], alpha=0.45, label=f"pool {pool}")
+    bottom.set_yticks(range(len(rows)), [f"exec {r}" for r in rows], fontsize=7)
+    bottom.set_xlabel("seconds since application start")
+    bottom.set_title("executors")
+    bottom.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out
+
+
+def _marks(ax: object, points: list[tuple[float, int]], marker: str, color: str, label: str) -> None:
+    xs = [p[0] for p in points]
+    ys = [p[1] for p in points]
+    ax.plot(xs, ys, marker, color=color, markersize=5, linestyle="none", label=label)  # type: ignore[attr-defined]
