@@ -125,6 +125,24 @@ def test_schedule_kills_by_rank_and_records_it(cluster: FakeCluster) -> None:
     assert injector.schedule() == [(records[0].t, 0), (records[1].t, 1)]
 
 
+def test_on_demand_executors_are_spared_and_not_ranked(cluster: FakeCluster) -> None:
+    for executor_id in ("0", "1", "2"):
+        cluster.add(executor_id)
+    # "0" is on-demand: rank 0 is then "1", the oldest spot executor, and rank 3 mod 1 alive is "2".
+    with EvictionInjector(cluster.driver, schedule=[(0.0, 0), (0.2, 3), (0.4, 0)], spare=lambda e: e == "0",
+                          poll=0.02) as injector:
+        wait_for(lambda: len(injector.records) == 2, what="two kills")
+        model = EvictionInjector(cluster.driver, model="exponential:mean=0.01", rng=1, spare=lambda e: e == "0",
+                                 min_alive=0, poll=0.02).start()
+        try:
+            wait_for(lambda: injector.elapsed() > 0.6, what="the third scheduled kill's time")
+        finally:
+            model.stop()
+    assert [r.executor_id for r in injector.records] == ["1", "2"]
+    assert model.records == [] and model.planned_deaths() == {}
+    assert cluster.alive_ids() == ["0"]
+
+
 def test_min_alive_makes_a_due_kill_wait_for_a_replacement(cluster: FakeCluster) -> None:
     for executor_id in ("0", "1", "2"):
         cluster.add(executor_id)

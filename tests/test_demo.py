@@ -31,7 +31,7 @@ def fake_run(settings: runner.BenchSettings, console: object) -> runner.BenchRes
 def test_bad_policy_is_one_clear_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["demo", "--policies", "never,sometimes", "--out-dir", str(tmp_path)])
     assert result.exit_code == 2
-    assert "Invalid value for '--policies': sometimes; allowed: comma-separated never, always, decommission, tr" \
+    assert "Invalid value for '--policies': sometimes; allowed: comma-separated never, always, decommission, efm, pado, tr" \
         in result.output
     assert "Traceback" not in result.output
 

@@ -589,7 +589,7 @@ def test_a_released_executor_lived_until_its_deadline() -> None:
         def __init__(self) -> None:
             self.lost: list[tuple[str, float, bool]] = []
 
-        def executor_added(self, executor_id: str, start: float) -> None:
+        def executor_added(self, executor_id: str, start: float, pool: str | None = None) -> None:
             pass
 
         def executor_lost(self, executor_id: str, time: float, *, evicted: bool) -> None:

@@ -168,6 +168,31 @@ def test_engine_starts_from_history_prior_and_records_lifetimes(tmp_path):
     assert mine == {"7": (12.5, True), "8": (11.5, False)}  # 8 censored at the last event time
 
 
+def test_each_executor_is_recorded_and_fitted_in_its_own_pool(tmp_path):
+    from trspark.engine.protocol import ExecutorAdded, ExecutorLost
+    from trspark.engine.settings import TRConfig
+    from trspark.live.engine_process import event_observers, with_history_prior
+
+    url = str(tmp_path / "hist")
+    HistoryStore(url).append(_weibull_records(20, seed=17))  # pool-a's earlier applications
+    config = TRConfig(history_url=url, pool="pool-b",
+                      pool_lifetimes=(("ondemand", "stable"), ("pool-a", "exponential:mean=100")))
+    fitted = with_history_prior(config)
+    assert fitted.lifetime.startswith("exponential:")  # pool-b has no history yet: as configured
+    assert fitted.pool_lifetimes[0] == ("ondemand", "stable") and fitted.pool_lifetimes[1][1].startswith("weibull:")
+    (observer,) = event_observers(config, "app-3")
+    observer(ExecutorAdded(0.0, "0", pool="pool-b"))
+    observer(ExecutorAdded(0.5, "0", pool="ondemand"))  # the executor named its pool after registering
+    observer(ExecutorAdded(1.0, "1", pool="pool-a"))
+    observer(ExecutorAdded(1.0, "2"))  # no pool named: the configured one
+    observer(ExecutorLost(9.0, "1", reason="evicted"))
+    observer.close()  # type: ignore[attr-defined]
+    store = HistoryStore(url)
+    assert [(r.executor_id, r.duration) for r in store.load("ondemand")] == [("0", 9.0)]
+    assert [(r.executor_id, r.observed) for r in store.load("pool-a") if r.app_id == "app-3"] == [("1", True)]
+    assert [r.executor_id for r in store.load("pool-b")] == ["2"]
+
+
 BAD_CONFIGS = [
     ({"lifetime": "bogus"}, "spark.trspark.lifetime='bogus' is not valid", "allowed: a lifetime spec"),
     ({"gamma": "-1"}, "spark.trspark.gamma='-1' is not valid", "allowed: a number > 0"),

@@ -29,6 +29,8 @@ BAD_SETTINGS = {
     "lifetime": ("spark.trspark.lifetime", "bogus", "spark.trspark.lifetime='bogus' is not valid", "allowed: a lifetime spec"),
     "gamma": ("spark.trspark.gamma", "-1", "spark.trspark.gamma='-1' is not valid", "allowed: a number > 0"),
     "unknown": ("spark.trspark.bogus", "1", "unknown setting 'spark.trspark.bogus'", "known settings: spark.trspark.mode"),
+    "pool": ("spark.trspark.pool.spot.lifetime", "sometimes", "spark.trspark.pool.spot.lifetime='sometimes' is not valid",
+             "allowed: stable (never evicted) or a lifetime spec"),
     "history": ("spark.trspark.history.url", UNWRITABLE, f"spark.trspark.history.url='{UNWRITABLE}' is not reachable",
                 "allowed: an fsspec URL"),
 }

@@ -40,6 +40,10 @@ def test_options_reach_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (["--conf", "autoBroadcast=-1"], "allowed: KEY=VALUE with a spark.* key"),
     (["--executor-cpus", "0"], "Invalid value for '--executor-cpus'"),
     (["--executor-cpus", "0.5", "--master", "spark://h:7077"], "caps executors of a local-cluster only"),
+    (["--pool", "ondemand=1"], "allowed: ondemand=COUNT@stable (never killed) or spot=COUNT (killed)"),
+    (["--pool", "spot=2@stable"], "allowed: ondemand=COUNT@stable"),
+    (["--pool", "spot=0"], "allowed: ondemand=COUNT@stable"),
+    (["--pool", "spot=1", "--master", "spark://h:7077"], "pools are local-cluster slots"),
 ])
 def test_bad_option_is_one_clear_error(args: list[str], message: str) -> None:
     result = CliRunner().invoke(cli, ["bench", "tpcds", *args])
@@ -72,3 +76,36 @@ def test_schedules_do_not_depend_on_the_query_list() -> None:
     full, subset = schedules(("q3", "q7", "q19")), schedules(("q19",))
     assert subset[("q19", 0)] == full[("q19", 0)] and subset[("q19", 1)] == full[("q19", 1)]
     assert full[("q19", 0)] != full[("q19", 1)] and full[("q3", 0)] != full[("q19", 0)]
+
+
+def test_pools_set_the_executors_spare_the_on_demand_slots_and_draw_kills_for_spot_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import jobs.tpcds.cli as bench_cli
+    from jobs.tpcds import pools
+
+    seen: list[runner.BenchSettings] = []
+    monkeypatch.setattr(bench_cli, "run_with_progress", lambda settings, console: seen.append(settings) or
+                        runner.BenchResult([], {}))
+    result = CliRunner().invoke(cli, ["bench", "tpcds", "--queries", "q3", "--out", str(tmp_path / "r.csv"),
+                                      "--pool", "spot=3", "--pool", "ondemand=1@stable"])
+    assert result.exit_code == 0, result.output
+    (s,) = seen
+    assert (s.pools, s.executors) == ((("ondemand", 1), ("spot", 3)), 4)
+    spare = pools.spare(s.pools)
+    assert spare is not None and spare("0") and not spare("1") and not spare("4")
+    ctx = runner._Context(s, {}, {}, stable={"q3": 20.0})
+    runner.draw_schedules(ctx)
+    # The schedule of the three spot slots, drawn from the same seed (ranks count spot executors only).
+    import zlib
+
+    import numpy as np
+
+    from jobs.harness.chaos import draw_schedule
+
+    rng = np.random.default_rng([s.seed, zlib.crc32(b"q3"), 0])
+    spot_only = draw_schedule(runner.lifetime_spec(ctx, "q3"), 3, s.time_cap, rng, replacement_delay=s.replacement_delay)
+    assert ctx.schedules[("q3", 0)] == spot_only and {rank for _, rank in spot_only} == {0, 1, 2}
+    with pools.metadata_server(s.pools) as url:
+        options = pools.plugin_options(url, "exponential:mean=60")
+        assert url is not None and options["notice_url"] == url + "/vm-{executorId}"
+    assert options["pool_lifetimes"] == {"ondemand": "stable", "spot": "exponential:mean=60"}

@@ -15,7 +15,7 @@ from jobs.tpcds.session import PolicyUnavailable, parse_policies, policy_conf, s
 
 def test_parse_policies() -> None:
     assert parse_policies(" never, TR,never ") == ("never", "tr")
-    with pytest.raises(ValueError, match="sometimes; allowed: comma-separated never, always, decommission, tr"):
+    with pytest.raises(ValueError, match="sometimes; allowed: comma-separated never, always, decommission, efm, pado, tr"):
         parse_policies("never,sometimes")
     with pytest.raises(ValueError, match="empty"):
         parse_policies(" , ")

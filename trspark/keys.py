@@ -132,7 +132,15 @@ def _signal_name(raw: str) -> str:
 
 NOTICE_SOURCES = ("none", "aws", "gcp", "azure")
 
-MODES = ("tr", "always", "never", "stage", "interval")
+MODES = ("tr", "always", "never", "stage", "interval", "efm", "pado")
+
+POOL_KEY_PREFIX, POOL_KEY_SUFFIX = PREFIX + "pool.", ".lifetime"
+POOL_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+POOL_LIFETIME_ALLOWED = "stable (never evicted) or a lifetime spec as for spark.trspark.lifetime"
+POOL_LIFETIME_DOC = (
+    "Lifetime model of the executors of pool <name> (letters, digits, _ and -); stable = on-demand capacity, "
+    "never evicted. An executor's pool: TRSPARK_POOL in its environment, else its cloud's instance metadata "
+    "(notice.source: spot or ondemand), else spark.trspark.pool.")
 
 KEYS: tuple[Key, ...] = (
     Key("mode", "mode", "tr", _choice(*MODES), " | ".join(MODES),
@@ -189,7 +197,8 @@ KEYS: tuple[Key, ...] = (
         "Longest wait for the engine's answer to an event before the shim falls back to always-checkpoint (start-up itself may take up to 60 s)."),
     Key("history.url", "history_url", "", _text, "an fsspec URL (local path, file://, abfs://...)",
         "Lifetime history store: observed executor lifetimes are appended here and fitted by the next application."),
-    Key("pool", "pool", "default", _text, "a name", "Executor pool / instance type; history is kept per pool."),
+    Key("pool", "pool", "default", _text, "a name",
+        "Pool of the executors that name none themselves (TRSPARK_POOL, instance metadata); the lifetime history is kept per pool."),
     Key("backup.throttle", "backup_throttle", 0.0, _rate_or_zero, "bytes/s >= 0 (0 = unlimited), e.g. 50m",
         "Cap on the speed of each backup copy (bytes/s); stands for a slow blob store in tests and benchmarks."),
     Key("notice.source", "notice_source", "none", _choice(*NOTICE_SOURCES), " | ".join(NOTICE_SOURCES),
@@ -223,6 +232,37 @@ BY_FULL = {k.full: k for k in KEYS}
 """Each key by its full Spark name (``spark.trspark.beta``)."""
 
 
+def is_pool_key(full: str) -> bool:
+    """True for a per-pool setting ``spark.trspark.pool.<anything>`` (``spark.trspark.pool`` itself is not)."""
+    return full.startswith(POOL_KEY_PREFIX)
+
+
+def parse_pool_lifetime(full: str, raw: str) -> tuple[str, str]:
+    """``(pool, spec)`` of ``spark.trspark.pool.<name>.lifetime=<spec>``.
+
+    Raises
+    ------
+    ConfigError
+        Not a ``.lifetime`` key, a pool name with characters other than letters, digits, ``_``
+        and ``-``, or a spec that is neither ``stable`` nor a lifetime spec (names the key and what is allowed).
+    """
+    name = full.removeprefix(POOL_KEY_PREFIX).removesuffix(POOL_KEY_SUFFIX)
+    if not full.endswith(POOL_KEY_SUFFIX) or not name or not set(name) <= POOL_NAME_CHARS:
+        raise ConfigError(f"{full!r} is not a valid pool setting; allowed: {POOL_KEY_PREFIX}<name>{POOL_KEY_SUFFIX} "
+                          "with <name> of letters, digits, _ and -")
+    try:
+        return name, _lifetime(raw)
+    except (ValueError, TypeError) as exc:
+        detail = f" ({exc})" if str(exc) else ""
+        raise ConfigError(f"{full}={raw!r} is not valid{detail}; allowed: {POOL_LIFETIME_ALLOWED}") from exc
+
+
+def pool_settings(pool_lifetimes: Any) -> dict[str, str]:
+    """Spark settings of ``{pool: spec}`` or ``((pool, spec), ...)``."""
+    pairs = pool_lifetimes.items() if isinstance(pool_lifetimes, dict) else pool_lifetimes
+    return {f"{POOL_KEY_PREFIX}{name}{POOL_KEY_SUFFIX}": str(spec) for name, spec in pairs}
+
+
 def spark_text(value: Any) -> str:
     """A setting's value spelled as Spark conf spells it (``true``, not ``True``)."""
     return str(value).lower() if isinstance(value, bool) else str(value)
@@ -240,6 +280,8 @@ def validate(config: TRConfig) -> TRConfig:
     """
     for key in KEYS:
         parse_value(key, spark_text(getattr(config, key.field)))
+    for full, spec in pool_settings(config.pool_lifetimes).items():
+        parse_pool_lifetime(full, spec)
     if config.notice_expected and config.knowledge == "indeterministic":
         raise ConfigError(
             f"{PREFIX}notice.expected=true needs {PREFIX}lifetime.knowledge deterministic or fitted "
@@ -268,4 +310,7 @@ def markdown_table() -> str:
     for key in KEYS:
         cells = (f"`{key.full}`", f"`{spark_text(key.default)}`", key.allowed, key.doc)
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        if key.name == "pool":
+            cells = (f"`{POOL_KEY_PREFIX}<name>{POOL_KEY_SUFFIX}`", "(unset)", POOL_LIFETIME_ALLOWED, POOL_LIFETIME_DOC)
+            rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows)

@@ -182,6 +182,9 @@ class EvictionInjector:
         too few are registered (``min_alive``). Without it a replayed rank could pick a JVM
         still starting, which a SIGKILL kills then, but a SIGPWR notice kills at once as well
         (the JVM has no handler yet): a notice-driven policy would lose it ``notice`` s early.
+    spare
+        ``spare(executor_id)`` holds for on-demand executors: they are never killed, never ranked
+        and draw no lifetime; ``min_alive`` still counts them. The others are the spot executors.
     max_kills
         Stop killing after this many victims.
     min_alive
@@ -201,6 +204,7 @@ class EvictionInjector:
         notice: float | None = None,
         notify: Callable[[ExecutorProcess], None] | None = None,
         registered: Callable[[str], bool] | None = None,
+        spare: Callable[[str], bool] | None = None,
         max_kills: int | None = None,
         min_alive: int = 1,
         poll: float = 0.1,
@@ -222,6 +226,7 @@ class EvictionInjector:
         self.notice = notice
         self.notify = notify
         self.registered = registered
+        self.spare = spare
         self.max_kills = max_kills
         self.min_alive = min_alive
         self.poll = poll
@@ -337,6 +342,8 @@ class EvictionInjector:
                 del self._noticed[pid]
                 self._signal(victim, signals.SIGKILL, rank)
         alive = [e for e in find_executors(self.driver_pid) if e.pid not in self._chosen]
+        spared = [e for e in alive if self.spare is not None and self.spare(e.executor_id)]
+        alive = [e for e in alive if e not in spared]
         lead = self.notice or 0.0
         if self.registered is not None and (self.model is not None or self._kill_due(now + lead)):
             # Not yet born (still starting): no lifetime drawn, not a candidate for a kill. (A
@@ -346,7 +353,7 @@ class EvictionInjector:
             victim, rank = choice
             if self.max_kills is not None and self.victims >= self.max_kills:
                 return
-            if len(alive) - 1 < self.min_alive:
+            if len(alive) + len(spared) - 1 < self.min_alive:
                 return  # the kill waits until replacements have registered
             if self.model is None:
                 self._pending.pop(0)

@@ -11,6 +11,18 @@ a notice is posted with :meth:`NoticeServer.post_notice`:
   ``Metadata: true`` required, else 400): ``{"DocumentIncarnation": n, "Events": [...]}``
   with one ``Preempt`` event whose ``NotBefore`` is an RFC-1123 time (30 s on Azure spot).
 
+The AWS imitation also serves ``GET /latest/meta-data/events/recommendations/rebalance``: 404
+until :meth:`NoticeServer.post_rebalance`, then 200 ``{"noticeTime": "<ISO-8601 UTC>"}``.
+
+Each also answers which pool the VM is in (its instance life cycle), ``spot`` unless
+:meth:`NoticeServer.set_pool` says ``ondemand`` for all VMs or for one path prefix:
+
+* AWS ``GET /latest/meta-data/instance-life-cycle``: ``spot`` / ``on-demand``.
+* GCP ``GET /computeMetadata/v1/instance/scheduling/preemptible``: ``TRUE`` / ``FALSE``, and
+  ``.../scheduling/provisioning-model``: ``SPOT`` / ``STANDARD`` (with ``gcp_spot_model`` a spot
+  VM answers ``preemptible`` ``FALSE``, as a Spot VM may, so only the provisioning model tells).
+* Azure ``GET /metadata/instance/compute/priority``: ``Spot`` / ``Regular``.
+
 Options for the watcher's less common paths: ``aws_require_token`` makes the AWS imitation
 answer 401 without an IMDSv2 session token (``PUT /latest/api/token``, which it always offers);
 ``azure_vm_name`` is served at ``/metadata/instance/compute/name`` and ``azure_resources`` lists
@@ -31,6 +43,12 @@ GCP_PATH = "/computeMetadata/v1/instance/preempted"
 AZURE_PATH = "/metadata/scheduledevents"
 AWS_TOKEN_PATH = "/latest/api/token"
 AZURE_NAME_PATH = "/metadata/instance/compute/name"
+AWS_LIFECYCLE_PATH = "/latest/meta-data/instance-life-cycle"
+GCP_PREEMPTIBLE_PATH = "/computeMetadata/v1/instance/scheduling/preemptible"
+GCP_PROVISIONING_PATH = "/computeMetadata/v1/instance/scheduling/provisioning-model"
+AZURE_PRIORITY_PATH = "/metadata/instance/compute/priority"
+AWS_REBALANCE_PATH = "/latest/meta-data/events/recommendations/rebalance"
+POOLS = ("spot", "ondemand")
 
 
 class NoticeServer:
@@ -45,6 +63,12 @@ class NoticeServer:
         self.azure_vm_name = azure_vm_name
         self.azure_resources = list(azure_resources)
         self.refuse_metadata = False
+        self.pool = "spot"
+        self.vm_pools: dict[str, str] = {}
+        """Pools of single VMs: path prefix (``/vm-1``) -> ``spot`` | ``ondemand``; see :meth:`set_pool`."""
+        self.gcp_spot_model = False
+        self.rebalance: dict[str, datetime] = {}
+        """Rebalance recommendations: path prefix ("" = every VM) -> notice time; see :meth:`post_rebalance`."""
         self.vm_deadlines: dict[str, datetime] = {}
         """Notices for one VM only: path prefix (``/vm-1``) -> deadline; see :meth:`post_notice`."""
         self._incarnation = 1
@@ -71,6 +95,22 @@ class NoticeServer:
         self._incarnation += 1
         return deadline
 
+    def post_rebalance(self, vm: str = "") -> datetime:
+        """Post an AWS rebalance recommendation (now) for every VM, or only under the prefix ``/<vm>``."""
+        since = datetime.now(UTC).replace(microsecond=0)
+        self.rebalance["/" + vm.strip("/") if vm else ""] = since
+        return since
+
+    def set_pool(self, pool: str, vm: str = "") -> None:
+        """Answer the life-cycle requests as a ``spot`` or ``ondemand`` VM: every VM, or with ``vm``
+        only requests under the path prefix ``/<vm>`` (as :meth:`post_notice`)."""
+        if pool not in POOLS:
+            raise ValueError(f"pool {pool!r}: expected one of {POOLS}")
+        if vm:
+            self.vm_pools["/" + vm.strip("/")] = pool
+        else:
+            self.pool = pool
+
     def clear(self) -> None:
         self.deadline = None
         self.vm_deadlines.clear()
@@ -79,7 +119,8 @@ class NoticeServer:
     @staticmethod
     def split_path(path: str) -> tuple[str, str]:
         """``/vm-1/latest/meta-data/...`` -> (``/vm-1``, ``/latest/meta-data/...``); no prefix -> ``""``."""
-        for endpoint in (AWS_PATH, GCP_PATH, AZURE_PATH, AWS_TOKEN_PATH, AZURE_NAME_PATH):
+        for endpoint in (AWS_PATH, GCP_PATH, AZURE_PATH, AWS_TOKEN_PATH, AZURE_NAME_PATH, AWS_LIFECYCLE_PATH,
+                         GCP_PREEMPTIBLE_PATH, GCP_PROVISIONING_PATH, AZURE_PRIORITY_PATH, AWS_REBALANCE_PATH):
             if path.endswith(endpoint):
                 return path[: -len(endpoint)], endpoint
         return "", path
@@ -105,9 +146,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.notices.requests += 1
         prefix, path = self.notices.split_path(self.path.split("?", 1)[0])
         deadline = self.notices.vm_deadlines.get(prefix, self.notices.deadline)
+        spot = self.notices.vm_pools.get(prefix, self.notices.pool) == "spot"
+        if path == AWS_REBALANCE_PATH:
+            if self._aws_refused():
+                return self._reply(401, "text/plain", "Unauthorized")
+            since = self.notices.rebalance.get(prefix, self.notices.rebalance.get(""))
+            if since is None:
+                return self._reply(404, "text/plain", "Not Found")
+            return self._reply(200, "application/json",
+                               json.dumps({"noticeTime": since.strftime("%Y-%m-%dT%H:%M:%SZ")}))
+        if path in (AWS_LIFECYCLE_PATH, GCP_PREEMPTIBLE_PATH, GCP_PROVISIONING_PATH, AZURE_PRIORITY_PATH):
+            return self._pool_answer(path, spot)
         if path == AWS_PATH:
-            token = self.headers.get("X-aws-ec2-metadata-token")
-            if (self.notices.aws_require_token or token is not None) and token not in self.notices.aws_tokens:
+            if self._aws_refused():
                 return self._reply(401, "text/plain", "Unauthorized")
             if deadline is None:
                 return self._reply(404, "text/plain", "Not Found")
@@ -138,6 +189,26 @@ class _Handler(BaseHTTPRequestHandler):
             body = {"DocumentIncarnation": self.notices._incarnation, "Events": events}
             return self._reply(200, "application/json", json.dumps(body))
         return self._reply(404, "text/plain", "Not Found")
+
+    def _aws_refused(self) -> bool:
+        """IMDSv2: a token that was not issued (or none, when tokens are required) is refused."""
+        token = self.headers.get("X-aws-ec2-metadata-token")
+        return (self.notices.aws_require_token or token is not None) and token not in self.notices.aws_tokens
+
+    def _pool_answer(self, path: str, spot: bool) -> None:
+        if path == AWS_LIFECYCLE_PATH:
+            if self._aws_refused():
+                return self._reply(401, "text/plain", "Unauthorized")
+            return self._reply(200, "text/plain", "spot" if spot else "on-demand")
+        if path.startswith("/computeMetadata/"):
+            if self.headers.get("Metadata-Flavor") != "Google" or self.notices.refuse_metadata:
+                return self._reply(403, "text/plain", "Missing Metadata-Flavor:Google header")
+            if path == GCP_PREEMPTIBLE_PATH:
+                return self._reply(200, "text/plain", "TRUE" if spot and not self.notices.gcp_spot_model else "FALSE")
+            return self._reply(200, "text/plain", "SPOT" if spot else "STANDARD")
+        if self.headers.get("Metadata", "").lower() != "true" or self.notices.refuse_metadata:
+            return self._reply(400, "application/json", '{"error":"Bad request. Required metadata header not specified"}')
+        return self._reply(200, "text/plain", "Spot" if spot else "Regular")
 
     def do_PUT(self) -> None:  # noqa: N802 (http.server's name)
         self.notices.requests += 1

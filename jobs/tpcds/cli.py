@@ -74,6 +74,23 @@ def _confs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
     return tuple(pairs)
 
 
+def _pools(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
+    """``--pool ondemand=1@stable --pool spot=3`` -> ``(("ondemand", 1), ("spot", 3))``, on-demand first."""
+    from jobs.tpcds.pools import POOL_KINDS
+
+    pools: dict[str, int] = {}
+    for value in values:
+        name, eq, rest = value.partition("=")
+        count, _, spec = rest.partition("@")
+        name, spec = name.strip(), spec.strip() or "spot"
+        if not eq or not count.strip().isdigit() or int(count) < 1 or POOL_KINDS.get(name) != spec or name in pools:
+            raise click.BadParameter(
+                f"{value!r}; allowed: ondemand=COUNT@stable (never killed) or spot=COUNT (killed), each once: "
+                "each executor learns its pool from its own imitated AWS metadata, which names only these two")
+        pools[name] = int(count)
+    return tuple(sorted(pools.items(), key=lambda kv: kv[0] != "ondemand"))
+
+
 def _cluster_options(command: Callable[..., None]) -> Callable[..., None]:
     """``--executors``, ``--cores`` and ``--memory`` of a local cluster (every live command has them)."""
     options = (
@@ -145,6 +162,11 @@ def datagen_command(sf: float, cache: Path | None) -> None:
 @click.option("--reference", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Take vanilla Spark's stable times from this results CSV: no stable runs, the policies run "
                    "in the given order under the kill schedules that reference implies (continue a long run).")
+@click.option("--pool", "pools", multiple=True, callback=_pools,
+              help="Executor pools, repeatable: --pool ondemand=1@stable --pool spot=3 makes the first "
+                   "executor slot (id 0) on-demand (never killed) and the rest spot (killed as --lifetime/--stability say); the counts "
+                   "set --executors. Each executor reads its pool from its own imitated AWS instance metadata "
+                   "(spark.trspark.notice.url with {executorId}); the plugin gets the pools' lifetimes.")
 @click.option("--executor-cpus", type=click.FloatRange(min=0.05), default=None,
               help="Cap each executor JVM at this many cores (a cgroup CPU quota of its own), as if every "
                    "executor ran on its own VM: an idle executor's share is then lost, and a replacement "
@@ -154,10 +176,15 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
                   stability: float | None, executors: int, cores: int, memory_mb: int, repeat: int, seed: int,
                   notice: float, max_kills: int | None, time_cap: float, out: Path, plot_path: Path | None, master: str | None,
                   cache: Path | None, spark_conf: tuple[tuple[str, str], ...], warmup: int | None,
-                  stable_runs: str, reference: Path | None, tr_notices: bool, executor_cpus: float | None) -> None:
+                  stable_runs: str, reference: Path | None, tr_notices: bool, pools: tuple[tuple[str, int], ...],
+                  executor_cpus: float | None) -> None:
     """Run TPC-DS queries per policy, stable and under the same executor kills; one CSV row per run."""
     if lifetime is not None and stability is not None:
         raise click.UsageError("give --lifetime or --stability, not both")
+    if pools and master is not None:
+        raise click.BadParameter("pools are local-cluster slots; not with --master", param_hint="'--pool'")
+    if pools:
+        executors = sum(count for _, count in pools)
     if executor_cpus is not None:
         _check_executor_cpus(master)
     from rich.console import Console
@@ -169,7 +196,8 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
                              cores=cores, memory_mb=memory_mb, repeat=repeat, seed=seed, time_cap=time_cap,
                              notice=notice, max_kills=max_kills, master=master, cache=cache,
                              spark_conf=spark_conf, warmup=warmup, stable_runs=stable_runs,
-                             reference=reference, tr_notices=tr_notices, executor_cpus=executor_cpus)
+                             reference=reference, tr_notices=tr_notices, executor_cpus=executor_cpus,
+                             pools=pools)
     if reference is not None:
         from jobs.tpcds.runner import reference_times
 

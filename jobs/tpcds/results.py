@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 #: The order policies are shown in: vanilla Spark first, trspark last.
-POLICY_ORDER = ("never", "always", "decommission", "tr")
+POLICY_ORDER = ("never", "always", "decommission", "efm", "pado", "tr")
 
 
 @dataclass

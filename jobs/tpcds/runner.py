@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jobs.tpcds import datagen, metrics, results, session
+from jobs.tpcds import datagen, metrics, pools, results, session
 from jobs.tpcds.answers import Answer, DuckDBOracle, compare
 from jobs.tpcds.queries import Query, load
 from jobs.tpcds.query_run import execute, first_line
@@ -105,8 +105,9 @@ def draw_schedules(ctx: _Context) -> None:
                 ctx.schedules[(name, r)] = []
                 continue
             rng = np.random.default_rng([s.seed, zlib.crc32(name.encode()), r])
-            ctx.schedules[(name, r)] = draw_schedule(spec, s.executors, s.time_cap, rng,
-                                                     replacement_delay=s.replacement_delay)
+            spot = s.executors - pools.on_demand_slots(s.pools)  # on-demand slots are never killed
+            ctx.schedules[(name, r)] = draw_schedule(spec, spot, s.time_cap, rng,
+                                                     replacement_delay=s.replacement_delay) if spot else []
 
 
 def lifetime_spec(ctx: _Context, name: str) -> str | None:
@@ -226,11 +227,18 @@ def _policy_process(ctx: _Context, policy: str, data: Path, channel: Any) -> Non
 
 def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> list[RunRow]:
     """All runs of one policy on one session (raises PolicyUnavailable if it cannot start)."""
+    with pools.metadata_server(ctx.settings.pools) as metadata_url:
+        return _run_session(ctx, policy, data, progress, metadata_url)
+
+
+def _run_session(ctx: _Context, policy: str, data: Path, progress: Progress, metadata_url: str | None) -> list[RunRow]:
     s = ctx.settings
     spec = session.ClusterSpec(executors=s.executors, cores=s.cores, memory_mb=s.memory_mb, master=s.master,
                                extra_conf=dict(s.spark_conf))
     progress.step(f"{policy}: starting Spark ({spec.master_for(policy)})")
-    spark, work_dir = session.start(spec, policy, trspark_options=_plugin_options(ctx, policy))
+    options = _plugin_options(ctx, policy)
+    options.update(pools.plugin_options(metadata_url, options.get("lifetime")))
+    spark, work_dir = session.start(spec, policy, trspark_options=options)
     rows: list[RunRow] = []
     cap = None
     # A local-cluster's executor JVMs descend from the driver's: the process tree says which are alive.
@@ -388,4 +396,5 @@ def _injector(ctx: _Context, spark: SparkSession, policy: str, name: str, r: int
     return EvictionInjector(gateway.proc.pid, schedule=ctx.schedules[(name, r)], notice=notice,
                             signal=signal.SIGKILL, min_alive=ctx.settings.min_alive,
                             max_kills=ctx.settings.max_kills,
-                            registered=lambda executor_id: executor_id in registered_ids())
+                            registered=lambda executor_id: executor_id in registered_ids(),
+                            spare=pools.spare(ctx.settings.pools))

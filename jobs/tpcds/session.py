@@ -30,8 +30,8 @@ from jobs.tpcds.queries import Query
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-POLICIES: tuple[str, ...] = ("never", "always", "decommission", "tr")
-PLUGIN_POLICIES = frozenset({"always", "tr"})
+POLICIES: tuple[str, ...] = ("never", "always", "decommission", "efm", "pado", "tr")
+PLUGIN_POLICIES = frozenset({"always", "efm", "pado", "tr"})
 
 
 def parse_policies(text: str) -> tuple[str, ...]:

@@ -57,6 +57,9 @@ class BenchSettings:
     stable_repeat: int | None = None
     """Stable runs per (query, policy) when not ``repeat`` (None: ``repeat``), e.g. 3 for a steady
     reference with 2 kill schedules."""
+    pools: tuple[tuple[str, int], ...] = ()
+    """``(("ondemand", k), ("spot", n))``: the first k executor slots are on-demand, never killed
+    (:mod:`jobs.tpcds.pools`); empty: every executor may be killed."""
     executor_cpus: float | None = None
     """Cap each executor JVM at this many cores (its own cgroup, :mod:`jobs.harness.cpucap`), as if
     every executor ran on its own VM; None: executors share the machine's cores."""

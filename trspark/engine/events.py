@@ -34,7 +34,9 @@ class ExecutorAdded:
     host: str = ""
     cores: int = 1
     pool: str = "default"
-    """Executor pool / instance type; lifetime history is kept per pool."""
+    """Executor pool / instance type; lifetime history is kept per pool. The live driver sends a
+    second ``ExecutorAdded`` (before the executor's first task, ``vm_started`` = the first one's
+    time) when the executor names a pool other than ``spark.trspark.pool``."""
     vm_started: float | None = None
     """When the VM itself started, if earlier than registration (its age counts from then)."""
 
@@ -62,6 +64,17 @@ class ExecutorNotice:
     executor_id: str
     deadline: float
     kind: str = "notice"
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorRebalance:
+    """The cloud recommends moving work off the executor (AWS EC2 rebalance recommendation): its
+    spot capacity is at elevated risk of interruption, with no deadline yet. ``since`` is when the
+    recommendation was posted (engine time; may be before ``time``)."""
+
+    time: float
+    executor_id: str
+    since: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +214,7 @@ Event = (
     ExecutorAdded
     | ExecutorLost
     | ExecutorNotice
+    | ExecutorRebalance
     | JobSubmitted
     | StageSubmitted
     | StageCompleted

@@ -49,6 +49,9 @@ class _Pools:
     def apply(self, event: Event) -> bool:
         """Track adds and losses; True when the set of alive executors changed."""
         if isinstance(event, ExecutorAdded):
+            # A repeated ExecutorAdded (the live driver learns the pool after registration) moves it.
+            self.on_demand.pop(event.executor_id, None)
+            self.evictable.pop(event.executor_id, None)
             group = self.on_demand if event.pool in self.on_demand_pools else self.evictable
             group[event.executor_id] = max(1, event.cores)
             return True

@@ -50,6 +50,12 @@ class TRConfig:
     notice_expected: bool = False
     notice_release: bool = True
     notice_signal: str = "PWR"
+    pool_lifetimes: tuple[tuple[str, str], ...] = ()
+    """(pool, lifetime spec) from ``spark.trspark.pool.<name>.lifetime``; spec ``stable`` = on-demand."""
+
+    def stable_pools(self) -> tuple[str, ...]:
+        """Pools whose executors are never evicted (lifetime ``stable``)."""
+        return tuple(pool for pool, spec in self.pool_lifetimes if spec.strip().lower() == "stable")
 
     def with_options(self, **options: Any) -> TRConfig:
         return dataclasses.replace(self, **options)

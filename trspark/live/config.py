@@ -16,7 +16,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from trspark.engine.settings import TRConfig
-from trspark.keys import BY_FULL, KEYS, PREFIX, ConfigError, key_for_option, parse_value, spark_text, validate
+from trspark.keys import (
+    BY_FULL,
+    KEYS,
+    PREFIX,
+    ConfigError,
+    is_pool_key,
+    key_for_option,
+    parse_pool_lifetime,
+    parse_value,
+    pool_settings,
+    spark_text,
+    validate,
+)
 
 ENV_VAR = "TRSPARK_CONF"
 """Environment variable holding every ``spark.trspark.*`` setting (and ``spark.app.id``) as JSON."""
@@ -31,15 +43,19 @@ def from_spark_conf(conf: Mapping[str, str]) -> TRConfig:
         An unknown ``spark.trspark.*`` key, a value its key does not allow, or contradicting settings.
     """
     values: dict[str, Any] = {}
+    pools: list[tuple[str, str]] = []
     for full, raw in conf.items():
         if not full.startswith(PREFIX):
+            continue
+        if is_pool_key(full):
+            pools.append(parse_pool_lifetime(full, raw))
             continue
         key = BY_FULL.get(full)
         if key is None:
             known = ", ".join(k.full for k in KEYS)
             raise ConfigError(f"unknown setting {full!r}; known settings: {known}")
         values[key.field] = parse_value(key, raw)
-    return validate(TRConfig(**values))
+    return validate(TRConfig(**values, pool_lifetimes=tuple(sorted(pools))))
 
 
 def check_settings(settings: Mapping[str, str]) -> TRConfig:
@@ -74,6 +90,9 @@ def option_settings(**options: Any) -> dict[str, str]:
     """
     out: dict[str, str] = {}
     for option, value in options.items():
+        if option == "pool_lifetimes":  # {pool: spec}: one spark.trspark.pool.<name>.lifetime each
+            out.update(pool_settings(value))
+            continue
         key = key_for_option(option.removeprefix(PREFIX))
         if key.full in out:
             raise ConfigError(f"{key.full} is given twice (as {option!r} and another spelling)")

@@ -29,6 +29,8 @@ import threading
 import time
 from collections.abc import Mapping
 
+from trspark.engine.interface import Policy
+from trspark.engine.pool_baselines import ON_DEMAND_POOLS
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 from trspark.keys import ConfigError
@@ -92,7 +94,21 @@ def with_history_prior(config: TRConfig) -> TRConfig:
 
     spec, account = prior_from_history(config.history_url, config.pool, config.lifetime)
     (log.warning if "unreachable" in account else log.info)("%s", account)
-    return config.with_options(lifetime=spec)
+    # Each pool with its own model fits it to its own history; stable pools have nothing to fit.
+    pools = []
+    for pool, configured in config.pool_lifetimes:
+        fitted = configured
+        if configured.strip().lower() != "stable":
+            fitted, pool_account = prior_from_history(config.history_url, pool, configured)
+            (log.warning if "unreachable" in pool_account else log.info)("%s", pool_account)
+        pools.append((pool, fitted))
+    return config.with_options(lifetime=spec, pool_lifetimes=tuple(pools))
+
+
+def build_policy(config: TRConfig) -> Policy:
+    """The policy ``config.mode``; ``efm`` and ``pado`` count the pools whose lifetime is
+    ``stable`` as on-demand (the default on-demand pool name when no pool is stable)."""
+    return make_policy(config.mode, config, config.stable_pools() or ON_DEMAND_POOLS)
 
 
 def watch_parent(sock: socket.socket, parent_pid: int) -> None:
@@ -137,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         host, port = parse_address(args.connect)
         token, config, app_id = read_settings(os.environ)
         config = with_history_prior(config)
-        policy = make_policy(config.mode, config)
+        policy = build_policy(config)
     except (StartupError, ValueError) as exc:
         # make_policy raises ValueError naming the mode and the policies that exist.
         print(f"trspark engine: {exc}", file=sys.stderr)

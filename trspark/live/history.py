@@ -147,42 +147,51 @@ class LifetimeRecorder:
         self.pool = pool
         self.app_id = app_id
         self._started: dict[str, float] = {}
+        self._pools: dict[str, str] = {}
         self.pending: list[LifetimeRecord] = []
         self.written = 0
         self._warned = False
 
-    def executor_added(self, executor_id: str, time: float) -> None:
+    def executor_added(self, executor_id: str, time: float, pool: str | None = None) -> None:
+        """Start ``executor_id``'s clock (the first call wins); ``pool`` (default: the recorder's)
+        is where its lifetime is kept -- a later call may still correct it."""
         self._started.setdefault(executor_id, time)
+        self._pools[executor_id] = pool or self.pool
 
     def executor_lost(self, executor_id: str, time: float, *, evicted: bool) -> None:
         start = self._started.pop(executor_id, None)
         if start is None:
             return
-        self.pending.append(LifetimeRecord(self.pool, self.app_id, executor_id, max(time - start, 0.0), evicted))
+        pool = self._pools.pop(executor_id, self.pool)
+        self.pending.append(LifetimeRecord(pool, self.app_id, executor_id, max(time - start, 0.0), evicted))
         self.flush()
 
     def finish(self, time: float) -> None:
         """End of the application: every executor still alive is a right-censored observation."""
         for executor_id, start in sorted(self._started.items()):
-            self.pending.append(LifetimeRecord(self.pool, self.app_id, executor_id, max(time - start, 0.0), False))
+            pool = self._pools.pop(executor_id, self.pool)
+            self.pending.append(LifetimeRecord(pool, self.app_id, executor_id, max(time - start, 0.0), False))
         self._started.clear()
         self.flush()
 
     def flush(self) -> bool:
         if self.store is None or not self.pending:
             return not self.pending
-        try:
-            self.store.append(self.pending)
-        except Exception as exc:  # keep the records; the store may come back
-            if not self._warned:
-                log.warning(
-                    "lifetime history store %s unreachable (%s: %s); keeping %d record(s) and retrying",
-                    self.store.url, type(exc).__name__, exc, len(self.pending),
-                )
-                self._warned = True
-            return False
-        self.written += len(self.pending)
-        self.pending = []
+        # One part per pool: the store keeps each pool's records in its own folder.
+        for pool in sorted({r.pool for r in self.pending}):
+            group = [r for r in self.pending if r.pool == pool]
+            try:
+                self.store.append(group)
+            except Exception as exc:  # keep the records; the store may come back
+                if not self._warned:
+                    log.warning(
+                        "lifetime history store %s unreachable (%s: %s); keeping %d record(s) and retrying",
+                        self.store.url, type(exc).__name__, exc, len(self.pending),
+                    )
+                    self._warned = True
+                return False
+            self.written += len(group)
+            self.pending = [r for r in self.pending if r.pool != pool]
         return True
 
 
@@ -247,7 +256,8 @@ class HistoryObserver:
             self.last_time = max(self.last_time, float(time))
         if isinstance(event, ExecutorAdded):
             start = event.vm_started if event.vm_started is not None else event.time
-            self.recorder.executor_added(event.executor_id, start)
+            # "default" is the protocol's "no pool named": the recorder's own pool then.
+            self.recorder.executor_added(event.executor_id, start, None if event.pool == "default" else event.pool)
         elif isinstance(event, ExecutorNotice) and event.kind == "notice":
             self._deadlines[event.executor_id] = event.deadline
         elif isinstance(event, ExecutorLost):

@@ -37,8 +37,11 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     ctx = context
     conf = TRConf(context.conf())
     if (conf.usesEngine) {
-      val watcher = new NoticeWatcher(NoticeSettings(context.conf()).forExecutor(context.executorID()),
-        (deadline, source) => ctx.send(Wire.encode(TerminationNotice(ctx.executorID(), deadline, source))))
+      val settings = NoticeSettings(context.conf()).forExecutor(context.executorID())
+      val watcher = new NoticeWatcher(settings,
+        (deadline, source) => ctx.send(Wire.encode(TerminationNotice(ctx.executorID(), deadline, source))),
+        (at, _) => ctx.send(Wire.encode(RebalanceRecommendation(ctx.executorID(), at))))
+      reportPool(watcher, settings.source)
       watcher.start()
       watcher.installSignalHandler()
       notices = Some(watcher)
@@ -47,6 +50,17 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
       poller.scheduleWithFixedDelay(() => pollOnce(), TRExecutorPlugin.PollMs, TRExecutorPlugin.PollMs,
         TimeUnit.MILLISECONDS)
     }
+  }
+
+  /**
+   * Tell the driver this executor's pool before `init` returns: a blocking ask, since Spark
+   * offers the executor no task until then, so the engine knows the pool before the first task.
+   */
+  private def reportPool(watcher: NoticeWatcher, metadataSource: String): Unit = {
+    val (pool, source) = ExecutorPool.detect(sys.env.get(ExecutorPool.EnvVar), watcher.metadataPool(), metadataSource,
+      ctx.conf().get(TRConf.Prefix + "pool", "default").trim)
+    try ctx.ask(Wire.encode(PoolReport(ctx.executorID(), pool, source)))
+    catch { case NonFatal(e) => logWarning(s"trspark: cannot report pool $pool to the driver: $e") }
   }
 
   override def shutdown(): Unit = {

@@ -71,6 +71,8 @@ object Wire {
         n.set[JsonNode]("task", task(t))
         n
       case notice: TerminationNotice => notice.toJson
+      case report: PoolReport => report.toJson
+      case rebalance: RebalanceRecommendation => rebalance.toJson
       case other => throw new IllegalArgumentException(s"not a trspark message: $other")
     }
     Json.mapper.writeValueAsString(node)
@@ -90,6 +92,8 @@ object Wire {
       case "failed" => BackupFailedMsg(n.path("executor").asText(), task(n.path("task")), n.path("reason").asText(),
         n.path("missing").asBoolean(false))
       case TerminationNotice.Type => TerminationNotice.fromJson(n)
+      case PoolReport.Type => PoolReport.fromJson(n)
+      case RebalanceRecommendation.Type => RebalanceRecommendation.fromJson(n)
       case other => throw new IllegalArgumentException(s"unknown trspark message type '$other'")
     }
   }

@@ -47,6 +47,55 @@ object NoticeEndpoints {
   val AzureNoticeTypes: Set[String] = Set("Preempt", "Terminate")
   private val mapper = new ObjectMapper()
 
+  // Instance life cycle (which pool this VM is in); read once at executor start.
+  val AwsLifecyclePath = "/latest/meta-data/instance-life-cycle"
+  val GcpPreemptiblePath = "/computeMetadata/v1/instance/scheduling/preemptible"
+  val GcpProvisioningPath = "/computeMetadata/v1/instance/scheduling/provisioning-model"
+  val AzurePriorityPath = "/metadata/instance/compute/priority?api-version=2021-02-01&format=text"
+  /** Pool names the metadata's answers map to. */
+  val SpotPool = "spot"
+  val OnDemandPool = "ondemand"
+
+  val AwsRebalancePath = "/latest/meta-data/events/recommendations/rebalance"
+
+  /**
+   * AWS rebalance recommendation: 404 = none; 200 JSON `{"noticeTime": "<ISO-8601>"}` = this
+   * spot instance is at elevated risk of interruption (no deadline). Some(notice time, ms; `nowMs`
+   * when the answer has no readable time) or None.
+   */
+  def parseAwsRebalance(status: Int, body: String, nowMs: Long): Option[Long] =
+    if (status != 200) None
+    else Some(Try(mapper.readTree(body).path("noticeTime").asText("")).toOption.flatMap(parseIso).getOrElse(nowMs))
+
+  /** AWS `instance-life-cycle`: `spot` -> spot; `on-demand`, `scheduled`, `capacity-block` -> ondemand. */
+  def parseAwsLifecycle(status: Int, body: String): Option[String] =
+    if (status != 200) None else body.trim.toLowerCase(Locale.ROOT) match {
+      case "spot" => Some(SpotPool)
+      case "on-demand" | "scheduled" | "capacity-block" => Some(OnDemandPool)
+      case _ => None
+    }
+
+  /** GCP `scheduling/preemptible` (`TRUE` / `FALSE`): TRUE -> spot; FALSE -> ask the provisioning model. */
+  def parseGcpPreemptible(status: Int, body: String): Option[Boolean] =
+    if (status != 200) None else body.trim.toUpperCase(Locale.ROOT) match {
+      case "TRUE" => Some(true)
+      case "FALSE" => Some(false)
+      case _ => None
+    }
+
+  /** GCP `scheduling/provisioning-model`: `SPOT` -> spot; `STANDARD` (or any other model) -> ondemand. */
+  def parseGcpProvisioning(status: Int, body: String): Option[String] =
+    if (status != 200 || body.trim.isEmpty) None
+    else Some(if (body.trim.toUpperCase(Locale.ROOT) == "SPOT") SpotPool else OnDemandPool)
+
+  /** Azure IMDS `compute/priority`: `Spot` (or the older `Low`) -> spot; `Regular` -> ondemand. */
+  def parseAzurePriority(status: Int, body: String): Option[String] =
+    if (status != 200) None else body.trim.toLowerCase(Locale.ROOT) match {
+      case "spot" | "low" => Some(SpotPool)
+      case "regular" => Some(OnDemandPool)
+      case _ => None
+    }
+
   /** AWS instance-action answer -> result. */
   def parseAws(status: Int, body: String): PollResult = status match {
     case 404 => PollResult.NoNotice

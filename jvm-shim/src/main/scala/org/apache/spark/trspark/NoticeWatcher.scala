@@ -24,6 +24,17 @@ case class TerminationNotice(executorId: String, deadlineEpochMillis: Long, sour
     .put("executor", executorId).put("deadline", deadlineEpochMillis).put("source", source)
 }
 
+/** Executor -> driver: an AWS rebalance recommendation (elevated interruption risk) since `atEpochMillis`. */
+case class RebalanceRecommendation(executorId: String, atEpochMillis: Long) {
+  def toJson: ObjectNode = Json.obj(RebalanceRecommendation.Type).put("executor", executorId).put("at", atEpochMillis)
+}
+
+object RebalanceRecommendation {
+  val Type = "rebalance"
+  def fromJson(node: JsonNode): RebalanceRecommendation =
+    RebalanceRecommendation(node.path("executor").asText(), node.path("at").asLong())
+}
+
 object TerminationNotice {
   val Type = "notice"
   private val mapper = new ObjectMapper()
@@ -48,9 +59,18 @@ object TerminationNotice {
  * @param settings what to poll and how often.
  * @param onNotice called once with the deadline (ms since the epoch, UTC) and the source
  *                 (`aws`, `gcp`, `azure` or `signal:PWR`).
+ * @param onRebalance called at most once, before any notice, with the time of an AWS rebalance
+ *                 recommendation (ms since the epoch) and `aws-rebalance`: the instance is at
+ *                 elevated risk of interruption, with no deadline yet.
  */
-class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit) extends Logging {
+class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
+    onRebalance: (Long, String) => Unit) extends Logging {
   import NoticeWatcher._
+
+  /** A watcher that ignores rebalance recommendations. */
+  def this(settings: NoticeSettings, onNotice: (Long, String) => Unit) = this(settings, onNotice, (_, _) => ())
+
+  private val rebalanced = new AtomicBoolean(false)
 
   private val fired = new AtomicBoolean(false)
   // A signal handler cannot be unregistered from SignalUtils: after stop() it must do nothing.
@@ -130,6 +150,7 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit) 
       case PollResult.NoNotice =>
         lastProblem = ""
         lastClearMs = Some(started)
+        if (settings.source == "aws" && !rebalanced.get()) pollRebalance()
       case PollResult.Unusable(reason) =>
         if (reason != lastProblem) logInfo(s"trspark: no termination notice: $reason (further repeats at DEBUG)")
         else logDebug(s"trspark: no termination notice: $reason")
@@ -137,6 +158,21 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit) 
     }
     // Counted last: whoever sees the count also sees this poll's outcome.
     pollCount.incrementAndGet()
+  }
+
+  /** AWS only: one request for a rebalance recommendation; reported once. */
+  private def pollRebalance(): Unit = {
+    val seen = try {
+      val (status, body) = get(NoticeEndpoints.AwsRebalancePath, awsHeaders())
+      NoticeEndpoints.parseAwsRebalance(status, body, clock())
+    } catch { case NonFatal(_) => None } // the notice poll itself reports an unreachable service
+    seen.foreach { at =>
+      if (!stopped && rebalanced.compareAndSet(false, true)) {
+        logWarning(s"trspark: AWS rebalance recommendation since ${Instant.ofEpochMilli(at)}")
+        try onRebalance(at, "aws-rebalance")
+        catch { case NonFatal(e) => logWarning(s"trspark: rebalance callback failed: $e") }
+      }
+    }
   }
 
   /** One request; `postedAfter`: the earliest time a notice seen now can have been posted (ms). */
@@ -152,6 +188,29 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit) 
       val (status, body) = get(NoticeEndpoints.AzurePath, Seq("Metadata" -> "true"))
       NoticeEndpoints.parseAzure(status, body, vmName(), postedAfter, settings.windowMillis)
     case other => PollResult.Unusable(s"unknown notice source '$other'")
+  }
+
+  /**
+   * This VM's pool from the instance metadata (`spot` or `ondemand`, see [[NoticeEndpoints]]);
+   * None when no source is configured or the service gives no usable answer. One request
+   * (two on GCP when the VM is not preemptible), made once at executor start.
+   */
+  def metadataPool(): Option[String] = if (!settings.polls) None else {
+    val answer = try settings.source match {
+      case "aws" => (NoticeEndpoints.parseAwsLifecycle _).tupled(get(NoticeEndpoints.AwsLifecyclePath, awsHeaders()))
+      case "gcp" =>
+        val flavor = Seq("Metadata-Flavor" -> "Google")
+        (NoticeEndpoints.parseGcpPreemptible _).tupled(get(NoticeEndpoints.GcpPreemptiblePath, flavor)) match {
+          case Some(true) => Some(NoticeEndpoints.SpotPool)
+          // Spot VMs may answer FALSE here; their provisioning model says SPOT.
+          case _ => (NoticeEndpoints.parseGcpProvisioning _).tupled(get(NoticeEndpoints.GcpProvisioningPath, flavor))
+        }
+      case "azure" =>
+        (NoticeEndpoints.parseAzurePriority _).tupled(get(NoticeEndpoints.AzurePriorityPath, Seq("Metadata" -> "true")))
+      case _ => None
+    } catch { case NonFatal(e) => logInfo(s"trspark: no pool from ${settings.source} metadata: $e"); None }
+    if (answer.isEmpty) logInfo(s"trspark: ${settings.source} metadata at ${settings.baseUrl} names no pool")
+    answer
   }
 
   /** IMDSv2 session-token header when the service issues tokens; IMDSv1 (none) otherwise. */

@@ -29,7 +29,7 @@ case class TRConf(
 
 object TRConf {
   val Prefix = "spark.trspark."
-  val Modes: Seq[String] = Seq("tr", "always", "never", "stage", "interval")
+  val Modes: Seq[String] = Seq("tr", "always", "never", "stage", "interval", "efm", "pado")
   val BuiltinModes: Set[String] = Set("always", "never")
   val Targets: Seq[String] = Seq("both", "local", "remote")
   /** Spark's own key that makes executors read map outputs re-pointed to the fallback id. */
@@ -79,7 +79,26 @@ object TRConf {
     }
   }
 
-  def apply(conf: SparkConf): TRConf = TRConf(
+  /**
+   * `spark.trspark.pool.<name>.lifetime` keys: a bad pool name stops start-up here; the spec
+   * itself (`stable` or a lifetime spec) is parsed by the Python check ([[ConfCheck]]).
+   */
+  private def checkPoolKeys(conf: SparkConf): Unit = conf.getAllWithPrefix(Prefix + "pool.").foreach {
+    case (suffix, raw) =>
+      val name = suffix.stripSuffix(".lifetime")
+      if (!suffix.endsWith(".lifetime") || !name.matches("[A-Za-z0-9_-]+")) {
+        throw new IllegalArgumentException(s"'${Prefix}pool.$suffix' is not a valid pool setting; allowed: " +
+          s"${Prefix}pool.<name>.lifetime with <name> of letters, digits, _ and -")
+      }
+      if (raw.trim.isEmpty) fail(s"pool.$suffix", raw, "stable (never evicted) or a lifetime spec as for spark.trspark.lifetime")
+  }
+
+  def apply(conf: SparkConf): TRConf = {
+    checkPoolKeys(conf)
+    build(conf)
+  }
+
+  private def build(conf: SparkConf): TRConf = TRConf(
     mode = choice(conf, "mode", "tr", Modes),
     targets = choice(conf, "backup.targets", "both", Targets),
     remotePath = remotePath(conf),

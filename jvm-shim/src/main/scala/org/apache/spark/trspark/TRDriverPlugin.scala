@@ -44,6 +44,14 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   private val verifier = Executors.newSingleThreadExecutor(Daemon.factory("trspark-verify"))
   private var lastTime = 0.0
   private val peerRound = new AtomicLong(0)
+  /** Each executor's pool; emits its `ExecutorAdded` (from the listener and the executors' reports). */
+  lazy val pools = new ExecutorPools(sc.conf.get(TRConf.Prefix + "pool", "default").trim,
+    (id, host, cores, pool, registered) => {
+      val added = event("ExecutorAdded").put("executor_id", id).put("host", host).put("cores", cores).put("pool", pool)
+      registered.foreach(added.put("vm_started", _))
+      emit(added)
+      added.path("time").asDouble()
+    })
   /**
    * Counters, read by tests and tools (`TRStatus.stat`) and printed at shutdown. Committed backups:
    * `backups_done` = `backups_local` (peer copies) + `backups_remote`; `backups_bytes` sums the
@@ -129,6 +137,13 @@ class TRDriverPlugin extends DriverPlugin with Logging {
         }
         null
       case notice: TerminationNotice => noticed(notice); null
+      case r: RebalanceRecommendation =>
+        logInfo(s"trspark: executor ${r.executorId} got an AWS rebalance recommendation")
+        emit(event("ExecutorRebalance").put("executor_id", r.executorId).put("since", (r.atEpochMillis - sc.startTime) / 1000.0))
+        null
+      case report: PoolReport =>
+        logInfo(s"trspark: executor ${report.executorId} is in pool ${report.pool} (from ${report.source})")
+        pools.report(report.executorId, report.pool); "ok"
       case other => logWarning(s"trspark: unexpected message $other"); null
     }
     case other => logWarning(s"trspark: unexpected message $other"); null

@@ -20,7 +20,6 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
   private val consumed = mutable.HashSet.empty[Int]
   /** Spark SQL execution id -> the shuffles its jobs write (in the order the jobs started). */
   private val shufflesOfExecution = mutable.HashMap.empty[Long, mutable.ArrayBuffer[Int]]
-  private val pool = sc.conf.get(TRConf.Prefix + "pool", "default")
 
   private def ev(kind: String) = plugin.event(kind)
 
@@ -33,9 +32,8 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
   }
 
   override def onExecutorAdded(added: SparkListenerExecutorAdded): Unit = guarded {
+    val pool = plugin.pools.added(added.executorId, added.executorInfo.executorHost, added.executorInfo.totalCores)
     plugin.obs.post(TRExecutorStarted(added.time, added.executorId, added.executorInfo.executorHost, pool))
-    plugin.emit(ev("ExecutorAdded").put("executor_id", added.executorId).put("host", added.executorInfo.executorHost)
-      .put("cores", added.executorInfo.totalCores).put("pool", pool))
   }
 
   override def onExecutorRemoved(removed: SparkListenerExecutorRemoved): Unit = guarded {
@@ -43,6 +41,7 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
     plugin.emit(ev("ExecutorLost").put("executor_id", removed.executorId).put("reason", reason))
     plugin.obs.post(TRExecutorEnded(removed.time, removed.executorId, reason))
     plugin.outputsLost(removed.executorId, "executor lost", dead = true)
+    plugin.pools.removed(removed.executorId)
   }
 
   override def onJobStart(job: SparkListenerJobStart): Unit = guarded {
