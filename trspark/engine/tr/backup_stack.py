@@ -99,6 +99,8 @@ class BackupStack:
         if not self._pending:
             return out
         busy = self._busy
+        # A release only reads the state, so a shuffle's consumers_safe holds for the whole call.
+        consumers_safe: dict[int, bool] = {}
         for source in list(self._pending):
             stack = self._pending[source]
             limit = self.max_in_flight
@@ -110,7 +112,7 @@ class BackupStack:
                 if self._planned.get(plan.block_id) is not plan:
                     continue  # superseded or unplanned
                 del self._planned[plan.block_id]
-                if not self._useful(plan, state):
+                if not self._useful(plan, state, consumers_safe):
                     self.dropped += 1
                     continue
                 self.in_flight[plan.block_id] = plan
@@ -121,7 +123,7 @@ class BackupStack:
                 del self._pending[source]
         return out
 
-    def _useful(self, plan: PlannedBackup, state: JobState) -> bool:
+    def _useful(self, plan: PlannedBackup, state: JobState, consumers_safe: dict[int, bool]) -> bool:
         block = state.outputs.get(plan.block_id)
         if block is None or state.is_safe(block) or plan.source not in block.holders():
             return False
@@ -131,7 +133,10 @@ class BackupStack:
             peer = state.executors.get(plan.target)
             if peer is None or not peer.alive:
                 return False
-        return not state.consumers_safe(block.shuffle_id)
+        safe = consumers_safe.get(block.shuffle_id)
+        if safe is None:
+            safe = consumers_safe[block.shuffle_id] = state.consumers_safe(block.shuffle_id)
+        return not safe
 
     # ---- outcomes ---------------------------------------------------------------------------
     def finished(self, block_id: BlockId, target: str | None = None) -> None:
