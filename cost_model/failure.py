@@ -84,7 +84,8 @@ class FailureTable:
         edges = self.edges
         if times.size == 0 or times.min() < 0.0 or times.max() > edges[-1]:
             return self.cdf_at(times, slots)
-        right = np.clip(np.searchsorted(edges, times), 1, edges.size - 1)
+        # np.minimum/np.maximum rather than np.clip: the same integers without np.clip's Python wrapper.
+        right = np.minimum(np.maximum(np.searchsorted(edges, times), 1), edges.size - 1)
         weight = (times - edges[right - 1]) / (edges[right] - edges[right - 1])
         rows = picked[:, None]
         out = self.cdf[rows, right - 1] * (1.0 - weight) + self.cdf[rows, right] * weight

@@ -65,6 +65,8 @@ class BackupStack:
         self._planned: dict[BlockId, PlannedBackup] = {}
         """block -> its pending entry (the latest plan wins; stale stack entries are skipped)."""
         self.in_flight: dict[BlockId, PlannedBackup] = {}
+        self._busy: dict[str, int] = {}
+        """source -> its entries in :attr:`in_flight` (kept with it, so a release does not recount)."""
         self.dropped = 0
         self.released = 0
 
@@ -97,9 +99,9 @@ class BackupStack:
         out: list[Command] = []
         if not self._pending:
             return out
-        busy: dict[str, int] = {}
-        for plan in self.in_flight.values():
-            busy[plan.source] = busy.get(plan.source, 0) + 1
+        busy = self._busy
+        # A release only reads the state, so a shuffle's consumers_safe holds for the whole call.
+        consumers_safe: dict[int, bool] = {}
         for source in list(self._pending):
             stack = self._pending[source]
             limit = self.max_in_flight
@@ -111,7 +113,7 @@ class BackupStack:
                 if self._planned.get(plan.block_id) is not plan:
                     continue  # superseded or unplanned
                 del self._planned[plan.block_id]
-                if not self._useful(plan, state):
+                if not self._useful(plan, state, consumers_safe):
                     self.dropped += 1
                     continue
                 self.in_flight[plan.block_id] = plan
@@ -122,7 +124,7 @@ class BackupStack:
                 del self._pending[source]
         return out
 
-    def _useful(self, plan: PlannedBackup, state: JobState) -> bool:
+    def _useful(self, plan: PlannedBackup, state: JobState, consumers_safe: dict[int, bool]) -> bool:
         block = state.outputs.get(plan.block_id)
         if block is None or state.is_safe(block) or plan.source not in block.holders():
             return False
@@ -132,20 +134,31 @@ class BackupStack:
             peer = state.executors.get(plan.target)
             if peer is None or not peer.alive:
                 return False
-        return not state.consumers_safe(block.shuffle_id)
+        safe = consumers_safe.get(block.shuffle_id)
+        if safe is None:
+            safe = consumers_safe[block.shuffle_id] = state.consumers_safe(block.shuffle_id)
+        return not safe
 
     # ---- outcomes ---------------------------------------------------------------------------
     def finished(self, block_id: BlockId, target: str | None = None) -> None:
         """A released backup (to ``target``, if given) completed or failed: its slot is free."""
         plan = self.in_flight.get(block_id)
         if plan is not None and (target is None or plan.target == target):
-            del self.in_flight[block_id]
+            self._finish(block_id)
+
+    def _finish(self, block_id: BlockId) -> None:
+        source = self.in_flight.pop(block_id).source
+        left = self._busy[source] - 1
+        if left:
+            self._busy[source] = left
+        else:
+            del self._busy[source]
 
     def cancel_consumed(self, shuffle_id: int) -> list[Command]:
         """Cancel released backups of a consumed shuffle and forget its pending plans."""
         out: list[Command] = []
         for block_id in [b for b in self.in_flight if b[0] == shuffle_id]:
-            del self.in_flight[block_id]
+            self._finish(block_id)
             out.append(CancelBackup(shuffle_id=block_id[0], map_index=block_id[1]))
         for block_id in [b for b in self._planned if b[0] == shuffle_id]:
             del self._planned[block_id]
