@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 
 from .lifetimes.base import FloatArray, LifetimeModel
 
-#: Backup target meaning "remote reliable storage" (same string as ``trspark.engine.protocol.REMOTE``).
+#: Backup target meaning "remote reliable storage" (same string as ``trspark.engine.events.REMOTE``).
 REMOTE = "remote"
 
 OutputKey = tuple[Hashable, int]

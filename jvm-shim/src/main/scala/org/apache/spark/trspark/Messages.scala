@@ -100,7 +100,7 @@ object Wire {
 }
 
 /**
- * The engine's `SchedulingHints` command (`trspark/engine/protocol.py`): where a task of each
+ * The engine's `SchedulingHints` command (`trspark/engine/commands.py`): where a task of each
  * stage may start, decided by the engine; [[HintPlacement]] applies it.
  *
  * @param stageOrder runnable stages, most preferred first (largest data-size reduction rate).

@@ -8,7 +8,7 @@ import org.apache.spark.scheduler._
 import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd
 
 /**
- * Records Spark's scheduler events as the engine's protocol events (`trspark/engine/protocol.py`,
+ * Records Spark's scheduler events as the engine's protocol events (`trspark/engine/events.py`,
  * same JSON field names) and tells the driver plugin about new and lost map outputs. Runs on
  * Spark's listener bus, i.e. asynchronously: the synchronous re-pointing is in [[TRTaskScheduler]].
  */
