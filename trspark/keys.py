@@ -226,6 +226,10 @@ KEYS: tuple[Key, ...] = (
         "Never the last executors: while every executor has a notice, none is let go."),
     Key("notice.signal", "notice_signal", "PWR", _signal_name, "a signal name such as PWR or TERM, or none",
         "POSIX signal an executor takes as a termination notice (chained with Spark's own decommission handler); none = ignore signals."),
+    Key("rebalance.hazardFactor", "rebalance_hazard_factor", 10.0, _number(0.0, None, lo_open=True), "a number > 0",
+        "An executor with a rebalance recommendation (AWS) has its eviction hazard multiplied by this from when the "
+        "recommendation was posted: its outputs are backed up sooner and long or lineage-critical tasks avoid it. "
+        "1 = ignore recommendations."),
 )
 
 BY_FULL = {k.full: k for k in KEYS}

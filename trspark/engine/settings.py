@@ -50,6 +50,7 @@ class TRConfig:
     notice_expected: bool = False
     notice_release: bool = True
     notice_signal: str = "PWR"
+    rebalance_hazard_factor: float = 10.0
     pool_lifetimes: tuple[tuple[str, str], ...] = ()
     """(pool, lifetime spec) from ``spark.trspark.pool.<name>.lifetime``; spec ``stable`` = on-demand."""
 
