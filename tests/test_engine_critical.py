@@ -15,7 +15,7 @@ from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 from trspark.engine.state import JobState
 from trspark.engine.tr.checkpointing import Costs
-from trspark.engine.tr.critical import StablePlacement, mean_wait
+from trspark.engine.tr.critical import StablePlacement, last_wait
 from trspark.engine.tr.scheduling import GammaLimits
 from trspark.keys import BY_FULL, ConfigError, parse_value
 
@@ -50,16 +50,16 @@ def _priced(rule: StablePlacement, state: JobState, c_redo: float, c_bl: float =
     rule.observe(state.outputs[(0, 0)], state, Costs(c_redo=c_redo, c_bl=c_bl, c_br=math.inf, peer=None))
 
 
-def test_mean_wait_serves_pending_tasks_in_turn_on_the_earliest_cores() -> None:
-    wait, after = mean_wait(np.array([0.0, 2.0]), pending=3, seconds=1.0)
-    assert wait == pytest.approx((0.0 + 2.0 + 1.0) / 3)  # tasks at 0 s (core 0), 2 s (core 1), 1 s (core 0 again)
+def test_last_wait_serves_pending_tasks_in_turn_on_the_earliest_cores() -> None:
+    wait, after = last_wait(np.array([0.0, 2.0]), pending=3, seconds=1.0)
+    assert wait == pytest.approx(1.0)  # tasks at 0 s (core 0), 2 s (core 1), 1 s (core 0 again)
     assert list(after) == [2.0, 3.0]
 
 
 def test_a_costly_task_waits_for_a_free_stable_core() -> None:
     state = _mixed_state()
     rule = StablePlacement(["ondemand"])
-    _priced(rule, state, c_redo=5.0)  # 3 pending 1 s tasks on 2 free stable cores: mean wait 1/3 s
+    _priced(rule, state, c_redo=5.0)  # 3 pending 1 s tasks on 2 free stable cores: the last starts in 1 s
     limits = rule.restrict(state, _limits())
     assert limits.spot_forbidden == {0: ("s1", "s2")} and limits.spot_fallback == {}
     hints = limits.hints()
@@ -68,10 +68,19 @@ def test_a_costly_task_waits_for_a_free_stable_core() -> None:
     assert placement.plan(["s1", "s2", "od"], {0: 3}, {0: 1}, hints) == [("od", 0)]
 
 
-def test_a_cheap_task_stays_on_spot() -> None:
+def test_a_task_that_would_wait_longer_than_it_saves_goes_to_spot_after_the_free_stable_cores() -> None:
     state = _mixed_state()
     rule = StablePlacement(["ondemand"])
-    _priced(rule, state, c_redo=5.0, c_bl=0.2)  # a copy for 0.2 s is what the engine would pay: below 1/3 s
+    _priced(rule, state, c_redo=5.0, c_bl=0.2)  # a 0.2 s copy is what the engine would pay: below the 1 s wait
+    limits = rule.restrict(state, _limits())
+    assert limits.spot_forbidden == {} and limits.spot_fallback == {0: ("s1", "s2")}
+    assert placement.plan(["s1", "s2", "od"], {0: 3}, {0: 1}, limits.hints()) == [("od", 0), ("s1", 0), ("s2", 0)]
+
+
+def test_a_cheap_task_stays_on_spot() -> None:
+    state = _mixed_state(od_busy_until=101.0)
+    rule = StablePlacement(["ondemand"])
+    _priced(rule, state, c_redo=5.0)  # the next stable core frees in ~100 s
     limits = rule.restrict(state, _limits())
     assert limits.spot_forbidden == {} and limits.spot_fallback == {}
     assert limits.hints() == _limits().hints()
@@ -190,8 +199,9 @@ def test_a_rebalanced_spot_executor_weighs_more_in_the_stable_placement() -> Non
     state = _mixed_state()
     state.apply(ExecutorRebalance(time=2.0, executor_id="s2"))
     rule = StablePlacement(["ondemand"], rebalance_factor=10.0)
-    _priced(rule, state, c_redo=0.1)  # 0.1 s < mean wait 1/3 s; 10 x 0.1 s is not
-    assert rule.restrict(state, _limits()).spot_forbidden == {0: ("s2",)}
+    _priced(rule, state, c_redo=0.15)  # 0.15 s < the last task's 1 s wait; 10 x 0.15 s is not
+    limits = rule.restrict(state, _limits())
+    assert limits.spot_forbidden == {0: ("s2",)} and limits.spot_fallback == {0: ("s1",)}
 
 
 def test_factor_one_ignores_recommendations_and_a_bad_factor_names_the_key() -> None:

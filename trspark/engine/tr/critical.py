@@ -25,26 +25,34 @@ order in the failure probability; 1 otherwise).
 **Expected wait for a stable core** (s): the ``n`` stable cores free at
 :math:`f_1 \\le \\dots \\le f_n` (0 when free now, else the expected remaining time of the task
 running there, ``ET - elapsed`` floored at 0); the stages are served in stage order, a stage's
-``p`` pending tasks of ``ET_s`` seconds in turn, task ``j`` on core ``j mod n``:
+``p`` pending tasks of ``ET_s`` seconds in turn, task ``j`` on core ``j mod n``. The last of them
+starts after
 
-.. math:: \\bar W_s = \\frac{1}{p} \\sum_{j<p} \\Bigl(f_{j \\bmod n} + \\lfloor j/n \\rfloor\\, ET_s\\Bigr),
+.. math:: W_s = f_{(p-1) \\bmod n} + \\lfloor (p-1)/n \\rfloor\\, ET_s ,
 
-and only stages that are sent to stable capacity queue for it (the later stages see the cores
+and only the stages that wait for stable cores queue for them (the later stages see the cores
 the earlier ones took).
 
-**Rule.** Spot executor v is kept off stage s while waiting pays: :math:`k_v C_s > \\bar W_s`.
-It is ``forbidden`` for s (placement's starving pass still lets a stage with nothing running
-take a spot core) until the stage has waited :math:`k_v C_s` seconds since its restriction
-began; then v becomes a ``fallback`` for s -- stable cores still pick first, spot cores take
-what is left -- so an estimate that was too low never holds a stage longer than the loss it
-avoids. Python (:func:`trspark.engine.placement.place`) and Scala (``HintPlacement``) carry
-out the same hints; no decision is made in the drivers.
+**Rule**, per stage s and spot executor v, from the cheapest to the strongest:
+
+* :math:`k_v C_s \\le f_1` (nothing to gain even from the next stable core): unrestricted;
+* :math:`f_1 < k_v C_s \\le W_s` (the first tasks gain by a stable core, the last would wait
+  longer than their loss): v is a ``fallback`` for s -- stable cores pick first, spot cores take
+  what is left at once, so no task waits longer than it saves;
+* :math:`k_v C_s > W_s` (even the last task is better off waiting): v is ``forbidden`` for s
+  (placement's starving pass still lets a stage with nothing running take a spot core), until
+  the stage has waited :math:`k_v C_s` seconds since it was first kept off spot; then v is a
+  ``fallback``, so an estimate that was too low never holds a stage longer than the loss it
+  avoids.
+
+Python (:func:`trspark.engine.placement.place`) and Scala (``HintPlacement``) carry out the
+same hints; no decision is made in the drivers.
 
 **Pado as a limit.** When every lineage-critical stage's :math:`C_s` exceeds any wait (spot
 lifetimes far shorter than the lineage, copies unusable), every spot executor is forbidden for
 those stages: stable capacity runs the lineage-critical work and spot runs leaf and result
 work, which is Pado's placement (EuroSys'17). Pado picks its stages by a capacity budget; here
-the wait is the budget: once stable cores are saturated, :math:`\\bar W_s` outgrows
+the wait is the budget: once stable cores are saturated, :math:`W_s` outgrows
 :math:`C_s` and the stage runs on spot with its outputs backed up. When copies are cheap,
 :math:`C_s` is small and TR's backups win over waiting.
 """
@@ -65,17 +73,17 @@ from trspark.engine.views import ExecutorView, MapOutput, StageView
 SMOOTHING = 0.3
 
 
-def mean_wait(free_at: np.ndarray, pending: int, seconds: float) -> tuple[float, np.ndarray]:
-    """``(W̄, free_at after)``: the mean wait (s) of ``pending`` tasks of ``seconds`` each on cores free at ``free_at``.
+def last_wait(free_at: np.ndarray, pending: int, seconds: float) -> tuple[float, np.ndarray]:
+    """``(W_s, free_at after)``: when the last of ``pending`` tasks of ``seconds`` each starts on cores free at ``free_at``.
 
     ``free_at`` sorted ascending (s from now); task ``j`` runs on core ``j mod n`` (module docstring).
     """
     n = len(free_at)
     if pending <= 0 or n == 0:
         return 0.0, free_at
+    last = pending - 1
     counts = np.full(n, pending // n) + (np.arange(n) < pending % n)
-    total = float(np.sum(counts * free_at) + seconds * np.sum(counts * (counts - 1)) / 2.0)
-    return total / pending, np.sort(free_at + counts * seconds)
+    return float(free_at[last % n] + (last // n) * seconds), np.sort(free_at + counts * seconds)
 
 
 class StablePlacement:
@@ -95,12 +103,14 @@ class StablePlacement:
         self.cost: dict[int, float] = {}
         """shuffle -> ``C_s`` (s) of its outputs on spot executors."""
         self.since: dict[int, float] = {}
-        """stage -> time its spot executors were first kept off it (while they still are)."""
+        """stage -> time its spot executors were first worth forbidding (while they still are)."""
+        self.restricting = False
+        """Did the last :meth:`restrict` keep spot executors off, or after stable ones, for some stage?"""
 
     @property
     def active(self) -> bool:
-        """Is some stage being kept off spot executors now?"""
-        return bool(self.since)
+        """Is some stage restricted now (then every freed core changes the waits)?"""
+        return self.restricting
 
     def stable(self, executor: ExecutorView) -> bool:
         return executor.pool in self.stable_pools
@@ -137,6 +147,7 @@ class StablePlacement:
         spot = [e for e in alive if not self.stable(e)]
         if not (stable and spot):
             self.since.clear()
+            self.restricting = False
             return limits
         free_at = self._free_at(state, stable, limits.expected_task_seconds)
         order = limits.stage_order or tuple(sorted(limits.expected_task_seconds))
@@ -149,18 +160,22 @@ class StablePlacement:
                 continue
             cost = self.spot_cost(stage)
             seconds = limits.expected_task_seconds.get(stage_id, state.mean_task_seconds())
-            wait, after = mean_wait(free_at, stage.pending_count, seconds)
-            off = [(e.executor_id, self.weight(e) * cost) for e in spot if self.weight(e) * cost > wait]
-            if not off:
+            wait, after = last_wait(free_at, stage.pending_count, seconds)
+            weighed = [(e.executor_id, self.weight(e) * cost) for e in spot if self.weight(e) * cost > free_at[0]]
+            if not weighed:
                 continue
-            free_at = after  # this stage queues for the stable cores
-            since = kept[stage_id] = self.since.get(stage_id, state.now)
-            waited = state.now - since
-            if ids := tuple(sorted(e for e, c in off if waited <= c)):
+            if any(c > wait for _, c in weighed):
+                kept[stage_id] = self.since.get(stage_id, state.now)
+            waited = state.now - kept.get(stage_id, state.now)
+            if ids := tuple(sorted(e for e, c in weighed if c > wait and waited <= c)):
                 forbidden[stage_id] = ids
-            if ids := tuple(sorted(e for e, c in off if waited > c)):
+                free_at = after  # this stage queues for the stable cores
+            else:  # its first tasks take the stable cores free now
+                free_at = np.sort(np.where(np.arange(len(free_at)) < stage.pending_count, free_at + seconds, free_at))
+            if ids := tuple(sorted(e for e, c in weighed if e not in forbidden.get(stage_id, ()))):
                 fallback[stage_id] = ids
         self.since = kept
+        self.restricting = bool(forbidden or fallback)
         return dataclasses.replace(limits, spot_forbidden=forbidden, spot_fallback=fallback)
 
     @staticmethod
