@@ -10,6 +10,7 @@ from engine_world import MB, feed, map_stage, run_task
 
 from cost_model.lifetimes import Exponential, Raised, Stable, Weibull
 from trspark.engine import placement
+from trspark.engine.commands import Backup
 from trspark.engine.events import ExecutorAdded, ExecutorRebalance, TaskStarted, Tick
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
@@ -193,6 +194,19 @@ def test_a_rebalance_recommendation_raises_the_hazard_and_keeps_long_tasks_off()
     assert policy.hints.forbidden == {0: ("b",)}  # 30 s tasks do not fit b's 10 s
     lineage_model = policy.state.lineage.executor("b").model
     assert isinstance(lineage_model, Raised) and lineage_model.factor_ == 10.0
+
+
+@pytest.mark.parametrize(("factor", "backed_up"), [(1.0, False), (1000.0, True)])
+def test_a_rebalance_recommendation_gets_the_executor_s_output_backed_up(factor: float, backed_up: bool) -> None:
+    """A 60 s output that a 10 s copy would save: not worth it on a 1e5 s executor, worth it at 1000x the hazard."""
+    config = TRConfig(lifetime="exponential:mean=100000", duplication=False, rebalance_hazard_factor=factor)
+    policy = make_policy("tr", config)
+    events = [_executor("a", "spot", cores=1), _executor("b", "spot", cores=1)]
+    events += [map_stage(0, 2, 0), map_stage(1, 2, 1, parents=[0], parent_shuffles=[0])]
+    events += run_task(0, 0, "b", start=0.0, seconds=60.0, write=4000 * MB, shuffle_id=0)
+    assert not [c for c in feed(policy, events) if isinstance(c, Backup)]
+    after = feed(policy, [ExecutorRebalance(time=61.0, executor_id="b"), Tick(time=62.0), Tick(time=67.0)])
+    assert [(c.source, c.target) for c in after if isinstance(c, Backup)] == ([("b", "a")] if backed_up else [])
 
 
 def test_a_rebalanced_spot_executor_weighs_more_in_the_stable_placement() -> None:
