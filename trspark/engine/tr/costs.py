@@ -43,6 +43,9 @@ NOTICE_STALENESS = 0.25
 #: Horizon standing for "the rest of the executor's life" in ``C_B2`` (s); ~3 years.
 LIFE_HORIZON = 1e8
 
+#: Mean lifetime (s) that sizes the time grid when every model is stable (never evicted).
+DEFAULT_MEAN = 3600.0
+
 
 class CostEstimator:
     """``Recompute`` + ``BackupCosts`` of ``cost_model`` over a lineage the job state feeds.
@@ -62,11 +65,11 @@ class CostEstimator:
         self.knowledge = knowledge
         self.lineage = lineage
         # The grid must reach the longest T_max we ask for; past it Er is held constant.
-        horizon = max(1.0, 4.0 * knowledge.prior.mean())
+        horizon = max(1.0, 4.0 * knowledge.longest_mean(DEFAULT_MEAN))
         self.grid = TimeGrid.geometric(horizon, size=config.grid_size, first=min(0.05, horizon / 1e4))
         self.recompute = Recompute(
             self.lineage, self.grid, depth=config.recursion_depth,
-            max_staleness=NOTICE_STALENESS if knowledge.uses_notices else config.period * 0.999
+            max_staleness=NOTICE_STALENESS if knowledge.exact else config.period * 0.999
         )
         self.backup = BackupCosts(
             self.recompute, config.local_bandwidth, config.remote_bandwidth, config.remote_cap,
@@ -86,7 +89,11 @@ class CostEstimator:
         """
         for shuffle in forgotten:
             self.recompute.forget_shuffle(shuffle)
-        if tick or self._first or self.knowledge.uses_notices:
+        exact = self.knowledge.exact
+        if exact and self.recompute.max_staleness > NOTICE_STALENESS:  # the first notice came
+            self.recompute.max_staleness = NOTICE_STALENESS
+            self.recompute.refresh()
+        if tick or self._first or exact:
             self._first = False
             self.recompute.advance(now)
 

@@ -64,7 +64,7 @@ from trspark.engine.tr.checkpointing import Costs, decide
 from trspark.engine.tr.costs import CostEstimator
 from trspark.engine.tr.duplication import Duplicator, SplitAdvisor
 from trspark.engine.tr.horizon import NeedHorizon
-from trspark.engine.tr.knowledge import LifetimeKnowledge
+from trspark.engine.tr.knowledge import LifetimeKnowledge, knowledge_from
 from trspark.engine.tr.notices import NoticeRules
 from trspark.engine.tr.replan import Replanning
 from trspark.engine.tr.safety_belt import SafetyBeltMonitor
@@ -105,7 +105,7 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         from cost_model.lifetimes import from_spec
 
         self.config = config
-        self.knowledge = knowledge or LifetimeKnowledge(from_spec(config.lifetime), config.knowledge)
+        self.knowledge = knowledge or knowledge_from(from_spec(config.lifetime), config.knowledge, config.pool_lifetimes)
         lineage = Lineage()
         self.state = JobState(lineage=lineage, lifetime_of=self.knowledge.model)
         self.costs = CostEstimator(config, self.knowledge, lineage)
