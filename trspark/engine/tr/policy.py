@@ -277,7 +277,8 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         state = self.state
         t_max = self.horizon(state, block)
         weight = float(stall_width(state, block.shuffle_id)) if self.config.stall_weight else 1.0
-        return self.costs.costs(block, state, t_max, weight=weight, remote_in_flight=self.stack.in_flight_to(REMOTE))
+        return self.costs.costs(block, state, t_max, weight=weight, remote_in_flight=self.stack.in_flight_to(REMOTE),
+                                peer_loads=self.stack.peer_loads(exclude=block.block_id))
 
     def _belt_target(self, block: MapOutput) -> str | None:
         if self.config.targets != "local":
