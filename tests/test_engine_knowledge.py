@@ -6,7 +6,7 @@ import pytest
 from engine_world import MB, feed, map_stage, run_task
 
 from trspark.engine.commands import Backup
-from trspark.engine.events import REMOTE, Event, ExecutorAdded, ExecutorNotice
+from trspark.engine.events import REMOTE, Event, ExecutorAdded, ExecutorLost, ExecutorNotice
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 from trspark.engine.tr.checkpointing import decide
@@ -110,3 +110,18 @@ def test_a_notice_changes_the_costs_by_default_and_not_when_ignored(knowledge: s
 def test_a_bad_pool_spec_names_the_pool() -> None:
     with pytest.raises(ValueError, match="pool 'spot'.*known:.*stable"):
         _policy(pools=(("spot", "sometimes"),))
+
+
+def test_fitted_refits_each_pool_on_its_own_evictions_and_never_a_stable_pool() -> None:
+    from cost_model.lifetimes import Empirical
+
+    policy = _policy(knowledge="fitted", pools=(("ondemand", "stable"), ("spot", "exponential:mean=1000")))
+    events: list[Event] = [ExecutorAdded(time=0.0, executor_id="od", cores=1, pool="ondemand")]
+    for i in range(5):  # five spot executors evicted after 2, 4, ... 10 s
+        events += [ExecutorAdded(time=0.0, executor_id=f"s{i}", cores=1, pool="spot"),
+                   ExecutorLost(time=2.0 * (i + 1), executor_id=f"s{i}")]
+    feed(policy, events)
+    knowledge = policy.knowledge
+    assert isinstance(knowledge.pools["spot"], Empirical) and knowledge.pools["spot"].mean() < 20.0
+    assert knowledge.pools["ondemand"].spec() == "stable" and knowledge.shared is knowledge.prior
+    assert "od" in policy.state.safe_holders
