@@ -149,12 +149,15 @@ class BackupCosts:
         return [_with_peer(base, peer, float(loss)) for peer, loss in zip(peers, peer_loss, strict=True)]
 
     def best_local_destination(
-        self, shuffle_id: Hashable, map_index: int, t_max: float, candidates: Sequence[str] | None = None
+        self, shuffle_id: Hashable, map_index: int, t_max: float, candidates: Sequence[str] | None = None,
+        bandwidth: float | None = None,
     ) -> BackupCost | None:
         """The peer with the lowest :math:`C_{BL}` (ties: first in order), or None if there is none.
 
         ``candidates`` defaults to every live executor; the executors already holding the
-        block are never candidates. Only :math:`C_P` differs between peers (same bandwidth).
+        block are never candidates. Only :math:`C_P` differs between peers (same bandwidth:
+        ``bandwidth`` bytes/s, default the local bandwidth; less for peers that already receive
+        other copies).
         """
         lineage = self.recompute.lineage
         out = lineage.output(shuffle_id, map_index)
@@ -165,7 +168,7 @@ class BackupCosts:
             slots = np.array([ex.slot for ex in peers], dtype=np.int64)
         if not peers:
             return None
-        base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, slots)
+        base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, slots, bandwidth)
         best = int(np.argmin(peer_loss))
         return _with_peer(base, peers[best].executor_id, float(peer_loss[best]))
 
@@ -196,11 +199,13 @@ class BackupCosts:
         return _Block(shuffle_id, map_index, t_max, seconds, rc.lineage.executor(failing).slot)
 
     def _local_costs(
-        self, shuffle_id: Hashable, map_index: int, t_max: float, peer_slots: Sequence[int] | NDArray[np.int64]
+        self, shuffle_id: Hashable, map_index: int, t_max: float, peer_slots: Sequence[int] | NDArray[np.int64],
+        bandwidth: float | None = None,
     ) -> tuple[BackupCost, FloatArray]:
-        """The peer-independent terms and :math:`C_P(Y)` per peer slot."""
+        """The peer-independent terms and :math:`C_P(Y)` per peer slot, copying at ``bandwidth`` (bytes/s)."""
         rc = self.recompute
-        block = self._block(shuffle_id, map_index, t_max, self.local_bandwidth)
+        rate = self.local_bandwidth if bandwidth is None else _check_bandwidth("bandwidth", bandwidth)
+        block = self._block(shuffle_id, map_index, t_max, rate)
         peer_slots = np.asarray(peer_slots, dtype=np.int64)
         times = np.array([block.seconds, t_max])
         # F at BT and T: exact for X. For the peers only F(T) matters -- F(BT) bounds cells that X

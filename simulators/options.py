@@ -77,8 +77,8 @@ def world_options(f: F) -> F:
                           "--pool spot=8@weibull:shape=0.6,scale=33. An evicted VM is replaced in its pool. A pool "
                           "without @SPEC takes the lifetime of --stability/--lambda/--lifetime (sweep: of each "
                           "--stabilities point), so --pool ondemand=2@stable --pool spot=8 --stability 20 scales "
-                          "only the spot pool. The policy believes the largest evictable pool's lifetime unless "
-                          "--believed-lifetime says otherwise."),
+                          "only the spot pool. tr believes each pool's own lifetime (stable pools: never evicted); "
+                          "--believed-lifetime replaces the evictable pools' belief."),
         click.option("--cores", type=int, default=None, help="Cores per VM (default 4; whatif: from the log)."),
         click.option("--local-bw", callback=_bw("local-bw"), default=None, help="Peer bandwidth per VM, e.g. 400m (bytes/s)."),
         click.option("--remote-bw", callback=_bw("remote-bw"), default=None, help="Remote bandwidth per VM, e.g. 100m."),
@@ -87,7 +87,8 @@ def world_options(f: F) -> F:
                      help="Fixed seconds of every backup copy before its bytes move (the engine is told the same)."),
         click.option("--believed-lifetime", default=None, help="Lifetime model the policy believes (default: the true one)."),
         click.option("--knowledge", type=click.Choice(["indeterministic", "deterministic"]), default="indeterministic",
-                     help="deterministic: each VM's death time is announced when it registers."),
+                     help="deterministic: each VM's death time is announced when it registers (tr then uses "
+                          "lifetime.knowledge=deterministic; otherwise its --conf lifetime.knowledge holds)."),
         click.option("--notice", type=float, default=None, help="Also announce each death N seconds ahead."),
         click.option("--replace-delay", type=float, default=0.0, show_default=True, help="Seconds until an evicted VM is replaced."),
         click.option("--max-slowdown", type=float, default=20.0, show_default=True, help="A run beyond this x stable time fails."),

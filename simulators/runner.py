@@ -48,16 +48,26 @@ class Experiment:
     seed: int = 0
 
     def policy_config(self) -> TRConfig:
-        """The config the policy gets: cluster bandwidths and knowledge from the world."""
+        """The config the policy gets: cluster bandwidths, knowledge and each pool's lifetime from the world.
+
+        Each pool's believed lifetime is its true one; when the policy was told to believe
+        another model than the world's default belief, every evictable pool believes that one
+        (which pools are on-demand is known either way). A world that announces each death at
+        registration makes the policy ``deterministic``; otherwise the config's knowledge holds.
+        """
         w = self.world
+        pools = self.config.pool_lifetimes
+        if w.pools and not pools:
+            told = self.config.lifetime != w.default_belief()
+            pools = tuple((name, "stable" if not w.evictable(spec) else self.config.lifetime if told else str(spec))
+                          for name, _, spec in w.pool_table())
         return self.config.with_options(
-            knowledge=w.knowledge,
+            knowledge="deterministic" if w.knowledge == "deterministic" else self.config.knowledge,
             local_bandwidth=w.local_bandwidth,
             remote_bandwidth=w.remote_bandwidth,
             remote_cap=w.remote_cap,
             backup_latency=w.backup_latency,
-            # The pools' true specs, so the policy knows which executors are stable ("stable" = never evicted).
-            pool_lifetimes=tuple((name, spec or "stable") for name, _, spec in w.pool_table()) if w.pools else (),
+            pool_lifetimes=pools,
         )
 
 

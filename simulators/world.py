@@ -161,11 +161,12 @@ class WorldSpec:
         return " ".join(f"{name}={count}@{spec or 'stable'}" for name, count, spec in self.pool_table())
 
     def default_belief(self) -> str | None:
-        """The one lifetime model a policy believes unless told otherwise.
+        """The shared lifetime model a policy believes unless told otherwise.
 
         A homogeneous world: its own. With pools: the model of the evictable pool with the most
-        VMs (the first such pool on a tie), since the engine holds a single model per job;
-        ``stable`` when no VM can be evicted.
+        VMs (the first such pool on a tie), for executors of a pool the policy has no model of
+        (each pool's own model reaches tr through ``TRConfig.pool_lifetimes``); ``stable`` when
+        no VM can be evicted.
         """
         if not self.pools:
             return self.lifetime

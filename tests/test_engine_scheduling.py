@@ -438,10 +438,12 @@ def test_notice_expected_needs_a_knowledge_that_uses_notices() -> None:
     from trspark.live.config import from_spark_conf
 
     with pytest.raises(ConfigError, match="notice.expected=true needs spark.trspark.lifetime.knowledge"):
-        validate(TRConfig(notice_expected=True))
+        validate(TRConfig(notice_expected=True, knowledge="indeterministic"))
     with pytest.raises(ConfigError, match="notice.expected=true needs spark.trspark.lifetime.knowledge"):
-        from_spark_conf({"spark.trspark.notice.expected": "true"})
+        from_spark_conf({"spark.trspark.notice.expected": "true", "spark.trspark.lifetime.knowledge": "indeterministic"})
     assert validate(TRConfig(notice_expected=True, knowledge="fitted")).notice_expected
+    # the default knowledge prices notices
+    assert from_spark_conf({"spark.trspark.notice.expected": "true"}).notice_expected
 
 
 def test_gamma_rule_keeps_the_stage_s_longest_task_off_an_executor_that_dies_first() -> None:

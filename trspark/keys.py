@@ -150,9 +150,12 @@ KEYS: tuple[Key, ...] = (
         "deterministic:at=S, bathtub[:early_prob=P,early_mean=S,mid_rate=R,late_prob=P,late_scale=S,cap=S], "
         "empirical:durations=S;S;…,observed=1;0;…",
         "Executor lifetime model the engine starts from (seconds)."),
-    Key("lifetime.knowledge", "knowledge", "indeterministic", _choice("indeterministic", "deterministic", "fitted"),
-        "indeterministic | deterministic | fitted",
-        "What the engine knows of lifetimes: only the distribution, exact lifetimes (spot block / notices), or a distribution fitted online from observed evictions."),
+    Key("lifetime.knowledge", "knowledge", "notices", _choice("notices", "indeterministic", "deterministic", "fitted"),
+        "notices | indeterministic | deterministic | fitted",
+        "What the engine knows of lifetimes: each pool's distribution, and an executor's exact end once a termination "
+        "notice or spot block names it (notices); only the distributions, notices ignored in the costs "
+        "(indeterministic); as notices with exact-lifetime scheduling, gamma = 1 (deterministic); or distributions "
+        "fitted online from each pool's observed evictions (fitted)."),
     Key("backup.targets", "targets", "both", _choice("both", "local", "remote"), "both | local | remote",
         "Where backups may go: peer executors, remote storage, or both."),
     Key("beta", "beta", 0.5, _number(0.0, None, lo_open=True), "a number > 0",
@@ -218,7 +221,7 @@ KEYS: tuple[Key, ...] = (
         "live). A value as long as the notice window copies at once."),
     Key("notice.expected", "notice_expected", False, _bool, "true | false",
         "Every eviction comes with a termination notice at least notice.window seconds ahead (needs "
-        "lifetime.knowledge deterministic or fitted): an output is not backed up before its executor's notice "
+        "lifetime.knowledge other than indeterministic): an output is not backed up before its executor's notice "
         "while everything that executor holds could still be copied within the window, less notice.margin."),
     Key("notice.release", "notice_release", True, _bool, "true | false",
         "Let an executor with a termination notice go once no task fits before its deadline, none runs there "
@@ -288,7 +291,7 @@ def validate(config: TRConfig) -> TRConfig:
         parse_pool_lifetime(full, spec)
     if config.notice_expected and config.knowledge == "indeterministic":
         raise ConfigError(
-            f"{PREFIX}notice.expected=true needs {PREFIX}lifetime.knowledge deterministic or fitted "
+            f"{PREFIX}notice.expected=true needs {PREFIX}lifetime.knowledge notices, deterministic or fitted "
             "(with indeterministic the engine ignores notices); got indeterministic")
     return config
 

@@ -65,6 +65,9 @@ class JobRecords:
         self._warm_seconds_done = 0.0
         """The same, without the first task of each executor JVM (see :meth:`mean_warm_task_seconds`)."""
         self._alive_cores = 0
+        self.safe_holders: set[str] = set()
+        """Alive executors never evicted under their lifetime law (``stable``, no notice): a
+        copy there is as safe as one on remote storage."""
         self._held: dict[str, set[BlockId]] = {}
         """executor -> outputs it holds a copy of (as writer or peer backup): O(own) eviction."""
         self._by_shuffle: dict[int, set[BlockId]] = {}
@@ -126,8 +129,12 @@ class JobRecords:
         return [self.planned[s] for s in sorted(self.planned_readers.get(shuffle_id, ())) if s not in self.stages]
 
     def is_safe(self, block: MapOutput) -> bool:
-        """The block survives any eviction: consumed, or on remote storage."""
-        return block.consumed or block.on_remote
+        """The block survives any eviction: consumed, on remote storage, or on a never-evicted executor."""
+        return block.consumed or block.on_remote or self._on_safe_holder(block)
+
+    def _on_safe_holder(self, block: MapOutput) -> bool:
+        safe = self.safe_holders
+        return bool(safe) and any(h in safe for h in block.holders())
 
     def consumers_safe(self, shuffle_id: int) -> bool:
         """Every reader of ``shuffle_id`` finished and its own outputs are safe (paper §2.3).
@@ -148,8 +155,8 @@ class JobRecords:
             outputs, shuffle = self.outputs, stage.shuffle_id
             for p in range(stage.num_tasks):
                 out = outputs.get((shuffle, p))
-                if out is None or not (out.consumed or REMOTE in out.backups):  # is_safe, inlined: a hot loop
-                    return False
+                if out is None or not (out.consumed or REMOTE in out.backups or self._on_safe_holder(out)):
+                    return False  # is_safe, inlined: a hot loop
         return True
 
     def mean_task_seconds(self) -> float:

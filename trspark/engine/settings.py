@@ -18,7 +18,7 @@ class TRConfig:
 
     mode: str = "tr"
     lifetime: str = "exponential:mean=3600"
-    knowledge: str = "indeterministic"
+    knowledge: str = "notices"
     targets: str = "both"
     beta: float = 0.5
     gamma: float = 1.0

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from cost_model.lifetimes import LifetimeModel
 from trspark.engine.events import (
     REMOTE,
     BackupFailed,
@@ -34,7 +35,15 @@ from trspark.engine.events import (
     TaskStarted,
 )
 from trspark.engine.records import JobRecords
-from trspark.engine.views import BlockId, ExecutorView, MapOutput, PlannedStage, StageView, observed_lifetime
+from trspark.engine.views import (
+    BlockId,
+    ExecutorView,
+    MapOutput,
+    PlannedStage,
+    StageView,
+    never_evicted,
+    observed_lifetime,
+)
 
 
 class JobState(JobRecords):
@@ -67,10 +76,26 @@ class JobState(JobRecords):
         view = ExecutorView(
             executor_id=e.executor_id, added=e.time, started=started, host=e.host, cores=max(1, e.cores), pool=e.pool
         )
+        if old is not None and old.alive:
+            # A repeated ExecutorAdded names the pool found later: what happened meanwhile stays.
+            view.running, view.tasks_done = old.running, old.tasks_done
+            view.notice_deadline, view.draining = old.notice_deadline, old.draining
         self.executors[e.executor_id] = view
-        lineage = self.lineage
-        if lineage is not None and self._lifetime_of is not None and not lineage.has_executor(e.executor_id):
-            lineage.add_executor(e.executor_id, self._lifetime_of(view), started=view.started)
+        lineage, lifetime_of = self.lineage, self._lifetime_of
+        if lineage is None or lifetime_of is None:
+            return
+        model = lifetime_of(view)
+        if lineage.has_executor(e.executor_id):
+            lineage.set_model(e.executor_id, model)
+        else:
+            lineage.add_executor(e.executor_id, model, started=view.started)
+        self._mark_safe(e.executor_id, model)
+
+    def _mark_safe(self, executor_id: str, model: LifetimeModel) -> None:
+        if never_evicted(model):
+            self.safe_holders.add(executor_id)
+        else:
+            self.safe_holders.discard(executor_id)
 
     def _executor_notice(self, e: ExecutorNotice) -> None:
         ex = self.executors.get(e.executor_id)
@@ -94,11 +119,14 @@ class JobState(JobRecords):
         for executor in lineage.executors():
             view = self.executors.get(executor.executor_id)
             if view is not None:
-                lineage.set_model(executor.executor_id, lifetime_of(view))
+                model = lifetime_of(view)
+                lineage.set_model(executor.executor_id, model)
+                self._mark_safe(executor.executor_id, model)
 
     def _executor_lost(self, e: ExecutorLost) -> None:
         if self.lineage is not None and self.lineage.has_executor(e.executor_id):
             self.lineage.remove_executor(e.executor_id)
+        self.safe_holders.discard(e.executor_id)
         ex = self.executors.get(e.executor_id)
         if ex is None or not ex.alive:
             return

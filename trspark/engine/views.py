@@ -151,7 +151,15 @@ class MapOutput:
 
 
 LifetimeOf = Callable[[ExecutorView], LifetimeModel]
-"""An executor's lifetime law, from what the state knows of it (start, termination notice)."""
+"""An executor's lifetime law, from what the state knows of it (start, pool, termination notice)."""
+
+#: Horizon (s) standing for "ever" in :func:`never_evicted`; ~3 years.
+EVER = 1e8
+
+
+def never_evicted(model: LifetimeModel) -> bool:
+    """:math:`P(T > \text{EVER}) = 1`: capacity that is never taken away (``stable``, on-demand)."""
+    return float(model.cond_sf(0.0, EVER)) >= 1.0
 
 
 def observed_lifetime(executor: ExecutorView, lost: ExecutorLost) -> tuple[float, bool]:

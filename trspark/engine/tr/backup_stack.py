@@ -90,6 +90,14 @@ class BackupStack:
         """Released, unfinished backups to ``target`` (``"remote"`` or a peer id)."""
         return sum(1 for plan in self.in_flight.values() if plan.target == target)
 
+    def peer_loads(self, exclude: BlockId | None = None) -> dict[str, int]:
+        """Peer -> backups released or planned to it (but ``exclude``'s): the copies that will share its bandwidth."""
+        out: dict[str, int] = {}
+        for plan in self.in_flight.values():
+            if plan.target != "remote" and plan.block_id != exclude:
+                out[plan.target] = out.get(plan.target, 0) + 1
+        return out
+
     def pending_count(self) -> int:
         return len(self._planned)
 

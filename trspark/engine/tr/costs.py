@@ -23,11 +23,11 @@ And one that goes beyond the paper: re-computation is weighted by the cores a lo
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from cost_model.backup import BackupCosts
+from cost_model.backup import BackupCost, BackupCosts
 from cost_model.lineage import Lineage
 from cost_model.recompute import Recompute
 from cost_model.timegrid import TimeGrid
@@ -42,6 +42,9 @@ NOTICE_STALENESS = 0.25
 
 #: Horizon standing for "the rest of the executor's life" in ``C_B2`` (s); ~3 years.
 LIFE_HORIZON = 1e8
+
+#: Mean lifetime (s) that sizes the time grid when every model is stable (never evicted).
+DEFAULT_MEAN = 3600.0
 
 
 class CostEstimator:
@@ -62,11 +65,11 @@ class CostEstimator:
         self.knowledge = knowledge
         self.lineage = lineage
         # The grid must reach the longest T_max we ask for; past it Er is held constant.
-        horizon = max(1.0, 4.0 * knowledge.prior.mean())
+        horizon = max(1.0, 4.0 * knowledge.longest_mean(DEFAULT_MEAN))
         self.grid = TimeGrid.geometric(horizon, size=config.grid_size, first=min(0.05, horizon / 1e4))
         self.recompute = Recompute(
             self.lineage, self.grid, depth=config.recursion_depth,
-            max_staleness=NOTICE_STALENESS if knowledge.uses_notices else config.period * 0.999
+            max_staleness=NOTICE_STALENESS if knowledge.exact else config.period * 0.999
         )
         self.backup = BackupCosts(
             self.recompute, config.local_bandwidth, config.remote_bandwidth, config.remote_cap,
@@ -86,7 +89,11 @@ class CostEstimator:
         """
         for shuffle in forgotten:
             self.recompute.forget_shuffle(shuffle)
-        if tick or self._first or self.knowledge.uses_notices:
+        exact = self.knowledge.exact
+        if exact and self.recompute.max_staleness > NOTICE_STALENESS:  # the first notice came
+            self.recompute.max_staleness = NOTICE_STALENESS
+            self.recompute.refresh()
+        if tick or self._first or exact:
             self._first = False
             self.recompute.advance(now)
 
@@ -96,13 +103,14 @@ class CostEstimator:
 
     # ---- costs --------------------------------------------------------------------------
     def costs(self, block: MapOutput, state: JobState, t_max: float, *, weight: float,
-              remote_in_flight: int) -> Costs:
+              remote_in_flight: int, peer_loads: Mapping[str, int] | None = None) -> Costs:
         """``C_Redo``, best ``C_BL`` and ``C_BR`` (s) of ``block`` consumed ``t_max`` s from now.
 
         Every re-computation term (``C_Redo``, ``C_R``, ``C_P``) is multiplied by ``weight``, the
         cores a loss holds up (:func:`~trspark.engine.tr.stall.stall_width`, or 1); the copy
         terms (``C_B1``, ``C_B2``) are not. ``remote_in_flight`` remote backups share the
-        store's bandwidth with this one. ``state`` is only read (the holders' ages).
+        store's bandwidth with this one; ``peer_loads[y]`` copies share peer ``y``'s
+        (:meth:`best_local`). ``state`` is only read (the holders' ages).
 
         When ``C_Redo`` is below a lower bound of every allowed backup cost -- ``C_B2`` alone,
         :math:`BT \\cdot P(BT < T_X \\le T)` -- no backup can win Algorithm 2, so the backup
@@ -121,12 +129,41 @@ class CostEstimator:
             c_br = remote.b1 + weight * remote.redo + remote.b2
         c_bl, peer = math.inf, None
         if targets in ("both", "local"):
-            best = self.backup.best_local_destination(sid, idx, t_max)
-            if best is not None:
-                # best.b2 stops at T_max; C_B2 over the source's life is the same term with T -> life.
-                life_b2 = self._life_b2(block, state, best.seconds)
-                c_bl, peer = best.b1 + weight * (best.redo + best.peer_loss) + life_b2, best.target
+            c_bl, peer = self.best_local(block, state, t_max, weight, peer_loads or {})
         return Costs(c_redo=c_redo, c_bl=c_bl, c_br=c_br, peer=peer)
+
+    def best_local(self, block: MapOutput, state: JobState, t_max: float, weight: float,
+                   loads: Mapping[str, int]) -> tuple[float, str | None]:
+        """The lowest ``C_BL`` (s) and its peer, a peer receiving ``n`` other copies sharing its bandwidth.
+
+        A copy to a peer that already receives ``n`` copies moves at ``local_bandwidth / (n + 1)``
+        (the peer's link is shared): many evictable executors copying to one stable executor
+        slow each other down, and the longer ``BT`` raises every copy term. Peers are priced in
+        groups of equal load; when the cheapest peer at full bandwidth receives nothing, no
+        other peer can beat it and one group is enough.
+        """
+        sid, idx = block.block_id
+        best = self.backup.best_local_destination(sid, idx, t_max)
+        if best is None:
+            return math.inf, None
+        if not loads.get(best.target):
+            return self._c_bl(block, state, best, weight), best.target
+        holders = set(block.holders())
+        groups: dict[int, list[str]] = {}
+        for ex in self.lineage.executors():
+            if ex.executor_id not in holders:
+                groups.setdefault(loads.get(ex.executor_id, 0), []).append(ex.executor_id)
+        out: tuple[float, str | None] = (math.inf, None)
+        for load, peers in sorted(groups.items()):
+            bandwidth = self.config.local_bandwidth / (load + 1)
+            option = self.backup.best_local_destination(sid, idx, t_max, candidates=peers, bandwidth=bandwidth)
+            if option is not None and (cost := self._c_bl(block, state, option, weight)) < out[0]:
+                out = (cost, option.target)
+        return out
+
+    def _c_bl(self, block: MapOutput, state: JobState, option: BackupCost, weight: float) -> float:
+        """``C_BL`` (s) of one peer option: ``option.b2`` stops at T_max; over the source's life it is ``_life_b2``."""
+        return option.b1 + weight * (option.redo + option.peer_loss) + self._life_b2(block, state, option.seconds)
 
     def _life_b2(self, block: MapOutput, state: JobState, seconds: float) -> float:
         """:math:`C_{B2} = BT \\cdot P(BT < T_X \\le T)` with ``T`` = the source's life (``LIFE_HORIZON``)."""

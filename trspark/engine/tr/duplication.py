@@ -37,7 +37,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from cost_model.lifetimes import Exponential
 from trspark.engine.commands import Advice, Command, DuplicateTask, KillDuplicate, SchedulingHints
 from trspark.engine.placement import allowed
 from trspark.engine.state import JobState
@@ -100,7 +99,7 @@ class Duplicator:
     def duplicate_on_idle(self, state: JobState, hints: SchedulingHints | None = None,
                           warm_first: bool = False) -> list[Command]:
         """Copy the top running tasks onto idle executors (see :func:`idle_executors`)."""
-        if not self.knowledge.uses_notices and isinstance(self.knowledge.shared, Exponential):
+        if self.knowledge.one_memoryless_law():
             return []  # one memoryless law for all: a copy is never safer than its original
         ready = idle_executors(state, hints, warm_first)
         if not ready:

@@ -66,7 +66,7 @@ from trspark.engine.tr.costs import CostEstimator
 from trspark.engine.tr.critical import StablePlacement
 from trspark.engine.tr.duplication import Duplicator, SplitAdvisor
 from trspark.engine.tr.horizon import NeedHorizon
-from trspark.engine.tr.knowledge import LifetimeKnowledge
+from trspark.engine.tr.knowledge import LifetimeKnowledge, pool_models
 from trspark.engine.tr.notices import NoticeRules
 from trspark.engine.tr.rebalance import RebalanceKnowledge
 from trspark.engine.tr.replan import Replanning
@@ -108,7 +108,8 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         from cost_model.lifetimes import from_spec
 
         self.config = config
-        self.knowledge = knowledge or RebalanceKnowledge(from_spec(config.lifetime), config.knowledge,
+        prior = from_spec(config.lifetime)
+        self.knowledge = knowledge or RebalanceKnowledge(prior, config.knowledge, pools=pool_models(prior, config.pool_lifetimes),
                                                          factor=config.rebalance_hazard_factor)
         self.critical = StablePlacement(config.stable_pools(), config.rebalance_hazard_factor)
         lineage = Lineage()
@@ -285,7 +286,8 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         state = self.state
         t_max = self.horizon(state, block)
         weight = float(stall_width(state, block.shuffle_id)) if self.config.stall_weight else 1.0
-        costs = self.costs.costs(block, state, t_max, weight=weight, remote_in_flight=self.stack.in_flight_to(REMOTE))
+        costs = self.costs.costs(block, state, t_max, weight=weight, remote_in_flight=self.stack.in_flight_to(REMOTE),
+                                 peer_loads=self.stack.peer_loads(exclude=block.block_id))
         self.critical.observe(block, state, costs)
         return costs
 

@@ -21,6 +21,8 @@ knowledge variant honours, the deadline model is used as it is. ``k = 1`` turns 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from cost_model.lifetimes import LifetimeModel, Raised
 from trspark.engine.tr.knowledge import LifetimeKnowledge
 from trspark.engine.views import ExecutorView
@@ -40,9 +42,9 @@ class RebalanceKnowledge(LifetimeKnowledge):
     base model), so executors sharing nothing do not share a model group.
     """
 
-    def __init__(self, prior: LifetimeModel, mode: str = "indeterministic", *, factor: float = 1.0,
-                 min_evictions: int = 5) -> None:
-        super().__init__(prior, mode, min_evictions=min_evictions)
+    def __init__(self, prior: LifetimeModel, mode: str = "notices", *, factor: float = 1.0,
+                 min_evictions: int = 5, pools: Mapping[str, LifetimeModel] | None = None) -> None:
+        super().__init__(prior, mode, min_evictions=min_evictions, pools=pools)
         if not factor > 0.0:
             raise ValueError(f"rebalance hazard factor must be > 0, got {factor!r}")
         self.factor = factor
