@@ -33,7 +33,7 @@ _SWEEP_FLAGS = "--vms 10 --scale 0.01 --runs 200 --workers 2 --period 1 --no-dup
 ENGINE = Report("engine", "Policy engine in the simulator", f"""
 The engine's policies driven by the simulator through `bench/engine_sweep.py` and
 `bench/engine_ablation.py` (every setting is a CSV column). {_SIM} A failed run counts as 20.
-`oracle` knows every VM's death time; `oracle-backup` knows them for backups only and places
+`oracle` knows every VM's death time; `oracle-backup-driver` knows them for backups only and places
 tasks as the driver does. `python bench/engine_targets.py docs/results/engine_sweep.csv` judges
 the sweep against the design targets.
 """, (
