@@ -20,7 +20,6 @@ from simulators.dag import JobSpec
 from simulators.pricing import MONEY_COLUMNS, Prices, money_summary
 from simulators.runner import Experiment, run_experiment, stable_job_time, with_stability
 from simulators.world import Pool, WorldSpec
-from trspark.engine.registry import POOL_POLICIES
 from trspark.engine.settings import TRConfig
 from trspark.stats import bootstrap_ci, mean_ratio_ci
 
@@ -58,13 +57,9 @@ class SweepPoint:
 
 def sweep_points(workloads: Sequence[str], policies: Sequence[str], stabilities: Sequence[float],
                  shares: Sequence[float | None] = (None,), shapes: Sequence[float | None] = (None,)) -> list[SweepPoint]:
-    """Every combination; the policies of one cell are consecutive (a cell's rows end together).
-
-    At 0 % on demand there is no stable capacity for ``efm`` and ``pado`` to use: they would
-    play ``always`` and ``never`` run for run, so those points are left out.
-    """
+    """Every combination; the policies of one cell are consecutive (a cell's rows end together)."""
     return [SweepPoint(w, p, s, share, shape) for w in workloads for shape in shapes for share in shares
-            for s in stabilities for p in policies if not (share == 0 and p in POOL_POLICIES)]
+            for s in stabilities for p in policies]
 
 
 def with_on_demand_share(world: WorldSpec, percent: float | None) -> WorldSpec:
