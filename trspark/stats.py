@@ -44,7 +44,7 @@ class Interval:
         return f"{self.median:.2f}{unit} [{self.low:.2f}, {self.high:.2f}]{verdict}"
 
 
-def bootstrap_ci(samples: Sequence[Sequence[float]], statistic: Callable[..., np.ndarray], *, paired: bool = False,
+def bootstrap_ci(samples: Sequence[Sequence[float] | np.ndarray], statistic: Callable[..., np.ndarray], *, paired: bool = False,
                  confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = SEED) -> tuple[float, float]:
     """The percentile bootstrap interval of ``statistic(*samples, axis=-1)``.
 

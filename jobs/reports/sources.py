@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from jobs.reports.render import MACHINE, Report, Source, columns, overhead, pivot, tpcds_targets
+from pathlib import Path
+
+from jobs.reports import pools
+from jobs.reports.render import MACHINE, RESULTS, Report, Source, columns, overhead, pivot, tpcds_targets
 
 _SIM = "Slowdown = job time / the job's time on stable VMs without the policy (mean over the runs)."
 
@@ -166,5 +169,52 @@ table; the CSV holds them as printed.
                    "prior_error_pct", "fit_method", "fit_mean_s", "fit_error_pct", "jobs_ok", "jobs",
                    "engine", digits=1)),
 ))
+
+_POOLS_FLAGS = "--vms 10 --scale 0.01 --workers 2"
+
+
+def _pools_sweep(path: Path) -> str:
+    return pools.tables(path) + "\n" + pools.target_check(RESULTS / "engine_sweep.csv")(path)
+
+
+POOLS = Report("pools", "On-demand and spot pools in the simulator", f"""
+`trspark simulate sweep` over worlds that mix a stable on-demand pool with spot VMs
+(`--on-demand-shares`: that percentage of the 10 VMs never dies, the others are spot VMs whose
+lifetimes the stability sets, exponential or Weibull with the same mean). {_SIM} A run that does
+not finish within 20x the stable time fails and counts as 20. Run `i` of every policy meets the
+same world (the same seed), so the runs pair up: `tr`'s ratio to another policy is
+`mean(tr) / mean(X)` over the same runs, with a paired bootstrap interval. `efm` copies every map
+output to an on-demand peer; `pado` runs lineage-critical tasks on on-demand VMs and copies
+nothing; `oracle` knows every VM's death time (scheduling and backups); `oracle-backup` knows
+them for backups only and schedules as `tr` does. How each target is judged:
+`jobs/reports/pools.py`.
+""", (
+    Source("pools_sweep.csv",
+           "nice -n 10 trspark simulate sweep --workloads tpcds,bing \\\n"
+           "    --policies never,always,efm,pado,tr,oracle,oracle-backup --stabilities 10,50 \\\n"
+           f"    --on-demand-shares 0,10,50 --shapes exp,0.6 {_POOLS_FLAGS} --runs 20 \\\n"
+           "    --out docs/results/pools_sweep.csv",
+           "2026-11-26", "PENDING", MACHINE + ", load average about 40 (other work)", _pools_sweep,
+           "![slowdowns](pools.png)"),
+    Source("pools_notice.csv",
+           "nice -n 10 trspark simulate sweep --workloads tpcds,bing --policies tr --stabilities 10 \\\n"
+           "    --on-demand-shares 0,10,50 --shapes exp,0.6 --notice 2 --vms 10 --scale 0.01 --runs 20 --workers 1 \\\n"
+           "    --out docs/results/pools_notice.csv",
+           "2026-11-26", "PENDING", MACHINE + ", load average about 40 (other work)",
+           pools.notices(RESULTS / "pools_sweep.csv"),
+           "`tr` in its default configuration (lifetime knowledge `indeterministic`), every death announced "
+           "2 s (2 mean task times) ahead, against the same cells of `pools_sweep.csv` without notices "
+           "(the same seeds). Gain = (without - with) / without."),
+    Source("pools_paper.csv",
+           "nice -n 10 trspark simulate sweep --workloads tpcds --policies never,always,tr,oracle \\\n"
+           "    --stabilities 100 --vms 100 --cores 4 --scale 1 --runs 8 --workers 1 \\\n"
+           "    --out docs/results/pools_paper.csv",
+           "2026-11-26", "PENDING", MACHINE + ", load average about 40 (other work)",
+           columns("workload", "policy", "stability", "runs", "failed_runs", "slowdown_mean", "slowdown_boot_low",
+                   "slowdown_boot_high", "tr_ratio", "tr_ratio_ci95_low", "tr_ratio_ci95_high",
+                   "backup_bytes_local_mean", "backup_bytes_remote_mean", "cost_usd_mean"),
+           "The paper's size: a TPC-DS-shaped job of 20,100 tasks on 100 VMs x 4 cores, exponential "
+           "lifetimes, no on-demand VMs. `tr_ratio` = mean(tr) / mean(this row's policy), paired."),
+), draw=lambda results: pools.draw(results / "pools_sweep.csv", results / "pools.png"))
 
 REPORTS: tuple[Report, ...] = (SIMULATOR, ENGINE, TPCDS, OVERHEAD, NOTICES, HISTORY)
