@@ -12,7 +12,8 @@ targets checked mechanically from the CSV, one verdict per cell and target:
 * **bytes** (share >= 10 %): ``tr``'s mean bytes copied (peer + remote) <= 50 % of ``always``'s;
 * **no regression** (share 0 %, exponential lifetimes): ``tr``'s mean slowdown <= the engine
   sweep's ``tr`` at the same workload and stability (``engine_sweep.csv``), or the two 95 %
-  intervals overlap.
+  intervals overlap. The engine sweep ran ``tr`` with ``period=1`` and without duplication
+  (``bench/engine_sweep.py``); this sweep runs the default configuration, as a user would.
 
 A cell without the policies a target needs is reported as such, not as a pass.
 """
