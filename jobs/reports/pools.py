@@ -154,7 +154,9 @@ def _engine_tr(engine_csv: Path) -> dict[tuple[str, float], tuple[float, float, 
 
 def _regression(cell: Cell, by: dict[str, dict[str, str]], engine: dict[tuple[str, float], tuple[float, float, float]]) -> Verdict:
     workload, shape, _, stability = cell
-    if shape != "" or (workload, stability) not in engine or "tr" not in by:
+    if "tr" not in by:
+        return "no regression", None, "no tr"
+    if shape != "" or (workload, stability) not in engine:
         return "no regression", None, "no engine-sweep point (it has exponential lifetimes only)"
     mean, low, high = engine[(workload, stability)]
     tr = by["tr"]
