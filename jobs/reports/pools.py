@@ -225,9 +225,13 @@ def draw(path: Path, png: Path) -> None:
     shares = sorted({p[2] for p in panels})
     rows = sorted({p[:2] for p in panels}, key=lambda k: (k[0], k[1] != "", k[1]))
     fig, axes = plt.subplots(len(rows), len(shares), figsize=(4.2 * len(shares), 3.4 * len(rows)), squeeze=False)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    policies = _policies(cells)
+    used = set()
     for (workload, shape, share) in panels:
         ax = axes[rows.index((workload, shape))][shares.index(share)]
-        for policy in _policies(cells):
+        used.add(id(ax))
+        for policy in policies:
             pts = sorted((c[3], by[policy]) for c, by in cells.items() if c[:3] == (workload, shape, share) and policy in by)
             if not pts:
                 continue
@@ -235,15 +239,19 @@ def draw(path: Path, png: Path) -> None:
             ys = [_f(r, "slowdown_mean") for _, r in pts]
             err = [[y - _f(r, "slowdown_boot_low") for y, (_, r) in zip(ys, pts, strict=True)],
                    [_f(r, "slowdown_boot_high") - y for y, (_, r) in zip(ys, pts, strict=True)]]
-            ax.errorbar(xs, ys, yerr=err, marker="o", markersize=3, capsize=2, label=policy)
+            ax.errorbar(xs, ys, yerr=err, marker="o", markersize=3, capsize=2, label=policy,
+                        color=colours[policies.index(policy) % len(colours)])
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(f"{workload}, {lifetimes(shape)}, {share:g}% on-demand", fontsize=9)
         ax.set_xlabel("spot stability")
         ax.set_ylabel("slowdown")
         ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].legend(fontsize=7)
+    for ax in axes.flat:
+        ax.set_visible(id(ax) in used)
+    handles = [plt.Line2D([], [], color=colours[i % len(colours)], marker="o", label=p) for i, p in enumerate(policies)]
+    fig.legend(handles=handles, loc="upper right", fontsize=8)
     fig.suptitle("Slowdown vs. spot stability (95 % intervals)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 0.9, 1))
     fig.savefig(png, dpi=100)
     plt.close(fig)
