@@ -8,7 +8,7 @@ AZURITE := $(TOOLS)/node_modules/.bin/azurite-blob
 # unit tests against the newest versions pyproject.toml allows, in a fresh venv, to see new releases early.
 LATEST_VENV := build/latest-venv
 
-.PHONY: setup demo test lint azurite browser constraints test-latest
+.PHONY: setup demo test lint azurite browser constraints test-latest pools
 setup:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[dev]"
 	$(PYTHON) -m trspark jar-path  # builds the plugin jar only when its sources changed
@@ -48,3 +48,20 @@ test-latest:
 	$(LATEST_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
 	$(LATEST_VENV)/bin/python -m pip list --format=freeze | grep -iE '^(pytest|numpy|scipy|pyspark|hypothesis)=='
 	$(LATEST_VENV)/bin/python -m pytest -q -m "not spark" -p no:cacheprovider
+
+# The on-demand/spot pools sweep, its notices and paper-size points, and docs/results/pools.md.
+# Smaller grids for a loaded machine: e.g. make pools POOLS_RUNS=20 POOLS_STABILITIES=10,50.
+POOLS_RUNS ?= 50
+POOLS_STABILITIES ?= 5,10,20,50,200
+POOLS_SHARES ?= 0,10,25,50
+POOLS_WORKERS ?= 2
+POOLS_SIM := nice -n 10 $(PYTHON) -m trspark simulate sweep --vms 10 --scale 0.01 --shapes exp,0.6 \
+	--on-demand-shares $(POOLS_SHARES) --runs $(POOLS_RUNS) --workers $(POOLS_WORKERS) --workloads tpcds,bing
+pools:
+	$(POOLS_SIM) --policies never,always,efm,pado,tr,oracle,oracle-backup --stabilities $(POOLS_STABILITIES) \
+		--out docs/results/pools_sweep.csv
+	$(POOLS_SIM) --policies tr --notice 2 --stabilities $$(echo $(POOLS_STABILITIES) | tr , '\n' | awk '$$1 <= 20' | paste -sd,) \
+		--out docs/results/pools_notice.csv
+	nice -n 10 $(PYTHON) -m trspark simulate sweep --workloads tpcds --policies never,always,tr,oracle \
+		--stabilities 100 --vms 100 --cores 4 --scale 1 --runs 8 --workers $(POOLS_WORKERS) --out docs/results/pools_paper.csv
+	$(PYTHON) -m jobs.reports

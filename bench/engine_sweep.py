@@ -15,7 +15,7 @@ Experiments (``--exp``):
   on and off) told a mean lifetime 0.5x to 1000x the true one, so it copies from more than
   ``always`` to almost nothing; with never and always as the two ends. If no belief brings a
   point under a target (target T2: slowdown <= 1.05 at stability >= 50), no tuning of the
-  rule's inputs will: what is left is knowing *which* outputs will be lost (``oracle-backup``).
+  rule's inputs will: what is left is knowing *which* outputs will be lost (``oracle-backup-driver``).
 
 Job sizes are scaled down (``--scale``, ``--vms``) so the sweeps fit a shared 2-core machine;
 the CSV records every setting. Run: ``python bench/engine_sweep.py --exp stability``.
@@ -36,7 +36,7 @@ from simulators.world import WorldSpec
 from trspark.engine.settings import TRConfig
 
 WORKLOADS = ("tpcds", "bing", "cortana", "pagerank")
-STABILITY_POLICIES = ("never", "always", "stage", "tr", "tr-det", "tr-local", "oracle", "oracle-backup")
+STABILITY_POLICIES = ("never", "always", "stage", "tr", "tr-det", "tr-local", "oracle", "oracle-backup-driver")
 FIELDS = (
     "experiment", "workload", "policy", "variant", "stability", "vms", "cores", "tasks", "scale", "runs",
     "remote_bw_mbs", "local_bw_mbs", "believed_factor", "safety_belt", "scheduling", "scheduling_order", "duplication",

@@ -7,7 +7,7 @@ meet each target:
   ``tr <= min(never, always)``;
 * T2 -- at stability >= 50, ``tr``'s mean slowdown <= 1.05;
 * T3 -- ``tr`` within 15 % of ``oracle``: ``tr / oracle <= 1.15``; and T3b, the same against
-  ``oracle-backup`` (clairvoyant backups, the driver's own placement), where the sweep has it.
+  ``oracle-backup-driver`` (clairvoyant backups, the driver's own placement), where the sweep has it.
 
 Usage: ``python bench/engine_targets.py docs/results/engine_sweep.csv``
 """
@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-POLICIES = ("never", "always", "stage", "tr", "tr-det", "tr-local", "oracle", "oracle-backup")
+POLICIES = ("never", "always", "stage", "tr", "tr-det", "tr-local", "oracle", "oracle-backup-driver")
 
 
 def load(path: Path) -> dict[tuple[str, float], dict[str, float]]:
@@ -45,14 +45,14 @@ def _checks(stab: float, means: dict[str, float]) -> list[tuple[str, bool | None
     else:
         out.append(("T1", None, ""))
     out.append(("T2", tr <= 1.05 if stab >= 50 else None, f"tr {tr:.3f}"))
-    for name, oracle in (("T3", "oracle"), ("T3b", "oracle-backup")):
+    for name, oracle in (("T3", "oracle"), ("T3b", "oracle-backup-driver")):
         ratio = tr / means[oracle] if oracle in means else None
         out.append((name, None if ratio is None else ratio <= 1.15, f"tr/{oracle} {ratio or 0:.3f}"))
     return out
 
 
 TITLES = {"T1": "tr <= min(never, always)", "T2": "tr <= 1.05 at stability >= 50", "T3": "tr within 15 % of oracle",
-          "T3b": "tr within 15 % of oracle-backup"}
+          "T3b": "tr within 15 % of oracle-backup-driver"}
 
 
 def report(points: dict[tuple[str, float], dict[str, float]]) -> list[str]:

@@ -109,12 +109,16 @@ def _split(option: str, text: str, cast: Callable[[str], Any] = str) -> list[Any
                    "whose lifetime the stabilities set, e.g. 0,10,25,50 (0 = the homogeneous world).")
 @click.option("--shape", type=float, default=None,
               help="Weibull shape of the lifetimes the stabilities set, with the same mean (default: exponential).")
+@click.option("--shapes", default=None,
+              help="Several lifetime shapes, comma-separated, each swept in full: 'exp' (exponential) or a Weibull "
+                   "shape with the stability's mean, e.g. exp,0.6. With --on-demand-shares they set the spot pool.")
 @workload_options
 @world_options
 @money_options
 @click.pass_context
 def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str, out: Path, plot_path: Path | None,
-          cost_plot_path: Path | None, on_demand_shares: str | None, shape: float | None, **kw: Any) -> None:
+          cost_plot_path: Path | None, on_demand_shares: str | None, shape: float | None, shapes: str | None,
+          **kw: Any) -> None:
     """Slowdown vs stability for workloads x policies (CSV; Figure-7-style PNG)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -141,14 +145,18 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
     prices = build_prices(kw)
     config = build_config(kw["confs"])
     jobs = {w: _make_job(w, kw["scale"], kw["task_seconds"], kw["write_mb"], kw["seed"]) for w in names}
-    points = sweeping.sweep_points(names, pols, stabs, shares)
+    points = sweeping.sweep_points(names, pols, stabs, shares, _shapes(shape, shapes))
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as progress:
         bar = progress.add_task("sweep", total=len(points))
+        done: list[dict[str, Any]] = []
 
         def advance(point: Any, row: dict[str, Any]) -> None:
+            done.append(row)
+            sweeping.write_csv(done, out)  # the rows so far: a sweep cut short keeps what it measured
             share = "" if point.on_demand_share is None else f" {point.on_demand_share:g}% od"
-            progress.update(bar, advance=1, description=f"{point.workload} {point.policy} S={point.stability:g}{share}: "
-                            f"{row['slowdown_mean']:.2f}x")
+            form = "" if point.shape is None else f" k={point.shape:g}"
+            progress.update(bar, advance=1, description=f"{point.workload} {point.policy} S={point.stability:g}{share}"
+                            f"{form}: {row['slowdown_mean']:.2f}x")
 
         rows = sweeping.run_sweep(jobs, points, world, config, kw["runs"], kw["seed"], kw["workers"],
                                   believed_lifetime=kw["believed_lifetime"], on_point=advance, prices=prices, shape=shape)
@@ -160,6 +168,23 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
     if cost_plot_path is not None:
         sweeping.plot_cost(rows, cost_plot_path)
         click.echo(f"wrote {cost_plot_path}")
+
+
+def _shapes(shape: float | None, shapes: str | None) -> list[float | None]:
+    """--shapes as a list (None: exponential), or the single --shape."""
+    if shapes is None:
+        return [shape]
+    if shape is not None:
+        fail("give either --shape or --shapes, not both")
+    out: list[float | None] = []
+    for text in _split("--shapes", shapes):
+        try:
+            value = None if text == "exp" else float(text)
+        except ValueError:
+            fail(f"--shapes={shapes!r}: {text!r} is not 'exp' or a number > 0")
+        positive("--shapes", value)
+        out.append(value)
+    return out
 
 
 @click.command("whatif", cls=Command)

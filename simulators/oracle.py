@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -394,7 +394,7 @@ def family_policies(config: TRConfig, horizon: float, scheduling: bool = True) -
     """Fresh policies of the family, named (one run each); ``scheduling=False``: the members without it.
 
     Without scheduling the oracle is clairvoyant about *backups* only and places tasks as the
-    driver does (policy ``oracle-backup``): the bound for a policy that cannot know which VM dies
+    driver does (policy ``oracle-backup-driver``): the bound for a policy that cannot know which VM dies
     next -- under a memoryless (exponential) belief every VM looks the same, so no placement
     rule of a non-clairvoyant policy can do what the γ rule with true death times does.
     """
@@ -404,27 +404,34 @@ def family_policies(config: TRConfig, horizon: float, scheduling: bool = True) -
     return members + [(name, baselines[name]) for name in BASELINES]
 
 
-def best_run(make_sim: Any, config: TRConfig, horizon: float, trace: Any = None, scheduling: bool = True) -> Any:
+def best_run(make_sim: Any, config: TRConfig, horizon: float, trace: Any = None, scheduling: bool = True,
+             members: Callable[[], list[tuple[str, Policy]]] | None = None) -> Any:
     """Play every family member on the same world; return the best run's result.
 
-    ``scheduling=False`` plays only the members without clairvoyant scheduling (``oracle-backup``).
+    ``scheduling=False`` plays only the members without clairvoyant scheduling
+    (``oracle-backup-driver``); ``members`` builds another family instead (``oracle-backup``,
+    :mod:`simulators.oracle_backup`), fresh policies on each call.
 
     ``make_sim(policy, trace)`` builds a fresh simulator of the same world and seed for
     ``policy``. The best run is the successful one with the shortest job time (failed runs only
     if all fail; ties go to the earlier member). With ``trace``, the winner is replayed once more
     with it (runs are deterministic per seed), so the trace shows the run that is reported.
     """
+    def family() -> list[tuple[str, Policy]]:
+        return members() if members is not None else family_policies(config, horizon, scheduling)
+
     def play(policy: Policy, tracer: Any) -> Any:
         sim: _Sim = make_sim(policy, tracer)
-        if isinstance(policy, OraclePolicy):
-            policy.bind(sim)
+        bind = getattr(policy, "bind", None)  # the clairvoyant members see the future
+        if bind is not None:
+            bind(sim)
         return sim.run()
 
-    results = [(name, play(policy, None)) for name, policy in family_policies(config, horizon, scheduling)]
+    results = [(name, play(policy, None)) for name, policy in family()]
     order = sorted(range(len(results)), key=lambda i: (not results[i][1].succeeded, results[i][1].job_time, i))
     name, best = results[order[0]]
     if trace is not None:
-        best = play(dict(family_policies(config, horizon, scheduling))[name], trace)
+        best = play(dict(family())[name], trace)
     best.policy_summary = {**best.policy_summary, "strategy": name,
                            "job_times": {n: r.job_time for n, r in results}}
     return best

@@ -23,12 +23,13 @@ from simulators.core import RunResult, Simulator
 from simulators.dag import JobSpec
 from simulators.metrics import run_row, summarize
 from simulators.oracle import FAMILY, OraclePolicy, best_run
+from simulators.oracle_backup import BACKUP_FAMILY, ClairvoyantBackups, backup_family
 from simulators.world import WorldSpec
 from trspark.engine.interface import Policy
 from trspark.engine.registry import make_policy, policy_names
 from trspark.engine.settings import TRConfig
 
-SIMULATOR_POLICIES = ("oracle", "oracle-backup")
+SIMULATOR_POLICIES = ("oracle", "oracle-backup", "oracle-backup-driver")
 
 
 def all_policy_names() -> list[str]:
@@ -82,7 +83,11 @@ def stable_job_time(job: JobSpec, world: WorldSpec, period: float = 5.0) -> floa
 
 def build_policy(name: str, config: TRConfig, stable_time: float, on_demand_pools: tuple[str, ...] = ()) -> Policy:
     """``on_demand_pools``: the world's pools that are never evicted (for ``efm`` and ``pado``)."""
-    if name in SIMULATOR_POLICIES:  # the lone heuristic; simulate_run plays the whole family (simulators.oracle)
+    # the simulator-only policies: the lone heuristic; simulate_run plays the whole family
+    if name == "oracle-backup":
+        return ClairvoyantBackups(make_policy("tr", config, on_demand_pools),
+                                  OraclePolicy(config, horizon=stable_time, strategy=BACKUP_FAMILY[0]))
+    if name in SIMULATOR_POLICIES:
         strategy = FAMILY[0] if name == "oracle" else next(st for st in FAMILY if not st.scheduling)
         return OraclePolicy(config, horizon=stable_time, strategy=strategy)
     return make_policy(name, config, on_demand_pools)
@@ -94,7 +99,9 @@ def simulate_run(exp: Experiment, seed: np.random.SeedSequence, stable_time: flo
 
     ``oracle`` is the best of its family of clairvoyant strategies on this very world
     (:func:`simulators.oracle.best_run`): every member gets a fresh generator from ``seed``.
-    ``oracle-backup`` is the best of the members that place tasks as the driver does.
+    ``oracle-backup`` is the best of clairvoyant backup strategies under ``tr``'s own scheduling
+    (:mod:`simulators.oracle_backup`); ``oracle-backup-driver`` the best of the oracle's members
+    that place tasks as the driver does.
     """
     config = exp.policy_config()
     stall = exp.world.stall_seconds if exp.world.stall_seconds is not None else max(stable_time, 60.0)
@@ -105,10 +112,15 @@ def simulate_run(exp: Experiment, seed: np.random.SeedSequence, stable_time: flo
             deadline=exp.world.max_slowdown * stable_time, stall_seconds=stall, trace=tracer,
         )
 
-    if exp.policy in SIMULATOR_POLICIES:
-        result: RunResult = best_run(make_sim, config, stable_time, trace, scheduling=exp.policy == "oracle")
+    pools = exp.world.stable_pools()
+    if exp.policy == "oracle-backup":
+        members = backup_family(config, stable_time, lambda: make_policy("tr", config, pools))
+        result: RunResult = best_run(make_sim, config, stable_time, trace, members=members)
         return result
-    return make_sim(build_policy(exp.policy, config, stable_time, exp.world.stable_pools()), trace).run()
+    if exp.policy in SIMULATOR_POLICIES:
+        result = best_run(make_sim, config, stable_time, trace, scheduling=exp.policy == "oracle")
+        return result
+    return make_sim(build_policy(exp.policy, config, stable_time, pools), trace).run()
 
 
 # Worker state: the experiment is sent once per worker (fork inherits it), not once per run.

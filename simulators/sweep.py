@@ -14,11 +14,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from simulators.dag import JobSpec
 from simulators.pricing import MONEY_COLUMNS, Prices, money_summary
 from simulators.runner import Experiment, run_experiment, stable_job_time, with_stability
 from simulators.world import Pool, WorldSpec
 from trspark.engine.settings import TRConfig
+from trspark.stats import bootstrap_ci, mean_ratio_ci
 
 COLUMNS = (
     "workload", "policy", "stability", "lifetime", "runs", "failed_runs", "stable_job_time",
@@ -26,7 +29,15 @@ COLUMNS = (
     "job_time_mean", "recomputed_tasks_mean", "backups_local_mean", "backups_remote_mean",
     "backup_bytes_local_mean", "backup_bytes_remote_mean", "evictions_mean", "safety_belt_firings_mean",
     *MONEY_COLUMNS, "on_demand_share",
+    "shape", "slowdown_boot_low", "slowdown_boot_high", "tr_ratio", "tr_ratio_ci95_low", "tr_ratio_ci95_high",
 )
+"""``slowdown_boot_*``: the percentile bootstrap 95 % interval of the mean slowdown (``slowdown_ci95_*``
+is Student's t). ``tr_ratio``: ``tr``'s mean slowdown over this row's, on the same worlds (paired runs),
+with its paired bootstrap interval (empty without a ``tr`` row in the cell). ``shape``: the Weibull
+shape of the lifetimes the stability sets (empty: exponential)."""
+
+#: What a cell of the sweep is: the rows of every policy on the same worlds.
+Cell = tuple[str, str, str, float]
 
 
 @dataclass(frozen=True)
@@ -36,11 +47,19 @@ class SweepPoint:
     stability: float
     on_demand_share: float | None = None
     """Percent of the VMs in a stable ``ondemand`` pool, the rest ``spot`` (None: the world as given)."""
+    shape: float | None = None
+    """Weibull shape of the lifetimes the stability sets (None: the sweep's ``shape``)."""
+
+    def cell(self) -> Cell:
+        return (self.workload, "" if self.on_demand_share is None else f"{self.on_demand_share:g}",
+                "" if self.shape is None else f"{self.shape:g}", self.stability)
 
 
 def sweep_points(workloads: Sequence[str], policies: Sequence[str], stabilities: Sequence[float],
-                 shares: Sequence[float | None] = (None,)) -> list[SweepPoint]:
-    return [SweepPoint(w, p, s, share) for w in workloads for share in shares for s in stabilities for p in policies]
+                 shares: Sequence[float | None] = (None,), shapes: Sequence[float | None] = (None,)) -> list[SweepPoint]:
+    """Every combination; the policies of one cell are consecutive (a cell's rows end together)."""
+    return [SweepPoint(w, p, s, share, shape) for w in workloads for shape in shapes for share in shares
+            for s in stabilities for p in policies]
 
 
 def with_on_demand_share(world: WorldSpec, percent: float | None) -> WorldSpec:
@@ -83,23 +102,46 @@ def run_sweep(
     """
     stable: dict[str, float] = {}
     rows = []
+    cells: dict[Cell, dict[str, tuple[dict[str, Any], list[float]]]] = {}  # cell -> policy -> (row, slowdowns)
     for point in points:
         job = jobs[point.workload]
         if point.workload not in stable:
             stable[point.workload] = stable_job_time(job, world, config.period)
-        point_world = with_stability(with_on_demand_share(world, point.on_demand_share), job, point.stability, shape)
+        point_shape = point.shape if point.shape is not None else shape
+        point_world = with_stability(with_on_demand_share(world, point.on_demand_share), job, point.stability, point_shape)
         believed = config.with_options(lifetime=believed_lifetime or point_world.default_belief())
         exp = Experiment(job, point_world, point.policy, believed, runs=runs, seed=seed)
         summary = run_experiment(exp, workers=workers, stable_time=stable[point.workload])
         summary.update(money_summary(summary["rows"], point_world, prices or Prices()))
+        slowdowns = [float(r["slowdown"]) for r in summary["rows"]]
         row = {c: summary.get(c) for c in COLUMNS}
+        boot_low, boot_high = bootstrap_ci((slowdowns,), np.mean)
         row.update(workload=point.workload, policy=point.policy, stability=point.stability,
                    on_demand_share="" if point.on_demand_share is None else point.on_demand_share,
-                   slowdown_ci95_low=summary["slowdown_ci95"][0], slowdown_ci95_high=summary["slowdown_ci95"][1])
+                   shape="" if point_shape is None else point_shape,
+                   slowdown_ci95_low=summary["slowdown_ci95"][0], slowdown_ci95_high=summary["slowdown_ci95"][1],
+                   slowdown_boot_low=boot_low, slowdown_boot_high=boot_high)
+        cell = cells.setdefault(point.cell(), {})
+        cell[point.policy] = (row, slowdowns)
+        _pair_with_tr(cell)
         rows.append(row)
         if on_point is not None:
             on_point(point, row)
     return rows
+
+
+def _pair_with_tr(cell: dict[str, tuple[dict[str, Any], list[float]]]) -> None:
+    """Fill each row's ``tr_ratio*``: ``tr``'s mean slowdown over the row's, paired by run.
+
+    Run ``i`` of every policy of a cell met the same world (the same seed), so the runs pair up;
+    failed runs count with the slowdown at which they were stopped, as in the mean.
+    """
+    if "tr" not in cell:
+        return
+    tr = cell["tr"][1]
+    for row, slowdowns in cell.values():
+        if row["tr_ratio"] is None:
+            row["tr_ratio"], row["tr_ratio_ci95_low"], row["tr_ratio_ci95_high"] = mean_ratio_ci(tr, slowdowns)
 
 
 def _figure(panels: int, width: float, height: float) -> tuple[Any, Any]:

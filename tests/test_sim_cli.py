@@ -82,3 +82,28 @@ def test_sweep_writes_csv_and_plot(tmp_path: Path) -> None:
 def test_sweep_rejects_bad_lists(tmp_path: Path) -> None:
     code, out = invoke("simulate", "sweep", "--stabilities", "5,x", "--out", str(tmp_path / "a.csv"))
     assert code == 2 and out.count("\n") == 1 and "--stabilities" in out
+
+
+def test_sweep_over_shapes_pairs_every_policy_with_tr(tmp_path: Path) -> None:
+    out = tmp_path / "s.csv"
+    code, text = invoke("simulate", "sweep", "--workloads", "bing", "--policies", "always,tr", "--stabilities", "10",
+                        "--on-demand-shares", "25", "--shapes", "exp,0.6", *SMALL, "--out", str(out))
+    assert code == 0, text
+    rows = list(csv.DictReader(out.open()))
+    assert [(r["shape"], r["policy"]) for r in rows] == [("", "always"), ("", "tr"), ("0.6", "always"), ("0.6", "tr")]
+    assert rows[2]["lifetime"].startswith("ondemand=1@stable spot=3@weibull:shape=0.6,")
+    for r in rows:
+        assert float(r["slowdown_boot_low"]) <= float(r["slowdown_mean"]) <= float(r["slowdown_boot_high"])
+        assert float(r["tr_ratio_ci95_low"]) <= float(r["tr_ratio"]) <= float(r["tr_ratio_ci95_high"])
+    assert float(rows[1]["tr_ratio"]) == 1.0
+    assert float(rows[0]["tr_ratio"]) == pytest.approx(float(rows[1]["slowdown_mean"]) / float(rows[0]["slowdown_mean"]))
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--shapes", "exp,x"], "--shapes"),
+    (["--shapes", "0,1"], "--shapes"),
+    (["--shapes", "1", "--shape", "0.6"], "either --shape or --shapes"),
+])
+def test_sweep_rejects_bad_shapes(tmp_path: Path, args: list[str], fragment: str) -> None:
+    code, out = invoke("simulate", "sweep", *args, "--out", str(tmp_path / "a.csv"))
+    assert code == 2 and out.count("\n") == 1 and fragment in out, out

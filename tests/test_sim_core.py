@@ -311,8 +311,8 @@ def test_oracle_is_the_best_of_its_family_and_never_worse_than_always_or_never()
     assert events and isinstance(events[-1], Event)  # the winner was replayed with the trace
 
 
-def test_oracle_backup_plays_only_members_that_place_tasks_as_the_driver_does() -> None:
-    # oracle-backup: clairvoyant about backups only -- no member with the clairvoyant γ rule.
+def test_oracle_backup_driver_plays_only_members_that_place_tasks_as_the_driver_does() -> None:
+    # oracle-backup-driver: clairvoyant about backups only -- no member with the clairvoyant γ rule.
     from simulators.oracle import FAMILY, best_run
     from trspark.engine.settings import TRConfig
 

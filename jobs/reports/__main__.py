@@ -19,6 +19,8 @@ def main(argv: list[str]) -> int:
         else:
             path.write_text(text)
             print(f"wrote {path.relative_to(RESULTS.parent.parent)}")
+            if report.draw is not None:
+                report.draw(RESULTS)
     if stale:
         print("out of date (run python -m jobs.reports): " + ", ".join(stale), file=sys.stderr)
         return 1

@@ -32,6 +32,8 @@ class Report:
     title: str
     intro: str
     sources: tuple[Source, ...]
+    draw: Callable[[Path], None] | None = None
+    """Writes the report's figures into the results directory given (not run by ``--check``)."""
 
 
 def _rows(path: Path) -> list[dict[str, str]]:

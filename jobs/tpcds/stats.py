@@ -22,16 +22,13 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
-
-import numpy as np
 
 from jobs.tpcds.results import POLICY_ORDER, RunRow
+from trspark.stats import CONFIDENCE, RESAMPLES, SEED, Interval, median_interval
 
-CONFIDENCE = 0.95
-RESAMPLES = 9999
-SEED = 0
-"""The bootstrap's own seed: the same CSV always gives the same intervals."""
+# The bootstrap lives in trspark.stats (the simulator's sweep uses it too); its names stay importable here.
+__all__ = ["CONFIDENCE", "RESAMPLES", "SEED", "Interval", "median_interval"]
+
 PAIRED_RATIOS: tuple[tuple[str, str], ...] = (("tr", "always"), ("tr", "decommission"), ("tr", "never"))
 NEVER_HURT = 1.5
 """Vanilla Spark counts as hurt on a query at this median slowdown; there ``tr``'s excess is judged."""
@@ -40,53 +37,6 @@ EXCESS_BOUND = 0.10
 
 PairKey = tuple[str, int, int]
 """(query, seed, repeat): runs with this key met the same kill schedule."""
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A median and its bootstrap interval over ``n`` values (``low``/``high`` NaN when ``n < 2``)."""
-
-    median: float
-    low: float
-    high: float
-    n: int
-
-    @property
-    def significant(self) -> bool:
-        """Does the interval exclude 1 (the value of "no difference" for a ratio or a slowdown)?"""
-        return math.isfinite(self.low) and math.isfinite(self.high) and not self.low <= 1.0 <= self.high
-
-    def text(self, unit: str = "x") -> str:
-        """``1.23x [1.10, 1.40]``, with "not significant" when the interval contains 1."""
-        if not math.isfinite(self.median):
-            return "-"
-        if not (math.isfinite(self.low) and math.isfinite(self.high)):
-            return f"{self.median:.2f}{unit} (n={self.n}, no interval)"
-        verdict = "" if self.significant else " not significant"
-        return f"{self.median:.2f}{unit} [{self.low:.2f}, {self.high:.2f}]{verdict}"
-
-
-def median_interval(values: list[float], *, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
-                    seed: int = SEED) -> Interval:
-    """The median of the finite ``values`` with a percentile bootstrap interval (``scipy.stats.bootstrap``).
-
-    The percentile method, because BCa's jackknife is undefined on the small, tied samples a
-    benchmark gives (3 seeds); every value equal gives the degenerate interval ``[v, v]``.
-    """
-    from scipy.stats import bootstrap
-
-    data = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
-    if data.size == 0:
-        return Interval(math.nan, math.nan, math.nan, 0)
-    median = float(np.median(data))
-    if data.size < 2:
-        return Interval(median, math.nan, math.nan, 1)
-    if np.all(data == data[0]):
-        return Interval(median, median, median, int(data.size))
-    result = bootstrap((data,), np.median, confidence_level=confidence, n_resamples=resamples,
-                       method="percentile", random_state=np.random.default_rng(seed))
-    ci = result.confidence_interval
-    return Interval(median, float(ci.low), float(ci.high), int(data.size))
 
 
 def _evicted(rows: list[RunRow]) -> list[RunRow]:

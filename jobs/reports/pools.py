@@ -1,0 +1,257 @@
+"""The on-demand and spot pools sweep (``trspark simulate sweep --on-demand-shares ...``) as a report.
+
+Tables of slowdown (mean with its bootstrap 95 % interval), bytes copied and $ per job for every
+policy and cell (workload, spot lifetimes, on-demand share, stability), the figure, and the
+targets checked mechanically from the CSV, one verdict per cell and target:
+
+* **baselines** (on-demand share >= 10 %): ``tr``'s mean slowdown <= each non-clairvoyant
+  baseline's (``never``, ``always``, ``efm``, ``pado``), or the paired 95 % interval of
+  ``mean(tr) / mean(X)`` contains 1;
+* **clairvoyant** (share >= 10 %): ``mean(tr) / mean(oracle) <= 1.10`` at stability >= 20,
+  ``mean(tr) / mean(oracle-backup) <= 1.10`` below (point estimates of the paired ratio);
+* **bytes** (share >= 10 %): ``tr``'s mean bytes copied (peer + remote) <= 50 % of ``always``'s;
+* **no regression** (share 0 %, exponential lifetimes): ``tr``'s mean slowdown <= the engine
+  sweep's ``tr`` at the same workload and stability (``engine_sweep.csv``), or the two 95 %
+  intervals overlap. The engine sweep ran ``tr`` with ``period=1`` and without duplication
+  (``bench/engine_sweep.py``); this sweep runs the default configuration, as a user would.
+
+A cell without the policies a target needs is reported as such, not as a pass.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+POLICIES = ("never", "always", "efm", "pado", "tr", "oracle", "oracle-backup")
+BASELINES = ("never", "always", "efm", "pado")
+NEAR = 1.10
+"""``tr`` may be this much slower than the clairvoyant bound (ratio of mean slowdowns)."""
+ORACLE_FROM = 20.0
+"""From this stability on ``tr`` is held to ``oracle``, below it to ``oracle-backup``."""
+BYTES_SHARE = 0.5
+"""``tr``'s bytes copied, at most this share of ``always``'s."""
+MIN_SHARE = 10.0
+"""The targets for mixed clusters apply from this on-demand share (%) on."""
+
+Cell = tuple[str, str, float, float]
+"""(workload, shape ('' = exponential), on-demand share %, stability)."""
+
+
+def read(path: Path) -> dict[Cell, dict[str, dict[str, str]]]:
+    """Cell -> policy -> CSV row, cells in workload, lifetime, share, stability order."""
+    with path.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    cells: dict[Cell, dict[str, dict[str, str]]] = {}
+    for r in rows:
+        key = (r["workload"], r.get("shape", ""), float(r["on_demand_share"] or 0), float(r["stability"]))
+        cells.setdefault(key, {})[r["policy"]] = r
+    return dict(sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1] != "", kv[0][1], kv[0][2], kv[0][3])))
+
+
+def _f(row: dict[str, str], name: str) -> float:
+    raw = row.get(name, "")
+    return float(raw) if raw not in ("", None) else math.nan
+
+
+def lifetimes(shape: str) -> str:
+    return "exponential" if shape == "" else f"Weibull k={float(shape):g}"
+
+
+def _head(cell: Cell) -> list[str]:
+    workload, shape, share, stability = cell
+    return [workload, lifetimes(shape), f"{share:g}", f"{stability:g}"]
+
+
+def _markdown(head: list[str], body: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in body]) + "\n"
+
+
+def _policies(cells: dict[Cell, dict[str, dict[str, str]]]) -> list[str]:
+    present = {p for by_policy in cells.values() for p in by_policy}
+    return [p for p in POLICIES if p in present] + sorted(present - set(POLICIES))
+
+
+def _table(cells: dict[Cell, dict[str, dict[str, str]]], value: Callable[[dict[str, str]], str]) -> str:
+    policies = _policies(cells)
+    body = [_head(cell) + [value(by[p]) if p in by else "-" for p in policies] for cell, by in cells.items()]
+    return _markdown(["workload", "spot lifetimes", "on-demand %", "stability", *policies], body)
+
+
+def _slowdown(row: dict[str, str]) -> str:
+    failed = int(float(row["failed_runs"] or 0))
+    text = f"{_f(row, 'slowdown_mean'):.3f} [{_f(row, 'slowdown_boot_low'):.3f}, {_f(row, 'slowdown_boot_high'):.3f}]"
+    return text + (f" ({failed} failed)" if failed else "")
+
+
+def _gigabytes(row: dict[str, str]) -> str:
+    return f"{_f(row, 'backup_bytes_local_mean') / 1e9:.2f} / {_f(row, 'backup_bytes_remote_mean') / 1e9:.2f}"
+
+
+def _copied(row: dict[str, str]) -> float:
+    return _f(row, "backup_bytes_local_mean") + _f(row, "backup_bytes_remote_mean")
+
+
+def tables(path: Path) -> str:
+    """Slowdown, bytes and $ per policy and cell."""
+    cells = read(path)
+    return "\n".join([
+        "Mean slowdown [bootstrap 95 % interval of the mean] (failed runs count with the slowdown at which "
+        "they stopped):", "", _table(cells, _slowdown),
+        "GB copied per job, to peers / to the remote store (means):", "", _table(cells, _gigabytes),
+        "$ per job (mean):", "", _table(cells, lambda r: f"{_f(r, 'cost_usd_mean'):.4f}")])
+
+
+# ------------------------------------------------------------------------------------ targets
+Verdict = tuple[str, bool | None, str]
+"""(target, met -- None when the cell lacks what it needs, detail)."""
+
+
+def _ratio(by: dict[str, dict[str, str]], other: str) -> tuple[float, float, float]:
+    """``mean(tr) / mean(other)`` and its paired interval, from ``other``'s row."""
+    row = by[other]
+    return _f(row, "tr_ratio"), _f(row, "tr_ratio_ci95_low"), _f(row, "tr_ratio_ci95_high")
+
+
+def _baselines(by: dict[str, dict[str, str]]) -> Verdict:
+    missing = [p for p in (*BASELINES, "tr") if p not in by]
+    if missing:
+        return "baselines", None, f"no {', '.join(missing)}"
+    worse = []
+    for p in BASELINES:
+        ratio, low, high = _ratio(by, p)
+        if not (ratio <= 1.0 or low <= 1.0):
+            worse.append(f"{p} (tr/{p} {ratio:.3f} [{low:.3f}, {high:.3f}])")
+    return "baselines", not worse, "tr slower than " + ", ".join(worse) if worse else "tr <= each or within the interval"
+
+
+def _clairvoyant(stability: float, by: dict[str, dict[str, str]]) -> Verdict:
+    bound = "oracle" if stability >= ORACLE_FROM else "oracle-backup"
+    if bound not in by or "tr" not in by:
+        return "clairvoyant", None, f"no {bound} or tr"
+    ratio, low, high = _ratio(by, bound)
+    return "clairvoyant", ratio <= NEAR, f"tr/{bound} {ratio:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _bytes(by: dict[str, dict[str, str]]) -> Verdict:
+    if "always" not in by or "tr" not in by:
+        return "bytes", None, "no always or tr"
+    tr, always = _copied(by["tr"]), _copied(by["always"])
+    share = tr / always if always > 0 else (0.0 if tr == 0 else math.inf)
+    return "bytes", share <= BYTES_SHARE, f"tr {tr / 1e9:.2f} GB = {share:.0%} of always's {always / 1e9:.2f} GB"
+
+
+def _engine_tr(engine_csv: Path) -> dict[tuple[str, float], tuple[float, float, float]]:
+    """(workload, stability) -> the engine sweep's tr mean slowdown and its 95 % interval."""
+    with engine_csv.open(newline="") as fh:
+        return {(r["workload"], float(r["stability"])): (float(r["slowdown_mean"]), float(r["slowdown_ci_lo"]),
+                                                         float(r["slowdown_ci_hi"]))
+                for r in csv.DictReader(fh) if r["experiment"] == "stability" and r["policy"] == "tr"}
+
+
+def _regression(cell: Cell, by: dict[str, dict[str, str]], engine: dict[tuple[str, float], tuple[float, float, float]]) -> Verdict:
+    workload, shape, _, stability = cell
+    if "tr" not in by:
+        return "no regression", None, "no tr"
+    if shape != "" or (workload, stability) not in engine:
+        return "no regression", None, "no engine-sweep point (it has exponential lifetimes only)"
+    mean, low, high = engine[(workload, stability)]
+    tr = by["tr"]
+    ours, our_low, our_high = _f(tr, "slowdown_mean"), _f(tr, "slowdown_boot_low"), _f(tr, "slowdown_boot_high")
+    met = ours <= mean or (our_low <= high and low <= our_high)
+    return "no regression", met, f"tr {ours:.3f} [{our_low:.3f}, {our_high:.3f}], engine sweep {mean:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def verdicts(cell: Cell, by: dict[str, dict[str, str]], engine: dict[tuple[str, float], tuple[float, float, float]]) -> list[Verdict]:
+    """Every target that applies to ``cell``."""
+    if cell[2] >= MIN_SHARE:
+        return [_baselines(by), _clairvoyant(cell[3], by), _bytes(by)]
+    if cell[2] == 0:
+        return [_regression(cell, by, engine)]
+    return []
+
+
+def _mark(met: bool | None) -> str:
+    return "n/a" if met is None else ("PASS" if met else "**FAIL**")
+
+
+def target_check(engine_csv: Path) -> Callable[[Path], str]:
+    """The per-cell verdicts and a count per target."""
+    def render(path: Path) -> str:
+        engine = _engine_tr(engine_csv)
+        body, counts = [], {}
+        for cell, by in read(path).items():
+            for name, met, detail in verdicts(cell, by, engine):
+                body.append(_head(cell) + [name, _mark(met), detail])
+                passed, total = counts.get(name, (0, 0))
+                counts[name] = (passed + bool(met), total + (met is not None))
+        summary = [f"- {name}: PASS in {passed} of {total} cells" for name, (passed, total) in counts.items()]
+        return ("### Target check\n\n" + "\n".join(summary) + "\n\n"
+                + _markdown(["workload", "spot lifetimes", "on-demand %", "stability", "target", "verdict", "detail"], body))
+    return render
+
+
+def notices(without: Path) -> Callable[[Path], str]:
+    """``tr`` with notices (this CSV) against ``tr`` without them (``without``), per matching cell."""
+    def render(path: Path) -> str:
+        base = read(without)
+        body = []
+        for cell, by in read(path).items():
+            if "tr" not in by or "tr" not in base.get(cell, {}):
+                continue
+            on, off = _f(by["tr"], "slowdown_mean"), _f(base[cell]["tr"], "slowdown_mean")
+            body.append(_head(cell) + [_slowdown(by["tr"]), _slowdown(base[cell]["tr"]), f"{(off - on) / off:+.1%}",
+                                       "PASS" if on < off else "**FAIL**"])
+        if not body:
+            return "No cell of this CSV is in the sweep without notices.\n"
+        return _markdown(["workload", "spot lifetimes", "on-demand %", "stability", "tr with notices",
+                          "tr without", "gain", "verdict"], body)
+    return render
+
+
+def draw(path: Path, png: Path) -> None:
+    """Mean slowdown against stability with bootstrap intervals: a panel per (workload, lifetimes,
+    on-demand share), a line per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = read(path)
+    panels = sorted({cell[:3] for cell in cells}, key=lambda k: (k[0], k[1] != "", k[1], k[2]))
+    shares = sorted({p[2] for p in panels})
+    rows = sorted({p[:2] for p in panels}, key=lambda k: (k[0], k[1] != "", k[1]))
+    fig, axes = plt.subplots(len(rows), len(shares), figsize=(4.2 * len(shares), 3.4 * len(rows)), squeeze=False)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    policies = _policies(cells)
+    used = set()
+    for (workload, shape, share) in panels:
+        ax = axes[rows.index((workload, shape))][shares.index(share)]
+        used.add(id(ax))
+        for policy in policies:
+            pts = sorted((c[3], by[policy]) for c, by in cells.items() if c[:3] == (workload, shape, share) and policy in by)
+            if not pts:
+                continue
+            xs = [s for s, _ in pts]
+            ys = [_f(r, "slowdown_mean") for _, r in pts]
+            err = [[y - _f(r, "slowdown_boot_low") for y, (_, r) in zip(ys, pts, strict=True)],
+                   [_f(r, "slowdown_boot_high") - y for y, (_, r) in zip(ys, pts, strict=True)]]
+            ax.errorbar(xs, ys, yerr=err, marker="o", markersize=3, capsize=2, label=policy,
+                        color=colours[policies.index(policy) % len(colours)])
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"{workload}, {lifetimes(shape)}, {share:g}% on-demand", fontsize=9)
+        ax.set_xlabel("spot stability")
+        ax.set_ylabel("slowdown")
+        ax.grid(True, which="both", alpha=0.3)
+    for ax in axes.flat:
+        ax.set_visible(id(ax) in used)
+    handles = [plt.Line2D([], [], color=colours[i % len(colours)], marker="o", label=p) for i, p in enumerate(policies)]
+    fig.legend(handles=handles, loc="upper right", fontsize=8)
+    fig.suptitle("Slowdown vs. spot stability (95 % intervals)")
+    fig.tight_layout(rect=(0, 0, 0.9, 1))
+    fig.savefig(png, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,69 @@
+"""The pools report's target check, on a hand-made sweep CSV whose verdicts are known."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from jobs.reports import pools
+
+FIELDS = ("workload", "policy", "stability", "on_demand_share", "shape", "slowdown_mean", "slowdown_boot_low",
+          "slowdown_boot_high", "failed_runs", "tr_ratio", "tr_ratio_ci95_low", "tr_ratio_ci95_high",
+          "backup_bytes_local_mean", "backup_bytes_remote_mean", "cost_usd_mean")
+
+
+def row(policy: str, stability: float, share: float, slowdown: float, tr: float, gb: float = 0.0,
+        ratio_ci: tuple[float, float] | None = None) -> dict[str, object]:
+    ratio = tr / slowdown
+    low, high = ratio_ci or (ratio - 0.01, ratio + 0.01)
+    return dict(workload="tpcds", policy=policy, stability=stability, on_demand_share=share, shape="",
+                slowdown_mean=slowdown, slowdown_boot_low=slowdown - 0.02, slowdown_boot_high=slowdown + 0.02,
+                failed_runs=0, tr_ratio=ratio, tr_ratio_ci95_low=low, tr_ratio_ci95_high=high,
+                backup_bytes_local_mean=0.0, backup_bytes_remote_mean=gb * 1e9, cost_usd_mean=0.01)
+
+
+def cell(stability: float, share: float, tr: float, slowdowns: dict[str, float], gb: dict[str, float],
+         ratio_ci: dict[str, tuple[float, float]] | None = None) -> list[dict[str, object]]:
+    return [row(p, stability, share, s, tr, gb.get(p, 0.0), (ratio_ci or {}).get(p)) for p, s in slowdowns.items()]
+
+
+def write(path: Path, rows: list[dict[str, object]], fields: tuple[str, ...] = FIELDS) -> Path:
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def test_targets_are_judged_per_cell(tmp_path: Path) -> None:
+    good = cell(10, 25, 1.10, {"never": 2.0, "always": 1.15, "efm": 1.12, "pado": 1.5, "tr": 1.10, "oracle": 0.9,
+                               "oracle-backup": 1.05}, {"always": 3.0, "efm": 3.0, "tr": 1.0})
+    # stability 50: the oracle is the bound (1.10 / 0.9 > 1.10); always is faster and outside the
+    # interval; tr copies 2/3 of always's bytes
+    bad = cell(50, 25, 1.10, {"never": 2.0, "always": 1.0, "efm": 1.12, "pado": 1.5, "tr": 1.10, "oracle": 0.9,
+                              "oracle-backup": 1.05}, {"always": 3.0, "tr": 2.0}, {"always": (1.05, 1.15)})
+    within = cell(20, 10, 1.10, {"never": 2.0, "always": 1.08, "efm": 1.2, "pado": 1.5, "tr": 1.10, "oracle": 1.05},
+                  {"always": 3.0, "tr": 1.0}, {"always": (0.98, 1.06)})
+    zero = cell(10, 0, 1.20, {"tr": 1.20, "always": 1.3}, {})
+    sweep = write(tmp_path / "sweep.csv", good + bad + within + zero)
+    engine = write(tmp_path / "engine.csv", [
+        {"experiment": "stability", "workload": "tpcds", "policy": "tr", "stability": 10.0, "slowdown_mean": 1.33,
+         "slowdown_ci_lo": 1.30, "slowdown_ci_hi": 1.36}], ("experiment", "workload", "policy", "stability",
+                                                              "slowdown_mean", "slowdown_ci_lo", "slowdown_ci_hi"))
+    table = {(c[2], c[3]): {name: met for name, met, _ in pools.verdicts(c, by, pools._engine_tr(engine))}
+             for c, by in pools.read(sweep).items()}
+    assert table[(25.0, 10.0)] == {"baselines": True, "clairvoyant": True, "bytes": True}
+    assert table[(25.0, 50.0)] == {"baselines": False, "clairvoyant": False, "bytes": False}
+    # within the paired interval of always; at stability 20 the bound is the oracle
+    assert table[(10.0, 20.0)] == {"baselines": True, "clairvoyant": True, "bytes": True}
+    assert table[(0.0, 10.0)] == {"no regression": True}
+    text = pools.target_check(engine)(sweep)
+    assert "- baselines: PASS in 2 of 3 cells" in text and "**FAIL**" in text
+    assert "- no regression: PASS in 1 of 1 cells" in text
+
+
+def test_a_cell_without_a_needed_policy_is_not_a_pass(tmp_path: Path) -> None:
+    sweep = write(tmp_path / "sweep.csv", cell(10, 50, 1.1, {"tr": 1.1, "always": 1.2}, {"always": 1.0, "tr": 0.2}))
+    (c, by), = pools.read(sweep).items()
+    verdict = {name: met for name, met, _ in pools.verdicts(c, by, {})}
+    assert verdict == {"baselines": None, "clairvoyant": None, "bytes": True}
