@@ -50,6 +50,8 @@ class TRConfig:
     notice_expected: bool = False
     notice_release: bool = True
     notice_signal: str = "PWR"
+    sizing_fraction: float = 0.05
+    sizing_rate: float = 0.0
     pool_lifetimes: tuple[tuple[str, str], ...] = ()
     """(pool, lifetime spec) from ``spark.trspark.pool.<name>.lifetime``; spec ``stable`` = on-demand."""
 
