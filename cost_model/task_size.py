@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -86,34 +87,60 @@ def expected_loss(
     return np.asarray(work + restart * (1.0 - survive), dtype=np.float64)
 
 
-def loss_fraction(
-    models: LifetimeModel | Sequence[LifetimeModel],
-    length: ArrayLike,
-    *,
-    ages: float | Sequence[float] = 0.0,
-    weights: Sequence[float] | None = None,
-    restart: float = 0.0,
-) -> FloatArray:
-    """:math:`r(L) = \\sum_e w_e\\,\\ell_{\\tau_e}(L) / (L \\sum_e w_e)` (dimensionless; 0 at ``L = 0``)."""
-    group, age_list, weight_list = _mixture(models, ages, weights, restart)
+@dataclass(frozen=True)
+class Placement:
+    """Where a task may run: executors' (or pools') lifetime laws, their ages and how likely each is.
+
+    Parameters
+    ----------
+    models : sequence of LifetimeModel
+        The lifetime law of each executor (or pool) a task may land on.
+    ages : sequence of float, optional
+        Each one's age τ (s) when the task starts; default all 0.
+    weights : sequence of float, optional
+        How likely a task lands on each (e.g. its cores); default equal.
+    """
+
+    models: Sequence[LifetimeModel]
+    ages: Sequence[float] | None = None
+    weights: Sequence[float] | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.models)
+        if n == 0:
+            raise ValueError("task size: give at least one lifetime model")
+        ages = [0.0] * n if self.ages is None else [float(a) for a in self.ages]
+        weights = [1.0] * n if self.weights is None else [float(w) for w in self.weights]
+        if len(ages) != n or len(weights) != n:
+            raise ValueError(f"task size: {n} models but {len(ages)} ages and {len(weights)} weights")
+        if any(not (a >= 0.0 and math.isfinite(a)) for a in ages):
+            raise ValueError(f"task size: ages must be finite seconds >= 0, got {ages!r}")
+        if any(not (w >= 0.0 and math.isfinite(w)) for w in weights) or sum(weights) <= 0.0:
+            raise ValueError(f"task size: weights must be >= 0 and not all 0, got {weights!r}")
+        object.__setattr__(self, "ages", ages)
+        object.__setattr__(self, "weights", weights)
+
+
+def loss_fraction(where: LifetimeModel | Placement, length: ArrayLike, *, restart: float = 0.0) -> FloatArray:
+    """:math:`r(L) = \\sum_e w_e\\,\\ell_{\\tau_e}(L) / (L \\sum_e w_e)` (dimensionless; 0 at ``L = 0``).
+
+    ``where`` is one executor's law (at age 0) or a :class:`Placement`.
+    """
+    place = where if isinstance(where, Placement) else Placement([where])
+    if not (restart >= 0.0 and math.isfinite(restart)):
+        raise ValueError(f"task size: 'restart' must be finite seconds >= 0, got {restart!r}")
     lengths = np.maximum(as_float_array(length), 0.0)
     total = np.zeros(lengths.shape)
-    for model, age, weight in zip(group, age_list, weight_list, strict=True):
+    weights = list(place.weights or ())
+    for model, age, weight in zip(place.models, place.ages or (), weights, strict=True):
         if weight > 0.0:
             total = total + weight * expected_loss(model, lengths, age=age, restart=restart)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(lengths > 0.0, total / (sum(weight_list) * lengths), 0.0)
+        ratio = np.where(lengths > 0.0, total / (sum(weights) * lengths), 0.0)
     return np.asarray(ratio, dtype=np.float64)
 
 
-def largest_task_seconds(
-    models: LifetimeModel | Sequence[LifetimeModel],
-    fraction: float,
-    *,
-    ages: float | Sequence[float] = 0.0,
-    weights: Sequence[float] | None = None,
-    restart: float = 0.0,
-) -> float:
+def largest_task_seconds(where: LifetimeModel | Placement, fraction: float, *, restart: float = 0.0) -> float:
     """:math:`L^*`: the longest task (s) whose expected loss fraction stays within ``fraction``.
 
     ``inf`` when no length up to :data:`MAX_SECONDS` exceeds it (stable capacity); 0 when even
@@ -121,14 +148,10 @@ def largest_task_seconds(
 
     Parameters
     ----------
-    models : LifetimeModel or sequence of LifetimeModel
-        The lifetime law of each executor (or pool) a task may land on.
+    where : LifetimeModel or Placement
+        One executor's law (at age 0), or the executors a task may land on.
     fraction : float
         ``f`` in (0, 1): the largest acceptable expected loss per second of task work.
-    ages : float or sequence of float
-        Each executor's age τ (s) when the task starts (one value for all).
-    weights : sequence of float, optional
-        How likely a task lands on each executor (e.g. its cores); default equal.
     restart : float
         ``c`` (s), see :func:`expected_loss`.
     """
@@ -136,11 +159,11 @@ def largest_task_seconds(
         raise ValueError(f"task size: 'fraction' must be in (0, 1), got {fraction!r}")
 
     def excess(length: float) -> float:
-        return float(loss_fraction(models, length, ages=ages, weights=weights, restart=restart)) - fraction
+        return float(loss_fraction(where, length, restart=restart)) - fraction
 
     steps = math.ceil(math.log(MAX_SECONDS / MIN_SECONDS) / math.log(_GRID_RATIO))
     grid = MIN_SECONDS * _GRID_RATIO ** np.arange(steps + 1)
-    over = np.flatnonzero(loss_fraction(models, grid, ages=ages, weights=weights, restart=restart) > fraction)
+    over = np.flatnonzero(loss_fraction(where, grid, restart=restart) > fraction)
     if over.size == 0:
         return math.inf
     first = int(over[0])
@@ -172,25 +195,3 @@ def split_count(task_seconds: float, limit: float) -> int:
     if not math.isfinite(limit) or task_seconds <= limit:
         return 1
     return math.ceil(task_seconds / limit)
-
-
-def _mixture(
-    models: LifetimeModel | Sequence[LifetimeModel],
-    ages: float | Sequence[float],
-    weights: Sequence[float] | None,
-    restart: float,
-) -> tuple[list[LifetimeModel], list[float], list[float]]:
-    group = [models] if isinstance(models, LifetimeModel) else list(models)
-    if not group:
-        raise ValueError("task size: give at least one lifetime model")
-    age_list = [float(ages)] * len(group) if isinstance(ages, (int, float)) else [float(a) for a in ages]
-    weight_list = [1.0] * len(group) if weights is None else [float(w) for w in weights]
-    if len(age_list) != len(group) or len(weight_list) != len(group):
-        raise ValueError(f"task size: {len(group)} models but {len(age_list)} ages and {len(weight_list)} weights")
-    if any(not (a >= 0.0 and math.isfinite(a)) for a in age_list):
-        raise ValueError(f"task size: ages must be finite seconds >= 0, got {age_list!r}")
-    if any(not (w >= 0.0 and math.isfinite(w)) for w in weight_list) or sum(weight_list) <= 0.0:
-        raise ValueError(f"task size: weights must be >= 0 and not all 0, got {weight_list!r}")
-    if not (restart >= 0.0 and math.isfinite(restart)):
-        raise ValueError(f"task size: 'restart' must be finite seconds >= 0, got {restart!r}")
-    return group, age_list, weight_list

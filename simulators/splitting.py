@@ -24,7 +24,7 @@ import click
 import numpy as np
 
 from cost_model.lifetimes import Stable, from_spec
-from cost_model.task_size import largest_task_seconds
+from cost_model.task_size import Placement, largest_task_seconds
 from simulators.dag import JobSpec, StageSpec
 from simulators.world import WorldSpec
 
@@ -39,7 +39,7 @@ def lifetime_limit(world: WorldSpec, fraction: float) -> float:
     for _name, count, spec in world.pool_table():
         models.append(Stable() if spec is None else from_spec(spec))
         weights.append(float(count))
-    return largest_task_seconds(models, fraction, weights=weights)
+    return largest_task_seconds(Placement(models, weights=weights), fraction)
 
 
 def split_stage(stage: StageSpec, limit: float, overhead: float = 0.0) -> StageSpec:

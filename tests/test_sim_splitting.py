@@ -45,7 +45,7 @@ def test_no_split_without_a_finite_limit():
 def test_the_limit_weighs_pools_by_their_vms():
     spot = "exponential:mean=200"
     world = WorldSpec(vms=4, pools=(Pool("ondemand", 1, "stable"), Pool("spot", 3, spot)))
-    expected = largest_task_seconds([Exponential(mean=200.0)], 0.05 * 4 / 3)
+    expected = largest_task_seconds(Exponential(mean=200.0), 0.05 * 4 / 3)
     assert lifetime_limit(world, 0.05) == pytest.approx(expected, rel=1e-9)
     assert math.isinf(lifetime_limit(WorldSpec(vms=2, lifetime=None), 0.05))
 

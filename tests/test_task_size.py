@@ -9,6 +9,7 @@ import pytest
 
 from cost_model.lifetimes import Deterministic, Exponential, Stable, Weibull
 from cost_model.task_size import (
+    Placement,
     expected_loss,
     largest_task_seconds,
     loss_fraction,
@@ -45,7 +46,7 @@ def test_exponential_small_fraction_is_two_f_over_lambda():
 
 def test_exponential_rule_ignores_age():
     model = Exponential(mean=300.0)
-    assert largest_task_seconds(model, 0.05, ages=1000.0) == pytest.approx(largest_task_seconds(model, 0.05), rel=1e-9)
+    assert largest_task_seconds(Placement([model], ages=[1000.0]), 0.05) == pytest.approx(largest_task_seconds(model, 0.05), rel=1e-9)
 
 
 def test_restart_cost_alone_beyond_the_fraction_allows_no_task():
@@ -57,7 +58,7 @@ def test_deterministic_lifetime_allows_exactly_the_remaining_life():
     # Dies at age 100; started at age 30: nothing is lost below 70 s, everything from 70 s on.
     model = Deterministic(at=100.0)
     for f in (0.01, 0.1, 0.5):
-        assert largest_task_seconds(model, f, ages=30.0) == pytest.approx(70.0, rel=1e-9)
+        assert largest_task_seconds(Placement([model], ages=[30.0]), f) == pytest.approx(70.0, rel=1e-9)
     assert float(expected_loss(model, 80.0, age=30.0, restart=5.0)) == pytest.approx(75.0)
     assert float(expected_loss(model, 60.0, age=30.0, restart=5.0)) == 0.0
 
@@ -70,16 +71,16 @@ def test_stable_capacity_sets_no_limit():
 def test_a_stable_pool_halves_the_loss_of_an_equal_mixture():
     model = Exponential(rate=0.01)
     f = ONE_MINUS_TWO_OVER_E / 2.0
-    assert largest_task_seconds([model, Stable()], f) == pytest.approx(100.0, rel=1e-8)
+    assert largest_task_seconds(Placement([model, Stable()]), f) == pytest.approx(100.0, rel=1e-8)
     # Three spot cores for one stable core: the loss is 3/4 of the spot one.
-    r = float(loss_fraction([model, Stable()], 100.0, weights=[3.0, 1.0]))
+    r = float(loss_fraction(Placement([model, Stable()], weights=[3.0, 1.0]), 100.0))
     assert r == pytest.approx(0.75 * ONE_MINUS_TWO_OVER_E, rel=1e-12)
 
 
 def test_young_executors_of_a_decreasing_hazard_allow_shorter_tasks():
     model = Weibull(shape=0.6, scale=600.0)
-    young = largest_task_seconds(model, 0.05, ages=0.0)
-    old = largest_task_seconds(model, 0.05, ages=3600.0)
+    young = largest_task_seconds(Placement([model], ages=[0.0]), 0.05)
+    old = largest_task_seconds(Placement([model], ages=[3600.0]), 0.05)
     assert 0.0 < young < old < math.inf
 
 
@@ -100,8 +101,9 @@ def test_partition_bytes_and_split_count():
 @pytest.mark.parametrize("call", [
     lambda: largest_task_seconds(Exponential(rate=0.01), 0.0),
     lambda: largest_task_seconds(Exponential(rate=0.01), 1.0),
-    lambda: largest_task_seconds([], 0.1),
-    lambda: largest_task_seconds([Stable()], 0.1, weights=[0.0]),
+    lambda: Placement([]),
+    lambda: Placement([Stable()], weights=[0.0]),
+    lambda: Placement([Stable()], ages=[1.0, 2.0]),
     lambda: largest_task_seconds(Stable(), 0.1, restart=-1.0),
     lambda: partition_bytes(10.0, 0.0),
     lambda: split_count(10.0, 0.0),

@@ -21,7 +21,7 @@ import math
 import statistics
 
 from cost_model.lifetimes import LifetimeModel, Stable, from_spec
-from cost_model.task_size import largest_task_seconds, split_count
+from cost_model.task_size import Placement, largest_task_seconds, split_count
 from trspark.engine.commands import Advice, Command
 from trspark.engine.settings import TRConfig
 from trspark.engine.state import JobState
@@ -80,7 +80,7 @@ class SizeAdvisor:
         models = [model for model, _ in groups.values()]
         ages = [statistics.median(e.age(now) for e in members) for _, members in groups.values()]
         weights = [float(sum(e.cores for e in members)) for _, members in groups.values()]
-        return largest_task_seconds(models, self.fraction, ages=ages, weights=weights)
+        return largest_task_seconds(Placement(models, ages=ages, weights=weights), self.fraction)
 
     def check(self, state: JobState) -> list[Command]:
         candidates = [s for s in state.active_stages() if s.stage_id not in self.advised and s.tasks_done > 0]
