@@ -171,8 +171,8 @@ SIZING = Report("sizing", "Lifetime-aware task splitting in the simulator", f"""
 Tasks longer than the lifetime rule's `L*` ([docs/task-sizing.md](../task-sizing.md), expected
 loss to an eviction at most `f` = 5 % of a task's work) cut into equal pieces (`split`) against
 the job as generated (`none`), on the same seeds: run *i* of both arms starts from the same VM
-lifetimes. tpcds shape at scale 0.02 (402 tasks, mean task 10 s, log-normal spread 0.5 within a
-stage) on 4 VMs x 1 core, exponential lifetimes of mean stability x the mean task time; each
+lifetimes. tpcds shape at scale 0.01 (201 tasks, mean task 10 s, log-normal spread 0.5 within a
+stage) on 2 VMs x 1 core, exponential lifetimes of mean stability x the mean task time; each
 piece of a split task pays 0.05 s of launch. {_SIM} Both arms are divided by the *unsplit* job's
 stable time (`stable_none`); `stable_split` is the split job's own. `ratio` = per run
 split job time / none job time: median over the 50 pairs with a percentile bootstrap 95 %
@@ -180,7 +180,7 @@ interval (`jobs.tpcds.stats.median_interval`); below 1, splitting was faster. A 
 (past 20x the stable time) counts with its capped time, so a pair of failed runs gives 1.
 """, (
     Source("sizing_split.csv",
-           "python bench/split_sweep.py --runs 50 --vms 4 --cores 1 --scale 0.02 --task-seconds 10 \\\n"
+           "python bench/split_sweep.py --runs 50 --vms 2 --cores 1 --scale 0.01 --task-seconds 10 \\\n"
            "    --fraction 0.05 --overhead 0.05 --workers 2 --task-sigmas 0.5 --policies tr never \\\n"
            "    --stabilities 20 10 5 --out docs/results/sizing_split.csv",
            "2026-11-26", "8ef5531", MACHINE + ", load average above 30 (other work)",
