@@ -82,7 +82,7 @@ class FailureTable:
         """
         picked = np.asarray(slots, dtype=np.int64)
         edges = self.edges
-        if times.size == 0 or times.min() < 0.0 or times.max() > edges[-1]:
+        if times.size == 0 or np.minimum.reduce(times) < 0.0 or np.maximum.reduce(times) > edges[-1]:
             return self.cdf_at(times, slots)
         # np.minimum/np.maximum rather than np.clip: the same integers without np.clip's Python wrapper.
         right = np.minimum(np.maximum(np.searchsorted(edges, times), 1), edges.size - 1)
@@ -90,7 +90,7 @@ class FailureTable:
         rows = picked[:, None]
         out = self.cdf[rows, right - 1] * (1.0 - weight) + self.cdf[rows, right] * weight
         exact = ~self._continuous[picked]
-        if exact.any():
+        if np.logical_or.reduce(exact):
             out[exact] = self.cdf_at(times, picked[exact].tolist())
         return np.asarray(out)
 
@@ -111,7 +111,7 @@ class FailureTable:
             return out
         picked = np.asarray(slots, dtype=np.int64)
         group = self._group[picked]
-        if (group < 0).any():
+        if np.logical_or.reduce(group < 0):
             raise ValueError(f"FailureTable: slots {picked[group < 0].tolist()} hold no live executor")
         if len(self._groups) == 1:  # one lifetime law (one pool): one call, no row sorting
             return 1.0 - self._groups[0][0].cond_sf(self._ages[picked, None], times)

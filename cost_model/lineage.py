@@ -23,12 +23,11 @@ invalidate what it derived from it.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from dataclasses import dataclass, field
 
 import numpy as np
-from numpy.typing import NDArray
 
-from .lifetimes.base import FloatArray, LifetimeModel
+from .aggregates import LOST, Executor, Group, Output, ShuffleState
+from .lifetimes.base import LifetimeModel
 
 #: Backup target meaning "remote reliable storage" (same string as ``trspark.engine.events.REMOTE``).
 REMOTE = "remote"
@@ -36,83 +35,7 @@ REMOTE = "remote"
 OutputKey = tuple[Hashable, int]
 """``(shuffle_id, map_index)`` of one map output."""
 
-_Group = int | frozenset[int] | None
-"""Where an output's run time is aggregated: a slot (single), a slot set (multi), -1 (lost), None (excluded)."""
-_LOST = -1
-
-
-@dataclass(slots=True)
-class Executor:
-    """A live executor: its slot (row in the cost model's arrays), start time (s) and lifetime law."""
-
-    executor_id: str
-    slot: int
-    started: float
-    model: LifetimeModel
-
-
-@dataclass(slots=True)
-class Output:
-    """One map output ``(shuffle_id, map_index)``."""
-
-    shuffle_id: Hashable
-    map_index: int
-    producer: str
-    """Executor that ran the map task."""
-    run_time: float
-    """:math:`C_j`: the task's run time in seconds (its re-computation cost)."""
-    size: float
-    """Bytes written (all shuffle blocks of the map task)."""
-    locations: set[str]
-    """Executors holding a copy (the producer, then peers it was backed up to)."""
-    remote: bool = False
-    """Backed up to remote storage: safe."""
-    consumed: bool = False
-    """Will not be read again (not even to re-compute a descendant)."""
-    group: _Group = None
-
-
-@dataclass(slots=True)
-class ShuffleState:
-    """Aggregates of the live outputs of one shuffle (see the module docstring)."""
-
-    parents: set[Hashable] = field(default_factory=set)
-    outputs: dict[int, Output] = field(default_factory=dict)
-    single_cost: FloatArray = field(default_factory=lambda: np.zeros(0))
-    """:math:`\\sum C_j` (s) per executor slot over outputs that live only there."""
-    single_count: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    multi: dict[frozenset[int], list[float]] = field(default_factory=dict)
-    """Slot set -> ``[sum C_j (s), count]`` for outputs living on several executors."""
-    multi_by_slot: dict[int, set[frozenset[int]]] = field(default_factory=dict)
-    lost_cost: float = 0.0
-    lost_count: int = 0
-    version: int = 0
-    _multi_arrays: tuple[int, NDArray[np.int64], FloatArray] | None = None
-
-    def multi_arrays(self) -> tuple[NDArray[np.int64], FloatArray]:
-        """:attr:`multi` as arrays for vectorised use: slot sets padded with -1 ``(M, L_max)`` and costs ``(M,)``.
-
-        Cached until the shuffle changes.
-        """
-        cached = self._multi_arrays
-        if cached is not None and cached[0] == self.version:
-            return cached[1], cached[2]
-        width = max((len(sig) for sig in self.multi), default=0)
-        slots = np.full((len(self.multi), width), -1, dtype=np.int64)
-        costs = np.zeros(len(self.multi))
-        for row, (sig, entry) in enumerate(self.multi.items()):
-            slots[row, : len(sig)] = sorted(sig)
-            costs[row] = entry[0]
-        self._multi_arrays = (self.version, slots, costs)
-        return slots, costs
-
-    def _grow(self, capacity: int) -> None:
-        if self.single_cost.size < capacity:
-            self.single_cost = np.concatenate((self.single_cost, np.zeros(capacity - self.single_cost.size)))
-            self.single_count = np.concatenate(
-                (self.single_count, np.zeros(capacity - self.single_count.size, dtype=np.int64))
-            )
-
+__all__ = ["REMOTE", "Executor", "Lineage", "Output", "OutputKey", "ShuffleState"]
 
 class Lineage:
     """Map outputs, their locations and the shuffle graph, with incremental aggregates.
@@ -350,12 +273,12 @@ class Lineage:
         change(out)
         self._attach(state, out)
 
-    def _group_of(self, out: Output) -> _Group:
+    def _group_of(self, out: Output) -> Group:
         if out.remote or out.consumed:
             return None
         slots = frozenset(self._executors[e].slot for e in out.locations)
         if not slots:
-            return _LOST
+            return LOST
         if len(slots) == 1:
             return next(iter(slots))
         return slots
@@ -373,7 +296,7 @@ class Lineage:
             entry[1] += 1.0
             for slot in group:
                 state.multi_by_slot.setdefault(slot, set()).add(group)
-        elif group == _LOST:
+        elif group == LOST:
             state.lost_cost += out.run_time
             state.lost_count += 1
         else:
@@ -396,7 +319,7 @@ class Lineage:
                 del state.multi[group]
                 for slot in group:
                     state.multi_by_slot[slot].discard(group)
-        elif group == _LOST:
+        elif group == LOST:
             state.lost_count -= 1
             # Exact zero when empty, so float residue never makes a shuffle look non-empty.
             state.lost_cost = state.lost_cost - out.run_time if state.lost_count else 0.0

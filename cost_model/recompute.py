@@ -65,30 +65,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
+from .ancestry import Ancestry, build_ancestry
 from .failure import FailureTable
 from .lifetimes.base import FloatArray
 from .lineage import Lineage, Output, ShuffleState
 from .shuffle_terms import GivenFailure, ShuffleTerms
 from .timegrid import TimeGrid
-
-#: Windows (holders, lo, hi) kept per failure table: blocks of one shuffle on one executor share them.
-_WINDOWS_KEPT = 4096
-
-
-@dataclass(frozen=True, slots=True)
-class _Ancestry:
-    order: tuple[Hashable, ...]
-    """Ancestor shuffles within the depth limit, every shuffle after all shuffles that read it."""
-    readers: dict[Hashable, tuple[Hashable, ...]]
-    """Ancestor -> the ancestors (not the root's shuffle) that read it."""
-    direct: frozenset[Hashable]
-    """Shuffles the root's stage reads."""
-    has_parents: dict[Hashable, bool]
-    """Ancestor -> whether any shuffle it reads is in the ancestry too."""
+from .windows import Windows
 
 
 class Recompute:
@@ -133,12 +119,11 @@ class Recompute:
         self._shared: dict[Hashable, tuple[tuple[int, int], ShuffleTerms]] = {}
         self._given: dict[tuple[Hashable, int | None], tuple[int, GivenFailure]] = {}
         self._given_build = -1
-        self._ancestry: dict[Hashable, tuple[int, _Ancestry]] = {}
+        self._ancestry: dict[Hashable, tuple[int, Ancestry]] = {}
         self._rest: dict[tuple[Hashable, int | None], tuple[tuple[int, ...], FloatArray, tuple[int, int, int]]] = {}
         # The last output's Er and the last ends-free window: one decision asks for each several times.
         self._er_memo: tuple[tuple[object, ...], FloatArray] | None = None
-        self._windows: dict[tuple[object, ...], tuple[FloatArray, FloatArray]] = {}
-        self._windows_table: FailureTable | None = None
+        self._windows = Windows(grid)
 
     def forget_shuffle(self, shuffle_id: Hashable) -> None:
         """Drop the memoised terms of a shuffle the lineage forgot (:meth:`Lineage.forget_shuffle`)."""
@@ -243,34 +228,7 @@ class Recompute:
         edges : ndarray, shape (n + 1,)
         cdf : ndarray, shape (P, n + 1)
         """
-        table = self.table
-        if ends is None:
-            # Asked again with the same arguments within a decision: the same arrays.
-            if self._windows_table is not table or len(self._windows) >= _WINDOWS_KEPT:
-                self._windows_table, self._windows = table, {}
-            key = (None if slots is None else tuple(slots), lo, hi)
-            cached = self._windows.get(key)
-            if cached is None:
-                cached = self._window(table, slots, lo, hi, None)
-                for array in cached:
-                    array.setflags(write=False)
-                self._windows[key] = cached
-            return cached
-        return self._window(table, slots, lo, hi, ends)
-
-    def _window(
-        self, table: FailureTable, slots: Sequence[int] | None, lo: float, hi: float, ends: FloatArray | None
-    ) -> tuple[FloatArray, FloatArray]:
-        edges = np.maximum(self.grid.edges_to(hi), lo)
-        if hi > self.grid.horizon:
-            return edges, table.cdf_at(edges, slots)
-        if ends is None:
-            ends = table.cdf_at(np.array([lo, hi]), slots)
-        rows = table.cdf if slots is None else table.cdf[list(slots)]
-        grid = self.grid.edges
-        # Table rows and end values are computed separately: their differences may be off by a
-        # rounding error (~1e-16), which is harmless in the sums they feed.
-        return edges, np.where(grid <= lo, ends[:, 0:1], np.where(grid >= hi, ends[:, 1:2], rows))
+        return self._windows.get(self.table, slots, lo, hi, ends)
 
     # ---- Er and C_Redo ---------------------------------------------------------------------------
     def failing_executor(self, out: Output) -> str | None:
@@ -367,7 +325,7 @@ class Recompute:
                 need = None  # read by k's own stage: needed whenever lost
                 rest += given.direct_loss()
             else:
-                need = -np.expm1(np.minimum(sum(log_clear[c] for c in ancestry.readers[sid]), 0.0))
+                need = _need(log_clear, ancestry.readers[sid])
                 rest += given.needed_loss(need)
             if ancestry.has_parents[sid]:
                 log_clear[sid] = given.direct_log_clear() if need is None else given.needed_log_clear(need)
@@ -402,43 +360,26 @@ class Recompute:
         self._shared[sid] = (key, shared)
         return shared
 
-    def _ancestry_of(self, shuffle_id: Hashable) -> _Ancestry:
+    def _ancestry_of(self, shuffle_id: Hashable) -> Ancestry:
         cached = self._ancestry.get(shuffle_id)
         if cached is not None and cached[0] == self.lineage.structure_version:
             return cached[1]
-        ancestry = self._build_ancestry(shuffle_id)
+        ancestry = build_ancestry(self.lineage.parents, shuffle_id, self.depth)
         self._ancestry[shuffle_id] = (self.lineage.structure_version, ancestry)
         return ancestry
 
-    def _build_ancestry(self, root: Hashable) -> _Ancestry:
-        parents = self.lineage.parents
-        depth_of: dict[Hashable, int] = {root: 0}
-        frontier = [root]
-        for level in range(1, self.depth + 1):
-            nxt = []
-            for sid in frontier:
-                for parent in parents(sid):
-                    if parent not in depth_of:
-                        depth_of[parent] = level
-                        nxt.append(parent)
-            frontier = nxt
-        members = [s for s in depth_of if s != root]
-        member_set = set(members)
-        readers = {s: tuple(c for c in members if s in parents(c)) for s in members}
-        # Kahn's algorithm: a shuffle is ready once every ancestor that reads it is placed.
-        pending = {s: len(readers[s]) for s in members}
-        ready = [s for s in members if pending[s] == 0]
-        order: list[Hashable] = []
-        while ready:
-            sid = ready.pop()
-            order.append(sid)
-            for parent in parents(sid):
-                if parent in member_set:
-                    pending[parent] -= 1
-                    if pending[parent] == 0:
-                        ready.append(parent)
-        if len(order) != len(members):
-            raise ValueError(f"the shuffle graph above {root!r} has a cycle")
-        direct = frozenset(parents(root)) & member_set
-        has_parents = {s: bool(parents(s) & member_set) for s in members}
-        return _Ancestry(tuple(order), readers, direct, has_parents)
+
+def _need(log_clear: dict[Hashable, FloatArray], readers: tuple[Hashable, ...]) -> FloatArray:
+    """:math:`\\nu = 1 - \\prod_c P(\\text{nothing of } c \\text{ lost and needed}) = -\\mathrm{expm1}(\\min(\\sum_c \\ln P_c, 0))`.
+
+    Computed in one buffer, in the order ``0 + l_1 + l_2 + ...`` of Python's ``sum``, so every
+    element is rounded exactly as the plain expression would round it.
+    """
+    if not readers:
+        return np.asarray(-np.expm1(np.minimum(0.0, 0.0)))
+    total = np.add(0.0, log_clear[readers[0]])
+    for reader in readers[1:]:
+        np.add(total, log_clear[reader], out=total)
+    np.minimum(total, 0.0, out=total)
+    np.expm1(total, out=total)
+    return np.negative(total, out=total)

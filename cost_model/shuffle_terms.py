@@ -77,11 +77,11 @@ class GivenFailure:
         self.held_x = slot is not None and bool(state.single_count[slot] > 0)
         # Multi-location groups with a copy on X: their loss probability without X's factor.
         slots, costs = state.multi_arrays()
-        self.rows_x = np.flatnonzero((slots == slot).any(axis=1)) if slot is not None and slots.size else np.zeros(0, dtype=np.int64)
+        self.rows_x = np.flatnonzero(np.logical_or.reduce(slots == slot, axis=1)) if slot is not None and slots.size else np.zeros(0, dtype=np.int64)
         if self.rows_x.size:
             others = slots[self.rows_x].copy()
             others[others == slot] = -1
-            self.multi_x = np.prod(table.cdf_padded[others], axis=1)
+            self.multi_x = np.multiply.reduce(table.cdf_padded[others], axis=1)
         else:
             self.multi_x = np.zeros((0, table.cdf.shape[1]))
         self.costs_x = costs[self.rows_x]
@@ -125,7 +125,7 @@ class GivenFailure:
             assert self.slot is not None
             base = base + (_LOG_TINY - shared.log_keep[self.slot])
         free = shared.multi_free[self.rows_x]
-        if np.any(free):
+        if np.logical_or.reduce(free):
             rows = self.rows_x[free]
             base = base + (
                 np.log(np.maximum(1.0 - self.multi_x[free], TINY)) - np.log(np.maximum(1.0 - shared.multi_lost[rows], TINY))

@@ -26,9 +26,6 @@ the recorded job times; ``recorded_seconds`` sums the Spark jobs' durations (sub
 
 from __future__ import annotations
 
-import gzip
-import io
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,14 +35,10 @@ from typing import Any
 import numpy as np
 
 from simulators.dag import JobSpec, StageSpec
+from trspark.eventlog import EventLogError
+from trspark.eventlog import read_events as _read_log
 
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-LZ4_BLOCK_MAGIC = b"LZ4Block"
-GZIP_MAGIC = b"\x1f\x8b"
-
-
-class EventLogError(ValueError):
-    """The file is not a readable Spark event log."""
+__all__ = ["EventLogError", "Replay", "load_eventlog", "read_events"]
 
 
 @dataclass(frozen=True)
@@ -61,81 +54,19 @@ class Replay:
 
 
 # ---------------------------------------------------------------------------------------- reading
-def _lz4_block_stream(raw: bytes) -> bytes:
-    """Decode Spark's ``LZ4BlockOutputStream`` format (lz4-java): a sequence of framed blocks."""
-    import lz4.block
-
-    out = bytearray()
-    pos = 0
-    while pos < len(raw):
-        if raw[pos:pos + 8] != LZ4_BLOCK_MAGIC or pos + 21 > len(raw):
-            raise EventLogError("corrupt LZ4Block stream")
-        token = raw[pos + 8]
-        compressed = int.from_bytes(raw[pos + 9:pos + 13], "little")
-        original = int.from_bytes(raw[pos + 13:pos + 17], "little")
-        body = raw[pos + 21:pos + 21 + compressed]
-        method = token & 0xF0
-        if original == 0:  # end mark
-            break
-        out += body if method == 0x10 else lz4.block.decompress(body, uncompressed_size=original)
-        pos += 21 + compressed
-    return bytes(out)
-
-
-def _decompress(path: Path, raw: bytes) -> bytes:
-    try:
-        if raw.startswith(ZSTD_MAGIC):
-            import zstandard
-
-            reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw), read_across_frames=True)
-            return bytes(reader.read())
-        if raw.startswith(LZ4_BLOCK_MAGIC):
-            return _lz4_block_stream(raw)
-        if raw.startswith(GZIP_MAGIC):
-            return gzip.decompress(raw)
-    except EventLogError:
-        raise
-    except Exception as exc:  # each codec raises its own error type
-        raise EventLogError(f"{path}: cannot decompress ({type(exc).__name__}: {exc})") from exc
-    if path.suffix in (".snappy", ".lzf"):
-        raise EventLogError(f"{path}: codec {path.suffix[1:]} is not supported; re-run with "
-                            "spark.eventLog.compression.codec=zstd (or lz4), or uncompressed")
-    return raw
-
-
-def _files(path: Path) -> list[Path]:
-    if path.is_dir():
-        parts = sorted((p for p in path.iterdir() if p.name.startswith("events_")),
-                       key=lambda p: int(m.group(1)) if (m := re.match(r"events_(\d+)", p.name)) else 0)
-        if not parts:
-            raise EventLogError(f"{path}: a directory without events_* files is not a Spark event log")
-        return parts
-    if not path.exists():
-        raise EventLogError(f"{path}: no such file")
-    return [path]
-
-
 def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
-    """The log's events as dicts, in order; raises :class:`EventLogError` if it is not a Spark log."""
-    path = Path(path)
+    """The log's events as dicts, in order; raises :class:`EventLogError` if it is not a whole Spark log.
+
+    :func:`trspark.eventlog.read_events` with the checks a replay needs on top: every line is a
+    finished Spark listener event (a log still being written is refused, not cut short), and
+    the log holds at least one.
+    """
     seen_spark = False
-    for part in _files(path):
-        try:
-            raw = part.read_bytes()
-        except OSError as exc:
-            raise EventLogError(f"{part}: cannot read ({exc.strerror})") from exc
-        text = _decompress(part, raw)
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                event = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                raise EventLogError(f"{part}: line {number} is not JSON; not a Spark event log") from None
-            if not isinstance(event, dict) or not str(event.get("Event", "")).startswith(("SparkListener", "org.apache.spark")):
-                raise EventLogError(f"{part}: line {number} is not a Spark listener event; not a Spark event log")
-            seen_spark = True
-            yield event
+    for number, event in enumerate(_read_log(path, unfinished_last_line=False), 1):
+        if not str(event["Event"]).startswith(("SparkListener", "org.apache.spark")):
+            raise EventLogError(f"{path}: event {number} is not a Spark listener event; not a Spark event log")
+        seen_spark = True
+        yield event
     if not seen_spark:
         raise EventLogError(f"{path}: empty; not a Spark event log")
 

@@ -56,6 +56,8 @@ class Experiment:
             remote_bandwidth=w.remote_bandwidth,
             remote_cap=w.remote_cap,
             backup_latency=w.backup_latency,
+            # The pools' true specs, so the policy knows which executors are stable ("stable" = never evicted).
+            pool_lifetimes=tuple((name, spec or "stable") for name, _, spec in w.pool_table()) if w.pools else (),
         )
 
 

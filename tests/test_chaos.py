@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from cost_model.lifetimes import from_spec
-from jobs.harness.chaos import EXECUTOR_CLASS, EvictionInjector, draw_schedule, find_executors
+from jobs.harness.chaos import EvictionInjector, draw_schedule
+from jobs.harness.executors import EXECUTOR_CLASS, find_executors
 
 TIMEOUT = 20.0
 SPARK_TIMEOUT = 150.0  # a loaded 2-core machine: executors took 40 s to register in one run

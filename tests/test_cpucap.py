@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from jvm_gateway import wait_for
 
-from jobs.harness.chaos import EXECUTOR_CLASS
 from jobs.harness.cpucap import CpuCapUnavailable, ExecutorCpuCap, check
+from jobs.harness.executors import EXECUTOR_CLASS
 
 TIMEOUT = 20.0
 # Burns CPU and reports, every 0.5 s of wall time, the CPU seconds it got meanwhile.

@@ -343,3 +343,16 @@ def test_stage_order_follows_hints(live: Live) -> None:
     # Control: hinting the lower id (= FIFO) makes the higher stage wait for all 6 of its tasks.
     low, high = two_map_stages(live, preferred=0)
     assert launched_before_last_of(high, low) == 6
+
+
+def test_stable_placement_hints_place_alike(jvm: Jvm) -> None:
+    """Hints of the stable-capacity rule (spot forbidden, then spot as fallback): Python and Scala agree."""
+    forbid = SchedulingHints(stage_order=(1, 0), forbidden={1: ("s1", "s2")}, fallback={0: ("4",)})
+    later = SchedulingHints(stage_order=(1, 0), forbidden={}, fallback={1: ("s1", "s2"), 0: ("4",)})
+    slots = ["s1", "od", "s2", "4", "od"]
+    for hints, pending, running in ((forbid, {0: 2, 1: 4}, {1: 1}), (later, {0: 2, 1: 4}, {1: 1}),
+                                    (forbid, {1: 3}, {1: 0})):
+        expected = placement.plan(slots, pending, running, hints)
+        assert scala_plan(jvm, slots, pending, running, scala_hints(jvm, hints)) == expected
+    # Spot slots take stage 0 only; stage 1 goes to od and to executor 4 (a fallback for stage 0 alone).
+    assert placement.plan(slots, {0: 2, 1: 4}, {1: 1}, forbid) == [("s1", 0), ("od", 1), ("s2", 0), ("4", 1), ("od", 1)]

@@ -354,7 +354,7 @@ def live_notices() -> Iterator[tuple[Any, NoticeServer]]:
 
 @pytest.mark.spark
 def test_notices_reach_the_driver_from_endpoint_and_sigpwr(live_notices: tuple[Any, NoticeServer]) -> None:
-    from jobs.harness.chaos import find_executors
+    from jobs.harness.executors import find_executors
 
     spark, server = live_notices
     sc = spark.sparkContext

@@ -32,8 +32,8 @@ def command_line(process: psutil.Process) -> str:
 def test_engine_latency_decisions_and_fallback_show_in_the_metrics(tmp_path: Path) -> None:
     from pyspark.sql import SparkSession
 
+    from trspark.eventlog import read_events
     from trspark.live.shim import jar_path
-    from trspark.reporting.eventlog import read_events
 
     spark = (
         SparkSession.builder.master("local-trcluster[3,1,1024]")

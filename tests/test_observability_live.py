@@ -220,8 +220,8 @@ def test_the_event_log_and_its_report_agree_with_the_metrics(app: App, tmp_path:
     app.stop()
     logs = glob.glob(str(app.log_dir / "*"))
     assert len(logs) == 1, logs
+    from trspark.eventlog import read_events
     from trspark.reporting import write_report
-    from trspark.reporting.eventlog import read_events
 
     kinds = [e["Event"].rsplit(".", 1)[-1] for e in read_events(logs[0])]
     assert kinds.count("TRExecutorStarted") == kinds.count("SparkListenerExecutorAdded") >= EXECUTORS + 2

@@ -8,6 +8,7 @@ summary must match the golden text and agree with those metrics.
 from __future__ import annotations
 
 import base64
+import gzip
 import io
 import json
 import re
@@ -18,8 +19,8 @@ from click.testing import CliRunner
 
 import trspark
 from trspark.cli import cli
+from trspark.eventlog import LZ4_MAGIC, read_events
 from trspark.reporting import EventLogError, summarize, write_report
-from trspark.reporting.eventlog import LZ4_MAGIC, read_events
 
 FIXTURE = Path(__file__).parent / "fixtures" / "observability"
 LOG = next((FIXTURE / "eventlog").iterdir())
@@ -73,13 +74,13 @@ def test_prices_add_the_cost_of_each_pools_executor_hours() -> None:
     assert summarize(LOG, prices={"other": 1.0}).cost() is None
 
 
-@pytest.mark.parametrize("codec", ["plain", "lz4", "zstd"])
+@pytest.mark.parametrize("codec", ["plain", "lz4", "zstd", "gzip"])
 def test_a_single_file_log_in_each_codec_reads_like_the_rolling_one(codec: str, tmp_path: Path) -> None:
     import zstandard
 
     data = plain_lines()
     encoded = {"plain": data, "lz4": lz4_block_stream(data),
-               "zstd": zstandard.ZstdCompressor().compress(data)}[codec]
+               "zstd": zstandard.ZstdCompressor().compress(data), "gzip": gzip.compress(data)}[codec]
     path = tmp_path / f"app-1.{codec}"
     path.write_bytes(encoded)
     assert summarize(path).text() == summarize(LOG).text()

@@ -26,7 +26,7 @@ SCENARIO = textwrap.dedent(
     import psutil
     from pyspark.sql import SparkSession
     from trspark.live.shim import jar_path
-    from jobs.harness.chaos import find_executors
+    from jobs.harness.executors import find_executors
 
     root = sys.argv[1]
     spark = (SparkSession.builder.master("local-cluster[3,1,1024]").appName("trspark-shim-engine")

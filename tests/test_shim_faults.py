@@ -45,7 +45,7 @@ class App:
         return {str(ids.apply(i)) for i in range(ids.size())}
 
     def kill_one_executor(self) -> None:
-        from jobs.harness.chaos import find_executors
+        from jobs.harness.executors import find_executors
 
         driver = int(self.sc._jvm.java.lang.ProcessHandle.current().pid())
         victim = sorted(find_executors(driver), key=lambda e: e.executor_id)[0]

@@ -10,10 +10,11 @@ import lz4.block
 import pytest
 from click.testing import CliRunner
 
-from simulators.eventlog import LZ4_BLOCK_MAGIC, EventLogError, load_eventlog
+from simulators.eventlog import EventLogError, load_eventlog
 from simulators.runner import stable_job_time
 from simulators.world import WorldSpec
 from trspark.cli import cli
+from trspark.eventlog import LZ4_MAGIC as LZ4_BLOCK_MAGIC
 
 FIXTURES = Path(__file__).parent / "fixtures" / "eventlogs"
 PLAIN = FIXTURES / "join_agg.json"

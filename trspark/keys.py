@@ -234,6 +234,10 @@ KEYS: tuple[Key, ...] = (
         "Never the last executors: while every executor has a notice, none is let go."),
     Key("notice.signal", "notice_signal", "PWR", _signal_name, "a signal name such as PWR or TERM, or none",
         "POSIX signal an executor takes as a termination notice (chained with Spark's own decommission handler); none = ignore signals."),
+    Key("rebalance.hazardFactor", "rebalance_hazard_factor", 10.0, _number(0.0, None, lo_open=True), "a number > 0",
+        "An executor with a rebalance recommendation (AWS) has its eviction hazard multiplied by this from when the "
+        "recommendation was posted: its outputs are backed up sooner and long or lineage-critical tasks avoid it. "
+        "1 = ignore recommendations."),
     Key("sizing.lossFraction", "sizing_fraction", 0.05, _open_fraction, "a number in (0, 1)",
         "Task sizing: the longest task whose expected loss to its executor's eviction stays within this fraction "
         "of its work sets the suggested partition size (docs/task-sizing.md); stages with longer tasks get advice."),

@@ -8,6 +8,7 @@ from .empirical import Empirical
 from .exponential import Exponential
 from .lognormal import LogNormal
 from .notice import Notice, with_notice
+from .rebalanced import Raised
 from .spec import from_spec
 from .stable import Stable
 from .weibull import Weibull
@@ -21,6 +22,7 @@ __all__ = [
     "LifetimeModel",
     "LogNormal",
     "Notice",
+    "Raised",
     "Stable",
     "Weibull",
     "from_spec",

@@ -34,23 +34,12 @@ import numpy as np
 import psutil
 
 from cost_model.lifetimes import LifetimeModel, from_spec
-
-EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
+from jobs.harness.executors import ExecutorProcess, find_executors
 
 log = logging.getLogger(__name__)
 
 Schedule = list[tuple[float, int]]
 """``(offset seconds after start, victim rank)`` pairs, in time order."""
-
-
-@dataclass(frozen=True, slots=True)
-class ExecutorProcess:
-    """One executor JVM found under the driver."""
-
-    executor_id: str
-    pid: int
-    started: float
-    """Process start, seconds since the epoch (``psutil.Process.create_time``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,42 +57,6 @@ class KillRecord:
     """How it reached the executor: ``signal``, or ``callback`` (a notice given by ``notify``,
     e.g. posted on a cloud metadata-service imitation; the record's ``signal`` is then
     ``SIGPWR``, the notice marker, although no signal was sent)."""
-
-
-def _executor_id(cmdline: Sequence[str]) -> str | None:
-    if EXECUTOR_CLASS not in cmdline:
-        return None
-    for flag, value in zip(cmdline, cmdline[1:], strict=False):
-        if flag == "--executor-id":
-            return value
-    return None
-
-
-def _id_key(executor_id: str) -> tuple[int, int | str]:
-    # Spark's ids are "0", "1", ... : numeric order, not string order ("10" after "9").
-    return (0, int(executor_id)) if executor_id.isdigit() else (1, executor_id)
-
-
-def find_executors(driver_pid: int) -> list[ExecutorProcess]:
-    """Live executor JVMs among the descendants of ``driver_pid``, oldest first.
-
-    Zombies (killed, not yet reaped) and processes that vanish while being read are skipped.
-    """
-    try:
-        descendants = psutil.Process(driver_pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-    found = []
-    for proc in descendants:
-        try:
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                continue
-            executor_id = _executor_id(proc.cmdline())
-            if executor_id is not None:
-                found.append(ExecutorProcess(executor_id, proc.pid, proc.create_time()))
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return sorted(found, key=lambda e: (e.started, _id_key(e.executor_id)))
 
 
 def draw_schedule(

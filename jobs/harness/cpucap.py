@@ -8,7 +8,7 @@ On this 2-core machine with 3 executors, a query ran its last stages 1.5-2x slow
 replacement started, and decommissioning -- whose idle executor gives its share away -- looked
 free.
 
-:class:`ExecutorCpuCap` watches the driver's process tree (``jobs.harness.chaos.find_executors``)
+:class:`ExecutorCpuCap` watches the driver's process tree (``jobs.harness.executors.find_executors``)
 and moves every executor JVM, as soon as it appears, into a cgroup of its own whose CPU quota
 is ``cpus`` cores (the CFS bandwidth controller: ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``
 on cgroup v1, ``cpu.max`` on v2). Each executor then has exactly its quota, used or not, as on
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from jobs.harness.chaos import find_executors
+from jobs.harness.executors import find_executors
 
 log = logging.getLogger(__name__)
 

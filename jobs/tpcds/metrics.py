@@ -152,7 +152,7 @@ def executor_count(sc: SparkContext, driver_pid: int | None = None) -> Callable[
         registered = registered_ids()
         if driver_pid is None:
             return len(registered)
-        from jobs.harness.chaos import find_executors
+        from jobs.harness.executors import find_executors
 
         return len(registered & {e.executor_id for e in find_executors(driver_pid)})
 

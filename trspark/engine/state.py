@@ -24,6 +24,7 @@ from trspark.engine.events import (
     ExecutorAdded,
     ExecutorLost,
     ExecutorNotice,
+    ExecutorRebalance,
     JobEnded,
     JobSubmitted,
     ShuffleConsumed,
@@ -76,6 +77,13 @@ class JobState(JobRecords):
         if ex is not None and ex.alive:
             ex.notice_deadline = e.deadline
             ex.draining = ex.draining or e.kind == "notice"
+            self.refresh_lifetimes()
+
+    def _executor_rebalance(self, e: ExecutorRebalance) -> None:
+        ex = self.executors.get(e.executor_id)
+        if ex is not None and ex.alive and ex.rebalance_at is None:
+            # The first recommendation counts: the risk is raised from when it was posted.
+            ex.rebalance_at = max(ex.started, e.since if e.since is not None else e.time)
             self.refresh_lifetimes()
 
     def refresh_lifetimes(self) -> None:
@@ -379,6 +387,7 @@ def _ignore(state: JobState, event: object) -> None:
 _HANDLERS: dict[type, Callable[[JobState, Any], None]] = {
     ExecutorAdded: JobState._executor_added,
     ExecutorNotice: JobState._executor_notice,
+    ExecutorRebalance: JobState._executor_rebalance,
     ExecutorLost: JobState._executor_lost,
     JobSubmitted: JobState._job_submitted,
     StageSubmitted: JobState._stage_submitted,

@@ -39,6 +39,8 @@ class ExecutorView:
     """Absolute time the executor will be gone (termination notice / spot block), if known."""
     draining: bool = False
     """A termination notice came (``ExecutorNotice.kind == "notice"``): no new tasks go here."""
+    rebalance_at: float | None = None
+    """Time the cloud recommended moving work off this executor (``ExecutorRebalance``), if it did."""
     lost: float | None = None
     lost_reason: str = ""
     running: set[tuple[int, int]] = field(default_factory=set)

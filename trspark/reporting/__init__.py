@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from trspark.reporting.eventlog import EventLogError, read_events
+from trspark.eventlog import EventLogError, read_events
 from trspark.reporting.summary import Summary, summarize_events
 
 

@@ -50,6 +50,7 @@ from trspark.engine.events import (
     ExecutorAdded,
     ExecutorLost,
     ExecutorNotice,
+    ExecutorRebalance,
     ShuffleConsumed,
     StageCompleted,
     StageSubmitted,
@@ -62,10 +63,12 @@ from trspark.engine.state import JobState
 from trspark.engine.tr.backup_stack import BackupStack, plan_for
 from trspark.engine.tr.checkpointing import Costs, decide
 from trspark.engine.tr.costs import CostEstimator
+from trspark.engine.tr.critical import StablePlacement
 from trspark.engine.tr.duplication import Duplicator
 from trspark.engine.tr.horizon import NeedHorizon
 from trspark.engine.tr.knowledge import LifetimeKnowledge
 from trspark.engine.tr.notices import NoticeRules
+from trspark.engine.tr.rebalance import RebalanceKnowledge
 from trspark.engine.tr.replan import Replanning
 from trspark.engine.tr.safety_belt import SafetyBeltMonitor
 from trspark.engine.tr.scheduling import (
@@ -106,7 +109,9 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         from cost_model.lifetimes import from_spec
 
         self.config = config
-        self.knowledge = knowledge or LifetimeKnowledge(from_spec(config.lifetime), config.knowledge)
+        self.knowledge = knowledge or RebalanceKnowledge(from_spec(config.lifetime), config.knowledge,
+                                                         factor=config.rebalance_hazard_factor)
+        self.critical = StablePlacement(config.stable_pools(), config.rebalance_hazard_factor)
         lineage = Lineage()
         self.state = JobState(lineage=lineage, lifetime_of=self.knowledge.model)
         self.costs = CostEstimator(config, self.knowledge, lineage)
@@ -151,7 +156,7 @@ class TRPolicy(NoticeRules, Replanning, Policy):
                 state.refresh_lifetimes()
             self._replan_lost_copies(event.executor_id)
             out += self._replan(REPLAN_ON_CHANGE)
-        elif isinstance(event, ExecutorAdded):
+        elif isinstance(event, (ExecutorAdded, ExecutorRebalance)):
             out += self._replan(REPLAN_ON_CHANGE)
         elif isinstance(event, ExecutorNotice):
             if event.kind == "notice":
@@ -159,13 +164,16 @@ class TRPolicy(NoticeRules, Replanning, Policy):
                 if (noticed := state.executors.get(event.executor_id)) is not None and noticed.alive:
                     self._draining.add(event.executor_id)
         elif isinstance(event, ShuffleConsumed):
+            self.critical.forget(state.consumed_now)
             for shuffle in state.consumed_now:
                 out += self._on_consumed(shuffle)
         elif isinstance(event, Tick):
             out += self._on_tick()
-        if isinstance(event, (StageSubmitted, StageCompleted, ExecutorAdded, ExecutorLost, ExecutorNotice)) or (
+        if isinstance(event, (StageSubmitted, StageCompleted, ExecutorAdded, ExecutorLost, ExecutorNotice,
+                              ExecutorRebalance)) or (
                 isinstance(event, TaskEnded) and (
                     self._draining  # a noticed executor's room shrinks
+                    or self.critical.active  # a stable core freed: the wait for it changed
                     or (self.config.warm_first and self._first_task_of(event)))):  # a fresh executor is warm now
             out += self._scheduling()
         # Tasks start waiting when a stage is submitted or becomes runnable (a parent completed),
@@ -278,7 +286,9 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         state = self.state
         t_max = self.horizon(state, block)
         weight = float(stall_width(state, block.shuffle_id)) if self.config.stall_weight else 1.0
-        return self.costs.costs(block, state, t_max, weight=weight, remote_in_flight=self.stack.in_flight_to(REMOTE))
+        costs = self.costs.costs(block, state, t_max, weight=weight, remote_in_flight=self.stack.in_flight_to(REMOTE))
+        self.critical.observe(block, state, costs)
+        return costs
 
     def _belt_target(self, block: MapOutput) -> str | None:
         if self.config.targets != "local":
@@ -301,6 +311,7 @@ class TRPolicy(NoticeRules, Replanning, Policy):
             limits = build_limits(state, residual, executors, gamma, notice_allowance=self._notice_allowance(),
                                   released=self.released, warm_first=self.config.warm_first,
                                   order=self.config.scheduling_order)
+            limits = self.critical.restrict(state, limits)
             if limits_changed(self.limits, limits):
                 self.limits = limits
                 self.hints = limits.hints()

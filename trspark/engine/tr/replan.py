@@ -96,9 +96,11 @@ class Replanning:
         A block with a peer copy looked safe (both holders had to fail); with one copy gone its
         risk is back to one executor's, and waiting for the next tick left it exposed.
         """
-        for block in list(self.state.live_outputs()):
-            lost_copy = block.last_peer == executor_id or (block.executor_id == executor_id and block.source_lost)
-            if lost_copy and block.holders() and not block.on_remote:
+        # One pass over the outputs with the cheap tests first: planning changes none of these fields.
+        lost_copy = [block for block in self.state.outputs.values() if not block.consumed and (
+            block.last_peer == executor_id or (block.source_lost and block.executor_id == executor_id))]
+        for block in lost_copy:
+            if block.holders() and not block.on_remote:
                 self._plan(block)
 
     def _plan_noticed(self, executor_id: str) -> None:

@@ -118,7 +118,8 @@ class GammaLimits:
 
     ``max_task_seconds``: executor -> longest ET (s) allowed to start there (γ rule, notice room);
     ``expected_task_seconds``: stage -> ET (s); ``cold``: fresh executors that pick after the
-    warm ones (:func:`cold_limits`).
+    warm ones (:func:`cold_limits`); ``spot_forbidden`` / ``spot_fallback``: stage -> spot
+    executors kept off it or put after the stable ones (:mod:`trspark.engine.tr.critical`).
     """
 
     stage_order: tuple[int, ...] = ()
@@ -126,10 +127,29 @@ class GammaLimits:
     expected_task_seconds: dict[int, float] = field(default_factory=dict)
     drain: tuple[str, ...] = ()
     cold: tuple[str, ...] = ()
+    spot_forbidden: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    spot_fallback: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
     def hints(self) -> SchedulingHints:
         """The hints the drivers apply (per stage: the forbidden and the fallback executors)."""
-        return gamma_hints(self.stage_order, self.max_task_seconds, self.expected_task_seconds, self.drain, self.cold)
+        hints = gamma_hints(self.stage_order, self.max_task_seconds, self.expected_task_seconds, self.drain, self.cold)
+        if not (self.spot_forbidden or self.spot_fallback):
+            return hints
+        return widen(hints, self.spot_forbidden, self.spot_fallback)
+
+
+def widen(hints: SchedulingHints, forbidden: dict[int, tuple[str, ...]],
+          fallback: dict[int, tuple[str, ...]]) -> SchedulingHints:
+    """``hints`` with more forbidden and fallback executors per stage (an executor forbidden either way stays forbidden)."""
+    out_forbidden = {s: tuple(sorted(set(hints.forbidden.get(s, ())) | set(forbidden.get(s, ()))))
+                     for s in sorted(set(hints.forbidden) | set(forbidden))}
+    out_fallback: dict[int, tuple[str, ...]] = {}
+    for s in sorted(set(hints.fallback) | set(fallback)):
+        later = (set(hints.fallback.get(s, ())) | set(fallback.get(s, ()))) - set(out_forbidden.get(s, ()))
+        if later:
+            out_fallback[s] = tuple(sorted(later))
+    return SchedulingHints(stage_order=hints.stage_order, forbidden=out_forbidden, fallback=out_fallback,
+                           drain=hints.drain)
 
 
 def build_limits(
@@ -218,9 +238,11 @@ def notice_rules(
 def limits_changed(old: GammaLimits | None, new: GammaLimits, tolerance: float = 0.1) -> bool:
     """Worth sending? Order, restricted or cold set changed, or a limit or ET moved by more than ``tolerance``."""
     if old is None:
-        return bool(new.stage_order or new.max_task_seconds or new.drain or new.cold)
+        return bool(new.stage_order or new.max_task_seconds or new.drain or new.cold or new.spot_forbidden
+                    or new.spot_fallback)
     if (old.stage_order != new.stage_order or old.max_task_seconds.keys() != new.max_task_seconds.keys()
-            or old.drain != new.drain or old.cold != new.cold):
+            or old.drain != new.drain or old.cold != new.cold or old.spot_forbidden != new.spot_forbidden
+            or old.spot_fallback != new.spot_fallback):
         return True
     for key, limit in new.max_task_seconds.items():
         if abs(limit - old.max_task_seconds[key]) > tolerance * max(limit, 1e-9):

@@ -1,21 +1,24 @@
-"""Streaming reader of Spark event logs: plain, zstd, lz4 (``LZ4Block``), a single file or rolling.
+"""Streaming reader of Spark event logs: plain, zstd, lz4 (``LZ4Block``) or gzip, a single file or rolling.
 
 A rolling log is a directory ``eventlog_v2_<app>/`` of ``events_<n>_<app>[.<codec>]`` parts read
 in ``n`` order. The codec is recognised by the file's first bytes, not its name, and every part
 is decompressed as a stream, so a long application's log is never held in memory whole.
+``trspark report`` and the simulator's ``whatif`` replay both read logs through :func:`read_events`.
 """
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 LZ4_MAGIC = b"LZ4Block"
+GZIP_MAGIC = b"\x1f\x8b"
 # LZ4Block header after the magic: token (1), compressed length (4), original length (4), checksum (4).
 LZ4_HEADER = 8 + 1 + 4 + 4 + 4
 LZ4_RAW = 0x10
@@ -70,8 +73,11 @@ def _open(part: Path, raw: IO[bytes]) -> IO[bytes]:
         return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
     if head.startswith(LZ4_MAGIC):
         return io.BufferedReader(_ChunkReader(_lz4_chunks(raw)))
+    if head.startswith(GZIP_MAGIC):
+        return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
     if part.suffix in (".snappy", ".lzf"):
-        raise EventLogError(f"{part}: codec {part.suffix[1:]} is not supported (use zstd, lz4 or none)")
+        raise EventLogError(f"{part}: codec {part.suffix[1:]} is not supported; re-run with "
+                            "spark.eventLog.compression.codec=zstd (or lz4), or uncompressed")
     return raw
 
 
@@ -87,24 +93,36 @@ def parts(path: Path) -> list[Path]:
     return [path]
 
 
-def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
+def read_events(path: str | Path, *, unfinished_last_line: bool = True) -> Iterator[dict[str, Any]]:
     """Every event of the log as a dict (``"Event"`` holds its type), in order.
 
-    Raises :class:`EventLogError` on a file that is not JSON lines of Spark listener events (an
-    unfinished last line of an in-progress log is skipped).
+    Raises :class:`EventLogError` on a file that cannot be read or decompressed, or that is not
+    JSON lines of Spark listener events. An unfinished last line (an in-progress log) is skipped,
+    or refused with ``unfinished_last_line=False``.
     """
     for part in parts(Path(path)):
-        with part.open("rb") as raw:
-            lines = io.TextIOWrapper(_open(part, raw), encoding="utf-8", errors="replace")
-            for number, line in enumerate(lines, 1):
-                if not line.strip():
-                    continue
-                try:
-                    event = json.loads(line)
-                except json.JSONDecodeError:
-                    if not line.endswith("\n"):
-                        break
-                    raise EventLogError(f"{part}: line {number} is not JSON; not a Spark event log") from None
-                if not isinstance(event, dict) or "Event" not in event:
-                    raise EventLogError(f"{part}: line {number} has no \"Event\"; not a Spark event log")
-                yield event
+        try:
+            with part.open("rb") as raw:
+                yield from _part_events(part, raw, unfinished_last_line)
+        except EventLogError:
+            raise
+        except OSError as exc:  # unreadable file, or a corrupt gzip stream (BadGzipFile)
+            raise EventLogError(f"{part}: cannot read ({exc.strerror or exc})") from exc
+        except Exception as exc:  # each codec raises its own error type
+            raise EventLogError(f"{part}: cannot decompress ({type(exc).__name__}: {exc})") from exc
+
+
+def _part_events(part: Path, raw: IO[bytes], unfinished_last_line: bool) -> Iterator[dict[str, Any]]:
+    lines = io.TextIOWrapper(_open(part, raw), encoding="utf-8", errors="replace")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            if not line.endswith("\n") and unfinished_last_line:
+                break
+            raise EventLogError(f"{part}: line {number} is not JSON; not a Spark event log") from None
+        if not isinstance(event, dict) or "Event" not in event:
+            raise EventLogError(f"{part}: line {number} has no \"Event\"; not a Spark listener event")
+        yield event

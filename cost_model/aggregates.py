@@ -1,0 +1,91 @@
+"""What a :class:`~cost_model.lineage.Lineage` keeps: executors, map outputs and per-shuffle aggregates.
+
+See :mod:`cost_model.lineage` for what the aggregates mean and how they are kept up to date.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .lifetimes.base import FloatArray, LifetimeModel
+
+Group = int | frozenset[int] | None
+"""Where an output's run time is aggregated: a slot (single), a slot set (multi), -1 (lost), None (excluded)."""
+LOST = -1
+
+
+@dataclass(slots=True)
+class Executor:
+    """A live executor: its slot (row in the cost model's arrays), start time (s) and lifetime law."""
+
+    executor_id: str
+    slot: int
+    started: float
+    model: LifetimeModel
+
+
+@dataclass(slots=True)
+class Output:
+    """One map output ``(shuffle_id, map_index)``."""
+
+    shuffle_id: Hashable
+    map_index: int
+    producer: str
+    """Executor that ran the map task."""
+    run_time: float
+    """:math:`C_j`: the task's run time in seconds (its re-computation cost)."""
+    size: float
+    """Bytes written (all shuffle blocks of the map task)."""
+    locations: set[str]
+    """Executors holding a copy (the producer, then peers it was backed up to)."""
+    remote: bool = False
+    """Backed up to remote storage: safe."""
+    consumed: bool = False
+    """Will not be read again (not even to re-compute a descendant)."""
+    group: Group = None
+
+
+@dataclass(slots=True)
+class ShuffleState:
+    """Aggregates of the live outputs of one shuffle (see the module docstring)."""
+
+    parents: set[Hashable] = field(default_factory=set)
+    outputs: dict[int, Output] = field(default_factory=dict)
+    single_cost: FloatArray = field(default_factory=lambda: np.zeros(0))
+    """:math:`\\sum C_j` (s) per executor slot over outputs that live only there."""
+    single_count: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    multi: dict[frozenset[int], list[float]] = field(default_factory=dict)
+    """Slot set -> ``[sum C_j (s), count]`` for outputs living on several executors."""
+    multi_by_slot: dict[int, set[frozenset[int]]] = field(default_factory=dict)
+    lost_cost: float = 0.0
+    lost_count: int = 0
+    version: int = 0
+    _multi_arrays: tuple[int, NDArray[np.int64], FloatArray] | None = None
+
+    def multi_arrays(self) -> tuple[NDArray[np.int64], FloatArray]:
+        """:attr:`multi` as arrays for vectorised use: slot sets padded with -1 ``(M, L_max)`` and costs ``(M,)``.
+
+        Cached until the shuffle changes.
+        """
+        cached = self._multi_arrays
+        if cached is not None and cached[0] == self.version:
+            return cached[1], cached[2]
+        width = max((len(sig) for sig in self.multi), default=0)
+        slots = np.full((len(self.multi), width), -1, dtype=np.int64)
+        costs = np.zeros(len(self.multi))
+        for row, (sig, entry) in enumerate(self.multi.items()):
+            slots[row, : len(sig)] = sorted(sig)
+            costs[row] = entry[0]
+        self._multi_arrays = (self.version, slots, costs)
+        return slots, costs
+
+    def _grow(self, capacity: int) -> None:
+        if self.single_cost.size < capacity:
+            self.single_cost = np.concatenate((self.single_cost, np.zeros(capacity - self.single_cost.size)))
+            self.single_count = np.concatenate(
+                (self.single_count, np.zeros(capacity - self.single_count.size, dtype=np.int64))
+            )

@@ -1,0 +1,61 @@
+"""The executor JVMs of a Spark ``local-cluster``, found among the driver's descendant processes.
+
+Each runs ``org.apache.spark.executor.CoarseGrainedExecutorBackend --executor-id <id> ...``; the
+eviction injector kills them and the CPU cap throttles them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import psutil
+
+EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorProcess:
+    """One executor JVM found under the driver."""
+
+    executor_id: str
+    pid: int
+    started: float
+    """Process start, seconds since the epoch (``psutil.Process.create_time``)."""
+
+
+
+def _executor_id(cmdline: Sequence[str]) -> str | None:
+    if EXECUTOR_CLASS not in cmdline:
+        return None
+    for flag, value in zip(cmdline, cmdline[1:], strict=False):
+        if flag == "--executor-id":
+            return value
+    return None
+
+
+def _id_key(executor_id: str) -> tuple[int, int | str]:
+    # Spark's ids are "0", "1", ... : numeric order, not string order ("10" after "9").
+    return (0, int(executor_id)) if executor_id.isdigit() else (1, executor_id)
+
+
+def find_executors(driver_pid: int) -> list[ExecutorProcess]:
+    """Live executor JVMs among the descendants of ``driver_pid``, oldest first.
+
+    Zombies (killed, not yet reaped) and processes that vanish while being read are skipped.
+    """
+    try:
+        descendants = psutil.Process(driver_pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for proc in descendants:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            executor_id = _executor_id(proc.cmdline())
+            if executor_id is not None:
+                found.append(ExecutorProcess(executor_id, proc.pid, proc.create_time()))
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return sorted(found, key=lambda e: (e.started, _id_key(e.executor_id)))

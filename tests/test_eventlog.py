@@ -1,0 +1,53 @@
+"""The one event-log reader: the report's lenient reading and the replay's strict checks on top of it."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from simulators.eventlog import load_eventlog
+from simulators.eventlog import read_events as replay_events
+from trspark.eventlog import EventLogError, read_events
+
+PLAIN = Path(__file__).parent / "fixtures" / "eventlogs" / "join_agg.json"
+UNFINISHED = b'{"Event":"SparkListenerTaskStart","Stage '
+
+
+def test_a_gzip_log_gives_the_events_of_the_plain_one(tmp_path: Path) -> None:
+    path = tmp_path / "app-1.gz"
+    path.write_bytes(gzip.compress(PLAIN.read_bytes()))
+    assert list(read_events(path)) == list(read_events(PLAIN))
+    assert list(replay_events(path)) == list(replay_events(PLAIN))
+
+
+def test_a_corrupt_gzip_log_is_an_event_log_error(tmp_path: Path) -> None:
+    path = tmp_path / "app-1.gz"
+    path.write_bytes(gzip.compress(PLAIN.read_bytes())[:200])
+    with pytest.raises(EventLogError, match="cannot"):
+        list(read_events(path))
+
+
+def test_an_unfinished_last_line_is_skipped_by_the_report_and_refused_by_the_replay(tmp_path: Path) -> None:
+    data = PLAIN.read_bytes()
+    path = tmp_path / "app-1.inprogress"
+    path.write_bytes(data + UNFINISHED)
+    assert list(read_events(path)) == list(read_events(PLAIN))
+    with pytest.raises(EventLogError, match="is not JSON"):
+        list(read_events(path, unfinished_last_line=False))
+    with pytest.raises(EventLogError, match="is not JSON"):
+        load_eventlog(path)
+
+
+def test_an_empty_log_has_no_events_and_is_not_a_log_to_replay(tmp_path: Path) -> None:
+    path = tmp_path / "app-1"
+    path.write_bytes(b"\n")
+    assert list(read_events(path)) == []
+    with pytest.raises(EventLogError, match="empty"):
+        load_eventlog(path)
+
+
+def test_a_missing_path_is_an_event_log_error(tmp_path: Path) -> None:
+    with pytest.raises(EventLogError, match="no such file"):
+        list(read_events(tmp_path / "nothing"))
