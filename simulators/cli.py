@@ -26,6 +26,7 @@ from simulators.options import (
     world_options,
 )
 from simulators.report import money_options, print_table, public_summary, with_money
+from simulators.splitting import apply_split, split_options
 
 
 def _policy(name: str) -> str:
@@ -54,6 +55,7 @@ def _make_job(workload: str, scale: float, task_seconds: float, write_mb: float,
                    "same worlds (one column each; JSON: a list).")
 @lifetime_options
 @workload_options
+@split_options
 @world_options
 @money_options
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
@@ -67,7 +69,7 @@ def simulate(ctx: click.Context, /, workload: str | None, policy: str | None, st
         return
     if workload is None or policy is None:
         fail("simulate needs --workload and --policy (or a subcommand: sweep)")
-    from simulators.runner import Experiment, run_experiment
+    from simulators.runner import Experiment, run_experiment, stable_job_time
 
     world = build_world(kw)
     job = _make_job(workload, kw["scale"], kw["task_seconds"], kw["write_mb"], kw["seed"])
@@ -75,10 +77,13 @@ def simulate(ctx: click.Context, /, workload: str | None, policy: str | None, st
     prices = build_prices(kw)
     config = build_config(kw["confs"]).with_options(lifetime=kw["believed_lifetime"] or world.default_belief())
     names = [_policy(name) for name in _split("--policy", policy)]
+    # A split job is measured against the unsplit job's stable time, so both slowdowns share a denominator.
+    stable = None if kw["split"] == "none" else stable_job_time(job, world, config.period)
+    job = apply_split(job, world, kw["split"], kw["split_fraction"], kw["split_overhead"])
     summaries = []
     for name in names:
         exp = Experiment(job, world, name, config, runs=kw["runs"], seed=kw["seed"])
-        summaries.append(with_money(run_experiment(exp, workers=kw["workers"]), world, prices))
+        summaries.append(with_money(run_experiment(exp, workers=kw["workers"], stable_time=stable), world, prices))
     if fmt == "json":
         out: Any = [public_summary(s, rows) for s in summaries]
         click.echo(json.dumps(out[0] if len(out) == 1 else out, indent=2, sort_keys=True))

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "build-shim": ("trspark.live.shim:build_shim_command", "Compile the Scala plugin with the compiler shipped in pyspark."),
     "gc": ("trspark.live.shim:gc_command", "Delete remote backups left behind by crashed applications."),
     "conf": ("trspark.cli:conf_command", "List every spark.trspark.* setting with its default and allowed values."),
+    "size": ("trspark.live.sizing:size_command", "The longest task the lifetimes allow, and the Spark SQL partition settings it gives."),
 }
 
 

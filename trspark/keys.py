@@ -110,6 +110,14 @@ def _rate_or_zero(raw: str) -> float:
     return 0.0 if raw.strip() in ("0", "0.0") else parse_bandwidth(raw)
 
 
+def _open_fraction(raw: str) -> float:
+    """A number strictly between 0 and 1."""
+    value = float(raw)
+    if not 0.0 < value < 1.0:
+        raise ValueError
+    return value
+
+
 def _http_url(raw: str) -> str:
     """An ``http(s)://host[:port]`` base URL without a trailing slash, or empty (= the default)."""
     from urllib.parse import urlsplit
@@ -233,6 +241,13 @@ KEYS: tuple[Key, ...] = (
         "An executor with a rebalance recommendation (AWS) has its eviction hazard multiplied by this from when the "
         "recommendation was posted: its outputs are backed up sooner and long or lineage-critical tasks avoid it. "
         "1 = ignore recommendations."),
+    Key("sizing.lossFraction", "sizing_fraction", 0.05, _open_fraction, "a number in (0, 1)",
+        "Task sizing: the longest task whose expected loss to its executor's eviction stays within this fraction "
+        "of its work sets the suggested partition size (docs/task-sizing.md); stages with longer tasks get advice."),
+    Key("sizing.rate", "sizing_rate", 0.0, _rate_or_zero, "bytes/s >= 0 (0 = not known), e.g. 50m",
+        "Task sizing: bytes of input one task processes per second. With it, trspark.configure sets "
+        "spark.sql.adaptive.advisoryPartitionSizeInBytes (and a larger initial partition number) unless you set "
+        "them; 0 = the engine advises from the rate it measures."),
 )
 
 BY_FULL = {k.full: k for k in KEYS}

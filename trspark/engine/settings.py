@@ -51,6 +51,8 @@ class TRConfig:
     notice_release: bool = True
     notice_signal: str = "PWR"
     rebalance_hazard_factor: float = 10.0
+    sizing_fraction: float = 0.05
+    sizing_rate: float = 0.0
     pool_lifetimes: tuple[tuple[str, str], ...] = ()
     """(pool, lifetime spec) from ``spark.trspark.pool.<name>.lifetime``; spec ``stable`` = on-demand."""
 

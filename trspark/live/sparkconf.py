@@ -22,7 +22,8 @@ from collections.abc import Callable, MutableMapping
 from typing import Any, TypeVar
 
 from trspark.keys import PREFIX
-from trspark.live.config import option_settings
+from trspark.live.config import from_spark_conf, option_settings
+from trspark.live.sizing import sql_settings
 
 PLUGIN_CLASS = "org.apache.spark.trspark.TRSparkPlugin"
 JARS_KEY = "spark.jars"
@@ -72,11 +73,16 @@ def configure(target: T, **options: Any) -> T:
     """Apply :func:`spark_conf` to ``target`` and return it.
 
     ``target`` is a ``pyspark.sql.SparkSession.Builder``, a ``pyspark.SparkConf`` or a mutable
-    mapping of settings. ``spark.jars`` and ``spark.plugins`` are extended, not replaced.
+    mapping of settings. ``spark.jars`` and ``spark.plugins`` are extended, not replaced. With
+    ``sizing_rate``, the lifetime rule's shuffle partition size is added through AQE
+    (:func:`trspark.live.sizing.sql_settings`) where ``target`` does not set it already.
     """
     get, put = _accessors(target)
-    for name, value in spark_conf(**options).items():
+    settings = spark_conf(**options)
+    for name, value in settings.items():
         put(name, merge_list(get(name), value) if name in _LIST_KEYS else value)
+    for name, value in sql_settings(from_spark_conf(settings), get).items():
+        put(name, value)
     return target
 
 

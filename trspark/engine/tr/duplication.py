@@ -1,4 +1,4 @@
-"""Task duplication on idle executors and task-splitting advice (paper §5).
+"""Task duplication on idle executors (paper §5; its splitting advice is :mod:`trspark.engine.tr.sizing`).
 
 Duplication. When an executor has a free core and no waiting task may run there (none is
 waiting, or every waiting task is longer than the γ rule lets it take), the running task with the
@@ -26,9 +26,6 @@ cannot crowd out real work: none starts while a task that may run there is waiti
 
 Killing. When tasks are waiting and no core is free, the copy we started with the most
 remaining time is killed; when any copy of a task succeeds, its other copies are killed.
-
-Splitting advice. A stage whose mean task time exceeds every executor's expected remaining
-lifetime cannot finish with high probability: the engine advises to split its tasks (once).
 """
 
 from __future__ import annotations
@@ -37,7 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from trspark.engine.commands import Advice, Command, DuplicateTask, KillDuplicate, SchedulingHints
+from trspark.engine.commands import Command, DuplicateTask, KillDuplicate, SchedulingHints
 from trspark.engine.placement import allowed
 from trspark.engine.state import JobState
 from trspark.engine.tr.knowledge import LifetimeKnowledge
@@ -209,34 +206,3 @@ def idle_executors(state: JobState, hints: SchedulingHints | None, warm_first: b
     if hints is None or not (hints.forbidden or hints.fallback):
         return []
     return [e for e in free if not any(allowed(e.executor_id, stage, hints) for stage in waiting)]
-
-
-class SplitAdvisor:
-    """Advise splitting a stage whose tasks outlive every executor's expected remaining life."""
-
-    def __init__(self) -> None:
-        self.advised: set[int] = set()
-
-    def check(self, state: JobState, residual_life: np.ndarray) -> list[Command]:
-        if residual_life.size == 0:
-            return []
-        longest_life = float(residual_life.max())
-        default = state.mean_task_seconds()
-        out: list[Command] = []
-        for stage in state.active_stages():
-            if stage.stage_id in self.advised or stage.tasks_done == 0:
-                continue
-            et = stage.mean_task_seconds(default)
-            if et > longest_life:
-                self.advised.add(stage.stage_id)
-                out.append(
-                    Advice(
-                        kind="split",
-                        stage_id=stage.stage_id,
-                        message=(
-                            f"stage {stage.stage_id}: tasks take {et:.1f} s on average but no executor is "
-                            f"expected to live longer than {longest_life:.1f} s; split them (more partitions)"
-                        ),
-                    )
-                )
-        return out

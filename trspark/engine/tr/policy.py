@@ -64,7 +64,7 @@ from trspark.engine.tr.backup_stack import BackupStack, plan_for
 from trspark.engine.tr.checkpointing import Costs, decide
 from trspark.engine.tr.costs import CostEstimator
 from trspark.engine.tr.critical import StablePlacement
-from trspark.engine.tr.duplication import Duplicator, SplitAdvisor
+from trspark.engine.tr.duplication import Duplicator
 from trspark.engine.tr.horizon import NeedHorizon
 from trspark.engine.tr.knowledge import LifetimeKnowledge, pool_models
 from trspark.engine.tr.notices import NoticeRules
@@ -76,6 +76,7 @@ from trspark.engine.tr.scheduling import (
     build_limits,
     limits_changed,
 )
+from trspark.engine.tr.sizing import SizeAdvisor
 from trspark.engine.tr.stall import stall_width
 from trspark.engine.views import BlockId, MapOutput
 
@@ -118,7 +119,7 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         self.stack = BackupStack(max_in_flight=0)  # one per core of the source
         self.belt = SafetyBeltMonitor(config.beta, enabled=config.safety_belt)
         self.duplicator = Duplicator(self.knowledge)
-        self.splitter = SplitAdvisor()
+        self.splitter = SizeAdvisor(config, self.knowledge)
         self.hints: SchedulingHints | None = None
         self.limits: GammaLimits | None = None  # the numbers behind self.hints
         self.decisions = {"local": 0, "remote": 0, "none": 0, "deferred": 0, "left_to_notice": 0}
@@ -317,7 +318,7 @@ class TRPolicy(NoticeRules, Replanning, Policy):
                 self.limits = limits
                 self.hints = limits.hints()
                 out.append(self.hints)
-        out += self.splitter.check(state, residual)
+        out += self.splitter.check(state)
         return out
 
     def summary(self) -> dict[str, object]:

@@ -1,0 +1,61 @@
+"""The engine's task-size advice and the suggestion from the configured lifetimes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from engine_world import MB, add_executors, feed, map_stage, run_task
+
+from cost_model.lifetimes import Exponential
+from cost_model.task_size import largest_task_seconds
+from trspark.engine.commands import Advice
+from trspark.engine.events import ExecutorAdded, Tick
+from trspark.engine.registry import make_policy
+from trspark.engine.settings import TRConfig
+from trspark.engine.tr.sizing import configured_limit, suggested_partition_bytes
+
+
+def _advice(config: TRConfig, events: list) -> list[Advice]:
+    return [c for c in feed(make_policy("tr", config), events) if isinstance(c, Advice)]
+
+
+def test_long_tasks_get_one_line_with_the_partition_size_at_the_measured_rate() -> None:
+    config = TRConfig(lifetime="exponential:mean=600", duplication=False)
+    events = add_executors(["a", "b"]) + [map_stage(0, 4, 0)]
+    events += run_task(0, 0, "a", start=0.0, seconds=100.0, read=1000 * MB, write=MB, shuffle_id=0)
+    events += [Tick(time=101.0), Tick(time=106.0)]
+    advice = _advice(config, events)
+    limit = largest_task_seconds(Exponential(mean=600.0), 0.05)  # about 2 f x 600 s = 60 s
+    assert len(advice) == 1 and advice[0].kind == "split" and advice[0].stage_id == 0
+    assert f"{limit:.1f} s" in advice[0].message and "at least 2x" in advice[0].message
+    assert f"advisoryPartitionSizeInBytes={int(limit * 10 * MB)}" in advice[0].message  # 1000 MB / 100 s
+
+
+def test_tasks_within_the_limit_get_no_advice() -> None:
+    config = TRConfig(lifetime="exponential:mean=600", duplication=False)
+    events = add_executors(["a"]) + [map_stage(0, 4, 0)]
+    events += run_task(0, 0, "a", start=0.0, seconds=40.0, write=MB, shuffle_id=0) + [Tick(time=45.0)]
+    assert _advice(config, events) == []
+
+
+def test_executors_of_a_stable_pool_lose_nothing() -> None:
+    config = TRConfig(lifetime="exponential:mean=5", duplication=False, pool_lifetimes=(("ondemand", "stable"),))
+    events = [ExecutorAdded(time=0.0, executor_id="a", pool="ondemand")] + [map_stage(0, 4, 0)]
+    events += run_task(0, 0, "a", start=0.0, seconds=300.0, write=MB, shuffle_id=0) + [Tick(time=301.0)]
+    assert _advice(config, events) == []
+
+
+def test_the_configured_rate_sets_the_size() -> None:
+    config = TRConfig(lifetime="exponential:mean=600", sizing_rate=50e6)
+    limit = largest_task_seconds(Exponential(mean=600.0), 0.05)
+    assert configured_limit(config) == pytest.approx(limit)
+    assert suggested_partition_bytes(config) == int(limit * 50e6)
+    assert suggested_partition_bytes(TRConfig(lifetime="exponential:mean=600")) is None
+
+
+def test_the_least_stable_configured_pool_sets_the_limit() -> None:
+    config = TRConfig(lifetime="exponential:mean=3600", sizing_fraction=0.1,
+                      pool_lifetimes=(("ondemand", "stable"), ("spot", "exponential:mean=300")))
+    assert configured_limit(config) == pytest.approx(largest_task_seconds(Exponential(mean=300.0), 0.1))
+    assert math.isinf(configured_limit(TRConfig(lifetime="stable")))

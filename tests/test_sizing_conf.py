@@ -1,0 +1,73 @@
+"""trspark.configure suggests a shuffle partition size through AQE; the user's own settings win."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+import trspark
+from cost_model.lifetimes import Exponential
+from cost_model.task_size import largest_task_seconds
+from trspark.live import sparkconf
+from trspark.live.sizing import (
+    ADVISORY,
+    AQE,
+    COALESCE,
+    INITIAL,
+    INITIAL_PARTITIONS,
+    SHUFFLE_PARTITIONS,
+    size_command,
+)
+
+OPTIONS = {"lifetime": "exponential:mean=600", "sizing_rate": "50m"}
+SIZE = str(int(largest_task_seconds(Exponential(mean=600.0), 0.05) * 50e6))  # ~60 s x 50 MB/s ~ 3 GB
+
+
+@pytest.fixture(autouse=True)
+def fake_jar(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sparkconf, "plugin_jar", lambda: "/opt/trspark/shim.jar")
+
+
+def test_the_rate_sets_the_advisory_size_and_the_initial_partitions() -> None:
+    conf = trspark.configure({}, **OPTIONS)
+    assert conf[ADVISORY] == SIZE and conf[INITIAL] == str(INITIAL_PARTITIONS)
+
+
+def test_without_a_rate_or_with_stable_capacity_nothing_is_set() -> None:
+    assert ADVISORY not in trspark.configure({}, lifetime="exponential:mean=600")
+    assert ADVISORY not in trspark.configure({}, lifetime="stable", sizing_rate="50m")
+
+
+@pytest.mark.parametrize("user", [
+    {ADVISORY: "64m"},
+    {AQE: "false"},
+    {COALESCE: "false"},
+])
+def test_the_users_advisory_size_or_switched_off_aqe_wins(user: dict[str, str]) -> None:
+    conf = trspark.configure(dict(user), **OPTIONS)
+    assert {k: conf[k] for k in user} == user
+    assert INITIAL not in conf and (ADVISORY in user or ADVISORY not in conf)
+
+
+@pytest.mark.parametrize("user", [{SHUFFLE_PARTITIONS: "64"}, {INITIAL: "300"}])
+def test_the_users_partition_count_wins(user: dict[str, str]) -> None:
+    conf = trspark.configure(dict(user), **OPTIONS)
+    assert conf[ADVISORY] == SIZE
+    assert {k: conf[k] for k in user} == user and len({SHUFFLE_PARTITIONS, INITIAL} & set(conf)) == 1
+
+
+def test_a_sparkconf_keeps_its_own_settings() -> None:
+    from pyspark import SparkConf
+
+    conf = SparkConf(loadDefaults=False).set(SHUFFLE_PARTITIONS, "32")
+    trspark.configure(conf, **OPTIONS)
+    assert conf.get(SHUFFLE_PARTITIONS) == "32" and conf.get(ADVISORY) == SIZE and conf.get(INITIAL) is None
+
+
+def test_size_command_prints_the_settings() -> None:
+    out = CliRunner().invoke(size_command, ["--lifetime", "exponential:mean=600", "--rate", "50m",
+                                            "--pool", "ondemand=stable"])
+    assert out.exit_code == 0, out.output
+    assert f"--conf {ADVISORY}={SIZE}" in out.output and "longest task: 6" in out.output
+    bad = CliRunner().invoke(size_command, ["--fraction", "1.5"])
+    assert bad.exit_code == 1 and "sizing.lossFraction" in bad.output

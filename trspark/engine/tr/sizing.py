@@ -1,0 +1,109 @@
+"""Task-size suggestions from executor lifetimes (paper §5's splitting, as partition sizes).
+
+The rule (:mod:`cost_model.task_size`): a task may be at most :math:`L^*` seconds long, the
+longest length whose expected loss to its executor's eviction stays within a fraction ``f``
+(``spark.trspark.sizing.lossFraction``) of its work. With the stage's processing rate ``R``
+(bytes of input per second of one task) that is a partition of at most :math:`B^* = L^* R` bytes.
+
+* Before the application (:func:`configured_limit`): the configured lifetimes, the default one
+  and every evictable pool's, each at age 0; the shortest limit wins, since a task may land in
+  any pool. ``trspark.configure`` turns it into AQE's advisory partition size when
+  ``spark.trspark.sizing.rate`` gives ``R``.
+* While it runs (:class:`SizeAdvisor`): the alive executors' models (as the engine knows them)
+  at their ages, weighted by cores, an executor of a stable pool losing nothing. A stage whose
+  finished tasks took longer than :math:`L^*` on average gets one advice line with the partition
+  size at its measured rate (bytes read per task second), or the configured rate.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from cost_model.lifetimes import LifetimeModel, Stable, from_spec
+from cost_model.task_size import Placement, largest_task_seconds, split_count
+from trspark.engine.commands import Advice, Command
+from trspark.engine.settings import TRConfig
+from trspark.engine.state import JobState
+from trspark.engine.tr.knowledge import LifetimeKnowledge
+from trspark.engine.views import ExecutorView, StageView
+
+#: Seconds of driver time a computed limit is reused while the executors stay the same: ages
+#: move slowly against lifetimes, and the limit is a mixture over every executor.
+REFRESH_SECONDS = 30.0
+
+
+def configured_limit(config: TRConfig) -> float:
+    """:math:`L^*` (s) of the configured lifetimes at age 0: the shortest over the default and each pool."""
+    specs = [config.lifetime, *(spec for _pool, spec in config.pool_lifetimes)]
+    models = [Stable() if spec.strip().lower() == "stable" else from_spec(spec) for spec in specs]
+    return min(largest_task_seconds(model, config.sizing_fraction) for model in models)
+
+
+def suggested_partition_bytes(config: TRConfig) -> int | None:
+    """:math:`B^* = L^* R` in bytes for ``spark.trspark.sizing.rate`` = ``R``; None without a rate or a limit."""
+    limit = configured_limit(config)
+    if config.sizing_rate <= 0.0 or not math.isfinite(limit) or limit <= 0.0:
+        return None
+    return max(1, int(limit * config.sizing_rate))
+
+
+class SizeAdvisor:
+    """Advise smaller partitions for stages whose tasks outlast the lifetime rule's :math:`L^*`."""
+
+    def __init__(self, config: TRConfig, knowledge: LifetimeKnowledge) -> None:
+        self.fraction = config.sizing_fraction
+        self.rate = config.sizing_rate
+        self.stable_pools = frozenset(config.stable_pools())
+        self.knowledge = knowledge
+        self.advised: set[int] = set()
+        self._cached: tuple[float, frozenset[str], float] | None = None  # (time, executors, limit)
+
+    def limit(self, state: JobState) -> float:
+        """:math:`L^*` (s) over the alive executors now (``inf``: no limit), reused for :data:`REFRESH_SECONDS`."""
+        executors = state.alive_executors()
+        ids = frozenset(e.executor_id for e in executors)
+        cached = self._cached
+        if cached is not None and cached[1] == ids and state.now - cached[0] < REFRESH_SECONDS:
+            return cached[2]
+        limit = self._compute(executors, state.now) if executors else math.inf
+        self._cached = (state.now, ids, limit)
+        return limit
+
+    def _compute(self, executors: list[ExecutorView], now: float) -> float:
+        # One term per model (executors sharing it at their median age), weighted by their cores.
+        groups: dict[int, tuple[LifetimeModel, list[ExecutorView]]] = {}
+        for ex in executors:
+            stable = ex.pool in self.stable_pools
+            model = Stable() if stable else self.knowledge.model(ex)
+            groups.setdefault(-1 if stable else id(model), (model, []))[1].append(ex)
+        models = [model for model, _ in groups.values()]
+        ages = [statistics.median(e.age(now) for e in members) for _, members in groups.values()]
+        weights = [float(sum(e.cores for e in members)) for _, members in groups.values()]
+        return largest_task_seconds(Placement(models, ages=ages, weights=weights), self.fraction)
+
+    def check(self, state: JobState) -> list[Command]:
+        candidates = [s for s in state.active_stages() if s.stage_id not in self.advised and s.tasks_done > 0]
+        if not candidates:
+            return []
+        limit = self.limit(state)
+        out: list[Command] = []
+        for stage in candidates:
+            seconds = stage.mean_task_seconds(0.0)
+            if seconds > limit:
+                self.advised.add(stage.stage_id)
+                out.append(Advice(kind="split", stage_id=stage.stage_id, message=self._message(stage, seconds, limit)))
+        return out
+
+    def _message(self, stage: StageView, seconds: float, limit: float) -> str:
+        head = (f"stage {stage.stage_id}: tasks take {seconds:.1f} s on average, but with these executors' lifetimes "
+                f"a task longer than {limit:.1f} s loses more than {self.fraction:.0%} of its work to evictions "
+                f"on average; split them (at least {split_count(seconds, limit)}x as many partitions)")
+        read = stage.mean_read_bytes() or 0.0
+        rate = self.rate if self.rate > 0.0 else read / seconds
+        if rate <= 0.0:
+            return head
+        size = max(1, int(limit * rate))
+        source = "the configured" if self.rate > 0.0 else "the measured"
+        return (f"{head}; at {source} {rate / 1e6:.1f} MB/s per task that is partitions of at most {size} bytes "
+                f"(SQL: spark.sql.adaptive.advisoryPartitionSizeInBytes={size}; RDD: repartition or numPartitions)")
