@@ -311,14 +311,16 @@ def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               default=Path(__file__).with_name("QUERIES.md"), show_default="jobs/tpcds/QUERIES.md",
               help="Markdown file whose verification table is (re)written.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also append each verdict to this CSV as soon as it is known (query, verdict, kind, reason, seconds).")
 @click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, help="TPC-DS data cache root.")
 def verify_command(sf: float, queries: tuple[str, ...], executors: int, cores: int, memory_mb: int,
-                   time_cap: float, out: Path, cache: Path | None) -> None:
+                   time_cap: float, out: Path, csv_path: Path | None, cache: Path | None) -> None:
     """Run every query on Spark with the plugin (tr, no kills) and compare each answer with DuckDB's."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from jobs.tpcds.verify import Hooks, VerifySettings, verify, write_table
+    from jobs.tpcds.verify import Hooks, VerifySettings, append_csv, verify, write_table
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     settings = VerifySettings(sf=sf, queries=queries, executors=executors, cores=cores, memory_mb=memory_mb,
@@ -335,7 +337,11 @@ def verify_command(sf: float, queries: tuple[str, ...], executors: int, cores: i
             task, label = current[0]
             bar.update(task, advance=1, description=f"{label} · {name}")
 
-        verdicts = verify(settings, Hooks(phase=phase, done=done))
+        def record(verdict: Any) -> None:
+            if csv_path is not None:
+                append_csv(csv_path, verdict)
+
+        verdicts = verify(settings, Hooks(phase=phase, done=done, verdict=record))
     for v in verdicts:
         if not v.ok:
             console.print(f"[red]{v.query} fails[/]: {v.reason}")
