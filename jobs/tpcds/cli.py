@@ -167,6 +167,9 @@ def datagen_command(sf: float, cache: Path | None) -> None:
                    "executor slot (id 0) on-demand (never killed) and the rest spot (killed as --lifetime/--stability say); the counts "
                    "set --executors. Each executor reads its pool from its own imitated AWS instance metadata "
                    "(spark.trspark.notice.url with {executorId}); the plugin gets the pools' lifetimes.")
+@click.option("--rewarm/--no-rewarm", default=True, show_default=True,
+              help="After a run with kills, run the query once more unrecorded, so cold replacement JVMs do "
+                   "not slow the next measurement (a sweep that checks answers and counts kills can skip it).")
 @click.option("--executor-cpus", type=click.FloatRange(min=0.05), default=None,
               help="Cap each executor JVM at this many cores (a cgroup CPU quota of its own), as if every "
                    "executor ran on its own VM: an idle executor's share is then lost, and a replacement "
@@ -177,7 +180,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
                   notice: float, max_kills: int | None, time_cap: float, out: Path, plot_path: Path | None, master: str | None,
                   cache: Path | None, spark_conf: tuple[tuple[str, str], ...], warmup: int | None,
                   stable_runs: str, reference: Path | None, tr_notices: bool, pools: tuple[tuple[str, int], ...],
-                  executor_cpus: float | None) -> None:
+                  rewarm: bool, executor_cpus: float | None) -> None:
     """Run TPC-DS queries per policy, stable and under the same executor kills; one CSV row per run."""
     if lifetime is not None and stability is not None:
         raise click.UsageError("give --lifetime or --stability, not both")
@@ -197,7 +200,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
                              notice=notice, max_kills=max_kills, master=master, cache=cache,
                              spark_conf=spark_conf, warmup=warmup, stable_runs=stable_runs,
                              reference=reference, tr_notices=tr_notices, executor_cpus=executor_cpus,
-                             pools=pools)
+                             pools=pools, rewarm=rewarm)
     if reference is not None:
         from jobs.tpcds.runner import reference_times
 

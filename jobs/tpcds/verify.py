@@ -44,10 +44,13 @@ class QueryVerdict:
 
     @property
     def kind(self) -> str:
-        """``equal``, ``differs`` (both engines answered, differently) or ``unsupported`` (one could not answer)."""
+        """``equal``, ``differs`` (both engines answered, differently), ``timed out`` (Spark had not
+        answered within the time cap: no verdict on the answer) or ``unsupported`` (an engine could not run it)."""
         if self.ok:
             return "equal"
-        return "differs" if self.reason.startswith("answer differs") else "unsupported"
+        if self.reason.startswith("answer differs"):
+            return "differs"
+        return "timed out" if "exceeded the time cap" in self.reason else "unsupported"
 
 
 @dataclass(frozen=True)
