@@ -119,14 +119,18 @@ def overhead(path: Path) -> str:
 
 
 def verdicts(path: Path) -> str:
-    """``trspark bench verify --csv``: the verdicts counted by kind, then one row per query."""
+    """``trspark bench verify --csv``: the verdicts counted by kind, one row per query, and the
+    query texts without a verdict (not run)."""
+    from jobs.tpcds.queries import runnable
     rows = _rows(path)
     kinds = {k: sum(r["kind"] == k for r in rows) for k in ("equal", "differs", "unsupported", "timed out")}
     head = ", ".join(f"{n} {k}" for k, n in kinds.items())
     body = [[r["query"], r["verdict"], r["kind"], r["reason"].replace("|", "\\|"), r["spark_seconds"] or "-"]
             for r in rows]
-    return (f"{len(rows)} queries: {head}.\n\n"
-            + _markdown(["query", "verdict", "kind", "reason", "Spark s"], body))
+    missing = [q for q in runnable() if q not in {r["query"] for r in rows}]
+    tail = f"\nNot run ({len(missing)}): {', '.join(missing)}.\n" if missing else ""
+    return (f"{len(rows)} of {len(rows) + len(missing)} query texts have a verdict: {head}.\n\n"
+            + _markdown(["query", "verdict", "kind", "reason", "Spark s"], body) + tail)
 
 
 def kill_sweep(path: Path) -> str:

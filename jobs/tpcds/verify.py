@@ -48,6 +48,8 @@ class QueryVerdict:
         answered within the time cap: no verdict on the answer) or ``unsupported`` (an engine could not run it)."""
         if self.ok:
             return "equal"
+        if self.reason.startswith("not run"):
+            return "not run"
         if self.reason.startswith("answer differs"):
             return "differs"
         return "timed out" if "exceeded the time cap" in self.reason else "unsupported"
