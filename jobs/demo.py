@@ -1,30 +1,320 @@
-"""``trspark demo``: the main job -- TPC-DS on a local cluster whose executor JVMs get killed.
+r"""``trspark demo``: the main job, its plan, time budget, table and plain-words summary (:func:`run_demo`).
 
-It generates TPC-DS SF 0.1 with DuckDB if missing (cached), then for each policy (``never`` =
-vanilla Spark, ``always``, ``tr``) starts a 3-executor cluster, runs two short multi-stage queries
-once without kills and once under the same seeded kill schedule (exponential lifetimes, mean 3x
-each query's stable time), checks every answer against DuckDB, prints a table and writes a PNG.
-``never`` runs on vanilla ``local-cluster``; the plugin policies on ``local-trcluster`` (the same
-executor JVMs with the plugin's scheduler: lost outputs re-pointed to backups at once, evictions
-not counted as task failures).
+Plan
+----
+Two workloads where a kill costs recomputation, not only capacity: ``q29`` (TPC-DS; three fact
+tables joined by shuffles) and ``chain5`` (:mod:`jobs.tpcds.chain`: five iterations of score
+propagation, a lineage of about ten shuffles that each re-read the first one). Per policy
+(``never`` = vanilla Spark, ``always``, ``tr``) one 3-executor local cluster, warmed up, then:
 
-What makes it fit 10 minutes: one cluster per policy, re-used for its warm-up pass, stable runs and
-evicted runs (a cluster starts in 22-31 s here; each policy needs its own driver JVM because the
-plugin jar is fixed at JVM start); two queries; the SF 0.1 data is generated once and cached.
-A policy that cannot run here (the plugin jar not built, the engine missing) is skipped and named
-with the reason; nothing is estimated or made up. Everything is the benchmark's code
-(:mod:`jobs.tpcds.runner`) with small settings, so the demo and the benchmark cannot disagree.
+* vanilla Spark's **stable reference**: the median of ``stable_runs`` (>= 3) warm runs without kills;
+* **evicted runs** over ``seeds`` (>= 2) kill schedules, schedule ``r`` of a workload drawn from the
+  seed ``(seed, workload, r)`` and replayed for every policy (a paired comparison). Lifetimes are
+  exponential with mean ``stability`` x the workload's stable time, at most ``max_kills`` kills a
+  run. ``tr`` gets each kill's termination notice ``notice`` s ahead (SIGPWR, as a spot VM's
+  notice; 1 s here, scaled to jobs of a few seconds as the clouds' 30-120 s are to jobs of
+  minutes); ``never`` and ``always`` meet the same kills unannounced. Told that kills come with a
+  notice, ``tr`` backs up ahead only what a victim could not save within its window, so it copies
+  less than ``always``; without notices (``notice`` 0) its cost model backs up nearly every output
+  of these short jobs, as ``always`` does, since a copy to a peer costs milliseconds.
+
+Table and summary
+-----------------
+Per workload and policy: the median slowdown over the seeds with its spread (min-max), and per
+run (median over seeds) the map tasks re-run, the bytes backed up, the executor-seconds of
+capacity lost and the excess over the capacity floor :math:`1 + L / (N S)`. The summary says what
+``tr`` saved against ``never`` and what it cost against ``always``; a difference whose spreads
+overlap is "within noise" (:func:`within_noise`), never a finding.
+
+Time budget
+-----------
+:func:`estimate_seconds`: session starts (22-31 s each), warm-up passes, stable runs, evicted
+runs at their expected slowdown and a replacement's registration (7-17 s) after each run with
+kills (and a re-warm run, when asked for). With the stable times of ``docs/results`` at SF 0.1 (q68 3.9 s; q29 about
+1.5x q68 as at SF 1, 5.6 s) and ``chain5`` taken as 8 s (1.6 s an iteration), the default plan comes to about 8.5
+minutes on 2 cores (:data:`BUDGET_S`: 10 minutes). The run prints its own elapsed time next to
+the estimate.
+
+Everything runs through the benchmark's code (:mod:`jobs.tpcds.runner`) with small settings, so the
+demo and the benchmark cannot disagree; a policy that cannot run here (the plugin jar not built,
+the engine missing) is skipped and named with the reason, nothing is estimated or made up.
 """
 
 from __future__ import annotations
 
-import sys
+import math
+import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+from jobs.tpcds.results import RunRow
+from jobs.tpcds.stats import capacity_floor
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from jobs.tpcds.settings import BenchSettings
+
 DEMO_POLICIES = ("never", "always", "tr")
+DEMO_WORKLOADS = ("q29", "chain5")
+BUDGET_S = 600.0
+SESSION_START_S = 30.0
+"""A local cluster's start-up (22-31 s measured, :mod:`jobs.tpcds.session`)."""
+REPLACEMENT_S = 12.0
+"""A killed executor's replacement registers 7-17 s after the kill."""
+DATA_S = 30.0
+"""SF 0.1 data (generated once, then cached) and DuckDB's answers."""
+STABLE_GUESS_S = {"q29": 5.6, "chain5": 8.0}
+"""Stable seconds at SF 0.1 used for the budget before anything ran (see the module doc)."""
+OTHER_GUESS_S = 5.0
+"""Another TPC-DS query at SF 0.1 (2.6-3.9 s measured for q3 and q68, more for fact-to-fact joins)."""
+
+
+def stable_guess(workload: str) -> float:
+    """Expected stable seconds of ``workload`` at SF 0.1: measured-based, a chain by its iterations."""
+    from jobs.tpcds import chain
+
+    if workload in STABLE_GUESS_S:
+        return STABLE_GUESS_S[workload]
+    if chain.is_chain(workload):
+        return STABLE_GUESS_S["chain5"] * int(workload.removeprefix(chain.PREFIX)) / 5
+    return OTHER_GUESS_S
+SLOWDOWN_GUESS = {"never": 2.5, "always": 1.8, "tr": 1.8}
+"""Expected evicted slowdowns for the budget (vanilla Spark's hurt queries at SF 1: 1.5-5x)."""
+
+
+@dataclass(frozen=True)
+class DemoPlan:
+    """What the demo runs; the defaults fit :data:`BUDGET_S` on a 2-core machine."""
+
+    sf: float = 0.1
+    workloads: tuple[str, ...] = DEMO_WORKLOADS
+    policies: tuple[str, ...] = DEMO_POLICIES
+    stable_runs: int = 3
+    seeds: int = 2
+    seed: int = 0
+    stability: float = 1.5
+    max_kills: int = 2
+    warmup_rounds: int = 1
+    """One warm-up pass: the reference is a median of warm runs, so a cold first one does not set it."""
+    rewarm: bool = False
+    """No unrecorded run after each run with kills: run ``r + 1`` starts with the replacement JVMs
+    that schedule ``r`` left, the same for every policy (paired), and the time goes to the runs."""
+    executors: int = 3
+    notice: float = 1.0
+    """Seconds of termination notice ``tr`` gets before each kill (0: none, killed like the others)."""
+
+    def __post_init__(self) -> None:
+        if self.stable_runs < 3 or self.seeds < 2:
+            raise ValueError(f"need >= 3 stable runs and >= 2 kill seeds, got {self.stable_runs} and {self.seeds}")
+        if self.notice < 0:
+            raise ValueError(f"notice must be >= 0 seconds, got {self.notice}")
+
+    def settings(self, out: Path) -> BenchSettings:
+        """The benchmark settings that carry the plan out (rows appended to ``out``)."""
+        from jobs.tpcds.settings import BenchSettings
+
+        return BenchSettings(sf=self.sf, queries=self.workloads, policies=self.policies, out=out,
+                             stability=self.stability, executors=self.executors, repeat=self.seeds,
+                             stable_repeat=self.stable_runs, seed=self.seed, max_kills=self.max_kills,
+                             time_cap=240.0, warmup_rounds=self.warmup_rounds, stable_runs="never",
+                             rewarm=self.rewarm,
+                             tr_notices=self.notice > 0, notice=self.notice, spark_conf=(("spark.sql.autoBroadcastJoinThreshold", "-1"),))
+
+
+def estimate_seconds(plan: DemoPlan, stable: dict[str, float] | None = None,
+                     slowdown: dict[str, float] | None = None) -> float:
+    r"""Expected wall-clock seconds of ``plan``.
+
+    .. math:: D + \sum_p \Big[ T_0 + w \Sigma S + [p = never]\, n \Sigma S
+              + k \sum_q \big( (x_p + u) S_q + R \big) \Big]
+
+    with ``D`` data and answers, ``T_0`` a session start, ``w`` warm-up rounds, ``n`` stable
+    runs, ``k`` seeds, ``x_p`` the policy's slowdown, ``R`` a replacement's registration and the
+    ``u`` 1 with a re-warm run after each run with kills, else 0 (seconds).
+    """
+    stable = stable or {}
+    slowdown = {**SLOWDOWN_GUESS, **(slowdown or {})}
+    times = [stable.get(q, stable_guess(q)) for q in plan.workloads]
+    total = DATA_S
+    for policy in plan.policies:
+        total += SESSION_START_S + plan.warmup_rounds * sum(times)
+        if policy == "never":
+            total += plan.stable_runs * sum(times)
+        total += plan.seeds * sum((slowdown[policy] + plan.rewarm) * s + REPLACEMENT_S for s in times)
+    return total
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Median and range (min-max) of one policy's evicted slowdowns on one workload (inf: failed)."""
+
+    median: float
+    low: float
+    high: float
+    failed: int = 0
+
+    @classmethod
+    def of(cls, runs: list[RunRow]) -> Spread:
+        values = [math.inf if r.failed else r.slowdown for r in runs]
+        values = [v for v in values if not math.isnan(v)]
+        if not values:
+            return cls(math.nan, math.nan, math.nan)
+        return cls(statistics.median(values), min(values), max(values), sum(r.failed for r in runs))
+
+    def text(self) -> str:
+        if math.isnan(self.median):
+            return "-"
+        return f"{_x(self.median)} ({_x(self.low)}-{_x(self.high)})"
+
+
+def within_noise(a: Spread, b: Spread) -> bool:
+    """Is the difference between ``a`` and ``b`` inside their spread (their min-max ranges overlap)?"""
+    return a.low <= b.high and b.low <= a.high
+
+
+@dataclass(frozen=True)
+class DemoLine:
+    """One table row: a workload under a policy, its evicted runs summarised (medians per run)."""
+
+    workload: str
+    policy: str
+    runs: int
+    slowdown: Spread
+    rerun: float
+    backup_bytes: float
+    lost_seconds: float
+    excess: float
+
+
+def _median(values: list[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return statistics.median(finite) if finite else math.nan
+
+
+def demo_lines(rows: list[RunRow], executors: int) -> list[DemoLine]:
+    """The table's rows, in workload order and then :data:`DEMO_POLICIES` order."""
+    order = {p: i for i, p in enumerate(DEMO_POLICIES)}
+    groups: dict[tuple[str, str], list[RunRow]] = {}
+    for r in rows:
+        if r.scenario == "evicted":
+            groups.setdefault((r.query, r.policy), []).append(r)
+    workloads = list(dict.fromkeys(r.query for r in rows))
+    lines = []
+    for (workload, policy), runs in sorted(groups.items(), key=lambda kv: (workloads.index(kv[0][0]),
+                                                                         order.get(kv[0][1], 99))):
+        lines.append(DemoLine(
+            workload, policy, len(runs), Spread.of(runs),
+            rerun=_median([float(r.tasks_recomputed) for r in runs]),
+            backup_bytes=_median([float(r.backups_bytes) for r in runs]),
+            lost_seconds=_median([r.capacity_lost_seconds for r in runs]),
+            excess=_median([r.slowdown - capacity_floor(r, executors) for r in runs if not r.failed])))
+    return lines
+
+
+def table(lines: list[DemoLine], title: str) -> Table:
+    """The demo's rich table."""
+    from rich.table import Table
+
+    out = Table(title=title)
+    for header in ("workload", "policy", "runs", "slowdown (min-max)", "tasks re-run", "backed up",
+                   "capacity lost s", "excess over floor"):
+        out.add_column(header, justify="left" if header in ("workload", "policy") else "right")
+    for line in lines:
+        out.add_row(line.workload, line.policy, str(line.runs), line.slowdown.text(), _num(line.rerun, 0),
+                    _mib(line.backup_bytes), _num(line.lost_seconds, 1), _num(line.excess, 2, signed=True))
+    return out
+
+
+def summary(lines: list[DemoLine]) -> list[str]:
+    """Plain-words lines per workload: what tr saved against never, what it cost against always."""
+    by = {(line.workload, line.policy): line for line in lines}
+    out = []
+    for workload in dict.fromkeys(line.workload for line in lines):
+        tr = by.get((workload, "tr"))
+        if tr is None:
+            continue
+        never, always = by.get((workload, "never")), by.get((workload, "always"))
+        if never is not None:
+            out.append(f"{workload}: " + _versus(tr.slowdown, never.slowdown, "vanilla Spark (never)", "saved"))
+        if always is not None:
+            line = f"{workload}: " + _versus(tr.slowdown, always.slowdown, "always", "cost")
+            if always.backup_bytes > 0 and math.isfinite(tr.backup_bytes):
+                share = 1.0 - tr.backup_bytes / always.backup_bytes
+                line += (f"; tr backed up {_mib(tr.backup_bytes)} a run against always's "
+                         f"{_mib(always.backup_bytes)} ({share:.0%} less)" if share >= 0 else
+                         f"; tr backed up {_mib(tr.backup_bytes)} a run, more than always's {_mib(always.backup_bytes)}")
+            out.append(line)
+    return out
+
+
+def _versus(tr: Spread, other: Spread, name: str, verb: str) -> str:
+    """``tr 1.40x (1.3-1.5) against never 2.60x (2.2-3.1): tr saved 1.20x of the stable time``."""
+    head = f"tr {tr.text()} against {name} {other.text()}"
+    if math.isnan(tr.median) or math.isnan(other.median):
+        return head + ": no comparison (runs missing)"
+    if within_noise(tr, other):
+        return head + ": the difference is within noise (the spreads overlap)"
+    diff = other.median - tr.median
+    if math.isinf(diff):
+        return head + (": tr finished where it failed" if diff > 0 else ": tr failed where it finished")
+    faster = diff > 0
+    return head + (f": tr {'saved' if faster else 'lost'} {abs(diff):.2f}x of the stable time"
+                   if verb == "saved" else
+                   f": tr {'was faster by' if faster else 'cost'} {abs(diff):.2f}x of the stable time")
+
+
+def _x(value: float) -> str:
+    return "failed" if math.isinf(value) else f"{value:.2f}x"
+
+
+def _num(value: float, digits: int, *, signed: bool = False) -> str:
+    if not math.isfinite(value):
+        return "-"
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def _mib(value: float) -> str:
+    return "-" if not math.isfinite(value) else f"{value / 2**20:.1f} MiB"
+
+
+def run_demo(plan: DemoPlan, out_dir: Path, console: Console) -> list[DemoLine]:
+    """Run ``plan`` (rows to ``out_dir/results.csv``), print the table and the summary, write the chart."""
+    from rich.console import Console as RichConsole
+
+    from jobs.tpcds.cli import run_with_progress
+    from jobs.tpcds.plot import plot
+
+    started = time.monotonic()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path = out_dir / "results.csv"
+    csv_path.unlink(missing_ok=True)  # the demo's table shows this run only
+    console.print(f"[bold]trspark demo[/]: {', '.join(plan.workloads)} at SF {plan.sf:g}; policies "
+                  f"{', '.join(plan.policies)}; reference = median of {plan.stable_runs} warm runs of vanilla Spark; "
+                  f"{plan.seeds} kill schedules (seed {plan.seed}), the same for every policy"
+                  + (f", tr noticed {plan.notice:g} s ahead; " if plan.notice > 0 else "; ")
+                  + f"about {estimate_seconds(plan) / 60:.0f} min on 2 cores"
+                  + ("" if plan.sf == 0.1 else " at SF 0.1 (the estimate's scale)"))
+    result = run_with_progress(plan.settings(csv_path), RichConsole(stderr=True))
+    lines = demo_lines(result.rows, plan.executors)
+    console.print(table(lines, f"trspark demo: SF {plan.sf:g}, {plan.seeds} kill schedules per workload"))
+    for text in summary(lines):
+        console.print(text)
+    for policy, reason in result.skipped.items():
+        console.print(f"[yellow]skipped {policy}[/]: {reason}")
+    if result.rows:
+        console.print(f"rows: {csv_path}; chart: {plot(csv_path, out_dir / 'slowdown.png')}")
+    bad = [r for r in result.rows if not r.result_ok]
+    if bad:
+        console.print(f"[red]{len(bad)} run(s) did not give DuckDB's answer or failed[/] (see {csv_path})")
+    console.print(f"demo took {(time.monotonic() - started) / 60:.1f} min "
+                  f"(estimated {estimate_seconds(plan) / 60:.1f} min, budget {BUDGET_S / 60:.0f} min)")
+    return lines
 
 
 @click.command("demo")
@@ -32,56 +322,27 @@ DEMO_POLICIES = ("never", "always", "tr")
               show_default=True, help="Where results.csv and slowdown.png are written.")
 @click.option("--sf", type=click.FloatRange(min=0, min_open=True), default=0.1, show_default=True,
               help="TPC-DS scale factor.")
-@click.option("--queries", default=None, help="Queries to run [default: a few short multi-stage ones].")
-@click.option("--policies", default=",".join(DEMO_POLICIES), show_default=True,
-              help="Comma-separated subset of never, always, decommission, tr.")
-@click.option("--stability", type=click.FloatRange(min=0, min_open=True), default=3.0, show_default=True,
-              help="Mean executor lifetime as a multiple of each query's stable time.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the kill schedule.")
-def demo(out_dir: Path, sf: float, queries: str | None, policies: str, stability: float, seed: int) -> None:
-    """Run the main job: TPC-DS queries on executors that get killed, per policy."""
+@click.option("--workloads", default=",".join(DEMO_WORKLOADS), show_default=True,
+              help="TPC-DS queries and chain jobs (chainN: N iterations), comma-separated.")
+@click.option("--seeds", type=click.IntRange(2, 20), default=2, show_default=True,
+              help="Kill schedules per workload (each replayed for every policy).")
+@click.option("--stable-runs", type=click.IntRange(3, 20), default=3, show_default=True,
+              help="Warm runs of vanilla Spark without kills; their median is the reference.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the kill schedules (schedule r of a workload is drawn from seed, workload, r).")
+@click.option("--notice", type=click.FloatRange(min=0), default=DemoPlan.notice, show_default=True,
+              help="Seconds of termination notice tr gets before each kill (0: none).")
+def demo(out_dir: Path, sf: float, workloads: str, seeds: int, stable_runs: int, seed: int, notice: float) -> None:
+    """Run the main job: TPC-DS and a long-lineage job on executors that get killed, per policy."""
+    import sys
+
     from rich.console import Console
 
-    from jobs.tpcds.cli import run_with_progress
-    from jobs.tpcds.plot import plot
-    from jobs.tpcds.queries import DEMO_QUERIES, QueryError, parse_list
-    from jobs.tpcds.report import summary_table
-    from jobs.tpcds.session import parse_policies
-    from jobs.tpcds.settings import BenchSettings
+    from jobs.tpcds.queries import QueryError, parse_list
 
     try:
-        names = parse_list(queries, default=DEMO_QUERIES) if queries else DEMO_QUERIES
+        names = parse_list(workloads, default=DEMO_WORKLOADS)
     except QueryError as exc:
-        raise click.BadParameter(str(exc).removeprefix("--queries: "), param_hint="'--queries'") from exc
-    try:
-        chosen = parse_policies(policies)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="'--policies'") from exc
-    out_dir.mkdir(parents=True, exist_ok=True)
-    csv_path = out_dir / "results.csv"
-    csv_path.unlink(missing_ok=True)  # the demo's table shows this run only
-    console = Console() if sys.stdout.isatty() else Console(width=120)  # a log file gets the full table
-    console.print(f"[bold]trspark demo[/]: TPC-DS SF {sf:g}, queries {', '.join(names)}, policies "
-                  f"{', '.join(chosen)}; 3 executors x 1 core, exponential lifetimes with mean "
-                  f"{stability:g}x each query's stable time, seed {seed}")
-    # Shuffle joins (no broadcasts): every query then has several shuffle stages whose outputs a
-    # kill can take, as in the benchmark; two warm-up passes, because SF 0.1 queries last a few
-    # seconds and a second pass still ran 1.5-2x faster than the first (a cold reference made
-    # evicted runs look faster than stable ones).
-    settings = BenchSettings(sf=sf, queries=names, policies=chosen, out=csv_path, stability=stability,
-                             seed=seed, time_cap=240.0, warmup_rounds=2,
-                             # Kills without warning, for every policy: the demo shows what backups
-                             # save (notices are `trspark bench tpcds`' and docs/notices-and-pools.md's subject).
-                             tr_notices=False,
-                             spark_conf=(("spark.sql.autoBroadcastJoinThreshold", "-1"),))
-    started = time.monotonic()
-    result = run_with_progress(settings, Console(stderr=True))
-    console.print(summary_table(result.rows, title=f"trspark demo: TPC-DS SF {sf:g} under executor kills"))
-    for policy, reason in result.skipped.items():
-        console.print(f"[yellow]skipped {policy}[/]: {reason}")
-    if result.rows:
-        console.print(f"rows: {csv_path}; chart: {plot(csv_path, out_dir / 'slowdown.png')}")
-    console.print(f"demo took {(time.monotonic() - started) / 60:.1f} min")
-    bad = [r for r in result.rows if not r.result_ok]
-    if bad:
-        console.print(f"[red]{len(bad)} run(s) did not give DuckDB's answer or failed[/] (see {csv_path})")
+        raise click.BadParameter(str(exc).removeprefix("--queries: "), param_hint="'--workloads'") from exc
+    plan = DemoPlan(sf=sf, workloads=names, seeds=seeds, stable_runs=stable_runs, seed=seed, notice=notice)
+    run_demo(plan, out_dir, Console() if sys.stdout.isatty() else Console(width=140))

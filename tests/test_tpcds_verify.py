@@ -65,3 +65,20 @@ def test_verify_on_spark_with_the_plugin_catches_a_wrong_answer(tmp_path: Path,
     assert "| q7 | pass | " in text and "equal to DuckDB's |" in text
     assert f"| {WRONG} | fail | answer differs from DuckDB's: " in text
     assert "`trspark bench verify --sf 0.01 --queries q7,q42`" in text
+
+
+def test_verdicts_stream_to_a_csv_with_their_kind(tmp_path: Path) -> None:
+    path = tmp_path / "verify.csv"
+    verdicts = [verify.QueryVerdict("q1", True, "3 rows equal to DuckDB's", 2.5),
+                verify.QueryVerdict("q2", False, "answer differs from DuckDB's: row 0 column 1", 1.0),
+                verify.QueryVerdict("q3", False, "Spark cannot run it: a column is missing"),
+                verify.QueryVerdict("q4", False, "Spark cannot run it: exceeded the time cap of 180 s", 180.0)]
+    for v in verdicts:
+        verify.append_csv(path, v)
+    assert [v.kind for v in verdicts] == ["equal", "differs", "unsupported", "timed out"]
+    assert path.read_text().splitlines()[0] == "query,verdict,kind,reason,spark_seconds"
+    back = verify.read_csv(path)
+    assert [(v.query, v.ok, v.reason) for v in back] == [(v.query, v.ok, v.reason) for v in verdicts]
+    assert back[0].seconds == 2.5 and back[2].seconds != back[2].seconds  # NaN: it did not run
+    verify.append_csv(path, verify.QueryVerdict("q2", True, "1 row equal to DuckDB's", 1.1))  # a re-run
+    assert [v.ok for v in verify.read_csv(path)] == [True, True, False, False]

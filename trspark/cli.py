@@ -15,7 +15,7 @@ import click
 
 # command name -> "module:attribute" of a click.Command
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("jobs.demo:demo", "Run the main job: TPC-DS queries on executors that get killed, per policy."),
+    "demo": ("jobs.demo:demo", "Run the main job: TPC-DS and a long-lineage job on executors that get killed, per policy."),
     "simulate": ("simulators.cli:simulate", "Simulate Spark DAG jobs on evictable VMs under a policy (and sweeps)."),
     "whatif": ("simulators.cli:whatif", "Replay your own Spark event log under evictions, per policy."),
     "bench": ("jobs.tpcds.cli:bench", "Benchmarks on real Spark (TPC-DS on transient executors)."),

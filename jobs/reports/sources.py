@@ -5,7 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from jobs.reports import pools
-from jobs.reports.render import MACHINE, RESULTS, Report, Source, columns, overhead, pivot, tpcds_targets
+from jobs.reports.render import (
+    MACHINE,
+    RESULTS,
+    Report,
+    Source,
+    columns,
+    kill_sweep,
+    overhead,
+    pivot,
+    tpcds_targets,
+    verdicts,
+)
 
 _SIM = "Slowdown = job time / the job's time on stable VMs without the policy (mean over the runs)."
 
@@ -266,4 +277,36 @@ loses half of every shuffle, so its rows show no effect either way.
            "of times is possible from these rows."),
 ))
 
-REPORTS: tuple[Report, ...] = (SIMULATOR, ENGINE, TPCDS, OVERHEAD, NOTICES, HISTORY, POOLS, SIZING)
+
+VERIFICATION = Report("verification", "Every query's answer against DuckDB, and answers under kills", """
+`trspark bench verify` runs every TPC-DS query text once on Spark with the plugin (mode `tr`,
+`local-trcluster[3,1,2048]`, no kills) and compares its answer with DuckDB's on the same Parquet
+files (the oracle's rules: [jobs/tpcds/QUERIES.md](../../jobs/tpcds/QUERIES.md)). Kinds: `equal`;
+`differs` (both answered, differently); `unsupported` (an engine cannot run the text); `timed
+out` (Spark had not answered within the time cap, so no verdict on its answer). The kill sweep
+then runs verified queries under executor kills for every policy and checks each answer again: a
+wrong answer is a finished job whose answer is not DuckDB's, a failed job one that Spark aborted
+or that exceeded the time cap.
+""", (
+    Source("verify_sf0.1.csv",
+           "trspark bench verify --sf 0.1 --queries all --time-cap 300 --csv docs/results/verify_sf0.1.csv",
+           "2026-11-26, from 10:19 UTC", "f8b10cd", MACHINE + ", load average 30-37 (shared)", verdicts),
+    Source("killsweep_sf0.1.csv",
+           "# vanilla Spark's stable runs (the reference; stopped after q3, q7, q19 and q25):\n"
+           "trspark bench tpcds --sf 0.1 --queries q3,q7,q19,q25,q29,q50,q65,q68,q93,q97 \\\n"
+           "    --policies never,always,decommission,tr --stability 1 --max-kills 3 --repeat 1 --seed 0 \\\n"
+           "    --notice 1 --time-cap 400 --warmup 1 --stable-runs never --no-rewarm \\\n"
+           "    --conf spark.sql.autoBroadcastJoinThreshold=-1 --out docs/results/killsweep_sf0.1.csv\n"
+           "# the evicted runs, every policy under the same kills:\n"
+           "trspark bench tpcds --sf 0.1 --queries q3,q19,q25 --policies tr,never,always,decommission \\\n"
+           "    --stability 1 --max-kills 3 --repeat 1 --seed 0 --notice 1 --time-cap 600 --warmup 1 --no-rewarm \\\n"
+           "    --reference docs/results/killsweep_sf0.1.csv --conf spark.sql.autoBroadcastJoinThreshold=-1 \\\n"
+           "    --out docs/results/killsweep_sf0.1.csv",
+           "2026-11-26, from 10:19 UTC", "f8b10cd", MACHINE + ", load average 30-70 (shared)", kill_sweep,
+           "Exponential lifetimes of mean 1x each query's stable time, at most 3 kills a run; "
+           "`decommission` and `tr` get each kill's notice 1 s ahead. On a machine this loaded a query "
+           "ran 10-50x slower than alone, so the slowdowns say nothing; only kills, answers and failures "
+           "count here."),
+))
+
+REPORTS: tuple[Report, ...] = (SIMULATOR, ENGINE, TPCDS, OVERHEAD, NOTICES, HISTORY, POOLS, SIZING, VERIFICATION)

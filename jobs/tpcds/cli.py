@@ -167,6 +167,9 @@ def datagen_command(sf: float, cache: Path | None) -> None:
                    "executor slot (id 0) on-demand (never killed) and the rest spot (killed as --lifetime/--stability say); the counts "
                    "set --executors. Each executor reads its pool from its own imitated AWS instance metadata "
                    "(spark.trspark.notice.url with {executorId}); the plugin gets the pools' lifetimes.")
+@click.option("--rewarm/--no-rewarm", default=True, show_default=True,
+              help="After a run with kills, run the query once more unrecorded, so cold replacement JVMs do "
+                   "not slow the next measurement (a sweep that checks answers and counts kills can skip it).")
 @click.option("--executor-cpus", type=click.FloatRange(min=0.05), default=None,
               help="Cap each executor JVM at this many cores (a cgroup CPU quota of its own), as if every "
                    "executor ran on its own VM: an idle executor's share is then lost, and a replacement "
@@ -177,7 +180,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
                   notice: float, max_kills: int | None, time_cap: float, out: Path, plot_path: Path | None, master: str | None,
                   cache: Path | None, spark_conf: tuple[tuple[str, str], ...], warmup: int | None,
                   stable_runs: str, reference: Path | None, tr_notices: bool, pools: tuple[tuple[str, int], ...],
-                  executor_cpus: float | None) -> None:
+                  rewarm: bool, executor_cpus: float | None) -> None:
     """Run TPC-DS queries per policy, stable and under the same executor kills; one CSV row per run."""
     if lifetime is not None and stability is not None:
         raise click.UsageError("give --lifetime or --stability, not both")
@@ -197,7 +200,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
                              notice=notice, max_kills=max_kills, master=master, cache=cache,
                              spark_conf=spark_conf, warmup=warmup, stable_runs=stable_runs,
                              reference=reference, tr_notices=tr_notices, executor_cpus=executor_cpus,
-                             pools=pools)
+                             pools=pools, rewarm=rewarm)
     if reference is not None:
         from jobs.tpcds.runner import reference_times
 
@@ -311,14 +314,16 @@ def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               default=Path(__file__).with_name("QUERIES.md"), show_default="jobs/tpcds/QUERIES.md",
               help="Markdown file whose verification table is (re)written.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also append each verdict to this CSV as soon as it is known (query, verdict, kind, reason, seconds).")
 @click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, help="TPC-DS data cache root.")
 def verify_command(sf: float, queries: tuple[str, ...], executors: int, cores: int, memory_mb: int,
-                   time_cap: float, out: Path, cache: Path | None) -> None:
+                   time_cap: float, out: Path, csv_path: Path | None, cache: Path | None) -> None:
     """Run every query on Spark with the plugin (tr, no kills) and compare each answer with DuckDB's."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from jobs.tpcds.verify import Hooks, VerifySettings, verify, write_table
+    from jobs.tpcds.verify import Hooks, VerifySettings, append_csv, verify, write_table
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     settings = VerifySettings(sf=sf, queries=queries, executors=executors, cores=cores, memory_mb=memory_mb,
@@ -335,7 +340,11 @@ def verify_command(sf: float, queries: tuple[str, ...], executors: int, cores: i
             task, label = current[0]
             bar.update(task, advance=1, description=f"{label} · {name}")
 
-        verdicts = verify(settings, Hooks(phase=phase, done=done))
+        def record(verdict: Any) -> None:
+            if csv_path is not None:
+                append_csv(csv_path, verdict)
+
+        verdicts = verify(settings, Hooks(phase=phase, done=done, verdict=record))
     for v in verdicts:
         if not v.ok:
             console.print(f"[red]{v.query} fails[/]: {v.reason}")

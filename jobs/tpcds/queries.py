@@ -28,10 +28,6 @@ DEFAULT_QUERIES: tuple[str, ...] = (
     "q3", "q7", "q19", "q25", "q29", "q42", "q46", "q50", "q55", "q65", "q68", "q79", "q93", "q97",
 )
 
-#: Two short multi-stage queries with non-empty answers at SF 0.1, for the demo (q19 was dropped to
-#: fit 10 minutes: under the demo's kill schedule it was never hit).
-DEMO_QUERIES: tuple[str, ...] = ("q3", "q68")
-
 #: Queries that are not run, with the reason (found by running every text on SF 0.1).
 EXCLUDED: dict[str, str] = {}
 

@@ -15,7 +15,9 @@ jobs per policy.
 
 from __future__ import annotations
 
+import csv
 import datetime
+import math
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +42,18 @@ class QueryVerdict:
     seconds: float = float("nan")
     """Spark's wall-clock time for the query (NaN when it did not run)."""
 
+    @property
+    def kind(self) -> str:
+        """``equal``, ``differs`` (both engines answered, differently), ``timed out`` (Spark had not
+        answered within the time cap: no verdict on the answer) or ``unsupported`` (an engine could not run it)."""
+        if self.ok:
+            return "equal"
+        if self.reason.startswith("not run"):
+            return "not run"
+        if self.reason.startswith("answer differs"):
+            return "differs"
+        return "timed out" if "exceeded the time cap" in self.reason else "unsupported"
+
 
 @dataclass(frozen=True)
 class VerifySettings:
@@ -58,6 +72,8 @@ class Hooks:
 
     phase: Callable[[str, int], None] = lambda label, total: None
     done: Callable[[str], None] = lambda name: None
+    verdict: Callable[[QueryVerdict], None] = lambda verdict: None
+    """Called with each verdict as soon as it is known (a CSV then survives an interrupted run)."""
 
 
 def duckdb_answers(data: Path, names: tuple[str, ...], hooks: Hooks) -> tuple[dict[str, Query], dict[str, Answer | str]]:
@@ -114,6 +130,7 @@ def verify(settings: VerifySettings, hooks: Hooks | None = None) -> list[QueryVe
             else:
                 outcome = execute(spark, queries[name], f"verify-{name}", settings.time_cap)
                 verdicts.append(judge(queries[name], expected, outcome.answer, outcome.error, outcome.seconds))
+            hooks.verdict(verdicts[-1])
             hooks.done(name)
         if metrics.plugin_fell_back(spark.sparkContext):
             # Answers are still Spark's, but the plugin ran as always-checkpoint, not as tr.
@@ -122,6 +139,29 @@ def verify(settings: VerifySettings, hooks: Hooks | None = None) -> list[QueryVe
     finally:
         spark.stop()
     return verdicts
+
+
+CSV_FIELDS = ("query", "verdict", "kind", "reason", "spark_seconds")
+
+
+def append_csv(path: Path, verdict: QueryVerdict) -> None:
+    """Append one verdict to ``path`` (:data:`CSV_FIELDS`; the header first)."""
+    new = not path.exists() or path.stat().st_size == 0
+    with path.open("a", newline="") as fh:
+        out = csv.writer(fh)
+        if new:
+            out.writerow(CSV_FIELDS)
+        seconds = "" if math.isnan(verdict.seconds) else f"{verdict.seconds:.2f}"
+        out.writerow([verdict.query, "pass" if verdict.ok else "fail", verdict.kind, verdict.reason, seconds])
+
+
+def read_csv(path: Path) -> list[QueryVerdict]:
+    """The verdicts :func:`append_csv` wrote, in file order (a later row of a query replaces an earlier one)."""
+    with path.open(newline="") as fh:
+        rows = {r["query"]: QueryVerdict(r["query"], r["verdict"] == "pass", r["reason"],
+                                         float(r["spark_seconds"]) if r["spark_seconds"] else math.nan)
+                for r in csv.DictReader(fh)}
+    return list(rows.values())
 
 
 def table(verdicts: list[QueryVerdict]) -> str:
