@@ -226,6 +226,12 @@ KEYS: tuple[Key, ...] = (
         "Never the last executors: while every executor has a notice, none is let go."),
     Key("notice.signal", "notice_signal", "PWR", _signal_name, "a signal name such as PWR or TERM, or none",
         "POSIX signal an executor takes as a termination notice (chained with Spark's own decommission handler); none = ignore signals."),
+    Key("release.idle", "release_idle", 0.0, _number(0.0), "seconds >= 0 (0 = off)",
+        "With dynamic allocation: release an executor idle this long once every output it holds that may still be read "
+        "is saved elsewhere, instead of keeping it for its shuffle data. The plugin sets it to "
+        "spark.dynamicAllocation.executorIdleTimeout when dynamic allocation and shuffle tracking are on."),
+    Key("release.minExecutors", "release_min_executors", 0, _int(0, 1 << 20), "an integer >= 0",
+        "Executors release.idle never goes below; the plugin sets it to spark.dynamicAllocation.minExecutors."),
 )
 
 BY_FULL = {k.full: k for k in KEYS}

@@ -50,6 +50,8 @@ class TRConfig:
     notice_expected: bool = False
     notice_release: bool = True
     notice_signal: str = "PWR"
+    release_idle: float = 0.0
+    release_min_executors: int = 0
     pool_lifetimes: tuple[tuple[str, str], ...] = ()
     """(pool, lifetime spec) from ``spark.trspark.pool.<name>.lifetime``; spec ``stable`` = on-demand."""
 
