@@ -47,8 +47,8 @@ class ElasticSettings:
     """Idle seconds between the two queries."""
     idle_timeout: float = 5.0
     """``spark.dynamicAllocation.executorIdleTimeout`` (s)."""
-    rows: int = 2_000_000
-    partitions: int = 12
+    rows: int = 1_000_000
+    partitions: int = 6
     shuffle_timeout: float | None = None
     """``spark.dynamicAllocation.shuffleTracking.timeout`` (s); None = Spark's default (unbounded)."""
     trspark_options: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -87,6 +87,7 @@ def dynamic_allocation_conf(s: ElasticSettings, events: Path) -> dict[str, str]:
         "spark.eventLog.enabled": "true",
         "spark.eventLog.dir": events.as_uri(),
         "spark.sql.adaptive.enabled": "false",  # one job per query: the same stages in every run
+        "spark.sql.shuffle.partitions": str(s.partitions),
     }
     if s.shuffle_timeout is not None:
         conf["spark.dynamicAllocation.shuffleTracking.timeout"] = f"{s.shuffle_timeout:g}s"
