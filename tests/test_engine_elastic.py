@@ -13,7 +13,7 @@ from trspark.engine.events import (
     ExecutorAdded,
     ExecutorLost,
     ShuffleConsumed,
-    StageSubmitted,
+    StageCompleted,
     TaskStarted,
     Tick,
 )
@@ -41,11 +41,11 @@ def _released(commands: list) -> list[str]:  # type: ignore[type-arg]
 
 
 def _one_output_on_a():  # type: ignore[no-untyped-def]
-    """Executors a, b; one map output of shuffle 0 written by a (ends at 1 s), read later."""
+    """Executors a, b; one map output of shuffle 0 written by a (its stage ends at 1 s), not read yet."""
     policy = _policy()
     events = add_executors(["a", "b"]) + [map_stage(0, 1, 0)]
     events += run_task(0, 0, "a", start=0.0, seconds=1.0, write=8 * MB, shuffle_id=0)
-    events += [StageSubmitted(time=1.0, stage_id=1, num_tasks=1, parent_stage_ids=(0,), parent_shuffle_ids=(0,))]
+    events += [StageCompleted(time=1.0, stage_id=0)]
     feed(policy, events)
     return policy
 
@@ -71,6 +71,13 @@ def test_no_release_before_the_idle_time_nor_while_a_task_runs() -> None:
     assert _released(feed(policy, events + [Tick(time=3.9)])) == [], "idle 2.9 s < 3 s"
     assert _released(feed(policy, [TaskStarted(time=3.95, stage_id=0, partition=1, executor_id="a"),
                                    Tick(time=10.0)])) == [], "a task runs there"
+
+
+def test_no_release_while_a_stage_is_active() -> None:
+    # A fresh executor that has not had its first task yet is idle, but the stage needs it.
+    policy = _policy()
+    feed(policy, add_executors(["a"]) + [map_stage(0, 4, 0, time=1.0)])
+    assert _released(feed(policy, [Tick(time=10.0)])) == []
 
 
 def test_consumed_outputs_do_not_keep_an_executor() -> None:
@@ -101,7 +108,8 @@ def test_release_off_by_default_and_a_task_on_a_kept_executor_makes_it_releasabl
     assert _released(feed(policy, [Tick(time=5.0)])) == ["a"]
     # The driver found a busy and kept it: a later idle spell releases it again.
     events = run_task(0, 0, "a", start=6.0, seconds=1.0, shuffle_id=None)
-    assert _released(feed(policy, [map_stage(0, 1, None, time=6.0), *events, Tick(time=11.0)])) == ["a"]
+    done = StageCompleted(time=7.0, stage_id=0)
+    assert _released(feed(policy, [map_stage(0, 1, None, time=6.0), *events, done, Tick(time=11.0)])) == ["a"]
 
 
 @pytest.mark.parametrize("reason", ["removed", "released", "killed", "app", "decommissioned"])

@@ -167,4 +167,25 @@ table; the CSV holds them as printed.
                    "engine", digits=1)),
 ))
 
-REPORTS: tuple[Report, ...] = (SIMULATOR, ENGINE, TPCDS, OVERHEAD, NOTICES, HISTORY)
+ELASTIC = Report("elastic", "Dynamic allocation: idle executors released early", """
+`python -m jobs.elastic` (method in its docstring, settings in [docs/elasticity.md](../elasticity.md)):
+one application per policy, a query, an idle gap, a query, on 3 one-core executors with dynamic
+allocation and shuffle tracking (`executorIdleTimeout` 3 s, `shuffleTracking.timeout` Spark's
+default, unbounded), vanilla Spark (`never`, `local-cluster`) against `tr` (`local-trcluster`).
+Executor-seconds, removals, releases, evictions, stage resubmissions and map re-runs are read
+from each application's event log. Nothing is killed: an eviction here would be a removal
+mistaken for one.
+""", (
+    Source("elastic.csv", "python -m jobs.elastic --out docs/results/elastic.csv --gap 20 --idle-timeout 3",
+           "2026-11-26", "the commit that added this report", MACHINE + ", heavily loaded (load average "
+           "40-60 from other work): the times are indicative only",
+           columns("policy", "executor_seconds", "q1_seconds", "q2_seconds", "gap_seconds", "app_seconds",
+                   "executors_started", "executors_removed", "executors_released", "evictions",
+                   "stage_resubmissions", "map_tasks_rerun", "answers_equal", digits=1),
+           "Executor-seconds = the sum over executors of (removed - added). With shuffle tracking "
+           "vanilla Spark keeps the executors that hold the first query's shuffle data through the "
+           "gap; `tr` releases them once idle for the idle timeout, as nothing they hold may still "
+           "be read. Its second query then waits for new executor JVMs."),
+))
+
+REPORTS: tuple[Report, ...] = (SIMULATOR, ENGINE, TPCDS, OVERHEAD, NOTICES, HISTORY, ELASTIC)

@@ -10,6 +10,7 @@ allocation would let an executor without shuffle data go: after ``release_idle``
 An executor ``e`` is released at time ``t`` when
 
 * ``release_idle > 0`` (the driver runs dynamic allocation with shuffle tracking);
+* no stage is active (dynamic allocation's target counts on every executor while one is);
 * ``t - idle_since(e) >= release_idle`` s, where ``idle_since`` is the end of its last task (or
   its registration) and no task runs there now;
 * it has no termination notice (that path releases it itself) and no backup reads from or
@@ -75,7 +76,9 @@ class IdleRelease:
 
         ``exclude``: executors released on another ground (a notice), still counted as going.
         """
-        if not self.enabled:
+        # While a stage is active, dynamic allocation's target counts on the executors it has: an
+        # idle one is about to get a task (a fresh JVM's first task, a stage whose parents end).
+        if not self.enabled or state.active_stages():
             return []
         going = self.released | exclude
         staying = sum(1 for e in state.alive_executors() if e.executor_id not in going)

@@ -40,15 +40,20 @@ object Elastic extends Logging {
   }
 
   /**
-   * Is `executorId` idle for Spark: no task runs there and no active job reads its shuffle data
-   * (dynamic allocation's own test), and the task scheduler has no task on it?
+   * May `executorId` go now as dynamic allocation would let it: it is idle for Spark (no task runs
+   * there, no active job reads its shuffle data: dynamic allocation's own test, and the task
+   * scheduler has no task on it), and the executors left still meet dynamic allocation's target
+   * (as `ExecutorAllocationManager.removeExecutors` checks; the default resource profile).
    */
   def idle(sc: SparkContext, executorId: String): Boolean = sc.executorAllocationManager.exists { eam =>
     val busy = sc.taskScheduler match {
       case scheduler: TaskSchedulerImpl => scheduler.isExecutorBusy(executorId)
       case _ => true
     }
-    !busy && TRMonitorAccess.isIdle(eam.executorMonitor, executorId)
+    val monitor = eam.executorMonitor
+    val target = eam.numExecutorsTargetPerResourceProfileId.getOrElse(0, 0)
+    val left = monitor.executorCount - monitor.pendingRemovalCount - 1
+    !busy && left >= target && TRMonitorAccess.isIdle(monitor, executorId)
   }
 
   /**
