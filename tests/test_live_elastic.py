@@ -24,6 +24,7 @@ def _check_no_eviction(row, history: Path, out: Path) -> None:  # type: ignore[n
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(1800)  # three executor JVM generations start: minutes on a loaded machine
 def test_idle_executors_released_early_are_no_evictions(tmp_path: Path) -> None:
     history = tmp_path / "history"
     s = ElasticSettings(executors=2, gap=12.0, idle_timeout=2.0, rows=200_000, partitions=4,
@@ -35,6 +36,7 @@ def test_idle_executors_released_early_are_no_evictions(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(1800)
 def test_executors_dynamic_allocation_removes_are_no_evictions(tmp_path: Path) -> None:
     # trspark's release off: dynamic allocation removes them itself once shuffleTracking.timeout passed.
     history = tmp_path / "history"
