@@ -15,6 +15,9 @@ saved elsewhere (``spark.trspark.release.idle``). From each application's event 
 ``stage_resubmissions, map_tasks_rerun``
     Stage attempts after the first, and map tasks run again for a partition that already had an
     output: a release that lost an output still needed would show here.
+``engine_fallback``
+    ``tr``'s policy engine was not there (it did not connect in time, e.g. on a loaded machine):
+    the plugin checkpointed every output and released nothing; such a row measured no release.
 ``q1_seconds, q2_seconds, answer, answers_equal``
     Each query's wall-clock time (driver side, collect included), a digest of the second
     query's rows, and whether every policy's digests agree.
@@ -69,6 +72,7 @@ class ElasticRow:
     evictions: int = 0
     stage_resubmissions: int = 0
     map_tasks_rerun: int = 0
+    engine_fallback: bool = False
     answer: str = ""
     answers_equal: bool = False
 
@@ -114,7 +118,6 @@ def _timed_collect(df: Any) -> tuple[float, list[tuple[Any, ...]]]:
 def run_policy(policy: str, s: ElasticSettings, work: Path) -> ElasticRow:
     """One application of ``policy`` (query, idle gap, query) in this process's driver JVM."""
     from jobs.tpcds import session
-    from trspark.reporting import summarize
 
     events = work / f"events-{policy}"
     events.mkdir(parents=True, exist_ok=True)
@@ -134,6 +137,13 @@ def run_policy(policy: str, s: ElasticSettings, work: Path) -> ElasticRow:
     finally:
         spark.stop()
     (log,) = [p for p in events.iterdir() if not p.name.startswith(".")]
+    return from_event_log(row, log)
+
+
+def from_event_log(row: ElasticRow, log: Path) -> ElasticRow:
+    """Fill ``row``'s executor, release and re-run columns from the application's event log."""
+    from trspark.reporting import summarize
+
     summary = summarize(log)
     row.app_seconds = summary.duration
     row.executor_seconds = summary.executor_seconds
@@ -143,6 +153,7 @@ def run_policy(policy: str, s: ElasticSettings, work: Path) -> ElasticRow:
     row.evictions = summary.kills
     row.stage_resubmissions = summary.stage_resubmissions
     row.map_tasks_rerun = summary.recomputed_tasks
+    row.engine_fallback = summary.fallbacks > 0
     return row
 
 
