@@ -176,7 +176,8 @@ Executor-seconds, removals, releases, evictions, stage resubmissions and map re-
 from each application's event log. Nothing is killed: an eviction here would be a removal
 mistaken for one.
 """, (
-    Source("elastic.csv", "python -m jobs.elastic --out docs/results/elastic.csv --gap 20 --idle-timeout 3",
+    Source("elastic.csv", "python -m jobs.elastic --out docs/results/elastic.csv --gap 20 --idle-timeout 3\n"
+           "# engine_fallback read afterwards from the same two event logs (jobs.elastic.from_event_log)",
            "2026-11-26", "the commit that added this report", MACHINE + ", heavily loaded (load average "
            "40-60 from other work): the times are indicative only",
            columns("policy", "executor_seconds", "q1_seconds", "q2_seconds", "gap_seconds", "app_seconds",
@@ -188,7 +189,8 @@ mistaken for one.
            "be read. Its second query then waits for new executor JVMs. In this run the machine was "
            "so loaded that `tr`'s policy engine did not connect within the plugin's 60 s "
            "(`engine_fallback`): the plugin checkpointed every output and released nothing, so "
-           "this row measures no early release. What it does show: every executor dynamic "
+           "this row measures no early release, and the executor-seconds between the rows differ by "
+           "when executor JVMs happened to start on the loaded machine. What it does show: every executor dynamic "
            "allocation removed is a removal, none an eviction, and no stage or map task re-ran."),
 ))
 
