@@ -248,6 +248,12 @@ KEYS: tuple[Key, ...] = (
         "Task sizing: bytes of input one task processes per second. With it, trspark.configure sets "
         "spark.sql.adaptive.advisoryPartitionSizeInBytes (and a larger initial partition number) unless you set "
         "them; 0 = the engine advises from the rate it measures."),
+    Key("release.idle", "release_idle", 0.0, _number(0.0), "seconds >= 0 (0 = off)",
+        "With dynamic allocation: release an executor idle this long once every output it holds that may still be read "
+        "is saved elsewhere, instead of keeping it for its shuffle data. The plugin sets it to "
+        "spark.dynamicAllocation.executorIdleTimeout when dynamic allocation and shuffle tracking are on."),
+    Key("release.minExecutors", "release_min_executors", 0, _int(0, 1 << 20), "an integer >= 0",
+        "Executors release.idle never goes below; the plugin sets it to spark.dynamicAllocation.minExecutors."),
 )
 
 BY_FULL = {k.full: k for k in KEYS}

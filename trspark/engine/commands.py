@@ -94,10 +94,16 @@ class ReleaseExecutor:
     leaving at once lets the cluster manager start its replacement before the deadline (what
     Spark's decommissioning does once its blocks are migrated). Drivers report the loss that
     follows as ``ExecutorLost(reason="released")``.
+
+    ``idle=True``: dynamic allocation's scale-down instead (:mod:`trspark.engine.tr.elastic`):
+    an idle executor whose live outputs are all saved elsewhere. The driver moves its outputs to
+    their copies, then removes it as dynamic allocation does -- only if it still runs no task,
+    and without asking for a replacement.
     """
 
     executor_id: str
     reason: str = ""
+    idle: bool = False
 
 
 @dataclass(frozen=True, slots=True)

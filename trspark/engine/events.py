@@ -46,8 +46,16 @@ class ExecutorLost:
     time: float
     executor_id: str
     reason: str = "evicted"
-    """``evicted`` (transient capacity taken away), ``decommissioned``, ``released`` (the driver let it go
-    after a :class:`ReleaseExecutor`), ``killed``, ``app`` (app's fault)."""
+    """One of :data:`LOSS_REASONS`. Only ``evicted`` is an eviction; every other loss censors the
+    executor's lifetime and is no kill."""
+
+
+LOSS_REASONS = ("evicted", "decommissioned", "released", "removed", "killed", "app")
+"""Why an executor left: ``evicted`` (transient capacity taken away), ``decommissioned`` (Spark's
+decommissioning, e.g. a cluster manager's notice), ``released`` (the driver let it go after a
+:class:`~trspark.engine.commands.ReleaseExecutor`), ``removed`` (dynamic allocation's scale-down or
+the user's ``killExecutors``: Spark's "Executor killed by driver." or a "spark scale down"
+decommissioning), ``killed`` (another kill by the driver), ``app`` (the application's fault)."""
 
 
 @dataclass(frozen=True, slots=True)

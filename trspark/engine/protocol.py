@@ -23,6 +23,7 @@ from trspark.engine.commands import (
     SchedulingHints,
 )
 from trspark.engine.events import (
+    LOSS_REASONS,
     BackupFailed,
     BlockBackedUp,
     BlockLost,
@@ -120,6 +121,8 @@ def from_dict(data: dict[str, Any]) -> Event | Command:
                 kwargs[name] = {int(k): tuple(v) for k, v in (kwargs.get(name) or {}).items()}
         except (TypeError, ValueError, AttributeError) as exc:
             raise ProtocolError(f"SchedulingHints: forbidden/fallback must map stage ids to executor lists: {exc}") from exc
+    if cls is ExecutorLost and kwargs.get("reason", "evicted") not in LOSS_REASONS:
+        raise ProtocolError(f"ExecutorLost: reason {kwargs.get('reason')!r} is not one of {', '.join(LOSS_REASONS)}")
     try:
         return cls(**kwargs)  # type: ignore[no-any-return]
     except TypeError as exc:

@@ -53,6 +53,8 @@ class TRConfig:
     rebalance_hazard_factor: float = 10.0
     sizing_fraction: float = 0.05
     sizing_rate: float = 0.0
+    release_idle: float = 0.0
+    release_min_executors: int = 0
     pool_lifetimes: tuple[tuple[str, str], ...] = ()
     """(pool, lifetime spec) from ``spark.trspark.pool.<name>.lifetime``; spec ``stable`` = on-demand."""
 

@@ -14,6 +14,10 @@ from typing import Any
 
 # trspark's executor end reasons that mean the executor was taken away, not let go.
 KILL_REASONS = ("evicted", "decommissioned")
+# Spark's loss messages for an executor the driver removed itself (dynamic allocation's scale-down,
+# or the user's killExecutors), as the plugin reads them (TRListener.RemovedByDriver): an
+# application without the plugin gets the reason "removed" from these.
+DRIVER_REMOVALS = ("Executor killed by driver.", "Executor decommission: spark scale down")
 
 
 @dataclass
@@ -46,6 +50,8 @@ class Summary:
     recomputed_tasks: int = 0
     recomputed_task_seconds: float = 0.0
     releases: int = 0
+    stage_resubmissions: int = 0
+    """Stage attempts after the first (a stage re-run after a lost map output)."""
     belt_firings: int = 0
     fallbacks: int = 0
     prices: dict[str, float] = field(default_factory=dict)
@@ -54,6 +60,16 @@ class Summary:
     @property
     def kills(self) -> int:
         return sum(e.reason in KILL_REASONS for e in self.executors.values())
+
+    @property
+    def removed(self) -> int:
+        """Executors the driver removed (dynamic allocation, the user): never kills."""
+        return sum(e.reason == "removed" for e in self.executors.values())
+
+    @property
+    def executor_seconds(self) -> float:
+        """Sum over executors of (end, or the application's end) - start (s)."""
+        return sum((self.duration if e.end is None else e.end) - e.start for e in self.executors.values())
 
     @property
     def backup_bytes(self) -> tuple[int, int]:
@@ -141,6 +157,8 @@ class _Builder:
     def _on_SparkListenerExecutorRemoved(self, e: dict[str, Any]) -> None:
         if (ex := self.s.executors.get(e["Executor ID"])) is not None:
             ex.end = self.t(e["Timestamp"])
+            if not ex.reason and str(e.get("Removed Reason", "")).startswith(DRIVER_REMOVALS):
+                ex.reason = "removed"
 
     def _on_TRExecutorStarted(self, e: dict[str, Any]) -> None:
         if (ex := self.s.executors.get(e["executorId"])) is not None:
@@ -177,6 +195,7 @@ class _Builder:
         info = e["Stage Info"]
         # A stage's own RDD has the highest id of its RDDs; a later stage over the same shuffle
         # (a re-run after a loss, in a new job) has the same one.
+        self.s.stage_resubmissions += info.get("Stage Attempt ID", 0) > 0
         rdds = [r["RDD ID"] for r in info.get("RDD Info", [])]
         self.stage_key[info["Stage ID"]] = max(rdds, default=-info["Stage ID"])
 

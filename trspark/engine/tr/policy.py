@@ -65,6 +65,7 @@ from trspark.engine.tr.checkpointing import Costs, decide
 from trspark.engine.tr.costs import CostEstimator
 from trspark.engine.tr.critical import StablePlacement
 from trspark.engine.tr.duplication import Duplicator
+from trspark.engine.tr.elastic import IdleRelease
 from trspark.engine.tr.horizon import NeedHorizon
 from trspark.engine.tr.knowledge import LifetimeKnowledge, pool_models
 from trspark.engine.tr.notices import NoticeRules
@@ -136,6 +137,7 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         # can free them), and those released.
         self._draining: set[str] = set()
         self.released: set[str] = set()
+        self.idle = IdleRelease(config.release_idle, config.release_min_executors)
         # How long a block must survive: until its readers finished and their outputs are covered.
         self.horizon = NeedHorizon(config.alpha, self._covered, ttl=min(0.5, config.period))
 
@@ -189,6 +191,10 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         out += self.stack.release(state)
         if self._draining and isinstance(event, _MAY_FREE_AN_EXECUTOR):
             out += self._releases()
+        if self.idle.enabled:
+            self.idle.observe(event, state)
+            if isinstance(event, Tick):
+                out += self.idle.releases(state, self.stack, self.released)
         return out
 
     def _on_task_ended(self, event: TaskEnded) -> list[Command]:
@@ -329,6 +335,7 @@ class TRPolicy(NoticeRules, Replanning, Policy):
             "decisions_deferred": self.decisions["deferred"],
             "decisions_left_to_notice": self.decisions["left_to_notice"],
             "executors_released": len(self.released),
+            "executors_released_idle": len(self.idle.released),
             "backups_released": self.stack.released,
             "backups_dropped_consumers_safe": self.stack.dropped,
             "safety_belt": self.belt.on,

@@ -91,6 +91,8 @@ class TRDriverPlugin extends DriverPlugin with Logging {
       case None => sc.conf.set(TRConf.FallbackPathKey, conf.remotePath + "/")
     }
     sc.conf.set(TRConf.Prefix + "remote.path", conf.remotePath)
+    // Before the settings are checked and handed to the engine: they include the release keys.
+    Guard.run("Elastic.configure")(Elastic.configure(sc.conf))
     builtinAlways.set(conf.mode == "always")
     throttle = conf.throttleBytesPerS
     if (conf.backupsEnabled) sc.addSparkListener(new TRListener(this, sc))
@@ -431,6 +433,8 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     case "Backup" => backupCommand(node)
     case "CancelBackup" => cancelBackup(node.path("shuffle_id").asInt(), node.path("map_index").asInt())
     case "DropBackup" => dropBackup(node.path("shuffle_id").asInt(), node.path("map_index").asInt())
+    case "ReleaseExecutor" if node.path("idle").asBoolean(false) =>
+      Guard.run("TRDriverPlugin.idleRelease")(idleRelease(node.path("executor_id").asText(), node.path("reason").asText()))
     case "ReleaseExecutor" => releaseExecutor(node.path("executor_id").asText(), node.path("reason").asText())
     case "SafetyBelt" => logInfo(s"trspark: engine safety belt on=${node.path("on").asBoolean()}: ${node.path("reason").asText()}")
     case "Advice" => logInfo(s"trspark advice: ${node.path("message").asText()}")
@@ -524,6 +528,31 @@ class TRDriverPlugin extends DriverPlugin with Logging {
         catch { case NonFatal(e) => logWarning(s"trspark: could not release executor $id: ${e.getMessage}") }
       }
     case _ => logDebug(s"trspark: ReleaseExecutor $id ignored (gone, already released, or no allocation client)")
+  }
+
+  /**
+   * `ReleaseExecutor` with `idle`: dynamic allocation's scale-down of an idle executor whose
+   * outputs are saved elsewhere. Only if Spark finds it idle too; its outputs move to their
+   * copies first (no reader is sent to it any more), then Spark removes it without a
+   * replacement. If it took a task meanwhile, Spark keeps it and so does trspark.
+   */
+  private def idleRelease(id: String, reason: String): Unit = {
+    if (deadExecutors.contains(id) || !Elastic.idle(sc, id) || !released.add(id)) {
+      logDebug(s"trspark: idle release of executor $id skipped (gone, busy, or released already)")
+      return
+    }
+    logInfo(s"trspark: releasing idle executor $id ($reason)")
+    outputsLost(id, "released", dead = true)
+    tracker.incrementEpoch()
+    verifier.execute { () =>
+      val gone = Guard.orElse("Elastic.remove", false)(Elastic.remove(sc, id))
+      if (gone) { count("executors_released"); count("executors_released_idle") }
+      else {
+        synchronized(deadExecutors -= id)
+        released.remove(id)
+        logInfo(s"trspark: executor $id kept: Spark did not remove it (it took a task)")
+      }
+    }
   }
 
   /** `SchedulingHints`: replace the task scheduler's hints (a master without the hook ignores them). */

@@ -163,10 +163,19 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
 }
 
 object TRListener {
+  /**
+   * Spark's loss messages for an executor the driver itself removed: `ExecutorKilled` (dynamic
+   * allocation's scale-down, or the user's `SparkContext.killExecutors`) and a decommissioning
+   * started by dynamic allocation (`ExecutorAllocationManager`'s "spark scale down", with
+   * `spark.decommission.enabled`). Neither is an eviction.
+   */
+  val RemovedByDriver: Seq[String] = Seq(ExecutorKilled.message, "Executor decommission: spark scale down")
+
   /** The engine's ExecutorLost reason from Spark's loss message (see [[TRTaskScheduler.asEviction]]). */
   def lossKind(reason: String): String = {
     val exit = """exited with code (\d+)""".r.findFirstMatchIn(reason).map(_.group(1).toInt)
     if (reason.contains("trspark") && reason.contains("eviction")) "evicted"
+    else if (RemovedByDriver.exists(reason.startsWith)) "removed"
     else if (reason.toLowerCase(java.util.Locale.ROOT).contains("decommission")) "decommissioned"
     else if (exit.exists(_ >= 128) || reason.contains("disassociated") || reason.contains("Remote RPC client")) "evicted"
     else if (reason.contains("killed by driver") || reason.contains("Executor killed")) "killed"

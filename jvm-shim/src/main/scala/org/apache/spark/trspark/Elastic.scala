@@ -1,0 +1,73 @@
+package org.apache.spark.trspark
+
+import org.apache.spark.{SparkConf, SparkContext}
+import org.apache.spark.internal.Logging
+import org.apache.spark.scheduler.TaskSchedulerImpl
+import org.apache.spark.scheduler.cluster.CoarseGrainedSchedulerBackend
+import org.apache.spark.scheduler.dynalloc.TRMonitorAccess
+
+/**
+ * trspark under Spark's dynamic allocation. With shuffle tracking, Spark keeps an idle executor
+ * while it holds shuffle data (up to `spark.dynamicAllocation.shuffleTracking.timeout`); the
+ * engine releases one earlier once every output it holds that may still be read is saved
+ * elsewhere (`ReleaseExecutor` with `idle`, `trspark/engine/tr/elastic.py`). Here: the settings
+ * the engine gets from dynamic allocation's, and the removal itself, done the way
+ * `ExecutorAllocationManager` removes an idle executor.
+ */
+object Elastic extends Logging {
+  val IdleKey: String = TRConf.Prefix + "release.idle"
+  val MinKey: String = TRConf.Prefix + "release.minExecutors"
+
+  /** Dynamic allocation with shuffle tracking (and no external shuffle service keeping the data). */
+  def tracksShuffles(conf: SparkConf): Boolean =
+    conf.getBoolean("spark.dynamicAllocation.enabled", defaultValue = false) &&
+      conf.getBoolean("spark.dynamicAllocation.shuffleTracking.enabled", defaultValue = true) &&
+      !conf.getBoolean("spark.shuffle.service.enabled", defaultValue = false)
+
+  /**
+   * Fill `spark.trspark.release.idle` and `release.minExecutors` from dynamic allocation's idle
+   * timeout and floor, unless the user set them: the engine then lets an executor whose outputs
+   * are saved go when dynamic allocation would let one without shuffle data go.
+   */
+  def configure(conf: SparkConf): Unit = if (tracksShuffles(conf)) {
+    if (!conf.contains(IdleKey)) {
+      val idleMs = conf.getTimeAsMs("spark.dynamicAllocation.executorIdleTimeout", "60s")
+      conf.set(IdleKey, (idleMs / 1000.0).toString)
+    }
+    if (!conf.contains(MinKey)) conf.set(MinKey, conf.getInt("spark.dynamicAllocation.minExecutors", 0).toString)
+    logInfo(s"trspark: dynamic allocation with shuffle tracking: idle executors whose outputs are saved go after " +
+      s"${conf.get(IdleKey)} s (at least ${conf.get(MinKey)} executors stay)")
+  }
+
+  /**
+   * May `executorId` go now as dynamic allocation would let it: it is idle for Spark (no task runs
+   * there, no active job reads its shuffle data: dynamic allocation's own test, and the task
+   * scheduler has no task on it), and the executors left still meet dynamic allocation's target
+   * (as `ExecutorAllocationManager.removeExecutors` checks; the default resource profile).
+   */
+  def idle(sc: SparkContext, executorId: String): Boolean = sc.executorAllocationManager.exists { eam =>
+    val busy = sc.taskScheduler match {
+      case scheduler: TaskSchedulerImpl => scheduler.isExecutorBusy(executorId)
+      case _ => true
+    }
+    val monitor = eam.executorMonitor
+    val target = eam.numExecutorsTargetPerResourceProfileId.getOrElse(0, 0)
+    val left = monitor.executorCount - monitor.pendingRemovalCount - 1
+    !busy && left >= target && TRMonitorAccess.isIdle(monitor, executorId)
+  }
+
+  /**
+   * Remove `executorId` as `ExecutorAllocationManager.removeExecutors` does: through the
+   * scheduler backend, without lowering the target (dynamic allocation keeps its own) and
+   * without `force`, so an executor that took a task meanwhile is kept. True when it goes; dynamic
+   * allocation's monitor then counts it as pending removal, as for its own removals.
+   */
+  def remove(sc: SparkContext, executorId: String): Boolean = (sc.schedulerBackend, sc.executorAllocationManager) match {
+    case (backend: CoarseGrainedSchedulerBackend, Some(eam)) =>
+      val killed = backend.killExecutors(Seq(executorId), adjustTargetNumExecutors = false, countFailures = false,
+        force = false)
+      if (killed.contains(executorId)) eam.executorMonitor.executorsKilled(Seq(executorId))
+      killed.contains(executorId)
+    case _ => false
+  }
+}
