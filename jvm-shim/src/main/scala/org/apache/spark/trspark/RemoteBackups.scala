@@ -87,18 +87,39 @@ class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
     }
 
   /** True when the committed files exist and match the marker's lengths and CRC32s. */
-  def verify(shuffleId: Int, mapId: Long, indexCrc: Long, dataCrc: Long): Boolean = Try {
-    val marker = fs.open(markerPath(shuffleId, mapId))
-    val text = try new String(marker.readAllBytes(), StandardCharsets.UTF_8) finally marker.close()
-    val fields = text.trim.split(" ").map(_.split("=", 2)).collect { case Array(k, v) => k -> v.toLong }.toMap
-    def matches(path: Path, len: String, crc: String, expected: Long): Boolean = {
+  def verify(shuffleId: Int, mapId: Long, indexCrc: Long, dataCrc: Long): Boolean =
+    problem(shuffleId, mapId, indexCrc, dataCrc).isEmpty
+
+  /**
+   * What is wrong with the committed backup, if anything: `missing` (marker or a file absent or
+   * unreadable), `truncated` (a length differs from the marker's), `corrupt` (a CRC32 differs
+   * from the marker's or from the one computed when the copy was written).
+   */
+  def problem(shuffleId: Int, mapId: Long, indexCrc: Long, dataCrc: Long): Option[String] = {
+    def scan(path: Path): Option[(Long, Long)] = Try {
       val in = fs.open(path)
-      val (n, c) = try RemoteBackups.pump(in, OutputStream.nullOutputStream(), 0, () => false) finally in.close()
-      n == fields(len) && c == fields(crc) && c == expected
+      try RemoteBackups.pump(in, OutputStream.nullOutputStream(), 0, () => false) finally in.close()
+    }.toOption
+    val fields = Try {
+      val marker = fs.open(markerPath(shuffleId, mapId))
+      val text = try new String(marker.readAllBytes(), StandardCharsets.UTF_8) finally marker.close()
+      text.trim.split(" ").map(_.split("=", 2)).collect { case Array(k, v) => k -> v.toLong }.toMap
+    }.toOption
+    val files = Seq((indexPath(shuffleId, mapId), "index", "indexCrc", indexCrc),
+      (dataPath(shuffleId, mapId), "data", "dataCrc", dataCrc))
+    fields match {
+      case Some(f) if files.forall { case (_, len, crc, _) => f.contains(len) && f.contains(crc) } =>
+        files.iterator.map { case (path, len, crc, expected) =>
+          scan(path) match {
+            case None => Some("missing")
+            case Some((n, _)) if n != f(len) => Some("truncated")
+            case Some((_, c)) if c != f(crc) || c != expected => Some("corrupt")
+            case _ => None
+          }
+        }.collectFirst { case Some(p) => p }
+      case _ => Some("missing")
     }
-    matches(indexPath(shuffleId, mapId), "index", "indexCrc", indexCrc) &&
-      matches(dataPath(shuffleId, mapId), "data", "dataCrc", dataCrc)
-  }.getOrElse(false)
+  }
 
   def delete(shuffleId: Int, mapId: Long): Unit = Seq(markerPath(shuffleId, mapId),
     indexPath(shuffleId, mapId), dataPath(shuffleId, mapId)).foreach(p => Try(fs.delete(p, false)))
