@@ -50,6 +50,7 @@ from trspark.engine.events import (
     ExecutorAdded,
     ExecutorLost,
     ExecutorNotice,
+    JobSubmitted,
     ShuffleConsumed,
     StageCompleted,
     StageSubmitted,
@@ -162,6 +163,9 @@ class TRPolicy(NoticeRules, Replanning, Policy):
                 out += self._on_consumed(shuffle)
         elif isinstance(event, Tick):
             out += self._on_tick()
+        elif isinstance(event, JobSubmitted) and (released := self.belt.job_submitted(state)) is not None:
+            self.stack.max_in_flight = 0  # back to one released backup per core of the source
+            out.append(released)
         if isinstance(event, (StageSubmitted, StageCompleted, ExecutorAdded, ExecutorLost, ExecutorNotice)) or (
                 isinstance(event, TaskEnded) and (
                     self._draining  # a noticed executor's room shrinks

@@ -22,8 +22,10 @@ import org.apache.spark.storage.{ShuffleDataBlockId, ShuffleIndexBlockId}
  *
  * Commit protocol (why a cut-off backup is never used): each file is written under a temporary
  * name and renamed; data first, then index, then the marker `shuffle_S_M_0.trspark-ok` holding
- * both lengths and CRC32s. The driver re-points an output only after the executor reported the
- * commit and [[verify]] found the marker, the lengths and the checksums consistent.
+ * both lengths and CRC32s. The driver counts a backup only after the executor reported the
+ * commit and [[verify]] found the marker, the lengths and the checksums consistent, and checks
+ * it again ([[problem]]) before re-pointing a lost output to it: a backup damaged or removed
+ * since is treated as missing, and the output is recomputed.
  */
 class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
   // Every path below is built from this id and numbers: an id such as ".." would put backups,
@@ -91,15 +93,12 @@ class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
     problem(shuffleId, mapId, indexCrc, dataCrc).isEmpty
 
   /**
-   * What is wrong with the committed backup, if anything: `missing` (marker or a file absent or
-   * unreadable), `truncated` (a length differs from the marker's), `corrupt` (a CRC32 differs
-   * from the marker's or from the one computed when the copy was written).
+   * What is wrong with the committed backup, if anything: `missing` (the marker or a file is
+   * absent), `truncated` (a file's length differs from the marker's), `corrupt` (unreadable -- a
+   * checksumming file system refuses damaged bytes -- or a CRC32 differs from the marker's or from
+   * the one computed when the copy was written).
    */
   def problem(shuffleId: Int, mapId: Long, indexCrc: Long, dataCrc: Long): Option[String] = {
-    def scan(path: Path): Option[(Long, Long)] = Try {
-      val in = fs.open(path)
-      try RemoteBackups.pump(in, OutputStream.nullOutputStream(), 0, () => false) finally in.close()
-    }.toOption
     val fields = Try {
       val marker = fs.open(markerPath(shuffleId, mapId))
       val text = try new String(marker.readAllBytes(), StandardCharsets.UTF_8) finally marker.close()
@@ -107,16 +106,21 @@ class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
     }.toOption
     val files = Seq((indexPath(shuffleId, mapId), "index", "indexCrc", indexCrc),
       (dataPath(shuffleId, mapId), "data", "dataCrc", dataCrc))
+    def check(path: Path, marker: Map[String, Long], len: String, crc: String, expected: Long): Option[String] =
+      Try(fs.getFileStatus(path).getLen).toOption match {
+        case None => Some("missing")
+        case Some(n) if n != marker(len) => Some("truncated")
+        case _ => Try {
+          val in = fs.open(path)
+          try RemoteBackups.pump(in, OutputStream.nullOutputStream(), 0, () => false) finally in.close()
+        }.toOption match {
+          case Some((n, c)) if n == marker(len) && c == marker(crc) && c == expected => None
+          case _ => Some("corrupt")
+        }
+      }
     fields match {
       case Some(f) if files.forall { case (_, len, crc, _) => f.contains(len) && f.contains(crc) } =>
-        files.iterator.map { case (path, len, crc, expected) =>
-          scan(path) match {
-            case None => Some("missing")
-            case Some((n, _)) if n != f(len) => Some("truncated")
-            case Some((_, c)) if c != f(crc) || c != expected => Some("corrupt")
-            case _ => None
-          }
-        }.collectFirst { case Some(p) => p }
+        files.iterator.map { case (path, len, crc, expected) => check(path, f, len, crc, expected) }.collectFirst { case Some(p) => p }
       case _ => Some("missing")
     }
   }
