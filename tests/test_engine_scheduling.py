@@ -22,6 +22,7 @@ from trspark.engine.events import (
     REMOTE,
     BlockBackedUp,
     BlockLost,
+    Event,
     ExecutorAdded,
     ExecutorLost,
     ExecutorNotice,

@@ -1,6 +1,6 @@
 """Damaged copies on a real ``local-trcluster[2,1,1024]`` with the built-in always-checkpoint
-policy: a remote backup corrupted, truncated or removed after it was committed, a peer copy
-damaged in transit, and an executor killed in the middle of its copy.
+policy: a remote backup corrupted, truncated or removed after it was committed, and a peer copy
+damaged in transit. (A copy cut off by a kill: ``test_shim_live.py``.)
 
 Each case backs up one shuffle, damages its copies, kills an executor and runs the job again:
 the damaged copies are detected by checksum (remote: when the driver would re-point a lost
@@ -158,24 +158,3 @@ def test_a_peer_copy_damaged_in_transit_is_rejected_by_its_checksum(app: App) ->
         assert " is corrupt; " in warnings[0]
     finally:
         app.status.setBuiltin("always", "remote", 0.0)
-
-
-def test_an_executor_killed_during_its_copy_leaves_no_partial_backup_in_use(app: App) -> None:
-    """Runs last: the surviving executor's throttled copies may still be running when it ends."""
-    wait_for(lambda: len(app.alive()) >= EXECUTORS, what="every executor registered", timeout=TIMEOUT)
-    before = {name: app.stat(name) for name in ("backups_started", "backups_remote", "outputs_repointed",
-                                                "outputs_lost", "backups_rejected")}
-    app.status.setBuiltin("always", "remote", 20e3)  # 20 kB/s: each copy takes seconds
-    rows = 400000
-    run = job(app, rows)
-    assert run() == expected(rows)
-    wait_for(lambda: app.stat("backups_started") >= before["backups_started"] + EXECUTORS,
-             what="a copy running on each executor", timeout=TIMEOUT)
-    assert app.stat("backups_remote") == before["backups_remote"]
-    app.kill_one_executor()
-    app.status.setBuiltin("always", "remote", 0.0)
-    assert run() == expected(rows)
-    # The victim's half-written copies were never committed, so its outputs were recomputed.
-    assert app.stat("outputs_lost") > before["outputs_lost"]
-    assert app.stat("outputs_repointed") == before["outputs_repointed"]
-    assert app.stat("backups_rejected") == before["backups_rejected"]

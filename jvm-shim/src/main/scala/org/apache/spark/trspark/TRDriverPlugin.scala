@@ -40,6 +40,8 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   /** Peer copies received and not yet re-read by their peer: (peer, shuffle, map id) -> the report. */
   private val unchecked = mutable.HashMap.empty[(String, Int, Long), BackupDone]
   private val checks = mutable.HashMap.empty[String, mutable.Buffer[PeerCheck]]
+  /** True from a failed write to the remote store until a remote backup commits again. */
+  private val storeFailing = new AtomicBoolean(false)
   /** Kinds of damaged copies already warned about (one warning per kind and application). */
   private val damageWarned = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
   private val cancels = mutable.HashMap.empty[String, mutable.Buffer[(Int, Long)]]
@@ -138,6 +140,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
       case failed: BackupFailedMsg =>
         // Reported once: a backup the driver already failed (its target was lost) or cancelled is not counted again.
         if (synchronized(running.get(failed.executorId).exists(_.remove(failed.task)))) {
+          if (failed.task.target == Target.Remote && !failed.sourceMissing) storeFailed(failed.reason)
           backupFailed(failed.task, failed.executorId, failed.reason, failed.sourceMissing)
         }
         null
@@ -284,6 +287,17 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   }
 
   /**
+   * An executor could not write a backup to the remote store (unwritable, gone, full): one warning
+   * when the store starts failing, none for the failures after it until a backup commits again.
+   * The outputs stay where they are (unprotected); nothing half-written is ever read.
+   */
+  private def storeFailed(reason: String): Unit =
+    if (storeFailing.compareAndSet(false, true)) {
+      logWarning(s"trspark: backups to the remote store ${conf.remotePath} fail ($reason); " +
+        "map outputs stay unprotected until it takes backups again")
+    } else logDebug(s"trspark: backup to the remote store failed again ($reason)")
+
+  /**
    * A copy failed its checksum check and is treated as missing: counted in `backups_rejected`,
    * and one warning per kind (`remote`/`peer` and the problem) and application.
    */
@@ -306,6 +320,9 @@ class TRDriverPlugin extends DriverPlugin with Logging {
         stats("backups_bytes") += done.bytes
         record
       }
+    }
+    if (task.target == Target.Remote && storeFailing.compareAndSet(true, false)) {
+      logInfo(s"trspark: the remote store ${conf.remotePath} takes backups again")
     }
     if (current.isEmpty && task.target == Target.Remote) remote.delete(task.shuffleId, task.mapId)
     current.foreach { record =>
