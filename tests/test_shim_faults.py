@@ -3,6 +3,10 @@ plugin's RPC endpoint, the listener) on a real ``local-trcluster[2,1,1024]`` in 
 job still gives the right answer, the driver logs one warning for the path, and the plugin falls
 back to always-checkpoint.
 
+First, kill storms: every executor SIGKILLed at once, twice within one job, on an engine that
+believes executors live 600 s on average; the job's answer is right, the safety belt fires, and
+the next job (started alone) releases it.
+
 The failure is injected through the driver JVM's ``trspark.test.failIn`` system property (a
 test-only hook, see ``Guard.scala``). One application serves every path: between paths the
 fallback is undone with the ``TRStatus.setBuiltin`` test hook. The driver's warnings go to a log
@@ -69,7 +73,9 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
         .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
         .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s")
     )
-    spark = trspark.configure(builder, mode="tr", lifetime="exponential:mean=600",
+    # beta = 0.05: the kill storms' re-computation (seconds of task time) exceeds beta x t1 even
+    # though t1 includes waiting for replacement executors.
+    spark = trspark.configure(builder, mode="tr", lifetime="exponential:mean=600", beta=0.05,
                               remote_path=(root / "backups").as_uri()).getOrCreate()
     try:
         yield App(spark, log)
@@ -104,6 +110,59 @@ PATHS = [
     "TRDriverPlugin.receive",
     "TRListener",
 ]
+
+
+def storm_job(app: App) -> dict[int, int]:
+    """Sums by key over 16 map tasks of about 2 s each (long enough for two kill storms)."""
+
+    def slow(index: int, rows: Iterator[int]) -> Iterator[tuple[int, int]]:
+        import time
+
+        time.sleep(2.0)  # the workload: a task that takes a while, so that kills land mid-job
+        return ((x % 7, x) for x in rows)
+
+    rdd = app.sc.parallelize(range(6000), 16).mapPartitionsWithIndex(slow).reduceByKey(lambda a, b: a + b, 3)
+    return dict(rdd.collect())
+
+
+def test_kill_storms_lose_no_job_and_fire_the_safety_belt_which_resets_for_the_next_job(app: App) -> None:
+    """Runs first, while the engine still sees every event. The engine believes executors live 600 s on average; here every executor is
+    killed at once, twice, within a job: the re-computation exceeds beta x t1, so the safety belt
+    fires during that job, and the next job, started alone, releases it."""
+    import threading
+
+    from jobs.harness.chaos import find_executors
+
+    wait_for(lambda: len(app.alive()) >= EXECUTORS, what="every executor registered", timeout=TIMEOUT)
+    app.status.setBuiltin("never", "both", 0.0)  # the engine decides (a previous test may have fallen back)
+    driver = int(app.sc._jvm.java.lang.ProcessHandle.current().pid())
+    result: dict[str, Any] = {}
+    job = threading.Thread(target=lambda: result.update(answer=storm_job(app)))
+    job.start()
+    storms = 0
+    for _ in range(2):
+        # A storm once the stage has finished some tasks on the current executors (so there is
+        # something to lose) and every executor is up.
+        wait_for(lambda: not job.is_alive() or (len(app.alive()) >= EXECUTORS and any(
+            app.sc.statusTracker().getStageInfo(s).numCompletedTasks() > 0
+            for s in app.sc.statusTracker().getActiveStageIds())), what="a running stage with output", timeout=TIMEOUT)
+        if not job.is_alive():
+            break
+        victims = find_executors(driver)
+        for victim in victims:
+            os.kill(victim.pid, signal.SIGKILL)
+        wait_for(lambda vs=victims: not {v.executor_id for v in vs} & app.alive(), what="the storm's victims removed",
+                 timeout=TIMEOUT)
+        storms += 1
+    job.join(timeout=600)
+    assert result.get("answer") == EXPECTED
+    assert storms == 2
+    belt = [line for line in log_lines(app.log) if "engine safety belt on=true" in line]
+    assert belt, "the safety belt did not fire"
+    wait_for(lambda: len(app.alive()) >= EXECUTORS, what="every executor registered", timeout=TIMEOUT)
+    assert run_job(app) == EXPECTED
+    wait_for(lambda: any("engine safety belt on=false" in line for line in log_lines(app.log)),
+             what="the safety belt released for the next job", timeout=TIMEOUT)
 
 
 @pytest.mark.parametrize("path", PATHS)
