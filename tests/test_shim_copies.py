@@ -14,8 +14,6 @@ only matters for the peer case, the other cases copy to the remote store.
 
 from __future__ import annotations
 
-import os
-import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,41 +21,21 @@ from typing import Any
 import pytest
 from driver_log import driver_log, log_lines
 from jvm_gateway import wait_for
+from live_app import TIMEOUT, LiveApp, trcluster_builder
 
 pytestmark = pytest.mark.spark
 
 EXECUTORS = 2
-TIMEOUT = 120.0  # the shared machine is often heavily loaded
 MAPS = 4
 
 
-class App:
+class App(LiveApp):
     def __init__(self, spark: Any, log: Path, store: Path) -> None:
-        self.spark = spark
-        self.sc = spark.sparkContext
-        self.log = log
+        super().__init__(spark, log)
         self.store = store
-        self.status = self.sc._jvm.org.apache.spark.trspark.TRStatus
-
-    def stat(self, name: str) -> int:
-        return int(self.status.stat(name))
 
     def warnings(self, text: str) -> list[str]:
         return [line for line in log_lines(self.log) if line.startswith("WARN") and text in line]
-
-    def alive(self) -> set[str]:
-        ids = self.sc._jsc.sc().getExecutorIds()
-        return {str(ids.apply(i)) for i in range(ids.size())}
-
-    def kill_one_executor(self) -> str:
-        from jobs.harness.chaos import find_executors
-
-        driver = int(self.sc._jvm.java.lang.ProcessHandle.current().pid())
-        victim = sorted(find_executors(driver), key=lambda e: e.executor_id)[0]
-        os.kill(victim.pid, signal.SIGKILL)
-        wait_for(lambda: victim.executor_id not in self.alive(), what=f"executor {victim.executor_id} to be removed",
-                 timeout=TIMEOUT)
-        return str(victim.executor_id)
 
     def shuffle_files(self, suffix: str) -> list[Path]:
         """The remote store's files of the newest shuffle backed up, ending in ``suffix``."""
@@ -68,21 +46,13 @@ class App:
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
-    from pyspark.sql import SparkSession
-
     import trspark
 
     root = tmp_path_factory.mktemp("copies")
     java_options, log = driver_log(root)
     store = root / "backups"
-    builder = (
-        SparkSession.builder.master(f"local-trcluster[{EXECUTORS},1,1024]").appName("trspark-copies")
-        .config("spark.driver.extraJavaOptions", java_options)
-        .config("spark.executor.extraJavaOptions", "-Dtrspark.test.corruptPeerCopy=true")
-        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-        .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
-        .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s")
-    )
+    builder = trcluster_builder("trspark-copies", EXECUTORS, java_options).config(
+        "spark.executor.extraJavaOptions", "-Dtrspark.test.corruptPeerCopy=true")
     spark = trspark.configure(builder, mode="always", remote_path=store.as_uri()).getOrCreate()
     try:
         yield App(spark, log, store)

@@ -25,54 +25,30 @@ from typing import Any
 import pytest
 from driver_log import driver_log, log_lines
 from jvm_gateway import wait_for
+from live_app import TIMEOUT, LiveApp, trcluster_builder
 
 pytestmark = pytest.mark.spark
 
 EXECUTORS = 2
-TIMEOUT = 120.0  # the shared machine is often heavily loaded
 FAIL_IN = "trspark.test.failIn"
 
 
-class App:
+class App(LiveApp):
     def __init__(self, spark: Any, log: Path) -> None:
-        self.spark = spark
-        self.sc = spark.sparkContext
-        self.log = log
-        self.status = self.sc._jvm.org.apache.spark.trspark.TRStatus
+        super().__init__(spark, log)
         self.system = self.sc._jvm.java.lang.System
 
     def warnings(self, path: str) -> list[str]:
         return [line for line in log_lines(self.log) if line.startswith("WARN") and f"internal error in {path} " in line]
 
-    def alive(self) -> set[str]:
-        ids = self.sc._jsc.sc().getExecutorIds()
-        return {str(ids.apply(i)) for i in range(ids.size())}
-
-    def kill_one_executor(self) -> None:
-        from jobs.harness.chaos import find_executors
-
-        driver = int(self.sc._jvm.java.lang.ProcessHandle.current().pid())
-        victim = sorted(find_executors(driver), key=lambda e: e.executor_id)[0]
-        os.kill(victim.pid, signal.SIGKILL)
-        wait_for(lambda: victim.executor_id not in self.alive(), what=f"executor {victim.executor_id} to be removed",
-                 timeout=TIMEOUT)
-
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
-    from pyspark.sql import SparkSession
-
     import trspark
 
     root = tmp_path_factory.mktemp("faults")
     java_options, log = driver_log(root)
-    builder = (
-        SparkSession.builder.master(f"local-trcluster[{EXECUTORS},1,1024]").appName("trspark-faults")
-        .config("spark.driver.extraJavaOptions", java_options)
-        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-        .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
-        .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s")
-    )
+    builder = trcluster_builder("trspark-faults", EXECUTORS, java_options)
     # beta = 0.05: the kill storms' re-computation (seconds of task time) exceeds beta x t1 even
     # though t1 includes waiting for replacement executors.
     spark = trspark.configure(builder, mode="tr", lifetime="exponential:mean=600", beta=0.05,
@@ -135,7 +111,7 @@ def test_kill_storms_lose_no_job_and_fire_the_safety_belt_which_resets_for_the_n
 
     wait_for(lambda: len(app.alive()) >= EXECUTORS, what="every executor registered", timeout=TIMEOUT)
     app.status.setBuiltin("never", "both", 0.0)  # the engine decides (a previous test may have fallen back)
-    driver = int(app.sc._jvm.java.lang.ProcessHandle.current().pid())
+    driver = app.driver_pid()
     result: dict[str, Any] = {}
     job = threading.Thread(target=lambda: result.update(answer=storm_job(app)))
     job.start()

@@ -11,9 +11,7 @@ and the driver logs one warning when the store starts failing.
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,24 +20,21 @@ from typing import Any
 import pytest
 from driver_log import driver_log, log_lines
 from jvm_gateway import wait_for
+from live_app import TIMEOUT, LiveApp, trcluster_builder
 
 pytestmark = pytest.mark.spark
 
 EXECUTORS = 2
-TIMEOUT = 120.0  # the shared machine is often heavily loaded
 MAPS = 4
 ROWS = 200000  # about 0.5 MB of map output per map: more than the small tmpfs holds
 STORE_WARNING = "backups to the remote store"
 
 
-class App:
+class App(LiveApp):
     def __init__(self, spark: Any, log: Path, root: Path) -> None:
-        self.spark = spark
-        self.sc = spark.sparkContext
-        self.log = log
+        super().__init__(spark, log)
         self.link = root / "store"
         self.healthy = root / "healthy"
-        self.status = self.sc._jvm.org.apache.spark.trspark.TRStatus
 
     def point_at(self, target: Path) -> None:
         tmp = self.link.with_name("store.new")
@@ -47,43 +42,19 @@ class App:
         tmp.symlink_to(target)
         tmp.replace(self.link)  # atomic: a copy sees the old target or the new one
 
-    def stat(self, name: str) -> int:
-        return int(self.status.stat(name))
-
     def store_warnings(self) -> list[str]:
         return [line for line in log_lines(self.log) if line.startswith("WARN") and STORE_WARNING in line]
-
-    def alive(self) -> set[str]:
-        ids = self.sc._jsc.sc().getExecutorIds()
-        return {str(ids.apply(i)) for i in range(ids.size())}
-
-    def kill_one_executor(self) -> None:
-        from jobs.harness.chaos import find_executors
-
-        driver = int(self.sc._jvm.java.lang.ProcessHandle.current().pid())
-        victim = sorted(find_executors(driver), key=lambda e: e.executor_id)[0]
-        os.kill(victim.pid, signal.SIGKILL)
-        wait_for(lambda: victim.executor_id not in self.alive(), what=f"executor {victim.executor_id} to be removed",
-                 timeout=TIMEOUT)
 
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
-    from pyspark.sql import SparkSession
-
     import trspark
 
     root = tmp_path_factory.mktemp("store")
     java_options, log = driver_log(root)
     (root / "healthy").mkdir()
     (root / "store").symlink_to(root / "healthy")
-    builder = (
-        SparkSession.builder.master(f"local-trcluster[{EXECUTORS},1,1024]").appName("trspark-store")
-        .config("spark.driver.extraJavaOptions", java_options)
-        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-        .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
-        .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s")
-    )
+    builder = trcluster_builder("trspark-store", EXECUTORS, java_options)
     spark = trspark.configure(builder, mode="always", remote_path=(root / "store").as_uri()).getOrCreate()
     try:
         yield App(spark, log, root)
