@@ -112,12 +112,15 @@ def test_a_peer_copy_damaged_in_transit_is_rejected_by_its_checksum(app: App) ->
     app.status.setBuiltin("always", "local", 0.0)
     try:
         before = {name: app.stat(name) for name in ("backups_local", "backups_rejected", "outputs_repointed",
-                                                    "outputs_lost")}
+                                                    "outputs_lost", "backups_requested")}
         run = job(app, 20000)
         assert run() == expected(20000)
         # Every peer copy arrives with a flipped byte: the peer's check rejects each one.
-        wait_for(lambda: app.stat("backups_rejected") >= before["backups_rejected"] + MAPS,
+        wait_for(lambda: app.stat("backups_rejected") > before["backups_rejected"] and
+                 app.stat("backups_requested") == app.stat("backups_done") + app.stat("backups_failed"),
                  what="every peer copy checked", timeout=TIMEOUT)
+        requested = app.stat("backups_requested") - before["backups_requested"]
+        assert app.stat("backups_rejected") - before["backups_rejected"] == requested
         assert app.stat("backups_local") == before["backups_local"]
         app.kill_one_executor()
         assert run() == expected(20000)

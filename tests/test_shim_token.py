@@ -46,15 +46,15 @@ if "--connect" in args:
         host, port = args[args.index("--connect") + 1].rsplit(":", 1)
         with socket.create_connection((host, int(port))) as sock:
             hello = {{"type": "Hello", "token": os.environ["TRSPARK_TOKEN"], "version": 1}}
-            sock.sendall(json.dumps(hello).encode() + b"\n")
+            sock.sendall(json.dumps(hello).encode() + b"\\n")
             if case == "garbage":
-                sock.sendall(b"this is not json\n")
+                sock.sendall(b"this is not json\\n")
                 sock.recv(1)  # until the plugin hangs up
             else:
                 try:
                     for line in sock.makefile():
                         time.sleep(3 * {timeout})  # the fault: an engine slower than engine.timeout
-                        sock.sendall(json.dumps({{"type": "Ack", "seq": json.loads(line)["seq"]}}).encode() + b"\n")
+                        sock.sendall(json.dumps({{"type": "Ack", "seq": json.loads(line)["seq"]}}).encode() + b"\\n")
                 except OSError:
                     pass  # the plugin hung up
         sys.exit(0)

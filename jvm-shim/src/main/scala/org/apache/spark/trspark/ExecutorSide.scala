@@ -34,6 +34,8 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
   private val inFlight = new AtomicInteger(0)
 
   private var notices: Option[NoticeWatcher] = None
+  /** Set when this executor shuts down: a copy interrupted by that is no store failure to report. */
+  @volatile private var stopping = false
 
   override def init(context: PluginContext, extraConf: JMap[String, String]): Unit = {
     ctx = context
@@ -66,6 +68,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
   }
 
   override def shutdown(): Unit = {
+    stopping = true
     notices.foreach(_.stop())
     poller.shutdownNow()
     worker.shutdownNow()
@@ -99,6 +102,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     } catch {
       case _: RemoteBackups.Cancelled =>
         remote.delete(task.shuffleId, task.mapId)
+      case NonFatal(_) if stopping =>
       case NonFatal(e) =>
         logWarning(s"trspark: backup of shuffle ${task.shuffleId} map ${task.mapId} to ${task.target} failed: $e")
         val missing = e.isInstanceOf[java.io.FileNotFoundException] // this executor lost the output's files
