@@ -120,7 +120,7 @@ def test_kill_storms_lose_no_job_and_fire_the_safety_belt_which_resets_for_the_n
         # A storm once the stage has finished some tasks on the current executors (so there is
         # something to lose) and every executor is up.
         wait_for(lambda: not job.is_alive() or (len(app.alive()) >= EXECUTORS and any(
-            app.sc.statusTracker().getStageInfo(s).numCompletedTasks() > 0
+            (info := app.sc.statusTracker().getStageInfo(s)) is not None and info.numCompletedTasks > 0
             for s in app.sc.statusTracker().getActiveStageIds())), what="a running stage with output", timeout=TIMEOUT)
         if not job.is_alive():
             break
