@@ -4,8 +4,7 @@ job still gives the right answer, the driver logs one warning for the path, and 
 back to always-checkpoint.
 
 First, kill storms: every executor SIGKILLed at once, twice within one job, on an engine that
-believes executors live 600 s on average; the job's answer is right, the safety belt fires, and
-the next job (started alone) releases it.
+believes executors live 600 s on average; the job's answer is right.
 
 The failure is injected through the driver JVM's ``trspark.test.failIn`` system property (a
 test-only hook, see ``Guard.scala``). One application serves every path: between paths the
@@ -49,9 +48,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
     root = tmp_path_factory.mktemp("faults")
     java_options, log = driver_log(root)
     builder = trcluster_builder("trspark-faults", EXECUTORS, java_options)
-    # beta = 0.05: the kill storms' re-computation (seconds of task time) exceeds beta x t1 even
-    # though t1 includes waiting for replacement executors.
-    spark = trspark.configure(builder, mode="tr", lifetime="exponential:mean=600", beta=0.05,
+    spark = trspark.configure(builder, mode="tr", lifetime="exponential:mean=600",
                               remote_path=(root / "backups").as_uri()).getOrCreate()
     try:
         yield App(spark, log)
@@ -101,10 +98,9 @@ def storm_job(app: App) -> dict[int, int]:
     return dict(rdd.collect())
 
 
-def test_kill_storms_lose_no_job_and_fire_the_safety_belt_which_resets_for_the_next_job(app: App) -> None:
+def test_kill_storms_lose_no_job(app: App) -> None:
     """Runs first, while the engine still sees every event. The engine believes executors live 600 s on average; here every executor is
-    killed at once, twice, within a job: the re-computation exceeds beta x t1, so the safety belt
-    fires during that job, and the next job, started alone, releases it."""
+    killed at once, twice, within a job, and the job's answer is right."""
     import threading
 
     from jobs.harness.chaos import find_executors
@@ -133,12 +129,6 @@ def test_kill_storms_lose_no_job_and_fire_the_safety_belt_which_resets_for_the_n
     job.join(timeout=600)
     assert result.get("answer") == EXPECTED
     assert storms == 2
-    belt = [line for line in log_lines(app.log) if "engine safety belt on=true" in line]
-    assert belt, "the safety belt did not fire"
-    wait_for(lambda: len(app.alive()) >= EXECUTORS, what="every executor registered", timeout=TIMEOUT)
-    assert run_job(app) == EXPECTED
-    wait_for(lambda: any("engine safety belt on=false" in line for line in log_lines(app.log)),
-             what="the safety belt released for the next job", timeout=TIMEOUT)
 
 
 @pytest.mark.parametrize("path", PATHS)
