@@ -75,7 +75,7 @@ def soak(minutes: float, executors: int, kill_mean: float, seed: int) -> dict[st
                 totals["failed"] += 1
                 print(f"job failed: {str(exc).splitlines()[0][:200]}", file=sys.stderr)
             totals["jobs"] += 1
-            totals["kills"] = injector.victims()
+            totals["kills"] = injector.victims
             samples.append(rss_mb(driver))
             print(json.dumps({**totals, "rss_mb": samples[-1]}), flush=True)
     finally:
