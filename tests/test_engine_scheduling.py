@@ -22,9 +22,12 @@ from trspark.engine.events import (
     REMOTE,
     BlockBackedUp,
     BlockLost,
+    Event,
     ExecutorAdded,
     ExecutorLost,
     ExecutorNotice,
+    JobEnded,
+    JobSubmitted,
     ShuffleConsumed,
     StageCompleted,
     StageSubmitted,
@@ -121,6 +124,39 @@ def test_safety_belt_fires_once_and_switches_to_always_checkpoint() -> None:
     later = feed(policy, run_task(0, 1, "a", start=18.0, seconds=1.0, write=MB, shuffle_id=0))
     assert [(b.map_index, b.target) for b in later if isinstance(b, Backup)] == [(1, REMOTE)]
     assert not [c for c in later if isinstance(c, SafetyBelt)]
+
+
+def _job(job_id: int, stage_id: int, time: float) -> list[Event]:
+    return [JobSubmitted(time=time, job_id=job_id, stage_ids=(stage_id,), num_tasks=(3,), shuffle_ids=(stage_id,),
+                         parents=((),)), map_stage(stage_id, 3, stage_id, time=time)]
+
+
+def _lost_and_rerun(stage_id: int, start: float, seconds: float) -> list[Event]:
+    return [BlockLost(time=start, shuffle_id=stage_id, map_index=0),
+            *run_task(stage_id, 0, "a", start=start, seconds=seconds, write=MB, shuffle_id=stage_id)]
+
+
+def test_safety_belt_resets_when_a_job_starts_alone_and_measures_it_afresh() -> None:
+    config = TRConfig(lifetime="exponential:mean=1e9", beta=0.5, duplication=False, scheduling=False)
+    policy = make_policy("tr", config)
+    # Job 0: t1 = 10 s, then 8 s of re-runs > 0.5 x 10 s: fires.
+    events = add_executors(["a"], cores=1) + _job(0, 0, 0.0)
+    events += run_task(0, 0, "a", start=0.0, seconds=10.0, write=MB, shuffle_id=0)
+    events += _lost_and_rerun(0, 10.0, 8.0)
+    assert [c.on for c in feed(policy, events) if isinstance(c, SafetyBelt)] == [True]
+    # Job 1 starts while job 0 still runs: measured with it, nothing is released.
+    assert not [c for c in feed(policy, _job(1, 1, 18.0)) if isinstance(c, SafetyBelt)]
+    # Job 2 starts alone after both ended: the belt is released, and back to the engine's decisions.
+    ended = [JobEnded(time=19.0, job_id=0), JobEnded(time=19.0, job_id=1)]
+    released = [c for c in feed(policy, ended + _job(2, 2, 20.0)) if isinstance(c, SafetyBelt)]
+    assert len(released) == 1 and not released[0].on and "new job at t=20.0" in released[0].reason
+    later = feed(policy, run_task(2, 0, "a", start=20.0, seconds=10.0, write=MB, shuffle_id=2))  # t1 = 10 s
+    assert not [b for b in later if isinstance(b, Backup)]  # a never-dying belief backs nothing up
+    # Job 2's own re-computation: 4 s <= 0.5 x 10 s holds the belt (job 0's 8 s no longer count),
+    # 4 s more exceed it: fires again, once.
+    assert not [c for c in feed(policy, _lost_and_rerun(2, 30.0, 4.0)) if isinstance(c, SafetyBelt)]
+    again = [c for c in feed(policy, _lost_and_rerun(2, 34.0, 4.0)) if isinstance(c, SafetyBelt)]
+    assert len(again) == 1 and again[0].on and "8.0 s (cluster time)" in again[0].reason and "x 10.0 s" in again[0].reason
 
 
 def test_safety_belt_can_be_switched_off() -> None:

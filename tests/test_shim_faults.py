@@ -3,6 +3,9 @@ plugin's RPC endpoint, the listener) on a real ``local-trcluster[2,1,1024]`` in 
 job still gives the right answer, the driver logs one warning for the path, and the plugin falls
 back to always-checkpoint.
 
+First, kill storms: every executor SIGKILLed at once, twice within one job, on an engine that
+believes executors live 600 s on average; the job's answer is right.
+
 The failure is injected through the driver JVM's ``trspark.test.failIn`` system property (a
 test-only hook, see ``Guard.scala``). One application serves every path: between paths the
 fallback is undone with the ``TRStatus.setBuiltin`` test hook. The driver's warnings go to a log
@@ -21,54 +24,30 @@ from typing import Any
 import pytest
 from driver_log import driver_log, log_lines
 from jvm_gateway import wait_for
+from live_app import TIMEOUT, LiveApp, trcluster_builder
 
 pytestmark = pytest.mark.spark
 
 EXECUTORS = 2
-TIMEOUT = 120.0  # the shared machine is often heavily loaded
 FAIL_IN = "trspark.test.failIn"
 
 
-class App:
+class App(LiveApp):
     def __init__(self, spark: Any, log: Path) -> None:
-        self.spark = spark
-        self.sc = spark.sparkContext
-        self.log = log
-        self.status = self.sc._jvm.org.apache.spark.trspark.TRStatus
+        super().__init__(spark, log)
         self.system = self.sc._jvm.java.lang.System
 
     def warnings(self, path: str) -> list[str]:
         return [line for line in log_lines(self.log) if line.startswith("WARN") and f"internal error in {path} " in line]
 
-    def alive(self) -> set[str]:
-        ids = self.sc._jsc.sc().getExecutorIds()
-        return {str(ids.apply(i)) for i in range(ids.size())}
-
-    def kill_one_executor(self) -> None:
-        from jobs.harness.executors import find_executors
-
-        driver = int(self.sc._jvm.java.lang.ProcessHandle.current().pid())
-        victim = sorted(find_executors(driver), key=lambda e: e.executor_id)[0]
-        os.kill(victim.pid, signal.SIGKILL)
-        wait_for(lambda: victim.executor_id not in self.alive(), what=f"executor {victim.executor_id} to be removed",
-                 timeout=TIMEOUT)
-
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
-    from pyspark.sql import SparkSession
-
     import trspark
 
     root = tmp_path_factory.mktemp("faults")
     java_options, log = driver_log(root)
-    builder = (
-        SparkSession.builder.master(f"local-trcluster[{EXECUTORS},1,1024]").appName("trspark-faults")
-        .config("spark.driver.extraJavaOptions", java_options)
-        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-        .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
-        .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s")
-    )
+    builder = trcluster_builder("trspark-faults", EXECUTORS, java_options)
     spark = trspark.configure(builder, mode="tr", lifetime="exponential:mean=600",
                               remote_path=(root / "backups").as_uri()).getOrCreate()
     try:
@@ -104,6 +83,52 @@ PATHS = [
     "TRDriverPlugin.receive",
     "TRListener",
 ]
+
+
+def storm_job(app: App) -> dict[int, int]:
+    """Sums by key over 16 map tasks of about 2 s each (long enough for two kill storms)."""
+
+    def slow(index: int, rows: Iterator[int]) -> Iterator[tuple[int, int]]:
+        import time
+
+        time.sleep(2.0)  # the workload: a task that takes a while, so that kills land mid-job
+        return ((x % 7, x) for x in rows)
+
+    rdd = app.sc.parallelize(range(6000), 16).mapPartitionsWithIndex(slow).reduceByKey(lambda a, b: a + b, 3)
+    return dict(rdd.collect())
+
+
+def test_kill_storms_lose_no_job(app: App) -> None:
+    """Runs first, while the engine still sees every event. The engine believes executors live 600 s on average; here every executor is
+    killed at once, twice, within a job, and the job's answer is right."""
+    import threading
+
+    from jobs.harness.chaos import find_executors
+
+    wait_for(lambda: len(app.alive()) >= EXECUTORS, what="every executor registered", timeout=TIMEOUT)
+    app.status.setBuiltin("never", "both", 0.0)  # the engine decides (a previous test may have fallen back)
+    driver = app.driver_pid()
+    result: dict[str, Any] = {}
+    job = threading.Thread(target=lambda: result.update(answer=storm_job(app)))
+    job.start()
+    storms = 0
+    for _ in range(2):
+        # A storm once the stage has finished some tasks on the current executors (so there is
+        # something to lose) and every executor is up.
+        wait_for(lambda: not job.is_alive() or (len(app.alive()) >= EXECUTORS and any(
+            (info := app.sc.statusTracker().getStageInfo(s)) is not None and info.numCompletedTasks > 0
+            for s in app.sc.statusTracker().getActiveStageIds())), what="a running stage with output", timeout=TIMEOUT)
+        if not job.is_alive():
+            break
+        victims = find_executors(driver)
+        for victim in victims:
+            os.kill(victim.pid, signal.SIGKILL)
+        wait_for(lambda vs=victims: not {v.executor_id for v in vs} & app.alive(), what="the storm's victims removed",
+                 timeout=TIMEOUT)
+        storms += 1
+    job.join(timeout=600)
+    assert result.get("answer") == EXPECTED
+    assert storms == 2
 
 
 @pytest.mark.parametrize("path", PATHS)

@@ -1,14 +1,18 @@
-"""The plugin accepts only an engine that proves it got the application's token.
+"""The plugin accepts only an engine that proves it got the application's token, and lets go of
+an engine that misbehaves once connected.
 
 Each case is a ``local[1]`` application in ``tr`` mode whose ``spark.trspark.python`` is a wrapper
 around this interpreter: it runs everything as usual except the engine, which it starts with a
-wrong token, without its token, or replaces by a client that says ``Hello`` with no token field.
-The plugin must refuse the connection (one warning naming why), fall back to always-checkpoint and
-still run the job right; with the real token (the control) it connects.
+wrong token, without its token, or replaces by a client that says ``Hello`` with no token field,
+that sends a line that is not JSON, or that acknowledges each event three times
+``spark.trspark.engine.timeout`` late; or the real engine is stopped with SIGSTOP. The plugin must
+refuse or drop the engine (one warning naming why), fall back to always-checkpoint and still run
+the job right; with the real token (the control) it connects.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +28,7 @@ TIMEOUT = 120.0
 # The engine is the one command the plugin starts with `--connect 127.0.0.1:<port>`.
 WRAPPER = """\
 #!{python}
-import json, os, socket, sys
+import json, os, socket, sys, time
 args = sys.argv[1:]
 if "--connect" in args:
     case = {case!r}
@@ -38,6 +42,22 @@ if "--connect" in args:
             sock.sendall(json.dumps({{"type": "Hello", "version": 1}}).encode() + b"\\n")
             sock.recv(1)  # until the plugin hangs up
         sys.exit(0)
+    elif case in ("garbage", "slow"):
+        host, port = args[args.index("--connect") + 1].rsplit(":", 1)
+        with socket.create_connection((host, int(port))) as sock:
+            hello = {{"type": "Hello", "token": os.environ["TRSPARK_TOKEN"], "version": 1}}
+            sock.sendall(json.dumps(hello).encode() + b"\\n")
+            if case == "garbage":
+                sock.sendall(b"this is not json\\n")
+                sock.recv(1)  # until the plugin hangs up
+            else:
+                try:
+                    for line in sock.makefile():
+                        time.sleep(3 * {timeout})  # the fault: an engine slower than engine.timeout
+                        sock.sendall(json.dumps({{"type": "Ack", "seq": json.loads(line)["seq"]}}).encode() + b"\\n")
+                except OSError:
+                    pass  # the plugin hung up
+        sys.exit(0)
 os.execv(sys.executable, [sys.executable, *args])
 """
 REFUSALS = {
@@ -45,6 +65,14 @@ REFUSALS = {
     "no token in Hello": "engine did not say Hello with the right token and version",
     "no token in the environment": "engine process exited with code 2",
 }
+# An engine that connected and then misbehaves: the plugin drops it (and ends its process).
+MISBEHAVIOURS = {
+    "garbage": "engine sent garbage: this is not json",
+    "slow": "engine has not acknowledged event",
+    "hang": "engine has not acknowledged event",
+}
+ENGINE_TIMEOUT = 2.0  # seconds; the plugin checks it every spark.trspark.period (0.5 s here)
+LAG_OPTIONS = {"engine_timeout": ENGINE_TIMEOUT, "period": 0.5}
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +92,7 @@ def application(tmp_path: Path, logging: tuple[str, Path]) -> Iterator[Callable[
         import trspark
 
         wrapper = tmp_path / "python"
-        wrapper.write_text(WRAPPER.format(python=sys.executable, case=case))
+        wrapper.write_text(WRAPPER.format(python=sys.executable, case=case, timeout=ENGINE_TIMEOUT))
         wrapper.chmod(0o755)
         builder = (
             SparkSession.builder.master("local[1]").appName(f"trspark-token-{case.replace(' ', '-')}")
@@ -72,7 +100,8 @@ def application(tmp_path: Path, logging: tuple[str, Path]) -> Iterator[Callable[
             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
         )
         spark = trspark.configure(builder, mode="tr", lifetime="exponential:mean=600", python=str(wrapper),
-                                  remote_path=(tmp_path / "backups").as_uri()).getOrCreate()
+                                  remote_path=(tmp_path / "backups").as_uri(),
+                                  **(LAG_OPTIONS if case in MISBEHAVIOURS else {})).getOrCreate()
         started.append(spark)
         return spark
 
@@ -111,3 +140,40 @@ def test_the_engine_with_the_token_connects(application: Callable[[str], Any], l
              what="the engine to connect", timeout=TIMEOUT)
     assert run_job(spark) == [(k, sum(range(k, 600, 3))) for k in range(3)]
     assert not spark.sparkContext._jvm.org.apache.spark.trspark.TRStatus.isFallenBack()
+
+
+def engine_processes(spark: Any) -> list[Any]:
+    """The driver JVM's child processes running the engine (``python -m trspark.live``)."""
+    import psutil
+
+    driver = psutil.Process(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
+    found = []
+    for child in driver.children(recursive=True):
+        try:
+            if "trspark.live" in " ".join(child.cmdline()) and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child)
+        except psutil.Error:  # exited meanwhile
+            pass
+    return found
+
+
+@pytest.mark.parametrize("case", sorted(MISBEHAVIOURS))
+def test_an_engine_that_misbehaves_once_connected_is_dropped(application: Callable[[str], Any],
+                                                            logging: tuple[str, Path], case: str) -> None:
+    log = logging[1]
+    since = len(log_lines(log))
+    spark = application(case)
+    wait_for(lambda: any("trspark: engine connected" in line for line in log_lines(log)[since:]),
+             what="the engine to connect", timeout=TIMEOUT)
+    if case == "hang":
+        wait_for(lambda: bool(engine_processes(spark)), what="the engine process", timeout=TIMEOUT)
+        for engine in engine_processes(spark):
+            engine.send_signal(signal.SIGSTOP)
+    status = spark.sparkContext._jvm.org.apache.spark.trspark.TRStatus
+    wait_for(status.isFallenBack, what=f"the plugin to drop the engine ({case})", timeout=TIMEOUT)
+    assert run_job(spark) == [(k, sum(range(k, 600, 3))) for k in range(3)]
+    warnings = [line for line in log_lines(log)[since:] if line.startswith("WARN") and "policy engine unavailable" in line]
+    assert len(warnings) == 1 and MISBEHAVIOURS[case] in warnings[0], warnings
+    # Not restarted: the engine's process is ended (a stopped one is killed), none replaces it.
+    wait_for(lambda: not engine_processes(spark), what="the engine process to end", timeout=TIMEOUT)
+    assert status.isFallenBack()

@@ -1,4 +1,5 @@
-"""Driver <-> executor messages of the shim (``Wire``): peer-copy deletes and "source missing" travel."""
+"""Driver <-> executor messages of the shim (``Wire``): peer-copy deletes and checks, and "source
+missing" travel."""
 
 from __future__ import annotations
 
@@ -24,15 +25,24 @@ def round_trip(jvm: Jvm, message: dict[str, object]) -> dict[str, object]:
 TASK = {"shuffle": 3, "index": 1, "map": 17, "target": "remote", "host": "", "port": 0, "throttle": 0.0}
 
 
-def test_work_carries_peer_copies_to_delete(jvm: Jvm) -> None:
+CHECK = {"shuffle": 2, "map": 7, "indexCrc": 4294967295, "dataCrc": 12345}
+
+
+def test_work_carries_peer_copies_to_delete_and_to_check(jvm: Jvm) -> None:
     work = {"type": "work", "tasks": [TASK], "cancelled": [{"shuffle": 3, "map": 9}],
-            "deletes": [{"shuffle": 2, "map": 5}, {"shuffle": 2, "map": 6}]}
+            "deletes": [{"shuffle": 2, "map": 5}, {"shuffle": 2, "map": 6}], "checks": [CHECK]}
     assert round_trip(jvm, work) == work
 
 
-def test_work_from_an_older_driver_has_no_deletes(jvm: Jvm) -> None:
+def test_work_from_an_older_driver_has_no_deletes_nor_checks(jvm: Jvm) -> None:
     old = {"type": "work", "tasks": [], "cancelled": []}
-    assert round_trip(jvm, old) == dict(old, deletes=[])
+    assert round_trip(jvm, old) == dict(old, deletes=[], checks=[])
+
+
+@pytest.mark.parametrize("problem", ["", "corrupt"])
+def test_a_peer_check_outcome_travels(jvm: Jvm, problem: str) -> None:
+    checked = {"type": "checked", "executor": "4", "problem": problem, "check": CHECK}
+    assert round_trip(jvm, checked) == checked
 
 
 @pytest.mark.parametrize("missing", [True, False])

@@ -98,13 +98,15 @@ def to_json(message: Event | Command) -> str:
 
 
 def from_dict(data: dict[str, Any]) -> Event | Command:
-    try:
-        cls = _BY_NAME[data["type"]]
-    except KeyError as exc:
-        raise ProtocolError(f"unknown message type {data.get('type')!r}") from exc
+    kind = data.get("type")
+    cls = _BY_NAME.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ProtocolError(f"unknown message type {kind!r}")
     kwargs = {k: v for k, v in data.items() if k != "type"}
     for name in _TUPLE_FIELDS & kwargs.keys():
         if kwargs[name] is not None:
+            if not isinstance(kwargs[name], list):
+                raise ProtocolError(f"{cls.__name__}: {name} must be a list, got {kwargs[name]!r}")
             kwargs[name] = tuple(kwargs[name])
     if cls is JobSubmitted:
         try:

@@ -51,6 +51,7 @@ from trspark.engine.events import (
     ExecutorLost,
     ExecutorNotice,
     ExecutorRebalance,
+    JobSubmitted,
     ShuffleConsumed,
     StageCompleted,
     StageSubmitted,
@@ -172,6 +173,9 @@ class TRPolicy(NoticeRules, Replanning, Policy):
                 out += self._on_consumed(shuffle)
         elif isinstance(event, Tick):
             out += self._on_tick()
+        elif isinstance(event, JobSubmitted) and (released := self.belt.job_submitted(state)) is not None:
+            self.stack.max_in_flight = 0  # back to one released backup per core of the source
+            out.append(released)
         if isinstance(event, (StageSubmitted, StageCompleted, ExecutorAdded, ExecutorLost, ExecutorNotice,
                               ExecutorRebalance)) or (
                 isinstance(event, TaskEnded) and (

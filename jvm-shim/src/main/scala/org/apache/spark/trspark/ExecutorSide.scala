@@ -3,6 +3,7 @@ package org.apache.spark.trspark
 import java.util.{Map => JMap}
 import java.util.concurrent.{ConcurrentHashMap, Executors, TimeUnit}
 import java.util.concurrent.atomic.AtomicInteger
+import java.util.zip.CRC32
 
 import scala.util.control.NonFatal
 
@@ -10,8 +11,9 @@ import org.apache.spark.SparkEnv
 import org.apache.spark.api.plugin.{ExecutorPlugin, PluginContext}
 import org.apache.spark.deploy.SparkHadoopUtil
 import org.apache.spark.internal.Logging
+import org.apache.spark.network.buffer.{ManagedBuffer, NioManagedBuffer}
 import org.apache.spark.shuffle.{IndexShuffleBlockResolver, ShuffleBlockInfo}
-import org.apache.spark.storage.{ShuffleDataBlockId, ShuffleIndexBlockId, StorageLevel}
+import org.apache.spark.storage.{BlockId, ShuffleDataBlockId, ShuffleIndexBlockId, StorageLevel}
 
 /**
  * Executor side: asks the driver for backup work every [[TRExecutorPlugin.PollMs]] ms (the
@@ -32,6 +34,8 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
   private val inFlight = new AtomicInteger(0)
 
   private var notices: Option[NoticeWatcher] = None
+  /** Set when this executor shuts down: a copy interrupted by that is no store failure to report. */
+  @volatile private var stopping = false
 
   override def init(context: PluginContext, extraConf: JMap[String, String]): Unit = {
     ctx = context
@@ -64,6 +68,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
   }
 
   override def shutdown(): Unit = {
+    stopping = true
     notices.foreach(_.stop())
     poller.shutdownNow()
     worker.shutdownNow()
@@ -73,9 +78,10 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     // Take at most a couple of tasks: the rest stay on the driver, where cancelling is free.
     val capacity = math.max(0, TRExecutorPlugin.MaxInFlight - inFlight.get())
     Wire.decode(ctx.ask(Wire.encode(PollWork(ctx.executorID(), capacity))).asInstanceOf[String]) match {
-      case Work(tasks, cancels, deletes) =>
+      case Work(tasks, cancels, deletes, checks) =>
         cancels.foreach(cancelled.add)
         deletes.foreach { case (shuffleId, mapId) => deletePeerCopy(shuffleId, mapId) }
+        checks.foreach(c => worker.execute(() => checkPeerCopy(c)))
         tasks.foreach { task =>
           inFlight.incrementAndGet()
           worker.execute(() => try run(task) finally inFlight.decrementAndGet())
@@ -96,6 +102,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     } catch {
       case _: RemoteBackups.Cancelled =>
         remote.delete(task.shuffleId, task.mapId)
+      case NonFatal(_) if stopping =>
       case NonFatal(e) =>
         logWarning(s"trspark: backup of shuffle ${task.shuffleId} map ${task.mapId} to ${task.target} failed: $e")
         val missing = e.isInstanceOf[java.io.FileNotFoundException] // this executor lost the output's files
@@ -107,6 +114,25 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
   private def deletePeerCopy(shuffleId: Int, mapId: Long): Unit = worker.execute { () =>
     try resolver.removeDataByMap(shuffleId, mapId)
     catch { case NonFatal(e) => logWarning(s"trspark: cannot delete peer copy of shuffle $shuffleId map $mapId: $e") }
+  }
+
+  /** Re-read a peer copy this executor received and report whether it matches its source's CRC32s. */
+  private def checkPeerCopy(check: PeerCheck): Unit = {
+    def scan(file: java.io.File): Option[(Long, Long)] =
+      if (!file.exists()) None
+      else Some {
+        val in = new java.io.FileInputStream(file)
+        try RemoteBackups.pump(in, java.io.OutputStream.nullOutputStream(), 0, () => false) finally in.close()
+      }
+    val problem = try {
+      val index = scan(resolver.getIndexFile(check.shuffleId, check.mapId))
+      // An output whose partitions are all empty has no data file: its CRC32 is that of no bytes.
+      val data = scan(resolver.getDataFile(check.shuffleId, check.mapId)).orElse(Some((0L, new CRC32().getValue)))
+      if (index.isEmpty) "missing"
+      else if (index.get._2 != check.indexCrc || data.get._2 != check.dataCrc) "corrupt"
+      else ""
+    } catch { case NonFatal(e) => s"unreadable ($e)" }
+    Try(ctx.send(Wire.encode(PeerChecked(ctx.executorID(), check, problem))))
   }
 
   private def resolver: IndexShuffleBlockResolver = SparkEnv.get.blockManager.migratableResolver match {
@@ -128,10 +154,21 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     if (blocks.isEmpty) throw new java.io.FileNotFoundException(s"no map output for $task")
     // Data before index: the index's arrival is what re-points the output to the peer.
     val ordered = blocks.sortBy { case (id, _) => if (id.isInstanceOf[ShuffleDataBlockId]) 0 else 1 }
+    // CRC32s of the bytes sent, computed here at the source: the peer re-reads its copy against them.
+    var (indexCrc, dataCrc) = (0L, new CRC32().getValue)
     ordered.foreach { case (blockId, buffer) =>
       if (cancelled.contains((task.shuffleId, task.mapId))) throw new RemoteBackups.Cancelled
-      bm.blockTransferService.uploadBlockSync(task.peerHost, task.peerPort, task.target, blockId, buffer,
-        StorageLevel.DISK_ONLY, null)
+      val crc = {
+        val in = buffer.createInputStream()
+        try RemoteBackups.pump(in, java.io.OutputStream.nullOutputStream(), 0, () => false)._2 finally in.close()
+      }
+      blockId match {
+        case _: ShuffleDataBlockId => dataCrc = crc
+        case _: ShuffleIndexBlockId => indexCrc = crc
+        case _ =>
+      }
+      bm.blockTransferService.uploadBlockSync(task.peerHost, task.peerPort, task.target, blockId,
+        TRExecutorPlugin.damagedForTests(blockId, buffer), StorageLevel.DISK_ONLY, null)
     }
     // Bytes of the map output itself (index + data), as counted for remote copies; a checksum
     // file Spark may migrate along is not part of it.
@@ -139,7 +176,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
       case (_: ShuffleDataBlockId, buffer) => buffer.size()
       case (_: ShuffleIndexBlockId, buffer) => buffer.size()
     }.sum
-    (outputBytes, 0L, 0L)
+    (outputBytes, indexCrc, dataCrc)
   }
 
   private def Try[T](body: => T): Unit = try body catch { case NonFatal(_) => }
@@ -148,6 +185,24 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
 object TRExecutorPlugin {
   val PollMs = 150L
   val MaxInFlight = 2
+
+  /**
+   * Test hook (tests only, never set it in production): with the executor JVM's system property
+   * `trspark.test.corruptPeerCopy` set, a peer copy's data block is sent with its first byte
+   * flipped (damage in transit), so live tests can show the peer's check rejecting it.
+   */
+  val CorruptPeerCopyProperty = "trspark.test.corruptPeerCopy"
+
+  def damagedForTests(blockId: BlockId, buffer: ManagedBuffer): ManagedBuffer =
+    if (System.getProperty(CorruptPeerCopyProperty) == null || !blockId.isInstanceOf[ShuffleDataBlockId] ||
+      buffer.size() == 0) buffer
+    else {
+      val bytes = buffer.nioByteBuffer()
+      val copy = java.nio.ByteBuffer.allocate(bytes.remaining())
+      copy.put(bytes).flip()
+      copy.put(0, (copy.get(0) ^ 0x5a).toByte)
+      new NioManagedBuffer(copy)
+    }
 }
 
 /** Daemon threads with a name, so a stuck trspark thread never keeps a JVM alive. */

@@ -20,12 +20,20 @@ case class BackupTask(shuffleId: Int, mapIndex: Int, mapId: Long, target: String
 case class PollWork(executorId: String, capacity: Int)
 
 /**
- * The answer to [[PollWork]]: backups to run, running/queued ones to abandon, and peer copies
- * this executor holds for others that are no longer wanted (delete their files).
+ * The answer to [[PollWork]]: backups to run, running/queued ones to abandon, peer copies
+ * this executor holds for others that are no longer wanted (delete their files), and peer copies
+ * it just received, to re-read against the CRC32s their source computed while sending them.
  */
-case class Work(tasks: Seq[BackupTask], cancelled: Seq[(Int, Long)], deletes: Seq[(Int, Long)] = Nil)
+case class Work(tasks: Seq[BackupTask], cancelled: Seq[(Int, Long)], deletes: Seq[(Int, Long)] = Nil,
+    checks: Seq[PeerCheck] = Nil)
 
-/** Executor -> driver: a backup was written and committed (remote: with its checksums). */
+/** Driver -> peer executor: re-read its copy of `shuffleId`/`mapId`; the CRC32s the source sent. */
+case class PeerCheck(shuffleId: Int, mapId: Long, indexCrc: Long, dataCrc: Long)
+
+/** Peer executor -> driver: the outcome of a [[PeerCheck]]; `problem` is empty when the copy is intact. */
+case class PeerChecked(executorId: String, check: PeerCheck, problem: String)
+
+/** Executor -> driver: a backup was written and committed, with the CRC32s of what was sent. */
 case class BackupDone(executorId: String, task: BackupTask, bytes: Long, seconds: Double,
     indexCrc: Long, dataCrc: Long)
 
@@ -49,10 +57,16 @@ object Wire {
     n.path("map").asLong(), n.path("target").asText(), n.path("host").asText(), n.path("port").asInt(),
     n.path("throttle").asDouble())
 
+  private def check(c: PeerCheck) = Json.mapper.createObjectNode().put("shuffle", c.shuffleId)
+    .put("map", c.mapId).put("indexCrc", c.indexCrc).put("dataCrc", c.dataCrc)
+
+  private def check(n: JsonNode) = PeerCheck(n.path("shuffle").asInt(), n.path("map").asLong(),
+    n.path("indexCrc").asLong(), n.path("dataCrc").asLong())
+
   def encode(message: Any): String = {
     val node = message match {
       case PollWork(e, c) => Json.obj("poll").put("executor", e).put("capacity", c)
-      case Work(tasks, cancelled, deletes) =>
+      case Work(tasks, cancelled, deletes, checks) =>
         val n = Json.obj("work")
         val ts = n.putArray("tasks")
         tasks.foreach(t => ts.add(task(t)))
@@ -60,6 +74,12 @@ object Wire {
         cancelled.foreach { case (s, m) => cs.addObject().put("shuffle", s).put("map", m) }
         val ds = n.putArray("deletes")
         deletes.foreach { case (s, m) => ds.addObject().put("shuffle", s).put("map", m) }
+        val ks = n.putArray("checks")
+        checks.foreach(c => ks.add(check(c)))
+        n
+      case PeerChecked(e, c, problem) =>
+        val n = Json.obj("checked").put("executor", e).put("problem", problem)
+        n.set[JsonNode]("check", check(c))
         n
       case BackupDone(e, t, bytes, seconds, ic, dc) =>
         val n = Json.obj("done").put("executor", e).put("bytes", bytes).put("seconds", seconds)
@@ -86,7 +106,8 @@ object Wire {
     n.path("type").asText() match {
       case "poll" => PollWork(n.path("executor").asText(), n.path("capacity").asInt())
       case "work" => Work(n.path("tasks").elements().asScala.map(task).toSeq, pairs(n.path("cancelled")),
-        pairs(n.path("deletes")))
+        pairs(n.path("deletes")), n.path("checks").elements().asScala.map(check).toSeq)
+      case "checked" => PeerChecked(n.path("executor").asText(), check(n.path("check")), n.path("problem").asText())
       case "done" => BackupDone(n.path("executor").asText(), task(n.path("task")), n.path("bytes").asLong(),
         n.path("seconds").asDouble(), n.path("indexCrc").asLong(), n.path("dataCrc").asLong())
       case "failed" => BackupFailedMsg(n.path("executor").asText(), task(n.path("task")), n.path("reason").asText(),

@@ -22,8 +22,10 @@ import org.apache.spark.storage.{ShuffleDataBlockId, ShuffleIndexBlockId}
  *
  * Commit protocol (why a cut-off backup is never used): each file is written under a temporary
  * name and renamed; data first, then index, then the marker `shuffle_S_M_0.trspark-ok` holding
- * both lengths and CRC32s. The driver re-points an output only after the executor reported the
- * commit and [[verify]] found the marker, the lengths and the checksums consistent.
+ * both lengths and CRC32s. The driver counts a backup only after the executor reported the
+ * commit and [[verify]] found the marker, the lengths and the checksums consistent, and checks
+ * it again ([[problem]]) before re-pointing a lost output to it: a backup damaged or removed
+ * since is treated as missing, and the output is recomputed.
  */
 class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
   // Every path below is built from this id and numbers: an id such as ".." would put backups,
@@ -87,18 +89,41 @@ class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
     }
 
   /** True when the committed files exist and match the marker's lengths and CRC32s. */
-  def verify(shuffleId: Int, mapId: Long, indexCrc: Long, dataCrc: Long): Boolean = Try {
-    val marker = fs.open(markerPath(shuffleId, mapId))
-    val text = try new String(marker.readAllBytes(), StandardCharsets.UTF_8) finally marker.close()
-    val fields = text.trim.split(" ").map(_.split("=", 2)).collect { case Array(k, v) => k -> v.toLong }.toMap
-    def matches(path: Path, len: String, crc: String, expected: Long): Boolean = {
-      val in = fs.open(path)
-      val (n, c) = try RemoteBackups.pump(in, OutputStream.nullOutputStream(), 0, () => false) finally in.close()
-      n == fields(len) && c == fields(crc) && c == expected
+  def verify(shuffleId: Int, mapId: Long, indexCrc: Long, dataCrc: Long): Boolean =
+    problem(shuffleId, mapId, indexCrc, dataCrc).isEmpty
+
+  /**
+   * What is wrong with the committed backup, if anything: `missing` (the marker or a file is
+   * absent), `truncated` (a file's length differs from the marker's), `corrupt` (unreadable -- a
+   * checksumming file system refuses damaged bytes -- or a CRC32 differs from the marker's or from
+   * the one computed when the copy was written).
+   */
+  def problem(shuffleId: Int, mapId: Long, indexCrc: Long, dataCrc: Long): Option[String] = {
+    val fields = Try {
+      val marker = fs.open(markerPath(shuffleId, mapId))
+      val text = try new String(marker.readAllBytes(), StandardCharsets.UTF_8) finally marker.close()
+      text.trim.split(" ").map(_.split("=", 2)).collect { case Array(k, v) => k -> v.toLong }.toMap
+    }.toOption
+    val files = Seq((indexPath(shuffleId, mapId), "index", "indexCrc", indexCrc),
+      (dataPath(shuffleId, mapId), "data", "dataCrc", dataCrc))
+    def check(path: Path, marker: Map[String, Long], len: String, crc: String, expected: Long): Option[String] =
+      Try(fs.getFileStatus(path).getLen).toOption match {
+        case None => Some("missing")
+        case Some(n) if n != marker(len) => Some("truncated")
+        case _ => Try {
+          val in = fs.open(path)
+          try RemoteBackups.pump(in, OutputStream.nullOutputStream(), 0, () => false) finally in.close()
+        }.toOption match {
+          case Some((n, c)) if n == marker(len) && c == marker(crc) && c == expected => None
+          case _ => Some("corrupt")
+        }
+      }
+    fields match {
+      case Some(f) if files.forall { case (_, len, crc, _) => f.contains(len) && f.contains(crc) } =>
+        files.iterator.map { case (path, len, crc, expected) => check(path, f, len, crc, expected) }.collectFirst { case Some(p) => p }
+      case _ => Some("missing")
     }
-    matches(indexPath(shuffleId, mapId), "index", "indexCrc", indexCrc) &&
-      matches(dataPath(shuffleId, mapId), "data", "dataCrc", dataCrc)
-  }.getOrElse(false)
+  }
 
   def delete(shuffleId: Int, mapId: Long): Unit = Seq(markerPath(shuffleId, mapId),
     indexPath(shuffleId, mapId), dataPath(shuffleId, mapId)).foreach(p => Try(fs.delete(p, false)))

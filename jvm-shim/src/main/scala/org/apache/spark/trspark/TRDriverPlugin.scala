@@ -37,6 +37,13 @@ class TRDriverPlugin extends DriverPlugin with Logging {
   private val running = mutable.HashMap.empty[String, mutable.Set[BackupTask]]
   /** Peer copies to delete, by the executor holding them (sent with its next [[Work]]). */
   private val peerDeletes = mutable.HashMap.empty[String, mutable.Buffer[(Int, Long)]]
+  /** Peer copies received and not yet re-read by their peer: (peer, shuffle, map id) -> the report. */
+  private val unchecked = mutable.HashMap.empty[(String, Int, Long), BackupDone]
+  private val checks = mutable.HashMap.empty[String, mutable.Buffer[PeerCheck]]
+  /** True from a failed write to the remote store until a remote backup commits again. */
+  private val storeFailing = new AtomicBoolean(false)
+  /** Kinds of damaged copies already warned about (one warning per kind and application). */
+  private val damageWarned = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
   private val cancels = mutable.HashMap.empty[String, mutable.Buffer[(Int, Long)]]
   private val blockManagers = mutable.HashMap.empty[String, BlockManagerId]
   private val deadExecutors = mutable.HashSet.empty[String]
@@ -135,9 +142,11 @@ class TRDriverPlugin extends DriverPlugin with Logging {
       case failed: BackupFailedMsg =>
         // Reported once: a backup the driver already failed (its target was lost) or cancelled is not counted again.
         if (synchronized(running.get(failed.executorId).exists(_.remove(failed.task)))) {
+          if (failed.task.target == Target.Remote && !failed.sourceMissing) storeFailed(failed.reason)
           backupFailed(failed.task, failed.executorId, failed.reason, failed.sourceMissing)
         }
         null
+      case checked: PeerChecked => peerChecked(checked); null
       case notice: TerminationNotice => noticed(notice); null
       case r: RebalanceRecommendation =>
         logInfo(s"trspark: executor ${r.executorId} got an AWS rebalance recommendation")
@@ -229,7 +238,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     if (tasks.nonEmpty) running.getOrElseUpdate(executorId, mutable.Set.empty) ++= tasks
     count("backups_started", tasks.size.toLong)
     Work(tasks, cancels.remove(executorId).map(_.toSeq).getOrElse(Nil),
-      peerDeletes.remove(executorId).map(_.toSeq).getOrElse(Nil))
+      peerDeletes.remove(executorId).map(_.toSeq).getOrElse(Nil), checks.remove(executorId).map(_.toSeq).getOrElse(Nil))
   }
 
   private def backupDone(done: BackupDone): Unit = {
@@ -237,14 +246,67 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     if (task.target == Target.Remote) {
       // Verify off the RPC thread: re-read the committed files against the marker and CRCs.
       verifier.execute { () =>
-        val ok = remote.verify(task.shuffleId, task.mapId, done.indexCrc, done.dataCrc)
-        if (ok) committed(done) else {
-          synchronized(stats("backups_rejected") += 1)
-          remote.delete(task.shuffleId, task.mapId)
-          backupFailed(task, done.executorId, "remote copy failed verification", sourceMissing = false)
+        remote.problem(task.shuffleId, task.mapId, done.indexCrc, done.dataCrc) match {
+          case None => committed(done)
+          case Some(problem) =>
+            damaged("remote", problem, s"shuffle ${task.shuffleId} map ${task.mapIndex}", "not used")
+            remote.delete(task.shuffleId, task.mapId)
+            backupFailed(task, done.executorId, s"remote copy failed verification ($problem)", sourceMissing = false)
         }
       }
-    } else committed(done)
+    } else synchronized {
+      // The peer re-reads what it received against the CRC32s the source computed (its next poll).
+      unchecked((task.target, task.shuffleId, task.mapId)) = done
+      checks.getOrElseUpdate(task.target, mutable.Buffer.empty) += PeerCheck(task.shuffleId, task.mapId, done.indexCrc, done.dataCrc)
+    }
+  }
+
+  /** A peer re-read its copy: intact, it counts as done; damaged, it is dropped like a failed copy. */
+  private def peerChecked(checked: PeerChecked): Unit = {
+    val key = (checked.executorId, checked.check.shuffleId, checked.check.mapId)
+    synchronized(unchecked.remove(key)).foreach { done =>
+      if (checked.problem.isEmpty) committed(done)
+      else {
+        val task = done.task
+        damaged("peer", checked.problem, s"shuffle ${task.shuffleId} map ${task.mapIndex} on executor ${task.target}",
+          "not used, the output stays where it was or is recomputed")
+        synchronized {
+          ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId).foreach { record =>
+            // The index upload made the peer the tracker's location: undo that before dropping it.
+            if (TRDriverPlugin.isOn(tracker, record, task.target)) {
+              blockManagers.get(record.source).filterNot(_ => deadExecutors.contains(record.source)) match {
+                case Some(bm) => tracker.updateMapOutput(record.shuffleId, record.mapId, bm)
+                case None => blockManagers.get(task.target).foreach(tracker.unregisterMapOutput(record.shuffleId, record.mapIndex, _))
+              }
+              tracker.incrementEpoch()
+            }
+          }
+          peerDeletes.getOrElseUpdate(task.target, mutable.Buffer.empty) += ((task.shuffleId, task.mapId))
+        }
+        backupFailed(task, done.executorId, s"peer copy failed verification (${checked.problem})", sourceMissing = false)
+      }
+    }
+  }
+
+  /**
+   * An executor could not write a backup to the remote store (unwritable, gone, full): one warning
+   * when the store starts failing, none for the failures after it until a backup commits again.
+   * The outputs stay where they are (unprotected); nothing half-written is ever read.
+   */
+  private def storeFailed(reason: String): Unit =
+    if (storeFailing.compareAndSet(false, true)) {
+      logWarning(s"trspark: backups to the remote store ${conf.remotePath} fail ($reason); " +
+        "map outputs stay unprotected until it takes backups again")
+    } else logDebug(s"trspark: backup to the remote store failed again ($reason)")
+
+  /**
+   * A copy failed its checksum check and is treated as missing: counted in `backups_rejected`,
+   * and one warning per kind (`remote`/`peer` and the problem) and application.
+   */
+  private def damaged(where: String, problem: String, what: String, outcome: String): Unit = {
+    count("backups_rejected")
+    val message = s"trspark: $where copy of $what is $problem; $outcome"
+    if (damageWarned.add(s"$where $problem")) logWarning(message) else logInfo(message)
   }
 
   private def committed(done: BackupDone): Unit = {
@@ -260,6 +322,9 @@ class TRDriverPlugin extends DriverPlugin with Logging {
         stats("backups_bytes") += done.bytes
         record
       }
+    }
+    if (task.target == Target.Remote && storeFailing.compareAndSet(true, false)) {
+      logInfo(s"trspark: the remote store ${conf.remotePath} takes backups again")
     }
     if (current.isEmpty && task.target == Target.Remote) remote.delete(task.shuffleId, task.mapId)
     current.foreach { record =>
@@ -297,6 +362,10 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     }
     cancels.remove(executorId)
     peerDeletes.remove(executorId)
+    checks.remove(executorId)
+    for (key @ (peer, _, _) <- unchecked.keys.toSeq if peer == executorId; done <- unchecked.remove(key)) {
+      backupFailed(done.task, done.executorId, s"target executor $executorId lost", sourceMissing = false)
+    }
   }
 
   /** Forget handed-out backups of this output (cancelled): the executor drops them without a report. */
@@ -357,8 +426,24 @@ class TRDriverPlugin extends DriverPlugin with Logging {
     def alive(e: String) = e != lostExecutor && !deadExecutors.contains(e)
     val peer = record.peers.collectFirst { case (e, CopyState.Done) if alive(e) => e }.flatMap(blockManagers.get)
     val source = Some(record.source).filter(alive).flatMap(blockManagers.get)
-    val remoteCopy = if (record.remote == CopyState.Done) Some(FallbackStorage.FALLBACK_BLOCK_MANAGER_ID) else None
+    def remoteCopy = if (record.remote == CopyState.Done && remoteIntact(record)) Some(FallbackStorage.FALLBACK_BLOCK_MANAGER_ID) else None
     peer.orElse(source).orElse(remoteCopy)
+  }
+
+  /**
+   * Re-read a remote copy against its marker and the CRC32s computed when it was written, before
+   * readers are sent to it: a copy damaged or removed since counts as missing (recomputed).
+   */
+  private def remoteIntact(record: OutputRecord): Boolean = {
+    val (indexCrc, dataCrc) = record.remoteCrcs
+    remote.problem(record.shuffleId, record.mapId, indexCrc, dataCrc) match {
+      case None => true
+      case Some(problem) =>
+        damaged("remote", problem, record.toString, "treated as missing, the output is recomputed")
+        record.remote = CopyState.None
+        verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
+        false
+    }
   }
 
   /** Forget a superseded output's copies (a re-run replaced it). */

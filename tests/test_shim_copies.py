@@ -1,0 +1,132 @@
+"""Damaged copies on a real ``local-trcluster[2,1,1024]`` with the built-in always-checkpoint
+policy: a remote backup corrupted, truncated or removed after it was committed, and a peer copy
+damaged in transit. (A copy cut off by a kill: ``test_shim_live.py``.)
+
+Each case backs up one shuffle, damages its copies, kills an executor and runs the job again:
+the damaged copies are detected by checksum (remote: when the driver would re-point a lost
+output to it; peer: when the peer re-reads what it received), treated as missing, the lost
+outputs are recomputed, the answer is right, and the driver logs one warning for the case.
+
+One application serves every case. Its executors carry the test-only system property
+``trspark.test.corruptPeerCopy`` (a peer copy's data block is sent with one byte flipped); it
+only matters for the peer case, the other cases copy to the remote store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from driver_log import driver_log, log_lines
+from jvm_gateway import wait_for
+from live_app import TIMEOUT, LiveApp, trcluster_builder
+
+pytestmark = pytest.mark.spark
+
+EXECUTORS = 2
+MAPS = 4
+
+
+class App(LiveApp):
+    def __init__(self, spark: Any, log: Path, store: Path) -> None:
+        super().__init__(spark, log)
+        self.store = store
+
+    def warnings(self, text: str) -> list[str]:
+        return [line for line in log_lines(self.log) if line.startswith("WARN") and text in line]
+
+    def shuffle_files(self, suffix: str) -> list[Path]:
+        """The remote store's files of the newest shuffle backed up, ending in ``suffix``."""
+        app_dir = self.store / self.sc.applicationId
+        newest = max((d for d in app_dir.iterdir() if d.name.isdigit()), key=lambda d: int(d.name))
+        return sorted(p for p in newest.rglob(f"shuffle_*{suffix}") if not p.name.startswith("."))
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    import trspark
+
+    root = tmp_path_factory.mktemp("copies")
+    java_options, log = driver_log(root)
+    store = root / "backups"
+    builder = trcluster_builder("trspark-copies", EXECUTORS, java_options).config(
+        "spark.executor.extraJavaOptions", "-Dtrspark.test.corruptPeerCopy=true")
+    spark = trspark.configure(builder, mode="always", remote_path=store.as_uri()).getOrCreate()
+    try:
+        yield App(spark, log, store)
+    finally:
+        spark.stop()
+
+
+def job(app: App, rows: int) -> Callable[[], dict[int, int]]:
+    """A two-stage job (sums by key of ``rows`` numbers, MAPS map outputs) to collect, twice."""
+    rdd = app.sc.parallelize(range(rows), MAPS).map(lambda x: (x % 1009, x)).reduceByKey(lambda a, b: a + b, 3)
+    return lambda: dict(rdd.collect())
+
+
+def expected(rows: int) -> dict[int, int]:
+    return {k: sum(range(k, rows, 1009)) for k in range(min(rows, 1009))}
+
+
+def corrupt(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+DAMAGE: dict[str, Callable[[Path], None]] = {"corrupt": corrupt, "truncated": truncate, "missing": Path.unlink}
+
+
+@pytest.mark.parametrize("problem", list(DAMAGE))
+def test_a_damaged_remote_backup_is_treated_as_missing_and_recomputed(app: App, problem: str) -> None:
+    wait_for(lambda: len(app.alive()) >= EXECUTORS, what="every executor registered", timeout=TIMEOUT)
+    app.status.setBuiltin("always", "remote", 0.0)
+    before = {name: app.stat(name) for name in ("backups_remote", "backups_rejected", "outputs_repointed", "outputs_lost")}
+    run = job(app, 20000)
+    assert run() == expected(20000)
+    wait_for(lambda: app.stat("backups_remote") >= before["backups_remote"] + MAPS, what="every map output backed up",
+             timeout=TIMEOUT)
+    data = [p for p in app.shuffle_files(".data") if p.stat().st_size > 0]
+    assert len(data) == MAPS
+    for path in data:
+        DAMAGE[problem](path)
+    app.kill_one_executor()
+    assert run() == expected(20000)
+    # This shuffle's lost outputs were recomputed (outputs of earlier shuffles with intact copies
+    # may be re-pointed).
+    assert app.stat("outputs_lost") > before["outputs_lost"]
+    assert app.stat("backups_rejected") > before["backups_rejected"]
+    warnings = app.warnings(f" is {problem}; treated as missing")
+    assert len(warnings) == 1, warnings
+    assert "remote copy of shuffle" in warnings[0]
+
+
+def test_a_peer_copy_damaged_in_transit_is_rejected_by_its_checksum(app: App) -> None:
+    wait_for(lambda: len(app.alive()) >= EXECUTORS, what="every executor registered", timeout=TIMEOUT)
+    app.status.setBuiltin("always", "local", 0.0)
+    try:
+        before = {name: app.stat(name) for name in ("backups_local", "backups_rejected", "outputs_repointed",
+                                                    "outputs_lost", "backups_requested")}
+        run = job(app, 20000)
+        assert run() == expected(20000)
+        # Every peer copy arrives with a flipped byte: the peer's check rejects each one.
+        wait_for(lambda: app.stat("backups_rejected") > before["backups_rejected"] and
+                 app.stat("backups_requested") == app.stat("backups_done") + app.stat("backups_failed"),
+                 what="every peer copy checked", timeout=TIMEOUT)
+        requested = app.stat("backups_requested") - before["backups_requested"]
+        assert app.stat("backups_rejected") - before["backups_rejected"] == requested
+        assert app.stat("backups_local") == before["backups_local"]
+        app.kill_one_executor()
+        assert run() == expected(20000)
+        assert app.stat("outputs_lost") > before["outputs_lost"]
+        warnings = app.warnings("peer copy of shuffle")
+        assert len(warnings) == 1, warnings
+        assert " is corrupt; " in warnings[0]
+    finally:
+        app.status.setBuiltin("always", "remote", 0.0)

@@ -1,0 +1,135 @@
+"""The remote store failing under a real ``local-trcluster[2,1,1024]`` with the built-in
+always-checkpoint policy: unwritable from the start, removed in the middle of a job, full.
+
+The store's root is a symbolic link, so one application serves every case: the test points it
+at a healthy directory, at a regular file (nothing can be created below it, not even by root), or
+at a small tmpfs (mounted by the test; skipped where mounting is not allowed), and removes the
+directory it points at while copies are running. In every case the job's answer is right, an
+executor killed afterwards loses only outputs that are recomputed (nothing half-written is read),
+and the driver logs one warning when the store starts failing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from driver_log import driver_log, log_lines
+from jvm_gateway import wait_for
+from live_app import TIMEOUT, LiveApp, trcluster_builder
+
+pytestmark = pytest.mark.spark
+
+EXECUTORS = 2
+MAPS = 4
+ROWS = 200000  # about 0.5 MB of map output per map: more than the small tmpfs holds
+STORE_WARNING = "backups to the remote store"
+
+
+class App(LiveApp):
+    def __init__(self, spark: Any, log: Path, root: Path) -> None:
+        super().__init__(spark, log)
+        self.link = root / "store"
+        self.healthy = root / "healthy"
+
+    def point_at(self, target: Path) -> None:
+        tmp = self.link.with_name("store.new")
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(target)
+        tmp.replace(self.link)  # atomic: a copy sees the old target or the new one
+
+    def store_warnings(self) -> list[str]:
+        return [line for line in log_lines(self.log) if line.startswith("WARN") and STORE_WARNING in line]
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    import trspark
+
+    root = tmp_path_factory.mktemp("store")
+    java_options, log = driver_log(root)
+    (root / "healthy").mkdir()
+    (root / "store").symlink_to(root / "healthy")
+    builder = trcluster_builder("trspark-store", EXECUTORS, java_options)
+    spark = trspark.configure(builder, mode="always", remote_path=(root / "store").as_uri()).getOrCreate()
+    try:
+        yield App(spark, log, root)
+    finally:
+        spark.stop()
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a 64 KiB tmpfs here (needs root with CAP_SYS_ADMIN): {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def job(app: App) -> Callable[[], dict[int, int]]:
+    rdd = app.sc.parallelize(range(ROWS), MAPS).map(lambda x: (x, x % 7)).reduceByKey(lambda a, b: a + b, 3)
+    return lambda: {k: v for k, v in rdd.collect() if k % 1000 == 0}
+
+
+EXPECTED = {k: k % 7 for k in range(0, ROWS, 1000)}
+
+
+def healthy_store(app: App) -> None:
+    """Executors all up, the store healthy and taking backups (a failing one is over)."""
+    wait_for(lambda: len(app.alive()) >= EXECUTORS, what="every executor registered", timeout=TIMEOUT)
+    app.status.setBuiltin("always", "remote", 0.0)
+    app.healthy.mkdir(exist_ok=True)
+    app.point_at(app.healthy)
+    done = app.stat("backups_remote")
+    small = app.sc.parallelize(range(100), 2).map(lambda x: (x % 3, x)).reduceByKey(lambda a, b: a + b)
+    assert dict(small.collect()) == {k: sum(range(k, 100, 3)) for k in range(3)}
+    wait_for(lambda: app.stat("backups_remote") >= done + 2, what="the healthy store to take backups", timeout=TIMEOUT)
+
+
+def survives(app: App, fault: Callable[[], None], during_copies: bool = False) -> None:
+    """Run a job under ``fault``; kill an executor; run it again: right answers, one warning."""
+    healthy_store(app)
+    warnings = len(app.store_warnings())
+    failed = app.stat("backups_failed")
+    repointed, lost = app.stat("outputs_repointed"), app.stat("outputs_lost")
+    run = job(app)
+    if during_copies:
+        app.status.setBuiltin("always", "remote", 100e3)  # 100 kB/s: copies take seconds
+        started = app.stat("backups_started")
+        assert run() == EXPECTED
+        wait_for(lambda: app.stat("backups_started") >= started + EXECUTORS, what="copies running", timeout=TIMEOUT)
+        fault()
+        app.status.setBuiltin("always", "remote", 0.0)
+    else:
+        fault()
+        assert run() == EXPECTED
+    wait_for(lambda: app.stat("backups_failed") > failed, what="a backup to fail", timeout=TIMEOUT)
+    app.kill_one_executor()
+    assert run() == EXPECTED
+    # Each lost output was either re-pointed to a verified copy or recomputed.
+    assert app.stat("outputs_repointed") + app.stat("outputs_lost") > repointed + lost
+    new = app.store_warnings()[warnings:]
+    assert len(new) == 1, new
+
+
+def test_a_store_unwritable_from_the_start(app: App, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    survives(app, lambda: app.point_at(blocker))
+
+
+def test_a_store_removed_in_the_middle_of_a_job(app: App) -> None:
+    survives(app, lambda: shutil.rmtree(app.healthy), during_copies=True)
+
+
+def test_a_full_store(app: App, small_tmpfs: Path) -> None:
+    survives(app, lambda: app.point_at(small_tmpfs))
