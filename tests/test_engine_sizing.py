@@ -59,3 +59,15 @@ def test_the_least_stable_configured_pool_sets_the_limit() -> None:
                       pool_lifetimes=(("ondemand", "stable"), ("spot", "exponential:mean=300")))
     assert configured_limit(config) == pytest.approx(largest_task_seconds(Exponential(mean=300.0), 0.1))
     assert math.isinf(configured_limit(TRConfig(lifetime="stable")))
+
+
+
+def test_no_task_length_fits_gives_no_advice_and_no_error() -> None:
+    # L* = 0: every executor is about to reach a notice's deadline, so no split would help.
+    policy = make_policy("tr", TRConfig(lifetime="exponential:mean=600", duplication=False))
+    events = add_executors(["a"]) + [map_stage(0, 4, 0)]
+    events += run_task(0, 0, "a", start=0.0, seconds=100.0, write=MB, shuffle_id=0)
+    feed(policy, events)
+    splitter = policy.splitter  # type: ignore[attr-defined]
+    splitter.limit = lambda state: 0.0
+    assert splitter.check(policy.state) == []  # type: ignore[attr-defined]

@@ -87,6 +87,9 @@ class SizeAdvisor:
         if not candidates:
             return []
         limit = self.limit(state)
+        if limit <= 0.0:
+            # Every executor dies (a notice's deadline) before any task could finish: splitting cannot help.
+            return []
         out: list[Command] = []
         for stage in candidates:
             seconds = stage.mean_task_seconds(0.0)
