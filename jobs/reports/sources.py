@@ -320,22 +320,16 @@ Executor-seconds, removals, releases, evictions, stage resubmissions and map re-
 from each application's event log. Nothing is killed: an eviction here would be a removal
 mistaken for one.
 """, (
-    Source("elastic.csv", "python -m jobs.elastic --out docs/results/elastic.csv --gap 20 --idle-timeout 3\n"
-           "# engine_fallback read afterwards from the same two event logs (jobs.elastic.from_event_log)",
-           "2026-11-26", "the commit that added this report", MACHINE + ", heavily loaded (load average "
-           "40-60 from other work): the times are indicative only",
+    Source("elastic.csv", "python -m jobs.elastic --out docs/results/elastic.csv --gap 20 --idle-timeout 3",
+           "2026-11-26, 12:33-12:35 UTC", "c93025b", MACHINE + ", quiet (nothing else running); one run per policy",
            columns("policy", "executor_seconds", "q1_seconds", "q2_seconds", "gap_seconds", "app_seconds",
                    "executors_started", "executors_removed", "executors_released", "evictions",
                    "stage_resubmissions", "map_tasks_rerun", "engine_fallback", "answers_equal", digits=1),
            "Executor-seconds = the sum over executors of (removed - added). With shuffle tracking "
            "vanilla Spark keeps the executors that hold the first query's shuffle data through the "
            "gap; `tr` releases them once idle for the idle timeout, as nothing they hold may still "
-           "be read. Its second query then waits for new executor JVMs. In this run the machine was "
-           "so loaded that `tr`'s policy engine did not connect within the plugin's 60 s "
-           "(`engine_fallback`): the plugin checkpointed every output and released nothing, so "
-           "this row measures no early release, and the executor-seconds between the rows differ by "
-           "when executor JVMs happened to start on the loaded machine. What it does show: every executor dynamic "
-           "allocation removed is a removal, none an eviction, and no stage or map task re-ran."),
+           "be read. Its second query then waits for new executor JVMs, which is why its q2 takes longer. "
+           "One run per policy: the executor-seconds difference is a single paired observation, not an interval."),
 ))
 
 REPORTS: tuple[Report, ...] = (SIMULATOR, ENGINE, TPCDS, OVERHEAD, NOTICES, HISTORY, POOLS, SIZING, VERIFICATION, ELASTIC)
