@@ -61,6 +61,8 @@ def test_an_idle_executor_is_released_only_once_its_live_output_is_saved_elsewhe
     assert (release.executor_id, release.idle) == ("a", True)
     assert _released(feed(policy, [Tick(time=15.0)])) == [], "released once"
     assert policy.summary()["executors_released_idle"] == 2
+    feed(policy, [ExecutorLost(time=16.0, executor_id="a", reason="released")])
+    assert policy.summary()["executors_released_idle"] == 2, "a release counts once it is done, too"
 
 
 def test_no_release_before_the_idle_time_nor_while_a_task_runs() -> None:

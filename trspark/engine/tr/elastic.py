@@ -50,6 +50,9 @@ class IdleRelease:
         self.idle_since: dict[str, float] = {}
         """executor -> time its last task ended (or it registered); absent while a task runs."""
         self.released: set[str] = set()
+        """Executors told to go whose loss has not arrived yet."""
+        self.gone = 0
+        """Executors released here whose loss (``reason="released"``) arrived."""
 
     @property
     def enabled(self) -> bool:
@@ -69,6 +72,8 @@ class IdleRelease:
                 self.idle_since[event.executor_id] = event.time
         elif isinstance(event, ExecutorLost):
             self.idle_since.pop(event.executor_id, None)
+            if event.executor_id in self.released and event.reason == "released":
+                self.gone += 1
             self.released.discard(event.executor_id)
 
     def releases(self, state: JobState, stack: BackupStack, exclude: set[str]) -> list[ReleaseExecutor]:

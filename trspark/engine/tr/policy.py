@@ -339,7 +339,7 @@ class TRPolicy(NoticeRules, Replanning, Policy):
             "decisions_deferred": self.decisions["deferred"],
             "decisions_left_to_notice": self.decisions["left_to_notice"],
             "executors_released": len(self.released),
-            "executors_released_idle": len(self.idle.released),
+            "executors_released_idle": self.idle.gone + len(self.idle.released),
             "backups_released": self.stack.released,
             "backups_dropped_consumers_safe": self.stack.dropped,
             "safety_belt": self.belt.on,
