@@ -109,6 +109,9 @@ def test_a_damaged_remote_backup_is_treated_as_missing_and_recomputed(app: App, 
 
 def test_a_peer_copy_damaged_in_transit_is_rejected_by_its_checksum(app: App) -> None:
     wait_for(lambda: len(app.alive()) >= EXECUTORS, what="every executor registered", timeout=TIMEOUT)
+    # Copies still in flight from an earlier case would be counted in this one.
+    wait_for(lambda: app.stat("backups_requested") == app.stat("backups_done") + app.stat("backups_failed"),
+             what="earlier copies settled", timeout=TIMEOUT)
     app.status.setBuiltin("always", "local", 0.0)
     try:
         before = {name: app.stat(name) for name in ("backups_local", "backups_rejected", "outputs_repointed",
@@ -120,8 +123,11 @@ def test_a_peer_copy_damaged_in_transit_is_rejected_by_its_checksum(app: App) ->
                  app.stat("backups_requested") == app.stat("backups_done") + app.stat("backups_failed"),
                  what="every peer copy checked", timeout=TIMEOUT)
         requested = app.stat("backups_requested") - before["backups_requested"]
-        assert app.stat("backups_rejected") - before["backups_rejected"] == requested
+        # None is accepted, and each is rejected. A late check of an earlier case's remote copy
+        # (an executor lost before this case) may add to the rejections, never to the accepted.
+        assert requested > 0
         assert app.stat("backups_local") == before["backups_local"]
+        assert app.stat("backups_rejected") - before["backups_rejected"] >= requested
         app.kill_one_executor()
         assert run() == expected(20000)
         assert app.stat("outputs_lost") > before["outputs_lost"]
