@@ -5,7 +5,10 @@ Plan
 Two workloads where a kill costs recomputation, not only capacity: ``q29`` (TPC-DS; three fact
 tables joined by shuffles) and ``chain5`` (:mod:`jobs.tpcds.chain`: five iterations of score
 propagation, a lineage of about ten shuffles that each re-read the first one). Per policy
-(``never`` = vanilla Spark, ``always``, ``tr``) one 3-executor local cluster, warmed up, then:
+(``never`` = vanilla Spark, ``always``, ``tr``) one 3-executor local cluster, warmed up. As on a
+real spot cluster, ``on_demand`` executors (1) are on-demand, never killed, and the others spot:
+each executor reads its pool from its own imitated AWS instance metadata, and ``tr`` prices the
+on-demand one as stable (:mod:`jobs.tpcds.pools`). Then:
 
 * vanilla Spark's **stable reference**: the median of ``stable_runs`` (>= 3) warm runs without kills;
 * **evicted runs** over ``seeds`` (>= 2) kill schedules, schedule ``r`` of a workload drawn from the
@@ -13,10 +16,10 @@ propagation, a lineage of about ten shuffles that each re-read the first one). P
   exponential with mean ``stability`` x the workload's stable time, at most ``max_kills`` kills a
   run. ``tr`` gets each kill's termination notice ``notice`` s ahead (SIGPWR, as a spot VM's
   notice; 1 s here, scaled to jobs of a few seconds as the clouds' 30-120 s are to jobs of
-  minutes); ``never`` and ``always`` meet the same kills unannounced. Told that kills come with a
-  notice, ``tr`` backs up ahead only what a victim could not save within its window, so it copies
-  less than ``always``; without notices (``notice`` 0) its cost model backs up nearly every output
-  of these short jobs, as ``always`` does, since a copy to a peer costs milliseconds.
+  minutes); ``never`` and ``always`` meet the same kills unannounced. Only spot executors are
+  killed. ``always`` backs up every output; ``tr`` never backs up what the on-demand executor
+  holds, copies spot outputs to it, and, told that kills come with a notice, backs up ahead only
+  what a victim could not save within its window.
 
 Table and summary
 -----------------
@@ -84,6 +87,10 @@ def stable_guess(workload: str) -> float:
     if chain.is_chain(workload):
         return STABLE_GUESS_S["chain5"] * int(workload.removeprefix(chain.PREFIX)) / 5
     return OTHER_GUESS_S
+DEMO_SPARK_CONF = (("spark.sql.autoBroadcastJoinThreshold", "-1"), ("spark.trspark.duplication", "false"))
+"""Shuffle joins, so that every join's inputs are map outputs a kill can take. No task duplicates:
+the demo's executors share 2 cores, so an idle executor is no idle capacity there and a duplicate
+would take CPU from the task it copies (on a cluster where each executor has its own cores, keep it)."""
 SLOWDOWN_GUESS = {"never": 2.5, "always": 1.8, "tr": 1.8}
 """Expected evicted slowdowns for the budget (vanilla Spark's hurt queries at SF 1: 1.5-5x)."""
 
@@ -106,6 +113,8 @@ class DemoPlan:
     """No unrecorded run after each run with kills: run ``r + 1`` starts with the replacement JVMs
     that schedule ``r`` left, the same for every policy (paired), and the time goes to the runs."""
     executors: int = 3
+    on_demand: int = 1
+    """Executors in the on-demand pool: never killed, and known to the plugin as stable (the rest are spot)."""
     notice: float = 1.0
     """Seconds of termination notice ``tr`` gets before each kill (0: none, killed like the others)."""
 
@@ -114,6 +123,16 @@ class DemoPlan:
             raise ValueError(f"need >= 3 stable runs and >= 2 kill seeds, got {self.stable_runs} and {self.seeds}")
         if self.notice < 0:
             raise ValueError(f"notice must be >= 0 seconds, got {self.notice}")
+        if not 0 <= self.on_demand < self.executors:
+            raise ValueError(f"on-demand executors must be 0..{self.executors - 1} (at least one spot), "
+                             f"got {self.on_demand}")
+
+    @property
+    def pools(self) -> tuple[tuple[str, int], ...]:
+        """The bench's pools: ``on_demand`` on-demand executors first, then spot (none: all spot)."""
+        if self.on_demand == 0:
+            return ()
+        return (("ondemand", self.on_demand), ("spot", self.executors - self.on_demand))
 
     def settings(self, out: Path) -> BenchSettings:
         """The benchmark settings that carry the plan out (rows appended to ``out``)."""
@@ -123,8 +142,8 @@ class DemoPlan:
                              stability=self.stability, executors=self.executors, repeat=self.seeds,
                              stable_repeat=self.stable_runs, seed=self.seed, max_kills=self.max_kills,
                              time_cap=240.0, warmup_rounds=self.warmup_rounds, stable_runs="never",
-                             rewarm=self.rewarm,
-                             tr_notices=self.notice > 0, notice=self.notice, spark_conf=(("spark.sql.autoBroadcastJoinThreshold", "-1"),))
+                             rewarm=self.rewarm, pools=self.pools,
+                             tr_notices=self.notice > 0, notice=self.notice, spark_conf=DEMO_SPARK_CONF)
 
 
 def estimate_seconds(plan: DemoPlan, stable: dict[str, float] | None = None,
@@ -297,7 +316,9 @@ def run_demo(plan: DemoPlan, out_dir: Path, console: Console) -> list[DemoLine]:
     console.print(f"[bold]trspark demo[/]: {', '.join(plan.workloads)} at SF {plan.sf:g}; policies "
                   f"{', '.join(plan.policies)}; reference = median of {plan.stable_runs} warm runs of vanilla Spark; "
                   f"{plan.seeds} kill schedules (seed {plan.seed}), the same for every policy"
-                  + (f", tr noticed {plan.notice:g} s ahead; " if plan.notice > 0 else "; ")
+                  + (f", tr noticed {plan.notice:g} s ahead" if plan.notice > 0 else "")
+                  + (f"; {plan.on_demand} of {plan.executors} executors on-demand (never killed); "
+                     if plan.on_demand else "; every executor spot; ")
                   + f"about {estimate_seconds(plan) / 60:.0f} min on 2 cores"
                   + ("" if plan.sf == 0.1 else " at SF 0.1 (the estimate's scale)"))
     result = run_with_progress(plan.settings(csv_path), RichConsole(stderr=True))
@@ -332,7 +353,10 @@ def run_demo(plan: DemoPlan, out_dir: Path, console: Console) -> list[DemoLine]:
               help="Seed of the kill schedules (schedule r of a workload is drawn from seed, workload, r).")
 @click.option("--notice", type=click.FloatRange(min=0), default=DemoPlan.notice, show_default=True,
               help="Seconds of termination notice tr gets before each kill (0: none).")
-def demo(out_dir: Path, sf: float, workloads: str, seeds: int, stable_runs: int, seed: int, notice: float) -> None:
+@click.option("--on-demand", type=click.IntRange(0, DemoPlan.executors - 1), default=DemoPlan.on_demand,
+              show_default=True, help=f"On-demand executors (never killed) of the {DemoPlan.executors}; 0: all spot.")
+def demo(out_dir: Path, sf: float, workloads: str, seeds: int, stable_runs: int, seed: int, notice: float,
+         on_demand: int) -> None:
     """Run the main job: TPC-DS and a long-lineage job on executors that get killed, per policy."""
     import sys
 
@@ -344,5 +368,6 @@ def demo(out_dir: Path, sf: float, workloads: str, seeds: int, stable_runs: int,
         names = parse_list(workloads, default=DEMO_WORKLOADS)
     except QueryError as exc:
         raise click.BadParameter(str(exc).removeprefix("--queries: "), param_hint="'--workloads'") from exc
-    plan = DemoPlan(sf=sf, workloads=names, seeds=seeds, stable_runs=stable_runs, seed=seed, notice=notice)
+    plan = DemoPlan(sf=sf, workloads=names, seeds=seeds, stable_runs=stable_runs, seed=seed, notice=notice,
+                    on_demand=on_demand)
     run_demo(plan, out_dir, Console() if sys.stdout.isatty() else Console(width=140))

@@ -92,6 +92,15 @@ def test_default_plan_fits_ten_minutes_and_needs_three_references_and_two_seeds(
         DemoPlan(notice=-1)
 
 
+def test_default_plan_has_one_on_demand_executor_that_is_never_killed() -> None:
+    settings = DemoPlan().settings(Path("r.csv"))
+    assert settings.pools == (("ondemand", 1), ("spot", 2)) and settings.executors == 3
+    assert DemoPlan(on_demand=0).settings(Path("r.csv")).pools == ()
+    assert ("spark.trspark.duplication", "false") in settings.spark_conf
+    with pytest.raises(ValueError, match="on-demand executors must be 0..2"):
+        DemoPlan(on_demand=3)
+
+
 def test_demo_command_runs_the_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[DemoPlan] = []
 

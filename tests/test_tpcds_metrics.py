@@ -28,6 +28,14 @@ def test_lost_outputs_and_a_resubmitted_attempt_count_as_recomputed() -> None:
     assert recomputed_in_stage([first, retry]) == 3
 
 
+def test_speculative_copies_of_running_tasks_are_not_re_runs() -> None:
+    copy = {**task(1, "KILLED"), "speculative": True}  # a duplicate that lost the race
+    winner = {**task(2), "speculative": True}  # a duplicate that won: its original was killed
+    stage = attempt([task(0), task(1), copy, task(2, "KILLED"), winner], shuffle_bytes=100)
+    assert recomputed_in_stage([stage]) == 0
+    assert recomputed_in_stage([stage, attempt([task(1)], shuffle_bytes=50)]) == 1  # partition 1's output lost
+
+
 def test_result_stages_are_not_counted() -> None:
     assert recomputed_in_stage([attempt([task(0), task(0, "FAILED"), task(0)])]) == 0
     assert recomputed_in_stage([]) == 0

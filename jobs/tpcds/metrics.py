@@ -5,7 +5,8 @@
     attempt): task attempts launched over all stage attempts minus the number of distinct
     partitions. One attempt per partition is the work a run without failures does; the rest is
     re-computation (lost map outputs re-run, resubmitted stages, tasks that died with their
-    executor). Read from ``/api/v1/applications/<app>/stages/<id>?details=true`` of the driver UI.
+    executor). Speculative attempts (Spark's speculation, ``tr``'s task duplicates) are extra
+    copies of running work, not re-runs, and are not counted. Read from ``/api/v1/applications/<app>/stages/<id>?details=true`` of the driver UI.
 ``capacity_lost_seconds``
     :math:`\\int (N - n(t))\\,dt` over the run, where ``N`` is the configured executor count and
     ``n(t)`` the executors registered with the driver, sampled every ``poll`` seconds.
@@ -76,7 +77,8 @@ def recomputed_in_stage(attempts: list[dict[str, Any]]) -> int:
     """Extra task attempts of one stage given its REST ``StageData`` attempts (0 for result stages)."""
     if not any(a.get("shuffleWriteBytes", 0) > 0 or a.get("shuffleWriteRecords", 0) > 0 for a in attempts):
         return 0
-    tasks = [task for attempt in attempts for task in (attempt.get("tasks") or {}).values()]
+    tasks = [task for attempt in attempts for task in (attempt.get("tasks") or {}).values()
+             if not task.get("speculative", False)]
     partitions = {task.get("partitionId", task.get("index")) for task in tasks}
     return len(tasks) - len(partitions)
 
