@@ -1,8 +1,8 @@
 """Kills the engine's estimates do not foresee, on a real ``local-trcluster[2,1,1024]`` in ``tr`` mode.
 
-The safety belt: the engine is told that executors live 10 hours on average, while here every
-executor is SIGKILLed again and again within a job of about a minute (more than 100x shorter
-lives). The engine backs up nothing, the kills make it re-run lost map outputs, and once that
+The safety belt: the engine is told that executors live 100 hours on average, while here every
+executor is SIGKILLed again and again within a job of a few minutes (lives more than 100x
+shorter). The engine backs up nothing, the kills make it re-run lost map outputs, and once that
 re-computation exceeds ``beta`` times the job's time before it started, the belt fires: from then
 on every map output is backed up. The next job, submitted alone, is measured afresh: the belt is
 released and the engine decides by its estimates again.
@@ -31,7 +31,7 @@ from live_app import TIMEOUT, LiveApp, expected_sums, read_trace, slow_sums, tra
 pytestmark = pytest.mark.spark
 
 EXECUTORS = 2
-TOLD = "exponential:mean=36000"  # what the engine is told; the kills below end executors within a minute
+TOLD = "exponential:mean=360000"  # what the engine is told; the kills below end executors within minutes
 ROWS = 6000
 TASKS, SECONDS = 24, 2.0  # the first job's map stage: 24 s of work on the two cores
 STORM_EVERY = 6  # successful map tasks between two storms
@@ -59,6 +59,10 @@ class App(LiveApp):
 
     def belt_fired_since(self, start: int) -> bool:
         return any('"type":"SafetyBelt"' in line and '"on":true' in line for line in self.trace_lines(start))
+
+    def fetch_failures(self, since: int) -> list[str]:
+        """Reducers sent to an executor that no longer holds what they read (Spark logs each one)."""
+        return [line for line in log_lines(self.log)[since:] if "FetchFailed" in line]
 
     def quiet(self) -> None:
         wait_for(lambda: self.stat("backups_requested") == self.stat("backups_done") + self.stat("backups_failed"),
@@ -163,17 +167,19 @@ def test_the_executor_that_received_peer_copies_is_killed(app: App) -> None:
     assert dict(rdd.collect()) == expected_sums(ROWS)
     after_first = {name: app.stat(name) for name in names}
     # Every output still had a living holder: the victim's own ones their copies, the others
-    # their sources (the index upload had made the victim their tracker location). Nothing re-ran.
-    assert after_first["outputs_lost"] == before["outputs_lost"]
+    # their sources (the index upload had made the victim their tracker location). Nothing
+    # re-ran and no reducer was sent to the dead peer.
     assert after_first["maps_rerun"] == before["maps_rerun"]
     assert after_first["outputs_repointed"] > before["outputs_repointed"]
+    assert not app.fetch_failures(since)
     # The victim's copies are gone from the ledger: when the other original executor dies too,
-    # every output is recomputed (none is re-pointed to the dead peer).
+    # each of the four outputs is recomputed once; none is re-pointed to the dead peer.
     app.wait_full(EXECUTORS)
     app.kill_one_executor()
     assert dict(rdd.collect()) == expected_sums(ROWS)
-    assert app.stat("outputs_lost") - after_first["outputs_lost"] == 4
-    assert app.stat("outputs_repointed") == after_first["outputs_repointed"]
     assert app.stat("maps_rerun") - after_first["maps_rerun"] == 4
+    assert app.stat("outputs_lost") - after_first["outputs_lost"] >= 4
+    assert app.stat("outputs_repointed") == after_first["outputs_repointed"]
+    assert not app.fetch_failures(since)
     warnings = app.trspark_warnings(since)
     assert len(warnings) <= 1, warnings
