@@ -1,10 +1,13 @@
 """A running trspark application on ``local-trcluster`` for live tests: its Spark session
-builder, its executors (alive, one killed), its counters and the driver's log file."""
+builder, its executors (alive, one or all killed), its counters, the driver's log file, the
+engine's trace, and a two-stage job with known answers."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,45 @@ def trcluster_builder(name: str, executors: int, java_options: str) -> Any:
     )
 
 
+def traced_python(folder: Path) -> tuple[Path, Path]:
+    """(an interpreter for ``spark.trspark.python``, the trace file): this interpreter, with
+    ``TRSPARK_TRACE`` set so that the engine appends every event and the commands it caused
+    (the py4j JVM may predate the test, so its environment cannot carry the setting)."""
+    trace = folder / "engine-trace.jsonl"
+    python = folder / "python-traced"
+    python.write_text(f'#!/bin/sh\nexport TRSPARK_TRACE="{trace}"\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    return python, trace
+
+
+def read_trace(trace: Path, start: int = 0) -> list[dict[str, Any]]:
+    """The engine's trace from byte ``start`` on: events (with ``seq``) and commands, in order."""
+    if not trace.exists():
+        return []
+    with trace.open(encoding="utf-8") as f:
+        f.seek(start)
+        return [json.loads(line) for line in f.read().splitlines() if line.endswith("}")]
+
+
+def slow_sums(sc: Any, rows: int, tasks: int, seconds: float) -> Any:
+    """Sums by key (``x % 7``) of ``range(rows)`` over ``tasks`` map tasks of ``seconds`` each, 3 reducers.
+
+    The map function is nested so it is pickled by value (executors cannot import tests).
+    """
+
+    def slow(index: int, part: Any) -> Any:
+        import time
+
+        time.sleep(seconds)  # the workload: a task that takes a while, so that kills land mid-job
+        return ((x % 7, x) for x in part)
+
+    return sc.parallelize(range(rows), tasks).mapPartitionsWithIndex(slow).reduceByKey(lambda a, b: a + b, 3)
+
+
+def expected_sums(rows: int) -> dict[int, int]:
+    return {k: sum(range(k, rows, 7)) for k in range(min(rows, 7))}
+
+
 class LiveApp:
     def __init__(self, spark: Any, log: Path) -> None:
         self.spark = spark
@@ -40,6 +82,9 @@ class LiveApp:
         ids = self.sc._jsc.sc().getExecutorIds()
         return {str(ids.apply(i)) for i in range(ids.size())}
 
+    def wait_full(self, executors: int) -> None:
+        wait_for(lambda: len(self.alive()) >= executors, what=f"{executors} executors registered", timeout=TIMEOUT)
+
     def driver_pid(self) -> int:
         return int(self.sc._jvm.java.lang.ProcessHandle.current().pid())
 
@@ -52,3 +97,14 @@ class LiveApp:
         wait_for(lambda: victim.executor_id not in self.alive(), what=f"executor {victim.executor_id} to be removed",
                  timeout=TIMEOUT)
         return str(victim.executor_id)
+
+    def kill_all_executors(self) -> set[str]:
+        """SIGKILL every executor at once; return their ids once the driver removed them all."""
+        from jobs.harness.executors import find_executors
+
+        victims = find_executors(self.driver_pid())
+        for victim in victims:
+            os.kill(victim.pid, signal.SIGKILL)
+        ids = {str(v.executor_id) for v in victims}
+        wait_for(lambda: not ids & self.alive(), what="every killed executor removed", timeout=TIMEOUT)
+        return ids

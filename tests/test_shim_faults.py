@@ -14,9 +14,7 @@ file of this test's own log4j2 configuration, read after each path.
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,7 @@ from typing import Any
 import pytest
 from driver_log import driver_log, log_lines
 from jvm_gateway import wait_for
-from live_app import TIMEOUT, LiveApp, trcluster_builder
+from live_app import TIMEOUT, LiveApp, expected_sums, slow_sums, trcluster_builder
 
 pytestmark = pytest.mark.spark
 
@@ -73,7 +71,7 @@ def run_job(app: App) -> dict[int, int]:
     return dict(rdd.collect())
 
 
-EXPECTED = {k: sum(range(k, 6000, 7)) for k in range(7)}
+EXPECTED = expected_sums(6000)
 PATHS = [
     "TRTaskScheduler.executorLost",
     "TRTaskScheduler.handleFailedTask",
@@ -85,31 +83,16 @@ PATHS = [
 ]
 
 
-def storm_job(app: App) -> dict[int, int]:
-    """Sums by key over 16 map tasks of about 2 s each (long enough for two kill storms)."""
-
-    def slow(index: int, rows: Iterator[int]) -> Iterator[tuple[int, int]]:
-        import time
-
-        time.sleep(2.0)  # the workload: a task that takes a while, so that kills land mid-job
-        return ((x % 7, x) for x in rows)
-
-    rdd = app.sc.parallelize(range(6000), 16).mapPartitionsWithIndex(slow).reduceByKey(lambda a, b: a + b, 3)
-    return dict(rdd.collect())
-
-
 def test_kill_storms_lose_no_job(app: App) -> None:
     """Runs first, while the engine still sees every event. The engine believes executors live 600 s on average; here every executor is
     killed at once, twice, within a job, and the job's answer is right."""
     import threading
 
-    from jobs.harness.chaos import find_executors
-
     wait_for(lambda: len(app.alive()) >= EXECUTORS, what="every executor registered", timeout=TIMEOUT)
     app.status.setBuiltin("never", "both", 0.0)  # the engine decides (a previous test may have fallen back)
-    driver = app.driver_pid()
     result: dict[str, Any] = {}
-    job = threading.Thread(target=lambda: result.update(answer=storm_job(app)))
+    # 16 map tasks of about 2 s each: long enough for two kill storms.
+    job = threading.Thread(target=lambda: result.update(answer=dict(slow_sums(app.sc, 6000, 16, 2.0).collect())))
     job.start()
     storms = 0
     for _ in range(2):
@@ -120,11 +103,7 @@ def test_kill_storms_lose_no_job(app: App) -> None:
             for s in app.sc.statusTracker().getActiveStageIds())), what="a running stage with output", timeout=TIMEOUT)
         if not job.is_alive():
             break
-        victims = find_executors(driver)
-        for victim in victims:
-            os.kill(victim.pid, signal.SIGKILL)
-        wait_for(lambda vs=victims: not {v.executor_id for v in vs} & app.alive(), what="the storm's victims removed",
-                 timeout=TIMEOUT)
+        app.kill_all_executors()
         storms += 1
     job.join(timeout=600)
     assert result.get("answer") == EXPECTED

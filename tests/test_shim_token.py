@@ -4,6 +4,7 @@ an engine that misbehaves once connected.
 Each case is a ``local[1]`` application in ``tr`` mode whose ``spark.trspark.python`` is a wrapper
 around this interpreter: it runs everything as usual except the engine, which it starts with a
 wrong token, without its token, or replaces by a client that says ``Hello`` with no token field,
+that never connects (within ``spark.trspark.engine.startTimeout``),
 that sends a line that is not JSON, or that acknowledges each event three times
 ``spark.trspark.engine.timeout`` late; or the real engine is stopped with SIGSTOP. The plugin must
 refuse or drop the engine (one warning naming why), fall back to always-checkpoint and still run
@@ -25,13 +26,16 @@ from jvm_gateway import wait_for
 pytestmark = pytest.mark.spark
 
 TIMEOUT = 120.0
+START_TIMEOUT = 5.0  # spark.trspark.engine.startTimeout of the case whose engine never connects
 # The engine is the one command the plugin starts with `--connect 127.0.0.1:<port>`.
 WRAPPER = """\
 #!{python}
-import json, os, socket, sys, time
+import json, os, signal, socket, sys, time
 args = sys.argv[1:]
 if "--connect" in args:
     case = {case!r}
+    if case == "never connects":
+        signal.pause()  # the fault: an engine that never connects; the plugin ends it
     if case == "wrong token":
         os.environ["TRSPARK_TOKEN"] = "0" * 32
     elif case == "no token in the environment":
@@ -64,6 +68,7 @@ REFUSALS = {
     "wrong token": "engine did not say Hello with the right token and version",
     "no token in Hello": "engine did not say Hello with the right token and version",
     "no token in the environment": "engine process exited with code 2",
+    "never connects": f"engine did not connect within {START_TIMEOUT} s (spark.trspark.engine.startTimeout)",
 }
 # An engine that connected and then misbehaves: the plugin drops it (and ends its process).
 MISBEHAVIOURS = {
@@ -101,7 +106,8 @@ def application(tmp_path: Path, logging: tuple[str, Path]) -> Iterator[Callable[
         )
         spark = trspark.configure(builder, mode="tr", lifetime="exponential:mean=600", python=str(wrapper),
                                   remote_path=(tmp_path / "backups").as_uri(),
-                                  **(LAG_OPTIONS if case in MISBEHAVIOURS else {})).getOrCreate()
+                                  **(LAG_OPTIONS if case in MISBEHAVIOURS else {}),
+                                  **({"engine_start_timeout": START_TIMEOUT} if case == "never connects" else {})).getOrCreate()
         started.append(spark)
         return spark
 

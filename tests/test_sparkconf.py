@@ -36,6 +36,18 @@ def test_spark_conf_has_jar_plugin_python_and_the_options_in_both_spellings(fake
     }
 
 
+def test_engine_start_timeout_is_a_setting_of_its_own_with_a_generous_default(fake_jar: str) -> None:
+    from trspark.engine.settings import TRConfig
+    from trspark.keys import BY_FULL
+    from trspark.live.config import from_spark_conf
+
+    key = BY_FULL["spark.trspark.engine.startTimeout"]
+    assert key.default == TRConfig().engine_start_timeout >= 60.0
+    assert "spark.trspark.engine.startTimeout" not in trspark.spark_conf()  # the plugin's own default applies
+    assert trspark.spark_conf(engine_start_timeout=300)["spark.trspark.engine.startTimeout"] == "300"
+    assert from_spark_conf({"spark.trspark.engine.startTimeout": "2.5"}).engine_start_timeout == 2.5
+
+
 def test_python_option_overrides_the_interpreter(fake_jar: str) -> None:
     assert trspark.spark_conf(python="/usr/bin/python3")["spark.trspark.python"] == "/usr/bin/python3"
 
@@ -49,6 +61,9 @@ def test_python_option_overrides_the_interpreter(fake_jar: str) -> None:
         ({"lifetime": "gamma:k=2"}, "unknown lifetime model 'gamma'"),
         ({"colour": "red"}, "unknown trspark option 'colour'"),
         ({"recursion_depth": 3, "recursionDepth": 4}, "spark.trspark.recursionDepth is given twice"),
+        ({"engine_start_timeout": 0}, "spark.trspark.engine.startTimeout='0' is not valid; allowed: seconds > 0"),
+        ({"engine.startTimeout": "soon"}, "spark.trspark.engine.startTimeout='soon' is not valid"),
+        ({"engine_start_timeout": "inf"}, "spark.trspark.engine.startTimeout='inf' is not valid; allowed: seconds > 0"),
     ],
 )
 def test_bad_options_raise_config_error_naming_the_key(fake_jar: str, options: dict[str, object], message: str) -> None:

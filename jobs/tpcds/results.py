@@ -21,7 +21,8 @@ Columns (units in the names where they have one):
     Map outputs backed up by the plugin (0 for policies without it).
 ``plugin_fallback``
     The plugin had fallen back to always-checkpoint by the end of the run (its policy engine did
-    not connect within 60 s or lagged behind): such a ``tr`` run measured always-checkpoint.
+    not connect within ``spark.trspark.engine.startTimeout`` or lagged behind): such a ``tr`` run
+    measured always-checkpoint.
 ``result_ok, failed, error``
     Answer equal to DuckDB's (the oracle); the run failed (aborted job, time cap); why.
 """

@@ -39,6 +39,7 @@ class TRConfig:
     remote_path: str = ""
     python: str = ""
     engine_timeout: float = 2.0
+    engine_start_timeout: float = 120.0
     history_url: str = ""
     pool: str = "default"
     backup_throttle: float = 0.0

@@ -24,15 +24,16 @@ import org.apache.spark.internal.Logging
  * out with an increasing `"seq"`, and the engine answers with command lines and
  * `{"type":"Ack","seq":n}` once it has processed event n.
  *
- * Any trouble -- no start, wrong token, socket closed, process exited, garbage, a full event
- * queue, or the oldest unacknowledged event older than `engineTimeoutS` -- calls `onFailure`
- * exactly once with the reason; the caller then checkpoints everything itself. `onAck` gets
- * each acknowledged event's round trip (ns from sending it to its Ack).
+ * Any trouble -- no start, no Hello within `startTimeoutS`, wrong token, socket closed, process
+ * exited, garbage, a full event queue, or the oldest unacknowledged event older than
+ * `engineTimeoutS` -- calls `onFailure` exactly once with the reason; the caller then checkpoints
+ * everything itself. `onAck` gets each acknowledged event's round trip (ns from sending it to its Ack).
  */
 class EngineBridge(
     python: String,
     confJson: String,
     engineTimeoutS: Double,
+    startTimeoutS: Double,
     onCommand: JsonNode => Unit,
     onFailure: String => Unit,
     onAck: Long => Unit) extends Logging {
@@ -60,7 +61,7 @@ class EngineBridge(
   private def connect(): Unit = {
     val server = new ServerSocket(0, 1, InetAddress.getLoopbackAddress)
     try {
-      server.setSoTimeout((StartTimeoutS * 1000).toInt)
+      server.setSoTimeout((startTimeoutS * 1000).toInt)
       val command = Seq(python, "-m", "trspark.live", "--connect", s"127.0.0.1:${server.getLocalPort}")
       val builder = new ProcessBuilder(command: _*).inheritIO()
       builder.environment().put("TRSPARK_TOKEN", token)
@@ -73,10 +74,10 @@ class EngineBridge(
         fail(s"engine process exited with code $code")
       }
       socket = try server.accept() catch {
-        case NonFatal(_) => fail(s"engine did not connect within $StartTimeoutS s"); return
+        case NonFatal(_) => fail(s"engine did not connect within $startTimeoutS s (spark.trspark.engine.startTimeout)"); return
       }
     } finally server.close()
-    socket.setSoTimeout((StartTimeoutS * 1000).toInt)
+    socket.setSoTimeout((startTimeoutS * 1000).toInt)
     val in = new BufferedReader(new InputStreamReader(socket.getInputStream, StandardCharsets.UTF_8))
     val hello = try Option(in.readLine()).map(Json.parse) catch { case NonFatal(_) => None }
     val ok = hello.exists { h =>
@@ -180,7 +181,6 @@ class EngineBridge(
 object EngineBridge {
   val Version = 1
   val QueueCapacity = 10000
-  val StartTimeoutS: Double = TRConf.EngineStartTimeoutS
   /** Seconds the engine gets to end on its own at application end before it is sent SIGTERM. */
   val StopGraceS = 10L
 }

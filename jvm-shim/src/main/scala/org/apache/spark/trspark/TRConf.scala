@@ -18,6 +18,7 @@ case class TRConf(
     targets: String,
     remotePath: String,
     engineTimeoutS: Double,
+    engineStartTimeoutS: Double,
     periodS: Double,
     python: String,
     throttleBytesPerS: Double) {
@@ -34,8 +35,9 @@ object TRConf {
   val Targets: Seq[String] = Seq("both", "local", "remote")
   /** Spark's own key that makes executors read map outputs re-pointed to the fallback id. */
   val FallbackPathKey = "spark.storage.decommission.fallbackStorage.path"
-  /** How long the engine process may take to connect and say Hello (imports numpy/scipy). */
-  val EngineStartTimeoutS = 60.0
+  /** Default of `spark.trspark.engine.startTimeout`: how long the engine process may take to
+   *  connect and say Hello (it imports numpy/scipy, slow on a loaded machine). */
+  val EngineStartTimeoutS = 120.0
 
   def fail(key: String, raw: String, allowed: String): Nothing =
     throw new IllegalArgumentException(s"$Prefix$key='$raw' is not valid; allowed: $allowed")
@@ -103,6 +105,7 @@ object TRConf {
     targets = choice(conf, "backup.targets", "both", Targets),
     remotePath = remotePath(conf),
     engineTimeoutS = positive(conf, "engine.timeout", 2.0),
+    engineStartTimeoutS = positive(conf, "engine.startTimeout", EngineStartTimeoutS),
     periodS = positive(conf, "period", 5.0),
     python = conf.get(Prefix + "python", "").trim,
     throttleBytesPerS = rate(conf, "backup.throttle"))

@@ -476,7 +476,7 @@ class TRDriverPlugin extends DriverPlugin with Logging {
       sys.env.get("PYSPARK_PYTHON")).flatten.headOption.getOrElse("python3")
 
   private def startEngine(appId: String): EngineBridge = {
-    val b = new EngineBridge(enginePython, settingsJson(Some(appId)), conf.engineTimeoutS,
+    val b = new EngineBridge(enginePython, settingsJson(Some(appId)), conf.engineTimeoutS, conf.engineStartTimeoutS,
       node => { obs.command(node); command(node) }, reason => fallBack(s"policy engine unavailable ($reason)", None), obs.acked)
     b.start()
     b
