@@ -94,9 +94,20 @@ def test_a_leaf_stage_with_no_priced_output_is_not_restricted() -> None:
     assert rule.restrict(state, _limits()).spot_forbidden == {}
 
 
+def test_a_wait_is_priced_by_the_cores_that_read_the_stage() -> None:
+    state = _mixed_state()  # stage 0's loss would hold up its 4 tasks' cores: Omega = 4
+    # C_s = 3 core-seconds is 0.75 s of the readers' time: less than the 1 s the last task would wait.
+    weighted, unweighted = StablePlacement(["ondemand"]), StablePlacement(["ondemand"], stall_weight=False)
+    for rule in (weighted, unweighted):
+        _priced(rule, state, c_redo=3.0)
+    limits = weighted.restrict(state, _limits())
+    assert limits.spot_forbidden == {} and limits.spot_fallback == {0: ("s1", "s2")}
+    assert unweighted.restrict(state, _limits()).spot_forbidden == {0: ("s1", "s2")}
+
+
 def test_a_full_stable_pool_lets_spot_take_the_task_after_the_wait() -> None:
     state = _mixed_state(od_busy_until=101.0)
-    rule = StablePlacement(["ondemand"])
+    rule = StablePlacement(["ondemand"], stall_weight=False)  # costs and waits in the same seconds
     _priced(rule, state, c_redo=50.0)
     assert rule.restrict(state, _limits()).spot_forbidden == {}  # od's cores free in ~100 s: not worth 50 s
     _priced(rule, state, c_redo=1000.0)  # smoothed: C_s = 0.7 * 50 + 0.3 * 1000 = 335 s > the wait
@@ -140,7 +151,8 @@ def _critical_policy(pool_lifetimes: tuple[tuple[str, str], ...]):  # type: igno
 
 
 def test_the_policy_sends_a_lineage_critical_stage_to_stable_capacity() -> None:
-    policy = _critical_policy(POOLS)
+    # Spot VMs living 20 s on average: stage 1's outputs cost more of its readers' time than any wait.
+    policy = _critical_policy((("ondemand", "stable"), ("spot", "exponential:mean=20")))
     assert policy.critical.spot_cost(policy.state.stages[1]) > 0.0
     assert policy.hints is not None and policy.hints.forbidden.get(1) == ("s1", "s2")
     assert placement.plan(["s2", "od"], {1: 3}, {1: 1}, policy.hints) == [("od", 1)]
@@ -212,7 +224,7 @@ def test_a_rebalance_recommendation_gets_the_executor_s_output_backed_up(factor:
 def test_a_rebalanced_spot_executor_weighs_more_in_the_stable_placement() -> None:
     state = _mixed_state()
     state.apply(ExecutorRebalance(time=2.0, executor_id="s2"))
-    rule = StablePlacement(["ondemand"], rebalance_factor=10.0)
+    rule = StablePlacement(["ondemand"], rebalance_factor=10.0, stall_weight=False)
     _priced(rule, state, c_redo=0.15)  # 0.15 s < the last task's 1 s wait; 10 x 0.15 s is not
     limits = rule.restrict(state, _limits())
     assert limits.spot_forbidden == {0: ("s2",)} and limits.spot_fallback == {0: ("s1",)}

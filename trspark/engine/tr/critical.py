@@ -33,17 +33,24 @@ starts after
 and only the stages that wait for stable cores queue for them (the later stages see the cores
 the earlier ones took).
 
+**Price of a wait** (core-seconds): a task that starts :math:`w` seconds later delays the
+stage's output by :math:`w`, and with it the cores that read it -- the same
+:math:`\\Omega_s` cores (:func:`~trspark.engine.tr.stall.stall_width`, 1 with
+``stallWeight`` off) by which the re-computation terms of :math:`C_s` are weighted. So a wait
+of :math:`w` costs :math:`\\Omega_s w`, in the units of :math:`C_s`.
+
 **Rule**, per stage s and spot executor v, from the cheapest to the strongest:
 
-* :math:`k_v C_s \\le f_1` (nothing to gain even from the next stable core): unrestricted;
-* :math:`f_1 < k_v C_s \\le W_s` (the first tasks gain by a stable core, the last would wait
-  longer than their loss): v is a ``fallback`` for s -- stable cores pick first, spot cores take
-  what is left at once, so no task waits longer than it saves;
-* :math:`k_v C_s > W_s` (even the last task is better off waiting): v is ``forbidden`` for s
-  (placement's starving pass still lets a stage with nothing running take a spot core), until
-  the stage has waited :math:`k_v C_s` seconds since it was first kept off spot; then v is a
-  ``fallback``, so an estimate that was too low never holds a stage longer than the loss it
-  avoids.
+* :math:`k_v C_s \\le \\Omega_s f_1` (nothing to gain even from the next stable core):
+  unrestricted;
+* :math:`\\Omega_s f_1 < k_v C_s \\le \\Omega_s W_s` (the first tasks gain by a stable core, the
+  last would wait longer than their loss): v is a ``fallback`` for s -- stable cores pick first,
+  spot cores take what is left at once, so no task waits longer than it saves;
+* :math:`k_v C_s > \\Omega_s W_s` (even the last task is better off waiting): v is ``forbidden``
+  for s (placement's starving pass still lets a stage with nothing running take a spot core),
+  until the stage has waited :math:`k_v C_s / \\Omega_s` seconds since it was first kept off
+  spot; then v is a ``fallback``, so an estimate that was too low never holds a stage longer
+  than the loss it avoids.
 
 Python (:func:`trspark.engine.placement.place`) and Scala (``HintPlacement``) carry out the
 same hints; no decision is made in the drivers.
@@ -67,6 +74,7 @@ import numpy as np
 from trspark.engine.state import JobState
 from trspark.engine.tr.checkpointing import Costs
 from trspark.engine.tr.scheduling import GammaLimits
+from trspark.engine.tr.stall import stall_width
 from trspark.engine.views import ExecutorView, MapOutput, StageView
 
 #: Weight of the newest priced output in a stage's spot cost ``C_s``.
@@ -95,11 +103,15 @@ class StablePlacement:
         Pools whose executors are never evicted.
     rebalance_factor : float
         ``k_v`` of an executor with a rebalance recommendation.
+    stall_weight : bool
+        Price a wait by the cores it holds up (:math:`\\Omega_s`), as the policy weights
+        :math:`C_s`; False: both unweighted.
     """
 
-    def __init__(self, stable_pools: Collection[str], rebalance_factor: float = 1.0) -> None:
+    def __init__(self, stable_pools: Collection[str], rebalance_factor: float = 1.0, stall_weight: bool = True) -> None:
         self.stable_pools = frozenset(stable_pools)
         self.rebalance_factor = rebalance_factor
+        self.stall_weight = stall_weight
         self.cost: dict[int, float] = {}
         """shuffle -> ``C_s`` (s) of its outputs on spot executors."""
         self.since: dict[int, float] = {}
@@ -158,7 +170,8 @@ class StablePlacement:
             stage = state.stages.get(stage_id)
             if stage is None or stage.shuffle_id is None or stage.pending_count == 0:
                 continue
-            cost = self.spot_cost(stage)
+            # C_s / Omega_s: the loss in seconds of the readers' delay, comparable with a wait.
+            cost = self.spot_cost(stage) / (stall_width(state, stage.shuffle_id) if self.stall_weight else 1)
             seconds = limits.expected_task_seconds.get(stage_id, state.mean_task_seconds())
             wait, after = last_wait(free_at, stage.pending_count, seconds)
             weighed = [(e.executor_id, self.weight(e) * cost) for e in spot if self.weight(e) * cost > free_at[0]]

@@ -114,7 +114,7 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         prior = from_spec(config.lifetime)
         self.knowledge = knowledge or RebalanceKnowledge(prior, config.knowledge, pools=pool_models(prior, config.pool_lifetimes),
                                                          factor=config.rebalance_hazard_factor)
-        self.critical = StablePlacement(config.stable_pools(), config.rebalance_hazard_factor)
+        self.critical = StablePlacement(config.stable_pools(), config.rebalance_hazard_factor, config.stall_weight)
         lineage = Lineage()
         self.state = JobState(lineage=lineage, lifetime_of=self.knowledge.model)
         self.costs = CostEstimator(config, self.knowledge, lineage)
