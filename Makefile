@@ -37,7 +37,7 @@ lint:
 	lint-imports  # the architecture contracts in pyproject.toml
 
 test: setup azurite browser lint
-	TRSPARK_AZURITE=$(abspath $(AZURITE)) $(PYTHON) -m pytest -q
+	TRSPARK_AZURITE=$(abspath $(AZURITE)) $(PYTHON) -m pytest -q --durations=20
 
 constraints:
 	$(PYTHON) .ci/constraints.py > constraints.txt
