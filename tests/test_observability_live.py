@@ -3,7 +3,8 @@
 One application for the module: three rounds of (write a shuffle, back it up, kill an executor
 that wrote part of it, read the shuffle again) -- remote backups, peer backups, then none (the
 outputs are recomputed). Then the counters must agree across Spark's ``PrometheusServlet``,
-``trspark.status``, the "trspark" UI tab in headless Chromium, and the event log.
+``trspark.status``, the "trspark" UI tab in headless Chromium, and the event log; and the
+executors' own metrics, written by Spark's ``CsvSink``, must add up to the driver's.
 
 ``TRSPARK_UPDATE_DOCS=1`` also writes the tab's screenshot to ``docs/trspark-ui-tab.png``.
 """
@@ -36,6 +37,8 @@ CHROMIUM_FLAGS = [
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 # Prometheus text lines of the driver's trspark source: metrics_<app>_driver_trspark_<name>_<Value|Count>
 PROM_LINE = re.compile(r"^metrics_\w+?_driver_trspark_(\w+?)_(Value|Count)\{type=\"(\w+)\"\} (\S+)$")
+# Spark's CsvSink writes one file per executor metric: <app id>.<executor id>.<source>.<metric>.csv
+EXECUTOR_CSV = re.compile(r"^[^.]+\.(\d+)\.plugin\.org\.apache\.spark\.trspark\.TRSparkPlugin\.(\w+)\.csv$")
 
 
 def prometheus_text(ui_url: str) -> str:
@@ -55,18 +58,63 @@ def prometheus(ui_url: str) -> dict[str, float]:
     return out
 
 
-class App(Cluster):
-    """The session, its event-log directory and the kills done to it."""
+def executor_reports(directory: Path) -> dict[str, dict[str, tuple[float, int]]]:
+    """Each executor's trspark metrics from Spark's CsvSink: name -> (time of the last report, value).
 
-    def __init__(self, spark: Any, root: Path, log_dir: Path) -> None:
+    A counter's file has rows ``t,count`` (``t`` in epoch seconds); a timer's ``t,count,max,...``
+    (its value here is its count).
+    """
+    found: dict[str, dict[str, tuple[float, int]]] = {}
+    for path in directory.iterdir():
+        match = EXECUTOR_CSV.match(path.name)
+        rows = path.read_text().splitlines() if match else []
+        if match and len(rows) > 1 and rows[-1].count(",") >= 1:  # a header, then whole rows
+            t, value = rows[-1].split(",")[:2]
+            found.setdefault(match[1], {})[match[2]] = (float(t), int(value))
+    return found
+
+
+def executor_totals(directory: Path) -> dict[str, int]:
+    """Every executor's last reported trspark metrics, summed over the executors."""
+    totals: dict[str, int] = {}
+    for metrics in executor_reports(directory).values():
+        for name, (_, value) in metrics.items():
+            totals[name] = totals.get(name, 0) + value
+    return totals
+
+
+class App(Cluster):
+    """The session, its event-log and executor-metrics directories and the kills done to it."""
+
+    def __init__(self, spark: Any, root: Path, log_dir: Path, sink_dir: Path) -> None:
         super().__init__(spark, root)
         self.log_dir = log_dir
+        self.sink_dir = sink_dir
         self.kills: list[str] = []
         self.stopped = False
 
     def kill(self, executor_id: str) -> None:
+        # A killed executor reports nothing more: first let the sink see every copy the driver
+        # counts (written by their sources, checked by their peers).
+        def sink_caught_up() -> bool:
+            driver, sink = trspark.status(self.spark), executor_totals(self.sink_dir)
+            return (sink.get("copies_to_peers", 0) + sink.get("copies_to_remote", 0) >= driver["backups_finished"]
+                    and sink.get("peer_copies_intact", 0) >= driver["backups_to_peers"])
+
+        wait_for(sink_caught_up, what="the executors' metrics to reach the sink")
         self.kills.append(executor_id)
         super().kill(executor_id)
+
+    def executor_metrics(self) -> dict[str, int]:
+        """The executors' metrics summed, once every live executor reported after this call."""
+        since = time.time()
+
+        def reported() -> bool:
+            found = executor_reports(self.sink_dir)
+            return all(e in found and min(t for t, _ in found[e].values()) > since for e in self.alive())
+
+        wait_for(reported, what="a report of every live executor's metrics")
+        return executor_totals(self.sink_dir)
 
     def prometheus_text(self) -> str:
         return prometheus_text(self.sc.uiWebUrl)
@@ -124,6 +172,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
 
     root = tmp_path_factory.mktemp("backups")
     log_dir = tmp_path_factory.mktemp("eventlog")
+    sink_dir = tmp_path_factory.mktemp("executor-metrics")
     spark = (
         SparkSession.builder.master(f"local-trcluster[{EXECUTORS},1,1024]")
         .appName("trspark-observability")
@@ -134,6 +183,11 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
         .config("spark.ui.prometheus.enabled", "true")
         .config("spark.metrics.conf.*.sink.prometheusServlet.class", "org.apache.spark.metrics.sink.PrometheusServlet")
         .config("spark.metrics.conf.*.sink.prometheusServlet.path", "/metrics/prometheus")
+        # The executors' metrics to CSV files, a report a second.
+        .config("spark.metrics.conf.executor.sink.csv.class", "org.apache.spark.metrics.sink.CsvSink")
+        .config("spark.metrics.conf.executor.sink.csv.period", "1")
+        .config("spark.metrics.conf.executor.sink.csv.unit", "seconds")
+        .config("spark.metrics.conf.executor.sink.csv.directory", str(sink_dir))
         .config("spark.eventLog.enabled", "true")
         .config("spark.eventLog.dir", f"file://{log_dir}")
         .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
@@ -141,7 +195,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
         .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )
-    app = App(spark, root, log_dir)
+    app = App(spark, root, log_dir, sink_dir)
     try:
         round_with_kill(app, "always", "remote", "remote")
         round_with_kill(app, "always", "local", "peers")
@@ -212,6 +266,25 @@ def test_the_ui_tab_shows_the_metrics_in_a_headless_browser(app: App, tmp_path: 
     assert shot.stat().st_size > 10_000
     if os.environ.get("TRSPARK_UPDATE_DOCS") == "1":
         shutil.copy(shot, DOCS / "trspark-ui-tab.png")
+
+
+def test_the_executors_metrics_reach_a_sink_and_add_up_to_the_driver_counters(app: App) -> None:
+    counters = app.settled()
+    on_executors = app.executor_metrics()
+    reports = executor_reports(app.sink_dir)
+    print("executors' metrics (summed):", on_executors)
+    # Every executor the application had, the killed ones included, reported every metric.
+    assert len(reports) >= EXECUTORS + len(app.kills)
+    assert all(set(m) == set(on_executors) for m in reports.values())
+    # Each copy the driver committed was written by one executor and (a peer copy) checked by another.
+    assert on_executors["copies_to_remote"] == counters["backups_to_remote"] > 0
+    assert on_executors["copies_to_peers"] == counters["backups_to_peers"] > 0
+    assert on_executors["bytes_to_remote"] == counters["bytes_to_remote"]
+    assert on_executors["bytes_to_peers"] == counters["bytes_to_peers"]
+    assert on_executors["copy_time"] == counters["backups_finished"]
+    assert on_executors["peer_copies_intact"] == counters["backups_to_peers"]
+    assert on_executors["peer_copies_damaged"] == 0
+    assert on_executors["copies_failed"] == counters["backups_failed"] == 0
 
 
 def test_the_event_log_and_its_report_agree_with_the_metrics(app: App, tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ import org.apache.spark.storage.{BlockId, ShuffleDataBlockId, ShuffleIndexBlockI
 class TRExecutorPlugin extends ExecutorPlugin with Logging {
   private var ctx: PluginContext = _
   private var conf: TRConf = _
+  private var metrics: ExecutorMetrics = _
   private lazy val remote = new RemoteBackups(conf.remotePath, ctx.conf().getAppId,
     SparkHadoopUtil.get.newConfiguration(ctx.conf()))
   private val cancelled = ConcurrentHashMap.newKeySet[(Int, Long)]()
@@ -40,6 +41,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
   override def init(context: PluginContext, extraConf: JMap[String, String]): Unit = {
     ctx = context
     conf = TRConf(context.conf())
+    metrics = new ExecutorMetrics(context.metricRegistry())
     if (conf.usesEngine) {
       val settings = NoticeSettings(context.conf()).forExecutor(context.executorID())
       val watcher = new NoticeWatcher(settings,
@@ -93,17 +95,21 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
   }
 
   private def run(task: BackupTask): Unit = {
-    if (cancelled.remove((task.shuffleId, task.mapId))) return
+    if (cancelled.remove((task.shuffleId, task.mapId))) { metrics.copiesCancelled.inc(); return }
     val started = System.nanoTime()
     try {
       val (bytes, indexCrc, dataCrc) =
         if (task.target == Target.Remote) toRemote(task) else toPeer(task)
-      ctx.send(Wire.encode(BackupDone(ctx.executorID(), task, bytes, (System.nanoTime() - started) / 1e9, indexCrc, dataCrc)))
+      val nanos = System.nanoTime() - started
+      ctx.send(Wire.encode(BackupDone(ctx.executorID(), task, bytes, nanos / 1e9, indexCrc, dataCrc)))
+      metrics.written(task.target, bytes, nanos)
     } catch {
       case _: RemoteBackups.Cancelled =>
+        metrics.copiesCancelled.inc()
         remote.delete(task.shuffleId, task.mapId)
       case NonFatal(_) if stopping =>
       case NonFatal(e) =>
+        metrics.copiesFailed.inc()
         logWarning(s"trspark: backup of shuffle ${task.shuffleId} map ${task.mapId} to ${task.target} failed: $e")
         val missing = e.isInstanceOf[java.io.FileNotFoundException] // this executor lost the output's files
         Try(ctx.send(Wire.encode(BackupFailedMsg(ctx.executorID(), task, e.toString, missing))))
@@ -112,7 +118,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
 
   /** Delete the files of another executor's map output that this executor holds as a peer copy. */
   private def deletePeerCopy(shuffleId: Int, mapId: Long): Unit = worker.execute { () =>
-    try resolver.removeDataByMap(shuffleId, mapId)
+    try { resolver.removeDataByMap(shuffleId, mapId); metrics.peerCopiesDeleted.inc() }
     catch { case NonFatal(e) => logWarning(s"trspark: cannot delete peer copy of shuffle $shuffleId map $mapId: $e") }
   }
 
@@ -132,6 +138,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
       else if (index.get._2 != check.indexCrc || data.get._2 != check.dataCrc) "corrupt"
       else ""
     } catch { case NonFatal(e) => s"unreadable ($e)" }
+    metrics.checked(problem)
     Try(ctx.send(Wire.encode(PeerChecked(ctx.executorID(), check, problem))))
   }
 

@@ -1,0 +1,229 @@
+package org.apache.spark.trspark
+
+import java.util.concurrent.atomic.{AtomicBoolean, AtomicLong}
+
+import scala.collection.mutable
+
+import org.apache.spark.storage.BlockManagerId
+
+/**
+ * The driver's copy bookkeeping: map outputs into the [[BackupLedger]], backup work queued per
+ * source executor and handed out on its polls, copies reported back, checked (peer copies by
+ * their peer, remote ones here) and committed or failed, and the queues of an executor that is
+ * gone abandoned.
+ */
+trait BackupFlow extends DriverBase {
+  protected val ledger = new BackupLedger
+  protected val work = mutable.HashMap.empty[String, mutable.Queue[BackupTask]]
+  /** Backups handed to their source executor and not yet reported back (by source executor). */
+  protected val running = mutable.HashMap.empty[String, mutable.Set[BackupTask]]
+  /** Peer copies to delete, by the executor holding them (sent with its next [[Work]]). */
+  protected val peerDeletes = mutable.HashMap.empty[String, mutable.Buffer[(Int, Long)]]
+  /** Peer copies received and not yet re-read by their peer: (peer, shuffle, map id) -> the report. */
+  protected val unchecked = mutable.HashMap.empty[(String, Int, Long), BackupDone]
+  protected val checks = mutable.HashMap.empty[String, mutable.Buffer[PeerCheck]]
+  /** True from a failed write to the remote store until a remote backup commits again. */
+  protected val storeFailing = new AtomicBoolean(false)
+  /** Kinds of damaged copies already warned about (one warning per kind and application). */
+  protected val damageWarned = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
+  protected val cancels = mutable.HashMap.empty[String, mutable.Buffer[(Int, Long)]]
+  protected val blockManagers = mutable.HashMap.empty[String, BlockManagerId]
+  protected val deadExecutors = mutable.HashSet.empty[String]
+  protected val peerRound = new AtomicLong(0)
+  /** The built-in policy's bandwidth cap per copy (bytes/s; 0 = none). */
+  @volatile protected var throttle = 0.0
+
+  /** A map task succeeded: record its output and, in always mode, back it up. */
+  def mapOutputCreated(record: OutputRecord): Unit = synchronized {
+    ledger.add(record).foreach(dropCopies)
+    if (builtinAlways.get()) backupBuiltin(record)
+  }
+
+  protected def backupBuiltin(record: OutputRecord): Unit = {
+    if (conf.targets == "local") choosePeer(record.source).foreach(peer => request(record, peer))
+    else request(record, Target.Remote)
+  }
+
+  /** The built-in always policy's peer: the live executors in turn, skipping the source. */
+  private def choosePeer(source: String): Option[String] = {
+    val peers = blockManagers.keys.filter(e => e != source && !deadExecutors.contains(e)).toSeq.sorted
+    if (peers.isEmpty) None else Some(peers((peerRound.getAndIncrement() % peers.size).toInt))
+  }
+
+  protected def request(record: OutputRecord, target: String): Unit = {
+    if (deadExecutors.contains(record.source)) return
+    val task = if (target == Target.Remote) {
+      if (record.remote != CopyState.None) return
+      record.remote = CopyState.Running
+      BackupTask(record.shuffleId, record.mapIndex, record.mapId, target, throttle = throttle)
+    } else {
+      val bm = blockManagers.get(target).filterNot(_ => deadExecutors.contains(target))
+      if (bm.isEmpty || record.peers.contains(target) || target == record.source) return
+      record.peers(target) = CopyState.Running
+      BackupTask(record.shuffleId, record.mapIndex, record.mapId, target, bm.get.host, bm.get.port, throttle)
+    }
+    work.getOrElseUpdate(record.source, mutable.Queue.empty).enqueue(task)
+    stats("backups_requested") += 1
+  }
+
+  protected def poll(executorId: String, capacity: Int): Work = synchronized {
+    val queue = work.getOrElse(executorId, mutable.Queue.empty)
+    val tasks = (0 until math.min(capacity, queue.size)).map(_ => queue.dequeue())
+    if (tasks.nonEmpty) running.getOrElseUpdate(executorId, mutable.Set.empty) ++= tasks
+    count("backups_started", tasks.size.toLong)
+    Work(tasks, cancels.remove(executorId).map(_.toSeq).getOrElse(Nil),
+      peerDeletes.remove(executorId).map(_.toSeq).getOrElse(Nil), checks.remove(executorId).map(_.toSeq).getOrElse(Nil))
+  }
+
+  protected def backupDone(done: BackupDone): Unit = {
+    val task = done.task
+    if (task.target == Target.Remote) {
+      // Verify off the RPC thread: re-read the committed files against the marker and CRCs.
+      verifier.execute { () =>
+        remote.problem(task.shuffleId, task.mapId, done.indexCrc, done.dataCrc) match {
+          case None => committed(done)
+          case Some(problem) =>
+            damaged("remote", problem, s"shuffle ${task.shuffleId} map ${task.mapIndex}", "not used")
+            remote.delete(task.shuffleId, task.mapId)
+            backupFailed(task, done.executorId, s"remote copy failed verification ($problem)", sourceMissing = false)
+        }
+      }
+    } else synchronized {
+      // The peer re-reads what it received against the CRC32s the source computed (its next poll).
+      unchecked((task.target, task.shuffleId, task.mapId)) = done
+      checks.getOrElseUpdate(task.target, mutable.Buffer.empty) += PeerCheck(task.shuffleId, task.mapId, done.indexCrc, done.dataCrc)
+    }
+  }
+
+  /** A peer re-read its copy: intact, it counts as done; damaged, it is dropped like a failed copy. */
+  protected def peerChecked(checked: PeerChecked): Unit = {
+    val key = (checked.executorId, checked.check.shuffleId, checked.check.mapId)
+    synchronized(unchecked.remove(key)).foreach { done =>
+      if (checked.problem.isEmpty) committed(done)
+      else {
+        val task = done.task
+        damaged("peer", checked.problem, s"shuffle ${task.shuffleId} map ${task.mapIndex} on executor ${task.target}",
+          "not used, the output stays where it was or is recomputed")
+        synchronized {
+          ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId).foreach { record =>
+            // The index upload made the peer the tracker's location: undo that before dropping it.
+            if (TRDriverPlugin.isOn(tracker, record, task.target)) {
+              blockManagers.get(record.source).filterNot(_ => deadExecutors.contains(record.source)) match {
+                case Some(bm) => tracker.updateMapOutput(record.shuffleId, record.mapId, bm)
+                case None => blockManagers.get(task.target).foreach(tracker.unregisterMapOutput(record.shuffleId, record.mapIndex, _))
+              }
+              tracker.incrementEpoch()
+            }
+          }
+          peerDeletes.getOrElseUpdate(task.target, mutable.Buffer.empty) += ((task.shuffleId, task.mapId))
+        }
+        backupFailed(task, done.executorId, s"peer copy failed verification (${checked.problem})", sourceMissing = false)
+      }
+    }
+  }
+
+  /**
+   * An executor could not write a backup to the remote store (unwritable, gone, full): one warning
+   * when the store starts failing, none for the failures after it until a backup commits again.
+   * The outputs stay where they are (unprotected); nothing half-written is ever read.
+   */
+  protected def storeFailed(reason: String): Unit =
+    if (storeFailing.compareAndSet(false, true)) {
+      logWarning(s"trspark: backups to the remote store ${conf.remotePath} fail ($reason); " +
+        "map outputs stay unprotected until it takes backups again")
+    } else logDebug(s"trspark: backup to the remote store failed again ($reason)")
+
+  /**
+   * A copy failed its checksum check and is treated as missing: counted in `backups_rejected`,
+   * and one warning per kind (`remote`/`peer` and the problem) and application.
+   */
+  protected def damaged(where: String, problem: String, what: String, outcome: String): Unit = {
+    count("backups_rejected")
+    val message = s"trspark: $where copy of $what is $problem; $outcome"
+    if (damageWarned.add(s"$where $problem")) logWarning(message) else logInfo(message)
+  }
+
+  private def committed(done: BackupDone): Unit = {
+    val task = done.task
+    val current = synchronized {
+      ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId).map { record =>
+        if (task.target == Target.Remote) {
+          record.remote = CopyState.Done
+          record.remoteCrcs = (done.indexCrc, done.dataCrc)
+        } else record.peers(task.target) = CopyState.Done
+        stats("backups_done") += 1
+        stats(if (task.target == Target.Remote) "backups_remote" else "backups_local") += 1
+        stats("backups_bytes") += done.bytes
+        record
+      }
+    }
+    if (task.target == Target.Remote && storeFailing.compareAndSet(true, false)) {
+      logInfo(s"trspark: the remote store ${conf.remotePath} takes backups again")
+    }
+    if (current.isEmpty && task.target == Target.Remote) remote.delete(task.shuffleId, task.mapId)
+    current.foreach { record =>
+      count(if (task.target == Target.Remote) "backups_bytes_remote" else "backups_bytes_local", done.bytes)
+      obs.post(TRBackup(System.currentTimeMillis(), task.shuffleId, task.mapIndex, task.mapId, record.source,
+        task.target, done.bytes, done.seconds))
+      emit(event("BlockBackedUp").put("shuffle_id", task.shuffleId).put("map_index", task.mapIndex)
+        .put("target", task.target).put("bytes", done.bytes).put("seconds", done.seconds))
+    }
+  }
+
+  /** One requested backup ended without a copy; `source` is the executor it was copied from. */
+  protected def backupFailed(task: BackupTask, source: String, reason: String, sourceMissing: Boolean): Unit = {
+    synchronized {
+      stats("backups_failed") += 1
+      obs.post(TRBackupFailed(System.currentTimeMillis(), task.shuffleId, task.mapIndex, task.target, reason))
+      ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId).foreach { record =>
+        if (task.target == Target.Remote) record.remote = CopyState.None else record.peers.remove(task.target)
+      }
+    }
+    emit(event("BackupFailed").put("shuffle_id", task.shuffleId).put("map_index", task.mapIndex)
+      .put("target", task.target).put("reason", reason).put("source", source).put("source_missing", sourceMissing))
+  }
+
+  /**
+   * `executorId` is gone: every backup from it (queued here or handed to it) and every queued
+   * backup to it will never happen -- report each as failed, so neither the ledger nor the engine
+   * waits for it. (A running copy *to* it fails on its source's upload and is reported from there.)
+   */
+  protected def abandonBackups(executorId: String): Unit = synchronized {
+    val fromIt = work.remove(executorId).toSeq.flatten ++ running.remove(executorId).toSeq.flatten
+    fromIt.foreach(t => backupFailed(t, executorId, s"source executor $executorId lost", sourceMissing = true))
+    for ((source, queue) <- work.toSeq; t <- queue.dequeueAll(_.target == executorId)) {
+      backupFailed(t, source, s"target executor $executorId lost", sourceMissing = false)
+    }
+    cancels.remove(executorId)
+    peerDeletes.remove(executorId)
+    checks.remove(executorId)
+    for (key @ (peer, _, _) <- unchecked.keys.toSeq if peer == executorId; done <- unchecked.remove(key)) {
+      backupFailed(done.task, done.executorId, s"target executor $executorId lost", sourceMissing = false)
+    }
+  }
+
+  /** Forget handed-out backups of this output (cancelled): the executor drops them without a report. */
+  protected def forgetRunning(record: OutputRecord): Unit = {
+    count("backups_cancelled")
+    running.get(record.source).foreach(_.filterInPlace(t => !(t.shuffleId == record.shuffleId && t.mapId == record.mapId)))
+  }
+
+  /** Have the peers holding finished copies of `record` delete them (on their next poll). */
+  protected def deletePeerCopies(record: OutputRecord): Unit =
+    record.peers.foreach { case (peer, state) =>
+      if (state == CopyState.Done && !deadExecutors.contains(peer)) {
+        peerDeletes.getOrElseUpdate(peer, mutable.Buffer.empty) += ((record.shuffleId, record.mapId))
+      }
+    }
+
+  /** Forget a superseded output's copies (a re-run replaced it). */
+  private def dropCopies(record: OutputRecord): Unit = {
+    count("maps_rerun")
+    if (record.remote != CopyState.None) verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
+    if (record.busy) {
+      cancels.getOrElseUpdate(record.source, mutable.Buffer.empty) += ((record.shuffleId, record.mapId))
+      forgetRunning(record)
+    }
+    deletePeerCopies(record)
+  }
+}

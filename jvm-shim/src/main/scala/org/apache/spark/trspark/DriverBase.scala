@@ -1,0 +1,54 @@
+package org.apache.spark.trspark
+
+import java.util.concurrent.Executors
+import java.util.concurrent.atomic.AtomicBoolean
+
+import scala.collection.mutable
+
+import com.fasterxml.jackson.databind.node.ObjectNode
+
+import org.apache.spark.{MapOutputTrackerMaster, SparkContext, SparkEnv}
+import org.apache.spark.api.plugin.DriverPlugin
+import org.apache.spark.internal.Logging
+
+/**
+ * What the parts of the driver plugin share ([[BackupFlow]], [[OutputLoss]], [[EngineCommands]],
+ * [[TRDriverPlugin]]): the application, the settings, the remote store, the counters. Every part
+ * locks the one plugin object (`synchronized`), as before the split.
+ */
+abstract class DriverBase extends DriverPlugin with Logging {
+  protected var sc: SparkContext = _
+  protected var conf: TRConf = _
+  protected var remote: RemoteBackups = _
+  /** True while the built-in always policy decides (mode `always`, or after a fallback). */
+  protected val builtinAlways = new AtomicBoolean(false)
+  /** Off the RPC and engine threads: remote verification and deletes, executor kills. */
+  protected val verifier = Executors.newSingleThreadExecutor(Daemon.factory("trspark-verify"))
+  /**
+   * Counters, read by tests and tools (`TRStatus.stat`) and printed at shutdown. Committed backups:
+   * `backups_done` = `backups_local` (peer copies) + `backups_remote`; `backups_bytes` sums the
+   * index and data file bytes of all of them.
+   */
+  val stats: mutable.Map[String, Long] = mutable.LinkedHashMap(
+    "backups_requested" -> 0L, "backups_done" -> 0L, "backups_local" -> 0L, "backups_remote" -> 0L,
+    "backups_bytes" -> 0L, "backups_failed" -> 0L, "backups_rejected" -> 0L,
+    "outputs_repointed" -> 0L, "outputs_lost" -> 0L, "notices" -> 0L,
+    "duplicates_launched" -> 0L, "duplicates_killed" -> 0L, "executors_released" -> 0L, "internal_errors" -> 0L)
+  /** Executors let go on the engine's `ReleaseExecutor` (their loss is reported as `released`). */
+  protected val released = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
+
+  /** Metrics, event-log records and the UI tab (TRMetrics.scala). */
+  def obs: TRObserver
+
+  /** An event for the engine; `time` is seconds since the application started, never decreasing. */
+  def event(kind: String): ObjectNode
+
+  /** Send `event` to the engine (unless the built-in policy decides). */
+  def emit(event: ObjectNode): Unit
+
+  /** The driver's map output tracker (where every map output's location is registered). */
+  protected def tracker: MapOutputTrackerMaster = SparkEnv.get.mapOutputTracker.asInstanceOf[MapOutputTrackerMaster]
+
+  /** Add `n` to counter `name` (for the scheduler hooks). */
+  def count(name: String, n: Long = 1): Unit = synchronized(stats(name) = stats.getOrElse(name, 0L) + n)
+}

@@ -1,0 +1,160 @@
+package org.apache.spark.trspark
+
+import scala.collection.mutable
+import scala.util.control.NonFatal
+
+import com.fasterxml.jackson.databind.JsonNode
+
+import org.apache.spark.storage.FallbackStorage
+
+/** The policy engine's commands, applied on the driver (each runs on the bridge's reader thread). */
+trait EngineCommands extends OutputLoss {
+  /** Apply one engine command (runs on the bridge's reader thread). */
+  protected def command(node: JsonNode): Unit = node.path("type").asText() match {
+    case "Backup" => backupCommand(node)
+    case "CancelBackup" => cancelBackup(node.path("shuffle_id").asInt(), node.path("map_index").asInt())
+    case "DropBackup" => dropBackup(node.path("shuffle_id").asInt(), node.path("map_index").asInt())
+    case "ReleaseExecutor" if node.path("idle").asBoolean(false) =>
+      Guard.run("TRDriverPlugin.idleRelease")(idleRelease(node.path("executor_id").asText(), node.path("reason").asText()))
+    case "ReleaseExecutor" => releaseExecutor(node.path("executor_id").asText(), node.path("reason").asText())
+    case "SafetyBelt" => logInfo(s"trspark: engine safety belt on=${node.path("on").asBoolean()}: ${node.path("reason").asText()}")
+    case "Advice" => logInfo(s"trspark advice: ${node.path("message").asText()}")
+    case "SchedulingHints" => schedulingHints(node)
+    case kind @ ("DuplicateTask" | "KillDuplicate") => duplication(kind, node)
+    case other => logWarning(s"trspark: unknown engine command '$other' ignored")
+  }
+
+  /** `Backup`: hand the copy to its source executor, or report it failed at once. */
+  private def backupCommand(node: JsonNode): Unit = synchronized {
+    val sid = node.path("shuffle_id").asInt()
+    val index = node.path("map_index").asInt()
+    val target = node.path("target").asText(Target.Remote)
+    val source = node.path("source").asText("")
+    // A backup that cannot start is reported failed at once: the engine holds a slot for it.
+    def refuse(reason: String, missing: Boolean): Unit = {
+      logDebug(s"trspark: Backup of $sid/$index to $target refused: $reason")
+      emit(event("BackupFailed").put("shuffle_id", sid).put("map_index", index).put("target", target)
+        .put("reason", reason).put("source", source).put("source_missing", missing))
+    }
+    val mapId = node.path("map_id")
+    ledger.get(sid, index) match {
+      case Some(record) if mapId.isNull || mapId.isMissingNode || mapId.asLong() == record.mapId =>
+        if (deadExecutors.contains(record.source)) refuse(s"source executor ${record.source} lost", missing = true)
+        else if (target != Target.Remote && (!blockManagers.contains(target) || deadExecutors.contains(target))) {
+          refuse(s"target executor $target lost or unknown", missing = false)
+        } else request(record, target)
+      case _ => refuse("no such map output (unknown or superseded)", missing = true)
+    }
+  }
+
+  /** `CancelBackup`: drop the queued copy, or tell its source to abandon the running one. */
+  private def cancelBackup(shuffleId: Int, mapIndex: Int): Unit = synchronized {
+    ledger.get(shuffleId, mapIndex).foreach { record =>
+      work.get(record.source).foreach(_.removeAll(t => t.shuffleId == record.shuffleId && t.mapId == record.mapId))
+      if (record.busy) {
+        cancels.getOrElseUpdate(record.source, mutable.Buffer.empty) += ((record.shuffleId, record.mapId))
+        forgetRunning(record)
+      }
+      if (record.remote == CopyState.Running) record.remote = CopyState.None
+      record.peers.filterInPlace((_, s) => s != CopyState.Running)
+    }
+  }
+
+  /** `DropBackup`: delete the copies of an output nobody will read again (keeping the one that *is* the output). */
+  private def dropBackup(shuffleId: Int, mapIndex: Int): Unit = synchronized {
+    ledger.get(shuffleId, mapIndex).foreach { record =>
+      // With its source gone and the tracker re-pointed to the store, the remote copy *is* the
+      // output (a later job may still read it): it stays, like the newest peer copy below.
+      val remoteIsTheOutput = TRDriverPlugin.isOn(tracker, record, FallbackStorage.FALLBACK_BLOCK_MANAGER_ID.executorId)
+      if (record.remote != CopyState.None && !remoteIsTheOutput) {
+        record.remote = CopyState.None
+        verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
+      }
+      if (!deadExecutors.contains(record.source) && record.peers.nonEmpty) dropPeerCopies(record)
+    }
+  }
+
+  /**
+   * A peer copy is also the tracker's location (the index upload re-pointed it): move the output
+   * back to its living source, then delete the peers' files. With the source gone, the newest
+   * peer copy *is* the output and is not dropped (the caller checks).
+   */
+  private def dropPeerCopies(record: OutputRecord): Unit = {
+    blockManagers.get(record.source).foreach { bm =>
+      tracker.updateMapOutput(record.shuffleId, record.mapId, bm)
+      // Executors cache map output locations until the epoch moves: without this, a later
+      // reader of this shuffle would still fetch from the peer whose copy goes next (measured).
+      tracker.incrementEpoch()
+    }
+    deletePeerCopies(record)
+    record.peers.clear()
+  }
+
+  /** `ReleaseExecutor`: let an executor with nothing left to do go before its notice deadline. */
+  private def releaseExecutor(id: String, reason: String): Unit = sc.schedulerBackend match {
+    case backend: org.apache.spark.ExecutorAllocationClient if !deadExecutors.contains(id) && released.add(id) =>
+      // Killed without lowering the application's executor target, so the cluster manager starts
+      // its replacement now (as after Spark's decommissioning).
+      logInfo(s"trspark: releasing executor $id before its deadline ($reason)")
+      count("executors_released")
+      // Its outputs move to their other copies *before* it goes, and it counts as dead from
+      // now: a killed JVM takes a while to shut down, and until the driver hears of the loss
+      // a reader could be sent to it, or to a peer copy on another executor that is leaving
+      // too (measured: a stage failed 4 times re-pointing between two released executors).
+      outputsLost(id, "released", dead = true)
+      tracker.incrementEpoch()
+      // killExecutors waits for the cluster manager's answer: not on the bridge's reader thread.
+      verifier.execute { () =>
+        try backend.killExecutors(Seq(id), adjustTargetNumExecutors = false, countFailures = false, force = true)
+        catch { case NonFatal(e) => logWarning(s"trspark: could not release executor $id: ${e.getMessage}") }
+      }
+    case _ => logDebug(s"trspark: ReleaseExecutor $id ignored (gone, already released, or no allocation client)")
+  }
+
+  /**
+   * `ReleaseExecutor` with `idle`: dynamic allocation's scale-down of an idle executor whose
+   * outputs are saved elsewhere. Only if Spark finds it idle too; its outputs move to their
+   * copies first (no reader is sent to it any more), then Spark removes it without a
+   * replacement. If it took a task meanwhile, Spark keeps it and so does trspark.
+   */
+  private def idleRelease(id: String, reason: String): Unit = {
+    if (deadExecutors.contains(id) || !Elastic.idle(sc, id) || !released.add(id)) {
+      logDebug(s"trspark: idle release of executor $id skipped (gone, busy, or released already)")
+      return
+    }
+    logInfo(s"trspark: releasing idle executor $id ($reason)")
+    outputsLost(id, "released", dead = true)
+    tracker.incrementEpoch()
+    verifier.execute { () =>
+      val gone = Guard.orElse("Elastic.remove", false)(Elastic.remove(sc, id))
+      if (gone) { count("executors_released"); count("executors_released_idle") }
+      else {
+        synchronized(deadExecutors -= id)
+        released.remove(id)
+        logInfo(s"trspark: executor $id kept: Spark did not remove it (it took a task)")
+      }
+    }
+  }
+
+  /** `SchedulingHints`: replace the task scheduler's hints (a master without the hook ignores them). */
+  private def schedulingHints(node: JsonNode): Unit = sc.taskScheduler match {
+    case hooked: HintedScheduling =>
+      try {
+        hooked.setHints(SchedulingHints.fromJson(node))
+        sc.schedulerBackend.reviveOffers() // re-offer tasks the old hints held back
+      } catch { case NonFatal(e) => logWarning(s"trspark: SchedulingHints ignored, previous kept: ${e.getMessage}") }
+    case _ => // a master without the hook: hints have no effect (docs/deploy.md)
+  }
+
+  /** `DuplicateTask` / `KillDuplicate` (paper section 5), on a scheduler with [[TaskDuplication]]. */
+  private def duplication(kind: String, node: JsonNode): Unit = sc.taskScheduler match {
+    case scheduler: TaskDuplication =>
+      val (stageId, partition) = (node.path("stage_id").asInt(), node.path("partition").asInt())
+      val executorId = node.path("executor_id").asText()
+      if (kind == "DuplicateTask") {
+        scheduler.duplicate(stageId, partition, executorId)
+        sc.schedulerBackend.reviveOffers() // offer the idle executor now, not at the next task end
+      } else count("duplicates_killed", scheduler.killDuplicate(stageId, partition, executorId))
+    case _ => logDebug(s"trspark: $kind ignored: task duplication needs a local-trcluster or spark-tr:// master")
+  }
+}
