@@ -131,3 +131,22 @@ def test_a_cut_run_resumes_from_its_csv(tmp_path: Path, monkeypatch: pytest.Monk
     assert said[0] == f"{rows}: 2 of 4 queries have a verdict already; 2 to run"
     assert [v.query for v in verify.read_csv(rows)] == ["q1", "q2", "q3", "q4"]
     assert verify.resume(settings, rows) == back and len(ran) == 2  # nothing left: Spark is not started
+
+
+def test_report_counts_verdicts_and_names_the_queries_without_one(tmp_path: Path) -> None:
+    from jobs.reports.render import verdicts
+    from jobs.tpcds.queries import runnable
+
+    path = tmp_path / "verify.csv"
+    for v in [verify.QueryVerdict("q1", True, "3 rows equal to DuckDB's", 2.5),
+              verify.QueryVerdict("q2", False, "Spark cannot run it: exceeded the time cap of 600 s", 600.0),
+              verify.QueryVerdict("q3", False, "answer differs from DuckDB's: row 0 column 1", 1.0),
+              verify.QueryVerdict("q4", False, "Spark cannot run it: exceeded the time cap of 600 s", 600.0),
+              verify.QueryVerdict("q4", True, "1 row equal to DuckDB's", 700.0)]:  # q4 re-run with a longer cap
+        verify.append_csv(path, v)
+    text = verdicts(path)
+    total = len(runnable())
+    assert text.startswith(f"**3 of {total} query texts have a verdict**: 2 equal, 1 differ, 0 unsupported. "
+                           f"**{total - 3} have none yet**: 1 timed out, {total - 4} not run.")
+    assert "| q4 | pass | equal | 1 row equal to DuckDB's | 700.00 |" in text and text.count("| q4 |") == 1
+    assert "\nTimed out (1): q2.\n" in text and "\nNot run (" in text and "q5, " in text
