@@ -7,6 +7,10 @@ when either engine cannot run it, Spark answers differently, or it exceeds the t
 answer passes but is named: it checks little. The verdicts become a Markdown table in
 ``QUERIES.md`` (:func:`write_table`), between markers, so the rest of the file stays as written.
 
+A run over every text at SF 1 takes hours, so :func:`resume` appends each verdict to a CSV as
+soon as it is known and, given a CSV that already has verdicts, runs only the queries without one:
+a cut run keeps what finished, and the same command continues it.
+
 The queries that pass (:func:`passed`) are what ``--queries verified`` selects, e.g. for a kill
 sweep: ``trspark bench tpcds --queries verified --policies never,tr --stable-runs never`` runs
 them under executor kills, and ``trspark bench targets`` totals kills, wrong answers and failed
