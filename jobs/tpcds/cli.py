@@ -335,8 +335,8 @@ def verify_command(sf: float, queries: tuple[str, ...], executors: int, cores: i
                                      memory_mb=memory_mb, time_cap=time_cap, cache=cache)
     console = Console(stderr=True)
 
-    def say(text: str) -> None:  # a query's reason may hold brackets that are not Rich markup
-        console.print(text, markup=False, highlight=False)
+    def say(text: str) -> None:  # a reason may hold brackets that are not markup; a log wants whole lines
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     try:
         verdicts = verify.resume(settings, csv_path, verify.progress(say, settings, csv_path))
