@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import duckdb
 import pytest
 
 from jobs.demo import DEMO_WORKLOADS
@@ -62,6 +63,11 @@ def test_adaptations_apply_to_the_right_copy() -> None:
     q77 = load("q77")
     assert '"returns"' in q77.duckdb_sql and "store_returns" in q77.duckdb_sql
     assert q77.spark_sql.count("returns") == load("q77").duckdb_sql.count("returns")
+    q54 = load("q54")  # Spark's CAST to INT truncates; the DuckDB copy must too
+    assert "cast((revenue / 50) AS INT)" in q54.spark_sql and "cast((revenue / 50) AS INT)" not in q54.duckdb_sql
+    segment = q54.duckdb_sql.partition(" AS segment")[0].rpartition("SELECT ")[2].strip()
+    assert segment == "cast(trunc(revenue / 50) AS INT)"
+    assert duckdb.sql(f"SELECT {segment} FROM (SELECT 535749.00::DECIMAL(17,2) AS revenue)").fetchone() == (10714,)
 
 
 def test_parse_list() -> None:

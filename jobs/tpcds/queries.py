@@ -48,6 +48,8 @@ DUCKDB_ADAPTATIONS: dict[str, tuple[Adaptation, ...]] = {
     "q77": ((r"\breturns\b", '"returns"', "RETURNS is a reserved word in DuckDB"),),
     "q77a": ((r"\breturns\b", '"returns"', "RETURNS is a reserved word in DuckDB"),),
     "q90": ((r"\bat\b", '"at"', "AT is a reserved word in DuckDB"),),
+    "q54": ((r"cast\(\(revenue / 50\) AS INT\)", "cast(trunc(revenue / 50) AS INT)",
+             "Spark's CAST of a decimal to INT truncates; DuckDB's rounds to the nearest"),),
 }
 
 
