@@ -44,6 +44,9 @@ def test_order_keys_are_output_columns_or_none() -> None:
         "s_store_name", "i_item_desc")
     assert top_level_order_keys("select a, b from t order by 2, 1") == (2, 1)
     assert top_level_order_keys("select a from t order by a, f(b, c)") is None  # an expression key
+    assert top_level_order_keys("select a, F(b,  c) as x from t order by a, f(b, c) desc") == ("a", 2)  # listed
+    assert top_level_order_keys("select a, f(b, c) from t union select a, b from u order by a, f(b, c)") is None
+    assert load("q79").order_keys == ("c_last_name", "c_first_name", 3, "profit")  # substr(s_city, 1, 30)
     assert top_level_order_keys("select a from (select a from t order by a) x") is None
     assert top_level_order_keys("select rank() over (order by a) r from t order by r") == ("r",)
     assert load("q65").order_keys == ("s_store_name", "i_item_desc")
