@@ -317,9 +317,13 @@ def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime:
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Append each verdict to this CSV as soon as it is known (query, verdict, kind, reason, "
                    "seconds); queries it already has a verdict for are skipped, so a cut run resumes.")
+@click.option("--rerun", multiple=True, type=click.Choice(["differs", "unsupported", "equal"]),
+              help="Run the queries whose verdict in the CSV is of this kind again (e.g. after a fix of the "
+                   "oracle); the new row replaces the old one. Repeatable.")
 @click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, help="TPC-DS data cache root.")
 def verify_command(sf: float, queries: tuple[str, ...], executors: int, cores: int, memory_mb: int,
-                   time_cap: float, out: Path, csv_path: Path | None, cache: Path | None) -> None:
+                   time_cap: float, out: Path, csv_path: Path | None, rerun: tuple[str, ...],
+                   cache: Path | None) -> None:
     """Run every query on Spark with the plugin (tr, no kills) and compare each answer with DuckDB's.
 
     With --csv, the queries the CSV already has a verdict for are not run again (a timed-out one
@@ -332,7 +336,7 @@ def verify_command(sf: float, queries: tuple[str, ...], executors: int, cores: i
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     settings = verify.VerifySettings(sf=sf, queries=queries, executors=executors, cores=cores,
-                                     memory_mb=memory_mb, time_cap=time_cap, cache=cache)
+                                     memory_mb=memory_mb, time_cap=time_cap, cache=cache, rerun=frozenset(rerun))
     console = Console(stderr=True)
 
     def say(text: str) -> None:  # a reason may hold brackets that are not markup; a log wants whole lines

@@ -68,6 +68,9 @@ class VerifySettings:
     memory_mb: int = 2048
     time_cap: float = 600.0
     cache: Path | None = None
+    rerun: frozenset[str] = frozenset()
+    """Verdict kinds (``differs``, ``unsupported``, ``equal``) that :func:`resume` runs again, e.g. after
+    a fix of the oracle; a query without a verdict (not run, timed out) always runs."""
 
 
 @dataclass
@@ -154,7 +157,7 @@ def resume(settings: VerifySettings, csv_path: Path | None, hooks: Hooks | None 
     """
     hooks = hooks or Hooks()
     earlier = read_csv(csv_path) if csv_path is not None and csv_path.exists() else []
-    todo = pending(settings.queries, earlier)
+    todo = pending(settings.queries, earlier, settings.rerun)
     if not todo:
         return merged(settings.queries, earlier, [])
     shown = hooks.verdict
@@ -171,10 +174,10 @@ def resume(settings: VerifySettings, csv_path: Path | None, hooks: Hooks | None 
 def progress(say: Callable[[str], None], settings: VerifySettings, csv_path: Path | None) -> Hooks:
     """Progress of :func:`resume` through ``say``: each phase, every 20th step, one line per verdict."""
     earlier = read_csv(csv_path) if csv_path is not None and csv_path.exists() else []
-    todo = len(pending(settings.queries, earlier))
+    todo = len(pending(settings.queries, earlier, settings.rerun))
     if csv_path is not None:
-        say(f"{csv_path}: {len(settings.queries) - todo} of {len(settings.queries)} queries have a verdict "
-            f"already; {todo} to run")
+        say(f"{csv_path}: {len(settings.queries) - todo} of {len(settings.queries)} queries keep the verdict "
+            f"they have; {todo} to run")
     steps = {"done": 0, "total": 0, "verdicts": 0}
 
     def phase(label: str, total: int) -> None:
@@ -217,14 +220,16 @@ def read_csv(path: Path) -> list[QueryVerdict]:
     return list(rows.values())
 
 
-def pending(names: tuple[str, ...], earlier: list[QueryVerdict]) -> tuple[str, ...]:
-    """The queries of ``names`` still without a verdict in ``earlier`` (a CSV of a cut run).
+def pending(names: tuple[str, ...], earlier: list[QueryVerdict], rerun: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """The queries of ``names`` still without a verdict in ``earlier`` (a CSV of a cut run), or with
+    one of a kind in ``rerun``.
 
-    Those never run come first, then those that timed out (no verdict on their answer, and the
-    slowest, so a resumed run spends its time on new verdicts first); ``names``' order within each.
+    Those never run (or to run again) come first, then those that timed out (no verdict on their
+    answer, and the slowest, so a resumed run spends its time on new verdicts first); ``names``'
+    order within each.
     """
     kinds = {v.query: v.kind for v in earlier}
-    fresh = tuple(n for n in names if kinds.get(n, "not run") == "not run")
+    fresh = tuple(n for n in names if kinds.get(n, "not run") in rerun | {"not run"})
     return fresh + tuple(n for n in names if kinds.get(n) == "timed out")
 
 
