@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import duckdb
 import pytest
 
 from jobs.demo import DEMO_WORKLOADS
@@ -43,6 +44,9 @@ def test_order_keys_are_output_columns_or_none() -> None:
         "s_store_name", "i_item_desc")
     assert top_level_order_keys("select a, b from t order by 2, 1") == (2, 1)
     assert top_level_order_keys("select a from t order by a, f(b, c)") is None  # an expression key
+    assert top_level_order_keys("select a, F(b,  c) as x from t order by a, f(b, c) desc") == ("a", 2)  # listed
+    assert top_level_order_keys("select a, f(b, c) from t union select a, b from u order by a, f(b, c)") is None
+    assert load("q79").order_keys == ("c_last_name", "c_first_name", 3, "profit")  # substr(s_city, 1, 30)
     assert top_level_order_keys("select a from (select a from t order by a) x") is None
     assert top_level_order_keys("select rank() over (order by a) r from t order by r") == ("r",)
     assert load("q65").order_keys == ("s_store_name", "i_item_desc")
@@ -62,6 +66,11 @@ def test_adaptations_apply_to_the_right_copy() -> None:
     q77 = load("q77")
     assert '"returns"' in q77.duckdb_sql and "store_returns" in q77.duckdb_sql
     assert q77.spark_sql.count("returns") == load("q77").duckdb_sql.count("returns")
+    q54 = load("q54")  # Spark's CAST to INT truncates; the DuckDB copy must too
+    assert "cast((revenue / 50) AS INT)" in q54.spark_sql and "cast((revenue / 50) AS INT)" not in q54.duckdb_sql
+    segment = q54.duckdb_sql.partition(" AS segment")[0].rpartition("SELECT ")[2].strip()
+    assert segment == "cast(trunc(revenue / 50) AS INT)"
+    assert duckdb.sql(f"SELECT {segment} FROM (SELECT 535749.00::DECIMAL(17,2) AS revenue)").fetchone() == (10714,)
 
 
 def test_parse_list() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def test_table_is_rewritten_between_markers_and_the_rest_kept(tmp_path: Path) ->
     assert text.startswith("# Queries\n\nProse stays.\n\n## Verification")
     assert "| q1 | pass | 3 rows equal to DuckDB's |\n| q2 | fail | Spark cannot run it: a\\|b |" in text
     assert "1 of 2 queries pass." in text
-    verify.write_table(doc, first[:1], settings, "trspark bench verify --sf 0.01 --queries q1")
+    verify.write_table(doc, first[:1], replace(settings, queries=("q1",)), "trspark bench verify --sf 0.01 --queries q1")
     again = doc.read_text()
     assert again.count(verify.BEGIN) == 1 and again.count("## Verification") == 1
     assert "| q2 |" not in again and "1 of 1 queries pass." in again and again.startswith("# Queries\n\nProse stays.")
@@ -55,16 +56,23 @@ def test_table_is_rewritten_between_markers_and_the_rest_kept(tmp_path: Path) ->
 def test_verify_on_spark_with_the_plugin_catches_a_wrong_answer(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(verify, "DuckDBOracle", WrongOnQ42)
-    doc = tmp_path / "QUERIES.md"
-    result = CliRunner().invoke(cli, ["bench", "verify", "--sf", "0.01", "--queries", f"q7,{WRONG}",
-                                      "--executors", "2", "--memory", "1024", "--time-cap", "120",
-                                      "--cache", str(tmp_path / "cache"), "--out", str(doc)])
+    doc, rows = tmp_path / "QUERIES.md", tmp_path / "verify.csv"
+    args = ["bench", "verify", "--sf", "0.01", "--queries", f"q7,{WRONG}", "--executors", "2", "--memory", "1024",
+            "--time-cap", "120", "--cache", str(tmp_path / "cache"), "--out", str(doc), "--csv", str(rows)]
+    result = CliRunner().invoke(cli, args)
     assert result.exit_code == 1, result.output  # one query fails
     assert "1 of 2 queries pass" in result.output
     text = doc.read_text()
     assert "| q7 | pass | " in text and "equal to DuckDB's |" in text
     assert f"| {WRONG} | fail | answer differs from DuckDB's: " in text
     assert "`trspark bench verify --sf 0.01 --queries q7,q42`" in text
+    assert [(v.query, v.kind) for v in verify.read_csv(rows)] == [("q7", "equal"), (WRONG, "differs")]
+    doc.unlink()
+    again = CliRunner().invoke(cli, args)  # every query has a verdict: nothing runs, the table comes from the CSV
+    assert again.exit_code == 1 and "2 of 2 queries keep the verdict they have; 0 to run" in again.output
+    assert "starting Spark" in result.output and "starting Spark" not in again.output
+    assert f"| {WRONG} | fail | answer differs from DuckDB's: " in doc.read_text()
+    assert len(rows.read_text().splitlines()) == 3  # the header and one row per query: none run twice
 
 
 def test_verdicts_stream_to_a_csv_with_their_kind(tmp_path: Path) -> None:
@@ -82,3 +90,64 @@ def test_verdicts_stream_to_a_csv_with_their_kind(tmp_path: Path) -> None:
     assert back[0].seconds == 2.5 and back[2].seconds != back[2].seconds  # NaN: it did not run
     verify.append_csv(path, verify.QueryVerdict("q2", True, "1 row equal to DuckDB's", 1.1))  # a re-run
     assert [v.ok for v in verify.read_csv(path)] == [True, True, False, False]
+
+
+def test_pending_skips_verdicts_and_runs_timeouts_last() -> None:
+    earlier = [verify.QueryVerdict("q2", True, "1 row equal to DuckDB's", 1.0),
+               verify.QueryVerdict("q3", False, "Spark cannot run it: exceeded the time cap of 600 s", 600.0),
+               verify.QueryVerdict("q4", False, "answer differs from DuckDB's: row 0"),
+               verify.QueryVerdict("q5", False, "DuckDB cannot run it: syntax error")]
+    assert verify.pending(("q1", "q2", "q3", "q4", "q5", "q6"), earlier) == ("q1", "q6", "q3")
+    assert verify.pending(("q2", "q4"), earlier) == ()
+    assert verify.pending(("q2", "q3", "q4", "q5"), earlier, frozenset({"differs"})) == ("q4", "q3")  # an oracle fix
+    rerun = verify.QueryVerdict("q3", True, "2 rows equal to DuckDB's", 700.0)
+    assert verify.merged(("q3", "q1", "q2"), earlier, [rerun]) == [rerun, earlier[0]]
+
+
+def test_a_cut_run_resumes_from_its_csv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each verdict reaches the CSV before the next query runs; the next run does only what is left."""
+    ran: list[tuple[str, ...]] = []
+
+    def run_until_cut(settings: verify.VerifySettings, hooks: verify.Hooks) -> list[verify.QueryVerdict]:
+        ran.append(settings.queries)
+        done = []
+        for name in settings.queries:
+            if name == "q3" and len(ran) == 1:
+                raise KeyboardInterrupt  # the run is cut while q3 runs
+            done.append(verify.QueryVerdict(name, True, "1 row equal to DuckDB's", 2.0))
+            hooks.verdict(done[-1])
+        return done
+
+    monkeypatch.setattr(verify, "verify", run_until_cut)
+    rows, said = tmp_path / "verify.csv", []
+    settings = verify.VerifySettings(sf=0.01, queries=("q1", "q2", "q3", "q4"))
+    with pytest.raises(KeyboardInterrupt):
+        verify.resume(settings, rows, verify.progress(said.append, settings, rows))
+    assert [v.query for v in verify.read_csv(rows)] == ["q1", "q2"]
+    assert said[-1] == "[2/4] q2: equal, 2 s (1 row equal to DuckDB's)"
+    said.clear()
+    back = verify.resume(settings, rows, verify.progress(said.append, settings, rows))
+    assert ran == [("q1", "q2", "q3", "q4"), ("q3", "q4")]
+    assert [v.query for v in back] == ["q1", "q2", "q3", "q4"] and all(v.ok for v in back)
+    assert said[0] == f"{rows}: 2 of 4 queries keep the verdict they have; 2 to run"
+    assert [v.query for v in verify.read_csv(rows)] == ["q1", "q2", "q3", "q4"]
+    assert verify.resume(settings, rows) == back and len(ran) == 2  # nothing left: Spark is not started
+
+
+def test_report_counts_verdicts_and_names_the_queries_without_one(tmp_path: Path) -> None:
+    from jobs.reports.render import verdicts
+    from jobs.tpcds.queries import runnable
+
+    path = tmp_path / "verify.csv"
+    for v in [verify.QueryVerdict("q1", True, "3 rows equal to DuckDB's", 2.5),
+              verify.QueryVerdict("q2", False, "Spark cannot run it: exceeded the time cap of 600 s", 600.0),
+              verify.QueryVerdict("q3", False, "answer differs from DuckDB's: row 0 column 1", 1.0),
+              verify.QueryVerdict("q4", False, "Spark cannot run it: exceeded the time cap of 600 s", 600.0),
+              verify.QueryVerdict("q4", True, "1 row equal to DuckDB's", 700.0)]:  # q4 re-run with a longer cap
+        verify.append_csv(path, v)
+    text = verdicts(path)
+    total = len(runnable())
+    assert text.startswith(f"**3 of {total} query texts have a verdict**: 2 equal, 1 differ, 0 unsupported. "
+                           f"**{total - 3} have none yet**: 1 timed out, {total - 4} not run.")
+    assert "| q4 | pass | equal | 1 row equal to DuckDB's | 700.00 |" in text and text.count("| q4 |") == 1
+    assert "\nTimed out (1): q2.\n" in text and "\nNot run (" in text and "q5, " in text

@@ -121,18 +121,23 @@ def overhead(path: Path) -> str:
 
 
 def verdicts(path: Path) -> str:
-    """``trspark bench verify --csv``: the verdicts counted by kind, one row per query, and the
-    query texts without a verdict (not run)."""
+    """``trspark bench verify --csv``: the verdicts counted by kind, one row per query (its latest), and
+    the query texts still without a verdict: those timed out (no verdict on their answer) and those not run."""
     from jobs.tpcds.queries import runnable
-    rows = _rows(path)
-    kinds = {k: sum(r["kind"] == k for r in rows) for k in ("equal", "differs", "unsupported", "timed out")}
-    head = ", ".join(f"{n} {k}" for k, n in kinds.items())
-    body = [[r["query"], r["verdict"], r["kind"], r["reason"].replace("|", "\\|"), r["spark_seconds"] or "-"]
-            for r in rows]
-    missing = [q for q in runnable() if q not in {r["query"] for r in rows}]
-    tail = f"\nNot run ({len(missing)}): {', '.join(missing)}.\n" if missing else ""
-    return (f"{len(rows)} of {len(rows) + len(missing)} query texts have a verdict: {head}.\n\n"
-            + _markdown(["query", "verdict", "kind", "reason", "Spark s"], body) + tail)
+    from jobs.tpcds.verify import read_csv
+    rows = read_csv(path)
+    kinds = {k: [r.query for r in rows if r.kind == k] for k in ("equal", "differs", "unsupported", "timed out")}
+    judged = len(rows) - len(kinds["timed out"])
+    missing = [q for q in runnable() if q not in {r.query for r in rows}]
+    total = len(runnable())
+    head = (f"**{judged} of {total} query texts have a verdict**: {len(kinds['equal'])} equal, "
+            f"{len(kinds['differs'])} differ, {len(kinds['unsupported'])} unsupported. "
+            f"**{total - judged} have none yet**: {len(kinds['timed out'])} timed out, {len(missing)} not run.\n")
+    body = [[r.query, "pass" if r.ok else "fail", r.kind, r.reason.replace("|", "\\|"),
+             "-" if math.isnan(r.seconds) else f"{r.seconds:.2f}"] for r in rows]
+    tail = "".join(f"\n{label.capitalize()} ({len(names)}): {', '.join(names)}.\n"
+                   for label, names in (("timed out", kinds["timed out"]), ("not run", missing)) if names)
+    return head + "\n" + _markdown(["query", "verdict", "kind", "reason", "Spark s"], body) + tail
 
 
 def kill_sweep(path: Path) -> str:

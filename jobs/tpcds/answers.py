@@ -12,7 +12,8 @@ Comparison rules (:func:`compare`)
 * **Rows**: if the outermost query has an ``ORDER BY`` the answers are compared as ordered lists
   (row *i* with row *i*); otherwise as multisets (both sides sorted by a normalised key first).
   Rows tied on the sort key may legitimately come in either order: when the ORDER BY keys are
-  output columns (``Query.order_keys``), the answers agree if the sequence of key values is the
+  output columns (``Query.order_keys``; an expression key counts when the select list outputs the
+  same expression, e.g. q79's ``substr(s_city, 1, 30)``), the answers agree if the sequence of key values is the
   same and each run of tied rows is the same multiset (q65 at SF 3: two items with one
   ``i_item_desc``). Otherwise, or when a tied run differs, ordered rows that differ while the
   multisets agree fail with an ``order`` verdict rather than a hidden one.

@@ -6,7 +6,7 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -315,47 +315,47 @@ def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime:
               default=Path(__file__).with_name("QUERIES.md"), show_default="jobs/tpcds/QUERIES.md",
               help="Markdown file whose verification table is (re)written.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also append each verdict to this CSV as soon as it is known (query, verdict, kind, reason, seconds).")
+              help="Append each verdict to this CSV as soon as it is known (query, verdict, kind, reason, "
+                   "seconds); queries it already has a verdict for are skipped, so a cut run resumes.")
+@click.option("--rerun", multiple=True, type=click.Choice(["differs", "unsupported", "equal"]),
+              help="Run the queries whose verdict in the CSV is of this kind again (e.g. after a fix of the "
+                   "oracle); the new row replaces the old one. Repeatable.")
 @click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, help="TPC-DS data cache root.")
 def verify_command(sf: float, queries: tuple[str, ...], executors: int, cores: int, memory_mb: int,
-                   time_cap: float, out: Path, csv_path: Path | None, cache: Path | None) -> None:
-    """Run every query on Spark with the plugin (tr, no kills) and compare each answer with DuckDB's."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+                   time_cap: float, out: Path, csv_path: Path | None, rerun: tuple[str, ...],
+                   cache: Path | None) -> None:
+    """Run every query on Spark with the plugin (tr, no kills) and compare each answer with DuckDB's.
 
-    from jobs.tpcds.verify import Hooks, VerifySettings, append_csv, verify, write_table
+    With --csv, the queries the CSV already has a verdict for are not run again (a timed-out one
+    is: it has no verdict), and the table is written from the CSV, also when the run is interrupted.
+    """
+    from rich.console import Console
+
+    from jobs.tpcds import verify
+    from jobs.tpcds.queries import DEFAULT_QUERIES, runnable
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    settings = VerifySettings(sf=sf, queries=queries, executors=executors, cores=cores, memory_mb=memory_mb,
-                              time_cap=time_cap, cache=cache)
+    settings = verify.VerifySettings(sf=sf, queries=queries, executors=executors, cores=cores,
+                                     memory_mb=memory_mb, time_cap=time_cap, cache=cache, rerun=frozenset(rerun))
     console = Console(stderr=True)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console) as bar:
-        current: list[tuple[Any, str]] = []  # the phase's task and label
 
-        def phase(label: str, total: int) -> None:
-            current[:] = [(bar.add_task(label, total=total), label)]
+    def say(text: str) -> None:  # a reason may hold brackets that are not markup; a log wants whole lines
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
 
-        def done(name: str) -> None:
-            task, label = current[0]
-            bar.update(task, advance=1, description=f"{label} · {name}")
-
-        def record(verdict: Any) -> None:
-            if csv_path is not None:
-                append_csv(csv_path, verdict)
-
-        verdicts = verify(settings, Hooks(phase=phase, done=done, verdict=record))
+    try:
+        verdicts = verify.resume(settings, csv_path, verify.progress(say, settings, csv_path))
+    except KeyboardInterrupt:  # the CSV keeps what finished; the table is written from it
+        console.print("[yellow]interrupted[/]: the table shows the verdicts written so far")
+        verdicts = verify.merged(queries, verify.read_csv(csv_path) if csv_path and csv_path.exists() else [], [])
     for v in verdicts:
         if not v.ok:
             console.print(f"[red]{v.query} fails[/]: {v.reason}")
-    from jobs.tpcds.queries import DEFAULT_QUERIES, runnable
-
     named = {runnable(): "all", DEFAULT_QUERIES: "default"}.get(queries, ",".join(queries))
     command = f"trspark bench verify --sf {sf:g} --queries {named}"
-    write_table(out, verdicts, settings, command)
+    verify.write_table(out, verdicts, settings, command)
     passed = sum(v.ok for v in verdicts)
     click.echo(f"{passed} of {len(verdicts)} queries pass (Spark with the plugin vs DuckDB, SF {sf:g}); table in {out}")
-    if passed < len(verdicts):
+    if passed < len(queries):
         sys.exit(1)
 
 

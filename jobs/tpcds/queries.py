@@ -48,6 +48,8 @@ DUCKDB_ADAPTATIONS: dict[str, tuple[Adaptation, ...]] = {
     "q77": ((r"\breturns\b", '"returns"', "RETURNS is a reserved word in DuckDB"),),
     "q77a": ((r"\breturns\b", '"returns"', "RETURNS is a reserved word in DuckDB"),),
     "q90": ((r"\bat\b", '"at"', "AT is a reserved word in DuckDB"),),
+    "q54": ((r"cast\(\(revenue / 50\) AS INT\)", "cast(trunc(revenue / 50) AS INT)",
+             "Spark's CAST of a decimal to INT truncates; DuckDB's rounds to the nearest"),),
 }
 
 
@@ -177,9 +179,11 @@ def top_level_order_keys(sql: str) -> tuple[str | int, ...] | None:
     """The outermost ``ORDER BY``'s keys as output columns: names (lower case) or 1-based ordinals.
 
     ``ORDER BY s.s_store_name, i_item_desc DESC LIMIT 100`` gives ``("s_store_name",
-    "i_item_desc")``; ``ORDER BY 1, 2`` gives ``(1, 2)``. None when there is no such clause or a
-    key is an expression (``sum(x)``, ``CASE ...``): then the key cannot be told from the output
-    columns. A qualified name keeps its column part, which is how it appears in the output.
+    "i_item_desc")``; ``ORDER BY 1, 2`` gives ``(1, 2)``. A key that is an expression
+    (``substr(s_city, 1, 30)``) gives its ordinal where the one outermost SELECT lists the same
+    expression. None when there is no such clause or a key is another expression (``sum(x)``,
+    ``CASE ...``): then the key cannot be told from the output columns. A qualified name keeps its
+    column part, which is how it appears in the output.
     """
     top = _top_level(sql)  # same length as sql: positions found in it cut the original text
     matches = list(_TOP_ORDER_BY.finditer(top))
@@ -190,15 +194,44 @@ def top_level_order_keys(sql: str) -> tuple[str | int, ...] | None:
     stop = end.start() if end is not None else len(top)
     cuts = [start, *(i + 1 for i in range(start, stop) if top[i] == ","), stop + 1]  # top-level commas
     keys: list[str | int] = []
+    items = _select_items(sql, top)
     for a, b in zip(cuts, cuts[1:], strict=False):
         text = _KEY_SUFFIX.sub("", " " + sql[a:b - 1].strip()).strip()
         if text.isdigit():
             keys.append(int(text))
         elif (name := _QUALIFIED_NAME.fullmatch(text)) is not None and text.lower() not in _NOT_NAMES:
             keys.append(name.group(1).lower())
+        elif _normal(text) in items:
+            keys.append(items.index(_normal(text)) + 1)  # an expression the select list outputs
         else:
-            return None  # an expression, e.g. sum(x) or CASE ... END
+            return None  # an expression, e.g. sum(x) or CASE ... END, that is no output column
     return tuple(keys)
+
+
+_TOP_SELECT = re.compile(r"\bselect\b(\s+(distinct|all)\b)?", re.IGNORECASE)
+_SET_OPERATOR = re.compile(r"\b(union|intersect|except|minus)\b", re.IGNORECASE)
+_TOP_FROM = re.compile(r"\bfrom\b", re.IGNORECASE)
+_ALIAS = re.compile(r"^(.*?\S)(\s+as)?\s+[a-z_][a-z0-9_]*$")
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _select_items(sql: str, top: str) -> list[str]:
+    """The outermost select list's expressions, normalised and without aliases (empty when the
+    query has several top-level SELECTs, a set operator, or no FROM after its SELECT)."""
+    selects = list(_TOP_SELECT.finditer(top))
+    if len(selects) != 1 or _SET_OPERATOR.search(top):
+        return []
+    start = selects[0].end()
+    end = _TOP_FROM.search(top, start)
+    if end is None:
+        return []
+    cuts = [start, *(i + 1 for i in range(start, end.start()) if top[i] == ","), end.start() + 1]
+    items = [_normal(sql[a:b - 1]) for a, b in zip(cuts, cuts[1:], strict=False)]
+    return [m.group(1) if (m := _ALIAS.match(item)) is not None and not item.endswith(" end") else item
+            for item in items]
 
 
 _NOT_NAMES = frozenset({"asc", "desc", "nulls", "first", "last"})

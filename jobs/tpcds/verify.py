@@ -7,6 +7,10 @@ when either engine cannot run it, Spark answers differently, or it exceeds the t
 answer passes but is named: it checks little. The verdicts become a Markdown table in
 ``QUERIES.md`` (:func:`write_table`), between markers, so the rest of the file stays as written.
 
+A run over every text at SF 1 takes hours, so :func:`resume` appends each verdict to a CSV as
+soon as it is known and, given a CSV that already has verdicts, runs only the queries without one:
+a cut run keeps what finished, and the same command continues it.
+
 The queries that pass (:func:`passed`) are what ``--queries verified`` selects, e.g. for a kill
 sweep: ``trspark bench tpcds --queries verified --policies never,tr --stable-runs never`` runs
 them under executor kills, and ``trspark bench targets`` totals kills, wrong answers and failed
@@ -20,7 +24,7 @@ import datetime
 import math
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from jobs.tpcds import datagen, metrics, session
@@ -64,6 +68,9 @@ class VerifySettings:
     memory_mb: int = 2048
     time_cap: float = 600.0
     cache: Path | None = None
+    rerun: frozenset[str] = frozenset()
+    """Verdict kinds (``differs``, ``unsupported``, ``equal``) that :func:`resume` runs again, e.g. after
+    a fix of the oracle; a query without a verdict (not run, timed out) always runs."""
 
 
 @dataclass
@@ -126,19 +133,68 @@ def verify(settings: VerifySettings, hooks: Hooks | None = None) -> list[QueryVe
         for name in settings.queries:
             expected = answers[name]
             if name not in queries or isinstance(expected, str):
-                verdicts.append(QueryVerdict(name, False, str(expected)))
+                verdict = QueryVerdict(name, False, str(expected))
             else:
                 outcome = execute(spark, queries[name], f"verify-{name}", settings.time_cap)
-                verdicts.append(judge(queries[name], expected, outcome.answer, outcome.error, outcome.seconds))
-            hooks.verdict(verdicts[-1])
+                verdict = judge(queries[name], expected, outcome.answer, outcome.error, outcome.seconds)
+                if metrics.plugin_fell_back(spark.sparkContext):
+                    # Answers are still Spark's, but the plugin ran as always-checkpoint, not as tr.
+                    verdict = replace(verdict, reason=verdict.reason + "; the plugin had fallen back to always")
+            verdicts.append(verdict)
+            hooks.verdict(verdict)
             hooks.done(name)
-        if metrics.plugin_fell_back(spark.sparkContext):
-            # Answers are still Spark's, but the plugin ran as always-checkpoint, not as tr.
-            verdicts = [QueryVerdict(v.query, v.ok, v.reason + "; the plugin had fallen back to always",
-                                     v.seconds) for v in verdicts]
     finally:
         spark.stop()
     return verdicts
+
+
+def resume(settings: VerifySettings, csv_path: Path | None, hooks: Hooks | None = None) -> list[QueryVerdict]:
+    """Run the queries of ``settings`` that ``csv_path`` has no verdict for, appending each verdict to it.
+
+    Returns the latest verdict of every query of ``settings`` that has one, earlier and new. Without
+    a CSV every query runs; with one, a run that is cut keeps every verdict written so far, and the
+    same command continues where it stopped (:func:`pending`).
+    """
+    hooks = hooks or Hooks()
+    earlier = read_csv(csv_path) if csv_path is not None and csv_path.exists() else []
+    todo = pending(settings.queries, earlier, settings.rerun)
+    if not todo:
+        return merged(settings.queries, earlier, [])
+    shown = hooks.verdict
+
+    def record(verdict: QueryVerdict) -> None:
+        if csv_path is not None:
+            append_csv(csv_path, verdict)
+        shown(verdict)
+
+    new = verify(replace(settings, queries=todo), replace(hooks, verdict=record))
+    return merged(settings.queries, earlier, new)
+
+
+def progress(say: Callable[[str], None], settings: VerifySettings, csv_path: Path | None) -> Hooks:
+    """Progress of :func:`resume` through ``say``: each phase, every 20th step, one line per verdict."""
+    earlier = read_csv(csv_path) if csv_path is not None and csv_path.exists() else []
+    todo = len(pending(settings.queries, earlier, settings.rerun))
+    if csv_path is not None:
+        say(f"{csv_path}: {len(settings.queries) - todo} of {len(settings.queries)} queries keep the verdict "
+            f"they have; {todo} to run")
+    steps = {"done": 0, "total": 0, "verdicts": 0}
+
+    def phase(label: str, total: int) -> None:
+        steps.update(done=0, total=total)
+        say(f"{label} ({total} step{'s' * (total != 1)})")
+
+    def done(name: str) -> None:
+        steps["done"] += 1
+        if steps["total"] > 1 and steps["done"] % 20 == 0:
+            say(f"  {steps['done']}/{steps['total']} ({name})")
+
+    def verdict(v: QueryVerdict) -> None:
+        steps["verdicts"] += 1
+        seconds = "" if math.isnan(v.seconds) else f", {v.seconds:.0f} s"
+        say(f"[{steps['verdicts']}/{todo}] {v.query}: {v.kind}{seconds} ({v.reason})")
+
+    return Hooks(phase=phase, done=done, verdict=verdict)
 
 
 CSV_FIELDS = ("query", "verdict", "kind", "reason", "spark_seconds")
@@ -164,6 +220,25 @@ def read_csv(path: Path) -> list[QueryVerdict]:
     return list(rows.values())
 
 
+def pending(names: tuple[str, ...], earlier: list[QueryVerdict], rerun: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """The queries of ``names`` still without a verdict in ``earlier`` (a CSV of a cut run), or with
+    one of a kind in ``rerun``.
+
+    Those never run (or to run again) come first, then those that timed out (no verdict on their
+    answer, and the slowest, so a resumed run spends its time on new verdicts first); ``names``'
+    order within each.
+    """
+    kinds = {v.query: v.kind for v in earlier}
+    fresh = tuple(n for n in names if kinds.get(n, "not run") in rerun | {"not run"})
+    return fresh + tuple(n for n in names if kinds.get(n) == "timed out")
+
+
+def merged(names: tuple[str, ...], earlier: list[QueryVerdict], new: list[QueryVerdict]) -> list[QueryVerdict]:
+    """The latest verdict of each query of ``names`` that has one, in ``names``' order."""
+    latest = {v.query: v for v in [*earlier, *new]}
+    return [latest[n] for n in names if n in latest]
+
+
 def table(verdicts: list[QueryVerdict]) -> str:
     """``| qN | pass/fail | reason |``, one row per query, in the order given."""
     lines = ["| query | verdict | reason |", "|---|---|---|"]
@@ -184,13 +259,19 @@ def code_version() -> str:
 
 
 def write_table(path: Path, verdicts: list[QueryVerdict], settings: VerifySettings, command: str) -> None:
-    """Put the verdict table into ``path`` between the markers (appended as a section the first time)."""
+    """Put the verdict table into ``path`` between the markers (appended as a section the first time).
+
+    The summary counts the queries of ``settings`` that have no verdict yet (not run, or timed out).
+    """
     passed = sum(v.ok for v in verdicts)
+    judged = {v.query for v in verdicts if v.kind not in ("timed out", "not run")}
+    missing = sum(q not in judged for q in settings.queries)
     section = "\n".join([
         BEGIN,
         f"Command: `{command}` -- {datetime.date.today().isoformat()}, code {code_version()}, Spark in mode "
         f"`tr` on `local-trcluster[{settings.executors},{settings.cores},{settings.memory_mb}]`, no kills, "
-        f"SF {settings.sf:g}. {passed} of {len(verdicts)} queries pass.",
+        f"SF {settings.sf:g}. {passed} of {len(verdicts)} queries pass"
+        + (f"; {missing} of {len(settings.queries)} have no verdict yet (not run or timed out)." if missing else "."),
         "",
         table(verdicts),
         END,
