@@ -22,9 +22,15 @@ COMMAND = [sys.executable, "-m", "trspark", "simulate", "--workload", "tpcds", "
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
 
+def _interruptible() -> None:
+    """A test run started in the background (``pytest &``) inherits SIGINT ignored, and so would
+    the command: give it the default, so that Python turns Ctrl-C into KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start() -> tuple[subprocess.Popen[str], psutil.Process]:
     proc = subprocess.Popen(COMMAND, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_interruptible)
     return proc, psutil.Process(proc.pid)
 
 
