@@ -64,23 +64,30 @@ class ShuffleState:
     lost_cost: float = 0.0
     lost_count: int = 0
     version: int = 0
+    multi_version: int = 0
+    """Bumped when :attr:`multi` changes (a subset of the changes that bump :attr:`version`)."""
     _multi_arrays: tuple[int, NDArray[np.int64], FloatArray] | None = None
 
     def multi_arrays(self) -> tuple[NDArray[np.int64], FloatArray]:
         """:attr:`multi` as arrays for vectorised use: slot sets padded with -1 ``(M, L_max)`` and costs ``(M,)``.
 
-        Cached until the shuffle changes.
+        Rows in the order of :attr:`multi`, slots ascending. Cached until :attr:`multi` changes:
+        outputs that live on one executor change the shuffle far more often than the groups do.
         """
         cached = self._multi_arrays
-        if cached is not None and cached[0] == self.version:
+        if cached is not None and cached[0] == self.multi_version:
             return cached[1], cached[2]
-        width = max((len(sig) for sig in self.multi), default=0)
-        slots = np.full((len(self.multi), width), -1, dtype=np.int64)
-        costs = np.zeros(len(self.multi))
-        for row, (sig, entry) in enumerate(self.multi.items()):
-            slots[row, : len(sig)] = sorted(sig)
-            costs[row] = entry[0]
-        self._multi_arrays = (self.version, slots, costs)
+        multi = self.multi
+        rows = [sorted(sig) for sig in multi]
+        widths = {len(row) for row in rows}
+        costs = np.fromiter((entry[0] for entry in multi.values()), dtype=np.float64, count=len(multi))
+        if len(widths) == 1:  # the usual case (one peer copy each): one array call
+            slots = np.array(rows, dtype=np.int64)
+        else:
+            slots = np.full((len(rows), max(widths, default=0)), -1, dtype=np.int64)
+            for row, sig in enumerate(rows):
+                slots[row, : len(sig)] = sig
+        self._multi_arrays = (self.multi_version, slots, costs)
         return slots, costs
 
     def _grow(self, capacity: int) -> None:
