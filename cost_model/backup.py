@@ -159,18 +159,39 @@ class BackupCosts:
         ``bandwidth`` bytes/s, default the local bandwidth; less for peers that already receive
         other copies).
         """
-        lineage = self.recompute.lineage
-        out = lineage.output(shuffle_id, map_index)
         if candidates is None:
-            peers, slots = self._peers_of(frozenset(out.locations))
+            priced = self.every_peer(shuffle_id, map_index, t_max, bandwidth)
+            if priced is None:
+                return None
+            base, peers, peer_loss = priced
         else:
+            lineage = self.recompute.lineage
+            out = lineage.output(shuffle_id, map_index)
             peers = [ex for ex in (lineage.executor(c) for c in candidates) if ex.executor_id not in out.locations]
+            if not peers:
+                return None
             slots = np.array([ex.slot for ex in peers], dtype=np.int64)
+            base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, slots, bandwidth)
+        best = int(np.argmin(peer_loss))
+        return _with_peer(base, peers[best].executor_id, float(peer_loss[best]))
+
+    def every_peer(
+        self, shuffle_id: Hashable, map_index: int, t_max: float, bandwidth: float | None = None,
+    ) -> tuple[BackupCost, list[Executor], FloatArray] | None:
+        """The peer-independent terms and :math:`C_P(Y)` (s) of every live executor ``Y`` not holding the block.
+
+        ``base`` carries :math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}` of a copy at ``bandwidth``
+        (bytes/s, default the local bandwidth); its target is ``"peer"``. Peers in the lineage's
+        executor order. Within the grid's horizon a peer's :math:`C_P` depends only on its own
+        row of the failure table, so any subset of the peers can be priced from these values.
+        None when there is no such executor.
+        """
+        out = self.recompute.lineage.output(shuffle_id, map_index)
+        peers, slots = self._peers_of(frozenset(out.locations))
         if not peers:
             return None
         base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, slots, bandwidth)
-        best = int(np.argmin(peer_loss))
-        return _with_peer(base, peers[best].executor_id, float(peer_loss[best]))
+        return base, peers, peer_loss
 
     def _peers_of(self, holders: frozenset[str]) -> tuple[list[Executor], NDArray[np.int64]]:
         """Every live executor but ``holders``, and their slots; kept until executors come or go."""
