@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 import numpy as np
 from numpy.typing import NDArray
@@ -71,20 +72,19 @@ class ShuffleState:
     def multi_arrays(self) -> tuple[NDArray[np.int64], FloatArray]:
         """:attr:`multi` as arrays for vectorised use: slot sets padded with -1 ``(M, L_max)`` and costs ``(M,)``.
 
-        Rows in the order of :attr:`multi`, slots ascending. Cached until :attr:`multi` changes:
-        outputs that live on one executor change the shuffle far more often than the groups do.
+        Rows in the order of :attr:`multi`, slots ascending. Cached until :attr:`multi` changes,
+        not on every change of the shuffle (an output added on one executor leaves it alone).
         """
         cached = self._multi_arrays
         if cached is not None and cached[0] == self.multi_version:
             return cached[1], cached[2]
         multi = self.multi
         rows = [sorted(sig) for sig in multi]
-        widths = {len(row) for row in rows}
-        costs = np.fromiter((entry[0] for entry in multi.values()), dtype=np.float64, count=len(multi))
-        if len(widths) == 1:  # the usual case (one peer copy each): one array call
-            slots = np.array(rows, dtype=np.int64)
-        else:
-            slots = np.full((len(rows), max(widths, default=0)), -1, dtype=np.int64)
+        costs = np.fromiter(map(itemgetter(0), multi.values()), dtype=np.float64, count=len(multi))
+        try:  # the usual case, every group of one width (one peer copy each): one array call
+            slots = np.array(rows, dtype=np.int64).reshape(len(rows), -1 if rows else 0)
+        except ValueError:  # groups of several widths
+            slots = np.full((len(rows), max(map(len, rows))), -1, dtype=np.int64)
             for row, sig in enumerate(rows):
                 slots[row, : len(sig)] = sig
         self._multi_arrays = (self.multi_version, slots, costs)

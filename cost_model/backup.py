@@ -77,6 +77,20 @@ class BackupCost:
         return self.b1 + self.redo + self.b2 + self.peer_loss
 
 
+@dataclass(frozen=True, slots=True)
+class PeerPrices:
+    """Every peer that could receive a copy of one block, priced at one bandwidth (:meth:`BackupCosts.every_peer`)."""
+
+    base: BackupCost
+    """:math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}` (s), the same for every peer; target ``"peer"``."""
+    peers: list[Executor]
+    """Live executors not holding the block, in the lineage's executor order."""
+    peer_loss: FloatArray
+    """:math:`C_P(Y)` (s) per peer."""
+    position: dict[str, int]
+    """Executor id -> its index in :attr:`peers`."""
+
+
 def shared_remote_bandwidth(per_executor: float, total_cap: float, concurrent: int) -> float:
     """Bandwidth (bytes/s) of one more remote backup: :math:`\\min(b, \\text{cap} / (n + 1))`.
 
@@ -125,7 +139,7 @@ class BackupCosts:
             raise ValueError(f"backup cost: 'latency' must be a finite number >= 0 seconds, got {latency!r}")
         self.latency = float(latency)
         self._peers_version = -1
-        self._peers: dict[frozenset[str], tuple[list[Executor], NDArray[np.int64]]] = {}
+        self._peers: dict[frozenset[str], tuple[list[Executor], NDArray[np.int64], dict[str, int]]] = {}
 
     def copy_seconds(self, size: float, bandwidth: float) -> float:
         """:math:`BT = L + \\text{size} / \\text{bandwidth}` (s) of one copy of ``size`` bytes."""
@@ -163,7 +177,7 @@ class BackupCosts:
             priced = self.every_peer(shuffle_id, map_index, t_max, bandwidth)
             if priced is None:
                 return None
-            base, peers, peer_loss = priced
+            base, peers, peer_loss = priced.base, priced.peers, priced.peer_loss
         else:
             lineage = self.recompute.lineage
             out = lineage.output(shuffle_id, map_index)
@@ -177,31 +191,30 @@ class BackupCosts:
 
     def every_peer(
         self, shuffle_id: Hashable, map_index: int, t_max: float, bandwidth: float | None = None,
-    ) -> tuple[BackupCost, list[Executor], FloatArray] | None:
-        """The peer-independent terms and :math:`C_P(Y)` (s) of every live executor ``Y`` not holding the block.
+    ) -> PeerPrices | None:
+        """Every live executor ``Y`` not holding the block and its :math:`C_P(Y)`, copying at ``bandwidth``.
 
-        ``base`` carries :math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}` of a copy at ``bandwidth``
-        (bytes/s, default the local bandwidth); its target is ``"peer"``. Peers in the lineage's
-        executor order. Within the grid's horizon a peer's :math:`C_P` depends only on its own
-        row of the failure table, so any subset of the peers can be priced from these values.
-        None when there is no such executor.
+        ``bandwidth`` in bytes/s, default the local bandwidth. Within the grid's horizon a peer's
+        :math:`C_P` depends only on its own row of the failure table, so any subset of the peers
+        is priced by these values. None when there is no such executor.
         """
         out = self.recompute.lineage.output(shuffle_id, map_index)
-        peers, slots = self._peers_of(frozenset(out.locations))
+        peers, slots, position = self._peers_of(frozenset(out.locations))
         if not peers:
             return None
         base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, slots, bandwidth)
-        return base, peers, peer_loss
+        return PeerPrices(base, peers, peer_loss, position)
 
-    def _peers_of(self, holders: frozenset[str]) -> tuple[list[Executor], NDArray[np.int64]]:
-        """Every live executor but ``holders``, and their slots; kept until executors come or go."""
+    def _peers_of(self, holders: frozenset[str]) -> tuple[list[Executor], NDArray[np.int64], dict[str, int]]:
+        """Every live executor but ``holders``, their slots and positions; kept until executors come or go."""
         lineage = self.recompute.lineage
         if self._peers_version != lineage.executors_version:
             self._peers_version, self._peers = lineage.executors_version, {}
         cached = self._peers.get(holders)
         if cached is None:
             peers = [ex for ex in lineage.executors() if ex.executor_id not in holders]
-            cached = (peers, np.array([ex.slot for ex in peers], dtype=np.int64))
+            position = {ex.executor_id: index for index, ex in enumerate(peers)}
+            cached = (peers, np.array([ex.slot for ex in peers], dtype=np.int64), position)
             self._peers[holders] = cached
         return cached
 

@@ -27,8 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
+from numpy.typing import NDArray
 
-from cost_model.backup import BackupCost, BackupCosts
+from cost_model.backup import BackupCost, BackupCosts, PeerPrices
 from cost_model.lineage import Lineage
 from cost_model.recompute import Recompute
 from cost_model.timegrid import TimeGrid
@@ -147,22 +148,17 @@ class CostEstimator:
         priced = self.backup.every_peer(sid, idx, t_max)
         if priced is None:
             return math.inf, None
-        base, peers, peer_loss = priced
+        base, peers, peer_loss = priced.base, priced.peers, priced.peer_loss
         first = int(np.argmin(peer_loss))
         if not loads.get(peers[first].executor_id):
             cheapest = _with_peer(base, peers[first].executor_id, float(peer_loss[first]))
             return self._c_bl(block, state, cheapest, weight), cheapest.target
-        holders = set(block.holders())
-        groups: dict[int, list[int]] = {}
-        for position, ex in enumerate(peers):
-            if ex.executor_id not in holders:
-                groups.setdefault(loads.get(ex.executor_id, 0), []).append(position)
         # Within the grid a peer's C_P is its own row's: the unloaded group is a subset of the peers priced above.
         reuse = t_max <= self.grid.horizon
         out: tuple[float, str | None] = (math.inf, None)
-        for load, positions in sorted(groups.items()):
+        for load, positions in _load_groups(priced, block.holders(), loads):
             if load == 0 and reuse:
-                best = positions[int(np.argmin(peer_loss[positions]))]
+                best = int(positions[int(np.argmin(peer_loss[positions]))])
                 option: BackupCost | None = _with_peer(base, peers[best].executor_id, float(peer_loss[best]))
             elif load and self._cannot_win(block, state, base, weight, load, out[0]):
                 continue
@@ -230,3 +226,22 @@ class CostEstimator:
 def _with_peer(base: BackupCost, peer: str, peer_loss: float) -> BackupCost:
     """``base`` (the peer-independent terms) as the option of copying to ``peer``, whose ``C_P`` is ``peer_loss`` (s)."""
     return replace(base, target=peer, peer_loss=peer_loss)
+
+
+def _load_groups(priced: PeerPrices, holders: Sequence[str], loads: Mapping[str, int]) -> list[tuple[int, NDArray[np.int64]]]:
+    """The peers but ``holders``, grouped by the copies they receive: ``(load, positions in executor order)``, by load."""
+    position = priced.position
+    free = np.ones(len(priced.peers), dtype=bool)
+    free[[position[h] for h in holders if h in position]] = False
+    groups: dict[int, list[int]] = {}
+    for executor_id, load in loads.items():
+        at = position.get(executor_id)
+        if load and at is not None and free[at]:
+            groups.setdefault(load, []).append(at)
+    for members in groups.values():
+        free[members] = False
+    out = [(load, np.array(sorted(members), dtype=np.int64)) for load, members in groups.items()]
+    unloaded = np.flatnonzero(free)
+    if unloaded.size:
+        out.append((0, unloaded))
+    return sorted(out, key=lambda group: group[0])
