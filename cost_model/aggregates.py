@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import itemgetter
 
 import numpy as np
@@ -79,14 +80,16 @@ class ShuffleState:
         if cached is not None and cached[0] == self.multi_version:
             return cached[1], cached[2]
         multi = self.multi
-        rows = [sorted(sig) for sig in multi]
         costs = np.fromiter(map(itemgetter(0), multi.values()), dtype=np.float64, count=len(multi))
-        try:  # the usual case, every group of one width (one peer copy each): one array call
-            slots = np.array(rows, dtype=np.int64).reshape(len(rows), -1 if rows else 0)
-        except ValueError:  # groups of several widths
-            slots = np.full((len(rows), max(map(len, rows))), -1, dtype=np.int64)
-            for row, sig in enumerate(rows):
-                slots[row, : len(sig)] = sig
+        width = max(map(len, multi), default=0)
+        if multi and min(map(len, multi)) == width:  # the usual case (one peer copy each): no loop per group
+            slots = np.fromiter(chain.from_iterable(multi), dtype=np.int64, count=len(multi) * width)
+            slots = slots.reshape(len(multi), width)
+            slots.sort(axis=1)
+        else:
+            slots = np.full((len(multi), width), -1, dtype=np.int64)
+            for row, sig in enumerate(multi):
+                slots[row, : len(sig)] = sorted(sig)
         self._multi_arrays = (self.multi_version, slots, costs)
         return slots, costs
 
