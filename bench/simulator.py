@@ -8,7 +8,6 @@ Default: TPC-DS-like job (20,100 tasks) on 100 VMs x 4 cores (Table 2), 50 runs 
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import time
 from dataclasses import replace
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from jobs.reports.render import append_row
 from simulators.runner import Experiment, run_experiment, simulate_run, stable_job_time, with_stability
 from simulators.workloads import make_workload
 from simulators.world import WorldSpec
@@ -60,7 +60,7 @@ def main() -> None:
     print(f"slowdown mean {summary['slowdown_mean']:.3f}, p95 {summary['slowdown_p95']:.3f}, failed {summary['failed_runs']}")
     print(f"load average during the run: {os.getloadavg()[0]:.1f} (the CPU is shared)")
     if args.csv is not None:
-        _append_row(args.csv, {
+        append_row(args.csv, {
             "policy": args.policy, "runs": args.runs, "wall_seconds": f"{wall:.2f}",
             "cpu_seconds_per_run": f"{cpu_per_run:.3f}", "events_per_run": round(events / args.runs),
             "events_per_second": round(events / wall), "slowdown_mean": f"{summary['slowdown_mean']:.3f}",
@@ -73,16 +73,6 @@ def _cpu_per_run(exp: Experiment, seeds: list[np.random.SeedSequence], stable: f
     c0 = time.process_time()
     events = sum(simulate_run(exp, seed, stable).events for seed in seeds)
     return (time.process_time() - c0) / len(seeds), events
-
-
-def _append_row(path: Path, row: dict[str, object]) -> None:
-    """One row of ``row``'s columns at the end of ``path`` (the header first when the file is new)."""
-    new = not path.exists()
-    with path.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(row))
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
 
 
 if __name__ == "__main__":
