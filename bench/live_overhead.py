@@ -22,7 +22,6 @@ Usage::
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import statistics
@@ -35,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import click
+
+from jobs.reports.render import append_row
 
 CONFIGS = ("none", "never", "tr")
 TARGET_NEVER = 1.03
@@ -150,7 +151,7 @@ def coordinate(configs: tuple[str, ...], rounds: int, options: dict[str, Any], c
                 checksums[config].add(result["checksum"])
                 click.echo(f"round {r + 1} {config:>5}: {result['seconds']:.2f} s")
                 if csv_path is not None:
-                    append_csv(csv_path, {"round": r + 1, "config": config, "mode": workers[config].mode,
+                    append_row(csv_path, {"round": r + 1, "config": config, "mode": workers[config].mode,
                                           "seconds": round(result["seconds"], 4), **options})
     finally:
         for w in workers.values():
@@ -184,15 +185,6 @@ def report(times: dict[str, list[float]], checksums: dict[str, set[int]], modes:
         verdict = "met" if paired_ratios["never"] <= TARGET_NEVER else "NOT met"
         click.echo(f"target never/none <= {TARGET_NEVER} (paired): {verdict} ({paired_ratios['never']:.3f})")
     return paired_ratios
-
-
-def append_csv(path: Path, row: dict[str, Any]) -> None:
-    new = not path.exists()
-    with path.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(row))
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
 
 
 @click.command()

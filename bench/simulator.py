@@ -1,6 +1,6 @@
 """Simulator throughput on the paper's default setting: events/s and seconds per run.
 
-    python bench/simulator.py [--policy always] [--stability 100] [--runs 50] [--workers 2]
+    python bench/simulator.py [--policy always] [--stability 100] [--runs 50] [--workers 2] [--csv PATH]
 
 Default: TPC-DS-like job (20,100 tasks) on 100 VMs x 4 cores (Table 2), 50 runs on all cores.
 """
@@ -11,9 +11,11 @@ import argparse
 import os
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
+from jobs.reports.render import append_row
 from simulators.runner import Experiment, run_experiment, simulate_run, stable_job_time, with_stability
 from simulators.workloads import make_workload
 from simulators.world import WorldSpec
@@ -28,6 +30,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cpu-runs", type=int, default=3, help="Runs timed in-process by CPU time (load-independent).")
+    parser.add_argument("--csv", type=Path, help="Append one row of figures to this CSV (written with a header if new).")
     args = parser.parse_args()
 
     job = make_workload(args.workload, seed=args.seed)
@@ -56,6 +59,13 @@ def main() -> None:
           f"{args.policy} {cpu_per_run:.3f}, ratio {cpu_per_run / always_per_run:.1f}x")
     print(f"slowdown mean {summary['slowdown_mean']:.3f}, p95 {summary['slowdown_p95']:.3f}, failed {summary['failed_runs']}")
     print(f"load average during the run: {os.getloadavg()[0]:.1f} (the CPU is shared)")
+    if args.csv is not None:
+        append_row(args.csv, {
+            "policy": args.policy, "runs": args.runs, "wall_seconds": f"{wall:.2f}",
+            "cpu_seconds_per_run": f"{cpu_per_run:.3f}", "events_per_run": round(events / args.runs),
+            "events_per_second": round(events / wall), "slowdown_mean": f"{summary['slowdown_mean']:.3f}",
+            "failed_runs": summary["failed_runs"],
+        })
 
 
 def _cpu_per_run(exp: Experiment, seeds: list[np.random.SeedSequence], stable: float) -> tuple[float, int]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import itemgetter
 
 import numpy as np
 from numpy.typing import NDArray
@@ -64,23 +66,31 @@ class ShuffleState:
     lost_cost: float = 0.0
     lost_count: int = 0
     version: int = 0
+    multi_version: int = 0
+    """Bumped when :attr:`multi` changes (a subset of the changes that bump :attr:`version`)."""
     _multi_arrays: tuple[int, NDArray[np.int64], FloatArray] | None = None
 
     def multi_arrays(self) -> tuple[NDArray[np.int64], FloatArray]:
         """:attr:`multi` as arrays for vectorised use: slot sets padded with -1 ``(M, L_max)`` and costs ``(M,)``.
 
-        Cached until the shuffle changes.
+        Rows in the order of :attr:`multi`, slots ascending. Cached until :attr:`multi` changes,
+        not on every change of the shuffle (an output added on one executor leaves it alone).
         """
         cached = self._multi_arrays
-        if cached is not None and cached[0] == self.version:
+        if cached is not None and cached[0] == self.multi_version:
             return cached[1], cached[2]
-        width = max((len(sig) for sig in self.multi), default=0)
-        slots = np.full((len(self.multi), width), -1, dtype=np.int64)
-        costs = np.zeros(len(self.multi))
-        for row, (sig, entry) in enumerate(self.multi.items()):
-            slots[row, : len(sig)] = sorted(sig)
-            costs[row] = entry[0]
-        self._multi_arrays = (self.version, slots, costs)
+        multi = self.multi
+        costs = np.fromiter(map(itemgetter(0), multi.values()), dtype=np.float64, count=len(multi))
+        width = max(map(len, multi), default=0)
+        if multi and min(map(len, multi)) == width:  # the usual case (one peer copy each): no loop per group
+            slots = np.fromiter(chain.from_iterable(multi), dtype=np.int64, count=len(multi) * width)
+            slots = slots.reshape(len(multi), width)
+            slots.sort(axis=1)
+        else:
+            slots = np.full((len(multi), width), -1, dtype=np.int64)
+            for row, sig in enumerate(multi):
+                slots[row, : len(sig)] = sorted(sig)
+        self._multi_arrays = (self.multi_version, slots, costs)
         return slots, costs
 
     def _grow(self, capacity: int) -> None:

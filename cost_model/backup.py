@@ -77,6 +77,20 @@ class BackupCost:
         return self.b1 + self.redo + self.b2 + self.peer_loss
 
 
+@dataclass(frozen=True, slots=True)
+class PeerPrices:
+    """Every peer that could receive a copy of one block, priced at one bandwidth (:meth:`BackupCosts.every_peer`)."""
+
+    base: BackupCost
+    """:math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}` (s), the same for every peer; target ``"peer"``."""
+    peers: list[Executor]
+    """Live executors not holding the block, in the lineage's executor order."""
+    peer_loss: FloatArray
+    """:math:`C_P(Y)` (s) per peer."""
+    position: dict[str, int]
+    """Executor id -> its index in :attr:`peers`."""
+
+
 def shared_remote_bandwidth(per_executor: float, total_cap: float, concurrent: int) -> float:
     """Bandwidth (bytes/s) of one more remote backup: :math:`\\min(b, \\text{cap} / (n + 1))`.
 
@@ -125,7 +139,7 @@ class BackupCosts:
             raise ValueError(f"backup cost: 'latency' must be a finite number >= 0 seconds, got {latency!r}")
         self.latency = float(latency)
         self._peers_version = -1
-        self._peers: dict[frozenset[str], tuple[list[Executor], NDArray[np.int64]]] = {}
+        self._peers: dict[frozenset[str], tuple[list[Executor], NDArray[np.int64], dict[str, int]]] = {}
 
     def copy_seconds(self, size: float, bandwidth: float) -> float:
         """:math:`BT = L + \\text{size} / \\text{bandwidth}` (s) of one copy of ``size`` bytes."""
@@ -159,28 +173,48 @@ class BackupCosts:
         ``bandwidth`` bytes/s, default the local bandwidth; less for peers that already receive
         other copies).
         """
-        lineage = self.recompute.lineage
-        out = lineage.output(shuffle_id, map_index)
         if candidates is None:
-            peers, slots = self._peers_of(frozenset(out.locations))
+            priced = self.every_peer(shuffle_id, map_index, t_max, bandwidth)
+            if priced is None:
+                return None
+            base, peers, peer_loss = priced.base, priced.peers, priced.peer_loss
         else:
+            lineage = self.recompute.lineage
+            out = lineage.output(shuffle_id, map_index)
             peers = [ex for ex in (lineage.executor(c) for c in candidates) if ex.executor_id not in out.locations]
+            if not peers:
+                return None
             slots = np.array([ex.slot for ex in peers], dtype=np.int64)
-        if not peers:
-            return None
-        base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, slots, bandwidth)
+            base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, slots, bandwidth)
         best = int(np.argmin(peer_loss))
         return _with_peer(base, peers[best].executor_id, float(peer_loss[best]))
 
-    def _peers_of(self, holders: frozenset[str]) -> tuple[list[Executor], NDArray[np.int64]]:
-        """Every live executor but ``holders``, and their slots; kept until executors come or go."""
+    def every_peer(
+        self, shuffle_id: Hashable, map_index: int, t_max: float, bandwidth: float | None = None,
+    ) -> PeerPrices | None:
+        """Every live executor ``Y`` not holding the block and its :math:`C_P(Y)`, copying at ``bandwidth``.
+
+        ``bandwidth`` in bytes/s, default the local bandwidth. Within the grid's horizon a peer's
+        :math:`C_P` depends only on its own row of the failure table, so any subset of the peers
+        is priced by these values. None when there is no such executor.
+        """
+        out = self.recompute.lineage.output(shuffle_id, map_index)
+        peers, slots, position = self._peers_of(frozenset(out.locations))
+        if not peers:
+            return None
+        base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, slots, bandwidth)
+        return PeerPrices(base, peers, peer_loss, position)
+
+    def _peers_of(self, holders: frozenset[str]) -> tuple[list[Executor], NDArray[np.int64], dict[str, int]]:
+        """Every live executor but ``holders``, their slots and positions; kept until executors come or go."""
         lineage = self.recompute.lineage
         if self._peers_version != lineage.executors_version:
             self._peers_version, self._peers = lineage.executors_version, {}
         cached = self._peers.get(holders)
         if cached is None:
             peers = [ex for ex in lineage.executors() if ex.executor_id not in holders]
-            cached = (peers, np.array([ex.slot for ex in peers], dtype=np.int64))
+            position = {ex.executor_id: index for index, ex in enumerate(peers)}
+            cached = (peers, np.array([ex.slot for ex in peers], dtype=np.int64), position)
             self._peers[holders] = cached
         return cached
 

@@ -294,6 +294,7 @@ class Lineage:
             entry = state.multi.setdefault(group, [0.0, 0.0])
             entry[0] += out.run_time
             entry[1] += 1.0
+            state.multi_version += 1
             for slot in group:
                 state.multi_by_slot.setdefault(slot, set()).add(group)
         elif group == LOST:
@@ -315,6 +316,7 @@ class Lineage:
             entry = state.multi[group]
             entry[0] -= out.run_time
             entry[1] -= 1.0
+            state.multi_version += 1
             if entry[1] <= 0.0:
                 del state.multi[group]
                 for slot in group:

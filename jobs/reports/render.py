@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 MACHINE = "one VM, 2 vCPU (AMD EPYC), 23 GiB RAM"
 
+
+
+def append_row(path: Path, row: Mapping[str, object]) -> None:
+    """``row`` as one line at the end of the CSV ``path``, its keys as the header when the file is new."""
+    new = not path.exists()
+    with path.open("a", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(row))
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
 
 @dataclass(frozen=True)
 class Source:

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
+from numpy.typing import NDArray
 
-from cost_model.backup import BackupCost, BackupCosts
+from cost_model.backup import BackupCost, BackupCosts, PeerPrices
 from cost_model.lineage import Lineage
 from cost_model.recompute import Recompute
 from cost_model.timegrid import TimeGrid
@@ -139,27 +141,47 @@ class CostEstimator:
         A copy to a peer that already receives ``n`` copies moves at ``local_bandwidth / (n + 1)``
         (the peer's link is shared): many evictable executors copying to one stable executor
         slow each other down, and the longer ``BT`` raises every copy term. Peers are priced in
-        groups of equal load; when the cheapest peer at full bandwidth receives nothing, no
-        other peer can beat it and one group is enough.
+        groups of equal load (ties: the lower load, then executor order); when the cheapest peer
+        at full bandwidth receives nothing, no other peer can beat it and one group is enough.
         """
         sid, idx = block.block_id
-        best = self.backup.best_local_destination(sid, idx, t_max)
-        if best is None:
+        priced = self.backup.every_peer(sid, idx, t_max)
+        if priced is None:
             return math.inf, None
-        if not loads.get(best.target):
-            return self._c_bl(block, state, best, weight), best.target
-        holders = set(block.holders())
-        groups: dict[int, list[str]] = {}
-        for ex in self.lineage.executors():
-            if ex.executor_id not in holders:
-                groups.setdefault(loads.get(ex.executor_id, 0), []).append(ex.executor_id)
+        base, peers, peer_loss = priced.base, priced.peers, priced.peer_loss
+        first = int(np.argmin(peer_loss))
+        if not loads.get(peers[first].executor_id):
+            cheapest = _with_peer(base, peers[first].executor_id, float(peer_loss[first]))
+            return self._c_bl(block, state, cheapest, weight), cheapest.target
+        # Within the grid a peer's C_P is its own row's: the unloaded group is a subset of the peers priced above.
+        reuse = t_max <= self.grid.horizon
         out: tuple[float, str | None] = (math.inf, None)
-        for load, peers in sorted(groups.items()):
-            bandwidth = self.config.local_bandwidth / (load + 1)
-            option = self.backup.best_local_destination(sid, idx, t_max, candidates=peers, bandwidth=bandwidth)
+        for load, positions in _load_groups(priced, block.holders(), loads):
+            if load == 0 and reuse:
+                best = int(positions[int(np.argmin(peer_loss[positions]))])
+                option: BackupCost | None = _with_peer(base, peers[best].executor_id, float(peer_loss[best]))
+            elif load and self._cannot_win(block, state, base, weight, load, out[0]):
+                continue
+            else:
+                bandwidth = self.config.local_bandwidth / (load + 1)
+                option = self.backup.best_local_destination(sid, idx, t_max, bandwidth=bandwidth,
+                                                            candidates=[peers[p].executor_id for p in positions])
             if option is not None and (cost := self._c_bl(block, state, option, weight)) < out[0]:
                 out = (cost, option.target)
         return out
+
+    def _cannot_win(self, block: MapOutput, state: JobState, base: BackupCost, weight: float, load: int,
+                    best: float) -> bool:
+        """Whether every peer receiving ``load`` copies costs at least ``best`` (s).
+
+        A slower copy (longer ``BT``) has ``C_B1`` and ``C_R`` at least those of the copy at full
+        bandwidth (``base``: more of X's failure mass falls inside the copy) and ``C_P >= 0``,
+        so ``C_BL >= C_B1(base) + w C_R(base) + C_B2(BT)``. The relative margin covers rounding.
+        """
+        size = self.lineage.output(block.shuffle_id, block.map_index).size
+        seconds = self.backup.copy_seconds(size, self.config.local_bandwidth / (load + 1))
+        bound = base.b1 + weight * base.redo + self._life_b2(block, state, seconds)
+        return bound - best > 1e-9 * abs(best)
 
     def _c_bl(self, block: MapOutput, state: JobState, option: BackupCost, weight: float) -> float:
         """``C_BL`` (s) of one peer option: ``option.b2`` stops at T_max; over the source's life it is ``_life_b2``."""
@@ -199,3 +221,27 @@ class CostEstimator:
         """The peer with the lowest ``C_BL`` (used by the safety belt in local-only mode)."""
         best = self.backup.best_local_destination(block.shuffle_id, block.map_index, t_max)
         return None if best is None else best.target
+
+
+def _with_peer(base: BackupCost, peer: str, peer_loss: float) -> BackupCost:
+    """``base`` (the peer-independent terms) as the option of copying to ``peer``, whose ``C_P`` is ``peer_loss`` (s)."""
+    return replace(base, target=peer, peer_loss=peer_loss)
+
+
+def _load_groups(priced: PeerPrices, holders: Sequence[str], loads: Mapping[str, int]) -> list[tuple[int, NDArray[np.int64]]]:
+    """The peers but ``holders``, grouped by the copies they receive: ``(load, positions in executor order)``, by load."""
+    position = priced.position
+    free = np.ones(len(priced.peers), dtype=bool)
+    free[[position[h] for h in holders if h in position]] = False
+    groups: dict[int, list[int]] = {}
+    for executor_id, load in loads.items():
+        at = position.get(executor_id)
+        if load and at is not None and free[at]:
+            groups.setdefault(load, []).append(at)
+    for members in groups.values():
+        free[members] = False
+    out = [(load, np.array(sorted(members), dtype=np.int64)) for load, members in groups.items()]
+    unloaded = np.flatnonzero(free)
+    if unloaded.size:
+        out.append((0, unloaded))
+    return sorted(out, key=lambda group: group[0])

@@ -180,7 +180,8 @@ def uncovered_fraction(state: JobState, stage: StageView, covered: Covered) -> f
     if stage.shuffle_id is None or stage.num_tasks <= 0:
         return 0.0
     outputs = state.shuffle_outputs(stage.shuffle_id)
-    done = sum(1 for b in outputs if state.is_safe(b) or covered(b))
+    # Coverage first: most outputs of a finished reader are backed up, and the test is cheaper.
+    done = sum(1 for b in outputs if covered(b) or state.is_safe(b))
     return max(0.0, 1.0 - done / stage.num_tasks)
 
 
