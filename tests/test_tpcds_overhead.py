@@ -30,6 +30,9 @@ def test_ratios_pair_runs_of_the_same_round() -> None:
     assert s.median_paired == pytest.approx(1.02)  # median of 1.02, 1.02, 1.02, 1.10
     assert s.total_ratio == pytest.approx((11.22 + 5.5) / (11.0 + 5.0))
     assert s.met
+    # The interval is the median's over the four pairs: it holds the median and stays within the pairs.
+    ci = s.paired_interval
+    assert ci.n == 4 and 1.02 <= ci.low <= ci.median <= ci.high <= 1.10
 
 
 def test_failed_or_wrong_runs_pair_with_nothing() -> None:

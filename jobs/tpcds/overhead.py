@@ -38,6 +38,7 @@ from jobs.tpcds import datagen, metrics, results, session
 from jobs.tpcds.answers import Answer, DuckDBOracle, compare
 from jobs.tpcds.queries import Query, load
 from jobs.tpcds.results import RunRow
+from trspark.stats import Interval, median_interval
 
 log = logging.getLogger("trspark.bench")
 
@@ -76,6 +77,8 @@ class Summary:
     """Median over every (query, round) pair of ``t_tr / t_never``."""
     total_ratio: float
     """Sum over queries of median ``tr`` time over the same sum for vanilla Spark."""
+    paired_interval: Interval = Interval(math.nan, math.nan, math.nan, 0)
+    """``median_paired`` with its percentile bootstrap 95 % interval over the pairs."""
 
     @property
     def met(self) -> bool:
@@ -104,7 +107,7 @@ def summarise(rows: list[RunRow]) -> Summary:
         per_query[q] = (med_base, med_tr, med_tr / med_base if base and tr else math.nan,
                         statistics.median(pairs) if pairs else math.nan)
     return Summary(per_query, statistics.median(all_pairs) if all_pairs else math.nan,
-                   totals[1] / totals[0] if totals[0] else math.nan)
+                   totals[1] / totals[0] if totals[0] else math.nan, median_interval(all_pairs))
 
 
 def run(settings: OverheadSettings, on_row: Callable[[RunRow], None] = lambda row: None) -> list[RunRow]:
