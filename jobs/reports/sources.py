@@ -37,14 +37,13 @@ time. {_SIM} A run that does not finish within 20x the stable time counts as 20 
            "python bench/simulator.py --policy always --runs 50\npython bench/simulator.py --policy never --runs 50\n"
            "python bench/simulator.py --policy tr --runs 2 --workers 1 --cpu-runs 2 --csv docs/results/simulator_speed.csv",
            "2026-11-25 (always, never), 2026-11-26 (tr)",
-           "unknown for always and never (the figures were added in commit 430b26a); tr: 8bd6a49",
-           MACHINE + ", load average 1.0-1.4 (always, never); tr: shared with other work, load average about 10 (CPU seconds of `always` in the same process: 0.430)",
+           "unknown for always and never (the figures were added in commit 430b26a); tr: 5839e07",
+           MACHINE + ", load average 1.0-1.4 (always, never); tr: load average 1.7 (CPU seconds of `always` in the same process: 0.399)",
            columns("policy", "runs", "wall_seconds", "cpu_seconds_per_run", "events_per_run",
                    "events_per_second", "slowdown_mean", "failed_runs"),
            "The paper's size: a TPC-DS-shaped job of 20,100 tasks on 100 VMs x 4 cores, stability "
            "100, runs spread over both cores. Every `never` run fails here and runs to the 20x cap. "
-           "The `tr` row ran on a loaded machine: its wall seconds and events per second say little, "
-           "its CPU seconds per run (process time of runs in one process) are the figure to read; "
+           "For `tr` the CPU seconds per run (process time of runs in one process) are the figure to read; "
            "the bench prints `always`'s CPU seconds of the same runs beside it."),
 ))
 
