@@ -160,7 +160,7 @@ class BackupCosts:
                 raise ValueError(f"backup cost: peer {peer!r} already holds map output {(shuffle_id, map_index)!r}")
         executors = [self.recompute.lineage.executor(p) for p in peers]
         base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, [ex.slot for ex in executors])
-        return [_with_peer(base, peer, float(loss)) for peer, loss in zip(peers, peer_loss, strict=True)]
+        return [with_peer(base, peer, float(loss)) for peer, loss in zip(peers, peer_loss, strict=True)]
 
     def best_local_destination(
         self, shuffle_id: Hashable, map_index: int, t_max: float, candidates: Sequence[str] | None = None,
@@ -187,7 +187,7 @@ class BackupCosts:
             slots = np.array([ex.slot for ex in peers], dtype=np.int64)
             base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, slots, bandwidth)
         best = int(np.argmin(peer_loss))
-        return _with_peer(base, peers[best].executor_id, float(peer_loss[best]))
+        return with_peer(base, peers[best].executor_id, float(peer_loss[best]))
 
     def every_peer(
         self, shuffle_id: Hashable, map_index: int, t_max: float, bandwidth: float | None = None,
@@ -320,7 +320,8 @@ def _diff(values: FloatArray) -> FloatArray:
     return values[1:] - values[:-1]
 
 
-def _with_peer(base: BackupCost, peer: str, peer_loss: float) -> BackupCost:
+def with_peer(base: BackupCost, peer: str, peer_loss: float) -> BackupCost:
+    """``base`` (the peer-independent terms) as the option of copying to ``peer``, whose ``C_P`` is ``peer_loss`` (s)."""
     return BackupCost(peer, base.seconds, base.b1, base.redo, base.b2, peer_loss)
 
 

@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
 
-from cost_model.backup import BackupCost, BackupCosts, PeerPrices
+from cost_model.backup import BackupCost, BackupCosts, PeerPrices, with_peer
 from cost_model.lineage import Lineage
 from cost_model.recompute import Recompute
 from cost_model.timegrid import TimeGrid
@@ -151,7 +150,7 @@ class CostEstimator:
         base, peers, peer_loss = priced.base, priced.peers, priced.peer_loss
         first = int(np.argmin(peer_loss))
         if not loads.get(peers[first].executor_id):
-            cheapest = _with_peer(base, peers[first].executor_id, float(peer_loss[first]))
+            cheapest = with_peer(base, peers[first].executor_id, float(peer_loss[first]))
             return self._c_bl(block, state, cheapest, weight), cheapest.target
         # Within the grid a peer's C_P is its own row's: the unloaded group is a subset of the peers priced above.
         reuse = t_max <= self.grid.horizon
@@ -159,7 +158,7 @@ class CostEstimator:
         for load, positions in _load_groups(priced, block.holders(), loads):
             if load == 0 and reuse:
                 best = int(positions[int(np.argmin(peer_loss[positions]))])
-                option: BackupCost | None = _with_peer(base, peers[best].executor_id, float(peer_loss[best]))
+                option: BackupCost | None = with_peer(base, peers[best].executor_id, float(peer_loss[best]))
             elif load and self._cannot_win(block, state, base, weight, load, out[0]):
                 continue
             else:
@@ -222,10 +221,6 @@ class CostEstimator:
         best = self.backup.best_local_destination(block.shuffle_id, block.map_index, t_max)
         return None if best is None else best.target
 
-
-def _with_peer(base: BackupCost, peer: str, peer_loss: float) -> BackupCost:
-    """``base`` (the peer-independent terms) as the option of copying to ``peer``, whose ``C_P`` is ``peer_loss`` (s)."""
-    return replace(base, target=peer, peer_loss=peer_loss)
 
 
 def _load_groups(priced: PeerPrices, holders: Sequence[str], loads: Mapping[str, int]) -> list[tuple[int, NDArray[np.int64]]]:
