@@ -84,4 +84,6 @@ def test_a_wrong_answer_is_caught_in_every_run(bench: tuple[Path, BenchResult]) 
     for (policy, scenario), row in rows_of(result, WRONG).items():
         assert not row.failed, (policy, scenario, row.error)
         assert not row.result_ok, (policy, scenario)
-        assert "row 0 column 3" in row.error
+        # The first row differs: in its last column, which is also one of q42's ORDER BY keys, so
+        # the oracle names the row by its sort key.
+        assert row.error.startswith("order: row 0: sort key"), row.error
