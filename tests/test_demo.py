@@ -83,7 +83,7 @@ def test_default_plan_fits_ten_minutes_and_needs_three_references_and_two_seeds(
         DemoPlan(workloads=("q3",)))
     settings = plan.settings(Path("r.csv"))
     assert (settings.repeat, settings.runs("stable"), settings.runs("evicted")) == (2, 3, 2)
-    assert settings.stable_runs == "never" and settings.tr_notices and settings.notice == plan.notice > 0
+    assert settings.stable_runs == "all" and settings.tr_notices and settings.notice == plan.notice > 0
     assert settings.noticed("tr") and not settings.noticed("always") and not settings.noticed("never")
     assert not DemoPlan(notice=0).settings(Path("r.csv")).noticed("tr")
     with pytest.raises(ValueError, match=">= 3 stable runs and >= 2 kill seeds"):
