@@ -241,6 +241,10 @@ them for backups only and schedules as `tr` does. How each target is judged:
 ), draw=lambda results: pools.draw(results / "pools_sweep.csv", results / "pools.png"))
 
 
+_SPLIT_COLUMNS = columns("stability", "policy", "runs", "limit_seconds", "tasks_none", "tasks_split", "stable_none",
+                         "stable_split", "slowdown_none", "slowdown_split", "ratio_median", "ratio_lo", "ratio_hi",
+                         "own_slowdown_split", "failed_none", "failed_split")
+
 SIZING = Report("sizing", "Lifetime-aware task splitting in the simulator", f"""
 Tasks longer than the lifetime rule's `L*` ([docs/task-sizing.md](../task-sizing.md), expected
 loss to an eviction at most `f` = 5 % of a task's work) cut into equal pieces (`split`) against
@@ -260,17 +264,13 @@ loses half of every shuffle, so its rows show no effect either way.
            "    --fraction 0.05 --overhead 0.05 --workers 2 --task-sigmas 0.5 --policies tr never \\\n"
            "    --stabilities 20 10 5 --out docs/results/sizing_split.csv",
            "2026-11-26", "8ef5531", MACHINE + ", load average above 30 (other work)",
-           columns("stability", "policy", "runs", "limit_seconds", "tasks_none", "tasks_split", "stable_none",
-                   "stable_split", "slowdown_none", "slowdown_split", "ratio_median", "ratio_lo", "ratio_hi",
-                   "own_slowdown_split", "failed_none", "failed_split")),
+           _SPLIT_COLUMNS),
     Source("sizing_split_10vms.csv",
            "nice -n 15 python bench/split_sweep.py --runs 50 --vms 10 --cores 1 --scale 0.01 --task-seconds 10 \\\n"
            "    --fraction 0.05 --overhead 0.05 --workers 1 --task-sigmas 0.5 --policies tr never \\\n"
            "    --stabilities 50 20 10 5 --out docs/results/sizing_split_10vms.csv",
            "2026-11-26", "6c5fcea", MACHINE + ", load average 13-25 (other work)",
-           columns("stability", "policy", "runs", "limit_seconds", "tasks_none", "tasks_split", "stable_none",
-                   "stable_split", "slowdown_none", "slowdown_split", "ratio_median", "ratio_lo", "ratio_hi",
-                   "own_slowdown_split", "failed_none", "failed_split"),
+           _SPLIT_COLUMNS,
            "The same job on 10 VMs x 1 core, where `never` can survive. At stability 50 the rule's `L*` "
            "(56.8 s) is above every task, so nothing is split and both arms are the same job. At stability 20 "
            "`never` fails in 34 of 50 unsplit runs and 11 split ones; at 10 and below it fails in nearly every "
