@@ -73,12 +73,14 @@ class Summary:
 
     per_query: dict[str, tuple[float, float, float, float]]
     """query -> (median vanilla s, median tr s, ratio of medians, median paired ratio)."""
-    median_paired: float
-    """Median over every (query, round) pair of ``t_tr / t_never``."""
     total_ratio: float
     """Sum over queries of median ``tr`` time over the same sum for vanilla Spark."""
-    paired_interval: Interval = Interval(math.nan, math.nan, math.nan, 0)
-    """``median_paired`` with its percentile bootstrap 95 % interval over the pairs."""
+    paired_interval: Interval
+    """Median over every (query, round) pair of ``t_tr / t_never``, with its percentile bootstrap 95 % interval."""
+
+    @property
+    def median_paired(self) -> float:
+        return self.paired_interval.median
 
     @property
     def met(self) -> bool:
@@ -106,8 +108,7 @@ def summarise(rows: list[RunRow]) -> Summary:
             totals[1] += med_tr
         per_query[q] = (med_base, med_tr, med_tr / med_base if base and tr else math.nan,
                         statistics.median(pairs) if pairs else math.nan)
-    return Summary(per_query, statistics.median(all_pairs) if all_pairs else math.nan,
-                   totals[1] / totals[0] if totals[0] else math.nan, median_interval(all_pairs))
+    return Summary(per_query, totals[1] / totals[0] if totals[0] else math.nan, median_interval(all_pairs))
 
 
 def run(settings: OverheadSettings, on_row: Callable[[RunRow], None] = lambda row: None) -> list[RunRow]:
