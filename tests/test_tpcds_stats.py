@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -131,3 +132,24 @@ def test_sweep_totals_count_kills_wrong_answers_and_failed_jobs_per_policy() -> 
             run("q7", "never", 20.0), run("q3", "never", 10.0, scenario="stable")]
     rows[1].result_ok = False
     assert stats.sweep_totals(rows) == {"never": (2, 2, 0, 1), "tr": (2, 2, 1, 0)}
+
+
+def test_a_two_pool_run_is_priced_per_pool_and_lost_spot_seconds_are_free() -> None:
+    from jobs.tpcds.pools import run_cost_usd
+    from simulators.pricing import ON_DEMAND_USD_PER_HOUR, REMOTE_USD_PER_1K_REQUESTS, SPOT_USD_PER_HOUR
+
+    pools = (("ondemand", 1), ("spot", 3))
+    row = dataclasses.replace(run("q1", "tr", 36.0, lost=18.0), backups_remote=4)
+    # 36 s of the on-demand VM, 3 x 36 - 18 = 90 s of spot VMs, 4 PUTs.
+    expected = 36 / 3600 * ON_DEMAND_USD_PER_HOUR + 90 / 3600 * SPOT_USD_PER_HOUR + 4 * REMOTE_USD_PER_1K_REQUESTS / 1000
+    assert run_cost_usd(row, pools) == pytest.approx(expected)
+
+
+def test_targets_with_pools_pair_the_runs_costs() -> None:
+    pools = (("ondemand", 1), ("spot", 3))
+    rows = [run(q, p, s, repeat=r) for r in range(3) for q, p, s in
+            (("q1", "efm", 40.0), ("q1", "tr", 30.0), ("q2", "efm", 20.0), ("q2", "tr", 15.0))]
+    text = "\n".join(stats.cost_section(rows, pools))
+    # Without lost capacity every run costs in proportion to its seconds: tr/efm is 0.75 in every pair.
+    assert "| tr/efm | 6 | 0.75x [0.75, 0.75] |" in text
+    assert "| efm | 6 |" in text and "| tr | 6 |" in text

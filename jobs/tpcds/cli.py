@@ -364,7 +364,11 @@ def verify_command(sf: float, queries: tuple[str, ...], executors: int, cores: i
 @click.option("--executors", type=click.IntRange(min=1), default=3, show_default=True,
               help="The runs' executor count (the bench's --executors), for each run's capacity floor "
                    "(the slowdown the executors left alive by the kills allow at best).")
-def targets_command(csv_path: Path, executors: int) -> None:
+@click.option("--pool", "pools", multiple=True, callback=_pools,
+              help="The runs' pools (the bench's --pool), e.g. --pool ondemand=1@stable --pool spot=3: adds "
+                   "what each run cost in USD (on-demand and spot VM prices of the simulator's pricing); "
+                   "sets --executors.")
+def targets_command(csv_path: Path, executors: int, pools: tuple[tuple[str, int], ...]) -> None:
     """Targets of a results CSV, met or missed, and its paired statistics (Markdown).
 
     Per policy the median evicted slowdown with a bootstrap 95 % interval; the paired ratios
@@ -380,7 +384,9 @@ def targets_command(csv_path: Path, executors: int) -> None:
         rows = read(csv_path)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="CSV_PATH") from exc
-    click.echo(markdown(rows, executors) + "\n" + stats.markdown(rows, executors), nl=False)
+    if pools:
+        executors = sum(count for _, count in pools)
+    click.echo(markdown(rows, executors) + "\n" + stats.markdown(rows, executors, pools), nl=False)
 
 
 @bench.command("plot")

@@ -12,6 +12,7 @@ spot slots only.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -57,3 +58,27 @@ def plugin_options(url: str | None, spot_lifetime: str | None) -> dict[str, Any]
         return {}
     lifetimes = {"ondemand": "stable", **({"spot": spot_lifetime} if spot_lifetime else {})}
     return {"notice_source": "aws", "notice_url": url + "/vm-{executorId}", "pool_lifetimes": lifetimes}
+
+
+def run_cost_usd(row: Any, pools: tuple[tuple[str, int], ...]) -> float:
+    """USD of one run on a two-pool local cluster, each executor priced as one VM of its pool.
+
+    .. math::
+
+        \\$ = \\frac{T}{3600}\\,n_\\text{od}\\,c_\\text{od}
+            + \\frac{n_\\text{spot}\\,T - L}{3600}\\,c_\\text{spot}
+            + \\frac{n_\\text{remote}}{1000}\\,c_\\text{req}
+
+    with :math:`T` the run's seconds, :math:`L` its executor-seconds without a registered executor
+    (only spot executors are killed, so every lost second is a spot second nobody pays for),
+    :math:`n_\\text{remote}` its copies to the remote store (one PUT each) and the prices of
+    :mod:`simulators.pricing` (writes into the store cost nothing per GB there).
+    """
+    from simulators.pricing import ON_DEMAND_USD_PER_HOUR, REMOTE_USD_PER_1K_REQUESTS, SPOT_USD_PER_HOUR
+
+    on_demand = on_demand_slots(pools)
+    spot = sum(count for name, count in pools if name != "ondemand")
+    lost = row.capacity_lost_seconds if math.isfinite(row.capacity_lost_seconds) else 0.0
+    return (row.seconds * on_demand * ON_DEMAND_USD_PER_HOUR
+            + max(spot * row.seconds - lost, 0.0) * SPOT_USD_PER_HOUR) / 3600 \
+        + row.backups_remote * REMOTE_USD_PER_1K_REQUESTS / 1000

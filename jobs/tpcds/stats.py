@@ -24,12 +24,14 @@ import statistics
 from collections import defaultdict
 
 from jobs.tpcds.results import POLICY_ORDER, RunRow
+from jobs.tpcds.session import PLUGIN_POLICIES
 from trspark.stats import CONFIDENCE, RESAMPLES, SEED, Interval, median_interval
 
 # The bootstrap lives in trspark.stats (the simulator's sweep uses it too); its names stay importable here.
 __all__ = ["CONFIDENCE", "RESAMPLES", "SEED", "Interval", "median_interval"]
 
-PAIRED_RATIOS: tuple[tuple[str, str], ...] = (("tr", "always"), ("tr", "decommission"), ("tr", "never"))
+PAIRED_RATIOS: tuple[tuple[str, str], ...] = (
+    ("tr", "always"), ("tr", "decommission"), ("tr", "efm"), ("tr", "pado"), ("tr", "never"))
 NEVER_HURT = 1.5
 """Vanilla Spark counts as hurt on a query at this median slowdown; there ``tr``'s excess is judged."""
 EXCESS_BOUND = 0.10
@@ -110,7 +112,7 @@ def _ordered(policies: set[str]) -> list[str]:
 def _bytes(rows: list[RunRow], policy: str) -> str:
     if policy == "never":
         return "none"
-    if policy not in ("always", "tr"):
+    if policy not in PLUGIN_POLICIES:
         return "not measured"  # decommission's migrations are Spark's, not the plugin's counters
     total = sum(r.backups_bytes for r in _evicted(rows) if r.policy == policy)
     return f"{total / 2**20:.1f} MiB"
@@ -128,8 +130,33 @@ def sweep_totals(rows: list[RunRow]) -> dict[str, tuple[int, int, int, int]]:
     return {p: (t[0], t[1], t[2], t[3]) for p, t in ((p, totals[p]) for p in _ordered(set(totals)))}
 
 
-def markdown(rows: list[RunRow], executors: int) -> str:
-    """The paired-statistics section of ``trspark bench targets``: intervals, ratios, per-run floors."""
+def cost_section(rows: list[RunRow], pools: tuple[tuple[str, int], ...]) -> list[str]:
+    """Markdown lines: per policy the median USD of an evicted run (:func:`jobs.tpcds.pools.run_cost_usd`)
+    with its interval, and the paired cost ratios ``tr/b``."""
+    from jobs.tpcds.pools import run_cost_usd
+
+    done = [r for r in _evicted(rows) if not r.failed]
+    cost = {(r.query, r.seed, r.repeat, r.policy): run_cost_usd(r, pools) for r in done}
+    sizes = ", ".join(f"{count} {name}" for name, count in pools)
+    out = ["", f"Cost ({sizes} executors, each priced as one VM of its pool; USD per 1,000 evicted runs):", "",
+           "| policy | runs | median USD per 1,000 runs [95 % interval] |", "|---|---|---|"]
+    for policy in _ordered({r.policy for r in done}):
+        interval = median_interval([1000 * c for (_, _, _, p), c in cost.items() if p == policy])
+        # An amount, not a ratio: no "not significant" against 1.
+        out.append(f"| {policy} | {interval.n} | {interval.median:.2f} [{interval.low:.2f}, {interval.high:.2f}] |")
+    out += ["", "| paired cost ratio | pairs | median [95 % interval] |", "|---|---|---|"]
+    for a, b in PAIRED_RATIOS:
+        ratios = [cost[(q, s, r, a)] / c for (q, s, r, p), c in cost.items()
+                  if p == b and (q, s, r, a) in cost and c > 0]
+        if ratios:
+            interval = median_interval(ratios)
+            out.append(f"| {a}/{b} | {interval.n} | {interval.text()} |")
+    return out
+
+
+def markdown(rows: list[RunRow], executors: int, pools: tuple[tuple[str, int], ...] = ()) -> str:
+    """The paired-statistics section of ``trspark bench targets``: intervals, ratios, per-run floors
+    and, for a two-pool cluster, what each run cost."""
     out = [f"## Paired statistics (bootstrap {CONFIDENCE * 100:g} % intervals of the median)", "",
            "| policy | runs | failed | median slowdown [95 % interval] | kills | wrong answers |",
            "|---|---|---|---|---|---|"]
@@ -146,6 +173,8 @@ def markdown(rows: list[RunRow], executors: int) -> str:
     if any(r.scenario == "stable" and r.policy == "tr" for r in rows):
         overhead = paired_ratio(rows, "tr", "never", scenario="stable")
         out.append(f"| tr/never without kills | {overhead.n} | {overhead.text()} | |")
+    if pools:
+        out += cost_section(rows, pools)
     out += ["", f"Per run ({executors} executors): capacity floor = 1 + lost executor-seconds / "
             f"({executors} x stable s); excess = slowdown - floor.", "",
             "| query | seed | repeat | policy | kills | slowdown | floor | excess |", "|---|---|---|---|---|---|---|---|"]
