@@ -36,8 +36,15 @@ lint:
 	$(PYTHON) -m mypy cost_model trspark simulators
 	lint-imports  # the architecture contracts in pyproject.toml
 
+# The tests that start no Spark share two worker processes (pytest-xdist; a whole file per worker, so a
+# module's fixtures start once); the live Spark ones then run one at a time, as they time kills against
+# running tasks. Both halves always run, and either one failing fails the target.
+TEST_ENV := TRSPARK_AZURITE=$(abspath $(AZURITE))
 test: setup azurite browser lint
-	TRSPARK_AZURITE=$(abspath $(AZURITE)) $(PYTHON) -m pytest -q --durations=20
+	status=0; \
+	$(TEST_ENV) $(PYTHON) -m pytest -q --durations=20 -m "not spark" -n 2 --dist loadfile || status=$$?; \
+	$(TEST_ENV) $(PYTHON) -m pytest -q --durations=20 -m spark || status=$$?; \
+	exit $$status
 
 constraints:
 	$(PYTHON) .ci/constraints.py > constraints.txt
