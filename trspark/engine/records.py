@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from cost_model.lineage import Lineage
 from trspark.engine.events import REMOTE
@@ -111,6 +111,15 @@ class JobRecords:
         """Unconsumed outputs with a copy on ``executor_id`` (in creation order)."""
         held = self._held.get(executor_id, set())
         return [b for key, b in self.outputs.items() if key in held and not b.consumed]
+
+    def shuffle_outputs(self, shuffle_id: int) -> list[MapOutput]:
+        """Existing outputs of one shuffle, by map index."""
+        return [self.outputs[k] for k in sorted(self._by_shuffle.get(shuffle_id, ()))]
+
+    def count_outputs(self, shuffle_id: int, test: Callable[[MapOutput], bool]) -> int:
+        """How many existing outputs of one shuffle pass ``test`` (no sorting: a count has no order)."""
+        outputs = self.outputs
+        return sum(1 for k in self._by_shuffle.get(shuffle_id, ()) if test(outputs[k]))
 
     def holders_alive(self) -> bool:
         """Every executor holding a copy of an output is alive (a late task end of a lost one may break it)."""

@@ -396,10 +396,6 @@ class JobState(JobRecords):
         for stage in gone:
             del self.planned[stage.stage_id]
 
-    def shuffle_outputs(self, shuffle_id: int) -> list[MapOutput]:
-        """Existing outputs of one shuffle."""
-        return [self.outputs[k] for k in sorted(self._by_shuffle.get(shuffle_id, ()))]
-
     def _job_ended(self, e: JobEnded) -> None:
         self.job_ended = True
         if e.job_id is not None:

@@ -77,6 +77,10 @@ class CostEstimator:
             latency=config.backup_latency,
         )
         self._first = True
+        # (law, P(BT < T_X <= LIFE_HORIZON)) by (id of the law, age, BT) at the instant ``_life_now``;
+        # the law is kept and compared, so a refitted law never reads an old entry.
+        self._life_now = math.nan
+        self._life_fail: dict[tuple[int, float, float], tuple[object, float]] = {}
 
     # ---- the clock ----------------------------------------------------------------------------
     def advance(self, now: float, *, tick: bool, forgotten: Sequence[int] = ()) -> None:
@@ -191,8 +195,16 @@ class CostEstimator:
         holder = state.executors.get(block.backup_source() or "")
         if holder is None:
             return seconds
-        model = self.knowledge.model(holder)
-        return seconds * float(model.prob_fail(holder.age(state.now), seconds, LIFE_HORIZON))
+        model, age = self.knowledge.model(holder), holder.age(state.now)
+        # One decision prices several peer options of one source, and the blocks of a stage
+        # share a size: the same (law, age, BT) recurs within an instant.
+        if self._life_now != state.now:
+            self._life_now, self._life_fail = state.now, {}
+        key = (id(model), age, seconds)
+        known = self._life_fail.get(key)
+        if known is None or known[0] is not model:
+            known = self._life_fail[key] = (model, float(model.prob_fail(age, seconds, LIFE_HORIZON)))
+        return seconds * known[1]
 
     def _fastest_bandwidth(self, remote_in_flight: int) -> float:
         out = 0.0
