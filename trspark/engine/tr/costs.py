@@ -29,7 +29,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from cost_model.backup import BackupCost, BackupCosts, PeerPrices, with_peer
-from cost_model.lifetimes import Exponential, LifetimeModel
 from cost_model.lineage import Lineage
 from cost_model.recompute import Recompute
 from cost_model.timegrid import TimeGrid
@@ -44,9 +43,6 @@ NOTICE_STALENESS = 0.25
 
 #: Horizon standing for "the rest of the executor's life" in ``C_B2`` (s); ~3 years.
 LIFE_HORIZON = 1e8
-
-#: Entries of the life-long failure probabilities kept before they are dropped.
-_LIFE_FAIL_KEPT = 4096
 
 #: Mean lifetime (s) that sizes the time grid when every model is stable (never evicted).
 DEFAULT_MEAN = 3600.0
@@ -81,9 +77,6 @@ class CostEstimator:
             latency=config.backup_latency,
         )
         self._first = True
-        # (law, P(BT < T_X <= LIFE_HORIZON)) by (id of the law, age or None, BT): a pure function
-        # of the key; the law is kept and compared, so a refitted law never reads an old entry.
-        self._life_fail: dict[tuple[int, float | None, float], tuple[LifetimeModel, float]] = {}
 
     # ---- the clock ----------------------------------------------------------------------------
     def advance(self, now: float, *, tick: bool, forgotten: Sequence[int] = ()) -> None:
@@ -198,16 +191,8 @@ class CostEstimator:
         holder = state.executors.get(block.backup_source() or "")
         if holder is None:
             return seconds
-        model, age = self.knowledge.model(holder), holder.age(state.now)
-        # The blocks of a stage share a size, so the same (law, age, BT) recurs; an exponential
-        # law's conditional survival does not read the age at all, so any age gives the same bits.
-        key = (id(model), None if type(model) is Exponential else age, seconds)
-        known = self._life_fail.get(key)
-        if known is None or known[0] is not model:
-            if len(self._life_fail) >= _LIFE_FAIL_KEPT:
-                self._life_fail.clear()
-            known = self._life_fail[key] = (model, float(model.prob_fail(age, seconds, LIFE_HORIZON)))
-        return seconds * known[1]
+        model = self.knowledge.model(holder)
+        return seconds * float(model.prob_fail(holder.age(state.now), seconds, LIFE_HORIZON))
 
     def _fastest_bandwidth(self, remote_in_flight: int) -> float:
         out = 0.0
