@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from cost_model.lineage import Lineage
 from trspark.engine.events import REMOTE
@@ -116,10 +116,9 @@ class JobRecords:
         """Existing outputs of one shuffle, by map index."""
         return [self.outputs[k] for k in sorted(self._by_shuffle.get(shuffle_id, ()))]
 
-    def count_outputs(self, shuffle_id: int, test: Callable[[MapOutput], bool]) -> int:
-        """How many existing outputs of one shuffle pass ``test`` (no sorting: a count has no order)."""
-        outputs = self.outputs
-        return sum(1 for k in self._by_shuffle.get(shuffle_id, ()) if test(outputs[k]))
+    def unordered_outputs(self, shuffle_id: int) -> list[MapOutput]:
+        """Existing outputs of one shuffle in no particular order (for counts, which need no sort)."""
+        return [self.outputs[k] for k in self._by_shuffle.get(shuffle_id, ())]
 
     def holders_alive(self) -> bool:
         """Every executor holding a copy of an output is alive (a late task end of a lost one may break it)."""
