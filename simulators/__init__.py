@@ -12,6 +12,7 @@ Modules, each with one job:
   :mod:`simulators.backups` (:mod:`simulators.model`, :mod:`simulators.state`,
   :mod:`simulators.transfers` help them);
 * :mod:`simulators.oracle` -- the simulator-only policy that knows every death time;
+  :mod:`simulators.oracle_family` plays its family of strategies and keeps the best run;
 * :mod:`simulators.runner`, :mod:`simulators.metrics`, :mod:`simulators.sweep` -- R runs in
   parallel, their summary, sweeps with CSV and plots; :mod:`simulators.pricing` -- VM-hours and
   remote writes in USD; :mod:`simulators.cli`, :mod:`simulators.options` and :mod:`simulators.report` -- the commands.

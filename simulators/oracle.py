@@ -1,8 +1,8 @@
 """The simulator-only ``oracle``: it knows every VM's true death time; the lower bound to chase.
 
 What ``oracle`` reports for a run is **the best of a small family of clairvoyant strategies per
-run**: :func:`best_run` plays every strategy of :data:`FAMILY` (and the two trivial baselines
-``always`` and ``never``) on the very same world -- the same seed, hence the same VM lifetimes --
+run**: :func:`~simulators.oracle_family.best_run` plays every strategy of
+:data:`~simulators.oracle_family.FAMILY` (and the two trivial baselines ``always`` and ``never``) on the very same world -- the same seed, hence the same VM lifetimes --
 and keeps the fastest run (a successful run before a failed one). It never looks at another
 policy's results and hard-codes no numbers; the non-clairvoyant ``tr`` and ``stage`` are not in
 the family. Hindsight is legitimate here because the oracle already sees the future: choosing
@@ -40,7 +40,7 @@ the window is long enough whichever target is chosen; ``k = 6``; ``window = 2`` 
 backups per source VM are in flight at a time (the next starts when one ends): a backup holds a
 core, and copies sharing one VM's bandwidth would each hold theirs proportionally longer.
 
-The family (:data:`FAMILY`): ``needed+sched`` (the heuristic above with scheduling; the policy
+The family (:data:`~simulators.oracle_family.FAMILY`): ``needed+sched`` (the heuristic above with scheduling; the policy
 ``build_policy("oracle")`` returns on its own), ``needed+sched/4`` (four backups in flight per
 VM), ``all+sched`` (every needed block backed up at once), and ``needed`` and ``all`` without
 scheduling (the γ rule idles a dying VM's cores for the stage's *longest* task, which costs when
@@ -54,11 +54,10 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from trspark.engine.baselines import AlwaysPolicy, NeverPolicy
 from trspark.engine.commands import Backup, Command
 from trspark.engine.events import (
     REMOTE,
@@ -367,71 +366,3 @@ class OraclePolicy(Policy):
 
 
 INF = float("inf")
-
-#: The clairvoyant strategies :func:`best_run` plays on each run (the first is the lone heuristic).
-FAMILY: tuple[Strategy, ...] = (
-    Strategy("needed+sched", scheduling=True),
-    Strategy("needed+sched/4", scheduling=True, parallel=4),
-    Strategy("all+sched", window=INF, parallel=1_000_000, release_early=False, scheduling=True),
-    Strategy("needed"),
-    Strategy("all", window=INF, parallel=1_000_000, release_early=False),
-)
-#: Trivial baselines also played, so that the oracle is <= each of them on every run.
-BASELINES: tuple[str, ...] = ("always", "never")
-
-
-class _Sim(Protocol):
-    """The part of :class:`simulators.core.Simulator` :func:`best_run` uses."""
-
-    job: Any
-
-    def death_time(self, executor_id: str) -> float: ...
-
-    def run(self) -> Any: ...
-
-
-def family_policies(config: TRConfig, horizon: float, scheduling: bool = True) -> list[tuple[str, Policy]]:
-    """Fresh policies of the family, named (one run each); ``scheduling=False``: the members without it.
-
-    Without scheduling the oracle is clairvoyant about *backups* only and places tasks as the
-    driver does (policy ``oracle-backup-driver``): the bound for a policy that cannot know which VM dies
-    next -- under a memoryless (exponential) belief every VM looks the same, so no placement
-    rule of a non-clairvoyant policy can do what the γ rule with true death times does.
-    """
-    members: list[tuple[str, Policy]] = [(st.name, OraclePolicy(config, horizon, strategy=st))
-                                         for st in FAMILY if scheduling or not st.scheduling]
-    baselines: dict[str, Policy] = {"always": AlwaysPolicy(), "never": NeverPolicy()}
-    return members + [(name, baselines[name]) for name in BASELINES]
-
-
-def best_run(make_sim: Any, config: TRConfig, horizon: float, trace: Any = None, scheduling: bool = True,
-             members: Callable[[], list[tuple[str, Policy]]] | None = None) -> Any:
-    """Play every family member on the same world; return the best run's result.
-
-    ``scheduling=False`` plays only the members without clairvoyant scheduling
-    (``oracle-backup-driver``); ``members`` builds another family instead (``oracle-backup``,
-    :mod:`simulators.oracle_backup`), fresh policies on each call.
-
-    ``make_sim(policy, trace)`` builds a fresh simulator of the same world and seed for
-    ``policy``. The best run is the successful one with the shortest job time (failed runs only
-    if all fail; ties go to the earlier member). With ``trace``, the winner is replayed once more
-    with it (runs are deterministic per seed), so the trace shows the run that is reported.
-    """
-    def family() -> list[tuple[str, Policy]]:
-        return members() if members is not None else family_policies(config, horizon, scheduling)
-
-    def play(policy: Policy, tracer: Any) -> Any:
-        sim: _Sim = make_sim(policy, tracer)
-        bind = getattr(policy, "bind", None)  # the clairvoyant members see the future
-        if bind is not None:
-            bind(sim)
-        return sim.run()
-
-    results = [(name, play(policy, None)) for name, policy in family()]
-    order = sorted(range(len(results)), key=lambda i: (not results[i][1].succeeded, results[i][1].job_time, i))
-    name, best = results[order[0]]
-    if trace is not None:
-        best = play(dict(family())[name], trace)
-    best.policy_summary = {**best.policy_summary, "strategy": name,
-                           "job_times": {n: r.job_time for n, r in results}}
-    return best

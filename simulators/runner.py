@@ -22,8 +22,9 @@ import numpy as np
 from simulators.core import RunResult, Simulator
 from simulators.dag import JobSpec
 from simulators.metrics import run_row, summarize
-from simulators.oracle import FAMILY, OraclePolicy, best_run
+from simulators.oracle import OraclePolicy
 from simulators.oracle_backup import BACKUP_FAMILY, ClairvoyantBackups, backup_family
+from simulators.oracle_family import FAMILY, best_run
 from simulators.world import WorldSpec
 from trspark.engine.interface import Policy
 from trspark.engine.registry import make_policy, policy_names
@@ -98,7 +99,7 @@ def simulate_run(exp: Experiment, seed: np.random.SeedSequence, stable_time: flo
     """One run of ``exp`` with its own seed.
 
     ``oracle`` is the best of its family of clairvoyant strategies on this very world
-    (:func:`simulators.oracle.best_run`): every member gets a fresh generator from ``seed``.
+    (:func:`simulators.oracle_family.best_run`): every member gets a fresh generator from ``seed``.
     ``oracle-backup`` is the best of clairvoyant backup strategies under ``tr``'s own scheduling
     (:mod:`simulators.oracle_backup`); ``oracle-backup-driver`` the best of the oracle's members
     that place tasks as the driver does.

@@ -274,7 +274,8 @@ def test_oracle_starts_no_task_on_a_vm_that_dies_before_it_ends() -> None:
     # VM0 dies at 5 s, VM1 never. The only task takes 10 s. Without scheduling it starts on VM0
     # (first free core), dies with it at 5 s and re-runs on VM1 (or VM0's replacement): 15 s.
     # The clairvoyant γ rule sends it to VM1 at once: 10 s (the old oracle took 15 s).
-    from simulators.oracle import FAMILY, Strategy
+    from simulators.oracle import Strategy
+    from simulators.oracle_family import FAMILY
 
     job = JobSpec("one", (stage(0, [10.0]),))
     old = _oracle_run(job, Strategy("needed"), vms=2, cores=1, lifetimes=[5.0, float("inf")])
@@ -296,7 +297,7 @@ def test_oracle_is_the_best_of_its_family_and_never_worse_than_always_or_never()
     # Two maps of 2 s on two single-core VMs, VM1 dies at 2.5 s after writing 100 MB, then a
     # 2 s reducer: every family member, always and never run on the same lifetimes, and the
     # oracle reports the fastest of them.
-    from simulators.oracle import best_run
+    from simulators.oracle_family import best_run
     from trspark.engine.settings import TRConfig
 
     make_sim = _two_vms_one_dies_at_2_5s
@@ -313,7 +314,7 @@ def test_oracle_is_the_best_of_its_family_and_never_worse_than_always_or_never()
 
 def test_oracle_backup_driver_plays_only_members_that_place_tasks_as_the_driver_does() -> None:
     # oracle-backup-driver: clairvoyant about backups only -- no member with the clairvoyant γ rule.
-    from simulators.oracle import FAMILY, best_run
+    from simulators.oracle_family import FAMILY, best_run
     from trspark.engine.settings import TRConfig
 
     make_sim = _two_vms_one_dies_at_2_5s

@@ -10,8 +10,9 @@ import pytest
 
 from simulators.core import RunResult, Simulator
 from simulators.dag import JobSpec
-from simulators.oracle import FAMILY, OraclePolicy, best_run
+from simulators.oracle import OraclePolicy
 from simulators.oracle_backup import BACKUP_FAMILY, ClairvoyantBackups, backup_family
+from simulators.oracle_family import FAMILY, best_run
 from simulators.world import WorldSpec
 from tests.test_sim_core import Recorder, stage
 from trspark.engine.baselines import AlwaysPolicy

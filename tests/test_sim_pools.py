@@ -168,7 +168,8 @@ def test_sweep_over_pools_writes_money_columns(tmp_path: Path) -> None:
 
 
 def test_the_oracle_sees_every_pool_and_copies_to_stable_peers() -> None:
-    from simulators.oracle import FAMILY, OraclePolicy
+    from simulators.oracle import OraclePolicy
+    from simulators.oracle_family import FAMILY
     from trspark.engine.events import BlockBackedUp
     from trspark.engine.settings import TRConfig
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulators import oracle
+from simulators import oracle_family
 from simulators.metrics import describe
 from simulators.runner import Experiment, run_experiment, stable_job_time, with_stability
 from simulators.workloads import WorkloadParams, make_workload, workload_names
@@ -86,8 +86,8 @@ def test_golden_summary_is_byte_identical(monkeypatch: pytest.MonkeyPatch) -> No
     # the oracle (owned by the simulator) exercises peer and remote copies without depending on
     # how the engine's policies evolve; its one backup heuristic without scheduling (the family
     # member "needed") is what the golden file recorded
-    monkeypatch.setattr(oracle, "FAMILY", tuple(s for s in oracle.FAMILY if s.name == "needed"))
-    monkeypatch.setattr(oracle, "BASELINES", ())
+    monkeypatch.setattr(oracle_family, "FAMILY", tuple(s for s in oracle_family.FAMILY if s.name == "needed"))
+    monkeypatch.setattr(oracle_family, "BASELINES", ())
     summary = run_experiment(small_experiment("oracle"), workers=2)
     text = json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=2, sort_keys=True) + "\n"
     if os.environ.get("TRSPARK_REGEN_GOLDEN"):

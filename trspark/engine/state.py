@@ -358,54 +358,10 @@ class JobState(JobRecords):
                 self._retire_stage(stage)
         self._retiring.clear()
 
-    def _retire_stage(self, stage: StageView) -> None:
-        """Forget a stage that is over: not running, its output and every input consumed.
-
-        ``consumers_safe`` and ``_inputs_ready`` read a missing stage as "nothing needed"; a
-        later job that re-submits the stage starts a fresh view of it.
-        """
-        if stage.active or stage.running:
-            return
-        shuffles = (*stage.parent_shuffle_ids, *(() if stage.shuffle_id is None else (stage.shuffle_id,)))
-        if any(s not in self.consumed_shuffles for s in shuffles):
-            return
-        del self.stages[stage.stage_id]
-        if stage.shuffle_id is not None and self.shuffle_stage.get(stage.shuffle_id) == stage.stage_id:
-            del self.shuffle_stage[stage.shuffle_id]
-        for shuffle in stage.parent_shuffle_ids:
-            readers = self.shuffle_readers.get(shuffle)
-            if readers is not None:
-                readers.discard(stage.stage_id)
-                if not readers:
-                    del self.shuffle_readers[shuffle]
-
-    def _forget_job_graph(self, job_id: int) -> None:
-        """An ended job's graph: its stages no longer planned unless a running job lists them too."""
-        ended = self.job_stages.pop(job_id, ())
-        still_listed = {s for stages in self.job_stages.values() for s in stages}
-        gone = [self.planned[s] for s in ended if s in self.planned and s not in still_listed]
-        for stage in gone:
-            for parent in stage.parent_stage_ids:
-                writer = self.planned.get(parent)
-                if writer is None or writer.shuffle_id is None:
-                    continue
-                readers = self.planned_readers.get(writer.shuffle_id, set())
-                readers.discard(stage.stage_id)
-                if not readers:
-                    self.planned_readers.pop(writer.shuffle_id, None)
-        for stage in gone:
-            del self.planned[stage.stage_id]
-
-    def shuffle_outputs(self, shuffle_id: int) -> list[MapOutput]:
-        """Existing outputs of one shuffle."""
-        return [self.outputs[k] for k in sorted(self._by_shuffle.get(shuffle_id, ()))]
-
     def _job_ended(self, e: JobEnded) -> None:
         self.job_ended = True
         if e.job_id is not None:
             self._forget_job_graph(e.job_id)
-
-
 
 
 def _ignore(state: JobState, event: object) -> None:

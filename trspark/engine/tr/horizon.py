@@ -179,7 +179,7 @@ def uncovered_fraction(state: JobState, stage: StageView, covered: Covered) -> f
     """Share of ``stage``'s partitions whose output is missing or neither safe nor covered (0..1)."""
     if stage.shuffle_id is None or stage.num_tasks <= 0:
         return 0.0
-    outputs = state.shuffle_outputs(stage.shuffle_id)
+    outputs = state.unordered_outputs(stage.shuffle_id)
     # Coverage first: most outputs of a finished reader are backed up, and the test is cheaper.
     done = sum(1 for b in outputs if covered(b) or state.is_safe(b))
     return max(0.0, 1.0 - done / stage.num_tasks)
