@@ -8,12 +8,13 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
 from py4j.protocol import Py4JJavaError
 
-from tests.jvm_gateway import Jvm, plain_jvm
+from tests.jvm_gateway import Jvm, plain_jvm, wait_for
 from trspark.cli import cli
 from trspark.live.history import HistoryStore, LifetimeRecord
 
@@ -75,3 +76,48 @@ def test_gc_deletes_only_directories_named_like_an_application(tmp_path: Path) -
     assert "1 application directory deleted" in result.output
     assert not crashed.exists()
     assert all(o.exists() for o in others)
+
+
+@pytest.mark.azurite
+def test_gc_on_azurite_deletes_a_crashed_applications_backups_and_keeps_the_rest(
+        azurite: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``trspark gc`` through fsspec (adlfs) on a blob container: only an application-named
+    directory whose newest blob is older than ``--older-than`` goes; blob stores have no real
+    directories, so a live application's directory is recognised by its newest blob alone."""
+    from azure.storage.blob import BlobServiceClient
+
+    from trspark.live import shim
+
+    container = BlobServiceClient.from_connection_string(azurite).create_container("backups")
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite)
+
+    def put(*names: str) -> float:
+        """Upload one small blob per name; the newest ``Last-Modified`` (epoch s, whole seconds)."""
+        blobs = [container.upload_blob(name, b"x" * 64) for name in names]
+        return max(b.get_blob_properties().last_modified.timestamp() for b in blobs)
+
+    crashed, live = "trspark/app-20261126080000-0000", "trspark/app-20261126090000-0001"
+    old = put(f"{crashed}/0/123/shuffle_0_5_0.index", f"{crashed}/0/123/shuffle_0_5_0.data",
+              f"{crashed}/2/7/shuffle_2_1_0.data", f"{live}/0/45/shuffle_0_1_0.data",
+              "trspark/old backups/0/1/shuffle_0_0_0.data", "trspark/app-20261126070000-0002",
+              "elsewhere/app-20261126080000-0000/0/1/shuffle_0_0_0.data")
+    wait_for(lambda: time.time() >= old + 3, what="three seconds past the first blobs", timeout=10)
+    # The live application keeps writing: its newest blob is at least two seconds younger.
+    new = put(f"{live}/1/77/shuffle_1_2_0.data")
+    assert new - old >= 2
+    before = sorted(container.list_blob_names())
+    # gc reads "now" once the live application's newest blob is a second old: the crashed one's
+    # newest is then at least three seconds old, so "--older-than 2s" splits them for certain.
+    monkeypatch.setattr(shim, "time", SimpleNamespace(time=lambda: new + 1.0, monotonic=time.monotonic))
+    url = "abfs://backups/trspark"
+
+    dry = CliRunner().invoke(cli, ["gc", "--path", url, "--older-than", "2s", "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert dry.output.splitlines() == [f"would delete abfs://backups/{crashed}", "1 application directory found"]
+    assert sorted(container.list_blob_names()) == before
+
+    result = CliRunner().invoke(cli, ["gc", "--path", url, "--older-than", "2s"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [f"deleting abfs://backups/{crashed}", "1 application directory deleted"]
+    assert sorted(container.list_blob_names()) == [n for n in before if not n.startswith(crashed + "/")]
+    assert len(before) - len(list(container.list_blob_names())) == 3

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from executor_metrics import executor_reports, executor_totals, with_csv_sink
 from test_shim_live import EXECUTORS, TIMEOUT, Cluster, wait_for
 
 import trspark
@@ -37,8 +38,6 @@ CHROMIUM_FLAGS = [
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 # Prometheus text lines of the driver's trspark source: metrics_<app>_driver_trspark_<name>_<Value|Count>
 PROM_LINE = re.compile(r"^metrics_\w+?_driver_trspark_(\w+?)_(Value|Count)\{type=\"(\w+)\"\} (\S+)$")
-# Spark's CsvSink writes one file per executor metric: <app id>.<executor id>.<source>.<metric>.csv
-EXECUTOR_CSV = re.compile(r"^[^.]+\.(\d+)\.plugin\.org\.apache\.spark\.trspark\.TRSparkPlugin\.(\w+)\.csv$")
 
 
 def prometheus_text(ui_url: str) -> str:
@@ -56,31 +55,6 @@ def prometheus(ui_url: str) -> dict[str, float]:
             name, kind, _, value = m.groups()
             out[name if kind == "Value" else f"{name}_count"] = float(value)
     return out
-
-
-def executor_reports(directory: Path) -> dict[str, dict[str, tuple[float, int]]]:
-    """Each executor's trspark metrics from Spark's CsvSink: name -> (time of the last report, value).
-
-    A counter's file has rows ``t,count`` (``t`` in epoch seconds); a timer's ``t,count,max,...``
-    (its value here is its count).
-    """
-    found: dict[str, dict[str, tuple[float, int]]] = {}
-    for path in directory.iterdir():
-        match = EXECUTOR_CSV.match(path.name)
-        rows = path.read_text().splitlines() if match else []
-        if match and len(rows) > 1 and rows[-1].count(",") >= 1:  # a header, then whole rows
-            t, value = rows[-1].split(",")[:2]
-            found.setdefault(match[1], {})[match[2]] = (float(t), int(value))
-    return found
-
-
-def executor_totals(directory: Path) -> dict[str, int]:
-    """Every executor's last reported trspark metrics, summed over the executors."""
-    totals: dict[str, int] = {}
-    for metrics in executor_reports(directory).values():
-        for name, (_, value) in metrics.items():
-            totals[name] = totals.get(name, 0) + value
-    return totals
 
 
 class App(Cluster):
@@ -174,7 +148,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
     log_dir = tmp_path_factory.mktemp("eventlog")
     sink_dir = tmp_path_factory.mktemp("executor-metrics")
     spark = (
-        SparkSession.builder.master(f"local-trcluster[{EXECUTORS},1,1024]")
+        with_csv_sink(SparkSession.builder, sink_dir).master(f"local-trcluster[{EXECUTORS},1,1024]")
         .appName("trspark-observability")
         .config("spark.jars", jar_path())
         .config("spark.plugins", "org.apache.spark.trspark.TRSparkPlugin")
@@ -183,11 +157,6 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
         .config("spark.ui.prometheus.enabled", "true")
         .config("spark.metrics.conf.*.sink.prometheusServlet.class", "org.apache.spark.metrics.sink.PrometheusServlet")
         .config("spark.metrics.conf.*.sink.prometheusServlet.path", "/metrics/prometheus")
-        # The executors' metrics to CSV files, a report a second.
-        .config("spark.metrics.conf.executor.sink.csv.class", "org.apache.spark.metrics.sink.CsvSink")
-        .config("spark.metrics.conf.executor.sink.csv.period", "1")
-        .config("spark.metrics.conf.executor.sink.csv.unit", "seconds")
-        .config("spark.metrics.conf.executor.sink.csv.directory", str(sink_dir))
         .config("spark.eventLog.enabled", "true")
         .config("spark.eventLog.dir", f"file://{log_dir}")
         .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")

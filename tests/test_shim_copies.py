@@ -9,7 +9,8 @@ outputs are recomputed, the answer is right, and the driver logs one warning for
 
 One application serves every case. Its executors carry the test-only system property
 ``trspark.test.corruptPeerCopy`` (a peer copy's data block is sent with one byte flipped); it
-only matters for the peer case, the other cases copy to the remote store.
+only matters for the peer case, the other cases copy to the remote store. Their metrics go to
+Spark's ``CsvSink``, where the peers' count of damaged copies is read.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 from driver_log import driver_log, log_lines
+from executor_metrics import executor_totals, with_csv_sink
 from jvm_gateway import wait_for
 from live_app import TIMEOUT, LiveApp, trcluster_builder
 
@@ -30,9 +32,10 @@ MAPS = 4
 
 
 class App(LiveApp):
-    def __init__(self, spark: Any, log: Path, store: Path) -> None:
+    def __init__(self, spark: Any, log: Path, store: Path, sink: Path) -> None:
         super().__init__(spark, log)
         self.store = store
+        self.sink = sink
 
     def warnings(self, text: str) -> list[str]:
         return [line for line in log_lines(self.log) if line.startswith("WARN") and text in line]
@@ -50,12 +53,13 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
 
     root = tmp_path_factory.mktemp("copies")
     java_options, log = driver_log(root)
-    store = root / "backups"
+    store, sink = root / "backups", root / "executor-metrics"
+    sink.mkdir()
     builder = trcluster_builder("trspark-copies", EXECUTORS, java_options).config(
         "spark.executor.extraJavaOptions", "-Dtrspark.test.corruptPeerCopy=true")
-    spark = trspark.configure(builder, mode="always", remote_path=store.as_uri()).getOrCreate()
+    spark = trspark.configure(with_csv_sink(builder, sink), mode="always", remote_path=store.as_uri()).getOrCreate()
     try:
-        yield App(spark, log, store)
+        yield App(spark, log, store, sink)
     finally:
         spark.stop()
 
@@ -128,6 +132,11 @@ def test_a_peer_copy_damaged_in_transit_is_rejected_by_its_checksum(app: App) ->
         assert requested > 0
         assert app.stat("backups_local") == before["backups_local"]
         assert app.stat("backups_rejected") - before["backups_rejected"] >= requested
+        # The peers count each copy they rejected in their own metrics, as users see them in a sink;
+        # the earlier cases copied to the remote store only, so no peer copy was checked before.
+        wait_for(lambda: executor_totals(app.sink).get("peer_copies_damaged", 0) >= requested,
+                 what="the peers' damaged-copy count in the metrics sink", timeout=TIMEOUT)
+        assert executor_totals(app.sink).get("peer_copies_intact", 0) == 0
         app.kill_one_executor()
         assert run() == expected(20000)
         assert app.stat("outputs_lost") > before["outputs_lost"]

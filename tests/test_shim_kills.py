@@ -10,7 +10,9 @@ released and the engine decides by its estimates again.
 The receiver of peer copies: with the built-in always-checkpoint policy copying every output to a
 peer, the executor that received the copies is killed. Its copies are dropped from the driver's
 ledger: the outputs are read from their living sources (nothing re-runs), and when those sources
-die too the outputs are recomputed, never looked for on the dead peer.
+die too the outputs are recomputed, never looked for on the dead peer. With peer copies throttled
+(``backup.throttle``), the receiver of one is killed while the copy is in flight: the copy never
+counts, its source reports it failed, and only the dead executor's own output is recomputed.
 
 The engine's events and commands are read from its trace (``TRSPARK_TRACE``), the plugin's
 warnings from the driver's log.
@@ -36,6 +38,7 @@ ROWS = 6000
 TASKS, SECONDS = 24, 2.0  # the first job's map stage: 24 s of work on the two cores
 STORM_EVERY = 6  # successful map tasks between two storms
 MAX_STORMS = 6
+COPY_SECONDS = 12.0  # how long a throttled peer copy lasts: a kill lands while it is in flight
 
 
 class App(LiveApp):
@@ -183,3 +186,43 @@ def test_the_executor_that_received_peer_copies_is_killed(app: App) -> None:
     assert not app.fetch_failures(since)
     warnings = app.trspark_warnings(since)
     assert len(warnings) <= 1, warnings
+
+
+def test_the_executor_receiving_a_throttled_peer_copy_is_killed_mid_copy(app: App) -> None:
+    """Runs after the receiver test (the built-in policy decides). Peer copies are throttled to
+    last about COPY_SECONDS each, and the receiver of one is killed while it is in flight."""
+    app.wait_full(EXECUTORS)
+    app.status.setBuiltin("always", "local", 0.0)
+    names = ("backups_local", "backups_failed", "backups_bytes", "backups_started", "maps_rerun")
+    app.quiet()
+    # The same two outputs, unthrottled, give the bytes of one copy (the outputs are deterministic).
+    probe = {name: app.stat(name) for name in names}
+    assert dict(slow_sums(app.sc, ROWS, 2, 0.5).collect()) == expected_sums(ROWS)
+    wait_for(lambda: app.stat("backups_local") >= probe["backups_local"] + 2, what="2 verified peer copies",
+             timeout=TIMEOUT)
+    per_copy = (app.stat("backups_bytes") - probe["backups_bytes"]) / 2
+    app.quiet()
+    since = len(log_lines(app.log))
+    app.status.setBuiltin("always", "local", per_copy / COPY_SECONDS)
+    try:
+        before = {name: app.stat(name) for name in names}
+        # Two map tasks of half a second start together, one on each single-core executor: each
+        # executor is the source of one copy and the receiver of the other's.
+        rdd = slow_sums(app.sc, ROWS, 2, 0.5)
+        assert dict(rdd.collect()) == expected_sums(ROWS)
+        wait_for(lambda: app.stat("backups_started") >= before["backups_started"] + 2, what="both copies started",
+                 timeout=TIMEOUT)
+        assert app.stat("backups_local") == before["backups_local"]  # in flight, not finished
+        app.kill_one_executor()
+    finally:
+        app.status.setBuiltin("always", "local", 0.0)
+    # Every copy ends without counting: the victim's own copy with it, the copy to it when its
+    # source's upload to the dead peer fails. No record is left waiting in the driver's ledger.
+    app.quiet()
+    assert app.stat("backups_local") == before["backups_local"]
+    assert app.stat("backups_failed") - before["backups_failed"] == 2
+    # Only the victim's output is lost and recomputed; the survivor's is read where it was, and
+    # no reducer is sent to the dead peer.
+    assert dict(rdd.collect()) == expected_sums(ROWS)
+    assert app.stat("maps_rerun") - before["maps_rerun"] == 1
+    assert not app.fetch_failures(since)

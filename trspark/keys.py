@@ -215,7 +215,8 @@ KEYS: tuple[Key, ...] = (
     Key("pool", "pool", "default", _text, "a name",
         "Pool of the executors that name none themselves (TRSPARK_POOL, instance metadata); the lifetime history is kept per pool."),
     Key("backup.throttle", "backup_throttle", 0.0, _rate_or_zero, "bytes/s >= 0 (0 = unlimited), e.g. 50m",
-        "Cap on the speed of each backup copy (bytes/s); stands for a slow blob store in tests and benchmarks."),
+        "Cap on the speed of each backup copy (bytes/s), to a peer or to the remote store; stands for a slow "
+        "blob store or network in tests and benchmarks."),
     Key("notice.source", "notice_source", "none", _choice(*NOTICE_SOURCES), " | ".join(NOTICE_SOURCES),
         "Cloud metadata service each executor polls for termination notices (AWS spot instance-action, "
         "GCP preempted, Azure Scheduled Events); none = only the signal."),

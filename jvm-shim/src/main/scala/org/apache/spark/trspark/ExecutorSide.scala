@@ -163,11 +163,15 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     val ordered = blocks.sortBy { case (id, _) => if (id.isInstanceOf[ShuffleDataBlockId]) 0 else 1 }
     // CRC32s of the bytes sent, computed here at the source: the peer re-reads its copy against them.
     var (indexCrc, dataCrc) = (0L, new CRC32().getValue)
+    val isCancelled = () => cancelled.contains((task.shuffleId, task.mapId))
     ordered.foreach { case (blockId, buffer) =>
-      if (cancelled.contains((task.shuffleId, task.mapId))) throw new RemoteBackups.Cancelled
+      if (isCancelled()) throw new RemoteBackups.Cancelled
+      // The throttle paces this pass, so a block leaves no sooner than its bytes / throttle after
+      // the one before it: a throttled peer copy is as slow as a remote one, over a slow network.
       val crc = {
         val in = buffer.createInputStream()
-        try RemoteBackups.pump(in, java.io.OutputStream.nullOutputStream(), 0, () => false)._2 finally in.close()
+        try RemoteBackups.pump(in, java.io.OutputStream.nullOutputStream(), task.throttle, isCancelled)._2
+        finally in.close()
       }
       blockId match {
         case _: ShuffleDataBlockId => dataCrc = crc
