@@ -100,8 +100,9 @@ def pivot(index: tuple[str, ...], column: str, value: str = "slowdown_mean") -> 
     return render
 
 
-def tpcds_targets(executors: int) -> Callable[[Path], str]:
-    """The benchmark's own per-query table and targets (``trspark bench targets``)."""
+def tpcds_targets(executors: int, pools: tuple[tuple[str, int], ...] = ()) -> Callable[[Path], str]:
+    """The benchmark's own per-query table and targets (``trspark bench targets``); with ``pools``
+    (a two-pool run) its paired statistics and cost too."""
     def render(path: Path) -> str:
         from jobs.tpcds.results import POLICY_ORDER, read
         from jobs.tpcds.targets import markdown
@@ -114,7 +115,11 @@ def tpcds_targets(executors: int) -> Callable[[Path], str]:
                              str(sum(r.backups_count for r in runs)), f"{sum(r.backups_bytes for r in runs) / 1e6:.0f}",
                              str(sum(r.failed for r in runs))])
         totals = _markdown(["policy", "total evicted s", "map tasks re-run", "copies", "MB copied", "failed"], body)
-        return markdown(rows, executors) + "\nOver the evicted runs:\n\n" + totals
+        text = markdown(rows, executors) + "\nOver the evicted runs:\n\n" + totals
+        if pools:
+            from jobs.tpcds import stats
+            text += "\n" + stats.markdown(rows, executors, pools)
+        return text
     return render
 
 
