@@ -207,11 +207,14 @@ them for backups only and schedules as `tr` does. How each target is judged:
 """, (
     Source("pools_sweep.csv",
            "S='nice -n 10 trspark simulate sweep --vms 10 --scale 0.01 --shapes exp,0.6 \\\n"
-           "   --on-demand-shares 0,10,25,50 --runs 50 --workers 2 --workloads tpcds,bing'\n"
-           "$S --policies never,always,efm,pado,tr,oracle,oracle-backup --stabilities 5,10 --out low.csv\n"
-           "$S --policies never,always,efm,pado,tr,oracle --stabilities 20,50,200 --out high.csv\n"
-           "# pools_sweep.csv: the rows of both",
-           "2026-11-26, 11:25-12:09 UTC", "2a7b501", MACHINE + ", shared with the test suite for part of the run",
+           "   --runs 50 --workers 2 --workloads tpcds,bing'\n"
+           "$S --on-demand-shares 10,25,50 --policies never,always,efm,pado,tr,oracle,oracle-backup --stabilities 5,10 --out low.csv\n"
+           "$S --on-demand-shares 10,25,50 --policies never,always,efm,pado,tr,oracle --stabilities 20,50,200 --out high.csv\n"
+           "$S --on-demand-shares 0 ...  # the same two commands at 2a7b501, 11:25-12:09 UTC\n"
+           "# pools_sweep.csv: the rows of all four",
+           "2026-11-26, 16:41-17:19 UTC (shares 10-50); 11:25-12:09 UTC (share 0)",
+           "64ede59 (shares 10-50); 2a7b501 (share 0: no stable pool, where no later change alters a decision)",
+           MACHINE + ", shared with other work (simulated times do not depend on it)",
            _pools_sweep,
            "![slowdowns](pools.png)\n\nThe acceptance grid of `make pools` (50 paired runs; stabilities 5, 10, 20, "
            "50 and 200; on-demand shares 0, 10, 25 and 50 %; exponential and Weibull 0.6 spot lifetimes), with "
@@ -221,7 +224,8 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "nice -n 10 trspark simulate sweep --vms 10 --scale 0.01 --shapes exp,0.6 --on-demand-shares 0,10,25,50 \\\n"
            "    --runs 50 --workers 2 --workloads tpcds,bing --policies tr --notice 2 --stabilities 5,10,20 \\\n"
            "    --out docs/results/pools_notice.csv",
-           "2026-11-26", "2a7b501", MACHINE,
+           "2026-11-26, 17:14-17:17 UTC (shares 10-50); share 0 at 2a7b501", "64ede59 (shares 10-50); 2a7b501 (share 0)",
+           MACHINE,
            pools.notices(RESULTS / "pools_sweep.csv"),
            "`tr` in its default configuration (lifetime knowledge `notices`: a notice's deadline is priced), "
            "every death announced 2 s (2 mean task times) ahead, against the same cells of `pools_sweep.csv` "
