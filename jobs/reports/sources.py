@@ -144,8 +144,15 @@ side and run the same query alternately, so each paired ratio compares two runs 
 """, (
     Source("overhead.csv",
            "trspark bench overhead --sf 1 --queries q3,q7,q19,q25,q29,q50,q65,q68,q93,q97 --rounds 3 \\\n"
-           "    --conf spark.sql.autoBroadcastJoinThreshold=-1 --out docs/results/overhead.csv",
-           "2026-11-25, 20:46-20:56 UTC", "1fba03a", MACHINE + ", 3 executors x 1 core", overhead),
+           "    --conf spark.sql.autoBroadcastJoinThreshold=-1 \\\n"
+           "    --conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file:///tmp/trspark-overhead-events \\\n"
+           "    --conf 'spark.metrics.conf.*.sink.csv.class=org.apache.spark.metrics.sink.CsvSink' \\\n"
+           "    --conf 'spark.metrics.conf.*.sink.csv.period=1' --conf 'spark.metrics.conf.*.sink.csv.unit=seconds' \\\n"
+           "    --conf 'spark.metrics.conf.*.sink.csv.directory=/tmp/trspark-overhead-metrics' \\\n"
+           "    --out docs/results/overhead.csv",
+           "2026-11-26, 18:13-18:22 UTC", "403ee3f",
+           MACHINE + ", 3 executors x 1 core; event log and metrics (CsvSink every second) on for both; nothing else running",
+           overhead),
 ))
 
 NOTICES = Report("notices", "Termination notices against Spark's decommissioning", """
@@ -193,7 +200,7 @@ def _pools_sweep(path: Path) -> str:
     return pools.tables(path) + "\n" + pools.target_check(RESULTS / "engine_sweep.csv")(path)
 
 
-POOLS = Report("pools", "On-demand and spot pools in the simulator", f"""
+POOLS = Report("pools", "On-demand and spot pools: simulator and live", f"""
 `trspark simulate sweep` over worlds that mix a stable on-demand pool with spot VMs
 (`--on-demand-shares`: that percentage of the 10 VMs never dies, the others are spot VMs whose
 lifetimes the stability sets, exponential or Weibull with the same mean). {_SIM} A run that does
@@ -242,6 +249,22 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "lifetimes, no on-demand VMs. `tr_ratio` = mean(tr) / mean(this row's policy), paired. "
            "Cut short: the load left no time for the oracle's point (seven clairvoyant strategies per run at 20,100 tasks); never, always and tr are complete. "
            "Re-run at 2a7b501 (per-pool knowledge, notices priced by default, lineage-critical placement) with never, always and tr: the CSV came out byte-identical, as with no on-demand pool and no notices the engine decides as before."),
+    Source("pools_live_sf1.csv",
+           "trspark bench tpcds --sf 1 --queries q7,q29,q50,q65,q93,q97 --policies never,tr,efm,always,decommission \\\n"
+           "    --pool ondemand=1@stable --pool spot=3 --stability 3 --cores 1 --executor-cpus 0.5 --repeat 3 \\\n"
+           "    --seed 0 --notice 5 --time-cap 300 --warmup 2 --stable-runs never \\\n"
+           "    --conf spark.sql.autoBroadcastJoinThreshold=-1 --out docs/results/pools_live_sf1.csv\n"
+           "trspark bench targets docs/results/pools_live_sf1.csv --pool ondemand=1@stable --pool spot=3",
+           "2026-11-26, 17:22-18:13 UTC", "403ee3f",
+           MACHINE + "; 4 executors x 1 core (1 on-demand, 3 spot), each JVM capped at 0.5 CPU (cgroup); nothing else running",
+           tpcds_targets(4, (("ondemand", 1), ("spot", 3))),
+           "Live: TPC-DS SF 1 on a local cluster of one on-demand executor (never killed) and three spot "
+           "executors, SIGKILLed with exponential lifetimes of mean 3x each query's stable time; each executor "
+           "reads its pool from its own imitated AWS instance metadata, and the plugin is told the pools' "
+           "lifetimes. Three kill schedules per query, the same for every policy. `never` and `decommission` "
+           "are vanilla Spark (`decommission` gets each kill as a SIGPWR notice 5 s ahead, with fallback "
+           "storage); `efm` (every map output copied to the on-demand executor), `always` and `tr` run the "
+           "plugin, `tr` with the same 5 s notices. Every answer is compared with DuckDB's."),
 ), draw=lambda results: pools.draw(results / "pools_sweep.csv", results / "pools.png"))
 
 
