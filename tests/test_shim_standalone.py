@@ -37,7 +37,7 @@ def master_state(ui_port: int) -> dict[str, Any]:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=10) as response:
             return json.load(response)  # type: ignore[no-any-return]
-    except OSError:
+    except (OSError, ValueError):  # not up yet, or a starting UI that answers /json/ with its HTML page
         return {}
 
 
