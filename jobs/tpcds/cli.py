@@ -187,7 +187,9 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
     if pools and master is not None:
         raise click.BadParameter("pools are local-cluster slots; not with --master", param_hint="'--pool'")
     if pools:
-        executors = sum(count for _, count in pools)
+        from jobs.tpcds.pools import executor_count
+
+        executors = executor_count(pools)
     if executor_cpus is not None:
         _check_executor_cpus(master)
     from rich.console import Console
@@ -385,7 +387,9 @@ def targets_command(csv_path: Path, executors: int, pools: tuple[tuple[str, int]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="CSV_PATH") from exc
     if pools:
-        executors = sum(count for _, count in pools)
+        from jobs.tpcds.pools import executor_count
+
+        executors = executor_count(pools)
     click.echo(markdown(rows, executors) + "\n" + stats.markdown(rows, executors, pools), nl=False)
 
 

@@ -15,9 +15,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs.harness.notice_endpoints import NoticeServer
+
+if TYPE_CHECKING:
+    from jobs.tpcds.results import RunRow
 
 #: Pool name -> what ``--pool NAME=COUNT@SPEC`` must say: the imitated metadata names only these two.
 POOL_KINDS = {"ondemand": "stable", "spot": "spot"}
@@ -26,6 +29,11 @@ POOL_KINDS = {"ondemand": "stable", "spot": "spot"}
 def on_demand_slots(pools: tuple[tuple[str, int], ...]) -> int:
     """Executor slots of the ``ondemand`` pool (0 without pools)."""
     return dict(pools).get("ondemand", 0)
+
+
+def executor_count(pools: tuple[tuple[str, int], ...]) -> int:
+    """Executor slots over all pools."""
+    return sum(count for _, count in pools)
 
 
 def on_demand_ids(pools: tuple[tuple[str, int], ...]) -> frozenset[str]:
@@ -60,7 +68,7 @@ def plugin_options(url: str | None, spot_lifetime: str | None) -> dict[str, Any]
     return {"notice_source": "aws", "notice_url": url + "/vm-{executorId}", "pool_lifetimes": lifetimes}
 
 
-def run_cost_usd(row: Any, pools: tuple[tuple[str, int], ...]) -> float:
+def run_cost_usd(row: RunRow, pools: tuple[tuple[str, int], ...]) -> float:
     """USD of one run on a two-pool local cluster, each executor priced as one VM of its pool.
 
     .. math::
@@ -77,7 +85,7 @@ def run_cost_usd(row: Any, pools: tuple[tuple[str, int], ...]) -> float:
     from simulators.pricing import ON_DEMAND_USD_PER_HOUR, REMOTE_USD_PER_1K_REQUESTS, SPOT_USD_PER_HOUR
 
     on_demand = on_demand_slots(pools)
-    spot = sum(count for name, count in pools if name != "ondemand")
+    spot = executor_count(pools) - on_demand
     lost = row.capacity_lost_seconds if math.isfinite(row.capacity_lost_seconds) else 0.0
     return (row.seconds * on_demand * ON_DEMAND_USD_PER_HOUR
             + max(spot * row.seconds - lost, 0.0) * SPOT_USD_PER_HOUR) / 3600 \

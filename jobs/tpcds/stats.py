@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
+from operator import attrgetter
 
 from jobs.tpcds.results import POLICY_ORDER, RunRow
 from jobs.tpcds.session import PLUGIN_POLICIES
@@ -58,19 +60,22 @@ def policy_intervals(rows: list[RunRow]) -> dict[str, tuple[Interval, int]]:
     return {p: (median_interval(values[p]), failed[p]) for p in policies}
 
 
-def pairs(rows: list[RunRow], a: str, b: str, scenario: str = "evicted") -> dict[PairKey, float]:
-    """(query, seed, repeat) -> ``seconds_a / seconds_b`` where both policies ran it and finished."""
-    seconds: dict[tuple[str, PairKey], float] = {}
+def pairs(rows: list[RunRow], a: str, b: str, scenario: str = "evicted",
+          value: Callable[[RunRow], float] = attrgetter("seconds")) -> dict[PairKey, float]:
+    """(query, seed, repeat) -> ``value_a / value_b`` (seconds by default) where both policies ran it
+    and finished."""
+    values: dict[tuple[str, PairKey], float] = {}
     for r in rows:
-        if r.scenario == scenario and r.policy in (a, b) and not r.failed and r.seconds > 0:
-            seconds[(r.policy, (r.query, r.seed, r.repeat))] = r.seconds
-    keys = sorted({k for p, k in seconds if p == a} & {k for p, k in seconds if p == b})
-    return {k: seconds[(a, k)] / seconds[(b, k)] for k in keys}
+        if r.scenario == scenario and r.policy in (a, b) and not r.failed and (v := value(r)) > 0:
+            values[(r.policy, (r.query, r.seed, r.repeat))] = v
+    keys = sorted({k for p, k in values if p == a} & {k for p, k in values if p == b})
+    return {k: values[(a, k)] / values[(b, k)] for k in keys}
 
 
-def paired_ratio(rows: list[RunRow], a: str, b: str, scenario: str = "evicted") -> Interval:
-    """Median over pairs of ``seconds_a / seconds_b``, with its bootstrap interval."""
-    return median_interval(list(pairs(rows, a, b, scenario).values()))
+def paired_ratio(rows: list[RunRow], a: str, b: str, scenario: str = "evicted",
+                 value: Callable[[RunRow], float] = attrgetter("seconds")) -> Interval:
+    """Median over pairs of ``value_a / value_b`` (seconds by default), with its bootstrap interval."""
+    return median_interval(list(pairs(rows, a, b, scenario, value).values()))
 
 
 def capacity_floor(row: RunRow, executors: int) -> float:
@@ -136,20 +141,17 @@ def cost_section(rows: list[RunRow], pools: tuple[tuple[str, int], ...]) -> list
     from jobs.tpcds.pools import run_cost_usd
 
     done = [r for r in _evicted(rows) if not r.failed]
-    cost = {(r.query, r.seed, r.repeat, r.policy): run_cost_usd(r, pools) for r in done}
     sizes = ", ".join(f"{count} {name}" for name, count in pools)
     out = ["", f"Cost ({sizes} executors, each priced as one VM of its pool; USD per 1,000 evicted runs):", "",
            "| policy | runs | median USD per 1,000 runs [95 % interval] |", "|---|---|---|"]
     for policy in _ordered({r.policy for r in done}):
-        interval = median_interval([1000 * c for (_, _, _, p), c in cost.items() if p == policy])
+        interval = median_interval([1000 * run_cost_usd(r, pools) for r in done if r.policy == policy])
         # An amount, not a ratio: no "not significant" against 1.
         out.append(f"| {policy} | {interval.n} | {interval.median:.2f} [{interval.low:.2f}, {interval.high:.2f}] |")
     out += ["", "| paired cost ratio | pairs | median [95 % interval] |", "|---|---|---|"]
     for a, b in PAIRED_RATIOS:
-        ratios = [cost[(q, s, r, a)] / c for (q, s, r, p), c in cost.items()
-                  if p == b and (q, s, r, a) in cost and c > 0]
-        if ratios:
-            interval = median_interval(ratios)
+        interval = paired_ratio(rows, a, b, value=lambda r: run_cost_usd(r, pools))
+        if interval.n:
             out.append(f"| {a}/{b} | {interval.n} | {interval.text()} |")
     return out
 
