@@ -20,9 +20,13 @@ saved elsewhere (``spark.trspark.release.idle``). From each application's event 
     the plugin checkpointed every output and released nothing; such a row measured no release.
 ``q1_seconds, q2_seconds, answer, answers_equal``
     Each query's wall-clock time (driver side, collect included), a digest of the second
-    query's rows, and whether every policy's digests agree.
+    query's rows, and whether every policy's digests agree within the repeat.
+``repeat``
+    Which pair of applications the row belongs to. The policies run back to back in each
+    repeat, in reversed order every other repeat, so a drift in the machine's load does not
+    favour the one that always runs first.
 
-    python -m jobs.elastic --out elastic.csv [--gap 30] [--idle-timeout 5] [--executors 3]
+    python -m jobs.elastic --out elastic.csv [--gap 30] [--idle-timeout 5] [--executors 3] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ class ElasticSettings:
 @dataclass
 class ElasticRow:
     policy: str
+    repeat: int = 0
     q1_seconds: float = float("nan")
     q2_seconds: float = float("nan")
     gap_seconds: float = 0.0
@@ -179,13 +184,18 @@ def _child(policy: str, s: ElasticSettings, work: Path) -> ElasticRow:
     return ElasticRow(**json.loads(out.read_text()))
 
 
-def run(s: ElasticSettings, out: Path, policies: tuple[str, ...] = POLICIES) -> list[ElasticRow]:
-    """Every policy's application, then the CSV at ``out``."""
-    work = Path(tempfile.mkdtemp(prefix="trspark-elastic-"))
-    rows = [_child(p, s, work) for p in policies]
-    equal = len({r.answer for r in rows}) == 1 and all(r.answer for r in rows)
-    for r in rows:
-        r.answers_equal = equal
+def run(s: ElasticSettings, out: Path, policies: tuple[str, ...] = POLICIES, repeats: int = 1) -> list[ElasticRow]:
+    """Every policy's application ``repeats`` times, then the CSV at ``out``."""
+    rows: list[ElasticRow] = []
+    for repeat in range(repeats):
+        work = Path(tempfile.mkdtemp(prefix="trspark-elastic-"))
+        order = policies if repeat % 2 == 0 else tuple(reversed(policies))
+        pair = sorted((_child(p, s, work) for p in order), key=lambda r: policies.index(r.policy))
+        equal = len({r.answer for r in pair}) == 1 and all(r.answer for r in pair)
+        for r in pair:
+            r.repeat, r.answers_equal = repeat, equal
+        rows += pair
+        print(f"repeat {repeat + 1} of {repeats} done", flush=True)
     write_csv(rows, out)
     return rows
 
@@ -198,6 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--gap", type=float, default=ElasticSettings.gap)
     parser.add_argument("--idle-timeout", type=float, default=ElasticSettings.idle_timeout)
     parser.add_argument("--rows", type=int, default=ElasticSettings.rows)
+    parser.add_argument("--repeat", type=int, default=1, help="applications per policy (paired, order alternating)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
@@ -208,9 +219,11 @@ def main(argv: list[str] | None = None) -> None:
         a.json.write_text(json.dumps(dataclasses.asdict(row)))
         return
     s = ElasticSettings(executors=a.executors, gap=a.gap, idle_timeout=a.idle_timeout, rows=a.rows)
-    rows = run(s, a.out, tuple(p.strip() for p in a.policies.split(",") if p.strip()))
+    if a.repeat < 1:
+        parser.error(f"--repeat must be at least 1, got {a.repeat}")
+    rows = run(s, a.out, tuple(p.strip() for p in a.policies.split(",") if p.strip()), a.repeat)
     for r in rows:
-        print(f"{r.policy:6} executor-s {r.executor_seconds:7.1f}  q1 {r.q1_seconds:6.1f} s  q2 {r.q2_seconds:6.1f} s  "
+        print(f"{r.repeat} {r.policy:6} executor-s {r.executor_seconds:7.1f}  q1 {r.q1_seconds:6.1f} s  q2 {r.q2_seconds:6.1f} s  "
               f"removed {r.executors_removed} released {r.executors_released} evictions {r.evictions}  "
               f"resubmitted stages {r.stage_resubmissions} map re-runs {r.map_tasks_rerun}  "
               f"answers equal {r.answers_equal}")
