@@ -78,6 +78,23 @@ def test_schedules_do_not_depend_on_the_query_list() -> None:
     assert full[("q19", 0)] != full[("q19", 1)] and full[("q3", 0)] != full[("q19", 0)]
 
 
+def test_schedules_can_be_redrawn_until_the_first_kill_lands_early_in_the_query() -> None:
+    def schedules(within: float | None) -> list[runner.Schedule]:
+        settings = BenchSettings(sf=1, queries=("q3",), policies=("never",), out=Path("x.csv"), repeat=20,
+                                 stability=1.5, first_kill_within=within)
+        ctx = runner._Context(settings, {}, {}, stable={"q3": 4.0})
+        runner.draw_schedules(ctx)
+        return [ctx.schedules[("q3", r)] for r in range(20)]
+
+    drawn, early = schedules(None), schedules(0.5)
+    # As drawn, some schedules leave a 4 s query untouched (no kill in its first 2 s); redrawn, none does.
+    assert any(s[0][0] > 2.0 for s in drawn)
+    assert all(s and s[0][0] <= 2.0 for s in early)
+    # A schedule already early enough is kept as drawn, and a redraw is as reproducible as a draw.
+    assert all(e == d for d, e in zip(drawn, early, strict=True) if d[0][0] <= 2.0)
+    assert early == schedules(0.5)
+
+
 def test_pools_set_the_executors_spare_the_on_demand_slots_and_draw_kills_for_spot_only(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import jobs.tpcds.cli as bench_cli

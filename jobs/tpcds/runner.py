@@ -93,21 +93,34 @@ def draw_schedules(ctx: _Context) -> None:
     The query enters the seed by name (CRC-32), not by position, so a run over a subset of the
     queries draws the same schedules as the full run.
     """
-    from jobs.harness.chaos import draw_schedule
-
     s = ctx.settings
     for name in s.queries:
         spec = lifetime_spec(ctx, name)
         if spec is None:
             log.warning("%s has no stable time (every stable run failed): its evicted runs get no kills", name)
         for r in range(s.repeat):
-            if spec is None:
+            spot = s.executors - pools.on_demand_slots(s.pools)  # on-demand slots are never killed
+            if spec is None or not spot:
                 ctx.schedules[(name, r)] = []
                 continue
             rng = np.random.default_rng([s.seed, zlib.crc32(name.encode()), r])
-            spot = s.executors - pools.on_demand_slots(s.pools)  # on-demand slots are never killed
-            ctx.schedules[(name, r)] = draw_schedule(spec, spot, s.time_cap, rng,
-                                                     replacement_delay=s.replacement_delay) if spot else []
+            ctx.schedules[(name, r)] = _draw_schedule(spec, spot, s, rng, ctx.stable.get(name, math.nan))
+
+
+MAX_REDRAWS = 100
+
+
+def _draw_schedule(spec: str, spot: int, s: BenchSettings, rng: np.random.Generator, stable: float) -> Schedule:
+    """A schedule for ``spot`` killable slots; with ``first_kill_within``, redrawn from the same
+    generator (so still one schedule per seed) until its first kill is within that fraction of ``stable``."""
+    from jobs.harness.chaos import draw_schedule
+
+    within = s.first_kill_within * stable if s.first_kill_within is not None and math.isfinite(stable) else math.inf
+    for _ in range(MAX_REDRAWS):
+        schedule = draw_schedule(spec, spot, s.time_cap, rng, replacement_delay=s.replacement_delay)
+        if math.isinf(within) or (schedule and schedule[0][0] <= within):
+            break
+    return schedule
 
 
 def lifetime_spec(ctx: _Context, name: str) -> str | None:

@@ -37,6 +37,9 @@ class BenchSettings:
     min_alive: int = 1
     max_kills: int | None = None
     """At most this many executors killed per run (None: as the schedule says)."""
+    first_kill_within: float | None = None
+    """Redraw a kill schedule until its first kill comes within this fraction of the query's stable
+    time (None: keep every draw). A run the kills miss shows nothing of what they cost."""
     master: str | None = None
     cache: Path | None = None
     rewarm: bool = True
