@@ -12,7 +12,8 @@ peer, the executor that received the copies is killed. Its copies are dropped fr
 ledger: the outputs are read from their living sources (nothing re-runs), and when those sources
 die too the outputs are recomputed, never looked for on the dead peer. With peer copies throttled
 (``backup.throttle``), the receiver of one is killed while the copy is in flight: the copy never
-counts, its source reports it failed, and only the dead executor's own output is recomputed.
+counts, the driver fails it and cancels it at its source at once, and only the dead executor's
+own output is recomputed.
 
 The engine's events and commands are read from its trace (``TRSPARK_TRACE``), the plugin's
 warnings from the driver's log.
@@ -216,8 +217,11 @@ def test_the_executor_receiving_a_throttled_peer_copy_is_killed_mid_copy(app: Ap
         app.kill_one_executor()
     finally:
         app.status.setBuiltin("always", "local", 0.0)
-    # Every copy ends without counting: the victim's own copy with it, the copy to it when its
-    # source's upload to the dead peer fails. No record is left waiting in the driver's ledger.
+    # Every copy ends without counting, both at the loss: the victim's own copy with it, and the
+    # copy to it cancelled at its source rather than when its paced pass (COPY_SECONDS) would have
+    # reached the upload to the dead peer. No record is left waiting in the driver's ledger.
+    wait_for(lambda: app.stat("backups_failed") - before["backups_failed"] >= 2,
+             what="both copies failed at the loss", timeout=COPY_SECONDS / 2)
     app.quiet()
     assert app.stat("backups_local") == before["backups_local"]
     assert app.stat("backups_failed") - before["backups_failed"] == 2

@@ -184,14 +184,23 @@ trait BackupFlow extends DriverBase {
   }
 
   /**
-   * `executorId` is gone: every backup from it (queued here or handed to it) and every queued
-   * backup to it will never happen -- report each as failed, so neither the ledger nor the engine
-   * waits for it. (A running copy *to* it fails on its source's upload and is reported from there.)
+   * `executorId` is gone: every backup from it (queued here or handed to it) and every backup to
+   * it, queued or running, will never happen -- report each as failed, so neither the ledger nor
+   * the engine waits for it.
    */
   protected def abandonBackups(executorId: String): Unit = synchronized {
     val fromIt = work.remove(executorId).toSeq.flatten ++ running.remove(executorId).toSeq.flatten
     fromIt.foreach(t => backupFailed(t, executorId, s"source executor $executorId lost", sourceMissing = true))
     for ((source, queue) <- work.toSeq; t <- queue.dequeueAll(_.target == executorId)) {
+      backupFailed(t, source, s"target executor $executorId lost", sourceMissing = false)
+    }
+    // A throttled copy to it would go on pacing its bytes until the upload fails: stop it at its
+    // source. A cancel names the output, so it is sent only when no other copy of that output runs there.
+    for ((source, tasks) <- running.toSeq; t <- tasks.toSeq if t.target == executorId) {
+      tasks -= t
+      if (!tasks.exists(o => o.shuffleId == t.shuffleId && o.mapId == t.mapId)) {
+        cancels.getOrElseUpdate(source, mutable.Buffer.empty) += ((t.shuffleId, t.mapId))
+      }
       backupFailed(t, source, s"target executor $executorId lost", sourceMissing = false)
     }
     cancels.remove(executorId)

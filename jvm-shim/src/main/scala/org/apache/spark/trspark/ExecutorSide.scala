@@ -2,7 +2,7 @@ package org.apache.spark.trspark
 
 import java.util.{Map => JMap}
 import java.util.concurrent.{ConcurrentHashMap, Executors, TimeUnit}
-import java.util.concurrent.atomic.AtomicInteger
+import java.util.concurrent.atomic.{AtomicInteger, AtomicLong}
 import java.util.zip.CRC32
 
 import scala.util.control.NonFatal
@@ -28,7 +28,10 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
   private var metrics: ExecutorMetrics = _
   private lazy val remote = new RemoteBackups(conf.remotePath, ctx.conf().getAppId,
     SparkHadoopUtil.get.newConfiguration(ctx.conf()))
-  private val cancelled = ConcurrentHashMap.newKeySet[(Int, Long)]()
+  // Output -> how many copies had been handed out when its cancel arrived. A cancel stops the
+  // copies of that output handed out before it, never one the driver requests after it.
+  private val cancelled = new ConcurrentHashMap[(Int, Long), java.lang.Long]()
+  private val handedOut = new AtomicLong(0)
   private val poller = Executors.newSingleThreadScheduledExecutor(Daemon.factory("trspark-backup-poll"))
   // Backups run one at a time on their own thread so polling (and so cancelling) goes on meanwhile.
   private val worker = Executors.newSingleThreadExecutor(Daemon.factory("trspark-backup"))
@@ -81,12 +84,13 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     val capacity = math.max(0, TRExecutorPlugin.MaxInFlight - inFlight.get())
     Wire.decode(ctx.ask(Wire.encode(PollWork(ctx.executorID(), capacity))).asInstanceOf[String]) match {
       case Work(tasks, cancels, deletes, checks) =>
-        cancels.foreach(cancelled.add)
+        cancels.foreach(output => cancelled.put(output, handedOut.get()))
         deletes.foreach { case (shuffleId, mapId) => deletePeerCopy(shuffleId, mapId) }
         checks.foreach(c => worker.execute(() => checkPeerCopy(c)))
         tasks.foreach { task =>
+          val number = handedOut.incrementAndGet()
           inFlight.incrementAndGet()
-          worker.execute(() => try run(task) finally inFlight.decrementAndGet())
+          worker.execute(() => try run(task, number) finally inFlight.decrementAndGet())
         }
       case _ =>
     }
@@ -94,19 +98,22 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     case NonFatal(e) => logDebug(s"trspark: poll failed: $e")
   }
 
-  private def run(task: BackupTask): Unit = {
-    if (cancelled.remove((task.shuffleId, task.mapId))) { metrics.copiesCancelled.inc(); return }
+  /** Copy `task`, the `number`-th handed to this executor, unless a cancel of its output came after it. */
+  private def run(task: BackupTask, number: Long): Unit = {
+    val isCancelled = () => Option(cancelled.get((task.shuffleId, task.mapId))).exists(number <= _)
+    if (isCancelled()) { metrics.copiesCancelled.inc(); return }
     val started = System.nanoTime()
     try {
       val (bytes, indexCrc, dataCrc) =
-        if (task.target == Target.Remote) toRemote(task) else toPeer(task)
+        if (task.target == Target.Remote) toRemote(task, isCancelled) else toPeer(task, isCancelled)
       val nanos = System.nanoTime() - started
       ctx.send(Wire.encode(BackupDone(ctx.executorID(), task, bytes, nanos / 1e9, indexCrc, dataCrc)))
       metrics.written(task.target, bytes, nanos)
     } catch {
       case _: RemoteBackups.Cancelled =>
         metrics.copiesCancelled.inc()
-        remote.delete(task.shuffleId, task.mapId)
+        // Only a remote copy leaves files behind; a peer copy's remote twin may be committed and in use.
+        if (task.target == Target.Remote) remote.delete(task.shuffleId, task.mapId)
       case NonFatal(_) if stopping =>
       case NonFatal(e) =>
         metrics.copiesFailed.inc()
@@ -147,15 +154,14 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     case other => throw new UnsupportedOperationException(s"shuffle resolver ${other.getClass.getName}")
   }
 
-  private def toRemote(task: BackupTask): (Long, Long, Long) = {
+  private def toRemote(task: BackupTask, isCancelled: () => Boolean): (Long, Long, Long) = {
     val index = resolver.getIndexFile(task.shuffleId, task.mapId)
     if (!index.exists()) throw new java.io.FileNotFoundException(s"no map output file $index")
     val data = resolver.getDataFile(task.shuffleId, task.mapId)
-    remote.write(task.shuffleId, task.mapId, index, data, task.throttle,
-      () => cancelled.contains((task.shuffleId, task.mapId)))
+    remote.write(task.shuffleId, task.mapId, index, data, task.throttle, isCancelled)
   }
 
-  private def toPeer(task: BackupTask): (Long, Long, Long) = {
+  private def toPeer(task: BackupTask, isCancelled: () => Boolean): (Long, Long, Long) = {
     val bm = SparkEnv.get.blockManager
     val blocks = bm.migratableResolver.getMigrationBlocks(ShuffleBlockInfo(task.shuffleId, task.mapId))
     if (blocks.isEmpty) throw new java.io.FileNotFoundException(s"no map output for $task")
@@ -163,7 +169,6 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     val ordered = blocks.sortBy { case (id, _) => if (id.isInstanceOf[ShuffleDataBlockId]) 0 else 1 }
     // CRC32s of the bytes sent, computed here at the source: the peer re-reads its copy against them.
     var (indexCrc, dataCrc) = (0L, new CRC32().getValue)
-    val isCancelled = () => cancelled.contains((task.shuffleId, task.mapId))
     ordered.foreach { case (blockId, buffer) =>
       if (isCancelled()) throw new RemoteBackups.Cancelled
       // The throttle paces this pass, so a block leaves no sooner than its bytes / throttle after
