@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import math
-import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,35 +139,6 @@ def overhead(path: Path) -> str:
             f"{s.total_ratio:.3f} (target <= {TARGET}: {'met' if s.met else 'missed'} by the median"
             + ("; the interval reaches above it, so within noise of the target" if s.met and ci.high > TARGET else "")
             + ").\n")
-
-
-def paired_arms(arm: str, key: str, values: tuple[str, ...], *shown: str) -> Callable[[Path], str]:
-    """The rows (columns ``arm``, ``key`` and ``shown``), then per ``value`` column the median of each
-    arm and the per-``key`` ratios of the second arm to the first, with their range.
-
-    For a few paired runs (the same ``key`` met the same conditions in both arms), where a
-    bootstrap interval would say little: min-max of the ratios is what is shown.
-    """
-    def render(path: Path) -> str:
-        rows = _rows(path)
-        arms = list(dict.fromkeys(r[arm] for r in rows))
-        text = columns(arm, key, *values, *shown, digits=1)(path)
-        if len(arms) != 2:
-            return text
-        by = {(r[arm], r[key]): r for r in rows}
-        keys = [k for k in dict.fromkeys(r[key] for r in rows) if (arms[0], k) in by and (arms[1], k) in by]
-        for v in values:
-            first = [float(by[arms[0], k][v]) for k in keys]
-            second = [float(by[arms[1], k][v]) for k in keys]
-            ratios = [b / a for a, b in zip(first, second, strict=True) if a > 0]
-            if not ratios:
-                continue
-            text += (f"\n`{v}`: median {arms[0]} {statistics.median(first):.1f}, {arms[1]} "
-                     f"{statistics.median(second):.1f}; {arms[1]}/{arms[0]} per {key}: "
-                     f"{', '.join(f'{x:.2f}' for x in ratios)} (median {statistics.median(ratios):.2f}, "
-                     f"{len(ratios)} pairs).\n")
-        return text
-    return render
 
 
 def verdicts(path: Path) -> str:

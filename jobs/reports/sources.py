@@ -100,7 +100,7 @@ the sweep against the design targets.
 
 _TPCDS = ("trspark bench tpcds --sf {sf} --queries q3,q7,q19,q25,q29,q50,q65,q68,q93,q97 \\\n"
           "    --policies never,always,decommission,tr --stability 3 --executors 3 --cores 1 \\\n"
-          "    --executor-cpus 0.5 --repeat 1 --seed {seed} --notice 5 --time-cap {cap} --warmup 2 \\\n"
+          "    --executor-cpus 0.5 --repeat {repeat} --seed {seed} --notice 5 --time-cap {cap} --warmup 2 \\\n"
           "    --stable-runs never --conf spark.sql.autoBroadcastJoinThreshold=-1 \\\n"
           "    --out docs/results/{out}\n"
           "trspark bench targets docs/results/{out} --executors 3")
@@ -116,23 +116,20 @@ median stable seconds. The capacity floor `1 + lost executor-seconds / (3 x stab
 best any policy can do with the capacity the kills leave. Every answer is compared with DuckDB's
 ([jobs/tpcds/QUERIES.md](../../jobs/tpcds/QUERIES.md)). Method: [docs/benchmark.md](../benchmark.md).
 """, (
-    Source("tpcds_sf1_seed0.csv",
-           _TPCDS.format(sf=1, seed=0, cap=400, out="tpcds_sf1_seed0.csv").replace(
-               "--out", "--reference <an earlier run's CSV: vanilla's stable times> --out"),
-           "2026-11-25, 23:01-23:27 UTC", "a6317d8", _LIVE, tpcds_targets(3),
-           "![slowdowns](tpcds_sf1_seed0.png)\n\nIn this CSV `executors_killed` of `decommission` and `tr` "
-           "counts every notice given during the query, including notices of kills due after its end."),
-    Source("tpcds_sf1_seed1.csv", _TPCDS.format(sf=1, seed=1, cap=400, out="tpcds_sf1_seed1.csv"),
-           "2026-11-25, 23:27-23:52 UTC", "a6317d8", _LIVE, tpcds_targets(3),
-           "![slowdowns](tpcds_sf1_seed1.png)\n\nIn this CSV `executors_killed` of `decommission` and `tr` "
-           "counts every notice given during the query, including notices of kills due after its end."),
-    Source("tpcds_sf3_seed0.csv", _TPCDS.format(sf=3, seed=0, cap=600, out="tpcds_sf3_seed0.csv"),
+    Source("tpcds_sf1.csv", _TPCDS.format(sf=1, repeat=3, seed=0, cap=400, out="tpcds_sf1.csv"),
+           "2026-11-26, 20:30-22:10 UTC", "ab2242b", _LIVE + ", quiet (nothing else running)",
+           tpcds_targets(3, paired=True),
+           "![slowdowns](tpcds_sf1.png)\n\nThree kill schedules per query (repeats 0-2 of seed 0), each "
+           "replayed for every policy: the per-query table shows the median over the three, and the paired "
+           "statistics below pair the runs that met the same schedule. `executors_killed` of `decommission` "
+           "and `tr` counts every notice given during the query, including notices of kills due after its end."),
+    Source("tpcds_sf3_seed0.csv", _TPCDS.format(sf=3, repeat=1, seed=0, cap=600, out="tpcds_sf3_seed0.csv"),
            "2026-11-26, 00:45-01:12 UTC", "8ef9ea3 with uncommitted changes (committed as 2ece7bb and 4b44440)",
            _LIVE, tpcds_targets(3),
            "![slowdowns](tpcds_sf3_seed0.png)\n\nThe answer oracle of this run rejected q7 and q65 for "
            "every policy, stable runs too: tied rows in another order (q65) and a rounded Decimal "
            "(q7), both accepted by the oracle since."),
-    Source("tpcds_sf3_seed1.csv", _TPCDS.format(sf=3, seed=1, cap=600, out="tpcds_sf3_seed1.csv"),
+    Source("tpcds_sf3_seed1.csv", _TPCDS.format(sf=3, repeat=1, seed=1, cap=600, out="tpcds_sf3_seed1.csv"),
            "2026-11-26, 01:23-01:55 UTC", "4b44440", _LIVE, tpcds_targets(3),
            "![slowdowns](tpcds_sf3_seed1.png)"),
 ))
@@ -308,7 +305,7 @@ loses half of every shuffle, so its rows show no effect either way.
     Source("sizing_live.csv",
            "B='--sf 1 --queries q97 --policies tr --stability 3 --executors 3 --cores 1 --executor-cpus 0.5 \\\n"
            "   --repeat 3 --seed 0 --notice 5 --time-cap 400 --warmup 1 --conf spark.sql.autoBroadcastJoinThreshold=-1 \\\n"
-           "   --reference docs/results/tpcds_sf1_seed1.csv'\n"
+           "   --reference <an SF 1 results CSV of that day: vanilla Spark's stable times, q97 7.74 s>'\n"
            "trspark bench tpcds $B --out default.csv\n"
            "trspark bench tpcds $B --conf spark.sql.adaptive.advisoryPartitionSizeInBytes=24920593 \\\n"
            "    --conf spark.sql.adaptive.coalescePartitions.initialPartitionNum=1000 --out sized.csv\n"
