@@ -18,12 +18,13 @@ on-demand one as stable (:mod:`jobs.tpcds.pools`). Then:
   seed ``(seed, workload, r)`` and replayed for every policy (a paired comparison). Lifetimes are
   exponential with mean ``stability`` x the workload's stable time, at most ``max_kills`` kills a
   run, and a schedule whose first kill would come after ``first_kill_within`` of the stable time
-  is drawn again (from the same generator), so that every evicted run meets a kill. ``tr`` gets each kill's termination notice ``notice`` s ahead (SIGPWR, as a spot VM's
-  notice; 1 s here, scaled to jobs of a few seconds as the clouds' 30-120 s are to jobs of
-  minutes); ``never`` and ``always`` meet the same kills unannounced. Only spot executors are
-  killed. ``always`` backs up every output; ``tr`` never backs up what the on-demand executor
-  holds, copies spot outputs to it, and, told that kills come with a notice, backs up ahead only
-  what a victim could not save within its window.
+  is drawn again (from the same generator), so that every evicted run meets a kill. ``tr`` gets
+  each kill's termination notice ``notice`` s ahead (SIGPWR, as a spot VM's notice; 1 s here,
+  scaled to jobs of a few seconds as the clouds' 30-120 s are to jobs of minutes); ``never`` and
+  ``always`` meet the same kills unannounced. Only spot executors are killed. ``always`` backs up
+  every output; ``tr`` never backs up what the on-demand executor holds, copies spot outputs to
+  it, and, told that kills come with a notice, backs up ahead only what a victim could not save
+  within its window.
 
 Table and summary
 -----------------
