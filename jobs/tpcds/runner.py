@@ -94,12 +94,12 @@ def draw_schedules(ctx: _Context) -> None:
     queries draws the same schedules as the full run.
     """
     s = ctx.settings
+    spot = s.executors - pools.on_demand_slots(s.pools)  # on-demand slots are never killed
     for name in s.queries:
         spec = lifetime_spec(ctx, name)
         if spec is None:
             log.warning("%s has no stable time (every stable run failed): its evicted runs get no kills", name)
         for r in range(s.repeat):
-            spot = s.executors - pools.on_demand_slots(s.pools)  # on-demand slots are never killed
             if spec is None or not spot:
                 ctx.schedules[(name, r)] = []
                 continue
