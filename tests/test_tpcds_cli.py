@@ -126,3 +126,49 @@ def test_pools_set_the_executors_spare_the_on_demand_slots_and_draw_kills_for_sp
         options = pools.plugin_options(url, "exponential:mean=60")
         assert url is not None and options["notice_url"] == url + "/vm-{executorId}"
     assert options["pool_lifetimes"] == {"ondemand": "stable", "spot": "exponential:mean=60"}
+
+
+class _FakeInjector:
+    """Kills ``during`` executors in the run and ``after`` more at notice deadlines past its end."""
+
+    def __init__(self, during: int, after: int) -> None:
+        self.during, self.after = during, after
+
+    def __enter__(self) -> _FakeInjector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def elapsed(self) -> float:
+        return 1.0
+
+    def kills_by(self, t: float) -> int:
+        return self.during
+
+    def finish_notices(self) -> int:
+        return self.after
+
+
+@pytest.mark.parametrize(("during", "after", "warmed"), [(0, 0, False), (1, 0, True), (0, 1, True)])
+def test_replacements_are_warmed_after_any_kill_during_or_after_the_run(
+        during: int, after: int, warmed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jobs.tpcds.queries import load
+    from jobs.tpcds.query_run import Outcome
+
+    groups: list[str] = []
+    monkeypatch.setattr(runner, "execute", lambda spark, query, group, cap: groups.append(group) or Outcome(1.0))
+    monkeypatch.setattr(runner, "_injector", lambda *args: _FakeInjector(during, after))
+    monkeypatch.setattr(runner.metrics, "plugin_counters", lambda sc: {})
+    monkeypatch.setattr(runner.metrics, "plugin_fell_back", lambda sc: False)
+
+    class Api:
+        def tasks_recomputed(self, group: str) -> int:
+            return 0
+
+    s = BenchSettings(sf=1, queries=("q3",), policies=("tr",), out=tmp_path / "r.csv", executors=2)
+    ctx = runner._Context(s, {"q3": load("q3")}, {})
+    row = runner._run_once(ctx, spark=type("Spark", (), {"sparkContext": None})(), api=Api(), count=lambda: 2,
+                           policy="tr", scenario="evicted", query=load("q3"), r=0)
+    assert row.executors_killed == during  # a kill after the run's end is not the run's
+    assert [g.startswith("rewarm-") for g in groups] == [False, True] if warmed else [False]

@@ -20,11 +20,10 @@ Plan of a benchmark (``--policies never,always,decommission,tr``)
    the window's end by the injector, and notices for kills after the query's end still land
    during it. ``never`` is vanilla Spark and ``always`` copies everything anyway: both are only
    killed). An executor noticed during a run is killed at its deadline even when the query has
-   ended by then (a noticed VM goes either way), so the policies that act on notices and those
-   that do not leave the same cluster behind. Before every run all executors must be registered
+   ended by then (a noticed VM goes either way). Before every run all executors must be registered
    again, with live JVMs (the driver lists a departed executor for a few seconds more); after a
-   run with kills the query is run once more unrecorded, so cold replacement JVMs do not slow
-   the next measurement.
+   run during or after which an executor was killed, the query is run once more unrecorded, so
+   cold replacement JVMs do not slow the next measurement.
 
 A run that exceeds ``time_cap`` is cancelled and recorded as failed; an aborted job is recorded as
 failed with Spark's reason. With ``master`` set (a real cluster, e.g. on spot VMs) nothing is
@@ -366,10 +365,10 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
     # Kills due while the query ran: for the noticed policies a notice for a kill after its end
     # does not count, as that kill is not met by the policies that are only killed either.
     kills = injector.kills_by(injector.elapsed()) if injector is not None else 0
+    killed_after = 0
     if injector is not None and not last:
-        # Notices outlive the query when it ends inside their window: their executors die now, so
-        # every policy's next run starts from a cluster of fresh, registered replacements.
-        injector.finish_notices()
+        # Notices outlive the query when it ends inside their window: their executors die now.
+        killed_after = injector.finish_notices()
     row = RunRow(query=query.name, policy=policy, sf=s.sf, seed=s.seed, repeat=r, scenario=scenario,
                  seconds=outcome.seconds, executors_killed=kills,
                  capacity_lost_seconds=meter.lost_seconds if s.master is None else float("nan"),
@@ -389,8 +388,10 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
         row.tasks_recomputed = api.tasks_recomputed(group)
     except Exception as exc:  # the status API is an observer: never lose the run over it
         log.warning("could not read task attempts of %s: %s", group, exc)
-    if kills and s.rewarm and s.master is None and not last:
-        # Replacements are cold JVMs (first pass 1.5-2.3x slower here): warm them before measuring on.
+    if (kills or killed_after) and s.rewarm and s.master is None and not last:
+        # Replacements are cold JVMs (first pass 1.5-2.3x slower here): warm them before measuring
+        # on, also those of a noticed executor that died after the run, or only the policies that
+        # act on notices would meet cold JVMs in their next run.
         wait_for_executors(count, s.executors)
         execute(spark, query, f"rewarm-{group}", s.time_cap)
     return row
