@@ -15,3 +15,18 @@ def test_every_report_source_names_a_csv_that_exists():
 
 def test_committed_reports_are_up_to_date():
     assert main(["--check"]) == 0, "regenerate with `python -m jobs.reports`"
+
+
+def test_elastic_report_pairs_the_policies_by_repeat(tmp_path):
+    from jobs.reports.render import elastic
+
+    head = ("policy,repeat,executor_seconds,q1_seconds,q2_seconds,app_seconds,executors_started,executors_removed,"
+            "executors_released,evictions,stage_resubmissions,map_tasks_rerun,engine_fallback,answers_equal\n")
+    rows = ["never,0,100,1,2,50,3,3,0,0,0,0,False,True", "tr,0,80,1,8,60,6,3,3,0,0,0,False,True",
+            "never,1,100,1,2,50,3,3,0,0,0,0,False,True", "tr,1,120,1,8,60,6,3,3,0,0,0,False,True",
+            "tr,2,50,1,8,60,6,3,3,0,0,0,False,True"]  # repeat 2 has no partner: left out
+    path = tmp_path / "elastic.csv"
+    path.write_text(head + "\n".join(rows) + "\n")
+    text = elastic(path)
+    assert "| executor_seconds | 1.00x" in text and "| 1 of 2 |" in text  # ratios 0.8 and 1.2
+    assert "| q2_seconds | 4.00x" in text and "| 0 of 2 |" in text

@@ -11,6 +11,7 @@ from jobs.reports.render import (
     Report,
     Source,
     columns,
+    elastic,
     kill_sweep,
     overhead,
     pivot,
@@ -306,21 +307,22 @@ loses half of every shuffle, so its rows show no effect either way.
     Source("sizing_live.csv",
            "B='--sf 1 --queries q97 --policies tr --stability 3 --executors 3 --cores 1 --executor-cpus 0.5 \\\n"
            "   --repeat 3 --seed 0 --notice 5 --time-cap 400 --warmup 1 --conf spark.sql.autoBroadcastJoinThreshold=-1 \\\n"
-           "   --reference <an SF 1 results CSV of that day: vanilla Spark's stable times, q97 7.74 s>'\n"
+           "   --reference docs/results/tpcds_sf1.csv'\n"
+           "trspark size --lifetime exponential:mean=16.28 --rate 10m   # 3 x q97's stable 5.43 s\n"
            "trspark bench tpcds $B --out default.csv\n"
-           "trspark bench tpcds $B --conf spark.sql.adaptive.advisoryPartitionSizeInBytes=24920593 \\\n"
+           "trspark bench tpcds $B --conf spark.sql.adaptive.advisoryPartitionSizeInBytes=17482613 \\\n"
            "    --conf spark.sql.adaptive.coalescePartitions.initialPartitionNum=1000 --out sized.csv\n"
            "# sizing_live.csv: the rows of both, with the advisory size as its first column",
-           "2026-11-26, 10:31-11:21 UTC", "8ef5531", MACHINE + ", load average 30-56 (other benchmarks and tests)",
-           columns("advisory_bytes", "query", "policy", "repeat", "seconds", "executors_killed", "tasks_recomputed",
+           "2026-11-26, 23:30-23:34 UTC", "542562d", MACHINE + ", quiet (nothing else running)",
+           columns("advisory_bytes", "query", "policy", "repeat", "seconds", "executors_killed",
+                   "capacity_lost_seconds", "tasks_recomputed", "backups_count", "backups_bytes",
                    "plugin_fallback", "result_ok", "failed", digits=1),
-           "Live q97 under kills: correctness and re-runs only; the machine was loaded far beyond its 2 cores, so "
-           "the times say little. The advisory size is the rule's: exponential lifetimes of mean 3 x 7.74 s "
-           "(vanilla's stable time in the reference), f = 5 %, so L* = 2.49 s, times an assumed 10 MB/s per task. "
-           "Kills follow the same schedule per repeat in both arms, in wall-clock time, so a slower run meets more "
-           "of them. In the default arm the engine did not connect within 60 s and the plugin fell back to "
-           "always-checkpoint (`plugin_fallback`), so the two arms also ran different checkpointing: no comparison "
-           "of times is possible from these rows."),
+           "Live q97 under kills, three kill schedules, the same in both arms. The advisory size is the "
+           "rule's: exponential lifetimes of mean 3 x 5.43 s (vanilla's stable time in the reference), "
+           "f = 5 %, so L* = 1.7 s, times an assumed 10 MiB/s per task. Paired per schedule, sized/default "
+           "is 1.17, 0.75 and 0.83 (median 0.83): three pairs whose spread covers 1, so within noise. "
+           "Neither arm re-ran a map task, every answer was right and the engine was there in every run. "
+           "Kills follow the schedule in wall-clock time, so a slower run meets more of them."),
 ))
 
 
@@ -373,16 +375,16 @@ Executor-seconds, removals, releases, evictions, stage resubmissions and map re-
 from each application's event log. Nothing is killed: an eviction here would be a removal
 mistaken for one.
 """, (
-    Source("elastic.csv", "python -m jobs.elastic --out docs/results/elastic.csv --gap 20 --idle-timeout 3",
-           "2026-11-26, 12:33-12:35 UTC", "c93025b", MACHINE + ", quiet (nothing else running); one run per policy",
-           columns("policy", "executor_seconds", "q1_seconds", "q2_seconds", "gap_seconds", "app_seconds",
-                   "executors_started", "executors_removed", "executors_released", "evictions",
-                   "stage_resubmissions", "map_tasks_rerun", "engine_fallback", "answers_equal", digits=1),
+    Source("elastic.csv",
+           "python -m jobs.elastic --out docs/results/elastic.csv --gap 20 --idle-timeout 3 --repeat 5",
+           "2026-11-26, 23:16-23:28 UTC", "542562d", MACHINE + ", quiet (nothing else running)",
+           elastic,
            "Executor-seconds = the sum over executors of (removed - added). With shuffle tracking "
            "vanilla Spark keeps the executors that hold the first query's shuffle data through the "
            "gap; `tr` releases them once idle for the idle timeout, as nothing they hold may still "
-           "be read. Its second query then waits for new executor JVMs, which is why its q2 takes longer. "
-           "One run per policy: the executor-seconds difference is a single paired observation, not an interval."),
+           "be read. Its second query then waits for new executor JVMs, which is why its q2 takes "
+           "about five times as long: fewer executor-seconds are bought with a slower second query. "
+           "Five repeats, the two policies back to back in each, the first one alternating."),
 ))
 
 REPORTS: tuple[Report, ...] = (SIMULATOR, ENGINE, TPCDS, OVERHEAD, NOTICES, HISTORY, POOLS, SIZING, VERIFICATION, ELASTIC)
