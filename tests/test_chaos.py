@@ -252,6 +252,33 @@ def test_finish_notices_kills_noticed_executors_at_their_deadline_after_stop(clu
     assert injector.finish_notices(sleep=sleep) == 0
 
 
+def test_finish_scheduled_makes_the_kills_due_within_the_window_after_stop(cluster: FakeCluster) -> None:
+    for executor_id in ("0", "1", "2"):
+        cluster.add(executor_id)
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    injector = EvictionInjector(cluster.driver, schedule=[(2.0, 0), (7.0, 0), (12.0, 0)], min_alive=0,
+                                clock=lambda: now[0]).start(background=False)
+    now[0] = 2.0
+    injector.step()  # the kill during the run
+    now[0] = 4.0  # the run ends; a policy told of kills 5 s ahead got the 7 s one's notice, not the 12 s one's
+    injector.stop()
+    assert injector.finish_scheduled(5.0, sleep=sleep) == 1
+    assert slept == [3.0]
+    assert [(r.t, r.executor_id) for r in injector.records] == [(2.0, "0"), (7.0, "1")]
+    assert wait_for(lambda: cluster.procs[1].poll() is not None, what="executor 1 killed")
+    assert cluster.procs[2].poll() is None  # due after the window: never made up
+    assert injector.finish_scheduled(1.0, sleep=sleep) == 0  # the next kill is 5 s away
+    noticed = EvictionInjector(cluster.driver, schedule=[(1.0, 0)], notice=1.0).start(background=False)
+    with pytest.raises(RuntimeError, match="finish_notices"):
+        noticed.finish_scheduled(5.0)
+
+
 def test_model_lifetimes_are_drawn_per_executor_from_its_start(cluster: FakeCluster) -> None:
     for executor_id in ("0", "1", "2"):
         cluster.add(executor_id)

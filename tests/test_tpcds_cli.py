@@ -131,8 +131,9 @@ def test_pools_set_the_executors_spare_the_on_demand_slots_and_draw_kills_for_sp
 class _FakeInjector:
     """Kills ``during`` executors in the run and ``after`` more at notice deadlines past its end."""
 
-    def __init__(self, during: int, after: int) -> None:
-        self.during, self.after = during, after
+    def __init__(self, during: int, after: int, notice: float | None) -> None:
+        self.during, self.after, self.notice = during, after, notice
+        self.window: float | None = None
 
     def __enter__(self) -> _FakeInjector:
         return self
@@ -149,16 +150,22 @@ class _FakeInjector:
     def finish_notices(self) -> int:
         return self.after
 
+    def finish_scheduled(self, window: float) -> int:
+        self.window = window
+        return self.after
 
+
+@pytest.mark.parametrize("policy", ["tr", "always"])
 @pytest.mark.parametrize(("during", "after", "warmed"), [(0, 0, False), (1, 0, True), (0, 1, True)])
 def test_replacements_are_warmed_after_any_kill_during_or_after_the_run(
-        during: int, after: int, warmed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        policy: str, during: int, after: int, warmed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from jobs.tpcds.queries import load
     from jobs.tpcds.query_run import Outcome
 
     groups: list[str] = []
     monkeypatch.setattr(runner, "execute", lambda spark, query, group, cap: groups.append(group) or Outcome(1.0))
-    monkeypatch.setattr(runner, "_injector", lambda *args: _FakeInjector(during, after))
+    injector = _FakeInjector(during, after, notice=5.0 if policy == "tr" else None)
+    monkeypatch.setattr(runner, "_injector", lambda *args: injector)
     monkeypatch.setattr(runner.metrics, "plugin_counters", lambda sc: {})
     monkeypatch.setattr(runner.metrics, "plugin_fell_back", lambda sc: False)
 
@@ -166,9 +173,11 @@ def test_replacements_are_warmed_after_any_kill_during_or_after_the_run(
         def tasks_recomputed(self, group: str) -> int:
             return 0
 
-    s = BenchSettings(sf=1, queries=("q3",), policies=("tr",), out=tmp_path / "r.csv", executors=2)
+    s = BenchSettings(sf=1, queries=("q3",), policies=("always", "tr"), out=tmp_path / "r.csv", executors=2, notice=5.0)
     ctx = runner._Context(s, {"q3": load("q3")}, {})
     row = runner._run_once(ctx, spark=type("Spark", (), {"sparkContext": None})(), api=Api(), count=lambda: 2,
-                           policy="tr", scenario="evicted", query=load("q3"), r=0)
+                           policy=policy, scenario="evicted", query=load("q3"), r=0)
     assert row.executors_killed == during  # a kill after the run's end is not the run's
+    # Without notices the kills due within the others' notice window after the end are made too.
+    assert injector.window == (None if policy == "tr" else 5.0)
     assert [g.startswith("rewarm-") for g in groups] == [False, True] if warmed else [False]

@@ -233,6 +233,31 @@ class EvictionInjector:
             self._signal(victim, signals.SIGKILL, rank)
         return len(due)
 
+    def finish_scheduled(self, window: float, *, sleep: Callable[[float], None] = time.sleep) -> int:
+        """After :meth:`stop`, a schedule without notices: make its kills due within ``window`` s, at
+        their times; return how many.
+
+        These are the kills whose notice a policy told of kills ``window`` s ahead got during the
+        run, and which :meth:`finish_notices` makes for it: with both, every policy of a paired
+        benchmark leaves the same executors dead behind a run. A kill held back (too few executors
+        registered) is not made.
+        """
+        if self._thread is not None and self._thread.is_alive():
+            raise RuntimeError("stop() the injector before finish_scheduled()")
+        if self.notice is not None or self.model is not None:
+            raise RuntimeError("finish_scheduled() is for a schedule without notices; see finish_notices()")
+        end = self.elapsed() + window
+        before = self.victims
+        while self._pending and self._pending[0][0] <= end:
+            wait = self._pending[0][0] - self.elapsed()
+            if wait > 0:
+                sleep(wait)  # a kill time is a wall-clock time: nothing to wait on but the clock
+            victims = self.victims
+            self.step()
+            if self.victims == victims:
+                break
+        return self.victims - before
+
     def __enter__(self) -> EvictionInjector:
         return self.start()
 

@@ -20,7 +20,8 @@ Plan of a benchmark (``--policies never,always,decommission,tr``)
    the window's end by the injector, and notices for kills after the query's end still land
    during it. ``never`` is vanilla Spark and ``always`` copies everything anyway: both are only
    killed). An executor noticed during a run is killed at its deadline even when the query has
-   ended by then (a noticed VM goes either way). Before every run all executors must be registered
+   ended by then (a noticed VM goes either way), and so, for the policies without notices, is
+   the victim of each kill due within the notice window after the run's end. Before every run all executors must be registered
    again, with live JVMs (the driver lists a departed executor for a few seconds more); after a
    run during or after which an executor was killed, the query is run once more unrecorded, so
    cold replacement JVMs do not slow the next measurement.
@@ -367,8 +368,10 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
     kills = injector.kills_by(injector.elapsed()) if injector is not None else 0
     killed_after = 0
     if injector is not None and not last:
-        # Notices outlive the query when it ends inside their window: their executors die now.
-        killed_after = injector.finish_notices()
+        # A VM goes at its kill time whether or not the query still runs: the kills whose notice
+        # came during the run are made now for every policy, so all leave the same executors dead.
+        killed_after = (injector.finish_notices() if injector.notice is not None
+                        else injector.finish_scheduled(s.notice if s.any_noticed() else 0.0))
     row = RunRow(query=query.name, policy=policy, sf=s.sf, seed=s.seed, repeat=r, scenario=scenario,
                  seconds=outcome.seconds, executors_killed=kills,
                  capacity_lost_seconds=meter.lost_seconds if s.master is None else float("nan"),

@@ -75,6 +75,10 @@ class BenchSettings:
         """Does ``policy`` get a termination notice before each kill?"""
         return policy in NOTICED_POLICIES and (policy != "tr" or self.tr_notices) and self.master is None
 
+    def any_noticed(self) -> bool:
+        """Does some policy of this benchmark get notices (so kills come ``notice`` s after theirs)?"""
+        return any(self.noticed(p) for p in self.policies)
+
 
 @dataclass
 class Progress:
