@@ -21,10 +21,10 @@ Plan of a benchmark (``--policies never,always,decommission,tr``)
    during it. ``never`` is vanilla Spark and ``always`` copies everything anyway: both are only
    killed). An executor noticed during a run is killed at its deadline even when the query has
    ended by then (a noticed VM goes either way), and so, for the policies without notices, is
-   the victim of each kill due within the notice window after the run's end. Before every run all executors must be registered
-   again, with live JVMs (the driver lists a departed executor for a few seconds more); after a
-   run during or after which an executor was killed, the query is run once more unrecorded, so
-   cold replacement JVMs do not slow the next measurement.
+   the victim of each kill due within the notice window after the run's end. Before every run all
+   executors must be registered again, with live JVMs (the driver lists a departed executor for a
+   few seconds more); after a run during or after which an executor was killed, the query is run
+   once more unrecorded, so cold replacement JVMs do not slow the next measurement.
 
 A run that exceeds ``time_cap`` is cancelled and recorded as failed; an aborted job is recorded as
 failed with Spark's reason. With ``master`` set (a real cluster, e.g. on spot VMs) nothing is
@@ -393,8 +393,7 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
         log.warning("could not read task attempts of %s: %s", group, exc)
     if (kills or killed_after) and s.rewarm and s.master is None and not last:
         # Replacements are cold JVMs (first pass 1.5-2.3x slower here): warm them before measuring
-        # on, also those of a noticed executor that died after the run, or only the policies that
-        # act on notices would meet cold JVMs in their next run.
+        # on, those of the kills past the run's end too.
         wait_for_executors(count, s.executors)
         execute(spark, query, f"rewarm-{group}", s.time_cap)
     return row
