@@ -26,6 +26,7 @@ trait BackupFlow extends DriverBase {
   protected val storeFailing = new AtomicBoolean(false)
   /** Kinds of damaged copies already warned about (one warning per kind and application). */
   protected val damageWarned = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
+  /** Outputs whose handed-out copies their source is to stop, by source (sent with its next [[Work]]). */
   protected val cancels = mutable.HashMap.empty[String, mutable.Buffer[(Int, Long)]]
   protected val blockManagers = mutable.HashMap.empty[String, BlockManagerId]
   protected val deadExecutors = mutable.HashSet.empty[String]
@@ -199,7 +200,7 @@ trait BackupFlow extends DriverBase {
     for ((source, tasks) <- running.toSeq; t <- tasks.toSeq if t.target == executorId) {
       tasks -= t
       if (!tasks.exists(o => o.shuffleId == t.shuffleId && o.mapId == t.mapId)) {
-        cancels.getOrElseUpdate(source, mutable.Buffer.empty) += ((t.shuffleId, t.mapId))
+        cancelAt(source, t.shuffleId, t.mapId)
       }
       backupFailed(t, source, s"target executor $executorId lost", sourceMissing = false)
     }
@@ -210,6 +211,10 @@ trait BackupFlow extends DriverBase {
       backupFailed(done.task, done.executorId, s"target executor $executorId lost", sourceMissing = false)
     }
   }
+
+  /** Have `source` stop its handed-out copies of this output (sent with its next [[Work]]). */
+  protected def cancelAt(source: String, shuffleId: Int, mapId: Long): Unit =
+    cancels.getOrElseUpdate(source, mutable.Buffer.empty) += ((shuffleId, mapId))
 
   /** Forget handed-out backups of this output (cancelled): the executor drops them without a report. */
   protected def forgetRunning(record: OutputRecord): Unit = {
@@ -230,7 +235,7 @@ trait BackupFlow extends DriverBase {
     count("maps_rerun")
     if (record.remote != CopyState.None) verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
     if (record.busy) {
-      cancels.getOrElseUpdate(record.source, mutable.Buffer.empty) += ((record.shuffleId, record.mapId))
+      cancelAt(record.source, record.shuffleId, record.mapId)
       forgetRunning(record)
     }
     deletePeerCopies(record)

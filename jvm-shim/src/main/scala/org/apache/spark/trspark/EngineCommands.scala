@@ -52,7 +52,7 @@ trait EngineCommands extends OutputLoss {
     ledger.get(shuffleId, mapIndex).foreach { record =>
       work.get(record.source).foreach(_.removeAll(t => t.shuffleId == record.shuffleId && t.mapId == record.mapId))
       if (record.busy) {
-        cancels.getOrElseUpdate(record.source, mutable.Buffer.empty) += ((record.shuffleId, record.mapId))
+        cancelAt(record.source, record.shuffleId, record.mapId)
         forgetRunning(record)
       }
       if (record.remote == CopyState.Running) record.remote = CopyState.None

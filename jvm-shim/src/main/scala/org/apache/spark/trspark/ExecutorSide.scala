@@ -1,8 +1,8 @@
 package org.apache.spark.trspark
 
 import java.util.{Map => JMap}
-import java.util.concurrent.{ConcurrentHashMap, Executors, TimeUnit}
-import java.util.concurrent.atomic.{AtomicInteger, AtomicLong}
+import java.util.concurrent.{ConcurrentHashMap, ConcurrentSkipListSet, Executors, TimeUnit}
+import java.util.concurrent.atomic.AtomicLong
 import java.util.zip.CRC32
 
 import scala.util.control.NonFatal
@@ -35,7 +35,9 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
   private val poller = Executors.newSingleThreadScheduledExecutor(Daemon.factory("trspark-backup-poll"))
   // Backups run one at a time on their own thread so polling (and so cancelling) goes on meanwhile.
   private val worker = Executors.newSingleThreadExecutor(Daemon.factory("trspark-backup"))
-  private val inFlight = new AtomicInteger(0)
+  // The numbers of the copies handed out and not yet ended: a cancel older than all of them can
+  // stop nothing any more, so it is forgotten.
+  private val inFlight = new ConcurrentSkipListSet[java.lang.Long]()
 
   private var notices: Option[NoticeWatcher] = None
   /** Set when this executor shuts down: a copy interrupted by that is no store failure to report. */
@@ -81,21 +83,28 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
 
   private def pollOnce(): Unit = try {
     // Take at most a couple of tasks: the rest stay on the driver, where cancelling is free.
-    val capacity = math.max(0, TRExecutorPlugin.MaxInFlight - inFlight.get())
+    val capacity = math.max(0, TRExecutorPlugin.MaxInFlight - inFlight.size())
     Wire.decode(ctx.ask(Wire.encode(PollWork(ctx.executorID(), capacity))).asInstanceOf[String]) match {
       case Work(tasks, cancels, deletes, checks) =>
+        forgetStaleCancels()
         cancels.foreach(output => cancelled.put(output, handedOut.get()))
         deletes.foreach { case (shuffleId, mapId) => deletePeerCopy(shuffleId, mapId) }
         checks.foreach(c => worker.execute(() => checkPeerCopy(c)))
         tasks.foreach { task =>
           val number = handedOut.incrementAndGet()
-          inFlight.incrementAndGet()
-          worker.execute(() => try run(task, number) finally inFlight.decrementAndGet())
+          inFlight.add(number)
+          worker.execute(() => try run(task, number) finally inFlight.remove(number))
         }
       case _ =>
     }
   } catch {
     case NonFatal(e) => logDebug(s"trspark: poll failed: $e")
+  }
+
+  /** Drop the cancels that no copy still in flight was handed out before. */
+  private def forgetStaleCancels(): Unit = {
+    val oldest = Option(inFlight.ceiling(Long.MinValue)).map(_.longValue).getOrElse(Long.MaxValue)
+    cancelled.values().removeIf(_.longValue < oldest)
   }
 
   /** Copy `task`, the `number`-th handed to this executor, unless a cancel of its output came after it. */
