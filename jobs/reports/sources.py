@@ -117,14 +117,30 @@ median stable seconds. The capacity floor `1 + lost executor-seconds / (3 x stab
 best any policy can do with the capacity the kills leave. Every answer is compared with DuckDB's
 ([jobs/tpcds/QUERIES.md](../../jobs/tpcds/QUERIES.md)). Method: [docs/benchmark.md](../benchmark.md).
 """, (
-    Source("tpcds_sf1.csv", _TPCDS.format(sf=1, repeat=3, seed=0, cap=400, warmup="", out="tpcds_sf1.csv"),
-           "2026-11-26, 20:30-22:10 UTC", "ab2242b", _LIVE + ", quiet (nothing else running)",
+    Source("tpcds_sf1.csv",
+           "Q=q3,q7,q19,q25,q29,q50,q65,q68,q93,q97\n"
+           "B='--sf 1 --stability 3 --executors 3 --cores 1 --executor-cpus 0.5 --repeat 3 --seed 0 --notice 5 \\\n"
+           "   --time-cap 400 --conf spark.sql.autoBroadcastJoinThreshold=-1'\n"
+           "# vanilla Spark's rows (stable and evicted), from a run of all four policies (code ab2242b)\n"
+           "trspark bench tpcds $B --queries $Q --policies never,always,decommission,tr --stable-runs never --out all.csv\n"
+           "# always, tr and decommission again (code 011630a): the same kill schedules, all.csv's stable times\n"
+           "trspark bench tpcds $B --queries $Q --policies always,tr,decommission --reference all.csv --out rest.csv\n"
+           "# tpcds_sf1.csv: never's rows of all.csv, then the rows of rest.csv\n"
+           "trspark bench targets docs/results/tpcds_sf1.csv --executors 3",
+           "never: 2026-11-26, from the run of 20:30-22:10 UTC; always, tr, decommission: 2026-11-26 23:37 to 11-27 00:59 UTC",
+           "never: ab2242b (a run of all four policies, whose vanilla rows are kept); the others: 011630a",
+           _LIVE + ", quiet (nothing else running)",
            tpcds_targets(3, paired=True),
            "![slowdowns](tpcds_sf1.png)\n\nEach session first runs every query once, unrecorded (the warm-up default). "
-           "Three kill schedules per query (repeats 0-2 of seed 0), each "
-           "replayed for every policy: the per-query table shows the median over the three, and the paired "
-           "statistics below pair the runs that met the same schedule. `executors_killed` of `decommission` "
-           "and `tr` counts every notice given during the query, including notices of kills due after its end."),
+           "Three kill schedules per query (repeats 0-2 of seed 0), each replayed for every policy: the "
+           "per-query table shows the median over the three, and the paired statistics below pair the runs "
+           "that met the same schedule. `executors_killed` counts the kills due while the query ran. "
+           "`always`, `tr` and `decommission` ran in one session, in that order, so their paired ratios "
+           "compare runs about half an hour apart; vanilla Spark's rows come from a session three hours "
+           "earlier, so ratios against `never` also carry the machine's drift between the two "
+           "(`always` was 1.13x [1.03, 1.27] against `never` here, faster than `never` in the earlier "
+           "session). Vanilla Spark's rows do not depend on the runner change between the two code "
+           "versions: it gets no notices, so no executor of it was killed after a run."),
     Source("tpcds_sf3_seed0.csv", _TPCDS.format(sf=3, repeat=1, seed=0, cap=600, warmup=" --warmup 2", out="tpcds_sf3_seed0.csv"),
            "2026-11-26, 00:45-01:12 UTC", "8ef9ea3 with uncommitted changes (committed as 2ece7bb and 4b44440)",
            _LIVE, tpcds_targets(3),
