@@ -150,13 +150,13 @@ def test_trspark_demo_runs_the_plan_through_the_bench_and_prints_table_and_summa
     assert result.exit_code == 0, result.output
     (settings,) = seen
     assert (settings.queries, settings.policies, settings.seed, settings.sf) == (
-        ("q29", "chain5"), ("never", "always", "tr"), 5, 0.1)
+        ("q29", "chain4"), ("never", "always", "tr"), 5, 0.1)
     assert (settings.runs("stable"), settings.runs("evicted")) == (3, 2)
     text = " ".join(result.output.split())  # long summary lines wrap at the console's width
     assert "2.80x (2.60x-3.00x)" in text  # never's median and spread per workload
     assert ("q29: tr 1.38x (1.30x-1.45x) against vanilla Spark (never) 2.80x (2.60x-3.00x): tr saved 1.42x "
             "of the stable time") in text
-    assert ("chain5: tr 1.38x (1.30x-1.45x) against always 1.45x (1.40x-1.50x): the difference is within noise "
+    assert ("chain4: tr 1.38x (1.30x-1.45x) against always 1.45x (1.40x-1.50x): the difference is within noise "
             "(the spreads overlap); tr backed up 3.0 MiB a run against always's 8.0 MiB (62% less)") in text
     assert "demo took" in text and "budget 10 min" in text
     assert (tmp_path / "slowdown.png").read_bytes()[:4] == b"\x89PNG"
