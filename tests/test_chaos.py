@@ -244,7 +244,7 @@ def test_finish_notices_kills_noticed_executors_at_their_deadline_after_stop(clu
     assert [r.signal for r in injector.records] == [signal.SIGPWR] and procs[0].poll() is None
     assert injector.victims == 1 and injector.kills_by(4.0) == 0  # its kill is due after the run
     assert injector.kills_by(8.0) == 1
-    assert injector.finish_notices(sleep=sleep) == 1
+    assert injector.finish(0.0, sleep=sleep) == 1  # with notices: every noticed executor, whatever the window
     assert slept == [4.0]
     assert [(r.t, r.signal, r.executor_id) for r in injector.records][-1] == (8.0, signal.SIGKILL, "0")
     assert procs[0].wait(TIMEOUT) == -signal.SIGKILL
@@ -268,7 +268,7 @@ def test_finish_scheduled_makes_the_kills_due_within_the_window_after_stop(clust
     injector.step()  # the kill during the run
     now[0] = 4.0  # the run ends; a policy told of kills 5 s ahead got the 7 s one's notice, not the 12 s one's
     injector.stop()
-    assert injector.finish_scheduled(5.0, sleep=sleep) == 1
+    assert injector.finish(5.0, sleep=sleep) == 1
     assert slept == [3.0]
     assert [(r.t, r.executor_id) for r in injector.records] == [(2.0, "0"), (7.0, "1")]
     assert wait_for(lambda: cluster.procs[1].poll() is not None, what="executor 1 killed")

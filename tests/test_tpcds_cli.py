@@ -147,10 +147,7 @@ class _FakeInjector:
     def kills_by(self, t: float) -> int:
         return self.during
 
-    def finish_notices(self) -> int:
-        return self.after
-
-    def finish_scheduled(self, window: float) -> int:
+    def finish(self, window: float) -> int:
         self.window = window
         return self.after
 
@@ -178,6 +175,6 @@ def test_replacements_are_warmed_after_any_kill_during_or_after_the_run(
     row = runner._run_once(ctx, spark=type("Spark", (), {"sparkContext": None})(), api=Api(), count=lambda: 2,
                            policy=policy, scenario="evicted", query=load("q3"), r=0)
     assert row.executors_killed == during  # a kill after the run's end is not the run's
-    # Without notices the kills due within the others' notice window after the end are made too.
-    assert injector.window == (None if policy == "tr" else 5.0)
+    # Every policy makes the kills due within the notice window after the end (noticed ones at their deadlines).
+    assert injector.window == 5.0
     assert [g.startswith("rewarm-") for g in groups] == [False, True] if warmed else [False]

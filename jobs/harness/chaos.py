@@ -214,6 +214,18 @@ class EvictionInjector:
         if self._thread is not None:
             self._thread.join()
 
+    def finish(self, window: float, *, sleep: Callable[[float], None] = time.sleep) -> int:
+        """After :meth:`stop`: the kills a run leaves behind it, made at their times; return how many.
+
+        With notices, each noticed executor at its deadline (:meth:`finish_notices`); without, the
+        kills due within ``window`` s (:meth:`finish_scheduled`: the ones a policy told of kills
+        ``window`` s ahead was noticed of during the run). A paired benchmark calls this for every
+        policy, so all leave the same executors dead behind a run.
+        """
+        if self.notice is not None:
+            return self.finish_notices(sleep=sleep)
+        return self.finish_scheduled(window, sleep=sleep)
+
     def finish_notices(self, *, sleep: Callable[[float], None] = time.sleep) -> int:
         """After :meth:`stop`: kill each executor that got a notice, at its deadline; return how many.
 

@@ -370,8 +370,7 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
     if injector is not None and not last:
         # A VM goes at its kill time whether or not the query still runs: the kills whose notice
         # came during the run are made now for every policy, so all leave the same executors dead.
-        killed_after = (injector.finish_notices() if injector.notice is not None
-                        else injector.finish_scheduled(s.notice if s.any_noticed() else 0.0))
+        killed_after = injector.finish(s.notice if s.any_noticed() else 0.0)
     row = RunRow(query=query.name, policy=policy, sf=s.sf, seed=s.seed, repeat=r, scenario=scenario,
                  seconds=outcome.seconds, executors_killed=kills,
                  capacity_lost_seconds=meter.lost_seconds if s.master is None else float("nan"),
