@@ -8,7 +8,7 @@ Plan of a benchmark (``--policies never,always,decommission,tr``)
    every slowdown, and -- with ``--stability S`` -- sets the lifetime model of that query:
    exponential with mean ``S x stable_seconds``.
 3. One kill schedule per (query, repeat) is drawn from the lifetime model with a seeded generator
-   (:func:`jobs.harness.chaos.draw_schedule`: ``executors`` renewal processes, a replacement
+   (:mod:`jobs.tpcds.schedules`, by :func:`jobs.harness.chaos.draw_schedule`: ``executors`` renewal processes, a replacement
    ``replacement_delay`` s after each kill). Every policy replays exactly these kills (paired).
 4. Each policy gets one session (start-up costs 22-31 s here, so sessions are re-used across
    queries and repeats), a warm-up pass (``warmup``: over the first N queries only), its stable
@@ -34,27 +34,24 @@ killed: runs are recorded with scenario ``real`` and whatever evictions the clus
 from __future__ import annotations
 
 import logging
-import math
 import multiprocessing
 import queue
 import signal
 import statistics
 import threading
 import time
-import zlib
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from jobs.tpcds import datagen, metrics, pools, results, session
+from jobs.tpcds import datagen, metrics, pools, results, schedules, session
 from jobs.tpcds.answers import Answer, DuckDBOracle, compare
 from jobs.tpcds.queries import Query, load
 from jobs.tpcds.query_run import execute, first_line
 from jobs.tpcds.results import RunRow
+from jobs.tpcds.schedules import Schedule
 from jobs.tpcds.settings import BenchResult, BenchSettings, Progress
 
 if TYPE_CHECKING:
@@ -62,7 +59,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("trspark.bench")
 
-Schedule = list[tuple[float, int]]
 
 
 @dataclass
@@ -88,53 +84,13 @@ def wait_for_executors(count: Callable[[], int], expected: int, timeout: float =
 
 
 def draw_schedules(ctx: _Context) -> None:
-    """One kill schedule per (query, repeat), from a generator seeded by (seed, query, repeat).
-
-    The query enters the seed by name (CRC-32), not by position, so a run over a subset of the
-    queries draws the same schedules as the full run.
-    """
-    s = ctx.settings
-    spot = s.executors - pools.on_demand_slots(s.pools)  # on-demand slots are never killed
-    for name in s.queries:
-        spec = lifetime_spec(ctx, name)
-        if spec is None:
-            log.warning("%s has no stable time (every stable run failed): its evicted runs get no kills", name)
-        for r in range(s.repeat):
-            if spec is None or not spot:
-                ctx.schedules[(name, r)] = []
-                continue
-            rng = np.random.default_rng([s.seed, zlib.crc32(name.encode()), r])
-            ctx.schedules[(name, r)] = _draw_schedule(spec, spot, s, rng, ctx.stable.get(name, math.nan))
-
-
-MAX_REDRAWS = 100
-
-
-def _draw_schedule(spec: str, spot: int, s: BenchSettings, rng: np.random.Generator, stable: float) -> Schedule:
-    """A schedule for ``spot`` killable slots; with ``first_kill_within``, redrawn from the same
-    generator (so still one schedule per seed) until its first kill is within that fraction of ``stable``."""
-    from jobs.harness.chaos import draw_schedule
-
-    within = s.first_kill_within * stable if s.first_kill_within is not None and math.isfinite(stable) else math.inf
-    for _ in range(MAX_REDRAWS):
-        schedule = draw_schedule(spec, spot, s.time_cap, rng, replacement_delay=s.replacement_delay)
-        if math.isinf(within) or (schedule and schedule[0][0] <= within):
-            break
-    return schedule
+    """One kill schedule per (query, repeat) into ``ctx`` (:func:`jobs.tpcds.schedules.draw_all`)."""
+    ctx.schedules.update(schedules.draw_all(ctx.settings, ctx.stable))
 
 
 def lifetime_spec(ctx: _Context, name: str) -> str | None:
-    """The query's lifetime model: ``--lifetime``, else exponential with mean stability x stable time.
-
-    None when the model depends on a stable time that could not be measured.
-    """
-    s = ctx.settings
-    if s.lifetime:
-        return s.lifetime
-    stable = ctx.stable.get(name, float("nan"))
-    if s.stability is None or not math.isfinite(stable):
-        return None
-    return f"exponential:mean={s.stability * stable:.6g}"
+    """The query's lifetime model (:func:`jobs.tpcds.schedules.lifetime_spec`)."""
+    return schedules.lifetime_spec(ctx.settings, ctx.stable, name)
 
 
 def run(settings: BenchSettings, progress: Progress | None = None) -> BenchResult:
