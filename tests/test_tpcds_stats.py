@@ -153,3 +153,20 @@ def test_targets_with_pools_pair_the_runs_costs() -> None:
     # Without lost capacity every run costs in proportion to its seconds: tr/efm is 0.75 in every pair.
     assert "| tr/efm | 6 | 0.75x [0.75, 0.75] |" in text
     assert "| efm | 6 |" in text and "| tr | 6 |" in text
+
+
+def test_the_lowest_median_target_allows_a_paired_interval_reaching_one_and_needs_fewer_bytes() -> None:
+    def rows(tr: list[float], tr_bytes: int) -> list[RunRow]:
+        out = []
+        for r, (d, t) in enumerate(zip((20.0, 21.0, 30.0, 22.0), tr, strict=True)):
+            out += [run("q1", "decommission", d, repeat=r), run("q1", "tr", t, repeat=r, backups=tr_bytes),
+                    run("q1", "always", 40.0, repeat=r, backups=100), run("q1", "efm", 40.0, repeat=r, backups=50)]
+        return out
+
+    # tr/decommission per pair 0.9, 1.1, 0.8, 1.2: the interval reaches below 1, so within it.
+    assert stats.lowest_median_target(rows([18.0, 23.1, 24.0, 26.4], 10)).endswith("-> **met**")
+    # Slower in every pair: tr/decommission > 1 throughout.
+    assert stats.lowest_median_target(rows([30.0, 31.5, 45.0, 33.0], 10)).endswith("-> **missed**")
+    # Lowest median, but more bytes than efm.
+    text = stats.lowest_median_target(rows([10.0, 10.0, 10.0, 10.0], 60))
+    assert "tr's median 1.00x is the lowest" in text and text.endswith("-> **missed**")

@@ -270,7 +270,7 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "    --seed 0 --notice 5 --time-cap 300 --warmup 2 --stable-runs never \\\n"
            "    --conf spark.sql.autoBroadcastJoinThreshold=-1 --out docs/results/pools_live_sf1.csv\n"
            "trspark bench targets docs/results/pools_live_sf1.csv --pool ondemand=1@stable --pool spot=3",
-           "2026-11-26, 17:22-18:13 UTC", "403ee3f",
+           "2026-11-27, 02:13-03:16 UTC", "83ed325",
            MACHINE + "; 4 executors x 1 core (1 on-demand, 3 spot), each JVM capped at 0.5 CPU (cgroup); nothing else running",
            tpcds_targets(4, (("ondemand", 1), ("spot", 3))),
            "Live: TPC-DS SF 1 on a local cluster of one on-demand executor (never killed) and three spot "

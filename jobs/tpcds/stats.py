@@ -156,6 +156,30 @@ def cost_section(rows: list[RunRow], pools: tuple[tuple[str, int], ...]) -> list
     return out
 
 
+def lowest_median_target(rows: list[RunRow]) -> str:
+    """One Markdown line: is ``tr``'s median evicted slowdown the lowest, or within the paired interval
+    of the lowest (``tr/lowest`` not above 1), with fewer bytes copied than ``always`` and ``efm``?"""
+    medians = {p: interval.median for p, (interval, _) in policy_intervals(rows).items()
+               if interval.n and math.isfinite(interval.median)}
+    if "tr" not in medians:
+        return "* tr's median the lowest, or within the paired interval: tr did not run (target not exercised)"
+    lowest = min(medians, key=lambda p: (medians[p], p != "tr"))
+    if lowest == "tr":
+        speed, fast = f"tr's median {medians['tr']:.2f}x is the lowest", True
+    else:
+        ratio = paired_ratio(rows, "tr", lowest)
+        fast = ratio.n > 0 and ratio.low <= 1.0
+        speed = (f"tr's median {medians['tr']:.2f}x, the lowest {lowest}'s {medians[lowest]:.2f}x, "
+                 f"tr/{lowest} {ratio.text()}")
+    copied = {p: sum(r.backups_bytes for r in _evicted(rows) if r.policy == p) for p in ("tr", "always", "efm")
+              if p in medians}
+    fewer = all(copied["tr"] < copied[p] for p in copied if p != "tr")
+    others = ", ".join(f"{p} {copied[p] / 2**20:.1f} MiB" for p in copied if p != "tr")
+    return (f"* tr's median the lowest or within the paired interval, with fewer bytes than always and efm: "
+            f"{speed}; tr copied {copied['tr'] / 2**20:.1f} MiB" + (f" ({others})" if others else "")
+            + (" -> **met**" if fast and fewer else " -> **missed**"))
+
+
 def markdown(rows: list[RunRow], executors: int, pools: tuple[tuple[str, int], ...] = ()) -> str:
     """The paired-statistics section of ``trspark bench targets``: intervals, ratios, per-run floors
     and, for a two-pool cluster, what each run cost."""
@@ -176,6 +200,7 @@ def markdown(rows: list[RunRow], executors: int, pools: tuple[tuple[str, int], .
         overhead = paired_ratio(rows, "tr", "never", scenario="stable")
         out.append(f"| tr/never without kills | {overhead.n} | {overhead.text()} | |")
     if pools:
+        out += ["", lowest_median_target(rows)]
         out += cost_section(rows, pools)
     out += ["", f"Per run ({executors} executors): capacity floor = 1 + lost executor-seconds / "
             f"({executors} x stable s); excess = slowdown - floor.", "",
