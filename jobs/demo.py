@@ -98,8 +98,8 @@ DEMO_SPARK_CONF = (("spark.sql.autoBroadcastJoinThreshold", "-1"), ("spark.trspa
 the demo's executors share 2 cores, so an idle executor is no idle capacity there and a duplicate
 would take CPU from the task it copies (on a cluster where each executor has its own cores, keep it)."""
 SLOWDOWN_GUESS = {"never": 2.7, "always": 2.2, "tr": 2.2}
-"""Expected evicted slowdowns for the budget (the demo's medians at its defaults: never 2.4-3.0x,
-always and tr 1.6-2.9x)."""
+"""Expected evicted slowdowns for the budget (the demo's medians at its defaults, per job and kill
+seed: never 0.9-2.8x, always 1.0-3.2x, tr 1.1-3.2x; the guesses sit high, so the plan ends early)."""
 
 
 @dataclass(frozen=True)
