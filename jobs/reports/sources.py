@@ -158,14 +158,14 @@ side and run the same query alternately, so each paired ratio compares two runs 
 (`jobs/tpcds/overhead.py`). Default lifetime belief; every answer checked against DuckDB.
 """, (
     Source("overhead.csv",
-           "trspark bench overhead --sf 1 --queries q3,q7,q19,q25,q29,q50,q65,q68,q93,q97 --rounds 3 \\\n"
+           "trspark bench overhead --sf 1 --queries q3,q7,q19,q25,q29,q50,q65,q68,q93,q97 --rounds 6 \\\n"
            "    --conf spark.sql.autoBroadcastJoinThreshold=-1 \\\n"
            "    --conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file:///tmp/trspark-overhead-events \\\n"
            "    --conf 'spark.metrics.conf.*.sink.csv.class=org.apache.spark.metrics.sink.CsvSink' \\\n"
            "    --conf 'spark.metrics.conf.*.sink.csv.period=1' --conf 'spark.metrics.conf.*.sink.csv.unit=seconds' \\\n"
            "    --conf 'spark.metrics.conf.*.sink.csv.directory=/tmp/trspark-overhead-metrics' \\\n"
            "    --out docs/results/overhead.csv",
-           "2026-11-26, 18:13-18:22 UTC", "403ee3f",
+           "2026-11-27, 04:07-04:21 UTC", "7de3839",
            MACHINE + ", 3 executors x 1 core; event log and metrics (CsvSink every second) on for both; nothing else running",
            overhead),
 ))
