@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from jobs.tpcds import runner
+from jobs.tpcds import runner, schedules
 from jobs.tpcds.settings import BenchResult, BenchSettings
 from trspark.cli import cli
 
@@ -120,7 +120,8 @@ def test_pools_set_the_executors_spare_the_on_demand_slots_and_draw_kills_for_sp
     from jobs.harness.chaos import draw_schedule
 
     rng = np.random.default_rng([s.seed, zlib.crc32(b"q3"), 0])
-    spot_only = draw_schedule(runner.lifetime_spec(ctx, "q3"), 3, s.time_cap, rng, replacement_delay=s.replacement_delay)
+    spot_only = draw_schedule(schedules.lifetime_spec(s, ctx.stable, "q3"), 3, s.time_cap, rng,
+                              replacement_delay=s.replacement_delay)
     assert ctx.schedules[("q3", 0)] == spot_only and {rank for _, rank in spot_only} == {0, 1, 2}
     with pools.metadata_server(s.pools) as url:
         options = pools.plugin_options(url, "exponential:mean=60")

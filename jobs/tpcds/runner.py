@@ -88,11 +88,6 @@ def draw_schedules(ctx: _Context) -> None:
     ctx.schedules.update(schedules.draw_all(ctx.settings, ctx.stable))
 
 
-def lifetime_spec(ctx: _Context, name: str) -> str | None:
-    """The query's lifetime model (:func:`jobs.tpcds.schedules.lifetime_spec`)."""
-    return schedules.lifetime_spec(ctx.settings, ctx.stable, name)
-
-
 def run(settings: BenchSettings, progress: Progress | None = None) -> BenchResult:
     """Run the whole benchmark, appending each row to ``settings.out`` as soon as it exists."""
     progress = progress or Progress()

@@ -114,13 +114,17 @@ def _ordered(policies: set[str]) -> list[str]:
     return [p for p in POLICY_ORDER if p in policies] + sorted(policies - set(POLICY_ORDER))
 
 
+def _copied(rows: list[RunRow], policy: str) -> float:
+    """Bytes the plugin backed up over ``policy``'s evicted runs."""
+    return sum(r.backups_bytes for r in _evicted(rows) if r.policy == policy)
+
+
 def _bytes(rows: list[RunRow], policy: str) -> str:
     if policy == "never":
         return "none"
     if policy not in PLUGIN_POLICIES:
         return "not measured"  # decommission's migrations are Spark's, not the plugin's counters
-    total = sum(r.backups_bytes for r in _evicted(rows) if r.policy == policy)
-    return f"{total / 2**20:.1f} MiB"
+    return f"{_copied(rows, policy) / 2**20:.1f} MiB"
 
 
 def sweep_totals(rows: list[RunRow]) -> dict[str, tuple[int, int, int, int]]:
@@ -156,10 +160,11 @@ def cost_section(rows: list[RunRow], pools: tuple[tuple[str, int], ...]) -> list
     return out
 
 
-def lowest_median_target(rows: list[RunRow]) -> str:
+def lowest_median_target(rows: list[RunRow], intervals: dict[str, tuple[Interval, int]]) -> str:
     """One Markdown line: is ``tr``'s median evicted slowdown the lowest, or within the paired interval
-    of the lowest (``tr/lowest`` not above 1), with fewer bytes copied than ``always`` and ``efm``?"""
-    medians = {p: interval.median for p, (interval, _) in policy_intervals(rows).items()
+    of the lowest (``tr/lowest`` not above 1), with fewer bytes copied than ``always`` and ``efm``?
+    ``intervals``: :func:`policy_intervals` of ``rows``."""
+    medians = {p: interval.median for p, (interval, _) in intervals.items()
                if interval.n and math.isfinite(interval.median)}
     if "tr" not in medians:
         return "* tr's median the lowest, or within the paired interval: tr did not run (target not exercised)"
@@ -171,12 +176,11 @@ def lowest_median_target(rows: list[RunRow]) -> str:
         fast = ratio.n > 0 and ratio.low <= 1.0
         speed = (f"tr's median {medians['tr']:.2f}x, the lowest {lowest}'s {medians[lowest]:.2f}x, "
                  f"tr/{lowest} {ratio.text()}")
-    copied = {p: sum(r.backups_bytes for r in _evicted(rows) if r.policy == p) for p in ("tr", "always", "efm")
-              if p in medians}
-    fewer = all(copied["tr"] < copied[p] for p in copied if p != "tr")
-    others = ", ".join(f"{p} {copied[p] / 2**20:.1f} MiB" for p in copied if p != "tr")
+    others = [p for p in ("always", "efm") if p in medians]
+    fewer = all(_copied(rows, "tr") < _copied(rows, p) for p in others)
+    listed = ", ".join(f"{p} {_bytes(rows, p)}" for p in others)
     return (f"* tr's median the lowest or within the paired interval, with fewer bytes than always and efm: "
-            f"{speed}; tr copied {copied['tr'] / 2**20:.1f} MiB" + (f" ({others})" if others else "")
+            f"{speed}; tr copied {_bytes(rows, 'tr')}" + (f" ({listed})" if listed else "")
             + (" -> **met**" if fast and fewer else " -> **missed**"))
 
 
@@ -187,7 +191,8 @@ def markdown(rows: list[RunRow], executors: int, pools: tuple[tuple[str, int], .
            "| policy | runs | failed | median slowdown [95 % interval] | kills | wrong answers |",
            "|---|---|---|---|---|---|"]
     totals = sweep_totals(rows)
-    for policy, (interval, failed) in policy_intervals(rows).items():
+    intervals = policy_intervals(rows)
+    for policy, (interval, failed) in intervals.items():
         _, kills, wrong, _ = totals[policy]
         out.append(f"| {policy} | {interval.n} | {failed} | {interval.text()} | {kills} | {wrong} |")
     present = {r.policy for r in rows}
@@ -200,7 +205,7 @@ def markdown(rows: list[RunRow], executors: int, pools: tuple[tuple[str, int], .
         overhead = paired_ratio(rows, "tr", "never", scenario="stable")
         out.append(f"| tr/never without kills | {overhead.n} | {overhead.text()} | |")
     if pools:
-        out += ["", lowest_median_target(rows)]
+        out += ["", lowest_median_target(rows, intervals)]
         out += cost_section(rows, pools)
     out += ["", f"Per run ({executors} executors): capacity floor = 1 + lost executor-seconds / "
             f"({executors} x stable s); excess = slowdown - floor.", "",
