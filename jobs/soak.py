@@ -1,19 +1,26 @@
-"""Soak: one trspark application runs a stream of RDD jobs while executors are killed.
+"""Soak: one trspark application runs a stream of TPC-DS queries and RDD jobs while executors die.
 
-    python -m jobs.soak --minutes 45 --executors 3 --kill-mean 20
+    python -m jobs.soak --minutes 50 --executors 3 --kill-mean 20 --out docs/results/soak.csv
 
-Every job is a two-stage sum by key whose answer is known, over a data size that varies from job
-to job; an :class:`jobs.harness.chaos.EvictionInjector` SIGKILLs executors with exponential
-lifetimes (mean ``--kill-mean`` seconds) and the cluster starts replacements. After each job
-one line: jobs, kills, wrong answers, failed jobs, and the resident memory (MB) of the driver
-JVM, the policy engine and the executors. At the end: the totals, the memory trend (last
-fifth's mean over the first fifth's, per process kind) and whether the remote store was left
-empty. Exit code 1 when an answer was wrong or a job failed.
+Jobs alternate: a two-stage RDD sum by key whose answer is known, then the next TPC-DS query of
+``--queries`` (round robin, scale factor ``--sf``), whose answer is compared with DuckDB's on the
+same Parquet files (:mod:`jobs.tpcds.answers`). An :class:`jobs.harness.chaos.EvictionInjector`
+SIGKILLs executors with exponential lifetimes (mean ``--kill-mean`` seconds) and the cluster
+starts replacements.
+
+After each job one CSV row and one printed line: the job, its seconds, whether it failed or was
+wrong, the kills so far, the resident memory (MB) of the driver JVM, the policy engine and the
+executors, and the engine's decision latency as Spark's own ``CsvSink`` last wrote it (median
+and 99th percentile of the ``trspark`` source's histogram, whose reservoir favours the last
+five minutes). At the end: the totals, the memory trend (last fifth's mean over the first
+fifth's, per process kind) and the files left in the remote store after the application ended.
+Exit code 1 when an answer was wrong or a job failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
 import tempfile
@@ -22,6 +29,11 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+from jobs.reports.render import append_row
+
+SOAK_QUERIES = "q3,q7,q19,q29,q50,q65,q93,q97"
+METRICS_PERIOD_S = 10
 
 
 def rss_mb(driver: psutil.Process) -> dict[str, float]:
@@ -45,54 +57,132 @@ def trend(samples: list[dict[str, float]]) -> dict[str, float]:
             for k in samples[0]} if samples else {}
 
 
-def soak(minutes: float, executors: int, kill_mean: float, seed: int) -> dict[str, Any]:
-    from pyspark.sql import SparkSession
+def decision_latency_ms(metrics_dir: Path) -> dict[str, float]:
+    """The last line Spark's CsvSink wrote for the engine's decision latency: p50 and p99 in ms.
 
-    import trspark
+    The histogram is recorded in microseconds; an empty dict until the sink's first write.
+    """
+    files = sorted(metrics_dir.glob("*.trspark.engine_decision_latency_us.csv"))
+    if not files:
+        return {}
+    with files[-1].open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    if not rows:
+        return {}
+    last = rows[-1]
+    return {"decisions": int(last["count"]), "latency_p50_ms": round(float(last["p50"]) / 1000, 3),
+            "latency_p99_ms": round(float(last["p99"]) / 1000, 3)}
+
+
+def metrics_conf(metrics_dir: Path) -> dict[str, str]:
+    """Spark settings that make the driver's CsvSink write every source to ``metrics_dir``."""
+    prefix = "spark.metrics.conf.driver.sink.csv"
+    return {f"{prefix}.class": "org.apache.spark.metrics.sink.CsvSink",
+            f"{prefix}.period": str(METRICS_PERIOD_S), f"{prefix}.unit": "seconds",
+            f"{prefix}.directory": str(metrics_dir)}
+
+
+class Stream:
+    """The soak's jobs in order: an RDD job, then the next TPC-DS query, and so on."""
+
+    def __init__(self, spark: Any, queries: dict[str, Any], answers: dict[str, Any], time_cap: float) -> None:
+        self.spark, self.queries, self.answers, self.time_cap = spark, queries, answers, time_cap
+        self.names = sorted(queries)
+        self.count = 0
+
+    def run_next(self) -> tuple[str, float, bool, bool]:
+        """Run the next job: (name, seconds, failed, wrong)."""
+        index, self.count = self.count, self.count + 1
+        if index % 2 == 0:
+            return self._rdd_job(index // 2)
+        return self._query(self.names[(index // 2) % len(self.names)], index)
+
+    def _rdd_job(self, index: int) -> tuple[str, float, bool, bool]:
+        rows = 20000 + 10000 * (index % 7)
+        started = time.monotonic()
+        sc = self.spark.sparkContext
+        rdd = sc.parallelize(range(rows), 6).map(lambda x: (x % 101, x)).reduceByKey(lambda a, b: a + b, 4)
+        try:
+            answer = dict(rdd.collect())
+        except Exception as exc:  # a failed job is what the soak counts; it goes on
+            print(f"rdd job failed: {str(exc).splitlines()[0][:200]}", file=sys.stderr)
+            return "rdd", time.monotonic() - started, True, False
+        wrong = answer != {k: sum(range(k, rows, 101)) for k in range(101)}
+        return "rdd", time.monotonic() - started, False, wrong
+
+    def _query(self, name: str, index: int) -> tuple[str, float, bool, bool]:
+        from jobs.tpcds.query_run import execute
+        from jobs.tpcds.verify import judge
+
+        outcome = execute(self.spark, self.queries[name], f"soak-{index}", self.time_cap)
+        if outcome.answer is None:
+            print(f"{name} failed: {outcome.error[:200]}", file=sys.stderr)
+            return name, outcome.seconds, True, False
+        verdict = judge(self.queries[name], self.answers[name], outcome.answer, outcome.error, outcome.seconds)
+        if not verdict.ok:
+            print(f"{name} wrong: {verdict.reason[:200]}", file=sys.stderr)
+        return name, outcome.seconds, False, not verdict.ok
+
+
+def soak(args: argparse.Namespace) -> dict[str, Any]:
     from jobs.harness.chaos import EvictionInjector
+    from jobs.tpcds import datagen, session
+    from jobs.tpcds.queries import parse_list
+    from jobs.tpcds.verify import Hooks, duckdb_answers
 
-    store = Path(tempfile.mkdtemp(prefix="trspark-soak-"))
-    builder = (SparkSession.builder.master(f"local-trcluster[{executors},1,1024]").appName("trspark-soak")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.scheduler.minRegisteredResourcesRatio", "1.0"))
-    spark = trspark.configure(builder, mode="tr", lifetime=f"exponential:mean={kill_mean}",
-                              remote_path=store.as_uri()).getOrCreate()
+    data = datagen.generate(args.sf)
+    queries, answers = duckdb_answers(data, parse_list(args.queries), Hooks())
+    unanswered = sorted(set(answers) - set(queries)) + [n for n, a in answers.items() if isinstance(a, str)]
+    if unanswered:
+        raise SystemExit(f"error: --queries: DuckDB has no answer to {', '.join(unanswered)}")
+    metrics_dir = Path(args.metrics_dir or tempfile.mkdtemp(prefix="trspark-soak-metrics-"))
+    spec = session.ClusterSpec(executors=args.executors, cores=1, memory_mb=1024, extra_conf=metrics_conf(metrics_dir))
+    spark, work_dir = session.start(spec, "tr", app_name="trspark-soak",
+                                    trspark_options={"lifetime": f"exponential:mean={args.kill_mean}"})
+    session.register_tables(spark, data)
     sc = spark.sparkContext
     driver = psutil.Process(int(sc._jvm.java.lang.ProcessHandle.current().pid()))
-    app_id = sc.applicationId
+    store = work_dir / "backups" / sc.applicationId
     totals = {"jobs": 0, "wrong": 0, "failed": 0, "kills": 0}
     samples: list[dict[str, float]] = []
-    end = time.monotonic() + 60 * minutes
-    injector = EvictionInjector(driver.pid, model=f"exponential:mean={kill_mean}", rng=seed, min_alive=1).start()
+    stream = Stream(spark, queries, answers, args.time_cap)
+    started = time.monotonic()
+    injector = EvictionInjector(driver.pid, model=f"exponential:mean={args.kill_mean}", rng=args.seed, min_alive=1).start()
     try:
-        while time.monotonic() < end:
-            rows = 20000 + 10000 * (totals["jobs"] % 7)
-            rdd = sc.parallelize(range(rows), 6).map(lambda x: (x % 101, x)).reduceByKey(lambda a, b: a + b, 4)
-            try:
-                answer = dict(rdd.collect())
-                totals["wrong"] += answer != {k: sum(range(k, rows, 101)) for k in range(101)}
-            except Exception as exc:  # a failed job is what the soak counts; it goes on
-                totals["failed"] += 1
-                print(f"job failed: {str(exc).splitlines()[0][:200]}", file=sys.stderr)
-            totals["jobs"] += 1
-            totals["kills"] = injector.victims
+        while time.monotonic() < started + 60 * args.minutes:
+            job, seconds, failed, wrong = stream.run_next()
+            totals.update(jobs=totals["jobs"] + 1, failed=totals["failed"] + failed,
+                          wrong=totals["wrong"] + wrong, kills=injector.victims)
             samples.append(rss_mb(driver))
-            print(json.dumps({**totals, "rss_mb": samples[-1]}), flush=True)
+            row = {"t_s": round(time.monotonic() - started, 1), "job": job, "seconds": round(seconds, 2),
+                   "failed": int(failed), "wrong": int(wrong), "kills": totals["kills"],
+                   **{f"rss_{k}_mb": v for k, v in samples[-1].items()},
+                   **{"decisions": "", "latency_p50_ms": "", "latency_p99_ms": "", **decision_latency_ms(metrics_dir)}}
+            if args.out:
+                append_row(Path(args.out), row)
+            print(json.dumps(row), flush=True)
     finally:
         injector.stop()
         spark.stop()
-    left = [p for p in (store / app_id).rglob("*") if p.is_file()] if (store / app_id).exists() else []
+    left = [p for p in store.rglob("*") if p.is_file()] if store.exists() else []
     return {**totals, "memory_trend": trend(samples), "store_files_left": len(left)}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jobs.soak", description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=45.0)
+    parser.add_argument("--minutes", type=float, default=50.0)
     parser.add_argument("--executors", type=int, default=3)
     parser.add_argument("--kill-mean", type=float, default=20.0, help="mean executor lifetime, seconds")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--sf", type=float, default=0.1, help="TPC-DS scale factor")
+    parser.add_argument("--queries", default=SOAK_QUERIES, help="TPC-DS queries, run in turn")
+    parser.add_argument("--time-cap", type=float, default=600.0, help="seconds a query may take before it counts as failed")
+    parser.add_argument("--out", default="", help="CSV: one row per job (appended)")
+    parser.add_argument("--metrics-dir", default="", help="where the driver's CsvSink writes (default: a new temporary directory)")
     args = parser.parse_args(argv)
-    result = soak(args.minutes, args.executors, args.kill_mean, args.seed)
+    if args.minutes <= 0 or args.executors < 2 or args.kill_mean <= 0:
+        parser.error("--minutes and --kill-mean must be > 0 and --executors >= 2")
+    result = soak(args)
     print("SOAK " + json.dumps(result), flush=True)
     return 1 if result["wrong"] or result["failed"] else 0
 
