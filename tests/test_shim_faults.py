@@ -3,8 +3,9 @@ plugin's RPC endpoint, the listener) on a real ``local-trcluster[2,1,1024]`` in 
 job still gives the right answer, the driver logs one warning for the path, and the plugin falls
 back to always-checkpoint.
 
-First, kill storms: every executor SIGKILLed at once, twice within one job, on an engine that
-believes executors live 600 s on average; the job's answer is right.
+First, kill storms on an engine that believes executors live 600 s on average: every executor
+SIGKILLed at once, twice within one job; one worker slot's executor killed three times, then the
+oldest and the youngest executor; a kill during a stage retry. Every job's answer is right.
 
 The failure is injected through the driver JVM's ``trspark.test.failIn`` system property (a
 test-only hook, see ``Guard.scala``). One application serves every path: between paths the
@@ -14,7 +15,9 @@ file of this test's own log4j2 configuration, read after each path.
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -108,6 +111,109 @@ def test_kill_storms_lose_no_job(app: App) -> None:
     job.join(timeout=600)
     assert result.get("answer") == EXPECTED
     assert storms == 2
+
+
+def worker_of(pid: int) -> str:
+    """The executor JVM's slot: the ``--worker-url`` of the local-cluster worker that launched it."""
+    import psutil
+
+    cmdline = psutil.Process(pid).cmdline()
+    return cmdline[cmdline.index("--worker-url") + 1]
+
+
+def kill(app: App, victim: Any) -> None:
+    """SIGKILL ``victim`` and wait until the driver removed it and a replacement registered."""
+    os.kill(victim.pid, signal.SIGKILL)
+    wait_for(lambda: victim.executor_id not in app.alive() and len(app.alive()) >= EXECUTORS,
+             what=f"executor {victim.executor_id} replaced", timeout=TIMEOUT)
+
+
+def test_repeated_kills_of_one_slot_then_of_the_oldest_and_the_youngest_lose_no_job(app: App) -> None:
+    """Within one job, the executor of one worker slot is killed three times (each time its
+    replacement on that slot once it has registered); then the oldest executor and the youngest."""
+    import threading
+
+    from jobs.harness.executors import find_executors
+
+    app.wait_full(EXECUTORS)
+    app.status.setBuiltin("never", "both", 0.0)
+    result: dict[str, Any] = {}
+    job = threading.Thread(target=lambda: result.update(answer=dict(slow_sums(app.sc, 6000, 40, 1.5).collect())))
+    job.start()
+    slot = worker_of(find_executors(app.driver_pid())[0].pid)
+    killed, during_job = [], []
+    for _ in range(3):
+        victim = next(e for e in find_executors(app.driver_pid()) if worker_of(e.pid) == slot)
+        during_job.append(job.is_alive())
+        kill(app, victim)
+        killed.append(victim.executor_id)
+    oldest = find_executors(app.driver_pid())[0]
+    during_job.append(job.is_alive())
+    kill(app, oldest)
+    youngest = find_executors(app.driver_pid())[-1]
+    during_job.append(job.is_alive())
+    kill(app, youngest)
+    job.join(timeout=600)
+    assert result.get("answer") == EXPECTED
+    assert len(set(killed)) == 3, killed  # three executors, one after another, on the same slot
+    assert all(during_job), during_job  # every kill landed while the job ran
+
+
+def slow_reduce_sums(sc: Any) -> Any:
+    """Sums by key over 8 map tasks of 1 s, then 3 reduce tasks of 4 s: a reduce task re-run after
+    its executor died must read the map outputs lost with the executors, so Spark retries the
+    map stage."""
+
+    def slow_read(rows: Iterator[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+        import time
+
+        time.sleep(4.0)  # a reduce task long enough for the kills to land while it runs
+        return iter(list(rows))
+
+    return slow_sums(sc, 6000, 8, 1.0).mapPartitions(slow_read)
+
+
+def test_kills_during_a_stage_retry_lose_no_job(app: App) -> None:
+    """Every executor killed while the reduce stage waits makes its reads fail and Spark retry the
+    map stage; an executor is killed during that retry. The answer is right.
+
+    Copies are throttled to 1 byte/s for this job, so none commits: the kills lose map outputs
+    that have no backup yet, as a kill does before the copies finish. The executors that ran
+    them are killed at the end, which ends the throttled copies."""
+    import threading
+
+    app.wait_full(EXECUTORS)
+    app.status.setBuiltin("never", "both", 1.0)
+    tracker = app.sc.statusTracker()
+
+    def active(predicate: Any) -> bool:
+        infos = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+        return any(info is not None and predicate(info) for info in infos)
+
+    result: dict[str, Any] = {}
+    job = threading.Thread(target=lambda: result.update(answer=dict(slow_reduce_sums(app.sc).collect())))
+    job.start()
+    wait_for(lambda: active(lambda i: i.numTasks == 3 and i.numActiveTasks > 0), what="the reduce stage running",
+             timeout=TIMEOUT)
+    # All at once: the engine's hints may have placed every map task on one executor.
+    app.kill_all_executors()
+    retries: list[int] = []
+
+    def retry_running() -> bool:
+        if active(lambda i: i.currentAttemptId >= 1 and i.numActiveTasks > 0):
+            retries.append(1)
+            return True
+        return not job.is_alive()
+
+    wait_for(retry_running, what="a retried stage running", timeout=TIMEOUT)
+    if retries:
+        app.kill_one_executor()
+    job.join(timeout=600)
+    app.status.setBuiltin("never", "both", 0.0)
+    app.kill_all_executors()
+    app.wait_full(EXECUTORS)
+    assert result.get("answer") == EXPECTED
+    assert retries, "no stage was retried: the kills did not make the reduce stage's reads fail"
 
 
 @pytest.mark.parametrize("path", PATHS)
