@@ -185,9 +185,11 @@ class EvictionInjector:
         self.poll = poll
         self._clock = clock
         self._records: list[KillRecord] = []
-        self._deaths: dict[int, tuple[str, float]] = {}  # pid -> (executor id, drawn death) (model mode)
-        self._noticed: dict[int, tuple[float, ExecutorProcess, int]] = {}  # pid -> (kill at, victim, rank)
-        self._chosen: set[int] = set()  # pids already picked (a SIGPWR'd executor stays alive a while)
+        # Keyed by (pid, executor id): pids are reused within an hour-long run (pid_max is often
+        # 32768), an executor id never is within one application.
+        self._deaths: dict[tuple[int, str], tuple[str, float]] = {}  # -> (executor id, drawn death) (model mode)
+        self._noticed: dict[tuple[int, str], tuple[float, ExecutorProcess, int]] = {}  # -> (kill at, victim, rank)
+        self._chosen: set[tuple[int, str]] = set()  # already picked (a SIGPWR'd executor stays alive a while)
         self._victims = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -327,18 +329,18 @@ class EvictionInjector:
     def step(self) -> None:
         """One look at the process tree: follow up notices, then signal the victims that are due."""
         now = self.elapsed()
-        for pid, (kill_at, victim, rank) in list(self._noticed.items()):
+        for key, (kill_at, victim, rank) in list(self._noticed.items()):
             if kill_at <= now:
-                del self._noticed[pid]
+                del self._noticed[key]
                 self._signal(victim, signals.SIGKILL, rank)
-        alive = [e for e in find_executors(self.driver_pid) if e.pid not in self._chosen]
+        alive = [e for e in find_executors(self.driver_pid) if _key(e) not in self._chosen]
         spared = [e for e in alive if self.spare is not None and self.spare(e.executor_id)]
         alive = [e for e in alive if e not in spared]
         lead = self.notice or 0.0
         if self.registered is not None and (self.model is not None or self._kill_due(now + lead)):
             # Not yet born (still starting): no lifetime drawn, not a candidate for a kill. (A
             # schedule asks the driver only when a kill is due: it is a remote call.)
-            alive = [e for e in alive if e.pid in self._deaths or self.registered(e.executor_id)]
+            alive = [e for e in alive if _key(e) in self._deaths or self.registered(e.executor_id)]
         while (choice := self._next_victim(alive, now + lead)) is not None:
             victim, rank = choice
             if self.max_kills is not None and self.victims >= self.max_kills:
@@ -348,7 +350,7 @@ class EvictionInjector:
             if self.model is None:
                 self._pending.pop(0)
             alive.remove(victim)
-            self._chosen.add(victim.pid)
+            self._chosen.add(_key(victim))
             with self._lock:
                 self._victims += 1
             if self.notice is None:
@@ -357,7 +359,7 @@ class EvictionInjector:
                 self._signal(victim, signals.SIGPWR, rank)
                 # The window counts from the notice as given (a callback may take a while), so
                 # the victim always gets its full `notice` seconds.
-                self._noticed[victim.pid] = (self.elapsed() + lead, victim, rank)
+                self._noticed[_key(victim)] = (self.elapsed() + lead, victim, rank)
 
     def _kill_due(self, horizon: float) -> bool:
         """Schedule mode: the next scheduled (notice or kill) time is at or before ``horizon``."""
@@ -373,14 +375,14 @@ class EvictionInjector:
             rank = self._pending[0][1] % len(alive)
             return alive[rank], rank
         for executor in alive:
-            if executor.pid not in self._deaths:
+            if _key(executor) not in self._deaths:
                 # Lifetimes are drawn in discovery order (oldest first): same seed, same draws. The
                 # lifetime counts from discovery: process start times from /proc are only as exact
                 # as the kernel's boot-time stamp (whole seconds), the monotonic clock is exact.
                 death = self.elapsed() + float(self.model.sample(1, self.rng)[0])
                 with self._lock:
-                    self._deaths[executor.pid] = (executor.executor_id, death)
-        death, rank = min((self._deaths[e.pid][1], i) for i, e in enumerate(alive))
+                    self._deaths[_key(executor)] = (executor.executor_id, death)
+        death, rank = min((self._deaths[_key(e)][1], i) for i, e in enumerate(alive))
         return (alive[rank], rank) if death <= horizon else None
 
     def _signal(self, victim: ExecutorProcess, sig: signals.Signals, rank: int) -> None:
@@ -400,3 +402,8 @@ class EvictionInjector:
         log.info("sent %s to executor %s (pid %d) at %.2f s", sig.name, victim.executor_id, victim.pid, record.t)
         with self._lock:
             self._records.append(record)
+
+
+def _key(executor: ExecutorProcess) -> tuple[int, str]:
+    """What identifies one executor JVM over a long run: its pid alone may come back."""
+    return executor.pid, executor.executor_id
