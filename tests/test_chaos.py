@@ -307,6 +307,27 @@ def test_model_lifetimes_are_drawn_per_executor_from_its_start(cluster: FakeClus
     assert injector.planned_deaths()["3"] == now[0] + expected[3]
 
 
+def test_a_new_executor_that_gets_a_dead_ones_pid_is_still_killed(cluster: FakeCluster,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pids come back within a long run; the executor id tells the new JVM from the killed one."""
+    from jobs.harness import chaos
+    from jobs.harness.executors import ExecutorProcess
+
+    pid = cluster.add("0")
+    found = [ExecutorProcess("0", pid, 1.0)]
+    monkeypatch.setattr(chaos, "find_executors", lambda driver_pid: list(found))
+    now = [0.0]
+    injector = EvictionInjector(cluster.driver, schedule=[(1.0, 0), (2.0, 0)], min_alive=0,
+                                clock=lambda: now[0]).start(background=False)
+    now[0] = 1.0
+    injector.step()
+    assert injector.victims == 1
+    found[:] = [ExecutorProcess("1", pid, 3.0)]  # a replacement that was given the same pid
+    now[0] = 2.0
+    injector.step()
+    assert injector.victims == 2
+
+
 def test_draw_schedule_is_reproducible_and_follows_the_model() -> None:
     first = draw_schedule("exponential:mean=10", 3, 1000.0, np.random.default_rng(5))
     assert first == draw_schedule(from_spec("exponential:mean=10"), 3, 1000.0, np.random.default_rng(5))

@@ -34,9 +34,9 @@ def test_an_unfinished_last_line_is_skipped_by_the_report_and_refused_by_the_rep
     path = tmp_path / "app-1.inprogress"
     path.write_bytes(data + UNFINISHED)
     assert list(read_events(path)) == list(read_events(PLAIN))
-    with pytest.raises(EventLogError, match="is not JSON"):
+    with pytest.raises(EventLogError, match="is unfinished: the log ends in the middle of an event"):
         list(read_events(path, unfinished_last_line=False))
-    with pytest.raises(EventLogError, match="is not JSON"):
+    with pytest.raises(EventLogError, match="is unfinished: the log ends in the middle of an event"):
         load_eventlog(path)
 
 

@@ -116,7 +116,7 @@ def test_the_command_writes_the_summary_the_timeline_and_a_self_contained_page(t
 
 def test_the_command_rejects_a_malformed_price(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["report", str(LOG), "--out", str(tmp_path), "--price", "default"])
-    assert result.exit_code != 0
+    assert result.exit_code == 2
     assert "POOL=USD_PER_HOUR" in result.output
 
 

@@ -70,4 +70,4 @@ def test_size_command_prints_the_settings() -> None:
     assert out.exit_code == 0, out.output
     assert f"--conf {ADVISORY}={SIZE}" in out.output and "longest task: 6" in out.output
     bad = CliRunner().invoke(size_command, ["--fraction", "1.5"])
-    assert bad.exit_code == 1 and "sizing.lossFraction" in bad.output
+    assert bad.exit_code == 2 and "sizing.lossFraction" in bad.output

@@ -114,15 +114,21 @@ def read_events(path: str | Path, *, unfinished_last_line: bool = True) -> Itera
 
 def _part_events(part: Path, raw: IO[bytes], unfinished_last_line: bool) -> Iterator[dict[str, Any]]:
     lines = io.TextIOWrapper(_open(part, raw), encoding="utf-8", errors="replace")
+    events = 0
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             event = json.loads(line)
         except json.JSONDecodeError:
-            if not line.endswith("\n") and unfinished_last_line:
-                break
+            # Cut off after whole events: a log still being written (or its crashed application's).
+            if not line.endswith("\n") and events:
+                if unfinished_last_line:
+                    break
+                raise EventLogError(f"{part}: line {number} is unfinished: the log ends in the middle of an event "
+                                    "(its application is still running, or it crashed)") from None
             raise EventLogError(f"{part}: line {number} is not JSON; not a Spark event log") from None
         if not isinstance(event, dict) or "Event" not in event:
             raise EventLogError(f"{part}: line {number} has no \"Event\"; not a Spark listener event")
+        events += 1
         yield event

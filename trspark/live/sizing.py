@@ -79,7 +79,7 @@ def size_command(lifetime: str, pools: tuple[str, ...], fraction: str, rate: str
         settings = option_settings(lifetime=lifetime, sizing_fraction=fraction, sizing_rate=rate, pool_lifetimes=pairs)
         config = from_spark_conf(settings)
     except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.UsageError(str(exc)) from None
     click.echo(f"longest task: {configured_limit(config):.1f} s (expected loss <= {config.sizing_fraction:.0%} of its work)")
     size = suggested_partition_bytes(config)
     if size is None:

@@ -32,6 +32,6 @@ def report(eventlog: str, out_dir: str, prices: tuple[str, ...]) -> None:
     try:
         summary = write_report(eventlog, out_dir, _prices(prices))
     except (EventLogError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise click.UsageError(str(exc)) from exc
     click.echo(summary.text(), nl=False)
     click.echo(f"wrote {out_dir}/summary.txt, timeline.png, report.html")

@@ -1,0 +1,131 @@
+"""Bad input on the command line: any text for any option of any ``trspark`` command, and event
+logs that are cut off, damaged or huge. The answer is a result or one ``Error:`` line with exit
+code 2, never a traceback. Hypothesis draws the input; ``derandomize`` fixes the examples.
+
+Commands that would start Spark (``bench``, ``demo``) validate their options in click callbacks
+before any work, so for them the options are parsed (``make_context``) but the command is not run.
+The others run for real, on settings small enough to finish in a moment when the drawn value
+happens to be valid.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
+
+from trspark.cli import cli
+
+LOG = Path(__file__).parent / "fixtures" / "eventlogs" / "join_agg.json"
+FIXED = settings(derandomize=True, deadline=None, max_examples=150,
+                 suppress_health_check=[HealthCheck.function_scoped_fixture])
+# Options that name where to write or read (a drawn name would create it) or a store to contact.
+NOT_DRAWN = {"--out", "--out-dir", "--cache", "--plot", "--cost-plot", "--csv", "--reference", "--path", "--master"}
+RUN_FOR_REAL = {
+    ("simulate",): ["simulate", "--workload", "tpcds", "--policy", "never", "--scale", "0.001", "--vms", "2",
+                    "--runs", "1", "--workers", "1"],
+    ("whatif",): ["whatif", str(LOG), "--policy", "never", "--runs", "1", "--workers", "1"],
+    ("size",): ["size"],
+    ("report",): ["report", str(LOG)],
+    ("gc",): ["gc", "--dry-run"],
+}
+
+
+def _commands(command: click.Command, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], click.Command]]:
+    found = [(path, command)]
+    if isinstance(command, click.Group):
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):
+            found += _commands(command.get_command(ctx, name), (*path, name))
+    return found
+
+
+def _valued_options() -> list[tuple[tuple[str, ...], str]]:
+    return sorted((path, param.opts[0]) for path, command in _commands(cli, ())
+                  for param in command.params
+                  if isinstance(param, click.Option) and not param.is_flag and not param.count
+                  and param.opts[0] not in NOT_DRAWN)
+
+
+OPTIONS = _valued_options()
+
+
+def _one_error_line(output: str) -> None:
+    assert "Traceback" not in output, output
+    errors = [line for line in output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, output
+
+
+def test_the_drawn_options_cover_every_command_that_takes_values() -> None:
+    commands = {path for path, _ in OPTIONS}
+    assert {("simulate",), ("whatif",), ("size",), ("report",), ("gc",), ("bench", "tpcds"), ("demo",)} <= commands
+    assert len(OPTIONS) > 100
+
+
+@FIXED
+@given(hs.sampled_from(OPTIONS), hs.text(max_size=30))
+def test_any_text_for_any_option_is_accepted_or_refused_in_one_line_with_exit_2(
+        tmp_path: Path, option: tuple[tuple[str, ...], str], value: str) -> None:
+    path, name = option
+    if path not in RUN_FOR_REAL:
+        command = cli
+        for part in path:
+            command = command.get_command(click.Context(command), part)
+        try:
+            command.make_context(" ".join(path), [name, value])
+        except click.ClickException as exc:
+            assert exc.exit_code == 2, exc.format_message()
+            assert len(exc.format_message().splitlines()) == 1, exc.format_message()
+        return
+    args = RUN_FOR_REAL[path] + [name, value]
+    args += ["--out", str(tmp_path / "report")] if path == ("report",) else []
+    args += ["--path", str(tmp_path)] if path == ("gc",) else []
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code in (0, 2), (args, result.output, result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), (args, result.exception)
+    if result.exit_code == 2:
+        _one_error_line(result.output)
+
+
+def _damaged(data: bytes, how: str, at: float, seed: int) -> bytes:
+    cut = int(at * len(data))
+    if how == "truncated":
+        return data[:cut]
+    if how == "garbage line":
+        line_end = data.find(b"\n", cut)
+        cut = len(data) if line_end < 0 else line_end + 1
+        return data[:cut] + random.Random(seed).randbytes(40).replace(b"\n", b" ") + b"\n" + data[cut:]
+    flipped = bytearray(data)  # a byte changed
+    flipped[min(cut, len(data) - 1)] ^= 0xFF
+    return bytes(flipped)
+
+
+@settings(derandomize=True, deadline=None, max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(hs.sampled_from(["truncated", "garbage line", "byte flipped"]), hs.floats(0.0, 1.0), hs.integers(0, 2**16),
+       hs.sampled_from(["report", "whatif"]))
+def test_a_damaged_event_log_is_reported_or_refused_in_one_line(tmp_path: Path, how: str, at: float, seed: int,
+                                                                  command: str) -> None:
+    log = tmp_path / "app-1"
+    log.write_bytes(_damaged(LOG.read_bytes(), how, at, seed))
+    args = [command, str(log)] + (["--out", str(tmp_path / "out")] if command == "report" else ["--runs", "1"])
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code in (0, 2), (how, at, result.output, result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    if result.exit_code == 2:
+        _one_error_line(result.output)
+
+
+@pytest.mark.parametrize("command", ["report", "whatif"])
+def test_a_huge_line_of_garbage_is_refused_in_one_line(tmp_path: Path, command: str) -> None:
+    log = tmp_path / "app-1"
+    log.write_bytes(b"{" * (64 << 20) + b"\n")
+    result = CliRunner().invoke(cli, [command, str(log), "--out" if command == "report" else "--runs",
+                                      str(tmp_path / "out") if command == "report" else "1"])
+    assert result.exit_code == 2, result.output
+    _one_error_line(result.output)
+    assert "line 1 is not JSON" in result.output
