@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs.reports import pools
+from jobs.reports import pools, soak
 from jobs.reports.render import (
     MACHINE,
     RESULTS,
@@ -405,4 +405,5 @@ mistaken for one.
            "Five repeats, the two policies back to back in each, the first one alternating."),
 ))
 
-REPORTS: tuple[Report, ...] = (SIMULATOR, ENGINE, TPCDS, OVERHEAD, NOTICES, HISTORY, POOLS, SIZING, VERIFICATION, ELASTIC)
+REPORTS: tuple[Report, ...] = (SIMULATOR, ENGINE, TPCDS, OVERHEAD, NOTICES, HISTORY, POOLS, SIZING, VERIFICATION, ELASTIC,
+                               soak.report())
