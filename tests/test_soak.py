@@ -1,0 +1,37 @@
+"""The soak's bookkeeping: the decision latency read from Spark's CsvSink, the memory trend, and its
+report per five minutes (the soak itself runs for most of an hour, outside CI)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jobs.reports.soak import windows
+from jobs.soak import decision_latency_ms, trend
+
+SINK_HEADER = "t,count,max,mean,min,stddev,p50,p75,p95,p98,p99,p999\n"
+
+
+def test_the_latency_is_the_sinks_last_line_in_milliseconds(tmp_path: Path) -> None:
+    assert decision_latency_ms(tmp_path) == {}  # before the sink's first write
+    sink = tmp_path / "app-1.driver.trspark.engine_decision_latency_us.csv"
+    sink.write_text(SINK_HEADER + "1,3,10308,6838.5,3400,2804.8,6659,10308,10308,10308,10308,10308\n"
+                    "2,1009,78345,3928.0,116,5915.3,1944,5167,12400,17736,18835,78343\n")
+    assert decision_latency_ms(tmp_path) == {"decisions": 1009, "latency_p50_ms": 1.944, "latency_p99_ms": 18.835}
+
+
+def test_the_memory_trend_is_the_last_fifth_over_the_first() -> None:
+    samples = [{"driver": float(100 + i), "engine": 50.0} for i in range(10)]
+    assert trend(samples) == {"driver": round(108.5 / 100.5, 2), "engine": 1.0}
+    assert trend([]) == {}
+
+
+def test_the_report_sums_each_five_minutes(tmp_path: Path) -> None:
+    csv_path = tmp_path / "soak.csv"
+    head = "t_s,job,seconds,failed,wrong,kills,rss_driver_mb,rss_engine_mb,rss_executors_mb,decisions,latency_p50_ms,latency_p99_ms\n"
+    csv_path.write_text(head + "10,rdd,1,0,0,2,100,50,300,,,\n"
+                        "200,q3,4,0,1,5,200,50,500,40,1.5,9\n"
+                        "320,rdd,1,1,0,9,300,52,700,80,1.2,7\n")
+    text = windows(csv_path)
+    assert "**3 jobs** (1 TPC-DS queries, 2 RDD jobs) in 5.3 min, **9 executors killed**, **1 wrong answers**, **1 failed jobs**" in text
+    assert "| 0-5 | 2 | 5 | 0 | 1 | 150 | 50 | 400 | 40 | 1.5 | 9 |" in text
+    assert "| 5-10 | 1 | 4 | 1 | 0 | 300 | 52 | 700 | 80 | 1.2 | 7 |" in text
