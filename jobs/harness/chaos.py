@@ -187,7 +187,7 @@ class EvictionInjector:
         self._records: list[KillRecord] = []
         # Keyed by (pid, executor id): pids are reused within an hour-long run (pid_max is often
         # 32768), an executor id never is within one application.
-        self._deaths: dict[tuple[int, str], tuple[str, float]] = {}  # -> (executor id, drawn death) (model mode)
+        self._deaths: dict[tuple[int, str], float] = {}  # -> drawn death (model mode)
         self._noticed: dict[tuple[int, str], tuple[float, ExecutorProcess, int]] = {}  # -> (kill at, victim, rank)
         self._chosen: set[tuple[int, str]] = set()  # already picked (a SIGPWR'd executor stays alive a while)
         self._victims = 0
@@ -315,7 +315,7 @@ class EvictionInjector:
     def planned_deaths(self) -> dict[str, float]:
         """Model mode: executor id -> drawn time of death (seconds after start) of those seen so far."""
         with self._lock:
-            return {executor_id: t for executor_id, t in self._deaths.values()}
+            return {executor_id: t for (_, executor_id), t in self._deaths.items()}
 
     # ---- the loop ------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -381,8 +381,8 @@ class EvictionInjector:
                 # as the kernel's boot-time stamp (whole seconds), the monotonic clock is exact.
                 death = self.elapsed() + float(self.model.sample(1, self.rng)[0])
                 with self._lock:
-                    self._deaths[_key(executor)] = (executor.executor_id, death)
-        death, rank = min((self._deaths[_key(e)][1], i) for i, e in enumerate(alive))
+                    self._deaths[_key(executor)] = death
+        death, rank = min((self._deaths[_key(e)], i) for i, e in enumerate(alive))
         return (alive[rank], rank) if death <= horizon else None
 
     def _signal(self, victim: ExecutorProcess, sig: signals.Signals, rank: int) -> None:

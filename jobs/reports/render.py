@@ -46,7 +46,8 @@ class Report:
     """Writes the report's figures into the results directory given (not run by ``--check``)."""
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """The CSV ``path`` as one dict per row, by column name."""
     with path.open(newline="") as fh:
         return list(csv.DictReader(fh))
 
@@ -83,13 +84,13 @@ def columns(*names: str, digits: int = 3) -> Callable[[Path], str]:
         if name in _SETTINGS:
             return _plain(raw)
         return _num(raw, digits) if "." in raw else (raw or "-")
-    return lambda path: _markdown(list(names), [[cell(n, r[n]) for n in names] for r in _rows(path)])
+    return lambda path: _markdown(list(names), [[cell(n, r[n]) for n in names] for r in read_rows(path)])
 
 
 def pivot(index: tuple[str, ...], column: str, value: str = "slowdown_mean") -> Callable[[Path], str]:
     """One row per ``index`` value, one column per ``column`` value, cells ``value`` (3 decimals)."""
     def render(path: Path) -> str:
-        rows = _rows(path)
+        rows = read_rows(path)
         cols = list(dict.fromkeys(r[column] for r in rows))
         cells: dict[tuple[str, ...], dict[str, str]] = {}
         for r in rows:
@@ -186,7 +187,7 @@ def elastic(path: Path) -> str:
     names = ("policy", "repeat", "executor_seconds", "q1_seconds", "q2_seconds", "app_seconds",
              "executors_started", "executors_removed", "executors_released", "evictions",
              "stage_resubmissions", "map_tasks_rerun", "engine_fallback", "answers_equal")
-    rows = _rows(path)
+    rows = read_rows(path)
     text = columns(*names, digits=1)(path)
     by_repeat: dict[str, dict[str, dict[str, str]]] = {}
     for r in rows:

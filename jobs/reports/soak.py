@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
+from statistics import fmean
 
-from jobs.reports.render import MACHINE, Report, Source
+from jobs.reports.render import MACHINE, Report, Source, read_rows
 
 WINDOW_S = 300.0
 SOAK_DATE = "2026-11-27, 06:05-06:56 UTC"
@@ -19,20 +19,11 @@ SOAK_NOTE = (
 )
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else float("nan")
-
-
 def windows(path: Path) -> str:
     """Totals, then one line per ``WINDOW_S`` of the run: jobs, kills, failures, wrong answers,
     mean resident memory (MB) per process kind, and the engine's decision latency (ms) as the
     driver's CsvSink last wrote it in the window."""
-    rows = _rows(path)
+    rows = read_rows(path)
     if not rows:
         return "No rows.\n"
     queries = sum(r["job"] != "rdd" for r in rows)
@@ -48,7 +39,7 @@ def windows(path: Path) -> str:
         by_window.setdefault(int(float(r["t_s"]) // WINDOW_S), []).append(r)
     for index, group in sorted(by_window.items()):
         last = group[-1]
-        rss = [_mean([float(r[f"rss_{kind}_mb"]) for r in group]) for kind in ("driver", "engine", "executors")]
+        rss = [fmean(float(r[f"rss_{kind}_mb"]) for r in group) for kind in ("driver", "engine", "executors")]
         lines.append(f"| {index * WINDOW_S / 60:.0f}-{(index + 1) * WINDOW_S / 60:.0f} | {len(group)} | "
                      f"{int(last['kills']) - kills_before} | {sum(int(r['failed']) for r in group)} | "
                      f"{sum(int(r['wrong']) for r in group)} | {rss[0]:.0f} | {rss[1]:.0f} | {rss[2]:.0f} | "
@@ -64,7 +55,7 @@ def draw(results: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = _rows(results / "soak.csv")
+    rows = read_rows(results / "soak.csv")
     minutes = [float(r["t_s"]) / 60 for r in rows]
     fig, (mem, lat) = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True)
     for kind in ("driver", "engine", "executors"):
