@@ -88,15 +88,18 @@ class LiveApp:
     def driver_pid(self) -> int:
         return int(self.sc._jvm.java.lang.ProcessHandle.current().pid())
 
-    def kill_one_executor(self) -> str:
-        """SIGKILL the executor with the lowest id; return its id once the driver removed it."""
-        from jobs.harness.executors import find_executors
-
-        victim = sorted(find_executors(self.driver_pid()), key=lambda e: e.executor_id)[0]
+    def kill_executor(self, victim: Any) -> str:
+        """SIGKILL ``victim`` (an executor process); return its id once the driver removed it."""
         os.kill(victim.pid, signal.SIGKILL)
         wait_for(lambda: victim.executor_id not in self.alive(), what=f"executor {victim.executor_id} to be removed",
                  timeout=TIMEOUT)
         return str(victim.executor_id)
+
+    def kill_one_executor(self) -> str:
+        """SIGKILL the executor with the lowest id; return its id once the driver removed it."""
+        from jobs.harness.executors import find_executors
+
+        return self.kill_executor(sorted(find_executors(self.driver_pid()), key=lambda e: e.executor_id)[0])
 
     def kill_all_executors(self) -> set[str]:
         """SIGKILL every executor at once; return their ids once the driver removed them all."""

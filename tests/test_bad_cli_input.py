@@ -105,7 +105,7 @@ def _damaged(data: bytes, how: str, at: float, seed: int) -> bytes:
     return bytes(flipped)
 
 
-@settings(derandomize=True, deadline=None, max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(FIXED, max_examples=12)
 @given(hs.sampled_from(["truncated", "garbage line", "byte flipped"]), hs.floats(0.0, 1.0), hs.integers(0, 2**16),
        hs.sampled_from(["report", "whatif"]))
 def test_a_damaged_event_log_is_reported_or_refused_in_one_line(tmp_path: Path, how: str, at: float, seed: int,

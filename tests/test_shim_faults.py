@@ -15,9 +15,7 @@ file of this test's own log4j2 configuration, read after each path.
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -101,9 +99,8 @@ def test_kill_storms_lose_no_job(app: App) -> None:
     for _ in range(2):
         # A storm once the stage has finished some tasks on the current executors (so there is
         # something to lose) and every executor is up.
-        wait_for(lambda: not job.is_alive() or (len(app.alive()) >= EXECUTORS and any(
-            (info := app.sc.statusTracker().getStageInfo(s)) is not None and info.numCompletedTasks > 0
-            for s in app.sc.statusTracker().getActiveStageIds())), what="a running stage with output", timeout=TIMEOUT)
+        wait_for(lambda: not job.is_alive() or (len(app.alive()) >= EXECUTORS and active(
+            app, lambda i: i.numCompletedTasks > 0)), what="a running stage with output", timeout=TIMEOUT)
         if not job.is_alive():
             break
         app.kill_all_executors()
@@ -123,9 +120,14 @@ def worker_of(pid: int) -> str:
 
 def kill(app: App, victim: Any) -> None:
     """SIGKILL ``victim`` and wait until the driver removed it and a replacement registered."""
-    os.kill(victim.pid, signal.SIGKILL)
-    wait_for(lambda: victim.executor_id not in app.alive() and len(app.alive()) >= EXECUTORS,
-             what=f"executor {victim.executor_id} replaced", timeout=TIMEOUT)
+    app.kill_executor(victim)
+    app.wait_full(EXECUTORS)
+
+
+def active(app: App, predicate: Any) -> bool:
+    """Whether a running stage's ``SparkStageInfo`` satisfies ``predicate``."""
+    tracker = app.sc.statusTracker()
+    return any(info is not None and predicate(info) for info in map(tracker.getStageInfo, tracker.getActiveStageIds()))
 
 
 def test_repeated_kills_of_one_slot_then_of_the_oldest_and_the_youngest_lose_no_job(app: App) -> None:
@@ -184,23 +186,17 @@ def test_kills_during_a_stage_retry_lose_no_job(app: App) -> None:
 
     app.wait_full(EXECUTORS)
     app.status.setBuiltin("never", "both", 1.0)
-    tracker = app.sc.statusTracker()
-
-    def active(predicate: Any) -> bool:
-        infos = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
-        return any(info is not None and predicate(info) for info in infos)
-
     result: dict[str, Any] = {}
     job = threading.Thread(target=lambda: result.update(answer=dict(slow_reduce_sums(app.sc).collect())))
     job.start()
-    wait_for(lambda: active(lambda i: i.numTasks == 3 and i.numActiveTasks > 0), what="the reduce stage running",
+    wait_for(lambda: active(app, lambda i: i.numTasks == 3 and i.numActiveTasks > 0), what="the reduce stage running",
              timeout=TIMEOUT)
     # All at once: the engine's hints may have placed every map task on one executor.
     app.kill_all_executors()
     retries: list[int] = []
 
     def retry_running() -> bool:
-        if active(lambda i: i.currentAttemptId >= 1 and i.numActiveTasks > 0):
+        if active(app, lambda i: i.currentAttemptId >= 1 and i.numActiveTasks > 0):
             retries.append(1)
             return True
         return not job.is_alive()
