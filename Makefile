@@ -36,14 +36,14 @@ lint:
 	$(PYTHON) -m mypy cost_model trspark simulators
 	lint-imports  # the architecture contracts in pyproject.toml
 
-# The tests that start no Spark share two worker processes (pytest-xdist; a whole file per worker, so a
-# module's fixtures start once); the live Spark ones then run one at a time, as they time kills against
-# running tasks. Both halves always run, and either one failing fails the target.
+# Both halves share two worker processes (pytest-xdist; a whole file per worker, so a module's fixtures
+# and its driver JVM start once). The live Spark tests wait on conditions, never on sleeps, so two of
+# them side by side only run slower. Both halves always run, and either one failing fails the target.
 TEST_ENV := TRSPARK_AZURITE=$(abspath $(AZURITE))
 test: setup azurite browser lint
 	status=0; \
 	$(TEST_ENV) $(PYTHON) -m pytest -q --durations=20 -m "not spark" -n 2 --dist loadfile || status=$$?; \
-	$(TEST_ENV) $(PYTHON) -m pytest -q --durations=20 -m spark || status=$$?; \
+	$(TEST_ENV) $(PYTHON) -m pytest -q --durations=20 -m spark -n 2 --dist loadfile || status=$$?; \
 	exit $$status
 
 constraints:
