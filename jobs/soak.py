@@ -4,7 +4,9 @@
 
 Jobs alternate: a two-stage RDD sum by key whose answer is known, then the next TPC-DS query of
 ``--queries`` (round robin, scale factor ``--sf``), whose answer is compared with DuckDB's on the
-same Parquet files (:mod:`jobs.tpcds.answers`). An :class:`jobs.harness.chaos.EvictionInjector`
+same Parquet files (:mod:`jobs.tpcds.answers`). The same stream is the kill sweep: every query
+once under kills (``--queries all --passes 1 --no-rdd``), run per ``--policy``, vanilla Spark's
+``never`` included to count the jobs it aborts. An :class:`jobs.harness.chaos.EvictionInjector`
 SIGKILLs executors with exponential lifetimes (mean ``--kill-mean`` seconds) and the cluster
 starts replacements.
 
@@ -85,17 +87,25 @@ def metrics_conf(metrics_dir: Path) -> dict[str, str]:
 class Stream:
     """The soak's jobs in order: an RDD job, then the next TPC-DS query, and so on."""
 
-    def __init__(self, spark: Any, queries: dict[str, Any], answers: dict[str, Any], time_cap: float) -> None:
+    def __init__(self, spark: Any, queries: dict[str, Any], answers: dict[str, Any], time_cap: float,
+                 *, rdd_jobs: bool = True) -> None:
         self.spark, self.queries, self.answers, self.time_cap = spark, queries, answers, time_cap
         self.names = sorted(queries)
         self.count = 0
+        self.rdd_jobs = rdd_jobs
+        self.queries_run = 0
+
+    def passes_done(self) -> int:
+        """How many times every query has run."""
+        return self.queries_run // len(self.names)
 
     def run_next(self) -> tuple[str, float, bool, bool]:
         """Run the next job: (name, seconds, failed, wrong)."""
         index, self.count = self.count, self.count + 1
-        if index % 2 == 0:
+        if self.rdd_jobs and index % 2 == 0:
             return self._rdd_job(index // 2)
-        return self._query(self.names[(index // 2) % len(self.names)], index)
+        name, self.queries_run = self.names[self.queries_run % len(self.names)], self.queries_run + 1
+        return self._query(name, index)
 
     def _rdd_job(self, index: int) -> tuple[str, float, bool, bool]:
         rows = 20000 + 10000 * (index % 7)
@@ -137,7 +147,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"error: --queries: DuckDB has no answer to {', '.join(unanswered)}")
     metrics_dir = Path(args.metrics_dir or tempfile.mkdtemp(prefix="trspark-soak-metrics-"))
     spec = session.ClusterSpec(executors=args.executors, cores=1, memory_mb=1024, extra_conf=metrics_conf(metrics_dir))
-    spark, work_dir = session.start(spec, "tr", app_name="trspark-soak",
+    spark, work_dir = session.start(spec, args.policy, app_name="trspark-soak",
                                     trspark_options={"lifetime": f"exponential:mean={args.kill_mean}"})
     session.register_tables(spark, data)
     sc = spark.sparkContext
@@ -145,16 +155,16 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     store = work_dir / "backups" / sc.applicationId
     totals = {"jobs": 0, "wrong": 0, "failed": 0, "kills": 0}
     samples: list[dict[str, float]] = []
-    stream = Stream(spark, queries, answers, args.time_cap)
+    stream = Stream(spark, queries, answers, args.time_cap, rdd_jobs=args.rdd)
     started = time.monotonic()
     injector = EvictionInjector(driver.pid, model=f"exponential:mean={args.kill_mean}", rng=args.seed, min_alive=1).start()
     try:
-        while time.monotonic() < started + 60 * args.minutes:
+        while time.monotonic() < started + 60 * args.minutes and not (args.passes and stream.passes_done() >= args.passes):
             job, seconds, failed, wrong = stream.run_next()
             totals.update(jobs=totals["jobs"] + 1, failed=totals["failed"] + failed,
                           wrong=totals["wrong"] + wrong, kills=injector.victims)
             samples.append(rss_mb(driver))
-            row = {"t_s": round(time.monotonic() - started, 1), "job": job, "seconds": round(seconds, 2),
+            row = {"policy": args.policy, "t_s": round(time.monotonic() - started, 1), "job": job, "seconds": round(seconds, 2),
                    "failed": int(failed), "wrong": int(wrong), "kills": totals["kills"],
                    **{f"rss_{k}_mb": v for k, v in samples[-1].items()},
                    **{"decisions": "", "latency_p50_ms": "", "latency_p99_ms": "", **decision_latency_ms(metrics_dir)}}
@@ -170,7 +180,14 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jobs.soak", description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=50.0)
+    from jobs.tpcds.session import POLICIES
+
+    parser.add_argument("--minutes", type=float, default=50.0, help="stop starting jobs after this long")
+    parser.add_argument("--passes", type=int, default=0,
+                        help="also stop once every query ran this many times (0: only --minutes stops)")
+    parser.add_argument("--policy", default="tr", choices=POLICIES)
+    parser.add_argument("--rdd", action=argparse.BooleanOptionalAction, default=True,
+                        help="an RDD job before each query (default) or queries only")
     parser.add_argument("--executors", type=int, default=3)
     parser.add_argument("--kill-mean", type=float, default=20.0, help="mean executor lifetime, seconds")
     parser.add_argument("--seed", type=int, default=7)
@@ -180,8 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="", help="CSV: one row per job (appended)")
     parser.add_argument("--metrics-dir", default="", help="where the driver's CsvSink writes (default: a new temporary directory)")
     args = parser.parse_args(argv)
-    if args.minutes <= 0 or args.executors < 2 or args.kill_mean <= 0:
-        parser.error("--minutes and --kill-mean must be > 0 and --executors >= 2")
+    if args.minutes <= 0 or args.executors < 2 or args.kill_mean <= 0 or args.passes < 0:
+        parser.error("--minutes and --kill-mean must be > 0, --executors >= 2 and --passes >= 0")
     result = soak(args)
     print("SOAK " + json.dumps(result), flush=True)
     return 1 if result["wrong"] or result["failed"] else 0

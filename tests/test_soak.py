@@ -4,9 +4,10 @@ report per five minutes (the soak itself runs for most of an hour, outside CI)."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from jobs.reports.soak import windows
-from jobs.soak import decision_latency_ms, trend
+from jobs.reports.soak import kill_sweep, windows
+from jobs.soak import Stream, decision_latency_ms, trend
 
 SINK_HEADER = "t,count,max,mean,min,stddev,p50,p75,p95,p98,p99,p999\n"
 
@@ -35,3 +36,43 @@ def test_the_report_sums_each_five_minutes(tmp_path: Path) -> None:
     assert "**3 jobs** (1 TPC-DS queries, 2 RDD jobs) in 5.3 min, **9 executors killed**, **1 wrong answers**, **1 failed jobs**" in text
     assert "| 0-5 | 2 | 5 | 0 | 1 | 150 | 50 | 400 | 40 | 1.5 | 9 |" in text
     assert "| 5-10 | 1 | 4 | 1 | 0 | 300 | 52 | 700 | 80 | 1.2 | 7 |" in text
+
+
+class _RecordingStream(Stream):
+    """The stream's order without Spark: each job only records its name."""
+
+    def _rdd_job(self, index: int) -> tuple[str, float, bool, bool]:
+        return "rdd", 0.0, False, False
+
+    def _query(self, name: str, index: int) -> tuple[str, float, bool, bool]:
+        return name, 0.0, False, False
+
+
+def _names(stream: Stream, jobs: int) -> list[str]:
+    return [stream.run_next()[0] for _ in range(jobs)]
+
+
+def test_the_stream_alternates_rdd_jobs_and_queries_in_turn() -> None:
+    queries: dict[str, Any] = {"q7": None, "q3": None}
+    stream = _RecordingStream(None, queries, {}, 60.0)
+    assert _names(stream, 6) == ["rdd", "q3", "rdd", "q7", "rdd", "q3"]
+    assert stream.passes_done() == 1
+
+
+def test_without_rdd_jobs_a_pass_is_every_query_once() -> None:
+    stream = _RecordingStream(None, {"q7": None, "q3": None, "q19": None}, {}, 60.0, rdd_jobs=False)
+    assert _names(stream, 3) == ["q19", "q3", "q7"]
+    assert stream.passes_done() == 1
+    assert _names(stream, 2) == ["q19", "q3"] and stream.passes_done() == 1
+
+
+def test_the_kill_sweep_report_names_what_went_wrong_per_policy(tmp_path: Path) -> None:
+    csv_path = tmp_path / "killsweep.csv"
+    csv_path.write_text("policy,t_s,job,seconds,failed,wrong,kills\n"
+                        "tr,10,q3,5,0,0,2\ntr,130,q7,6,0,0,6\n"
+                        "never,20,q3,9,1,0,3\nnever,250,q7,9,0,1,8\n")
+    text = kill_sweep(csv_path)
+    assert "| tr | 2 | 6 | 0 | 0 | 2 |" in text
+    assert "| never | 2 | 8 | 1 | 1 | 4 |" in text
+    assert "`never` wrong answers: q7." in text and "`never` failed jobs: q3." in text
+    assert "`tr`" not in text

@@ -48,6 +48,24 @@ def windows(path: Path) -> str:
     return totals + "\n" + head + "\n" + "\n".join(lines) + "\n"
 
 
+def kill_sweep(path: Path) -> str:
+    """Per policy over ``python -m jobs.soak --passes 1 --no-rdd`` rows: the queries run, the
+    executors killed, the wrong answers and the failed jobs, with the queries behind the last two."""
+    by_policy: dict[str, list[dict[str, str]]] = {}
+    for r in read_rows(path):
+        by_policy.setdefault(r["policy"], []).append(r)
+    body, notes = [], []
+    for policy, rows in by_policy.items():
+        wrong = [r["job"] for r in rows if int(r["wrong"])]
+        failed = [r["job"] for r in rows if int(r["failed"])]
+        body.append(f"| {policy} | {len(rows)} | {rows[-1]['kills']} | {len(wrong)} | {len(failed)} | "
+                    f"{float(rows[-1]['t_s']) / 60:.0f} |")
+        notes += [f"`{policy}` {label}: {', '.join(names)}." for label, names in
+                  (("wrong answers", wrong), ("failed jobs", failed)) if names]
+    head = "| policy | queries | kills | wrong answers | failed jobs | minutes |\n|---|---|---|---|---|---|"
+    return head + "\n" + "\n".join(body) + "\n" + "".join(f"\n{n}\n" for n in notes)
+
+
 def draw(results: Path) -> None:
     """``soak.png``: resident memory per process kind and the decision latency over the run."""
     import matplotlib
