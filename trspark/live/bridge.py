@@ -11,17 +11,22 @@ newline-delimited JSON (the full wire protocol is in ``docs/architecture.md``):
 :class:`Bridge` is the pure part of step 2-3. It never lets one bad event stop the loop: a
 malformed line is logged and acked without commands; a policy exception is logged with its
 traceback and acked without commands (the shim then applies nothing for that event). Both are
-counted and reported by :meth:`Bridge.summary`.
+counted and reported by :meth:`Bridge.summary`, with the distribution of the engine's own time
+per event (from the line read to the Ack built: parsing, the policy and serialising), which the
+shim's round-trip latency adds the socket and the driver's threads to.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TextIO
+
+from hdrh.histogram import HdrHistogram
 
 from trspark.engine.events import Event, JobEnded
 from trspark.engine.interface import Policy
@@ -39,6 +44,8 @@ log = logging.getLogger(__name__)
 # Malformed lines are logged in full up to this many times; past it they are only counted, so a
 # shim bug that sends garbage cannot flood the driver's log.
 _MAX_LOGGED_MALFORMED = 20
+# Longer answers (an engine stopped for minutes) are recorded as this many microseconds (1 hour).
+_MAX_RECORDED_US = 3_600_000_000
 
 
 def hello_line(token: str) -> str:
@@ -64,6 +71,8 @@ class BridgeStats:
     commands: Counter[str] = field(default_factory=Counter)
     """Commands sent, by type name."""
     jobs_ended: int = 0
+    engine_us: HdrHistogram = field(default_factory=lambda: HdrHistogram(1, _MAX_RECORDED_US, 2))
+    """Engine time per line (microseconds, 2 significant digits: bounded memory for any run length)."""
 
 
 class Bridge:
@@ -80,10 +89,14 @@ class Bridge:
         A text file that gets every valid event and then each command it caused, one JSON line
         each (``to_json`` form, events with ``"seq"``): what the engine saw and decided, for
         debugging a live run (``TRSPARK_TRACE``).
+    clock
+        Seconds, for the engine's time per line (a monotonic clock; a test passes its own).
     """
 
-    def __init__(self, policy: Policy, observers: Iterable[EventObserver] = (), trace: TextIO | None = None) -> None:
+    def __init__(self, policy: Policy, observers: Iterable[EventObserver] = (), trace: TextIO | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self.policy = policy
+        self.clock = clock
         self.observers = list(observers)
         self.trace = trace
         self.stats = BridgeStats()
@@ -91,6 +104,13 @@ class Bridge:
 
     def handle_line(self, line: str) -> list[str]:
         """Answer one line from the shim: the command lines, then the ``Ack`` line (no newlines)."""
+        started = self.clock()
+        lines = self._answer(line)
+        micros = round((self.clock() - started) * 1e6)
+        self.stats.engine_us.record_value(min(max(micros, 1), _MAX_RECORDED_US))
+        return lines
+
+    def _answer(self, line: str) -> list[str]:
         seq, event, problem = self._parse(line)
         self._last_seq = seq
         if event is None:
@@ -114,8 +134,18 @@ class Bridge:
             "commands": dict(self.stats.commands),
             "jobs_ended": self.stats.jobs_ended,
             "policy": self.policy.name,
+            **self._engine_ms(),
             **{f"policy.{k}": v for k, v in self.policy.summary().items()},
         }
+
+    def _engine_ms(self) -> dict[str, float]:
+        """Median, 99th percentile and maximum of the engine's time per line, in milliseconds."""
+        times = self.stats.engine_us
+        if not times.get_total_count():
+            return {}
+        return {"engine_ms_p50": times.get_value_at_percentile(50) / 1000,
+                "engine_ms_p99": times.get_value_at_percentile(99) / 1000,
+                "engine_ms_max": times.get_max_value() / 1000}
 
     def _parse(self, line: str) -> tuple[int, Event | None, str]:
         """``(seq, event or None, what was wrong)``.
