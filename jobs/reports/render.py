@@ -163,23 +163,6 @@ def verdicts(path: Path) -> str:
     return head + "\n" + _markdown(["query", "verdict", "kind", "reason", "Spark s"], body) + tail
 
 
-def kill_sweep(path: Path) -> str:
-    """Totals per policy over a kill sweep's evicted runs: kills, wrong answers, failed jobs."""
-    from jobs.tpcds.results import POLICY_ORDER, read
-    rows = [r for r in read(path) if r.scenario == "evicted"]
-    body = []
-    for policy in POLICY_ORDER:
-        runs = [r for r in rows if r.policy == policy]
-        if runs:
-            body.append([policy, str(len(runs)), str(len({r.query for r in runs})),
-                         str(sum(r.executors_killed for r in runs)),
-                         str(sum(not r.failed and not r.result_ok for r in runs)), str(sum(r.failed for r in runs)),
-                         str(sum(r.tasks_recomputed for r in runs)), f"{sum(r.backups_bytes for r in runs) / 1e6:.0f}"])
-    total = sum(r.executors_killed for r in rows)
-    return (_markdown(["policy", "runs", "queries", "kills", "wrong answers", "failed jobs", "map tasks re-run",
-                       "MB copied"], body) + f"\n{total} executor kills in all.\n")
-
-
 def elastic(path: Path) -> str:
     """``python -m jobs.elastic``: its rows, then per measure the paired ratio ``tr``/``never`` over
     repeats (median, bootstrap 95 % interval, and in how many repeats ``tr`` was lower)."""

@@ -12,7 +12,6 @@ from jobs.reports.render import (
     Source,
     columns,
     elastic,
-    kill_sweep,
     overhead,
     pivot,
     tpcds_targets,
@@ -350,9 +349,10 @@ VERIFICATION = Report("verification", "Every query's answer against DuckDB, and 
 files (the oracle's rules: [jobs/tpcds/QUERIES.md](../../jobs/tpcds/QUERIES.md)). Kinds: `equal`;
 `differs` (both answered, differently); `unsupported` (an engine cannot run the text); `timed
 out` (Spark had not answered within the time cap, so no verdict on its answer). The kill sweep
-then runs verified queries under executor kills for every policy and checks each answer again: a
-wrong answer is a finished job whose answer is not DuckDB's, a failed job one that Spark aborted
-or that exceeded the time cap.
+then runs every query text once in one application per policy while an eviction injector
+SIGKILLs executors (`python -m jobs.soak`, method in its docstring) and checks each answer
+again: a wrong answer is a finished job whose answer is not DuckDB's, a failed job one that
+Spark aborted or that exceeded the time cap.
 """, (
     Source("verify_sf1.csv",
            "nice -n 15 trspark bench verify --sf 1 --queries all --time-cap 600 --csv docs/results/verify_sf1.csv\n"
@@ -365,22 +365,14 @@ or that exceeded the time cap.
            "One run per query text, in mode `tr` with no kills; on a machine this loaded the Spark times "
            "say nothing about speed. A query that exceeds the time cap has no verdict. q17, q24 and q78 "
            "have empty answers at SF 1: equal, but a weak check."),
-    Source("killsweep_sf0.1.csv",
-           "# vanilla Spark's stable runs (the reference; stopped after q3, q7, q19 and q25):\n"
-           "trspark bench tpcds --sf 0.1 --queries q3,q7,q19,q25,q29,q50,q65,q68,q93,q97 \\\n"
-           "    --policies never,always,decommission,tr --stability 1 --max-kills 3 --repeat 1 --seed 0 \\\n"
-           "    --notice 1 --time-cap 400 --warmup 1 --stable-runs never --no-rewarm \\\n"
-           "    --conf spark.sql.autoBroadcastJoinThreshold=-1 --out docs/results/killsweep_sf0.1.csv\n"
-           "# the evicted runs, every policy under the same kills:\n"
-           "trspark bench tpcds --sf 0.1 --queries q3,q19,q25 --policies tr,never,always,decommission \\\n"
-           "    --stability 1 --max-kills 3 --repeat 1 --seed 0 --notice 1 --time-cap 600 --warmup 1 --no-rewarm \\\n"
-           "    --reference docs/results/killsweep_sf0.1.csv --conf spark.sql.autoBroadcastJoinThreshold=-1 \\\n"
-           "    --out docs/results/killsweep_sf0.1.csv",
-           "2026-11-26, from 10:19 UTC", "f8b10cd", MACHINE + ", load average 30-70 (shared)", kill_sweep,
-           "Exponential lifetimes of mean 1x each query's stable time, at most 3 kills a run; "
-           "`decommission` and `tr` get each kill's notice 1 s ahead. On a machine this loaded a query "
-           "ran 10-50x slower than alone, so the slowdowns say nothing; only kills, answers and failures "
-           "count here."),
+    Source("killsweep.csv",
+           "S='python -m jobs.soak --queries all --passes 1 --no-rdd --sf 0.1 --executors 3 --kill-mean 20 --seed 7 \\\n"
+           "   --time-cap 300 --minutes 150'\n"
+           "$S --policy tr --out tr.csv      # local-trcluster, the plugin in mode tr\n"
+           "$S --policy never --out never.csv   # vanilla Spark on local-cluster\n"
+           "# killsweep.csv: the rows of both",
+           soak.KILLSWEEP_DATE, soak.KILLSWEEP_CODE, MACHINE + soak.KILLSWEEP_LOAD, soak.kill_sweep,
+           soak.KILLSWEEP_NOTE),
 ))
 
 
