@@ -85,7 +85,7 @@ def metrics_conf(metrics_dir: Path) -> dict[str, str]:
 
 
 class Stream:
-    """The soak's jobs in order: an RDD job, then the next TPC-DS query, and so on."""
+    """The soak's jobs in order: an RDD job, then the next TPC-DS query, and so on (or the queries alone)."""
 
     def __init__(self, spark: Any, queries: dict[str, Any], answers: dict[str, Any], time_cap: float,
                  *, rdd_jobs: bool = True) -> None:
