@@ -1,5 +1,6 @@
-"""The soak's bookkeeping: the decision latency read from Spark's CsvSink, the memory trend, and its
-report per five minutes (the soak itself runs for most of an hour, outside CI)."""
+"""The soak's bookkeeping: the decision latency read from Spark's CsvSink, the memory trend, the
+order of its jobs, and its reports per five minutes and per policy of a kill sweep (the soak itself
+runs for most of an hour, outside CI)."""
 
 from __future__ import annotations
 
