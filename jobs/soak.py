@@ -93,19 +93,22 @@ class Stream:
         self.names = sorted(queries)
         self.count = 0
         self.rdd_jobs = rdd_jobs
-        self.queries_run = 0
+
+    def queries_run(self) -> int:
+        """Queries started so far (with RDD jobs, every second job is one)."""
+        return self.count // 2 if self.rdd_jobs else self.count
 
     def passes_done(self) -> int:
         """How many times every query has run."""
-        return self.queries_run // len(self.names)
+        return self.queries_run() // len(self.names)
 
     def run_next(self) -> tuple[str, float, bool, bool]:
         """Run the next job: (name, seconds, failed, wrong)."""
-        index, self.count = self.count, self.count + 1
+        index, nth_query = self.count, self.queries_run()
+        self.count += 1
         if self.rdd_jobs and index % 2 == 0:
             return self._rdd_job(index // 2)
-        name, self.queries_run = self.names[self.queries_run % len(self.names)], self.queries_run + 1
-        return self._query(name, index)
+        return self._query(self.names[nth_query % len(self.names)], index)
 
     def _rdd_job(self, index: int) -> tuple[str, float, bool, bool]:
         rows = 20000 + 10000 * (index % 7)
