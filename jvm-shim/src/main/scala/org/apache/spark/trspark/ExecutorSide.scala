@@ -127,7 +127,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
       case NonFatal(e) =>
         metrics.copiesFailed.inc()
         logWarning(s"trspark: backup of shuffle ${task.shuffleId} map ${task.mapId} to ${task.target} failed: $e")
-        val missing = e.isInstanceOf[java.io.FileNotFoundException] // this executor lost the output's files
+        val missing = e.isInstanceOf[RemoteBackups.SourceMissing] // this executor lost the output's files
         Try(ctx.send(Wire.encode(BackupFailedMsg(ctx.executorID(), task, e.toString, missing))))
     }
   }
@@ -165,7 +165,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
 
   private def toRemote(task: BackupTask, isCancelled: () => Boolean): (Long, Long, Long) = {
     val index = resolver.getIndexFile(task.shuffleId, task.mapId)
-    if (!index.exists()) throw new java.io.FileNotFoundException(s"no map output file $index")
+    if (!index.exists()) throw new RemoteBackups.SourceMissing(s"no map output file $index")
     val data = resolver.getDataFile(task.shuffleId, task.mapId)
     remote.write(task.shuffleId, task.mapId, index, data, task.throttle, isCancelled)
   }
@@ -173,7 +173,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
   private def toPeer(task: BackupTask, isCancelled: () => Boolean): (Long, Long, Long) = {
     val bm = SparkEnv.get.blockManager
     val blocks = bm.migratableResolver.getMigrationBlocks(ShuffleBlockInfo(task.shuffleId, task.mapId))
-    if (blocks.isEmpty) throw new java.io.FileNotFoundException(s"no map output for $task")
+    if (blocks.isEmpty) throw new RemoteBackups.SourceMissing(s"no map output for $task")
     // Data before index: the index's arrival is what re-points the output to the peer.
     val ordered = blocks.sortBy { case (id, _) => if (id.isInstanceOf[ShuffleDataBlockId]) 0 else 1 }
     // CRC32s of the bytes sent, computed here at the source: the peer re-reads its copy against them.

@@ -84,7 +84,11 @@ class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
   private def copy(file: File, target: Path, throttle: Double, cancelled: () => Boolean): (Long, Long) =
     commit(target) { out =>
       // A map output whose partitions are all empty may have no data file: back up an empty one.
-      val in: InputStream = if (file.exists()) new FileInputStream(file) else InputStream.nullInputStream()
+      val in: InputStream =
+        if (!file.exists()) InputStream.nullInputStream()
+        else try new FileInputStream(file) catch {
+          case e: java.io.FileNotFoundException => throw new RemoteBackups.SourceMissing(s"map output file gone: $e")
+        }
       try RemoteBackups.pump(in, out, throttle, cancelled) finally in.close()
     }
 
@@ -133,6 +137,13 @@ class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
 
 object RemoteBackups {
   class Cancelled extends RuntimeException("backup cancelled")
+
+  /**
+   * The executor no longer holds the map output it was to copy. Its own type, because a
+   * `FileNotFoundException` may also come from the store (a directory removed under a copy), and
+   * the two mean opposite things: the output is gone, or only its copy failed.
+   */
+  class SourceMissing(message: String) extends java.io.IOException(message)
 
   private val AppId = "[A-Za-z0-9][A-Za-z0-9._-]{0,254}".r
 
