@@ -4,9 +4,11 @@ always-checkpoint policy: unwritable from the start, removed in the middle of a 
 The store's root is a symbolic link, so one application serves every case: the test points it
 at a healthy directory, at a regular file (nothing can be created below it, not even by root), or
 at a small tmpfs (mounted by the test; skipped where mounting is not allowed), and removes the
-directory it points at while copies are running. In every case the job's answer is right, an
-executor killed afterwards loses only outputs that are recomputed (nothing half-written is read),
-and the driver logs one warning when the store starts failing.
+directory it points at while every copy is writing its data file (so each one fails at its
+commit, where the vanished directory shows as a missing file: a store failure, not the executor
+losing its map output). In every case the job's answer is right, an executor killed afterwards
+loses only outputs that are recomputed (nothing half-written is read), and the driver logs one
+warning when the store starts failing.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from live_app import TIMEOUT, LiveApp, trcluster_builder
 pytestmark = pytest.mark.spark
 
 EXECUTORS = 2
-MAPS = 4
-ROWS = 200000  # about 0.5 MB of map output per map: more than the small tmpfs holds
+MAPS = 2  # at most two copies run per executor at once: every copy of the job runs together
+ROWS = 200000  # 0.5-0.7 MB of map output per map: more than the small tmpfs holds
+THROTTLE = 100e3  # bytes/s while copies run into a fault: a copy takes seconds, long enough to overlap
 STORE_WARNING = "backups to the remote store"
 
 
@@ -42,8 +45,20 @@ class App(LiveApp):
         tmp.symlink_to(target)
         tmp.replace(self.link)  # atomic: a copy sees the old target or the new one
 
+    def copies_writing(self) -> int:
+        """Remote copies writing their data: a temporary data file with bytes in it (created,
+        its permissions set, the first chunk written; a committed one has lost that name)."""
+        return sum(1 for tmp in self.healthy.glob("**/.shuffle_*.data.*.trspark-tmp") if _size(tmp) > 0)
+
     def store_warnings(self) -> list[str]:
         return [line for line in log_lines(self.log) if line.startswith("WARN") and STORE_WARNING in line]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:  # committed (renamed) or removed since the listing
+        return 0
 
 
 @pytest.fixture(scope="module")
@@ -103,10 +118,9 @@ def survives(app: App, fault: Callable[[], None], during_copies: bool = False) -
     repointed, lost = app.stat("outputs_repointed"), app.stat("outputs_lost")
     run = job(app)
     if during_copies:
-        app.status.setBuiltin("always", "remote", 100e3)  # 100 kB/s: copies take seconds
-        started = app.stat("backups_started")
+        app.status.setBuiltin("always", "remote", THROTTLE)
         assert run() == EXPECTED
-        wait_for(lambda: app.stat("backups_started") >= started + EXECUTORS, what="copies running", timeout=TIMEOUT)
+        wait_for(lambda: app.copies_writing() >= MAPS, what="every copy writing", timeout=TIMEOUT)
         fault()
         app.status.setBuiltin("always", "remote", 0.0)
     else:
