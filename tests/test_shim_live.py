@@ -254,7 +254,15 @@ def test_peer_backups_prevent_recomputation(cluster: Cluster) -> None:
 def test_without_backups_the_kill_costs_recomputation(cluster: Cluster) -> None:
     answer, reruns, victim_outputs = kill_and_rerun(cluster, "never", "remote")
     assert answer == expected_sums(60_000)
-    assert len(reruns) == victim_outputs >= 1
+    assert len(reruns) == victim_outputs >= 1, stages_of_last_job(cluster)
+
+
+def stages_of_last_job(cluster: Cluster) -> str:
+    """Every attempt of every stage of the newest job, as the REST API lists it: what a failed
+    count of re-runs is read against."""
+    job = max(cluster.rest("jobs"), key=lambda j: j["jobId"])
+    return "; ".join(f"stage {a['stageId']} attempt {a['attemptId']} {a['status']}: {a['numCompleteTasks']}/{a['numTasks']} tasks"
+                     for stage_id in job["stageIds"] for a in cluster.rest(f"stages/{stage_id}"))
 
 
 def test_backup_cut_off_by_a_kill_is_never_used(cluster: Cluster) -> None:
