@@ -61,6 +61,10 @@ class Cluster:
         ids = self.sc._jsc.sc().getExecutorIds()
         return {str(ids.apply(i)) for i in range(ids.size())}
 
+    def removed(self) -> set[str]:
+        """Executors the REST API lists as no longer active."""
+        return {e["id"] for e in self.rest("allexecutors") if not e["isActive"]}
+
     def driver_pid(self) -> int:
         return int(self.sc._jvm.java.lang.ProcessHandle.current().pid())
 
@@ -70,7 +74,11 @@ class Cluster:
         pids = [e.pid for e in find_executors(self.driver_pid()) if e.executor_id == executor_id]
         assert pids, f"no process for executor {executor_id}"
         os.kill(pids[0], signal.SIGKILL)
-        wait_for(lambda: executor_id not in self.alive(), what=f"executor {executor_id} to be removed")
+        # Spark drops the executor from its backend, queues the loss for the DAGScheduler, then
+        # tells the listeners (the REST API). Waiting for the REST API orders the next job after
+        # the loss: planned before it, the job would find the outputs still registered and, on
+        # one host, read the dead executor's shuffle files straight from its disk.
+        wait_for(lambda: executor_id in self.removed(), what=f"executor {executor_id} to be removed")
 
     def full_strength(self) -> None:
         wait_for(lambda: len(self.alive()) >= EXECUTORS, what="replacement executors")
