@@ -88,12 +88,25 @@ class LiveApp:
     def driver_pid(self) -> int:
         return int(self.sc._jvm.java.lang.ProcessHandle.current().pid())
 
+    def removed(self, executor_id: str) -> bool:
+        """Spark's listeners have seen ``executor_id`` removed, so its loss reached the DAGScheduler.
+
+        Spark drops a lost executor from its backend first, queues the loss for the DAGScheduler
+        (which unregisters its map outputs), then tells the listeners. A job planned before the
+        DAGScheduler's step would find the outputs still registered and, on one host, read the
+        dead executor's shuffle files from its disk. The status store is the listeners' view
+        (the REST API's, kept without the UI too).
+        """
+        summaries = self.sc._jsc.sc().statusStore().executorList(False)
+        return any(summaries.apply(i).id() == executor_id and not summaries.apply(i).isActive()
+                   for i in range(summaries.size()))
+
     def kill_executor(self, victim: Any) -> str:
         """SIGKILL ``victim`` (an executor process); return its id once the driver removed it."""
         os.kill(victim.pid, signal.SIGKILL)
-        wait_for(lambda: victim.executor_id not in self.alive(), what=f"executor {victim.executor_id} to be removed",
-                 timeout=TIMEOUT)
-        return str(victim.executor_id)
+        executor_id = str(victim.executor_id)
+        wait_for(lambda: self.removed(executor_id), what=f"executor {executor_id} to be removed", timeout=TIMEOUT)
+        return executor_id
 
     def kill_one_executor(self) -> str:
         """SIGKILL the executor with the lowest id; return its id once the driver removed it."""
@@ -109,5 +122,5 @@ class LiveApp:
         for victim in victims:
             os.kill(victim.pid, signal.SIGKILL)
         ids = {str(v.executor_id) for v in victims}
-        wait_for(lambda: not ids & self.alive(), what="every killed executor removed", timeout=TIMEOUT)
+        wait_for(lambda: all(self.removed(i) for i in ids), what="every killed executor removed", timeout=TIMEOUT)
         return ids
