@@ -21,6 +21,7 @@ import trspark
 from trspark.cli import cli
 from trspark.eventlog import LZ4_MAGIC, read_events
 from trspark.reporting import EventLogError, summarize, write_report
+from trspark.reporting.summary import summarize_events
 
 FIXTURE = Path(__file__).parent / "fixtures" / "observability"
 LOG = next((FIXTURE / "eventlog").iterdir())
@@ -73,6 +74,25 @@ def test_prices_add_the_cost_of_each_pools_executor_hours() -> None:
     assert summarize(LOG).cost() is None
     assert summarize(LOG, prices={"other": 1.0}).cost() is None
 
+
+
+def test_a_released_executor_is_billed_until_its_release_not_until_spark_lists_it_removed() -> None:
+    # Standalone lists an executor it was told to kill for a few seconds more (here 5 s).
+    events = [
+        {"Event": "SparkListenerApplicationStart", "Timestamp": 1_000, "App Name": "a", "App ID": "app-1"},
+        {"Event": "SparkListenerExecutorAdded", "Timestamp": 2_000, "Executor ID": "1"},
+        {"Event": "SparkListenerExecutorAdded", "Timestamp": 2_000, "Executor ID": "2"},
+        {"Event": "org.apache.spark.trspark.TRExecutorRelease", "time": 11_000, "executorId": "1", "reason": "drained"},
+        {"Event": "SparkListenerExecutorRemoved", "Timestamp": 16_000, "Executor ID": "1",
+         "Removed Reason": "Executor killed by driver."},
+        {"Event": "SparkListenerExecutorRemoved", "Timestamp": 16_000, "Executor ID": "2", "Removed Reason": "lost"},
+        {"Event": "SparkListenerApplicationEnd", "Timestamp": 21_000},
+    ]
+    summary = summarize_events(events, prices={"default": 3600.0})
+    assert (summary.executors["1"].start, summary.executors["1"].end) == (1.0, 10.0)
+    assert summary.executors["2"].end == 15.0  # never released: until Spark removed it
+    assert summary.releases == 1
+    assert summary.cost() == pytest.approx(9.0 + 14.0)
 
 @pytest.mark.parametrize("codec", ["plain", "lz4", "zstd", "gzip"])
 def test_a_single_file_log_in_each_codec_reads_like_the_rolling_one(codec: str, tmp_path: Path) -> None:

@@ -133,6 +133,7 @@ class _Builder:
         self.stage_key: dict[int, int] = {}
         self.map_done: set[tuple[int, int]] = set()
         self.submitted: dict[tuple[int, int], float] = {}
+        self.released_at: dict[str, float] = {}
 
     @staticmethod
     def t(ms: Any) -> float:
@@ -184,6 +185,7 @@ class _Builder:
 
     def _on_TRExecutorRelease(self, e: dict[str, Any]) -> None:
         self.s.releases += 1
+        self.released_at.setdefault(e["executorId"], self.t(e["time"]))
 
     def _on_TRSafetyBelt(self, e: dict[str, Any]) -> None:
         self.s.belt_firings += bool(e["on"])
@@ -222,6 +224,10 @@ class _Builder:
             raise ValueError("the event log has no SparkListenerApplicationStart")
         s, t0 = self.s, self.start
         for ex in s.executors.values():
+            # A released executor's process is gone at its release; Spark may list it for a few
+            # seconds more (standalone waits before it reports an executor lost that disconnected).
+            if ex.end is not None and ex.executor_id in self.released_at:
+                ex.end = min(ex.end, self.released_at[ex.executor_id])
             ex.start -= t0
             ex.end = None if ex.end is None else ex.end - t0
         s.stages = [(i, name, a - t0, b - t0) for i, name, a, b in s.stages]

@@ -183,9 +183,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
       // The throttle paces this pass, so a block leaves no sooner than its bytes / throttle after
       // the one before it: a throttled peer copy is as slow as a remote one, over a slow network.
       val crc = {
-        val in = try buffer.createInputStream() catch {
-          case e: java.io.FileNotFoundException => throw new RemoteBackups.SourceMissing(s"map output file gone: $e")
-        }
+        val in = RemoteBackups.openSource(buffer.createInputStream())
         try RemoteBackups.pump(in, java.io.OutputStream.nullOutputStream(), task.throttle, isCancelled)._2
         finally in.close()
       }

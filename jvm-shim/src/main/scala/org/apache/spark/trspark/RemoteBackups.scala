@@ -86,9 +86,7 @@ class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
       // A map output whose partitions are all empty may have no data file: back up an empty one.
       val in: InputStream =
         if (!file.exists()) InputStream.nullInputStream()
-        else try new FileInputStream(file) catch {
-          case e: java.io.FileNotFoundException => throw new RemoteBackups.SourceMissing(s"map output file gone: $e")
-        }
+        else RemoteBackups.openSource(new FileInputStream(file))
       try RemoteBackups.pump(in, out, throttle, cancelled) finally in.close()
     }
 
@@ -144,6 +142,12 @@ object RemoteBackups {
    * the two mean opposite things: the output is gone, or only its copy failed.
    */
   class SourceMissing(message: String) extends java.io.IOException(message)
+
+  /** Opens this executor's own map output file, its absence reported as [[SourceMissing]]. */
+  def openSource(open: => InputStream): InputStream =
+    try open catch {
+      case e: java.io.FileNotFoundException => throw new SourceMissing(s"map output file gone: $e")
+    }
 
   private val AppId = "[A-Za-z0-9][A-Za-z0-9._-]{0,254}".r
 
