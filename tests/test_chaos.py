@@ -13,7 +13,7 @@ import pytest
 
 from cost_model.lifetimes import from_spec
 from jobs.harness.chaos import EvictionInjector, draw_schedule
-from jobs.harness.executors import EXECUTOR_CLASS, find_executors
+from jobs.harness.executors import EXECUTOR_CLASS, find_executors, signal_would_terminate
 
 TIMEOUT = 20.0
 SPARK_TIMEOUT = 150.0  # a loaded 2-core machine: executors took 40 s to register in one run
@@ -28,6 +28,9 @@ NESTED = (
 )
 # Ignores SIGPWR (as a Spark executor does: it starts decommissioning instead), then says so.
 IGNORES_SIGPWR = "import signal; signal.signal(signal.SIGPWR, signal.SIG_IGN); print('ready', flush=True); signal.pause()"
+# Handles SIGPWR (as trspark's notice watcher does), says when it is ready and when it got one.
+CATCHES_SIGPWR = ("import signal; signal.signal(signal.SIGPWR, lambda *_: print('noticed', flush=True)); "
+                  "print('ready', flush=True)\nwhile True: signal.pause()")
 
 
 def wait_for(condition: Callable[[], object], timeout: float = TIMEOUT, what: str = "condition") -> object:
@@ -218,6 +221,41 @@ def test_notice_sends_sigpwr_then_sigkill_after_the_notice(cluster: FakeCluster)
     assert injector.schedule() == [(10.0, 0)]
     assert injector.kills_by(9.9) == 0 and injector.kills_by(10.0) == 1
 
+
+
+def test_a_notice_is_not_sent_to_a_jvm_that_the_signal_would_kill_and_its_kill_still_comes(cluster: FakeCluster) -> None:
+    # "0" has no SIGPWR handler yet (a JVM still starting); "1" has one and takes the notice.
+    starting = cluster.add("0")
+    ready = subprocess.Popen([sys.executable, "-c", CATCHES_SIGPWR, *cluster.executor_args("1")], stdout=subprocess.PIPE)
+    cluster.procs.append(ready)
+    assert ready.stdout.readline() == b"ready\n"  # type: ignore[union-attr]
+    assert signal_would_terminate(starting, signal.SIGPWR) and not signal_would_terminate(ready.pid, signal.SIGPWR)
+    now = [0.0]
+    injector = EvictionInjector(cluster.driver, schedule=[(5.0, 0), (5.0, 0)], notice=4.0, min_alive=0,
+                                clock=lambda: now[0]).start(background=False)
+    now[0] = 1.0
+    injector.step()
+    assert [(r.executor_id, r.signal, r.delivered) for r in injector.records] == [
+        ("0", signal.SIGPWR, "missed"), ("1", signal.SIGPWR, "signal")]
+    assert ready.stdout.readline() == b"noticed\n"  # type: ignore[union-attr]
+    assert cluster.procs[0].poll() is None  # alive until its deadline
+    now[0] = 5.0
+    injector.step()
+    assert [(r.executor_id, r.signal) for r in injector.records[2:]] == [("0", signal.SIGKILL), ("1", signal.SIGKILL)]
+    assert cluster.procs[0].wait(TIMEOUT) == -signal.SIGKILL and ready.wait(TIMEOUT) == -signal.SIGKILL
+    assert injector.schedule() == [(5.0, 0), (5.0, 0)]
+
+
+def test_signal_would_terminate_reads_the_masks_of_the_process() -> None:
+    ignoring = subprocess.Popen([sys.executable, "-c", IGNORES_SIGPWR], stdout=subprocess.PIPE)
+    try:
+        assert ignoring.stdout.readline() == b"ready\n"  # type: ignore[union-attr]
+        assert not signal_would_terminate(ignoring.pid, signal.SIGPWR)
+        assert signal_would_terminate(ignoring.pid, signal.SIGTERM)
+    finally:
+        ignoring.kill()
+        ignoring.wait(TIMEOUT)
+    assert not signal_would_terminate(ignoring.pid, signal.SIGPWR)  # gone
 
 def test_finish_notices_kills_noticed_executors_at_their_deadline_after_stop(cluster: FakeCluster) -> None:
     procs = []

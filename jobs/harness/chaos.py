@@ -34,7 +34,7 @@ import numpy as np
 import psutil
 
 from cost_model.lifetimes import LifetimeModel, from_spec
-from jobs.harness.executors import ExecutorProcess, find_executors
+from jobs.harness.executors import ExecutorProcess, find_executors, signal_would_terminate
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +54,11 @@ class KillRecord:
     rank: int = -1
     """Rank of the victim among the alive executors (oldest = 0) when it was chosen."""
     delivered: str = "signal"
-    """How it reached the executor: ``signal``, or ``callback`` (a notice given by ``notify``,
+    """How it reached the executor: ``signal``; ``callback`` (a notice given by ``notify``,
     e.g. posted on a cloud metadata-service imitation; the record's ``signal`` is then
-    ``SIGPWR``, the notice marker, although no signal was sent)."""
+    ``SIGPWR``, the notice marker, although no signal was sent); or ``missed`` (a notice not
+    sent because the JVM had no SIGPWR handler yet, which the signal would have killed; its
+    kill still comes at the deadline)."""
 
 
 def draw_schedule(
@@ -388,18 +390,20 @@ class EvictionInjector:
     def _signal(self, victim: ExecutorProcess, sig: signals.Signals, rank: int) -> None:
         if sig == signals.SIGPWR and self.notify is not None:
             self.notify(victim)
-            record = KillRecord(self.elapsed(), victim.executor_id, victim.pid, sig, rank, delivered="callback")
-            log.info("gave a notice to executor %s (pid %d) at %.2f s", victim.executor_id, victim.pid, record.t)
-            with self._lock:
-                self._records.append(record)
-            return
-        try:
-            psutil.Process(victim.pid).send_signal(sig)
-        except psutil.NoSuchProcess:
-            log.info("executor %s (pid %d) was already gone", victim.executor_id, victim.pid)
-            return
-        record = KillRecord(self.elapsed(), victim.executor_id, victim.pid, sig, rank)
-        log.info("sent %s to executor %s (pid %d) at %.2f s", sig.name, victim.executor_id, victim.pid, record.t)
+            delivered, what = "callback", "gave a notice to"
+        elif sig == signals.SIGPWR and self.notice is not None and signal_would_terminate(victim.pid, sig):
+            # A replacement JVM still starting: the notice is lost on it, as on a VM whose agent is
+            # not up yet, and its kill comes at the deadline (SIGPWR would have killed it at once).
+            delivered, what = "missed", "could not give a notice (no SIGPWR handler yet) to"
+        else:
+            try:
+                psutil.Process(victim.pid).send_signal(sig)
+            except psutil.NoSuchProcess:
+                log.info("executor %s (pid %d) was already gone", victim.executor_id, victim.pid)
+                return
+            delivered, what = "signal", f"sent {sig.name} to"
+        record = KillRecord(self.elapsed(), victim.executor_id, victim.pid, sig, rank, delivered=delivered)
+        log.info("%s executor %s (pid %d) at %.2f s", what, victim.executor_id, victim.pid, record.t)
         with self._lock:
             self._records.append(record)
 

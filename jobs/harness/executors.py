@@ -59,3 +59,20 @@ def find_executors(driver_pid: int) -> list[ExecutorProcess]:
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
     return sorted(found, key=lambda e: (e.started, _id_key(e.executor_id)))
+
+
+def signal_would_terminate(pid: int, signum: int) -> bool:
+    """``signum`` would end process ``pid``: it neither catches nor ignores it (Linux ``/proc``).
+
+    A JVM installs its SIGPWR handler (Spark's decommissioning, trspark's notice watcher) some
+    time after it started, so a notice sent too early kills it on the spot: a cloud's notice
+    never does that. psutil does not expose the signal masks, hence the read of ``status``.
+    False when the process is gone.
+    """
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            masks = dict(line.rstrip("\n").split(":\t", 1) for line in status if line.startswith(("SigCgt", "SigIgn")))
+    except (OSError, ValueError):
+        return False
+    handled = int(masks.get("SigCgt", "0"), 16) | int(masks.get("SigIgn", "0"), 16)
+    return not handled & (1 << (signum - 1))
