@@ -179,8 +179,10 @@ def test_an_idle_noticed_executor_is_released_once_no_task_fits_and_replaced(
         live: tuple[Any, NoticeServer, Path]) -> None:
     """Nothing left to do once no task fits before its deadline: the engine lets it go then (about
     one mean task time before the deadline, at the next tick), and the worker starts its
-    replacement; nobody kills it."""
-    spark, _, _ = live
+    replacement; nobody kills it. The engine counts it gone from its release, before the
+    deadline, however late Spark reports the loss (standalone: up to 5 s), and hears of it once."""
+    spark, _, tmp = live
+    events = _trace_from_now(tmp / TRACE)
     sc = spark.sparkContext
     status = sc._jvm.org.apache.spark.trspark.TRStatus
     driver = sc._gateway.proc.pid
@@ -190,11 +192,19 @@ def test_an_idle_noticed_executor_is_released_once_no_task_fits_and_replaced(
     before, others = status.stat("executors_released"), {e.executor_id for e in find_executors(driver)} - {victim.executor_id}
     os.kill(victim.pid, signal.SIGPWR)  # a notice with a WINDOW s deadline; nobody kills it
     wait_for(lambda: status.stat("executors_released") == before + 1, timeout=WINDOW + 5.0, what="the release")
+
+    def lost() -> list[dict[str, Any]]:
+        return [e for e in events() if e["type"] == "ExecutorLost" and e["executor_id"] == victim.executor_id]
+
+    wait_for(lost, what="the engine told of the release")
+    notice = next(e for e in events() if e["type"] == "ExecutorNotice" and e["executor_id"] == victim.executor_id)
+    assert lost()[0]["reason"] == "released" and lost()[0]["time"] <= notice["deadline"]
     wait_for(lambda: victim.executor_id not in {e.executor_id for e in find_executors(driver)}, timeout=60.0,
              what="the released executor's exit")
     wait_for(lambda: len({e.executor_id for e in find_executors(driver)} - others - {victim.executor_id}) == 1,
              timeout=90.0, what="the replacement")
     assert sc.parallelize(range(6), 6).map(lambda x: x * 2).sum() == 30
+    assert len(lost()) == 1
 
 
 @pytest.mark.spark

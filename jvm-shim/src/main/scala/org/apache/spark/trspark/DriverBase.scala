@@ -36,6 +36,12 @@ abstract class DriverBase extends DriverPlugin with Logging {
     "duplicates_launched" -> 0L, "duplicates_killed" -> 0L, "executors_released" -> 0L, "internal_errors" -> 0L)
   /** Executors let go on the engine's `ReleaseExecutor` (their loss is reported as `released`). */
   protected val released = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
+  /**
+   * Released executors whose loss the engine heard of at their release. Spark reports it later
+   * (standalone waits up to `spark.standalone.executorRemoveDelayOnDisconnection`, 5 s, for the
+   * master's reason), and that report is not sent again.
+   */
+  protected val lossSent = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
 
   /** Metrics, event-log records and the UI tab (TRMetrics.scala). */
   def obs: TRObserver

@@ -101,6 +101,10 @@ trait EngineCommands extends OutputLoss {
       // now: a killed JVM takes a while to shut down, and until the driver hears of the loss
       // a reader could be sent to it, or to a peer copy on another executor that is leaving
       // too (measured: a stage failed 4 times re-pointing between two released executors).
+      // The engine hears of it now too, as the simulator tells it: its lifetime and the peers it
+      // may copy to must not wait for Spark's report.
+      emit(event("ExecutorLost").put("executor_id", id).put("reason", "released"))
+      lossSent.add(id)
       outputsLost(id, "released", dead = true)
       tracker.incrementEpoch()
       // killExecutors waits for the cluster manager's answer: not on the bridge's reader thread.

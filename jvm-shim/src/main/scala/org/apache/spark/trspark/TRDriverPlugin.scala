@@ -42,6 +42,9 @@ class TRDriverPlugin extends EngineCommands {
   /** True when `executorId` left because the engine released it (see the `ReleaseExecutor` command). */
   def wasReleased(executorId: String): Boolean = released.contains(executorId)
 
+  /** True when the engine was told of `executorId`'s loss already, at its release. */
+  def lossReported(executorId: String): Boolean = lossSent.contains(executorId)
+
   // ------------------------------------------------------------------------------------------
   // Plugin life cycle
   // ------------------------------------------------------------------------------------------

@@ -38,7 +38,9 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
 
   override def onExecutorRemoved(removed: SparkListenerExecutorRemoved): Unit = guarded {
     val reason = if (plugin.wasReleased(removed.executorId)) "released" else TRListener.lossKind(removed.reason)
-    plugin.emit(ev("ExecutorLost").put("executor_id", removed.executorId).put("reason", reason))
+    if (!plugin.lossReported(removed.executorId)) {
+      plugin.emit(ev("ExecutorLost").put("executor_id", removed.executorId).put("reason", reason))
+    }
     plugin.obs.post(TRExecutorEnded(removed.time, removed.executorId, reason))
     plugin.outputsLost(removed.executorId, "executor lost", dead = true)
     plugin.pools.removed(removed.executorId)
