@@ -82,17 +82,23 @@ def test_a_released_executor_is_billed_until_its_release_not_until_spark_lists_i
         {"Event": "SparkListenerApplicationStart", "Timestamp": 1_000, "App Name": "a", "App ID": "app-1"},
         {"Event": "SparkListenerExecutorAdded", "Timestamp": 2_000, "Executor ID": "1"},
         {"Event": "SparkListenerExecutorAdded", "Timestamp": 2_000, "Executor ID": "2"},
-        {"Event": "org.apache.spark.trspark.TRExecutorRelease", "time": 11_000, "executorId": "1", "reason": "drained"},
+        {"Event": "SparkListenerExecutorAdded", "Timestamp": 2_000, "Executor ID": "3"},
+        {"Event": "org.apache.spark.trspark.TRExecutorRelease", "time": 11_000, "executorId": "1", "reason": "notice"},
+        # An idle release that Spark refused: the executor took a task and lived on.
+        {"Event": "org.apache.spark.trspark.TRExecutorRelease", "time": 11_000, "executorId": "3", "reason": "idle"},
         {"Event": "SparkListenerExecutorRemoved", "Timestamp": 16_000, "Executor ID": "1",
          "Removed Reason": "Executor killed by driver."},
+        {"Event": "org.apache.spark.trspark.TRExecutorEnded", "time": 16_000, "executorId": "1", "reason": "released"},
         {"Event": "SparkListenerExecutorRemoved", "Timestamp": 16_000, "Executor ID": "2", "Removed Reason": "lost"},
+        {"Event": "SparkListenerExecutorRemoved", "Timestamp": 18_000, "Executor ID": "3", "Removed Reason": "lost"},
+        {"Event": "org.apache.spark.trspark.TRExecutorEnded", "time": 18_000, "executorId": "3", "reason": "evicted"},
         {"Event": "SparkListenerApplicationEnd", "Timestamp": 21_000},
     ]
     summary = summarize_events(events, prices={"default": 3600.0})
     assert (summary.executors["1"].start, summary.executors["1"].end) == (1.0, 10.0)
     assert summary.executors["2"].end == 15.0  # never released: until Spark removed it
-    assert summary.releases == 1
-    assert summary.cost() == pytest.approx(9.0 + 14.0)
+    assert summary.executors["3"].end == 17.0
+    assert summary.cost() == pytest.approx(9.0 + 14.0 + 16.0)
 
 @pytest.mark.parametrize("codec", ["plain", "lz4", "zstd", "gzip"])
 def test_a_single_file_log_in_each_codec_reads_like_the_rolling_one(codec: str, tmp_path: Path) -> None:

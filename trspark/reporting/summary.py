@@ -226,7 +226,8 @@ class _Builder:
         for ex in s.executors.values():
             # A released executor's process is gone at its release; Spark may list it for a few
             # seconds more (standalone waits before it reports an executor lost that disconnected).
-            if ex.end is not None and ex.executor_id in self.released_at:
+            # An idle release Spark refused (the executor took a task) ends it later, not "released".
+            if ex.end is not None and ex.reason == "released" and ex.executor_id in self.released_at:
                 ex.end = min(ex.end, self.released_at[ex.executor_id])
             ex.start -= t0
             ex.end = None if ex.end is None else ex.end - t0
