@@ -80,7 +80,9 @@ class App(Cluster):
         super().kill(executor_id)
 
     def executor_metrics(self) -> dict[str, int]:
-        """The executors' metrics summed, once every live executor reported after this call."""
+        """The executors' metrics summed, once the last kill's replacement is up and every live
+        executor reported after this call."""
+        wait_for(lambda: len(self.alive()) >= EXECUTORS, what="a full cluster")
         since = time.time()
 
         def reported() -> bool:
