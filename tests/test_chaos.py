@@ -222,7 +222,6 @@ def test_notice_sends_sigpwr_then_sigkill_after_the_notice(cluster: FakeCluster)
     assert injector.kills_by(9.9) == 0 and injector.kills_by(10.0) == 1
 
 
-
 def test_a_notice_is_not_sent_to_a_jvm_that_the_signal_would_kill_and_its_kill_still_comes(cluster: FakeCluster) -> None:
     # "0" has no SIGPWR handler yet (a JVM still starting); "1" has one and takes the notice.
     starting = cluster.add("0")
@@ -256,6 +255,7 @@ def test_signal_would_terminate_reads_the_masks_of_the_process() -> None:
         ignoring.kill()
         ignoring.wait(TIMEOUT)
     assert not signal_would_terminate(ignoring.pid, signal.SIGPWR)  # gone
+
 
 def test_finish_notices_kills_noticed_executors_at_their_deadline_after_stop(cluster: FakeCluster) -> None:
     procs = []
