@@ -126,6 +126,23 @@ def test_consumers_safe_once_reader_outputs_are_on_remote() -> None:
     assert state.consumers_safe(0)
 
 
+def test_a_sql_querys_shuffle_stays_needed_until_the_query_ends() -> None:
+    """A later query stage of the same query can read the shuffle again (a reused exchange)."""
+    state = _state(
+        add_executors(["a"], cores=1),
+        [JobSubmitted(time=0.0, job_id=0, stage_ids=(0, 1), num_tasks=(1, 1), shuffle_ids=(0, 1),
+                      parents=((), (0,)), sql_execution=7)],
+        [map_stage(0, 1, 0), map_stage(1, 1, 1, parents=[0], parent_shuffles=[0])],
+        run_task(0, 0, "a", start=0.0, seconds=1.0, write=MB, shuffle_id=0),
+        run_task(1, 0, "a", start=1.0, seconds=1.0, write=MB, shuffle_id=1),
+        [BlockBackedUp(time=3.0, shuffle_id=1, map_index=0, target=REMOTE, bytes=MB),
+         StageCompleted(time=3.0, stage_id=1), JobEnded(time=3.0, job_id=0)],
+    )
+    assert not state.consumers_safe(0)
+    state.apply(ShuffleConsumed(time=4.0, shuffle_id=0))  # the query ended
+    assert state.consumers_safe(0)
+
+
 def test_resubmitted_attempt_runs_only_missing_partitions() -> None:
     state = _two_stage_job()
     state.apply(StageSubmitted(time=9.0, stage_id=0, num_tasks=2, shuffle_id=0, attempt=1, pending_partitions=(0,)))

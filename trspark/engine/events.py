@@ -102,6 +102,10 @@ class JobSubmitted:
     num_tasks: tuple[int, ...] = ()
     shuffle_ids: tuple[int | None, ...] = ()
     parents: tuple[tuple[int, ...], ...] = ()
+    sql_execution: int | None = None
+    """The Spark SQL query this job belongs to, or None. Adaptive execution runs each query stage
+    as a job of its own, and a later job of the query can read one of its shuffles again (a
+    reused exchange): such a shuffle's readers are known only when the query ends."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,9 @@ class JobRecords:
         self.shuffle_readers: dict[int, set[int]] = {}
         """shuffle id -> stages that read it."""
         self.consumed_shuffles: set[int] = set()
+        self.open_shuffles: set[int] = set()
+        """Shuffles of a running SQL query: a later query stage may still read them, until the
+        driver reports them consumed (at the query's end)."""
         self._readers_done: set[int] = set()
         """Shuffles a driver said were consumed (their readers finished) while a reader's own
         output is still needed: consumed once it is (see :meth:`_shuffle_consumed`)."""
@@ -148,12 +151,13 @@ class JobRecords:
         """Every reader of ``shuffle_id`` finished and its own outputs are safe (paper §2.3).
 
         Then the shuffle's blocks are no longer needed for any re-computation: lost reader
-        outputs come back from their backups, not by re-running the readers.
+        outputs come back from their backups, not by re-running the readers. A shuffle of a
+        running SQL query (:attr:`open_shuffles`) may still get readers, so it stays needed.
         """
         if shuffle_id in self.consumed_shuffles:
             return True
         readers = self.reader_stages(shuffle_id)
-        if not readers:
+        if not readers or shuffle_id in self.open_shuffles:
             return False
         for stage in readers:
             if stage.unfinished > 0:

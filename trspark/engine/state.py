@@ -153,6 +153,8 @@ class JobState(JobRecords):
 
     def _job_submitted(self, e: JobSubmitted) -> None:
         self.job_stages[e.job_id] = tuple(e.stage_ids)
+        if e.sql_execution is not None:
+            self.open_shuffles.update(s for s in e.shuffle_ids if s is not None and s not in self.consumed_shuffles)
         for stage_id, tasks, shuffle, parents in zip(e.stage_ids, e.num_tasks, e.shuffle_ids, e.parents, strict=True):
             self.planned[stage_id] = PlannedStage(stage_id, tasks, shuffle, tuple(parents))
         for stage in (self.planned[s] for s in e.stage_ids):
@@ -312,12 +314,14 @@ class JobState(JobRecords):
         A reader whose own output is lost later is re-run by Spark, and reads this shuffle again:
         so a shuffle stays needed until each reader stage that writes a shuffle has had that
         shuffle consumed in turn (the simulator's rule, and paper §2.3's "no longer needed").
-        The live shim reports a shuffle at its readers' end; with adaptive execution a query
-        stage's output is read by a later job, so its inputs must wait for that job: consumed
-        at once, their backups would go and a lost output would re-run the whole lineage.
-        Consuming a shuffle may consume the parents that waited on it.
+        The live shim reports a plain job's shuffle at its readers' end, and a SQL query's
+        shuffles at the query's end (a later query stage can read one again). With adaptive
+        execution a query stage's output is read by a later job, so its inputs must wait for
+        that job: consumed at once, their backups would go and a lost output would re-run the
+        whole lineage. Consuming a shuffle may consume the parents that waited on it.
         """
         self._readers_done.add(e.shuffle_id)
+        self.open_shuffles.discard(e.shuffle_id)
         pending = [e.shuffle_id]
         while pending:
             shuffle = pending.pop()

@@ -20,6 +20,8 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
   private val consumed = mutable.HashSet.empty[Int]
   /** Spark SQL execution id -> the shuffles its jobs write (in the order the jobs started). */
   private val shufflesOfExecution = mutable.HashMap.empty[Long, mutable.ArrayBuffer[Int]]
+  /** Shuffles of a running SQL query: consumed only when the query ends (see [[onJobStart]]). */
+  private val sqlShuffles = mutable.HashSet.empty[Int]
 
   private def ev(kind: String) = plugin.event(kind)
 
@@ -51,21 +53,24 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
     val reads = for (s <- job.stageInfos; parent <- s.parentIds; shuffle <- shuffleOfStage.get(parent))
       yield (shuffle, s.stageId)
     reads.foreach { case (shuffle, stage) => readers.getOrElseUpdate(shuffle, mutable.Set.empty) += stage }
-    // Only the shuffles some stage of this job reads are consumed when it ends. A map-stage job
-    // (Spark SQL's adaptive execution runs each query stage as one) writes a shuffle that the
-    // *next* job reads: marking it consumed here dropped its backups before it was read.
-    shufflesOfJob(job.jobId) = reads.map(_._1).distinct
-    // The engine keeps a shuffle needed while a reader's own output is unread (a lost one is
-    // re-made from it). A query stage's output that no later job reads (adaptive execution
-    // re-planned, e.g. to a broadcast join) would keep its inputs needed for good: the query's
-    // end settles them all.
-    for (props <- Option(job.properties); id <- Option(props.getProperty("spark.sql.execution.id"))) {
-      shufflesOfExecution.getOrElseUpdate(id.toLong, mutable.ArrayBuffer.empty[Int]) ++=
-        job.stageInfos.flatMap(_.shuffleDepId)
+    val execution = Option(job.properties).flatMap(p => Option(p.getProperty("spark.sql.execution.id"))).map(_.toLong)
+    // A plain job's shuffles are consumed when the stages that read them end, or the job does.
+    // A SQL query's are consumed only when the query ends: adaptive execution runs each query
+    // stage as a job of its own, and a later job can read a shuffle again (a reused exchange),
+    // so "its readers ended" came too early and dropped backups that job still needed.
+    shufflesOfJob(job.jobId) = if (execution.isDefined) Seq.empty else reads.map(_._1).distinct
+    for (id <- execution) {
+      val written = job.stageInfos.flatMap(_.shuffleDepId)
+      shufflesOfExecution.getOrElseUpdate(id, mutable.ArrayBuffer.empty[Int]) ++= written
+      sqlShuffles ++= written.filterNot(consumed)
     }
     // The whole graph: Spark submits a stage only when its parents' outputs exist, so this is the
     // engine's only way to know who will read a shuffle still being written (its need horizon).
     val node = ev("JobSubmitted").put("job_id", job.jobId)
+    execution match {
+      case Some(id) => node.put("sql_execution", id)
+      case None => node.putNull("sql_execution")
+    }
     val (ids, tasks, shuffles, parents) =
       (node.putArray("stage_ids"), node.putArray("num_tasks"), node.putArray("shuffle_ids"), node.putArray("parents"))
     job.stageInfos.foreach { s =>
@@ -141,7 +146,7 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
     if (!failed) for (parent <- s.parentIds; shuffle <- shuffleOfStage.get(parent)) {
       readers.get(shuffle).foreach { stages =>
         stages -= s.stageId
-        if (stages.isEmpty) markConsumed(shuffle)
+        if (stages.isEmpty && !sqlShuffles(shuffle)) markConsumed(shuffle)
       }
     }
   }
@@ -160,6 +165,7 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
 
   private def markConsumed(shuffle: Int): Unit = if (consumed.add(shuffle)) {
     readers.remove(shuffle)
+    sqlShuffles.remove(shuffle)
     plugin.emit(ev("ShuffleConsumed").put("shuffle_id", shuffle))
   }
 }
