@@ -171,10 +171,17 @@ def test_replacements_are_warmed_after_any_kill_during_or_after_the_run(
         def tasks_recomputed(self, group: str) -> int:
             return 0
 
+    class Count:  # both executors registered and alive, none gone still listed
+        def __call__(self) -> int:
+            return 2
+
+        def settled(self) -> bool:
+            return True
+
     s = BenchSettings(sf=1, queries=("q3",), policies=("always", "tr"), out=tmp_path / "r.csv", executors=2, notice=5.0)
     ctx = runner._Context(s, {"q3": load("q3")}, {})
-    row = runner._run_once(ctx, spark=type("Spark", (), {"sparkContext": None})(), api=Api(), count=lambda: 2,
-                           policy=policy, scenario="evicted", query=load("q3"), r=0)
+    row = runner._run_once(ctx, spark=type("Spark", (), {"sparkContext": None})(), api=Api(),
+                           count=Count(), policy=policy, scenario="evicted", query=load("q3"), r=0)
     assert row.executors_killed == during  # a kill after the run's end is not the run's
     # Every policy makes the kills due within the notice window after the end (noticed ones at their deadlines).
     assert injector.window == 5.0

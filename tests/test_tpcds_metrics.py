@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from jobs.tpcds.metrics import CapacityMeter, recomputed_in_stage
+from jobs.tpcds.metrics import CapacityMeter, executor_count, recomputed_in_stage
 
 
 def task(partition: int, status: str = "SUCCESS") -> dict[str, object]:
@@ -56,3 +56,37 @@ def test_capacity_meter_counts_nothing_when_all_are_there() -> None:
         while meter.samples < 10:
             time.sleep(0.01)
     assert meter.lost_seconds == 0.0
+
+
+class _Driver:
+    """What ``ExecutorCount`` reads of a SparkContext: ``sc._jsc.sc().getExecutorIds().mkString(",")``."""
+
+    def __init__(self, registered: list[str]) -> None:
+        self.registered = registered
+        self._jsc = self
+
+    def sc(self) -> _Driver:
+        return self
+
+    def getExecutorIds(self) -> _Driver:  # noqa: N802 (Spark's name)
+        return self
+
+    def mkString(self, sep: str) -> str:  # noqa: N802 (Scala's name)
+        return sep.join(self.registered)
+
+
+def test_an_executor_still_listed_after_its_jvm_went_is_not_counted_and_unsettles_the_cluster(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    import jobs.harness.executors
+
+    jvms = ["0", "1", "3"]  # executor 2 was released: its JVM is gone, the driver still lists it
+    monkeypatch.setattr(jobs.harness.executors, "find_executors",
+                        lambda pid: [SimpleNamespace(executor_id=e) for e in jvms])
+    driver = _Driver(["0", "1", "2", "3"])
+    count = executor_count(driver, driver_pid=1)  # type: ignore[arg-type]
+    assert count() == 3 and not count.settled()
+    driver.registered.remove("2")  # the driver dropped it
+    assert count() == 3 and count.settled()
+    assert executor_count(driver).settled()  # no driver process to look at: nothing to wait for

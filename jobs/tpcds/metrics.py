@@ -139,7 +139,7 @@ def executor_ids(sc: SparkContext) -> Callable[[], set[str]]:
     return ids
 
 
-def executor_count(sc: SparkContext, driver_pid: int | None = None) -> Callable[[], int]:
+class ExecutorCount:
     """A callable giving the executors registered with the driver (the driver itself excluded).
 
     With ``driver_pid`` (a local-cluster whose executor JVMs descend from the driver), only the
@@ -148,17 +148,38 @@ def executor_count(sc: SparkContext, driver_pid: int | None = None) -> Callable[
     one released or decommissioned on a notice --, and a run must not start on that count: its
     replacement would still be starting, exposed to the next kill before it ever registered.
     """
-    registered_ids = executor_ids(sc)
 
-    def count() -> int:
-        registered = registered_ids()
-        if driver_pid is None:
-            return len(registered)
+    def __init__(self, sc: SparkContext, driver_pid: int | None = None) -> None:
+        self._registered = executor_ids(sc)
+        self._driver_pid = driver_pid
+
+    def _alive(self) -> set[str]:
         from jobs.harness.executors import find_executors
 
-        return len(registered & {e.executor_id for e in find_executors(driver_pid)})
+        assert self._driver_pid is not None
+        return {e.executor_id for e in find_executors(self._driver_pid)}
 
-    return count
+    def __call__(self) -> int:
+        registered = self._registered()
+        if self._driver_pid is None:
+            return len(registered)
+        return len(registered & self._alive())
+
+    def settled(self) -> bool:
+        """No executor the driver still lists has a JVM that has gone (always True without ``driver_pid``).
+
+        Until the driver drops such an executor its core still counts in Spark's default
+        parallelism, so a query started then is split into more tasks than on a settled
+        cluster: a run after a release would not meet the same plan as one after a kill.
+        """
+        if self._driver_pid is None:
+            return True
+        return self._registered() <= self._alive()
+
+
+def executor_count(sc: SparkContext, driver_pid: int | None = None) -> ExecutorCount:
+    """:class:`ExecutorCount` of ``sc`` (with ``driver_pid``: only executors whose JVM is alive)."""
+    return ExecutorCount(sc, driver_pid)
 
 
 #: trspark's metrics (the driver's ``trspark`` metrics source, read with ``trspark.status``) -> CSV

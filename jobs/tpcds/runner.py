@@ -73,11 +73,12 @@ class _Context:
     schedules: dict[tuple[str, int], Schedule] = field(default_factory=dict)
 
 
-def wait_for_executors(count: Callable[[], int], expected: int, timeout: float = 180.0) -> bool:
-    """Block until ``expected`` executors are registered (replacements take 7-17 s here)."""
+def wait_for_executors(count: Callable[[], int], expected: int, timeout: float = 180.0,
+                       settled: Callable[[], bool] = lambda: True) -> bool:
+    """Block until ``expected`` executors are registered (replacements take 7-17 s here) and ``settled()``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if count() >= expected:
+        if count() >= expected and settled():
             return True
         time.sleep(0.25)
     return False
@@ -302,12 +303,13 @@ def _plugin_options(ctx: _Context, policy: str) -> dict[str, Any]:
     return {**options, "lifetime": f"exponential:mean={s.stability * statistics.median(stable):.6g}"}
 
 
-def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count: Callable[[], int],
+def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count: metrics.ExecutorCount,
               policy: str, scenario: str, query: Query, r: int, *, last: bool = False) -> RunRow:
     """One recorded run; ``last``: the session's final run (no re-warming after it, nothing follows)."""
     s = ctx.settings
-    if s.master is None and not wait_for_executors(count, s.executors):
-        log.warning("only %d of %d executors registered before %s", count(), s.executors, query.name)
+    if s.master is None and not wait_for_executors(count, s.executors, settled=count.settled):
+        log.warning("only %d of %d executors registered (or a gone one still listed) before %s", count(),
+                    s.executors, query.name)
     group = f"{policy}-{scenario}-{query.name}-{r}-{time.monotonic_ns()}"
     injector = _injector(ctx, spark, policy, query.name, r) if scenario == "evicted" else None
     before = metrics.plugin_counters(spark.sparkContext)
@@ -344,7 +346,7 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
     if (kills or killed_after) and s.rewarm and s.master is None and not last:
         # Replacements are cold JVMs (first pass 1.5-2.3x slower here): warm them before measuring
         # on, those of the kills past the run's end too.
-        wait_for_executors(count, s.executors)
+        wait_for_executors(count, s.executors, settled=count.settled)
         execute(spark, query, f"rewarm-{group}", s.time_cap)
     return row
 
