@@ -1,7 +1,8 @@
 """A Spark SQL query's shuffles on ``local-trcluster``: adaptive execution runs each query stage as
 a job of its own, and a later job of the query reads a shuffle again (a reused exchange). The
-engine must hear such a shuffle consumed only when the query ends: heard earlier, it dropped
-the shuffle's backups and let a noticed executor go with outputs the next job read."""
+engine must hear such a shuffle consumed only when the query ends: heard earlier, it took
+outputs a later job read as no longer needed, let a noticed executor go with them, and Spark
+re-ran their tasks."""
 
 from __future__ import annotations
 
