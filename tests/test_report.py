@@ -99,6 +99,7 @@ def test_a_released_executor_is_billed_until_its_release_not_until_spark_lists_i
     assert summary.executors["2"].end == 15.0  # never released: until Spark removed it
     assert summary.executors["3"].end == 17.0
     assert summary.cost() == pytest.approx(9.0 + 14.0 + 16.0)
+    assert summary.releases == 1  # the refused idle release is not counted
 
 @pytest.mark.parametrize("codec", ["plain", "lz4", "zstd", "gzip"])
 def test_a_single_file_log_in_each_codec_reads_like_the_rolling_one(codec: str, tmp_path: Path) -> None:

@@ -50,6 +50,7 @@ class Summary:
     recomputed_tasks: int = 0
     recomputed_task_seconds: float = 0.0
     releases: int = 0
+    """Executors trspark released that did leave (an idle release Spark refused is not one)."""
     stage_resubmissions: int = 0
     """Stage attempts after the first (a stage re-run after a lost map output)."""
     belt_firings: int = 0
@@ -184,7 +185,6 @@ class _Builder:
         self.s.outputs_lost += len(e["lostMapIds"])
 
     def _on_TRExecutorRelease(self, e: dict[str, Any]) -> None:
-        self.s.releases += 1
         self.released_at.setdefault(e["executorId"], self.t(e["time"]))
 
     def _on_TRSafetyBelt(self, e: dict[str, Any]) -> None:
@@ -227,8 +227,10 @@ class _Builder:
             # A released executor's process is gone at its release; Spark may list it for a few
             # seconds more (standalone waits before it reports an executor lost that disconnected).
             # An idle release Spark refused (the executor took a task) ends it later, not "released".
-            if ex.end is not None and ex.reason == "released" and ex.executor_id in self.released_at:
-                ex.end = min(ex.end, self.released_at[ex.executor_id])
+            if ex.reason == "released" and ex.executor_id in self.released_at:
+                s.releases += 1
+                if ex.end is not None:
+                    ex.end = min(ex.end, self.released_at[ex.executor_id])
             ex.start -= t0
             ex.end = None if ex.end is None else ex.end - t0
         s.stages = [(i, name, a - t0, b - t0) for i, name, a, b in s.stages]
