@@ -40,7 +40,6 @@ import signal
 import statistics
 import threading
 import time
-from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,12 +72,11 @@ class _Context:
     schedules: dict[tuple[str, int], Schedule] = field(default_factory=dict)
 
 
-def wait_for_executors(count: Callable[[], int], expected: int, timeout: float = 180.0,
-                       settled: Callable[[], bool] = lambda: True) -> bool:
-    """Block until ``expected`` executors are registered (replacements take 7-17 s here) and ``settled()``."""
+def wait_for_executors(count: metrics.ExecutorCount, expected: int, timeout: float = 180.0) -> bool:
+    """Block until ``expected`` executors are registered (replacements take 7-17 s here) and ``count`` is settled."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if count() >= expected and settled():
+        if count() >= expected and count.settled():
             return True
         time.sleep(0.25)
     return False
@@ -307,7 +305,7 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
               policy: str, scenario: str, query: Query, r: int, *, last: bool = False) -> RunRow:
     """One recorded run; ``last``: the session's final run (no re-warming after it, nothing follows)."""
     s = ctx.settings
-    if s.master is None and not wait_for_executors(count, s.executors, settled=count.settled):
+    if s.master is None and not wait_for_executors(count, s.executors):
         log.warning("only %d of %d executors registered (or a gone one still listed) before %s", count(),
                     s.executors, query.name)
     group = f"{policy}-{scenario}-{query.name}-{r}-{time.monotonic_ns()}"
@@ -346,7 +344,7 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
     if (kills or killed_after) and s.rewarm and s.master is None and not last:
         # Replacements are cold JVMs (first pass 1.5-2.3x slower here): warm them before measuring
         # on, those of the kills past the run's end too.
-        wait_for_executors(count, s.executors, settled=count.settled)
+        wait_for_executors(count, s.executors)
         execute(spark, query, f"rewarm-{group}", s.time_cap)
     return row
 
