@@ -66,6 +66,22 @@ def test_summary_agrees_with_the_metrics_of_the_same_run() -> None:
     assert summary.recomputed_tasks == metrics["map_tasks_rerun"]
 
 
+def test_only_outputs_a_later_or_running_job_reads_count_as_re_runs_avoided_or_recomputed() -> None:
+    # The run kills an executor after each pair of jobs. Job 1 re-reads job 0's shuffle (it skips
+    # the stage): the one output restored before it saved a re-run. The later restores are of
+    # that shuffle too, after job 1 ended, and no job reads it again: they saved nothing. Job 5
+    # re-reads job 4's shuffle, whose three lost outputs it recomputed.
+    events = list(read_events(LOG))
+    first_restore = next(e for e in events if e["Event"].endswith("TRRestore"))
+    (restored_id,) = first_restore["restoredMapIds"]
+    task = next(e["Task Info"] for e in events
+                if e["Event"] == "SparkListenerTaskEnd" and e["Task Info"]["Task ID"] == restored_id)
+    summary = summarize_events(events)
+    assert summary.outputs_restored == 6 and summary.outputs_restored_read == 1
+    assert summary.rerun_avoided_task_seconds == pytest.approx((task["Finish Time"] - task["Launch Time"]) / 1000)
+    assert summary.outputs_lost_read == summary.outputs_lost == summary.recomputed_tasks == 3
+
+
 def test_prices_add_the_cost_of_each_pools_executor_hours() -> None:
     summary = summarize(LOG, prices={"default": 0.5})
     hours = summary.vm_hours()

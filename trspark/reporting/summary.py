@@ -46,7 +46,12 @@ class Summary:
     restores: list[tuple[float, str, int]] = field(default_factory=list)
     """(time, lost executor, outputs re-pointed to a copy)."""
     outputs_lost: int = 0
+    outputs_restored_read: int = 0
+    """Restored outputs that a job running at the loss, or a later one, reads (its stages list the output's)."""
+    outputs_lost_read: int = 0
+    """Outputs lost without a copy that such a job reads: the ones Spark had to recompute."""
     rerun_avoided_task_seconds: float = 0.0
+    """Run time (task-s) of the restored outputs that were read again."""
     recomputed_tasks: int = 0
     recomputed_task_seconds: float = 0.0
     releases: int = 0
@@ -105,9 +110,9 @@ class Summary:
             ("notices", str(len(self.notices))),
             ("map outputs backed up", f"{len(self.backups)} ({self.backups_failed} failed)"),
             ("bytes backed up", f"{peers + remote} ({peers} to peers, {remote} to the remote store)"),
-            ("outputs restored from backups", str(self.outputs_restored)),
+            ("outputs restored from backups", f"{self.outputs_restored} ({self.outputs_restored_read} read again)"),
             ("re-runs avoided", f"{self.rerun_avoided_task_seconds:.2f} task-s"),
-            ("outputs lost without a copy", str(self.outputs_lost)),
+            ("outputs lost without a copy", f"{self.outputs_lost} ({self.outputs_lost_read} read again)"),
             ("recomputation", f"{self.recomputed_tasks} map tasks, {self.recomputed_task_seconds:.2f} task-s"),
             ("safety belt firings", str(self.belt_firings)),
             ("engine fallbacks", str(self.fallbacks)),
@@ -130,7 +135,14 @@ class _Builder:
         self.start: float | None = None
         self.end = 0.0
         self.task_seconds: dict[int, float] = {}
-        self.restored_ids: set[int] = set()
+        self.task_key: dict[int, int] = {}
+        self.losses: list[tuple[float, list[int], list[int]]] = []
+        """(time, restored map ids, lost map ids) of each TRRestore."""
+        self.last_read: dict[int, float] = {}
+        """Stage key -> when the last job listing a stage with that key ended (inf: never ended)."""
+        self.job_keys: dict[int, set[int]] = {}
+        self.readers: dict[int, int] = defaultdict(int)
+        """Stage key -> running jobs that list it."""
         self.stage_key: dict[int, int] = {}
         self.map_done: set[tuple[int, int]] = set()
         self.submitted: dict[tuple[int, int], float] = {}
@@ -181,8 +193,8 @@ class _Builder:
 
     def _on_TRRestore(self, e: dict[str, Any]) -> None:
         self.s.restores.append((self.t(e["time"]), e["executorId"], len(e["restoredMapIds"])))
-        self.restored_ids.update(int(i) for i in e["restoredMapIds"])
         self.s.outputs_lost += len(e["lostMapIds"])
+        self.losses.append((self.t(e["time"]), [int(i) for i in e["restoredMapIds"]], [int(i) for i in e["lostMapIds"]]))
 
     def _on_TRExecutorRelease(self, e: dict[str, Any]) -> None:
         self.released_at.setdefault(e["executorId"], self.t(e["time"]))
@@ -193,13 +205,26 @@ class _Builder:
     def _on_TRFallback(self, e: dict[str, Any]) -> None:
         self.s.fallbacks += 1
 
+    def _on_SparkListenerJobStart(self, e: dict[str, Any]) -> None:
+        # A job lists the stages it skips too: a later job (or a later query stage of the same SQL
+        # query, through a reused exchange) that reads an earlier shuffle lists its stage's key.
+        keys = {_stage_key(info) for info in e.get("Stage Infos", [])}
+        self.job_keys[e["Job ID"]] = keys
+        for key in keys:
+            self.readers[key] += 1
+            self.last_read[key] = float("inf")
+
+    def _on_SparkListenerJobEnd(self, e: dict[str, Any]) -> None:
+        end = self.t(e["Completion Time"])
+        for key in self.job_keys.pop(e["Job ID"], ()):
+            self.readers[key] -= 1
+            if not self.readers[key]:  # concurrent jobs: read until the last of them ends
+                self.last_read[key] = end
+
     def _on_SparkListenerStageSubmitted(self, e: dict[str, Any]) -> None:
         info = e["Stage Info"]
-        # A stage's own RDD has the highest id of its RDDs; a later stage over the same shuffle
-        # (a re-run after a loss, in a new job) has the same one.
         self.s.stage_resubmissions += info.get("Stage Attempt ID", 0) > 0
-        rdds = [r["RDD ID"] for r in info.get("RDD Info", [])]
-        self.stage_key[info["Stage ID"]] = max(rdds, default=-info["Stage ID"])
+        self.stage_key[info["Stage ID"]] = _stage_key(info)
 
     def _on_SparkListenerStageCompleted(self, e: dict[str, Any]) -> None:
         info = e["Stage Info"]
@@ -212,8 +237,10 @@ class _Builder:
         if e.get("Task Type") != "ShuffleMapTask" or e["Task End Reason"].get("Reason") != "Success":
             return
         seconds = (info["Finish Time"] - info["Launch Time"]) / 1000.0
+        stage_key = self.stage_key.get(e["Stage ID"], -1)
         self.task_seconds[int(info["Task ID"])] = seconds
-        key = (self.stage_key.get(e["Stage ID"], -1), int(info["Index"]))
+        self.task_key[int(info["Task ID"])] = stage_key
+        key = (stage_key, int(info["Index"]))
         if key in self.map_done:
             self.s.recomputed_tasks += 1
             self.s.recomputed_task_seconds += seconds
@@ -241,8 +268,32 @@ class _Builder:
         seen = [0.0] + [ex.end for ex in s.executors.values() if ex.end is not None]
         seen += [end for *_, end in s.stages] + [t for t, *_ in s.backups]
         s.duration = self.end - t0 if self.end else max(seen)
-        self.s.rerun_avoided_task_seconds = sum(self.task_seconds.get(i, 0.0) for i in self.restored_ids)
+        self._count_reads()
         return self.s
+
+    def _count_reads(self) -> None:
+        """Which restored and lost outputs were read again: a job listing their stage ended after the loss.
+
+        An output of a finished query or job that no later job reads cost nothing when it was
+        lost, and its restore saved nothing; the plugin's counters cannot tell (they count at the
+        loss), the whole log can.
+        """
+        def read_again(map_id: int, at: float) -> bool:
+            key = self.task_key.get(map_id)
+            return key is None or self.last_read.get(key, float("-inf")) > at  # unknown writer: assume read
+
+        restored: set[int] = set()
+        for at, restored_ids, lost_ids in self.losses:
+            restored.update(i for i in restored_ids if read_again(i, at))
+            self.s.outputs_lost_read += sum(read_again(i, at) for i in lost_ids)
+        self.s.outputs_restored_read = len(restored)
+        self.s.rerun_avoided_task_seconds = sum(self.task_seconds.get(i, 0.0) for i in restored)
+
+
+def _stage_key(info: dict[str, Any]) -> int:
+    """A stage's own RDD id, the highest of its RDDs: a later stage over the same shuffle (a re-run
+    after a loss, or a stage a later job skips) has the same one."""
+    return int(max((r["RDD ID"] for r in info.get("RDD Info", [])), default=-info["Stage ID"]))
 
 
 def summarize_events(events: Iterable[dict[str, Any]], prices: Mapping[str, float] | None = None) -> Summary:
