@@ -11,10 +11,13 @@ One application serves every case. Its executors carry the test-only system prop
 ``trspark.test.corruptPeerCopy`` (a peer copy's data block is sent with one byte flipped); it
 only matters for the peer case, the other cases copy to the remote store. Their metrics go to
 Spark's ``CsvSink``, where the peers' count of damaged copies is read.
+
+Last, a shuffle that Spark's ``ContextCleaner`` removes takes its remote copies with it.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -145,3 +148,24 @@ def test_a_peer_copy_damaged_in_transit_is_rejected_by_its_checksum(app: App) ->
         assert " is corrupt; " in warnings[0]
     finally:
         app.status.setBuiltin("always", "remote", 0.0)
+
+
+def test_a_shuffle_spark_cleans_up_takes_its_remote_copies_with_it(app: App) -> None:
+    # Spark's ContextCleaner removes a shuffle once nothing references it; always-checkpoint copied
+    # every output of it, and without the cleanup those copies would stay until the application ends.
+    rows = 20000
+    done = app.stat("backups_done")
+    collect = job(app, rows)
+    assert collect() == expected(rows)
+    wait_for(lambda: app.stat("backups_done") >= done + MAPS, what="every map output backed up", timeout=TIMEOUT)
+    shuffle_dir = app.shuffle_files(".data")[0].parent.parent
+    assert len(app.shuffle_files(".data")) == MAPS
+    forgotten = app.stat("outputs_forgotten")
+    del collect  # the job's RDDs, and with them its shuffle dependency
+    gc.collect()
+
+    def cleaned() -> bool:
+        app.sc._jvm.System.gc()  # the cleaner learns of unreachable shuffles from the JVM's collector
+        return not shuffle_dir.exists() and app.stat("outputs_forgotten") >= forgotten + MAPS
+
+    wait_for(cleaned, what=f"{shuffle_dir} deleted and its outputs forgotten", timeout=TIMEOUT)

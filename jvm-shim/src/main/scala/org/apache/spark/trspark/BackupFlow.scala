@@ -212,6 +212,30 @@ trait BackupFlow extends DriverBase {
     }
   }
 
+  /**
+   * Spark's ContextCleaner dropped `shuffleId`, so no job can read it again: forget its outputs,
+   * stop their copies in flight and delete their copies. Backups then hold space only while Spark
+   * keeps the shuffle; otherwise an application that runs for days would keep every output it
+   * ever backed up (always-checkpoint copies all of them) until it stops.
+   */
+  def forgetShuffle(shuffleId: Int): Unit = {
+    val gone = synchronized {
+      val records = ledger.removeShuffle(shuffleId)
+      for (record <- records) {
+        work.get(record.source).foreach(_.removeAll(_.shuffleId == shuffleId))
+        if (record.busy) {
+          cancelAt(record.source, shuffleId, record.mapId)
+          forgetRunning(record) // a copy that still ends reports to no record: not counted, no warning
+        }
+        deletePeerCopies(record)
+      }
+      unchecked.filterInPlace { case ((_, shuffle, _), _) => shuffle != shuffleId }
+      count("outputs_forgotten", records.size.toLong)
+      records
+    }
+    if (gone.exists(_.remote != CopyState.None)) verifier.execute(() => remote.deleteShuffle(shuffleId))
+  }
+
   /** Have `source` stop its handed-out copies of this output (sent with its next [[Work]]). */
   protected def cancelAt(source: String, shuffleId: Int, mapId: Long): Unit =
     cancels.getOrElseUpdate(source, mutable.Buffer.empty) += ((shuffleId, mapId))

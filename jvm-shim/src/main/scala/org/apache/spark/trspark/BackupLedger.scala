@@ -44,6 +44,13 @@ final class BackupLedger {
 
   def remove(shuffleId: Int, mapIndex: Int): Option[OutputRecord] = outputs.remove((shuffleId, mapIndex))
 
+  /** Forget every output of `shuffleId`; returns them. */
+  def removeShuffle(shuffleId: Int): Seq[OutputRecord] = {
+    val gone = outputs.values.filter(_.shuffleId == shuffleId).toSeq
+    gone.foreach(o => outputs.remove((o.shuffleId, o.mapIndex)))
+    gone
+  }
+
   /** Outputs written by, or with a copy on, `executorId`. */
   def touching(executorId: String): Seq[OutputRecord] =
     outputs.values.filter(o => o.source == executorId || o.peers.contains(executorId)).toSeq

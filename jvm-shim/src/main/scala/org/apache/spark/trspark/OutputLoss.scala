@@ -36,7 +36,7 @@ trait OutputLoss extends BackupFlow {
     if (repointed.nonEmpty || lost.nonEmpty) {
       obs.post(TRRestore(System.currentTimeMillis(), executorId, why, repointed, lost.map(_.mapId)))
       logInfo(s"trspark: $why on executor $executorId: re-pointed ${repointed.size} map outputs to backups, " +
-        s"${lost.size} without backup will be recomputed")
+        s"${lost.size} without backup are recomputed if read again")
     }
     lost.foreach(r => emit(event("BlockLost").put("shuffle_id", r.shuffleId).put("map_index", r.mapIndex)))
   }

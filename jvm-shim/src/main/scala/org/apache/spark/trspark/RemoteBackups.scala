@@ -130,6 +130,9 @@ class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
   def delete(shuffleId: Int, mapId: Long): Unit = Seq(markerPath(shuffleId, mapId),
     indexPath(shuffleId, mapId), dataPath(shuffleId, mapId)).foreach(p => Try(fs.delete(p, false)))
 
+  /** Every copy of one shuffle, with any temporary file a cancelled copy left behind. */
+  def deleteShuffle(shuffleId: Int): Unit = Try(fs.delete(new Path(appDir, shuffleId.toString), true))
+
   def deleteApp(): Unit = Try(fs.delete(appDir, true))
 }
 

@@ -7,7 +7,7 @@ import scala.util.control.NonFatal
 
 import com.fasterxml.jackson.databind.node.ObjectNode
 
-import org.apache.spark.{MapOutputTrackerMaster, SparkContext}
+import org.apache.spark.{CleanerListener, MapOutputTrackerMaster, SparkContext}
 import org.apache.spark.api.plugin.PluginContext
 import org.apache.spark.deploy.SparkHadoopUtil
 import org.apache.spark.storage.BlockManagerId
@@ -80,6 +80,8 @@ class TRDriverPlugin extends EngineCommands {
     remote = new RemoteBackups(conf.remotePath, appId, SparkHadoopUtil.get.newConfiguration(sc.conf))
     obs.start()
     if (conf.backupsEnabled && conf.usesEngine) bridge = Some(startEngine(appId))
+    // Created after the plugins' init, before this call; absent with spark.cleaner.referenceTracking=false.
+    if (conf.backupsEnabled) sc.cleaner.foreach(_.attachListener(new ShuffleCleanup(this)))
     val period = (conf.periodS * 1000).toLong
     if (conf.backupsEnabled) clock.scheduleAtFixedRate(() => tick(), period, period, TimeUnit.MILLISECONDS)
   }
@@ -235,6 +237,16 @@ class TRDriverPlugin extends EngineCommands {
     throttle = throttleBytesPerS
   }
   def fallenBack: Boolean = builtinAlways.get() && conf.mode != "always"
+}
+
+/** Spark's ContextCleaner tells the plugin which shuffles it removed (on the cleaner's thread). */
+private class ShuffleCleanup(plugin: TRDriverPlugin) extends CleanerListener {
+  override def shuffleCleaned(shuffleId: Int): Unit =
+    Guard.run("TRDriverPlugin.forgetShuffle")(plugin.forgetShuffle(shuffleId))
+  override def rddCleaned(rddId: Int): Unit = ()
+  override def broadcastCleaned(broadcastId: Long): Unit = ()
+  override def accumCleaned(accId: Long): Unit = ()
+  override def checkpointCleaned(rddId: Long): Unit = ()
 }
 
 object TRDriverPlugin {

@@ -30,7 +30,8 @@ case class TRBackupFailed(time: Long, shuffleId: Int, mapIndex: Int, target: Str
 
 /**
  * `executorId`'s map outputs were lost (`why`): those in `restoredMapIds` now read from a backup,
- * those in `lostMapIds` had none and are recomputed. Map ids are task attempt ids.
+ * those in `lostMapIds` had none (Spark recomputes them if a job reads them again). Map ids are
+ * task attempt ids.
  */
 case class TRRestore(time: Long, executorId: String, why: String, restoredMapIds: Seq[Long], lostMapIds: Seq[Long])
   extends SparkListenerEvent
