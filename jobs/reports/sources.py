@@ -118,28 +118,30 @@ best any policy can do with the capacity the kills leave. Every answer is compar
 """, (
     Source("tpcds_sf1.csv",
            "Q=q3,q7,q19,q25,q29,q50,q65,q68,q93,q97\n"
+           "mkdir -p /tmp/trspark-events   # each application's event log, to read a run afterwards\n"
            "B='--sf 1 --stability 3 --executors 3 --cores 1 --executor-cpus 0.5 --repeat 3 --seed 0 --notice 5 \\\n"
-           "   --time-cap 400 --conf spark.sql.autoBroadcastJoinThreshold=-1'\n"
-           "# vanilla Spark's rows (stable and evicted), from a run of all four policies (code ab2242b)\n"
+           "   --time-cap 400 --conf spark.sql.autoBroadcastJoinThreshold=-1 \\\n"
+           "   --conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file:///tmp/trspark-events'\n"
+           "# vanilla Spark's stable and evicted rows, then always's (the run was stopped before decommission)\n"
            "trspark bench tpcds $B --queries $Q --policies never,always,decommission,tr --stable-runs never --out all.csv\n"
-           "# always, tr and decommission again (code 011630a): the same kill schedules, all.csv's stable times\n"
-           "trspark bench tpcds $B --queries $Q --policies always,tr,decommission --reference all.csv --out rest.csv\n"
-           "# tpcds_sf1.csv: never's rows of all.csv, then the rows of rest.csv\n"
+           "# tr: the same kill schedules, all.csv's stable times\n"
+           "trspark bench tpcds $B --queries $Q --policies tr --reference all.csv --out tr.csv\n"
+           "# tpcds_sf1.csv: the rows of all.csv, then those of tr.csv\n"
            "trspark bench targets docs/results/tpcds_sf1.csv --executors 3",
-           "never: 2026-11-26, from the run of 20:30-22:10 UTC; always, tr, decommission: 2026-11-26 23:37 to 11-27 00:59 UTC",
-           "never: ab2242b (a run of all four policies, whose vanilla rows are kept); the others: 011630a",
+           "2026-11-27: never 19:44-20:16 UTC, always 20:16-20:42 UTC, tr 20:42-21:03 UTC",
+           "never and always: 9219613; tr: c91dc8d (the same engine and plugin)",
            _LIVE + ", quiet (nothing else running)",
            tpcds_targets(3, paired=True),
            "![slowdowns](tpcds_sf1.png)\n\nEach session first runs every query once, unrecorded (the warm-up default). "
            "Three kill schedules per query (repeats 0-2 of seed 0), each replayed for every policy: the "
            "per-query table shows the median over the three, and the paired statistics below pair the runs "
-           "that met the same schedule. `executors_killed` counts the kills due while the query ran. "
-           "`always`, `tr` and `decommission` ran in one session, in that order, so their paired ratios "
-           "compare runs about half an hour apart; vanilla Spark's rows come from a session three hours "
-           "earlier, so ratios against `never` also carry the machine's drift between the two "
-           "(`always` was 1.13x [1.03, 1.27] against `never` here, faster than `never` in the earlier "
-           "session). Vanilla Spark's rows do not depend on the runner change between the two code "
-           "versions: it gets no notices, so no executor of it was killed after a run."),
+           "that met the same schedule. `executors_killed` counts the kills due while the query ran: a "
+           "slower run meets more of a schedule's kills. The policies ran one after the other, so "
+           "paired ratios compare runs 20-60 minutes apart. `decommission` is not in this run. A run "
+           "without kills is not at 1.00x either (q3 repeat 2: never 2.11x, always 1.67x, tr 1.43x): "
+           "each follows the schedule before it, whose replacement executors are new JVMs, and the "
+           "reference is vanilla Spark's warm stable runs. Vanilla Spark's q3 repeat 1 met 21 kills "
+           "and hit the 400 s cap."),
     Source("tpcds_sf3_seed0.csv", _TPCDS.format(sf=3, repeat=1, seed=0, cap=600, warmup=" --warmup 2", out="tpcds_sf3_seed0.csv"),
            "2026-11-26, 00:45-01:12 UTC", "8ef9ea3 with uncommitted changes (committed as 2ece7bb and 4b44440)",
            _LIVE, tpcds_targets(3),
@@ -324,7 +326,8 @@ loses half of every shuffle, so its rows show no effect either way.
     Source("sizing_live.csv",
            "B='--sf 1 --queries q97 --policies tr --stability 3 --executors 3 --cores 1 --executor-cpus 0.5 \\\n"
            "   --repeat 3 --seed 0 --notice 5 --time-cap 400 --warmup 1 --conf spark.sql.autoBroadcastJoinThreshold=-1 \\\n"
-           "   --reference docs/results/tpcds_sf1.csv'\n"
+           "   --reference reference.csv'\n"
+           "git show 542562d:docs/results/tpcds_sf1.csv > reference.csv   # the live TPC-DS run the sizing run used\n"
            "trspark size --lifetime exponential:mean=16.28 --rate 10m   # 3 x q97's stable 5.43 s\n"
            "trspark bench tpcds $B --out default.csv\n"
            "trspark bench tpcds $B --conf spark.sql.adaptive.advisoryPartitionSizeInBytes=17482613 \\\n"
