@@ -122,14 +122,17 @@ best any policy can do with the capacity the kills leave. Every answer is compar
            "B='--sf 1 --stability 3 --executors 3 --cores 1 --executor-cpus 0.5 --repeat 3 --seed 0 --notice 5 \\\n"
            "   --time-cap 400 --conf spark.sql.autoBroadcastJoinThreshold=-1 \\\n"
            "   --conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file:///tmp/trspark-events'\n"
-           "# vanilla Spark's stable and evicted rows, then always's (the run was stopped before decommission)\n"
+           "# vanilla Spark's stable and evicted rows, then always's (the run was stopped there)\n"
            "trspark bench tpcds $B --queries $Q --policies never,always,decommission,tr --stable-runs never --out all.csv\n"
-           "# tr: the same kill schedules, all.csv's stable times\n"
+           "# tr, then decommission: the same kill schedules, all.csv's stable times\n"
            "trspark bench tpcds $B --queries $Q --policies tr --reference all.csv --out tr.csv\n"
-           "# tpcds_sf1.csv: the rows of all.csv, then those of tr.csv\n"
+           "trspark bench tpcds $B --queries $Q --policies decommission --reference all.csv --out decommission.csv\n"
+           "# tpcds_sf1.csv: the rows of all.csv, tr.csv and decommission.csv\n"
            "trspark bench targets docs/results/tpcds_sf1.csv --executors 3",
-           "2026-11-27: never 19:44-20:16 UTC, always 20:16-20:42 UTC, tr 20:42-21:03 UTC",
-           "never and always: 9219613; tr: c91dc8d (the same engine and plugin)",
+           "2026-11-27: never 19:44-20:16 UTC, always 20:16-20:42 UTC, tr 20:42-21:03 UTC, "
+           "decommission 21:35-21:58 UTC",
+           "never and always: 9219613; tr: c91dc8d (the same engine and plugin); decommission: a35855d "
+           "(vanilla Spark, no plugin)",
            _LIVE + ", quiet (nothing else running)",
            tpcds_targets(3, paired=True),
            "![slowdowns](tpcds_sf1.png)\n\nEach session first runs every query once, unrecorded (the warm-up default). "
@@ -137,7 +140,7 @@ best any policy can do with the capacity the kills leave. Every answer is compar
            "per-query table shows the median over the three, and the paired statistics below pair the runs "
            "that met the same schedule. `executors_killed` counts the kills due while the query ran: a "
            "slower run meets more of a schedule's kills. The policies ran one after the other, so "
-           "paired ratios compare runs 20-60 minutes apart. `decommission` is not in this run. A run "
+           "paired ratios compare runs up to two hours apart. A run "
            "without kills is not at 1.00x either (q3 repeat 2: never 2.11x, always 1.67x, tr 1.43x): "
            "each follows the schedule before it, whose replacement executors are new JVMs, and the "
            "reference is vanilla Spark's warm stable runs. Vanilla Spark's q3 repeat 1 met 21 kills "
