@@ -4,7 +4,7 @@ always-checkpoint policy: unwritable from the start, removed in the middle of a 
 The store's root is a symbolic link, so one application serves every case: the test points it
 at a healthy directory, at a regular file (nothing can be created below it, not even by root), or
 at a small tmpfs (mounted by the test; skipped where mounting is not allowed), and removes the
-directory it points at while every copy is writing its data file (so each one fails at its
+directory it points at while copies are writing their data files (each one then fails at its
 commit, where the vanished directory shows as a missing file: a store failure, not the executor
 losing its map output). In every case the job's answer is right, an executor killed afterwards
 loses only outputs that are recomputed (nothing half-written is read), and the driver logs one
@@ -27,9 +27,10 @@ from live_app import TIMEOUT, LiveApp, trcluster_builder
 pytestmark = pytest.mark.spark
 
 EXECUTORS = 2
-MAPS = 2  # at most two copies run per executor at once: every copy of the job runs together
+MAPS = 2
 ROWS = 200000  # 0.5-0.7 MB of map output per map: more than the small tmpfs holds
-THROTTLE = 100e3  # bytes/s while copies run into a fault: a copy takes seconds, long enough to overlap
+THROTTLE = 40e3  # bytes/s while copies run into a fault: a copy writes for 12-18 s, longer than
+# the job takes to return on a loaded machine, so the fault lands while a copy is writing
 STORE_WARNING = "backups to the remote store"
 
 
@@ -120,7 +121,7 @@ def survives(app: App, fault: Callable[[], None], during_copies: bool = False) -
     if during_copies:
         app.status.setBuiltin("always", "remote", THROTTLE)
         assert run() == EXPECTED
-        wait_for(lambda: app.copies_writing() >= MAPS, what="every copy writing", timeout=TIMEOUT)
+        wait_for(lambda: app.copies_writing() >= 1, what="a copy writing", timeout=TIMEOUT)
         fault()
         app.status.setBuiltin("always", "remote", 0.0)
     else:
