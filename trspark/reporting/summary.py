@@ -139,7 +139,7 @@ class _Builder:
         self.losses: list[tuple[float, list[int], list[int]]] = []
         """(time, restored map ids, lost map ids) of each TRRestore."""
         self.last_read: dict[int, float] = {}
-        """Stage key -> when the last job listing a stage with that key ended (inf: never ended)."""
+        """Stage key -> when the last job listing a stage with that key ended."""
         self.job_keys: dict[int, set[int]] = {}
         self.readers: dict[int, int] = defaultdict(int)
         """Stage key -> running jobs that list it."""
@@ -212,7 +212,6 @@ class _Builder:
         self.job_keys[e["Job ID"]] = keys
         for key in keys:
             self.readers[key] += 1
-            self.last_read[key] = float("inf")
 
     def _on_SparkListenerJobEnd(self, e: dict[str, Any]) -> None:
         end = self.t(e["Completion Time"])
@@ -272,7 +271,8 @@ class _Builder:
         return self.s
 
     def _count_reads(self) -> None:
-        """Which restored and lost outputs were read again: a job listing their stage ended after the loss.
+        """Which restored and lost outputs were read again: a job listing their stage ended after
+        the loss, or never ended.
 
         An output of a finished query or job that no later job reads cost nothing when it was
         lost, and its restore saved nothing; the plugin's counters cannot tell (they count at the
@@ -280,7 +280,9 @@ class _Builder:
         """
         def read_again(map_id: int, at: float) -> bool:
             key = self.task_key.get(map_id)
-            return key is None or self.last_read.get(key, float("-inf")) > at  # unknown writer: assume read
+            if key is None:  # unknown writer: assume read
+                return True
+            return self.readers[key] > 0 or self.last_read.get(key, float("-inf")) > at
 
         restored: set[int] = set()
         for at, restored_ids, lost_ids in self.losses:
