@@ -221,8 +221,8 @@ trait BackupFlow extends DriverBase {
   def forgetShuffle(shuffleId: Int): Unit = {
     val gone = synchronized {
       val records = ledger.removeShuffle(shuffleId)
+      work.values.foreach(_.removeAll(_.shuffleId == shuffleId))
       for (record <- records) {
-        work.get(record.source).foreach(_.removeAll(_.shuffleId == shuffleId))
         if (record.busy) {
           cancelAt(record.source, shuffleId, record.mapId)
           forgetRunning(record) // a copy that still ends reports to no record: not counted, no warning
