@@ -274,10 +274,9 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "    --seed 0 --notice 5 --time-cap 300 --warmup 2 --stable-runs never \\\n"
            "    --conf spark.sql.autoBroadcastJoinThreshold=-1 --out docs/results/pools_live_sf1.csv\n"
            "trspark bench targets docs/results/pools_live_sf1.csv --pool ondemand=1@stable --pool spot=3",
-           "2026-11-27, 02:13-03:16 UTC", "83ed325",
+           "2026-11-27 23:23 to 2026-11-28 00:31 UTC", "b112553",
            MACHINE + "; 4 executors x 1 core (1 on-demand, 3 spot), each JVM capped at 0.5 CPU (cgroup); nothing else "
-           "running but, 02:13-02:18 UTC, a simulator profile at nice 19 beside vanilla Spark's stable runs (the "
-           "reference: the slowdowns of every policy may come out low alike; the paired ratios divide evicted runs)",
+           "running",
            tpcds_targets(4, (("ondemand", 1), ("spot", 3))),
            "Live: TPC-DS SF 1 on a local cluster of one on-demand executor (never killed) and three spot "
            "executors, SIGKILLed with exponential lifetimes of mean 3x each query's stable time; each executor "
