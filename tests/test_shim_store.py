@@ -29,8 +29,9 @@ pytestmark = pytest.mark.spark
 EXECUTORS = 2
 MAPS = 2
 ROWS = 200000  # 0.5-0.7 MB of map output per map: more than the small tmpfs holds
-THROTTLE = 40e3  # bytes/s while copies run into a fault: a copy writes for 12-18 s, longer than
-# the job takes to return on a loaded machine, so the fault lands while a copy is writing
+# Bytes/s while copies run into a fault: a copy writes for 12-18 s, longer than the job takes to
+# return on a loaded machine, so the fault lands while a copy is writing.
+THROTTLE = 40e3
 STORE_WARNING = "backups to the remote store"
 
 
