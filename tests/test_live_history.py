@@ -108,5 +108,6 @@ def test_live_application_records_each_kill_and_censors_survivors(azure_history:
             else:
                 assert abs(duration - lived) < 3.0, (executor_id, duration, lived)
         censored = [r for r in mine.values() if not r.observed]
-        assert 1 <= len(censored) <= 3 and all(r.duration > 0 for r in censored)
+        # A replacement that registers as the application stops is censored at 0 s: still a record.
+        assert 1 <= len(censored) <= 3 and all(r.duration >= 0 for r in censored)
         assert fit_lifetime(mine.values(), "exponential:mean=600").events == len(kills)
