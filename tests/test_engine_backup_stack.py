@@ -113,3 +113,22 @@ def test_lost_source_forgets_pending_backups_and_awaits_the_failure_of_released_
     assert list(stack.in_flight) == [(0, 2)]
     stack.finished((0, 2))  # the driver's BackupFailed
     assert not stack.in_flight
+
+
+def test_copies_in_flight_are_counted_per_target_until_they_end() -> None:
+    state = _state_with_blocks()
+    stack = BackupStack(max_in_flight=3)
+    stack.push(plan_for(state.outputs[(0, 0)], "a", REMOTE))
+    stack.push(plan_for(state.outputs[(0, 1)], "a", "b"))
+    stack.push(plan_for(state.outputs[(0, 2)], "a", "b"))
+    assert (stack.in_flight_to(REMOTE), stack.in_flight_to("b"), stack.peer_loads()) == (0, 0, {})  # planned only
+    stack.release(state)
+    assert (stack.in_flight_to(REMOTE), stack.in_flight_to("b"), stack.peer_loads()) == (1, 2, {"b": 2})
+    assert stack.peer_loads(exclude=(0, 2)) == {"b": 1}
+    stack.finished((0, 2), target=REMOTE)  # another target's report: this copy goes on
+    assert stack.in_flight_to("b") == 2
+    stack.finished((0, 2), target="b")
+    assert stack.peer_loads(exclude=(0, 1)) == {} and stack.in_flight_to("b") == 1
+    state.apply(ShuffleConsumed(time=9.0, shuffle_id=0))
+    stack.cancel_consumed(0)
+    assert (stack.in_flight_to(REMOTE), stack.in_flight_to("b"), stack.peer_loads()) == (0, 0, {})

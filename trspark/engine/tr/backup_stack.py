@@ -67,6 +67,8 @@ class BackupStack:
         self.in_flight: dict[BlockId, PlannedBackup] = {}
         self._busy: dict[str, int] = {}
         """source -> its entries in :attr:`in_flight` (kept with it, so a release does not recount)."""
+        self._receiving: dict[str, int] = {}
+        """target -> its entries in :attr:`in_flight` (every decision asks for these counts)."""
         self.dropped = 0
         self.released = 0
 
@@ -88,14 +90,16 @@ class BackupStack:
 
     def in_flight_to(self, target: str) -> int:
         """Released, unfinished backups to ``target`` (``"remote"`` or a peer id)."""
-        return sum(1 for plan in self.in_flight.values() if plan.target == target)
+        return self._receiving.get(target, 0)
 
     def peer_loads(self, exclude: BlockId | None = None) -> dict[str, int]:
-        """Peer -> backups released or planned to it (but ``exclude``'s): the copies that will share its bandwidth."""
-        out: dict[str, int] = {}
-        for plan in self.in_flight.values():
-            if plan.target != "remote" and plan.block_id != exclude:
-                out[plan.target] = out.get(plan.target, 0) + 1
+        """Peer -> released, unfinished backups to it (but ``exclude``'s): the copies that share its bandwidth."""
+        out = {target: count for target, count in self._receiving.items() if target != "remote"}
+        plan = self.in_flight.get(exclude) if exclude is not None else None
+        if plan is not None and plan.target != "remote":
+            out[plan.target] -= 1
+            if not out[plan.target]:
+                del out[plan.target]
         return out
 
     def pending_count(self) -> int:
@@ -126,6 +130,7 @@ class BackupStack:
                     continue
                 self.in_flight[plan.block_id] = plan
                 busy[source] = busy.get(source, 0) + 1
+                self._receiving[plan.target] = self._receiving.get(plan.target, 0) + 1
                 self.released += 1
                 out.append(plan.command())
             if not stack:
@@ -155,12 +160,9 @@ class BackupStack:
             self._finish(block_id)
 
     def _finish(self, block_id: BlockId) -> None:
-        source = self.in_flight.pop(block_id).source
-        left = self._busy[source] - 1
-        if left:
-            self._busy[source] = left
-        else:
-            del self._busy[source]
+        plan = self.in_flight.pop(block_id)
+        _count_down(self._busy, plan.source)
+        _count_down(self._receiving, plan.target)
 
     def cancel_consumed(self, shuffle_id: int) -> list[Command]:
         """Cancel released backups of a consumed shuffle and forget its pending plans."""
@@ -183,6 +185,15 @@ class BackupStack:
             if executor_id in (plan.source, plan.target):
                 del self._planned[block_id]
         self._pending.pop(executor_id, None)
+
+
+def _count_down(counts: dict[str, int], key: str) -> None:
+    """One entry of ``key`` fewer; a count that reaches 0 is removed (the counts hold no zeros)."""
+    left = counts[key] - 1
+    if left:
+        counts[key] = left
+    else:
+        del counts[key]
 
 
 def plan_for(block: MapOutput, source: str, target: str) -> PlannedBackup:
