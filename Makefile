@@ -33,7 +33,7 @@ demo: setup
 
 lint:
 	$(PYTHON) -m ruff check .
-	$(PYTHON) -m mypy cost_model trspark simulators
+	$(PYTHON) -m mypy cost_model trspark simulators jobs bench
 	lint-imports  # the architecture contracts in pyproject.toml
 
 # Both halves share two worker processes (pytest-xdist; a whole file per worker, so a module's fixtures

@@ -91,8 +91,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             fresh = str(next_id)
             next_id += 1
             executors.append(fresh)
-            for event in (ExecutorLost(t, gone), ExecutorAdded(t, fresh, host=f"h{fresh}", cores=1)):
-                policy.handle(event)
+            for churn in (ExecutorLost(t, gone), ExecutorAdded(t, fresh, host=f"h{fresh}", cores=1)):
+                policy.handle(churn)
         for event in job_events(job, t, args.maps, executors):
             start = time.perf_counter()
             commands = list(policy.handle(event))

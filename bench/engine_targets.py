@@ -74,10 +74,10 @@ def report(points: dict[tuple[str, float], dict[str, float]]) -> list[str]:
         tr, oracle = means.get("tr"), means.get("oracle")
         ratio = f" {tr / oracle:.3f}" if tr is not None and oracle else ""
         lines.append(f"{workload:10}{stab:6g} {cells}   {' '.join(marks)}{ratio}")
-    for name, (met, total) in counts.items():
+    for name, (passed, total) in counts.items():
         if total:
             missed = "; missed at " + ", ".join(misses[name]) if misses[name] else ""
-            lines.append(f"{name} {TITLES[name]}: met at {met} of {total}{missed}")
+            lines.append(f"{name} {TITLES[name]}: met at {passed} of {total}{missed}")
     return lines
 
 

@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -93,7 +94,7 @@ def run_app(spec: AppSpec) -> AppResult:
         for key, value in settings.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
-        sc = spark.sparkContext
+        sc: Any = spark.sparkContext  # py4j fields typed Optional, set while the context runs
         sc.setLogLevel("ERROR")
         try:
             registered_ids = executor_ids(sc)

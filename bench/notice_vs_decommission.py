@@ -233,7 +233,8 @@ def run(spec: RunSpec) -> RunResult:
     """Start a cluster, warm it up, run the job under the kill schedule, measure, stop."""
     from pyspark.sql import SparkSession
 
-    from jobs.harness.chaos import EvictionInjector, ExecutorProcess
+    from jobs.harness.chaos import EvictionInjector
+    from jobs.harness.executors import ExecutorProcess
     from jobs.tpcds.session import spark_home
 
     os.environ.setdefault("SPARK_HOME", str(spark_home()))
@@ -249,7 +250,7 @@ def run(spec: RunSpec) -> RunResult:
         for key, value in settings.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
-        sc = spark.sparkContext
+        sc: Any = spark.sparkContext  # py4j fields typed Optional, set while the context runs
         sc.setLogLevel("ERROR")
         try:
             sc.parallelize(range(spec.executors * 4), spec.executors * 4).map(lambda x: x).count()  # warm up

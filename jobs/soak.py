@@ -154,7 +154,8 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
                                     trspark_options={"lifetime": f"exponential:mean={args.kill_mean}"})
     session.register_tables(spark, data)
     sc = spark.sparkContext
-    driver = psutil.Process(int(sc._jvm.java.lang.ProcessHandle.current().pid()))
+    jvm: Any = sc._jvm  # py4j: typed Optional, set while the context runs
+    driver = psutil.Process(int(jvm.java.lang.ProcessHandle.current().pid()))
     store = work_dir / "backups" / sc.applicationId
     totals = {"jobs": 0, "wrong": 0, "failed": 0, "kills": 0}
     samples: list[dict[str, float]] = []

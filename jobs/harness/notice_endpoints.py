@@ -79,7 +79,7 @@ class NoticeServer:
     @property
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def post_notice(self, seconds: float, vm: str = "") -> datetime:
         """Announce termination ``seconds`` from now on every endpoint; returns the deadline (UTC).
@@ -186,8 +186,8 @@ class _Handler(BaseHTTPRequestHandler):
                     "EventSource": "Platform",
                     "DurationInSeconds": -1,
                 })
-            body = {"DocumentIncarnation": self.notices._incarnation, "Events": events}
-            return self._reply(200, "application/json", json.dumps(body))
+            document = {"DocumentIncarnation": self.notices._incarnation, "Events": events}
+            return self._reply(200, "application/json", json.dumps(document))
         return self._reply(404, "text/plain", "Not Found")
 
     def _aws_refused(self) -> bool:

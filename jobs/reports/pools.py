@@ -182,7 +182,8 @@ def target_check(engine_csv: Path) -> Callable[[Path], str]:
     """The per-cell verdicts and a count per target."""
     def render(path: Path) -> str:
         engine = _engine_tr(engine_csv)
-        body, counts = [], {}
+        body: list[list[str]] = []
+        counts: dict[str, tuple[int, int]] = {}
         for cell, by in read(path).items():
             for name, met, detail in verdicts(cell, by, engine):
                 body.append(_head(cell) + [name, _mark(met), detail])
@@ -219,6 +220,7 @@ def draw(path: Path, png: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     cells = read(path)
     panels = sorted({cell[:3] for cell in cells}, key=lambda k: (k[0], k[1] != "", k[1], k[2]))
@@ -249,7 +251,7 @@ def draw(path: Path, png: Path) -> None:
         ax.grid(True, which="both", alpha=0.3)
     for ax in axes.flat:
         ax.set_visible(id(ax) in used)
-    handles = [plt.Line2D([], [], color=colours[i % len(colours)], marker="o", label=p) for i, p in enumerate(policies)]
+    handles = [Line2D([], [], color=colours[i % len(colours)], marker="o", label=p) for i, p in enumerate(policies)]
     fig.legend(handles=handles, loc="upper right", fontsize=8)
     fig.suptitle("Slowdown vs. spot stability (95 % intervals)")
     fig.tight_layout(rect=(0, 0, 0.9, 1))
