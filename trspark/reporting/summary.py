@@ -218,6 +218,7 @@ class _Builder:
         for key in self.job_keys.pop(e["Job ID"], ()):
             self.readers[key] -= 1
             if not self.readers[key]:  # concurrent jobs: read until the last of them ends
+                del self.readers[key]
                 self.last_read[key] = end
 
     def _on_SparkListenerStageSubmitted(self, e: dict[str, Any]) -> None:
@@ -282,7 +283,7 @@ class _Builder:
             key = self.task_key.get(map_id)
             if key is None:  # unknown writer: assume read
                 return True
-            return self.readers[key] > 0 or self.last_read.get(key, float("-inf")) > at
+            return self.readers.get(key, 0) > 0 or self.last_read.get(key, float("-inf")) > at
 
         restored: set[int] = set()
         for at, restored_ids, lost_ids in self.losses:
