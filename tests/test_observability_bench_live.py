@@ -96,10 +96,12 @@ def test_bench_csv_metrics_ui_tab_and_report_agree_on_a_job_with_kills(tmp_path:
 
     assert all(r.result_ok for r in rows), [r.error for r in rows]
     assert not any(r.plugin_fallback for r in rows)
-    # Prometheus, the UI tab and trspark.status: one set of numbers.
-    assert {k: int(scraped[k]) for k in counters if k != "engine_decisions"} == {
-        k: v for k, v in counters.items() if k != "engine_decisions"}
-    assert shown == counters
+    # Prometheus, the UI tab and trspark.status: one set of numbers. The engine's decisions go on
+    # with its clock ticks after the job, so the tab, read later, may show more, never fewer.
+    settled_counts = {k: v for k, v in counters.items() if k != "engine_decisions"}
+    assert {k: int(scraped[k]) for k in counters if k != "engine_decisions"} == settled_counts
+    assert {k: v for k, v in shown.items() if k != "engine_decisions"} == settled_counts
+    assert shown["engine_decisions"] >= counters["engine_decisions"]
     # The bench CSV: one kill a run, its backups and bytes summing to the application's.
     kills = sum(r.executors_killed for r in rows)
     assert kills == RUNS
