@@ -12,7 +12,8 @@ One application serves every case. Its executors carry the test-only system prop
 only matters for the peer case, the other cases copy to the remote store. Their metrics go to
 Spark's ``CsvSink``, where the peers' count of damaged copies is read.
 
-Last, a shuffle that Spark's ``ContextCleaner`` removes takes its remote copies with it.
+Last, a shuffle that Spark's ``ContextCleaner`` removes takes its remote copies with it, and a
+peer copy that ends after its output is gone is deleted from its peer.
 """
 
 from __future__ import annotations
@@ -169,3 +170,29 @@ def test_a_shuffle_spark_cleans_up_takes_its_remote_copies_with_it(app: App) -> 
         return not shuffle_dir.exists() and app.stat("outputs_forgotten") >= forgotten + MAPS
 
     wait_for(cleaned, what=f"{shuffle_dir} deleted and its outputs forgotten", timeout=TIMEOUT)
+
+
+def test_a_peer_copy_that_ends_after_its_output_is_gone_is_deleted_from_its_peer(app: App) -> None:
+    # A copy can end after Spark forgot its shuffle or re-ran its map (the cancel reaches the source
+    # only on its next poll), in both places a copy ends: reported done and not yet checked by its
+    # peer, or checked intact. Either way nothing reads it again, so the peer must delete it. The
+    # two reports go in as an executor sends them; the peer "ghost" never polls on its own.
+    import json
+
+    plugin = app.sc._jvm.org.apache.spark.trspark.TRDriverPlugin.active().get()
+    shuffle = 900_000  # no job has this shuffle: its outputs are gone
+    peer = "ghost"
+
+    def done(map_id: int) -> str:
+        task = {"shuffle": shuffle, "index": map_id, "map": map_id, "target": peer, "host": "", "port": 0,
+                "throttle": 0.0}
+        return json.dumps({"type": "done", "executor": "0", "bytes": 10, "seconds": 0.1, "indexCrc": 1,
+                           "dataCrc": 2, "task": task})
+
+    plugin.receive(done(1))  # received, then its shuffle is forgotten before the peer checked it
+    plugin.forgetShuffle(shuffle)
+    plugin.receive(done(2))  # received after the shuffle was forgotten, then checked intact
+    check = {"shuffle": shuffle, "map": 2, "indexCrc": 1, "dataCrc": 2}
+    plugin.receive(json.dumps({"type": "checked", "executor": peer, "problem": "", "check": check}))
+    work = json.loads(plugin.receive(json.dumps({"type": "poll", "executor": peer, "capacity": 0})))
+    assert sorted((d["shuffle"], d["map"]) for d in work["deletes"]) == [(shuffle, 1), (shuffle, 2)]

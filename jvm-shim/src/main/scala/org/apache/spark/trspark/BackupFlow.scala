@@ -116,7 +116,7 @@ trait BackupFlow extends DriverBase {
               tracker.incrementEpoch()
             }
           }
-          peerDeletes.getOrElseUpdate(task.target, mutable.Buffer.empty) += ((task.shuffleId, task.mapId))
+          deletePeerCopy(task.target, task.shuffleId, task.mapId)
         }
         backupFailed(task, done.executorId, s"peer copy failed verification (${checked.problem})", sourceMissing = false)
       }
@@ -161,7 +161,11 @@ trait BackupFlow extends DriverBase {
     if (task.target == Target.Remote && storeFailing.compareAndSet(true, false)) {
       logInfo(s"trspark: the remote store ${conf.remotePath} takes backups again")
     }
-    if (current.isEmpty && task.target == Target.Remote) remote.delete(task.shuffleId, task.mapId)
+    // The output was forgotten or re-run while its copy ran: nothing will read the copy, so drop it.
+    if (current.isEmpty) {
+      if (task.target == Target.Remote) remote.delete(task.shuffleId, task.mapId)
+      else synchronized(deletePeerCopy(task.target, task.shuffleId, task.mapId))
+    }
     current.foreach { record =>
       count(if (task.target == Target.Remote) "backups_bytes_remote" else "backups_bytes_local", done.bytes)
       obs.post(TRBackup(System.currentTimeMillis(), task.shuffleId, task.mapIndex, task.mapId, record.source,
@@ -229,7 +233,11 @@ trait BackupFlow extends DriverBase {
         }
         deletePeerCopies(record)
       }
-      unchecked.filterInPlace { case ((_, shuffle, _), _) => shuffle != shuffleId }
+      // Copies received but not yet checked have no finished state in their record: delete them here.
+      for (key @ (peer, shuffle, mapId) <- unchecked.keys.toSeq if shuffle == shuffleId) {
+        unchecked.remove(key)
+        deletePeerCopy(peer, shuffle, mapId)
+      }
       count("outputs_forgotten", records.size.toLong)
       records
     }
@@ -249,10 +257,12 @@ trait BackupFlow extends DriverBase {
   /** Have the peers holding finished copies of `record` delete them (on their next poll). */
   protected def deletePeerCopies(record: OutputRecord): Unit =
     record.peers.foreach { case (peer, state) =>
-      if (state == CopyState.Done && !deadExecutors.contains(peer)) {
-        peerDeletes.getOrElseUpdate(peer, mutable.Buffer.empty) += ((record.shuffleId, record.mapId))
-      }
+      if (state == CopyState.Done) deletePeerCopy(peer, record.shuffleId, record.mapId)
     }
+
+  /** Have `peer` delete its copy of one output on its next poll (a dead peer took it with it). */
+  protected def deletePeerCopy(peer: String, shuffleId: Int, mapId: Long): Unit =
+    if (!deadExecutors.contains(peer)) peerDeletes.getOrElseUpdate(peer, mutable.Buffer.empty) += ((shuffleId, mapId))
 
   /** Forget a superseded output's copies (a re-run replaced it). */
   private def dropCopies(record: OutputRecord): Unit = {
