@@ -12,8 +12,8 @@ One application serves every case. Its executors carry the test-only system prop
 only matters for the peer case, the other cases copy to the remote store. Their metrics go to
 Spark's ``CsvSink``, where the peers' count of damaged copies is read.
 
-Last, a shuffle that Spark's ``ContextCleaner`` removes takes its remote copies with it, and a
-peer copy that ends after its output is gone is deleted from its peer.
+Last, a shuffle that Spark's ``ContextCleaner`` removes takes its remote copies and the listener's
+records of it with it, and a peer copy that ends after its output is gone is deleted from its peer.
 """
 
 from __future__ import annotations
@@ -196,3 +196,21 @@ def test_a_peer_copy_that_ends_after_its_output_is_gone_is_deleted_from_its_peer
     plugin.receive(json.dumps({"type": "checked", "executor": peer, "problem": "", "check": check}))
     work = json.loads(plugin.receive(json.dumps({"type": "poll", "executor": peer, "capacity": 0})))
     assert sorted((d["shuffle"], d["map"]) for d in work["deletes"]) == [(shuffle, 1), (shuffle, 2)]
+
+
+def test_the_listener_forgets_the_shuffles_spark_cleans_up(app: App) -> None:
+    # An application that runs for days runs millions of stages: what the listener keeps per stage
+    # and shuffle must go with the shuffles Spark removes, not grow with every job.
+    collects = [job(app, 2000) for _ in range(5)]
+    for collect in collects:
+        assert collect() == expected(2000)
+    grown = app.status.listenerTracked()
+    del collects, collect
+    gc.collect()
+
+    def dropped() -> bool:
+        app.sc._jvm.System.gc()  # the cleaner learns of unreachable shuffles from the JVM's collector
+        app.sc.parallelize([1], 1).count()  # an event: the listener forgets on its own thread, at its next one
+        return bool(app.status.listenerTracked() <= grown - 2 * 5)  # a map stage and a consumed mark each
+
+    wait_for(dropped, what="the listener's stages and shuffles of the cleaned jobs dropped", timeout=TIMEOUT)

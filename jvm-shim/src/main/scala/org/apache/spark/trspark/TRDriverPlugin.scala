@@ -26,6 +26,8 @@ import org.apache.spark.storage.BlockManagerId
 class TRDriverPlugin extends EngineCommands {
   private var bridge: Option[EngineBridge] = None
   private var confCheck: Option[ConfCheck] = None
+  /** The listener recording Spark's events (none when backups are off); the cleaner hands it removed shuffles. */
+  @volatile private[trspark] var listener: Option[TRListener] = None
   private val clock = Executors.newSingleThreadScheduledExecutor(Daemon.factory("trspark-tick"))
   private var lastTime = 0.0
   /** Each executor's pool; emits its `ExecutorAdded` (from the listener and the executors' reports). */
@@ -64,7 +66,10 @@ class TRDriverPlugin extends EngineCommands {
     Guard.run("Elastic.configure")(Elastic.configure(sc.conf))
     builtinAlways.set(conf.mode == "always")
     throttle = conf.throttleBytesPerS
-    if (conf.backupsEnabled) sc.addSparkListener(new TRListener(this, sc))
+    if (conf.backupsEnabled) {
+      listener = Some(new TRListener(this, sc))
+      listener.foreach(sc.addSparkListener)
+    }
     TRDriverPlugin.active = Some(this)
     obs.bind(sc)
     logInfo(s"trspark: mode=${conf.mode} targets=${conf.targets} remote=${conf.remotePath}")
@@ -242,7 +247,10 @@ class TRDriverPlugin extends EngineCommands {
 /** Spark's ContextCleaner tells the plugin which shuffles it removed (on the cleaner's thread). */
 private class ShuffleCleanup(plugin: TRDriverPlugin) extends CleanerListener {
   override def shuffleCleaned(shuffleId: Int): Unit =
-    Guard.run("TRDriverPlugin.forgetShuffle")(plugin.forgetShuffle(shuffleId))
+    Guard.run("TRDriverPlugin.forgetShuffle") {
+      plugin.listener.foreach(_.shuffleCleaned(shuffleId))
+      plugin.forgetShuffle(shuffleId)
+    }
   override def rddCleaned(rddId: Int): Unit = ()
   override def broadcastCleaned(broadcastId: Long): Unit = ()
   override def accumCleaned(accId: Long): Unit = ()
@@ -270,6 +278,7 @@ object TRDriverPlugin {
 object TRStatus {
   def stat(name: String): Long = TRDriverPlugin.active.map(_.stat(name)).getOrElse(-1L)
   def isFallenBack: Boolean = TRDriverPlugin.active.exists(_.fallenBack)
+  def listenerTracked: Int = TRDriverPlugin.active.flatMap(_.listener).map(_.tracked).getOrElse(-1)
   def applyCommand(line: String): Unit = TRDriverPlugin.active.foreach(_.applyCommand(line))
   def setBuiltin(mode: String, targets: String, throttleBytesPerS: Double): Unit =
     TRDriverPlugin.active.foreach(_.setBuiltin(mode, targets, throttleBytesPerS))

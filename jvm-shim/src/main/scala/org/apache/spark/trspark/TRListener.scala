@@ -22,11 +22,32 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
   private val shufflesOfExecution = mutable.HashMap.empty[Long, mutable.ArrayBuffer[Int]]
   /** Shuffles of a running SQL query: consumed only when the query ends (see [[onJobStart]]). */
   private val sqlShuffles = mutable.HashSet.empty[Int]
+  /** Shuffles Spark's ContextCleaner removed, handed over from the cleaner's thread. */
+  private val cleaned = new java.util.concurrent.ConcurrentLinkedQueue[Integer]
 
   private def ev(kind: String) = plugin.event(kind)
 
   /** Every callback runs under a [[Guard]], so a failure here is reported once, not on each event. */
-  private def guarded(body: => Unit): Unit = Guard.run("TRListener")(body)
+  private def guarded(body: => Unit): Unit = Guard.run("TRListener") {
+    dropCleaned()
+    body
+  }
+
+  /** Spark removed `shuffle` (no job can read it again): forget it at the next event, on the bus's thread. */
+  def shuffleCleaned(shuffle: Int): Unit = cleaned.add(shuffle)
+
+  /** Stages and shuffles this listener keeps: bounded by what Spark keeps, in an application that runs for days. */
+  def tracked: Int = shuffleOfStage.size + consumed.size
+
+  private def dropCleaned(): Unit = if (!cleaned.isEmpty) {
+    val gone = Iterator.continually(cleaned.poll()).takeWhile(_ != null).map(_.intValue).toSet
+    shuffleOfStage.filterInPlace((_, shuffle) => !gone(shuffle))
+    gone.foreach { shuffle =>
+      consumed.remove(shuffle)
+      readers.remove(shuffle)
+      sqlShuffles.remove(shuffle)
+    }
+  }
 
   override def onBlockManagerAdded(added: SparkListenerBlockManagerAdded): Unit = guarded {
     val id = added.blockManagerId
