@@ -53,6 +53,7 @@ from typing import Any
 
 import click
 
+from jobs.harness.executors import driver_pid
 from jobs.harness.notice_endpoints import NoticeServer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -262,7 +263,7 @@ def run(spec: RunSpec) -> RunResult:
             stores = [work / "backups", work / "fallback"]
             # The injector's schedule holds kill times; each notice goes out `window` s before its kill.
             kills = [(t + spec.window, rank) for t, rank in spec.kills]
-            injector = EvictionInjector(sc._gateway.proc.pid, schedule=kills, notice=spec.window,
+            injector = EvictionInjector(driver_pid(sc), schedule=kills, notice=spec.window,
                                         notify=notify, min_alive=1)
             with CopyLedger(work / "local", stores) as ledger, injector:
                 started = time.perf_counter()

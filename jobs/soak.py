@@ -32,6 +32,7 @@ from typing import Any
 
 import psutil
 
+from jobs.harness.executors import driver_pid
 from jobs.reports.render import append_row
 
 SOAK_QUERIES = "q3,q7,q19,q29,q50,q65,q93,q97"
@@ -154,8 +155,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
                                     trspark_options={"lifetime": f"exponential:mean={args.kill_mean}"})
     session.register_tables(spark, data)
     sc = spark.sparkContext
-    jvm: Any = sc._jvm  # py4j: typed Optional, set while the context runs
-    driver = psutil.Process(int(jvm.java.lang.ProcessHandle.current().pid()))
+    driver = psutil.Process(driver_pid(sc))
     store = work_dir / "backups" / sc.applicationId
     totals = {"jobs": 0, "wrong": 0, "failed": 0, "kills": 0}
     samples: list[dict[str, float]] = []

@@ -13,6 +13,8 @@ from typing import Any
 
 from jvm_gateway import wait_for
 
+from jobs.harness.executors import driver_pid
+
 TIMEOUT = 120.0  # the shared machine is often heavily loaded
 
 
@@ -69,7 +71,7 @@ def expected_sums(rows: int) -> dict[int, int]:
 
 
 class LiveApp:
-    def __init__(self, spark: Any, log: Path) -> None:
+    def __init__(self, spark: Any, log: Path | None = None) -> None:
         self.spark = spark
         self.sc = spark.sparkContext
         self.log = log
@@ -86,7 +88,7 @@ class LiveApp:
         wait_for(lambda: len(self.alive()) >= executors, what=f"{executors} executors registered", timeout=TIMEOUT)
 
     def driver_pid(self) -> int:
-        return int(self.sc._jvm.java.lang.ProcessHandle.current().pid())
+        return driver_pid(self.sc)
 
     def removed(self, executor_id: str) -> bool:
         """Spark's listeners have seen ``executor_id`` removed, so its loss reached the DAGScheduler.

@@ -13,7 +13,7 @@ import pytest
 
 from cost_model.lifetimes import from_spec
 from jobs.harness.chaos import EvictionInjector, draw_schedule
-from jobs.harness.executors import EXECUTOR_CLASS, find_executors, signal_would_terminate
+from jobs.harness.executors import EXECUTOR_CLASS, driver_pid, find_executors, signal_would_terminate
 
 TIMEOUT = 20.0
 SPARK_TIMEOUT = 150.0  # a loaded 2-core machine: executors took 40 s to register in one run
@@ -407,17 +407,17 @@ def test_kill_a_real_executor_and_spark_registers_a_replacement() -> None:
     try:
         sc = spark.sparkContext
         assert sc.master == "local-cluster[2,1,1024]", "another test left a different SparkContext running"
-        driver_pid = sc._gateway.proc.pid  # type: ignore[attr-defined]
+        driver = driver_pid(sc)
 
         def spark_executor_ids() -> set[str]:
             return set(sc._jsc.sc().getExecutorIds().mkString(",").split(",")) - {""}  # type: ignore[union-attr]
 
-        executors = wait_for(lambda: len(found := find_executors(driver_pid)) == 2 and found,
+        executors = wait_for(lambda: len(found := find_executors(driver)) == 2 and found,
                              timeout=SPARK_TIMEOUT, what="2 executor JVMs")
         before = {e.executor_id: e.pid for e in executors}  # type: ignore[attr-defined]
         wait_for(lambda: spark_executor_ids() == set(before), timeout=SPARK_TIMEOUT,
                  what="Spark to register both executors")
-        with EvictionInjector(driver_pid, schedule=[(0.0, 0)], min_alive=1, poll=0.1) as injector:
+        with EvictionInjector(driver, schedule=[(0.0, 0)], min_alive=1, poll=0.1) as injector:
             wait_for(lambda: injector.records, what="the kill")
         (record,) = injector.records
         assert record.executor_id in before and record.pid == before[record.executor_id]
@@ -428,7 +428,7 @@ def test_kill_a_real_executor_and_spark_registers_a_replacement() -> None:
 
         wait_for(replaced, timeout=SPARK_TIMEOUT, what="Spark to drop the killed executor and register a replacement")
         new_id = (spark_executor_ids() - set(before)).pop()
-        assert new_id in {e.executor_id for e in find_executors(driver_pid)}
+        assert new_id in {e.executor_id for e in find_executors(driver)}
         assert spark.range(0, 10_000, numPartitions=4).selectExpr("sum(id)").collect()[0][0] == 49_995_000
     finally:
         spark.stop()

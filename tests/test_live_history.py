@@ -15,6 +15,7 @@ import pytest
 from test_chaos import wait_for
 
 from jobs.harness.chaos import EvictionInjector
+from jobs.harness.executors import driver_pid
 from trspark.live.history import HistoryStore, fit_lifetime
 
 TRUTH = "weibull:shape=3,scale=15"  # mean 13.4 s: several kills in a short application
@@ -81,7 +82,7 @@ def test_live_application_records_each_kill_and_censors_survivors(azure_history:
 
             # At most MAX_KILLS: on a loaded machine a job outlasts many lifetimes, and unbounded kills
             # would keep the last job from ever finishing.
-            injector = EvictionInjector(sc._gateway.proc.pid, model=TRUTH, rng=7, min_alive=1, registered=registered,
+            injector = EvictionInjector(driver_pid(sc), model=TRUTH, rng=7, min_alive=1, registered=registered,
                                         max_kills=MAX_KILLS)
             with injector:
                 while injector.elapsed() < APP_SECONDS:

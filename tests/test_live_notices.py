@@ -16,6 +16,7 @@ from test_chaos import FakeCluster, wait_for
 
 from bench import notice_vs_decommission as bench
 from jobs.harness.chaos import EvictionInjector, ExecutorProcess, find_executors
+from jobs.harness.executors import driver_pid
 from jobs.harness.notice_endpoints import NoticeServer
 
 # ---- the injector's notice by callback (fake executors, no Spark) --------------------------------------
@@ -159,13 +160,13 @@ def test_job_survives_endpoint_and_sigpwr_notices_with_kills(live: tuple[Any, No
         given.append(victim.executor_id)
 
     # Kill times in the schedule; the notices go out WINDOW s earlier: 1 s and 3 s into the job.
-    injector = EvictionInjector(sc._gateway.proc.pid, schedule=[(1.0 + WINDOW, 0), (3.0 + WINDOW, 1)],
+    injector = EvictionInjector(driver_pid(sc), schedule=[(1.0 + WINDOW, 0), (3.0 + WINDOW, 1)],
                                 notice=WINDOW, notify=notify)
     with bench.CopyLedger(tmp / "local", [tmp / "backups"]) as ledger, injector:
         answer = bench.shuffle_job(sc, SHAPE)
         # Each noticed executor is gone by its deadline: killed then, or released earlier by the
         # engine once it held nothing needed. Wait for both.
-        wait_for(lambda: len(given) == 2 and not set(given) & {e.executor_id for e in find_executors(sc._gateway.proc.pid)},
+        wait_for(lambda: len(given) == 2 and not set(given) & {e.executor_id for e in find_executors(driver_pid(sc))},
                  timeout=3 * WINDOW, what="both noticed executors gone")
     assert answer == bench.expected_answer(SHAPE)
     assert len(set(given)) == 2
@@ -185,7 +186,7 @@ def test_an_idle_noticed_executor_is_released_once_no_task_fits_and_replaced(
     events = _trace_from_now(tmp / TRACE)
     sc = spark.sparkContext
     status = sc._jvm.org.apache.spark.trspark.TRStatus
-    driver = sc._gateway.proc.pid
+    driver = driver_pid(sc)
     wait_for(lambda: len(find_executors(driver)) == 3, timeout=90.0, what="three executors")
     spark.sparkContext.parallelize(range(6), 6).count()  # no shuffle: nothing is held anywhere
     victim = find_executors(driver)[0]

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from jobs.harness.executors import driver_pid
 from jobs.harness.notice_endpoints import NoticeServer
 from tests.jvm_gateway import Jvm, plain_jvm, wait_for
 
@@ -363,7 +364,7 @@ def test_notices_reach_the_driver_from_endpoint_and_sigpwr(live_notices: tuple[A
     assert status.stat("notices") == 0
     server.post_notice(30, vm="vm-1")  # executor 1's VM only
     wait_for(lambda: status.stat("notices") == 1, "executor 1's GCP notice at the driver", timeout=60)
-    driver = int(sc._jvm.java.lang.ProcessHandle.current().pid())
+    driver = driver_pid(sc)
     (pid,) = [e.pid for e in find_executors(driver) if e.executor_id == "0"]
     os.kill(pid, signal.SIGPWR)
     wait_for(lambda: status.stat("notices") == 2, "executor 0's SIGPWR notice at the driver", timeout=60)

@@ -20,6 +20,7 @@ import pytest
 from test_observability_live import prometheus
 
 import trspark
+from jobs.harness.executors import driver_pid
 from jobs.tpcds import datagen, metrics, results, runner, session
 from jobs.tpcds.answers import DuckDBOracle
 from jobs.tpcds.queries import load
@@ -78,7 +79,7 @@ def test_bench_csv_metrics_ui_tab_and_report_agree_on_a_job_with_kills(tmp_path:
     try:
         sc = spark.sparkContext
         session.register_tables(spark, data)
-        count = metrics.executor_count(sc, sc._gateway.proc.pid)  # type: ignore[union-attr]
+        count = metrics.executor_count(sc, driver_pid(sc))
         api = metrics.StatusApi.of(sc)
         for r in range(RUNS):
             row = runner._run_once(ctx, spark, api, count, "tr", "evicted", query, r, last=r == RUNS - 1)

@@ -18,6 +18,7 @@ from test_observability_live import prometheus
 from test_shim_live import TIMEOUT, wait_for
 
 import trspark
+from jobs.harness.executors import driver_pid
 
 pytestmark = pytest.mark.spark
 
@@ -64,7 +65,7 @@ def test_engine_latency_decisions_and_fallback_show_in_the_metrics(tmp_path: Pat
         page = urllib.request.urlopen(f"{sc.uiWebUrl}/trspark/", timeout=TIMEOUT).read().decode()
         assert 'id="trspark-engine_decisions"' in page and "Engine decision latency" in page
 
-        driver = psutil.Process(int(sc._jvm.java.lang.ProcessHandle.current().pid()))
+        driver = psutil.Process(driver_pid(sc))
         engines = [p for p in driver.children(recursive=True) if "trspark.live" in command_line(p)]
         assert len(engines) == 1
         engines[0].kill()

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import glob
 import json
-import os
 import re
-import signal
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -22,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from live_app import LiveApp
 
 pytestmark = pytest.mark.spark
 
@@ -39,49 +38,29 @@ def wait_for(condition: Callable[[], Any], timeout: float = TIMEOUT, what: str =
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-class Cluster:
-    """The SparkSession plus helpers to inspect and kill its executors."""
+class Cluster(LiveApp):
+    """The SparkSession plus helpers to inspect and kill its executors, and Spark's REST API."""
 
     def __init__(self, spark: Any, root: Path) -> None:
-        self.spark = spark
-        self.sc = spark.sparkContext
+        super().__init__(spark)
         self.root = root
-        self.status = self.sc._jvm.org.apache.spark.trspark.TRStatus
         self.app_id = self.sc.applicationId
-
-    def stat(self, name: str) -> int:
-        return int(self.status.stat(name))
 
     def rest(self, path: str) -> Any:
         url = f"{self.sc.uiWebUrl}/api/v1/applications/{self.app_id}/{path}"
         with urllib.request.urlopen(url, timeout=TIMEOUT) as response:
             return json.load(response)
 
-    def alive(self) -> set[str]:
-        ids = self.sc._jsc.sc().getExecutorIds()
-        return {str(ids.apply(i)) for i in range(ids.size())}
-
-    def removed(self) -> set[str]:
-        """Executors the REST API lists as no longer active."""
-        return {e["id"] for e in self.rest("allexecutors") if not e["isActive"]}
-
-    def driver_pid(self) -> int:
-        return int(self.sc._jvm.java.lang.ProcessHandle.current().pid())
-
     def kill(self, executor_id: str) -> None:
-        from jobs.harness.chaos import find_executors
+        """SIGKILL ``executor_id``'s JVM and wait until the driver removed it (:meth:`LiveApp.removed`)."""
+        from jobs.harness.executors import find_executors
 
-        pids = [e.pid for e in find_executors(self.driver_pid()) if e.executor_id == executor_id]
-        assert pids, f"no process for executor {executor_id}"
-        os.kill(pids[0], signal.SIGKILL)
-        # Spark drops the executor from its backend, queues the loss for the DAGScheduler, then
-        # tells the listeners (the REST API). Waiting for the REST API orders the next job after
-        # the loss: planned before it, the job would find the outputs still registered and, on
-        # one host, read the dead executor's shuffle files straight from its disk.
-        wait_for(lambda: executor_id in self.removed(), what=f"executor {executor_id} to be removed")
+        victims = [e for e in find_executors(self.driver_pid()) if e.executor_id == executor_id]
+        assert victims, f"no process for executor {executor_id}"
+        self.kill_executor(victims[0])
 
     def full_strength(self) -> None:
-        wait_for(lambda: len(self.alive()) >= EXECUTORS, what="replacement executors")
+        self.wait_full(EXECUTORS)
 
     def job_stages(self, group: str) -> list[int]:
         tracker = self.sc.statusTracker()

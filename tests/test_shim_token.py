@@ -23,6 +23,8 @@ import pytest
 from driver_log import driver_log, log_lines
 from jvm_gateway import wait_for
 
+from jobs.harness.executors import driver_pid
+
 pytestmark = pytest.mark.spark
 
 TIMEOUT = 120.0
@@ -152,7 +154,7 @@ def engine_processes(spark: Any) -> list[Any]:
     """The driver JVM's child processes running the engine (``python -m trspark.live``)."""
     import psutil
 
-    driver = psutil.Process(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
+    driver = psutil.Process(driver_pid(spark.sparkContext))
     found = []
     for child in driver.children(recursive=True):
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import psutil
 
@@ -37,6 +38,15 @@ def _executor_id(cmdline: Sequence[str]) -> str | None:
 def _id_key(executor_id: str) -> tuple[int, int | str]:
     # Spark's ids are "0", "1", ... : numeric order, not string order ("10" after "9").
     return (0, int(executor_id)) if executor_id.isdigit() else (1, executor_id)
+
+
+def driver_pid(sc: Any) -> int:
+    """Process id of ``sc``'s driver JVM, the ancestor of a ``local-cluster``'s executor JVMs.
+
+    Asked from the JVM itself, so it holds however PySpark reached the JVM (``sc`` is a
+    ``SparkContext``; typed ``Any`` because py4j's fields are).
+    """
+    return int(sc._jvm.java.lang.ProcessHandle.current().pid())
 
 
 def find_executors(driver_pid: int) -> list[ExecutorProcess]:

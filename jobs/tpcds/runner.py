@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobs.harness.executors import driver_pid
 from jobs.tpcds import datagen, metrics, pools, results, schedules, session
 from jobs.tpcds.answers import Answer, DuckDBOracle, compare
 from jobs.tpcds.queries import Query, load
@@ -205,7 +206,7 @@ def _run_session(ctx: _Context, policy: str, data: Path, progress: Progress, met
     rows: list[RunRow] = []
     cap = None
     # A local-cluster's executor JVMs descend from the driver's: the process tree says which are alive.
-    local_driver = None if s.master else spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
+    local_driver = None if s.master else driver_pid(spark.sparkContext)
     try:
         if s.executor_cpus is not None and local_driver is not None:
             from jobs.harness.cpucap import ExecutorCpuCap
