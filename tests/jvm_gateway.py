@@ -13,11 +13,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from subprocess import Popen
-from typing import Any
+from typing import Any, TypeVar
 
 from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
 
 from trspark.live.shim import jar_path, spark_jars_dir
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -50,11 +52,11 @@ def plain_jvm() -> Iterator[Jvm]:
         proc.wait(timeout=10)
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    """Poll ``condition`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+def wait_for(condition: Callable[[], T], what: str, timeout: float = 10.0, every: float = 0.02) -> T:
+    """Poll ``condition`` every ``every`` s until it holds and return its value; fail naming ``what`` after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.02)  # polling a condition, bounded by the deadline
+        if value := condition():
+            return value
+        time.sleep(every)  # polling a condition, bounded by the deadline
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")

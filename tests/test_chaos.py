@@ -6,10 +6,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from functools import partial
 
 import numpy as np
 import pytest
+from jvm_gateway import wait_for as wait_until
 
 from cost_model.lifetimes import from_spec
 from jobs.harness.chaos import EvictionInjector, draw_schedule
@@ -33,13 +35,8 @@ CATCHES_SIGPWR = ("import signal; signal.signal(signal.SIGPWR, lambda *_: print(
                   "print('ready', flush=True)\nwhile True: signal.pause()")
 
 
-def wait_for(condition: Callable[[], object], timeout: float = TIMEOUT, what: str = "condition") -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := condition():
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+# The shared wait, with this module's timeout.
+wait_for = partial(wait_until, timeout=TIMEOUT, every=0.05)
 
 
 class FakeCluster:

@@ -15,11 +15,13 @@ import json
 import re
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from jvm_gateway import wait_for as wait_until
 from live_app import LiveApp
 
 pytestmark = pytest.mark.spark
@@ -28,14 +30,8 @@ EXECUTORS = 3
 TIMEOUT = 120.0  # the shared machine is often heavily loaded
 
 
-def wait_for(condition: Callable[[], Any], timeout: float = TIMEOUT, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+# The shared wait, with this module's timeout; its conditions ask Spark's REST API, so every 0.2 s.
+wait_for = partial(wait_until, timeout=TIMEOUT, every=0.2)
 
 
 class Cluster(LiveApp):
@@ -260,11 +256,11 @@ def test_backup_cut_off_by_a_kill_is_never_used(cluster: Cluster) -> None:
     rdd = shuffled(cluster, rows=rows, payload=400)
     try:
         assert run_job(cluster, rdd, "cutoff-first") == expected_sums(rows)
-        partial = wait_for(
+        in_progress = wait_for(
             lambda: glob.glob(f"{cluster.root}/{cluster.app_id}/*/*/.shuffle_*.data.*.trspark-tmp"),
             what="a backup in progress",
         )
-        match = re.search(r"\.shuffle_(\d+)_(\d+)_0\.data\.", partial[0])
+        match = re.search(r"\.shuffle_(\d+)_(\d+)_0\.data\.", in_progress[0])
         assert match
         shuffle_id, map_id = match.groups()
         map_stage = cluster.job_stages("cutoff-first")[0]
