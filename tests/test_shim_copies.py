@@ -204,6 +204,7 @@ def test_the_listener_forgets_the_shuffles_spark_cleans_up(app: App) -> None:
     collects = [job(app, 2000) for _ in range(5)]
     for collect in collects:
         assert collect() == expected(2000)
+    app.sc._jsc.sc().listenerBus().waitUntilEmpty(int(TIMEOUT * 1000))  # the jobs' last events are counted
     grown = app.status.listenerTracked()
     del collects, collect
     gc.collect()
