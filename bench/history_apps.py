@@ -79,6 +79,7 @@ def run_app(spec: AppSpec) -> AppResult:
 
     import trspark
     from jobs.harness.chaos import EvictionInjector
+    from jobs.harness.executors import driver_pid
     from jobs.tpcds.metrics import executor_ids
     from jobs.tpcds.session import spark_home
 
@@ -98,7 +99,7 @@ def run_app(spec: AppSpec) -> AppResult:
         sc.setLogLevel("ERROR")
         try:
             registered_ids = executor_ids(sc)
-            injector = EvictionInjector(sc._gateway.proc.pid, model=spec.truth, rng=spec.seed, min_alive=1,
+            injector = EvictionInjector(driver_pid(sc), model=spec.truth, rng=spec.seed, min_alive=1,
                                         registered=lambda e: e in registered_ids())
             jobs = ok = 0
             with injector:

@@ -112,7 +112,7 @@ class EvictionInjector:
     Parameters
     ----------
     driver_pid
-        The driver JVM (for PySpark: ``SparkContext._gateway.proc.pid``).
+        The driver JVM's process id (for PySpark: :func:`jobs.harness.executors.driver_pid`).
     model, rng
         Lifetime model (or spec) and the generator lifetimes are drawn from (an int is a seed).
     schedule
