@@ -15,6 +15,7 @@ an archive when it starts (same JDK build, same class path) and runs without it,
 warning, when it does not match. A truncated dump (an executor killed while writing it) would
 crash it instead, so each dump is tried once before it is adopted: a stale or broken archive
 costs the saving, never the job.
+
 Measured on a 2-core machine (``bench/warm_start.py``): replacements registered 1 s sooner
 after a kill and ran their first job 0.5 s faster. No library does this; the JVM
 options are the JDK's own.
@@ -83,15 +84,18 @@ def executor_java_options(directory: Path, tag: str, now: float | None = None) -
     directory.mkdir(parents=True, exist_ok=True)
     archive = directory / f"{ARCHIVE_PREFIX}{tag}.jsa"
     now = time.time() if now is None else now
-    dumps = sorted((p for p in directory.glob(f"{DUMP_PREFIX}{tag}-*.jsa") if now - p.stat().st_mtime >= SETTLE_S),
-                   key=lambda p: p.stat().st_mtime)
+    dumps = sorted((mtime, path) for path in directory.glob(f"{DUMP_PREFIX}{tag}-*.jsa")
+                   if (mtime := _mtime(path)) is not None and now - mtime >= SETTLE_S)
     while dumps and not archive.exists():
-        candidate = dumps.pop()
-        if archive_usable(candidate):
-            os.replace(candidate, archive)
-        else:
-            candidate.unlink(missing_ok=True)
-    for stale in dumps:
+        candidate = dumps.pop()[1]
+        try:
+            if archive_usable(candidate):
+                os.replace(candidate, archive)
+            else:
+                candidate.unlink(missing_ok=True)
+        except FileNotFoundError:
+            pass  # another application starting now adopted or removed it
+    for _, stale in dumps:
         stale.unlink(missing_ok=True)
     if archive.exists():
         return f"-XX:SharedArchiveFile={archive}"
@@ -129,6 +133,14 @@ def merge_options(existing: str | None, option: str) -> str:
     if any(part.startswith(("-XX:SharedArchiveFile=", "-XX:ArchiveClassesAtExit=")) for part in parts):
         return existing or ""
     return " ".join([*parts, option])
+
+
+def _mtime(path: Path) -> float | None:
+    """Last write (s since the epoch), or None if ``path`` went meanwhile."""
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return None
 
 
 def _safe(text: str) -> str:
