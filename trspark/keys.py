@@ -128,18 +128,6 @@ def _http_url(raw: str) -> str:
     return text
 
 
-def _warm_start(raw: str) -> str:
-    """``""`` (off), ``"true"`` (the default directory) or an absolute directory."""
-    text = raw.strip()
-    if text.lower() in ("", "false", "0", "no", "off"):
-        return ""
-    if text.lower() in ("true", "1", "yes", "on"):
-        return "true"
-    if not text.startswith("/"):
-        raise ValueError
-    return text
-
-
 def _signal_name(raw: str) -> str:
     """A POSIX signal name as the JVM spells it (``PWR`` for ``SIGPWR``), or ``none``."""
     text = raw.strip().upper().removeprefix("SIG")
@@ -271,12 +259,6 @@ KEYS: tuple[Key, ...] = (
         "spark.dynamicAllocation.executorIdleTimeout when dynamic allocation and shuffle tracking are on."),
     Key("release.minExecutors", "release_min_executors", 0, _int(0, 1 << 20), "an integer >= 0",
         "Executors release.idle never goes below; the plugin sets it to spark.dynamicAllocation.minExecutors."),
-    Key("warmStart", "warm_start", "", _warm_start, "false | true | an absolute directory",
-        "Executor JVMs share one class-data archive (JDK class-data sharing), so replacements register and run "
-        "their first tasks sooner. The first application's executors write it when they exit; later ones map it. "
-        "true = ~/.cache/trspark/cds; a directory must be on every executor host. Applied by trspark.configure and "
-        "trspark.spark_conf, which add the JVM option to spark.executor.extraJavaOptions (one already naming an "
-        "archive wins); given to spark-submit alone, it does nothing."),
 )
 
 BY_FULL = {k.full: k for k in KEYS}

@@ -56,7 +56,6 @@ class TRConfig:
     sizing_rate: float = 0.0
     release_idle: float = 0.0
     release_min_executors: int = 0
-    warm_start: str = ""
     pool_lifetimes: tuple[tuple[str, str], ...] = ()
     """(pool, lifetime spec) from ``spark.trspark.pool.<name>.lifetime``; spec ``stable`` = on-demand."""
 

@@ -8,8 +8,7 @@
 :func:`spark_conf` returns the settings as a dict (for ``spark-submit --conf`` lines, or
 ``SparkConf.setAll``); :func:`configure` applies them to a ``SparkSession.Builder``, a
 ``SparkConf`` or a plain dict, *appending* the jar and the plugin to any ``spark.jars`` /
-``spark.plugins`` already there, and the warm-start JVM option to
-``spark.executor.extraJavaOptions``. Options are ``spark.trspark.*`` settings spelled as
+``spark.plugins`` already there. Options are ``spark.trspark.*`` settings spelled as
 :class:`trspark.engine.settings.TRConfig` fields (``recursion_depth=4``) or as the Spark key
 suffix (``recursionDepth=4``); every value is validated here (:func:`trspark.live.config.option_settings`),
 so a bad one fails before Spark starts with a :class:`trspark.keys.ConfigError` naming the key
@@ -25,7 +24,6 @@ from typing import Any, TypeVar
 from trspark.keys import PREFIX
 from trspark.live.config import from_spark_conf, option_settings
 from trspark.live.sizing import sql_settings
-from trspark.live.warmstart import JAVA_OPTIONS_KEY, merge_options, warm_start_settings
 
 PLUGIN_CLASS = "org.apache.spark.trspark.TRSparkPlugin"
 JARS_KEY = "spark.jars"
@@ -54,17 +52,14 @@ def spark_conf(**options: Any) -> dict[str, str]:
 
     Returns ``spark.jars`` (the plugin jar), ``spark.plugins`` (:data:`PLUGIN_CLASS`),
     ``spark.trspark.python`` (this interpreter, so the engine runs with the trspark the user
-    imported, unless ``python=`` is given), the validated options and, with ``warm_start``, the
-    executors' JVM option (:mod:`trspark.live.warmstart`).
+    imported, unless ``python=`` is given) and the validated options.
     """
     settings = option_settings(**options)
-    warm = from_spark_conf(settings).warm_start
     return {
         JARS_KEY: plugin_jar(),
         PLUGINS_KEY: PLUGIN_CLASS,
         PYTHON_KEY: settings.pop(PYTHON_KEY, sys.executable),
         **settings,
-        **warm_start_settings(warm),
     }
 
 
@@ -85,11 +80,7 @@ def configure(target: T, **options: Any) -> T:
     get, put = _accessors(target)
     settings = spark_conf(**options)
     for name, value in settings.items():
-        if name in _LIST_KEYS:
-            value = merge_list(get(name), value)
-        elif name == JAVA_OPTIONS_KEY:
-            value = merge_options(get(name), value)
-        put(name, value)
+        put(name, merge_list(get(name), value) if name in _LIST_KEYS else value)
     for name, value in sql_settings(from_spark_conf(settings), get).items():
         put(name, value)
     return target
