@@ -20,6 +20,23 @@ from trspark.engine.commands import ReleaseExecutor
 from trspark.engine.events import ExecutorAdded, ExecutorLost, ExecutorNotice
 
 
+def pool_generators(rng: np.random.Generator, count: int) -> list[np.random.Generator]:
+    """The first ``count`` children of the seed behind ``rng``, the same however often it was used before.
+
+    ``Generator.spawn`` counts the children its seed sequence has handed out, so a second
+    simulator built from the same seed would get other children, hence other lifetimes. Runs
+    that must meet the same world (the policies of a paired comparison, an oracle's family
+    members, a replay with a trace) build their simulators from one seed, so the children are
+    made here from the seed's entropy and key, as its first ``spawn`` makes them.
+    """
+    seed = getattr(rng.bit_generator, "seed_seq", None)
+    if not isinstance(seed, np.random.SeedSequence):
+        return rng.spawn(count)
+    return [np.random.default_rng(np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, child),
+                                                         pool_size=seed.pool_size))
+            for child in range(count)]
+
+
 class ClusterDriver(WorldModel):
     """VMs joining and leaving, and the seconds each pool's VMs were up."""
 
@@ -36,7 +53,7 @@ class ClusterDriver(WorldModel):
         else:
             self._next_lifetime = [
                 LifetimeSampler(None if spec is None else from_spec(spec), pool_rng).next
-                for (_, _, spec), pool_rng in zip(self._pools, rng.spawn(len(self._pools)), strict=True)
+                for (_, _, spec), pool_rng in zip(self._pools, pool_generators(rng, len(self._pools)), strict=True)
             ]
 
     def _count_vm_time(self) -> None:
