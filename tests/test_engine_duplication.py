@@ -139,3 +139,16 @@ def test_with_warm_first_a_fresh_executor_is_no_duplicate_target() -> None:
     hints = SchedulingHints(stage_order=(0,), fallback={0: ("b",)})
     assert [e.executor_id for e in idle_executors(state, hints)] == ["b"]  # warm first off: the hints alone
     assert idle_executors(state, hints, warm_first=True) == []
+
+
+def test_a_straggler_past_its_stage_mean_is_copied() -> None:
+    # Task 1 started at 0 on a (dies at 15 s); task 0 took 10 s on c (lives for ever), so the
+    # stage's mean is 10 s. When c frees at 12 s, task 1 has run 12 s, past the mean: a copy on c
+    # needs ~10 s, a dies 3 s into that window, so the copy is safer and c gets it.
+    policy = _policy()
+    events = add_executors(["a", "c"], cores=1)
+    events += [ExecutorNotice(time=0.0, executor_id=e, deadline=t, kind="lifetime") for e, t in (("a", 15.0), ("c", FOREVER))]
+    events += [map_stage(0, 2, 0), TaskStarted(time=0.0, stage_id=0, partition=1, executor_id="a")]
+    feed(policy, events)
+    ended = run_task(0, 0, "c", start=2.0, seconds=10.0, write=MB, shuffle_id=0)
+    assert _duplicates(policy, ended) == [DuplicateTask(stage_id=0, partition=1, executor_id="c")]

@@ -10,7 +10,8 @@ largest *duplication rate* gets a copy there:
         \\frac{ET_i - s.E(t, t + ET_i)}{ET_i - v.E(t, t + ET_i) + \\epsilon}
 
 where ``s`` is the executor running task ``i``, ``v`` the idle one, ``ET_i`` the task's
-remaining estimated run time (s) and ``x.E(t, t+ET)`` the expected time ``x`` stays alive in
+remaining estimated run time (s: its stage's mean task time minus its elapsed time, or the
+whole mean once it ran longer than that) and ``x.E(t, t+ET)`` the expected time ``x`` stays alive in
 that window (s). How we read the paper's ``E`` here: the paper writes ``s.E / v.E``, which
 taken literally prefers copying tasks from *stable* sources onto *unstable* targets -- the
 opposite of the point of duplication. We therefore use the expected time each executor is
@@ -142,9 +143,9 @@ class Duplicator:
                 if source is None or not source.alive:
                     continue
                 started = stage.started_at.get((partition, source.executor_id), state.now)
-                remaining = et - (state.now - started)
+                remaining = _remaining_seconds(et, state.now - started)
                 if remaining <= _EPS:
-                    continue  # expected to be done already: the estimate says nothing about its end
+                    continue
                 out.append(((stage.stage_id, partition), source, remaining, rate))
         return out
 
@@ -184,6 +185,16 @@ class Duplicator:
             ages = np.array([targets[i].age(now) for i in rows])
             out[rows] = windows[None, :] - models[key].expected_lifetime(ages[:, None], 0.0, windows[None, :])
         return out
+
+
+def _remaining_seconds(mean: float, elapsed: float) -> float:
+    """Expected seconds left (s) of a task that ran ``elapsed`` s, in a stage whose tasks take ``mean`` s.
+
+    ``mean - elapsed`` until the mean; past it, ``mean``. A task that outlived its stage's mean
+    (a straggler) has no estimated end, and it holds up the stage's end; its loss would cost
+    the most, so it stays a candidate, priced over the time a fresh copy needs.
+    """
+    return mean - elapsed if elapsed < mean else mean
 
 
 def idle_executors(state: JobState, hints: SchedulingHints | None, warm_first: bool = False) -> list[ExecutorView]:
