@@ -232,14 +232,17 @@ them for backups only and schedules as `tr` does. How each target is judged:
 `jobs/reports/pools.py`.
 """, (
     Source("pools_sweep.csv",
-           "S='nice -n 10 trspark simulate sweep --vms 10 --scale 0.01 --shapes exp,0.6 \\\n"
-           "   --runs 50 --workers 2 --workloads tpcds,bing'\n"
-           "$S --on-demand-shares 10,25,50 --policies never,always,efm,pado,tr,oracle,oracle-backup --stabilities 5,10 --out low.csv\n"
-           "$S --on-demand-shares 10,25,50 --policies never,always,efm,pado,tr,oracle --stabilities 20,50,200 --out high.csv\n"
-           "$S --on-demand-shares 0 ...  # the same two commands at 2a7b501, 11:25-12:09 UTC\n"
-           "# pools_sweep.csv: the rows of all four",
-           "2026-11-26, 16:41-17:19 UTC (shares 10-50); 11:25-12:09 UTC (share 0)",
-           "64ede59 (shares 10-50); 2a7b501 (share 0: no stable pool, where no later change alters a decision)",
+           "S='nice -n 10 trspark simulate sweep --vms 10 --scale 0.01 --runs 50 --workers 2 --workloads tpcds,bing'\n"
+           "$S --shapes exp,0.6 --on-demand-shares 10,25,50 --policies never,always,efm,pado,tr,oracle,oracle-backup \\\n"
+           "   --stabilities 5,10 --out low.csv\n"
+           "$S --shapes exp,0.6 --on-demand-shares 10,25,50 --policies never,always,efm,pado,tr,oracle \\\n"
+           "   --stabilities 20,50,200 --out high.csv\n"
+           "$S --shapes 0.6 --on-demand-shares 0 ...  # the same two commands: Weibull, no on-demand VM\n"
+           "$S --shapes exp --on-demand-shares 0 ...  # the same two commands at 2a7b501, 2026-11-26 11:25-12:09 UTC\n"
+           "# pools_sweep.csv: the rows of all six",
+           "2026-11-28, 10:46-11:26 UTC; exponential lifetimes without on-demand VMs: 2026-11-26",
+           "7c25083; exponential lifetimes without on-demand VMs: 2a7b501 (one memoryless law and no stable "
+           "pool: no later change alters a decision there, and `tr`'s 10 rows came out identical at 7c25083)",
            MACHINE + ", shared with other work (simulated times do not depend on it)",
            _pools_sweep,
            "![slowdowns](pools.png)\n\nThe acceptance grid of `make pools` (50 paired runs; stabilities 5, 10, 20, "
@@ -250,7 +253,7 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "nice -n 10 trspark simulate sweep --vms 10 --scale 0.01 --shapes exp,0.6 --on-demand-shares 0,10,25,50 \\\n"
            "    --runs 50 --workers 2 --workloads tpcds,bing --policies tr --notice 2 --stabilities 5,10,20 \\\n"
            "    --out docs/results/pools_notice.csv",
-           "2026-11-26, 17:14-17:17 UTC (shares 10-50); share 0 at 2a7b501", "64ede59 (shares 10-50); 2a7b501 (share 0)",
+           "2026-11-28, 11:12-11:19 UTC", "7c25083",
            MACHINE,
            pools.notices(RESULTS / "pools_sweep.csv"),
            "`tr` in its default configuration (lifetime knowledge `notices`: a notice's deadline is priced), "
