@@ -276,6 +276,12 @@ def test_backup_cut_off_by_a_kill_is_never_used(cluster: Cluster) -> None:
     reruns = reruns_of(cluster, "cutoff-second")
     victim_index = next(t["index"] for t in first if str(t["taskId"]) == map_id)
     assert victim_index in reruns
+    # The other throttled copies run on after the test. Once ``rdd`` is gone, Spark's cleaner may
+    # drop its shuffle and cancel them uncounted, and the next test's wait for finished backups
+    # would never end: they finish here, while ``rdd`` still holds the shuffle.
+    wait_for(lambda: rdd is not None and cluster.stat("backups_requested")
+             == cluster.stat("backups_done") + cluster.stat("backups_failed"),
+             what="the throttled copies to end")
 
 
 def test_a_backed_up_output_of_a_running_stage_is_not_re_run_when_its_executor_dies(cluster: Cluster) -> None:
