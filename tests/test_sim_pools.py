@@ -79,21 +79,22 @@ def test_simulators_built_from_one_seed_meet_the_same_world() -> None:
     world = WorldSpec(vms=4, cores=1, lifetime=None, pools=pools)
     seed = np.random.SeedSequence(11)
 
-    def deaths(policy: object) -> list[float]:
-        sim = Simulator(job(), world, policy, np.random.default_rng(seed), period=1.0, stall_seconds=100.0)  # type: ignore[arg-type]
+    def simulator(policy: object, trace: object = None) -> Simulator:
+        return Simulator(job(), world, policy, np.random.default_rng(seed), period=1.0, stall_seconds=100.0, trace=trace)  # type: ignore[arg-type]
+
+    def deaths(sim: Simulator) -> list[float]:
         sim.run()
         return [e.death for e in sim.executors[:4]]
 
-    first = deaths(Recorder())
-    assert deaths(Recorder()) == first  # the seed was used before: still its first children
+    first = deaths(simulator(Recorder()))
+    assert deaths(simulator(Recorder())) == first  # the seed was used before: still its first children
     assert any(d != float("inf") for d in first)
     # Every family member is played on that world: the oracle's best is a strategy's, not a luckier world's.
     played: list[Simulator] = []
 
     def make_sim(policy: object, trace: object) -> Simulator:
-        sim = Simulator(job(), world, policy, np.random.default_rng(seed), period=1.0, stall_seconds=100.0, trace=trace)  # type: ignore[arg-type]
-        played.append(sim)
-        return sim
+        played.append(simulator(policy, trace))
+        return played[-1]
 
     best_run(make_sim, TRConfig(lifetime="exponential:mean=3"), horizon=20.0)
     assert len(played) > 2
