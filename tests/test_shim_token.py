@@ -29,6 +29,9 @@ pytestmark = pytest.mark.spark
 
 TIMEOUT = 120.0
 START_TIMEOUT = 5.0  # spark.trspark.engine.startTimeout of the case whose engine never connects
+# Every other case sets its own start timeout, long enough for a slow machine to start Python: settings
+# of a stopped session stay in the JVM's SparkConf defaults and would carry the 5 s into the next case.
+SLOW_START_TIMEOUT = TIMEOUT
 # The engine is the one command the plugin starts with `--connect 127.0.0.1:<port>`.
 WRAPPER = """\
 #!{python}
@@ -109,7 +112,8 @@ def application(tmp_path: Path, logging: tuple[str, Path]) -> Iterator[Callable[
         spark = trspark.configure(builder, mode="tr", lifetime="exponential:mean=600", python=str(wrapper),
                                   remote_path=(tmp_path / "backups").as_uri(),
                                   **(LAG_OPTIONS if case in MISBEHAVIOURS else {}),
-                                  **({"engine_start_timeout": START_TIMEOUT} if case == "never connects" else {})).getOrCreate()
+                                  engine_start_timeout=START_TIMEOUT if case == "never connects" else SLOW_START_TIMEOUT,
+                                  ).getOrCreate()
         started.append(spark)
         return spark
 
