@@ -13,6 +13,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# Every JVM the tests start (PySpark's driver, local-cluster workers and executors, spark-submit)
+# inherits these options: such JVMs live seconds to minutes, and on a 2-core machine the C2
+# compiler's and the parallel collector's threads took about half of the CPU the tests had.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault("JAVA_TOOL_OPTIONS", TEST_JVM_OPTIONS)
 # The well-known development account of the Azure storage emulators (public, not a secret).
 AZURITE_ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
