@@ -17,9 +17,9 @@ import re
 import shutil
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from executor_metrics import executor_reports, executor_totals, with_csv_sink
@@ -29,6 +29,7 @@ import trspark
 
 pytestmark = pytest.mark.spark
 
+T = TypeVar("T")
 ROWS = 40_000
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
@@ -114,6 +115,19 @@ class App(Cluster):
         wait_for(same, what="counters to settle")
         return last
 
+    def settled_around(self, read: Callable[[], T]) -> tuple[dict[str, int], T]:
+        """The settled counters and ``read()``, the counters unchanged from before the read to after it.
+
+        (Spark's cleaner drops the rounds' shuffles, ``outputs_forgotten``, whenever the driver
+        JVM next collects its garbage, which may fall inside a read.)
+        """
+        for _ in range(3):
+            counters = self.settled()
+            value = read()
+            if trspark.status(self.spark) == counters:
+                return counters, value
+        raise AssertionError("trspark's counters changed during each of three reads")
+
     def stop(self) -> None:
         if not self.stopped:
             self.spark.stop()
@@ -180,8 +194,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
 
 
 def test_prometheus_shows_every_trspark_metric_with_the_driver_values(app: App) -> None:
-    counters = app.settled()
-    scraped = app.prometheus()
+    counters, scraped = app.settled_around(app.prometheus)
     print("trspark.status:", counters)
     assert {k: int(scraped[k]) for k in counters if k != "engine_decisions"} == {
         k: v for k, v in counters.items() if k != "engine_decisions"}
@@ -214,17 +227,17 @@ def test_the_ui_tab_shows_the_metrics_in_a_headless_browser(app: App, tmp_path: 
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing (Debian package chromium; `make browser` installs it)")
     playwright = pytest.importorskip("playwright.sync_api", reason="Python package playwright is missing")
-    counters = app.settled()
-    scraped = app.prometheus()
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
         try:
             page = browser.new_page(viewport={"width": 1200, "height": 1100})
-            page.goto(f"{app.sc.uiWebUrl}/trspark/", timeout=TIMEOUT * 1000)
-            shown = {
-                name: int(page.inner_text(f"#trspark-{name}"))
-                for name in counters
-            }
+
+            def read_tab() -> tuple[dict[str, int], dict[str, float]]:
+                page.goto(f"{app.sc.uiWebUrl}/trspark/", timeout=TIMEOUT * 1000)
+                cells = {name: int(page.inner_text(f"#trspark-{name}")) for name in trspark.status(app.spark)}
+                return cells, app.prometheus()
+
+            counters, (shown, scraped) = app.settled_around(read_tab)
             assert page.locator("#trspark-counters").is_visible()
             assert "SafetyBelt" in page.inner_text("#trspark-decisions")
             assert "trspark" in page.title()
