@@ -29,8 +29,8 @@ pytestmark = pytest.mark.spark
 
 TIMEOUT = 120.0
 START_TIMEOUT = 5.0  # spark.trspark.engine.startTimeout of the case whose engine never connects
-# Every other case sets its own start timeout, long enough for a slow machine to start Python: settings
-# of a stopped session stay in the JVM's SparkConf defaults and would carry the 5 s into the next case.
+# Every other case sets its own start timeout, long enough for a slow machine to start Python: the
+# settings of the driver JVM's first session stay in its SparkConf defaults and would carry the 5 s on.
 SLOW_START_TIMEOUT = TIMEOUT
 # The engine is the one command the plugin starts with `--connect 127.0.0.1:<port>`.
 WRAPPER = """\
