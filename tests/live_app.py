@@ -80,6 +80,10 @@ class LiveApp:
     def stat(self, name: str) -> int:
         return int(self.status.stat(name))
 
+    def backups_ended(self) -> bool:
+        """Whether every backup requested so far has committed or failed."""
+        return self.stat("backups_requested") == self.stat("backups_done") + self.stat("backups_failed")
+
     def alive(self) -> set[str]:
         ids = self.sc._jsc.sc().getExecutorIds()
         return {str(ids.apply(i)) for i in range(ids.size())}

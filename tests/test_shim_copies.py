@@ -118,8 +118,7 @@ def test_a_damaged_remote_backup_is_treated_as_missing_and_recomputed(app: App, 
 def test_a_peer_copy_damaged_in_transit_is_rejected_by_its_checksum(app: App) -> None:
     wait_for(lambda: len(app.alive()) >= EXECUTORS, what="every executor registered", timeout=TIMEOUT)
     # Copies still in flight from an earlier case would be counted in this one.
-    wait_for(lambda: app.stat("backups_requested") == app.stat("backups_done") + app.stat("backups_failed"),
-             what="earlier copies settled", timeout=TIMEOUT)
+    wait_for(app.backups_ended, what="earlier copies settled", timeout=TIMEOUT)
     app.status.setBuiltin("always", "local", 0.0)
     try:
         before = {name: app.stat(name) for name in ("backups_local", "backups_rejected", "outputs_repointed",
@@ -127,8 +126,7 @@ def test_a_peer_copy_damaged_in_transit_is_rejected_by_its_checksum(app: App) ->
         run = job(app, 20000)
         assert run() == expected(20000)
         # Every peer copy arrives with a flipped byte: the peer's check rejects each one.
-        wait_for(lambda: app.stat("backups_rejected") > before["backups_rejected"] and
-                 app.stat("backups_requested") == app.stat("backups_done") + app.stat("backups_failed"),
+        wait_for(lambda: app.stat("backups_rejected") > before["backups_rejected"] and app.backups_ended(),
                  what="every peer copy checked", timeout=TIMEOUT)
         requested = app.stat("backups_requested") - before["backups_requested"]
         # None is accepted, and each is rejected. A late check of an earlier case's remote copy

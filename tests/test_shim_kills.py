@@ -69,8 +69,7 @@ class App(LiveApp):
         return [line for line in log_lines(self.log)[since:] if "FetchFailed" in line]
 
     def quiet(self) -> None:
-        wait_for(lambda: self.stat("backups_requested") == self.stat("backups_done") + self.stat("backups_failed"),
-                 what="every requested backup to end", timeout=TIMEOUT)
+        wait_for(self.backups_ended, what="every requested backup to end", timeout=TIMEOUT)
 
 
 @pytest.fixture(scope="module")

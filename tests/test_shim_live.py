@@ -194,10 +194,7 @@ def test_backup_counters_split_peer_and_remote_copies_and_count_their_bytes(clus
     """
     counters = ("backups_done", "backups_local", "backups_remote", "backups_bytes")
     # Start from a quiet plugin: every backup requested so far has committed or failed.
-    wait_for(
-        lambda: cluster.stat("backups_requested") == cluster.stat("backups_done") + cluster.stat("backups_failed"),
-        what="earlier backups to finish",
-    )
+    wait_for(cluster.backups_ended, what="earlier backups to finish")
     for targets, counter in (("remote", "backups_remote"), ("local", "backups_local")):
         cluster.full_strength()
         cluster.status.setBuiltin("always", targets, 0.0)
@@ -279,9 +276,7 @@ def test_backup_cut_off_by_a_kill_is_never_used(cluster: Cluster) -> None:
     # The other throttled copies run on after the test. Once ``rdd`` is gone, Spark's cleaner may
     # drop its shuffle and cancel them uncounted, and the next test's wait for finished backups
     # would never end: they finish here, while ``rdd`` still holds the shuffle.
-    wait_for(lambda: rdd is not None and cluster.stat("backups_requested")
-             == cluster.stat("backups_done") + cluster.stat("backups_failed"),
-             what="the throttled copies to end")
+    wait_for(lambda: rdd is not None and cluster.backups_ended(), what="the throttled copies to end")
 
 
 def test_a_backed_up_output_of_a_running_stage_is_not_re_run_when_its_executor_dies(cluster: Cluster) -> None:
@@ -303,8 +298,7 @@ def test_a_backed_up_output_of_a_running_stage_is_not_re_run_when_its_executor_d
 
     rdd = sc.parallelize(range(90), 9).mapPartitions(slow).partitionBy(3).mapValues(lambda v: v)
     group = f"running-stage-{time.monotonic_ns()}"
-    wait_for(lambda: cluster.stat("backups_requested") == cluster.stat("backups_done") + cluster.stat("backups_failed"),
-             what="earlier backups to finish")
+    wait_for(cluster.backups_ended, what="earlier backups to finish")
 
     def committed(task: dict[str, Any]) -> bool:
         return bool(glob.glob(f"{cluster.root}/{cluster.app_id}/*/*/shuffle_*_{task['taskId']}_0.trspark-ok"))
