@@ -81,8 +81,9 @@ class LiveApp:
         return int(self.status.stat(name))
 
     def backups_ended(self) -> bool:
-        """Whether every backup requested so far has committed or failed."""
-        return self.stat("backups_requested") == self.stat("backups_done") + self.stat("backups_failed")
+        """Whether every backup requested so far has committed, failed or been cancelled."""
+        ended = ("backups_done", "backups_failed", "backups_cancelled")
+        return self.stat("backups_requested") == sum(self.stat(name) for name in ended)
 
     def alive(self) -> set[str]:
         ids = self.sc._jsc.sc().getExecutorIds()

@@ -13,7 +13,8 @@ only matters for the peer case, the other cases copy to the remote store. Their 
 Spark's ``CsvSink``, where the peers' count of damaged copies is read.
 
 Last, a shuffle that Spark's ``ContextCleaner`` removes takes its remote copies and the listener's
-records of it with it, and a peer copy that ends after its output is gone is deleted from its peer.
+records of it with it, its backups still queued or copying end once each, as cancelled, and a peer
+copy that ends after its output is gone is deleted from its peer.
 """
 
 from __future__ import annotations
@@ -68,10 +69,25 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
         spark.stop()
 
 
+def sums(app: App, rows: int) -> Any:
+    """Sums by key of ``rows`` numbers: a two-stage RDD with MAPS map outputs."""
+    return app.sc.parallelize(range(rows), MAPS).map(lambda x: (x % 1009, x)).reduceByKey(lambda a, b: a + b, 3)
+
+
 def job(app: App, rows: int) -> Callable[[], dict[int, int]]:
-    """A two-stage job (sums by key of ``rows`` numbers, MAPS map outputs) to collect, twice."""
-    rdd = app.sc.parallelize(range(rows), MAPS).map(lambda x: (x % 1009, x)).reduceByKey(lambda a, b: a + b, 3)
+    """The job of ``sums`` to collect, twice."""
+    rdd = sums(app, rows)
     return lambda: dict(rdd.collect())
+
+
+def shuffle_id(rdd: Any) -> int:
+    """The id of the shuffle an RDD reads, found along its first dependencies in the JVM."""
+    jvm_rdd = rdd._jrdd.rdd()
+    while True:
+        dependency = jvm_rdd.dependencies().head()
+        if dependency.getClass().getSimpleName() == "ShuffleDependency":
+            return int(dependency.shuffleId())
+        jvm_rdd = dependency.rdd()
 
 
 def expected(rows: int) -> dict[int, int]:
@@ -168,6 +184,52 @@ def test_a_shuffle_spark_cleans_up_takes_its_remote_copies_with_it(app: App) -> 
         return not shuffle_dir.exists() and app.stat("outputs_forgotten") >= forgotten + MAPS
 
     wait_for(cleaned, what=f"{shuffle_dir} deleted and its outputs forgotten", timeout=TIMEOUT)
+
+
+def test_backups_of_a_forgotten_shuffle_end_once_as_cancelled(app: App) -> None:
+    # Two copies of each output, to the store and to a peer, slowed to 2 kB/s: when the shuffle is
+    # forgotten some are copying and some still queued (two in flight per executor). Each ends
+    # exactly once, as cancelled, and a report its source still sends counts for nothing.
+    import json
+
+    wait_for(lambda: len(app.alive()) >= EXECUTORS and app.backups_ended(), what="the earlier backups ended",
+             timeout=TIMEOUT)
+    names = ("backups_requested", "backups_started", "backups_done", "backups_failed", "backups_cancelled")
+    before = {name: app.stat(name) for name in names}
+
+    def delta() -> dict[str, int]:
+        return {name: app.stat(name) - before[name] for name in before}
+
+    def balanced() -> bool:
+        d = delta()
+        return d["backups_requested"] == d["backups_done"] + d["backups_failed"] + d["backups_cancelled"]
+
+    app.status.setBuiltin("never", "remote", 2000.0)
+    try:
+        slow = sums(app, 20000)
+        assert dict(slow.collect()) == expected(20000)
+        shuffle = shuffle_id(slow)
+        for index in range(MAPS):
+            for target in ("remote", *sorted(app.alive())):  # a copy to the output's own executor is refused
+                backup = {"type": "Backup", "shuffle_id": shuffle, "map_index": index, "target": target}
+                app.status.applyCommand(json.dumps(backup))
+        wait_for(lambda: delta()["backups_started"] >= 1, what="a copy started", timeout=TIMEOUT)
+        app.sc._jvm.org.apache.spark.trspark.TRDriverPlugin.active().get().forgetShuffle(shuffle)
+        wait_for(balanced, what="every backup of the forgotten shuffle ended", timeout=TIMEOUT)
+    finally:
+        app.status.setBuiltin("always", "remote", 0.0)
+    ended = delta()
+    assert ended["backups_requested"] == 2 * MAPS
+    assert ended["backups_started"] < 2 * MAPS, ended  # some were still queued
+    assert ended["backups_cancelled"] >= MAPS, ended
+    # Another shuffle backed up in full: the sources have polled since, stopped the cancelled
+    # copies, and any report of them came and went without a count.
+    fast = job(app, 20000)
+    assert fast() == expected(20000)
+    wait_for(lambda: delta()["backups_requested"] == 3 * MAPS and balanced(), what="the next shuffle backed up",
+             timeout=TIMEOUT)
+    assert delta()["backups_done"] == ended["backups_done"] + MAPS
+    assert delta()["backups_cancelled"] == ended["backups_cancelled"]
 
 
 def test_a_peer_copy_that_ends_after_its_output_is_gone_is_deleted_from_its_peer(app: App) -> None:

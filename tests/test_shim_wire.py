@@ -22,7 +22,7 @@ def round_trip(jvm: Jvm, message: dict[str, object]) -> dict[str, object]:
     return json.loads(wire.encode(wire.decode(json.dumps(message))))  # type: ignore[no-any-return]
 
 
-TASK = {"shuffle": 3, "index": 1, "map": 17, "target": "remote", "host": "", "port": 0, "throttle": 0.0}
+TASK = {"shuffle": 3, "index": 1, "map": 17, "target": "remote", "host": "", "port": 0, "throttle": 0.0, "id": 42}
 
 
 CHECK = {"shuffle": 2, "map": 7, "indexCrc": 4294967295, "dataCrc": 12345}
@@ -52,6 +52,12 @@ def test_failed_backup_says_whether_the_source_lost_the_output(jvm: Jvm, missing
     assert round_trip(jvm, failed) == failed
     legacy = {k: v for k, v in failed.items() if k != "missing"}
     assert round_trip(jvm, legacy)["missing"] is False
+
+
+def test_a_task_without_an_id_reads_as_id_0(jvm: Jvm) -> None:
+    old = {k: v for k, v in TASK.items() if k != "id"}
+    work = {"type": "work", "tasks": [old], "cancelled": [], "deletes": [], "checks": []}
+    assert round_trip(jvm, work)["tasks"] == [dict(old, id=0)]
 
 
 # ---------------------------------------------------------------------------------------------

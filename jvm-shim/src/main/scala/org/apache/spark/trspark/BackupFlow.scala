@@ -10,7 +10,8 @@ import org.apache.spark.storage.BlockManagerId
  * The driver's copy bookkeeping: map outputs into the [[BackupLedger]], backup work queued per
  * source executor and handed out on its polls, copies reported back, checked (peer copies by
  * their peer, remote ones here) and committed or failed, and the queues of an executor that is
- * gone abandoned.
+ * gone abandoned. Each requested backup ends exactly once, as done, failed or cancelled, so
+ * `backups_requested` = `backups_done` + `backups_failed` + `backups_cancelled` + those still open.
  */
 trait BackupFlow extends DriverBase {
   protected val ledger = new BackupLedger
@@ -31,6 +32,9 @@ trait BackupFlow extends DriverBase {
   protected val blockManagers = mutable.HashMap.empty[String, BlockManagerId]
   protected val deadExecutors = mutable.HashSet.empty[String]
   protected val peerRound = new AtomicLong(0)
+  /** Backups requested and not yet ended, by id: a report of any other is stale. */
+  protected val open = mutable.HashMap.empty[Long, BackupTask]
+  private val backupIds = new AtomicLong(0)
   /** The built-in policy's bandwidth cap per copy (bytes/s; 0 = none). */
   @volatile protected var throttle = 0.0
 
@@ -56,15 +60,25 @@ trait BackupFlow extends DriverBase {
     val task = if (target == Target.Remote) {
       if (record.remote != CopyState.None) return
       record.remote = CopyState.Running
-      BackupTask(record.shuffleId, record.mapIndex, record.mapId, target, throttle = throttle)
+      BackupTask(record.shuffleId, record.mapIndex, record.mapId, target, throttle = throttle,
+        id = backupIds.incrementAndGet())
     } else {
       val bm = blockManagers.get(target).filterNot(_ => deadExecutors.contains(target))
       if (bm.isEmpty || record.peers.contains(target) || target == record.source) return
       record.peers(target) = CopyState.Running
-      BackupTask(record.shuffleId, record.mapIndex, record.mapId, target, bm.get.host, bm.get.port, throttle)
+      BackupTask(record.shuffleId, record.mapIndex, record.mapId, target, bm.get.host, bm.get.port, throttle,
+        backupIds.incrementAndGet())
     }
     work.getOrElseUpdate(record.source, mutable.Queue.empty).enqueue(task)
+    open(task.id) = task
     stats("backups_requested") += 1
+  }
+
+  /** `task` ends as `outcome` (a counter); false, and nothing counted, if it had ended already. */
+  protected def endBackup(task: BackupTask, outcome: String): Boolean = synchronized {
+    val ended = open.remove(task.id).isDefined
+    if (ended) count(outcome)
+    ended
   }
 
   protected def poll(executorId: String, capacity: Int): Work = synchronized {
@@ -78,7 +92,8 @@ trait BackupFlow extends DriverBase {
 
   protected def backupDone(done: BackupDone): Unit = {
     val task = done.task
-    if (task.target == Target.Remote) {
+    if (!synchronized(open.contains(task.id))) dropStaleCopy(task)
+    else if (task.target == Target.Remote) {
       // Verify off the RPC thread: re-read the committed files against the marker and CRCs.
       verifier.execute { () =>
         remote.problem(task.shuffleId, task.mapId, done.indexCrc, done.dataCrc) match {
@@ -147,12 +162,14 @@ trait BackupFlow extends DriverBase {
   private def committed(done: BackupDone): Unit = {
     val task = done.task
     val current = synchronized {
-      ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId).map { record =>
+      val record = ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId)
+      // The output was forgotten or re-run while its copy ran: nothing will read the copy.
+      if (record.isEmpty) endBackup(task, "backups_cancelled")
+      record.filter(_ => endBackup(task, "backups_done")).map { record =>
         if (task.target == Target.Remote) {
           record.remote = CopyState.Done
           record.remoteCrcs = (done.indexCrc, done.dataCrc)
         } else record.peers(task.target) = CopyState.Done
-        stats("backups_done") += 1
         stats(if (task.target == Target.Remote) "backups_remote" else "backups_local") += 1
         stats("backups_bytes") += done.bytes
         record
@@ -161,11 +178,7 @@ trait BackupFlow extends DriverBase {
     if (task.target == Target.Remote && storeFailing.compareAndSet(true, false)) {
       logInfo(s"trspark: the remote store ${conf.remotePath} takes backups again")
     }
-    // The output was forgotten or re-run while its copy ran: nothing will read the copy, so drop it.
-    if (current.isEmpty) {
-      if (task.target == Target.Remote) remote.delete(task.shuffleId, task.mapId)
-      else synchronized(deletePeerCopy(task.target, task.shuffleId, task.mapId))
-    }
+    if (current.isEmpty) dropStaleCopy(task)
     current.foreach { record =>
       count(if (task.target == Target.Remote) "backups_bytes_remote" else "backups_bytes_local", done.bytes)
       obs.post(TRBackup(System.currentTimeMillis(), task.shuffleId, task.mapIndex, task.mapId, record.source,
@@ -177,14 +190,17 @@ trait BackupFlow extends DriverBase {
 
   /** One requested backup ended without a copy; `source` is the executor it was copied from. */
   protected def backupFailed(task: BackupTask, source: String, reason: String, sourceMissing: Boolean): Unit = {
-    synchronized {
-      stats("backups_failed") += 1
-      obs.post(TRBackupFailed(System.currentTimeMillis(), task.shuffleId, task.mapIndex, task.target, reason))
-      ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId).foreach { record =>
-        if (task.target == Target.Remote) record.remote = CopyState.None else record.peers.remove(task.target)
+    val ended = synchronized {
+      endBackup(task, "backups_failed") && {
+        obs.post(TRBackupFailed(System.currentTimeMillis(), task.shuffleId, task.mapIndex, task.target, reason))
+        ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId).foreach { record =>
+          if (task.target == Target.Remote) record.remote = CopyState.None else record.peers.remove(task.target)
+        }
+        true
       }
     }
-    emit(event("BackupFailed").put("shuffle_id", task.shuffleId).put("map_index", task.mapIndex)
+    // A cancelled backup that failed on its way out: the policy has forgotten it already.
+    if (ended) emit(event("BackupFailed").put("shuffle_id", task.shuffleId).put("map_index", task.mapIndex)
       .put("target", task.target).put("reason", reason).put("source", source).put("source_missing", sourceMissing))
   }
 
@@ -225,17 +241,14 @@ trait BackupFlow extends DriverBase {
   def forgetShuffle(shuffleId: Int): Unit = {
     val gone = synchronized {
       val records = ledger.removeShuffle(shuffleId)
-      work.values.foreach(_.removeAll(_.shuffleId == shuffleId))
       for (record <- records) {
-        if (record.busy) {
-          cancelAt(record.source, shuffleId, record.mapId)
-          forgetRunning(record) // a copy that still ends reports to no record: not counted, no warning
-        }
+        cancelCopies(record)
         deletePeerCopies(record)
       }
       // Copies received but not yet checked have no finished state in their record: delete them here.
-      for (key @ (peer, shuffle, mapId) <- unchecked.keys.toSeq if shuffle == shuffleId) {
-        unchecked.remove(key)
+      for (key @ (peer, shuffle, mapId) <- unchecked.keys.toSeq if shuffle == shuffleId;
+           done <- unchecked.remove(key)) {
+        endBackup(done.task, "backups_cancelled")
         deletePeerCopy(peer, shuffle, mapId)
       }
       count("outputs_forgotten", records.size.toLong)
@@ -248,10 +261,32 @@ trait BackupFlow extends DriverBase {
   protected def cancelAt(source: String, shuffleId: Int, mapId: Long): Unit =
     cancels.getOrElseUpdate(source, mutable.Buffer.empty) += ((shuffleId, mapId))
 
-  /** Forget handed-out backups of this output (cancelled): the executor drops them without a report. */
-  protected def forgetRunning(record: OutputRecord): Unit = {
-    count("backups_cancelled")
-    running.get(record.source).foreach(_.filterInPlace(t => !(t.shuffleId == record.shuffleId && t.mapId == record.mapId)))
+  /**
+   * Cancel the backups of `record` that have not been reported: drop the queued ones, and have its
+   * source stop the handed-out ones (it drops them without a report; a report that still comes is stale).
+   */
+  protected def cancelCopies(record: OutputRecord): Unit = {
+    val ofIt = (t: BackupTask) => t.shuffleId == record.shuffleId && t.mapId == record.mapId
+    work.get(record.source).foreach(_.removeAll(ofIt).foreach(endBackup(_, "backups_cancelled")))
+    running.get(record.source).foreach { tasks =>
+      val handedOut = tasks.filter(ofIt)
+      if (handedOut.nonEmpty) cancelAt(record.source, record.shuffleId, record.mapId)
+      handedOut.foreach { t => tasks -= t; endBackup(t, "backups_cancelled") }
+    }
+  }
+
+  /**
+   * Delete the copy of a backup that ended before its report came (cancelled, or its output
+   * forgotten or re-run), unless a newer backup of the same output writes the same files.
+   */
+  private def dropStaleCopy(task: BackupTask): Unit = {
+    val reused = synchronized(ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId).exists { r =>
+      if (task.target == Target.Remote) r.remote != CopyState.None else r.peers.contains(task.target)
+    })
+    if (!reused) {
+      if (task.target == Target.Remote) verifier.execute(() => remote.delete(task.shuffleId, task.mapId))
+      else synchronized(deletePeerCopy(task.target, task.shuffleId, task.mapId))
+    }
   }
 
   /** Have the peers holding finished copies of `record` delete them (on their next poll). */
@@ -268,10 +303,7 @@ trait BackupFlow extends DriverBase {
   private def dropCopies(record: OutputRecord): Unit = {
     count("maps_rerun")
     if (record.remote != CopyState.None) verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
-    if (record.busy) {
-      cancelAt(record.source, record.shuffleId, record.mapId)
-      forgetRunning(record)
-    }
+    cancelCopies(record)
     deletePeerCopies(record)
   }
 }

@@ -50,11 +50,7 @@ trait EngineCommands extends OutputLoss {
   /** `CancelBackup`: drop the queued copy, or tell its source to abandon the running one. */
   private def cancelBackup(shuffleId: Int, mapIndex: Int): Unit = synchronized {
     ledger.get(shuffleId, mapIndex).foreach { record =>
-      work.get(record.source).foreach(_.removeAll(t => t.shuffleId == record.shuffleId && t.mapId == record.mapId))
-      if (record.busy) {
-        cancelAt(record.source, record.shuffleId, record.mapId)
-        forgetRunning(record)
-      }
+      cancelCopies(record)
       if (record.remote == CopyState.Running) record.remote = CopyState.None
       record.peers.filterInPlace((_, s) => s != CopyState.Running)
     }

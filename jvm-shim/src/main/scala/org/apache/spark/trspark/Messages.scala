@@ -12,9 +12,12 @@ object Target {
   val Remote = "remote"
 }
 
-/** Driver -> executor: copy one map output (index + data file) of `shuffleId`/`mapId`. */
+/**
+ * Driver -> executor: copy one map output (index + data file) of `shuffleId`/`mapId`. `id` tells
+ * this request apart from an earlier one of the same output and target, whose report may still come.
+ */
 case class BackupTask(shuffleId: Int, mapIndex: Int, mapId: Long, target: String,
-    peerHost: String = "", peerPort: Int = 0, throttle: Double = 0)
+    peerHost: String = "", peerPort: Int = 0, throttle: Double = 0, id: Long = 0)
 
 /** Executor -> driver (ask): "any work for me?"; the answer is a [[Work]]. */
 case class PollWork(executorId: String, capacity: Int)
@@ -51,11 +54,11 @@ case class BackupFailedMsg(executorId: String, task: BackupTask, reason: String,
 object Wire {
   private def task(t: BackupTask) = Json.mapper.createObjectNode().put("shuffle", t.shuffleId)
     .put("index", t.mapIndex).put("map", t.mapId).put("target", t.target).put("host", t.peerHost)
-    .put("port", t.peerPort).put("throttle", t.throttle)
+    .put("port", t.peerPort).put("throttle", t.throttle).put("id", t.id)
 
   private def task(n: JsonNode) = BackupTask(n.path("shuffle").asInt(), n.path("index").asInt(),
     n.path("map").asLong(), n.path("target").asText(), n.path("host").asText(), n.path("port").asInt(),
-    n.path("throttle").asDouble())
+    n.path("throttle").asDouble(), n.path("id").asLong())
 
   private def check(c: PeerCheck) = Json.mapper.createObjectNode().put("shuffle", c.shuffleId)
     .put("map", c.mapId).put("indexCrc", c.indexCrc).put("dataCrc", c.dataCrc)
