@@ -1,9 +1,9 @@
 """One benchmark application with kills: its counters agree across every place a user reads them.
 
 The TPC-DS bench's own code (:func:`jobs.tpcds.runner._run_once`, the function behind every CSV
-row) runs TPC-DS q7 (shuffle joins) twice in one ``local-trcluster`` application with mode ``tr``,
-each run losing one executor to a SIGKILL, with the event log and Spark's ``PrometheusServlet``
-on. Then the rows of the bench CSV, ``/metrics/prometheus``, the "trspark" UI tab (its HTML, whose
+row) runs TPC-DS q7 (shuffle joins) three times in one ``local-trcluster`` application with mode
+``tr``, each run losing one executor to a SIGKILL, with the event log and Spark's
+``PrometheusServlet`` on. Then the rows of the bench CSV, ``/metrics/prometheus``, the "trspark" UI tab (its HTML, whose
 value cells carry ``id="trspark-<metric>"``), ``trspark.status`` and ``trspark report`` of the
 event log must give the same backups, bytes, kills and restores.
 """
@@ -26,11 +26,11 @@ from jobs.tpcds.answers import DuckDBOracle
 from jobs.tpcds.queries import load
 from jobs.tpcds.settings import BenchSettings
 
-# Two cluster-wide runs with a replacement executor's registration after each: a minute or two on
+# Three runs with a replacement executor's registration after each: a minute or two on
 # a quiet machine, 20x that when the machine is shared by many (a Spark query then runs 20x slower).
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(2400)]
 
-RUNS = 2
+RUNS = 3  # one kill each: the application meets three
 JOB = "q7"
 TAB_CELL = re.compile(r'<td id="trspark-(\w+)">(\d+)</td>')
 

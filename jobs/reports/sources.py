@@ -403,6 +403,14 @@ mistaken for one.
            "be read. Its second query then waits for new executor JVMs, which is why its q2 takes "
            "about five times as long: fewer executor-seconds are bought with a slower second query. "
            "Five repeats, the two policies back to back in each, the first one alternating."),
+    Source("elastic_gap60.csv",
+           "python -m jobs.elastic --out docs/results/elastic_gap60.csv --gap 60 --idle-timeout 3 --repeat 5",
+           "2026-11-28, 16:30-16:53 UTC", "51ee448", MACHINE + ", quiet (nothing else running)",
+           elastic,
+           "The same application with a 60 s idle gap. Vanilla Spark bills its three executors "
+           "through the whole gap; `tr` releases them after the idle timeout, so the saving grows "
+           "with the gap, while the cost stays the same: the second query waits for new executor "
+           "JVMs."),
 ))
 
 REPORTS: tuple[Report, ...] = (SIMULATOR, ENGINE, TPCDS, OVERHEAD, NOTICES, HISTORY, POOLS, SIZING, VERIFICATION, ELASTIC,
