@@ -3,9 +3,9 @@
 The TPC-DS bench's own code (:func:`jobs.tpcds.runner._run_once`, the function behind every CSV
 row) runs TPC-DS q7 (shuffle joins) three times in one ``local-trcluster`` application with mode
 ``tr``, each run losing one executor to a SIGKILL, with the event log and Spark's
-``PrometheusServlet`` on. Then the rows of the bench CSV, ``/metrics/prometheus``, the "trspark" UI tab (its HTML, whose
-value cells carry ``id="trspark-<metric>"``), ``trspark.status`` and ``trspark report`` of the
-event log must give the same backups, bytes, kills and restores.
+``PrometheusServlet`` on. Then the rows of the bench CSV, ``/metrics/prometheus``, the "trspark"
+UI tab (its HTML, whose value cells carry ``id="trspark-<metric>"``), ``trspark.status`` and
+``trspark report`` of the event log must give the same backups, bytes, kills and restores.
 """
 
 from __future__ import annotations

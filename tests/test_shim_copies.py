@@ -200,10 +200,6 @@ def test_backups_of_a_forgotten_shuffle_end_once_as_cancelled(app: App) -> None:
     def delta() -> dict[str, int]:
         return {name: app.stat(name) - before[name] for name in before}
 
-    def balanced() -> bool:
-        d = delta()
-        return d["backups_requested"] == d["backups_done"] + d["backups_failed"] + d["backups_cancelled"]
-
     app.status.setBuiltin("never", "remote", 2000.0)
     try:
         slow = sums(app, 20000)
@@ -215,7 +211,7 @@ def test_backups_of_a_forgotten_shuffle_end_once_as_cancelled(app: App) -> None:
                 app.status.applyCommand(json.dumps(backup))
         wait_for(lambda: delta()["backups_started"] >= 1, what="a copy started", timeout=TIMEOUT)
         app.sc._jvm.org.apache.spark.trspark.TRDriverPlugin.active().get().forgetShuffle(shuffle)
-        wait_for(balanced, what="every backup of the forgotten shuffle ended", timeout=TIMEOUT)
+        wait_for(app.backups_ended, what="every backup of the forgotten shuffle ended", timeout=TIMEOUT)
     finally:
         app.status.setBuiltin("always", "remote", 0.0)
     ended = delta()
@@ -226,8 +222,8 @@ def test_backups_of_a_forgotten_shuffle_end_once_as_cancelled(app: App) -> None:
     # copies, and any report of them came and went without a count.
     fast = job(app, 20000)
     assert fast() == expected(20000)
-    wait_for(lambda: delta()["backups_requested"] == 3 * MAPS and balanced(), what="the next shuffle backed up",
-             timeout=TIMEOUT)
+    wait_for(lambda: delta()["backups_requested"] == 3 * MAPS and app.backups_ended(),
+             what="the next shuffle backed up", timeout=TIMEOUT)
     assert delta()["backups_done"] == ended["backups_done"] + MAPS
     assert delta()["backups_cancelled"] == ended["backups_cancelled"]
 

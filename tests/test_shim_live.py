@@ -193,7 +193,7 @@ def test_backup_counters_split_peer_and_remote_copies_and_count_their_bytes(clus
     (``bytesWritten``) plus an index of 8 bytes per reduce partition + 8.
     """
     counters = ("backups_done", "backups_local", "backups_remote", "backups_bytes")
-    # Start from a quiet plugin: every backup requested so far has committed or failed.
+    # Start from a quiet plugin: every backup requested so far has ended.
     wait_for(cluster.backups_ended, what="earlier backups to finish")
     for targets, counter in (("remote", "backups_remote"), ("local", "backups_local")):
         cluster.full_strength()
@@ -273,9 +273,8 @@ def test_backup_cut_off_by_a_kill_is_never_used(cluster: Cluster) -> None:
     reruns = reruns_of(cluster, "cutoff-second")
     victim_index = next(t["index"] for t in first if str(t["taskId"]) == map_id)
     assert victim_index in reruns
-    # The other throttled copies run on after the test. Once ``rdd`` is gone, Spark's cleaner may
-    # drop its shuffle and cancel them uncounted, and the next test's wait for finished backups
-    # would never end: they finish here, while ``rdd`` still holds the shuffle.
+    # The other throttled copies run on after the test: they finish here, while ``rdd`` still holds
+    # the shuffle, so the next test starts from a quiet plugin with every copy committed.
     wait_for(lambda: rdd is not None and cluster.backups_ended(), what="the throttled copies to end")
 
 
