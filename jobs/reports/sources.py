@@ -168,9 +168,12 @@ side and run the same query alternately, so each paired ratio compares two runs 
            "    --conf 'spark.metrics.conf.*.sink.csv.class=org.apache.spark.metrics.sink.CsvSink' \\\n"
            "    --conf 'spark.metrics.conf.*.sink.csv.period=1' --conf 'spark.metrics.conf.*.sink.csv.unit=seconds' \\\n"
            "    --conf 'spark.metrics.conf.*.sink.csv.directory=/tmp/trspark-overhead-metrics' \\\n"
-           "    --out docs/results/overhead.csv",
-           "2026-11-27, 04:07-04:21 UTC", "7de3839",
-           MACHINE + ", 3 executors x 1 core; event log and metrics (CsvSink every second) on for both; nothing else running",
+           "    --out run1.csv    # then the same command again with --out run2.csv\n"
+           "# overhead.csv: run 1's rows, then run 2's with repeat + 6",
+           "2026-11-28, 17:23-18:03 UTC", "bee01eb",
+           MACHINE + ", 3 executors x 1 core; event log and metrics (CsvSink every second) on for both; "
+           "nothing else running; the host was slower than on 2026-11-27: vanilla took 414.8 s and 419.6 s "
+           "per run of 6 rounds, against 309.7 s for the same command then",
            overhead),
 ))
 
