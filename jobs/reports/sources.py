@@ -280,9 +280,9 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "    --seed 0 --notice 5 --time-cap 300 --warmup 2 --stable-runs never \\\n"
            "    --conf spark.sql.autoBroadcastJoinThreshold=-1 --out docs/results/pools_live_sf1.csv\n"
            "trspark bench targets docs/results/pools_live_sf1.csv --pool ondemand=1@stable --pool spot=3",
-           "2026-11-27 23:23 to 2026-11-28 00:31 UTC", "b112553",
+           "2026-11-28, 19:18-20:43 UTC", "93729f8",
            MACHINE + "; 4 executors x 1 core (1 on-demand, 3 spot), each JVM capped at 0.5 CPU (cgroup); nothing else "
-           "running",
+           "running; the host was slower than on 2026-11-27 (stable times 8.2-16.3 s against 5.2-10.3 s then)",
            tpcds_targets(4, (("ondemand", 1), ("spot", 3))),
            "Live: TPC-DS SF 1 on a local cluster of one on-demand executor (never killed) and three spot "
            "executors, SIGKILLed with exponential lifetimes of mean 3x each query's stable time; each executor "
