@@ -83,10 +83,15 @@ the sweep against the design targets.
            "by the factor named."),
     Source("engine_belt.csv",
            "python bench/engine_sweep.py --exp belt --stabilities 20 5 --runs 20 --workers 1 --period 1 --no-duplication",
-           "2026-11-25", "aef7d88", MACHINE,
+           "2026-11-28, 20:47-20:51 UTC", "fcbf2dc", MACHINE,
            columns("stability", "policy", "variant", "slowdown_mean", "slowdown_ci_lo", "slowdown_ci_hi",
                    "failed_runs", "recomputed_tasks_mean", "safety_belt_firings_mean"),
-           "tpcds on 20 VMs; `tr` told the VMs are 100x more stable than they are, safety belt on or off."),
+           "tpcds on 20 VMs; `tr` told the VMs are 100x more stable than they are, safety belt on or off. "
+           "Since peer copies are priced at the bandwidth a peer shares among the copies it receives (found by "
+           "bisection), this misled `tr` re-runs more work than with each peer copy priced at full bandwidth: "
+           "1.63x (belt off) and 1.65x (on) at stability 20, 2.92x and 2.16x at 5, on the same seeds. "
+           "With a correct belief it changed nothing here: the engine sweep's `tr` points for tpcds and bing at "
+           "stabilities 20 and 5, re-run at fcbf2dc, came out identical to the last digit."),
     Source("engine_ablation.csv",
            "python bench/engine_ablation.py --workloads tpcds --scale 0.01 --stabilities 5 20 --runs 20",
            "2026-11-25", "aef7d88", MACHINE + ", load average about 2",
