@@ -61,7 +61,8 @@ the sweep against the design targets.
            f"    --workloads tpcds bing cortana pagerank --stabilities 1000 200 100 50 20 10 5 \\\n"
            f"    {_SWEEP_FLAGS} --csv tr.csv\n"
            "# tr-local: the same with --runs 50; the baselines' rows come from the same script, --runs 50",
-           "2026-11-25", "aef7d88 (tr, tr-det, tr-local); baselines from an earlier commit of the same day",
+           "2026-11-25", "aef7d88 (tr, tr-det, tr-local); baselines from an earlier commit of the same day; `tr` at "
+           "tpcds and bing, stabilities 20 and 5, re-run at fcbf2dc (2026-11-28): identical to the last digit",
            "2 cores shared with other work", pivot(("workload", "stability"), "policy"),
            "![slowdowns](engine_sweep.png)\n\nMean slowdown; 200 paired runs per point for `tr` and `tr-det`, "
            "50 for the others."),
@@ -94,7 +95,7 @@ the sweep against the design targets.
            "stabilities 20 and 5, re-run at fcbf2dc, came out identical to the last digit."),
     Source("engine_ablation.csv",
            "python bench/engine_ablation.py --workloads tpcds --scale 0.01 --stabilities 5 20 --runs 20",
-           "2026-11-25", "aef7d88", MACHINE + ", load average about 2",
+           "2026-11-28, 20:57-21:06 UTC", "fcbf2dc", MACHINE,
            columns("experiment", "lifetimes", "policy", "variant", "stability", "vms", "tasks",
                    "slowdown_mean", "slowdown_ci_lo", "slowdown_ci_hi", "recomputed_tasks_mean",
                    "backups_remote_mean", "stall_weight"),
@@ -321,7 +322,8 @@ loses half of every shuffle, so its rows show no effect either way.
            "python bench/split_sweep.py --runs 50 --vms 2 --cores 1 --scale 0.01 --task-seconds 10 \\\n"
            "    --fraction 0.05 --overhead 0.05 --workers 2 --task-sigmas 0.5 --policies tr never \\\n"
            "    --stabilities 20 10 5 --out docs/results/sizing_split.csv",
-           "2026-11-26", "8ef5531", MACHINE + ", load average above 30 (other work)",
+           "2026-11-26", "8ef5531; re-run at fcbf2dc (2026-11-28), every figure identical",
+           MACHINE + ", load average above 30 (other work)",
            _SPLIT_COLUMNS),
     Source("sizing_split_10vms.csv",
            "nice -n 15 python bench/split_sweep.py --runs 50 --vms 10 --cores 1 --scale 0.01 --task-seconds 10 \\\n"
