@@ -88,9 +88,9 @@ the sweep against the design targets.
            columns("stability", "policy", "variant", "slowdown_mean", "slowdown_ci_lo", "slowdown_ci_hi",
                    "failed_runs", "recomputed_tasks_mean", "safety_belt_firings_mean"),
            "tpcds on 20 VMs; `tr` told the VMs are 100x more stable than they are, safety belt on or off. "
-           "Since peer copies are priced at the bandwidth a peer shares among the copies it receives (found by "
-           "bisection), this misled `tr` re-runs more work than with each peer copy priced at full bandwidth: "
-           "1.63x (belt off) and 1.65x (on) at stability 20, 2.92x and 2.16x at 5, on the same seeds. "
+           "Peer copies are priced at the bandwidth a peer shares among the copies it receives; priced at full "
+           "bandwidth instead (the parent of commit f0c6237), this misled `tr` re-ran less work on the same "
+           "seeds: 1.63x (belt off) and 1.65x (on) at stability 20, 2.92x and 2.16x at 5. "
            "With a correct belief it changed nothing here: the engine sweep's `tr` points for tpcds and bing at "
            "stabilities 20 and 5, re-run at fcbf2dc, came out identical to the last digit."),
     Source("engine_ablation.csv",
