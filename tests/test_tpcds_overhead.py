@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from jobs.tpcds.overhead import TARGET, summarise
+from jobs.tpcds import results
+from jobs.tpcds.overhead import TARGET, first_round, summarise
 from jobs.tpcds.results import RunRow
 from trspark.cli import cli
 
@@ -53,3 +55,26 @@ def test_bad_option_is_one_clear_error() -> None:
     result = CliRunner().invoke(cli, ["bench", "overhead", "--rounds", "0"])
     assert result.exit_code == 2
     assert "Invalid value for '--rounds'" in result.output and "Traceback" not in result.output
+
+
+def test_rows_of_two_runs_with_the_same_rounds_are_refused() -> None:
+    rows = [run("q3", "never", 0, 10.0), run("q3", "tr", 0, 10.2), run("q3", "never", 0, 20.0)]
+    with pytest.raises(ValueError, match="more than once"):
+        summarise(rows)
+
+
+def test_a_second_run_numbers_its_rounds_after_the_first(tmp_path: Path) -> None:
+    out = tmp_path / "overhead.csv"
+    assert first_round(out) == 0
+    for row in [run("q3", "never", 0, 10.0), run("q3", "tr", 0, 10.2), run("q3", "never", 2, 10.0),
+                run("q3", "tr", 2, 10.4)]:
+        results.append(out, row)
+    assert first_round(out) == 3
+
+
+def test_an_out_that_is_not_a_results_file_is_refused_before_any_cluster_starts(tmp_path: Path) -> None:
+    out = tmp_path / "other.csv"
+    out.write_text("a,b\n1,2\n")
+    result = CliRunner().invoke(cli, ["bench", "overhead", "--out", str(out)])
+    assert result.exit_code == 2
+    assert "Invalid value for '--out'" in result.output and "not a trspark TPC-DS results file" in result.output

@@ -281,11 +281,18 @@ def run_with_progress(settings: BenchSettings, console: Console) -> BenchResult:
 def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime: str | None, executors: int,
                      cores: int, memory_mb: int, time_cap: float, out: Path, cache: Path | None,
                      spark_conf: tuple[tuple[str, str], ...]) -> None:
-    """tr vs vanilla Spark with no kills: interleaved runs, paired ratios (target <= 1.03)."""
+    """tr vs vanilla Spark with no kills: interleaved runs, paired ratios (target <= 1.03).
+
+    Appending to an existing --out numbers the new rounds after its last one, so the runs pool.
+    """
     from rich.console import Console
 
-    from jobs.tpcds.overhead import TARGET, OverheadSettings, run, summarise
+    from jobs.tpcds.overhead import TARGET, OverheadSettings, first_round, run, summarise
 
+    try:  # an --out that is not a results CSV fails here, before any cluster starts
+        start = first_round(out)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--out'") from None
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     settings = OverheadSettings(sf=sf, queries=queries, out=out, rounds=rounds, executors=executors, cores=cores,
                                 memory_mb=memory_mb, time_cap=time_cap, cache=cache, spark_conf=spark_conf,
@@ -293,7 +300,7 @@ def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime:
     console = Console(stderr=True)
 
     def show(row: BenchRow) -> None:
-        console.print(f"round {row.repeat + 1}/{rounds} {row.query:>5} {row.policy:>5}: {row.seconds:7.2f} s"
+        console.print(f"round {row.repeat + 1}/{start + rounds} {row.query:>5} {row.policy:>5}: {row.seconds:7.2f} s"
                       f" {'ok' if row.result_ok else 'WRONG/FAILED ' + row.error}")
 
     rows = run(settings, show)
@@ -304,6 +311,17 @@ def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime:
     verdict = "met" if summary.met else "NOT met"
     click.echo(f"all: median paired ratio {summary.median_paired:.3f}, total-time ratio {summary.total_ratio:.3f}; "
                f"target <= {TARGET:.2f} {verdict}; rows in {out}")
+    if start:
+        from jobs.tpcds.results import read
+
+        try:
+            pooled = summarise([row for row in read(out) if row.policy in ("never", "tr")])
+        except ValueError as exc:  # rows from another tool share keys: this run's summary above still holds
+            click.echo(f"{out} cannot be pooled: {exc}")
+            return
+        click.echo(f"with the {start} earlier round(s) in {out}: median paired ratio {pooled.median_paired:.3f} "
+                   f"[{pooled.paired_interval.low:.3f}, {pooled.paired_interval.high:.3f}], "
+                   f"total-time ratio {pooled.total_ratio:.3f}")
 
 
 @bench.command("verify")

@@ -88,7 +88,15 @@ class Summary:
 
 
 def summarise(rows: list[RunRow]) -> Summary:
-    """Pair each ``tr`` row with the vanilla row of the same query and round; failed runs pair with nothing."""
+    """Pair each ``tr`` row with the vanilla row of the same query and round; failed runs pair with nothing.
+
+    Raises ValueError when two rows share a (query, policy, round): pairing them would drop one unseen.
+    """
+    keys = [(r.query, r.policy, r.repeat) for r in rows]
+    if len(set(keys)) != len(keys):
+        twice = sorted({key for key in keys if keys.count(key) > 1})
+        raise ValueError(f"{len(twice)} (query, policy, round) keys appear more than once, e.g. {twice[0]}: "
+                         "rows of two runs with overlapping round numbers")
     times: dict[tuple[str, str, int], float] = {
         (r.query, r.policy, r.repeat): r.seconds for r in rows if not r.failed and r.result_ok}
     queries = list(dict.fromkeys(r.query for r in rows))
@@ -111,8 +119,22 @@ def summarise(rows: list[RunRow]) -> Summary:
     return Summary(per_query, totals[1] / totals[0] if totals[0] else math.nan, median_interval(all_pairs))
 
 
+def first_round(out: Path) -> int:
+    """The round number a new run starts at: one past the last round already in ``out`` (0 for a new file).
+
+    Continuing the numbers keeps the rows of several runs appended to one CSV distinct, so they pool.
+    """
+    if not out.exists() or out.stat().st_size == 0:
+        return 0
+    return max((row.repeat + 1 for row in results.read(out) if row.policy in CONFIGS), default=0)
+
+
 def run(settings: OverheadSettings, on_row: Callable[[RunRow], None] = lambda row: None) -> list[RunRow]:
-    """Start both workers, run the interleaved rounds, append every row to ``settings.out``."""
+    """Start both workers, run the interleaved rounds, append every row to ``settings.out``.
+
+    Rounds are numbered on from those already in ``settings.out`` (:func:`first_round`).
+    """
+    start = first_round(settings.out)
     data = datagen.generate(settings.sf, settings.cache, show_progress=False)
     queries = {name: load(name) for name in settings.queries}
     with DuckDBOracle(data) as oracle:
@@ -127,7 +149,7 @@ def run(settings: OverheadSettings, on_row: Callable[[RunRow], None] = lambda ro
             proc.start()
             workers[config] = (proc, parent)
             _expect(parent, proc, "ready", settings.time_cap * len(queries) + 300)
-        for k in range(settings.rounds):
+        for k in range(start, start + settings.rounds):
             for qi, name in enumerate(settings.queries):
                 order = CONFIGS if (k + qi) % 2 == 0 else CONFIGS[::-1]
                 pair: dict[str, RunRow] = {}
