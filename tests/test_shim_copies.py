@@ -39,11 +39,12 @@ MAPS = 4
 class App(LiveApp):
     def __init__(self, spark: Any, log: Path, store: Path, sink: Path) -> None:
         super().__init__(spark, log)
+        self.driver_log = log  # never None here, unlike the base class's
         self.store = store
         self.sink = sink
 
     def warnings(self, text: str) -> list[str]:
-        return [line for line in log_lines(self.log) if line.startswith("WARN") and text in line]
+        return [line for line in log_lines(self.driver_log) if line.startswith("WARN") and text in line]
 
     def shuffle_files(self, suffix: str) -> list[Path]:
         """The remote store's files of the newest shuffle backed up, ending in ``suffix``."""
