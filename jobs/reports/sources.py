@@ -78,7 +78,8 @@ the sweep against the design targets.
            "after the x100 point."),
     Source("engine_robustness.csv",
            "python bench/engine_sweep.py --exp robustness --runs 20 --workers 1 --period 1 --no-duplication",
-           "2026-11-25", "aef7d88", MACHINE,
+           "2026-11-28, 21:55-22:12 UTC", "8e68d35", MACHINE + ", shared with a simulator sweep (simulated times do not "
+           "depend on it)",
            columns("vms", "variant", "slowdown_mean", "slowdown_ci_lo", "slowdown_ci_hi", "failed_runs"),
            "![robustness](engine_robustness.png)\n\ntpcds at stability 90; `tr` believes a mean lifetime off "
            "by the factor named."),
