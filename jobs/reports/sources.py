@@ -81,7 +81,7 @@ the sweep against the design targets.
            "stall weight on (weighted) or off, next to `never` and `always`. Stability 5 stops "
            "after the x100 point. Against the run of the tpcds rows at e4cc443, on the same seeds: "
            "every point told the true mean, or less, came out within that run's interval, as did every "
-           "weighted point up to x10; 13 points told 2x to 1000x too much lie above it, 12 of them with more "
+           "weighted point up to x10; 13 points told a mean 2x to 1000x too long lie above it, 12 of them with more "
            "tasks re-run (stability 20, x100, weighted: 1.83x and 75 tasks, against 1.46x and 43). The cause is "
            "the one `engine_belt.csv` shows, peer copies priced at a shared peer's bandwidth: that point gives "
            "1.46x at the parent of f0c6237 and 1.83x at f0c6237, to the last digit of each run."),
