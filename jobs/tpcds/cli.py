@@ -287,7 +287,7 @@ def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime:
     """
     from rich.console import Console
 
-    from jobs.tpcds.overhead import TARGET, OverheadSettings, first_round, run, summarise
+    from jobs.tpcds.overhead import CONFIGS, TARGET, OverheadSettings, first_round, run, summarise
 
     try:  # an --out that is not a results CSV fails here, before any cluster starts
         start = first_round(out)
@@ -315,7 +315,7 @@ def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime:
         from jobs.tpcds.results import read
 
         try:
-            pooled = summarise([row for row in read(out) if row.policy in ("never", "tr")])
+            pooled = summarise([row for row in read(out) if row.policy in CONFIGS])
         except ValueError as exc:  # rows from another tool share keys: this run's summary above still holds
             click.echo(f"{out} cannot be pooled: {exc}")
             return

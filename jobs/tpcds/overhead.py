@@ -29,6 +29,7 @@ import math
 import multiprocessing
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,9 +93,8 @@ def summarise(rows: list[RunRow]) -> Summary:
 
     Raises ValueError when two rows share a (query, policy, round): pairing them would drop one unseen.
     """
-    keys = [(r.query, r.policy, r.repeat) for r in rows]
-    if len(set(keys)) != len(keys):
-        twice = sorted({key for key in keys if keys.count(key) > 1})
+    twice = sorted(key for key, n in Counter((r.query, r.policy, r.repeat) for r in rows).items() if n > 1)
+    if twice:
         raise ValueError(f"{len(twice)} (query, policy, round) keys appear more than once, e.g. {twice[0]}: "
                          "rows of two runs with overlapping round numbers")
     times: dict[tuple[str, str, int], float] = {
