@@ -4,8 +4,8 @@ The Spark world model runs on a small event kernel (:mod:`simulators.kernel`: th
 heap of ``(time, priority, seq, kind, payload)`` tuples). It translates its world into
 :mod:`trspark.engine.events`, hands each to the policy in non-decreasing time, and
 applies every command the policy returns. Its parts: the cluster (:mod:`simulators.cluster`),
-the stage lifecycle (:mod:`simulators.stages`), backups (:mod:`simulators.backups`), and here
-the task scheduler and the policy's commands.
+the stage lifecycle (:mod:`simulators.stages`), backups (:mod:`simulators.backups`), task copies
+(:mod:`simulators.duplicates`), and here the task scheduler and the policy's commands.
 
 Model (Spark semantics, paper §6)
 ---------------------------------
@@ -21,6 +21,8 @@ Model (Spark semantics, paper §6)
 * A backup holds one core of its source VM for the copy (the paper backs a block up right after
   the task that wrote it; the next task starts only on a free core), so backups cost job time.
   Backups queued on a busy VM start before new tasks there, in the order received.
+* A copy of a running task (``DuplicateTask``) starts once its executor has a free core after the
+  pending tasks are placed, as the shim launches it (:mod:`simulators.duplicates`).
 * An evicted VM is replaced after ``replace_delay`` seconds by a fresh VM of the same pool with a
   new lifetime drawn from that pool's model (:class:`simulators.world.Pool`; each pool draws from
   its own generator, spawned from the run's, so one pool's replacements never shift another's).
@@ -54,6 +56,7 @@ import numpy as np
 from simulators.backups import BackupDriver
 from simulators.cluster import ClusterDriver
 from simulators.dag import JobSpec
+from simulators.duplicates import DuplicateDriver
 from simulators.kernel import EventKernel
 from simulators.stages import StageDriver
 from simulators.state import (
@@ -83,7 +86,7 @@ from trspark.engine.events import BlockBackedUp, Event, JobEnded, JobSubmitted, 
 from trspark.engine.interface import Policy
 
 
-class Simulator(ClusterDriver, StageDriver, BackupDriver):
+class Simulator(ClusterDriver, StageDriver, BackupDriver, DuplicateDriver):
     """Run ``job`` on the cluster ``world`` under ``policy``.
 
     Parameters
@@ -131,6 +134,7 @@ class Simulator(ClusterDriver, StageDriver, BackupDriver):
         self._tasks: dict[int, list[Any]] = {}  # tid -> [stage, partition, executor, start, read_end, attempt, speculative]
         self._next_tid = 0
         self._dups: dict[tuple[int, int], set[int]] = {}
+        self._wanted: dict[tuple[int, int], str] = {}  # (stage id, partition) -> executor of a copy not started yet
         self.transfers = TransferSet(world.local_bandwidth, world.remote_bandwidth, world.remote_cap)
         self._xfer_by_block: dict[tuple[int, int], list[Transfer]] = {}
         self.hints: SchedulingHints | None = None
@@ -244,6 +248,8 @@ class Simulator(ClusterDriver, StageDriver, BackupDriver):
             self._order = [by_id[i] for i in order]
             self._order_dirty = False
         placement.place(self._free, [s.id for s in self._order], self.hints, _Slots(self, {s.id: s for s in self._order}))
+        if self._wanted:
+            self._launch_wanted()
 
     def _start_task(self, stage: Stage, p: int, e: Executor, *, speculative: bool) -> int:
         read = self._read_seconds(stage)
@@ -356,24 +362,6 @@ class Simulator(ClusterDriver, StageDriver, BackupDriver):
             if rec[0].id == stage_id and rec[1] == partition
             and (executor_id is None or rec[2].id == executor_id)
         )
-
-    def _duplicate(self, cmd: DuplicateTask) -> None:
-        running = self._find_task(cmd.stage_id, cmd.partition)
-        idx = int(cmd.executor_id) if cmd.executor_id.isdigit() else -1
-        if not running or not 0 <= idx < len(self.executors):
-            return
-        e = self.executors[idx]
-        if not e.alive or e.free <= 0:
-            return
-        stage = self._tasks[running[0]][0]
-        assert isinstance(stage, Stage)
-        tid = self._start_task(stage, cmd.partition, e, speculative=True)
-        self._dups.setdefault((stage.index, cmd.partition), set()).update(running + [tid])
-
-    def _kill_duplicate(self, cmd: KillDuplicate) -> None:
-        for tid in self._find_task(cmd.stage_id, cmd.partition, cmd.executor_id):
-            if len(self._find_task(cmd.stage_id, cmd.partition)) > 1:
-                self._end_task_unsuccessfully(tid, "killed")
 
 
 def simulate(job: JobSpec, world: WorldSpec, policy: Policy, seed: int | np.random.SeedSequence, **kwargs: object) -> RunResult:

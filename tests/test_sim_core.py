@@ -257,6 +257,26 @@ def test_duplicate_loser_is_killed() -> None:
     assert sim.result.job_time == pytest.approx(2.0)
 
 
+def test_a_copy_wanted_on_a_busy_executor_starts_when_that_executor_frees_a_core() -> None:
+    # As the shim does: partition 0 (4 s) runs on VM0, the copy is wanted on VM1 while VM1 runs
+    # partition 1 (until 1.0 s). It starts there at 1.0 and ends at 5.0; VM0 dies at 2.0.
+    # Dropping the request instead would re-run partition 0 from 2.0 to 6.0.
+    job = JobSpec("dup3", (stage(0, [4.0, 1.0]),))
+    sim, rec = run(job, vms=2, cores=1, lifetimes=[2.0], policy=Scripted())
+    started = [(e.time, e.partition, e.executor_id, e.speculative) for e in rec.of(TaskStarted)]  # type: ignore[attr-defined]
+    assert started == [(0.0, 0, "0", False), (0.0, 1, "1", False), (1.0, 0, "1", True)]
+    assert sim.result.job_time == pytest.approx(5.0)
+
+
+def test_a_wanted_copy_is_dropped_when_its_task_ends_first() -> None:
+    # VM1 is busy until 5.0, the original ends at 4.0: the copy never starts.
+    job = JobSpec("dup4", (stage(0, [4.0, 5.0]),))
+    sim, rec = run(job, vms=2, cores=1, policy=Scripted())
+    assert [e.speculative for e in rec.of(TaskStarted)] == [False, False]  # type: ignore[attr-defined]
+    assert sim.result.job_time == pytest.approx(5.0)
+    assert not sim._wanted
+
+
 def _oracle_run(job: JobSpec, strategy: object, *, vms: int, cores: int, lifetimes: Sequence[float]) -> Simulator:
     from simulators.oracle import OraclePolicy, Strategy
     from trspark.engine.settings import TRConfig

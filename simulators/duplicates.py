@@ -1,0 +1,60 @@
+"""Task copies of the world model: ``DuplicateTask`` and ``KillDuplicate``, as the live shim runs them.
+
+A part of :class:`simulators.core.Simulator` (see :mod:`simulators.model`). The shim's
+``TaskDuplication`` keeps a wanted copy until its executor has a free slot after Spark placed
+its own pending tasks, and drops the request once it was tried on such a slot or its task no
+longer runs. The simulator does the same: a copy asked for on a busy core (the engine may ask
+at the very event that frees it, before the world has freed it) is launched after the next
+placement that leaves that executor a free core, instead of being dropped while the engine
+counts it as running.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simulators.model import WorldModel
+from simulators.state import Stage
+from trspark.engine.commands import DuplicateTask, KillDuplicate
+
+
+class DuplicateDriver(WorldModel):
+    """Copies of running tasks on chosen executors, and the copies wanted but not started yet."""
+
+    _dups: dict[tuple[int, int], set[int]]
+    _wanted: dict[tuple[int, int], str]
+
+    def _find_task(self, stage_id: int, partition: int, executor_id: str | None = None) -> list[int]:
+        raise NotImplementedError
+
+    def _start_task(self, stage: Stage, p: int, e: Any, *, speculative: bool) -> int:
+        raise NotImplementedError
+
+    def _duplicate(self, cmd: DuplicateTask) -> None:
+        """Want a copy of ``(stage, partition)`` on ``cmd.executor_id`` (one per task: the latest wins)."""
+        self._wanted[(cmd.stage_id, cmd.partition)] = cmd.executor_id
+
+    def _kill_duplicate(self, cmd: KillDuplicate) -> None:
+        if self._wanted.get((cmd.stage_id, cmd.partition)) == cmd.executor_id:
+            del self._wanted[(cmd.stage_id, cmd.partition)]
+        for tid in self._find_task(cmd.stage_id, cmd.partition, cmd.executor_id):
+            if len(self._find_task(cmd.stage_id, cmd.partition)) > 1:
+                self._end_task_unsuccessfully(tid, "killed")
+
+    def _launch_wanted(self) -> None:
+        """Start the wanted copies whose executor has a free core now (after the placement of pending tasks)."""
+        for key, executor_id in list(self._wanted.items()):
+            running = self._find_task(*key)
+            idx = int(executor_id) if executor_id.isdigit() else -1
+            if not running or not 0 <= idx < len(self.executors) or not self.executors[idx].alive:
+                del self._wanted[key]  # finished, failed or never ran; or its executor is gone
+                continue
+            e = self.executors[idx]
+            if e.free <= 0:
+                continue
+            del self._wanted[key]
+            stage = self._tasks[running[0]][0]
+            if len(running) > 1 or any(self._tasks[tid][2] is e for tid in running):
+                continue  # as the shim: one attempt running, none on that executor already
+            tid = self._start_task(stage, key[1], e, speculative=True)
+            self._dups.setdefault((stage.index, key[1]), set()).update(running + [tid])
