@@ -110,7 +110,7 @@ the sweep against the design targets.
            "stabilities 20 and 5, re-run at fcbf2dc, came out identical to the last digit."),
     Source("engine_ablation.csv",
            "python bench/engine_ablation.py --workloads tpcds --scale 0.01 --stabilities 5 20 --runs 20",
-           "2026-11-28, 20:57-21:06 UTC", "fcbf2dc", MACHINE,
+           "2026-11-29, 01:28-01:38 UTC", "2a034e9", MACHINE + ", shared with other work (simulated times do not depend on it)",
            columns("experiment", "lifetimes", "policy", "variant", "stability", "vms", "tasks",
                    "slowdown_mean", "slowdown_ci_lo", "slowdown_ci_hi", "recomputed_tasks_mean",
                    "backups_remote_mean", "stall_weight"),
@@ -264,9 +264,10 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "$S --shapes 0.6 --on-demand-shares 0 ...  # the same two commands: Weibull, no on-demand VM\n"
            "$S --shapes exp --on-demand-shares 0 ...  # the same two commands at 2a7b501, 2026-11-26 11:25-12:09 UTC\n"
            "# pools_sweep.csv: the rows of all six",
-           "2026-11-28, 10:46-11:26 UTC; exponential lifetimes without on-demand VMs: 2026-11-26",
-           "7c25083; exponential lifetimes without on-demand VMs: 2a7b501 (one memoryless law and no stable "
-           "pool: no later change alters a decision there, and `tr`'s 10 rows came out identical at 7c25083)",
+           "2026-11-29, 00:44-01:19 UTC; exponential lifetimes without on-demand VMs: 2026-11-26",
+           "2a034e9; exponential lifetimes without on-demand VMs: 2a7b501 (one memoryless law and no stable "
+           "pool: no later change alters a decision there; `tr`'s tpcds row at stability 5 came out identical "
+           "at 2a034e9)",
            MACHINE + ", shared with other work (simulated times do not depend on it)",
            _pools_sweep,
            "![slowdowns](pools.png)\n\nThe acceptance grid of `make pools` (50 paired runs; stabilities 5, 10, 20, "
@@ -277,7 +278,7 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "nice -n 10 trspark simulate sweep --vms 10 --scale 0.01 --shapes exp,0.6 --on-demand-shares 0,10,25,50 \\\n"
            "    --runs 50 --workers 2 --workloads tpcds,bing --policies tr --notice 2 --stabilities 5,10,20 \\\n"
            "    --out docs/results/pools_notice.csv",
-           "2026-11-28, 11:12-11:19 UTC", "7c25083",
+           "2026-11-29, 01:19-01:28 UTC", "2a034e9",
            MACHINE,
            pools.notices(RESULTS / "pools_sweep.csv"),
            "`tr` in its default configuration (lifetime knowledge `notices`: a notice's deadline is priced), "
