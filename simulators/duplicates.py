@@ -5,8 +5,8 @@ A part of :class:`simulators.core.Simulator` (see :mod:`simulators.model`). The 
 its own pending tasks, and drops the request once it was tried on such a slot or its task no
 longer runs. The simulator does the same: a copy asked for on a busy core (the engine may ask
 at the very event that frees it, before the world has freed it) is launched after the next
-placement that leaves that executor a free core, instead of being dropped while the engine
-counts it as running.
+placement that leaves that executor a free core. The engine counts a copy it asked for as
+running until its task ends, so a copy the world dropped would never be asked for again.
 """
 
 from __future__ import annotations

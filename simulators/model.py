@@ -3,9 +3,9 @@
 :class:`simulators.core.Simulator` is assembled from parts -- the cluster
 (:mod:`simulators.cluster`), the stage lifecycle (:mod:`simulators.stages`), backups
 (:mod:`simulators.backups`), task copies (:mod:`simulators.duplicates`) and the task scheduler
-(:mod:`simulators.core`) -- on top of the
-event kernel (:mod:`simulators.kernel`). :class:`WorldModel` declares, for type checking, the
-state they share and the methods one part calls on another; ``Simulator`` supplies them all.
+(:mod:`simulators.core`) -- on top of the event kernel (:mod:`simulators.kernel`).
+:class:`WorldModel` declares, for type checking, the state they share and the methods one part
+calls on another; ``Simulator`` supplies them all.
 """
 
 from __future__ import annotations
