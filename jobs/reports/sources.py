@@ -34,11 +34,15 @@ time. {_SIM} A run that does not finish within 20x the stable time counts as 20 
            "![slowdowns](simulator_sweep.png)\n\nMean slowdown over 50 seeded runs per cell; `oracle` knows "
            "every VM's death time."),
     Source("simulator_speed.csv",
-           "python bench/simulator.py --policy always --runs 50\npython bench/simulator.py --policy never --runs 50\n"
+           "python bench/simulator.py --policy always --runs 50 --csv docs/results/simulator_speed.csv\n"
+           "python bench/simulator.py --policy never --runs 50 --csv docs/results/simulator_speed.csv\n"
            "python bench/simulator.py --policy tr --runs 2 --workers 1 --cpu-runs 2 --csv docs/results/simulator_speed.csv",
-           "2026-11-25 (always, never), 2026-11-26 (tr)",
-           "unknown for always and never (the figures were added in commit 430b26a); tr: 5839e07",
-           MACHINE + ", load average 1.0-1.4 (always, never); tr: load average 1.7 (CPU seconds of `always` in the same process: 0.399)",
+           "2026-11-29, 02:17-02:23 UTC",
+           "d008d2c",
+           MACHINE + ", nothing else running, load average 1.0-1.9. CPU seconds on this shared VM change with "
+           "the host from day to day: the same `always` runs took 0.306 s each on 2026-11-25 and 1.190 s here, "
+           "and `tr`'s 22.8 s then, 48.6 s here (the simulated figures are identical). Compare policies by the "
+           "ratio the bench prints from one process: `tr` 41.8x `always`'s 1.165 s",
            columns("policy", "runs", "wall_seconds", "cpu_seconds_per_run", "events_per_run",
                    "events_per_second", "slowdown_mean", "failed_runs"),
            "The paper's size: a TPC-DS-shaped job of 20,100 tasks on 100 VMs x 4 cores, stability "
