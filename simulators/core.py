@@ -356,13 +356,6 @@ class Simulator(ClusterDriver, StageDriver, BackupDriver, DuplicateDriver):
         elif isinstance(command, Advice):
             self.result.advice.append(f"{command.kind}: {command.message}")
 
-    def _find_task(self, stage_id: int, partition: int, executor_id: str | None = None) -> list[int]:
-        return sorted(
-            tid for tid, rec in self._tasks.items()
-            if rec[0].id == stage_id and rec[1] == partition
-            and (executor_id is None or rec[2].id == executor_id)
-        )
-
 
 def simulate(job: JobSpec, world: WorldSpec, policy: Policy, seed: int | np.random.SeedSequence, **kwargs: object) -> RunResult:
     """Convenience: one run with a fresh ``numpy.random.Generator`` from ``seed``."""

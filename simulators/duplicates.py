@@ -11,24 +11,12 @@ running until its task ends, so a copy the world dropped would never be asked fo
 
 from __future__ import annotations
 
-from typing import Any
-
 from simulators.model import WorldModel
-from simulators.state import Stage
 from trspark.engine.commands import DuplicateTask, KillDuplicate
 
 
 class DuplicateDriver(WorldModel):
     """Copies of running tasks on chosen executors, and the copies wanted but not started yet."""
-
-    _dups: dict[tuple[int, int], set[int]]
-    _wanted: dict[tuple[int, int], str]
-
-    def _find_task(self, stage_id: int, partition: int, executor_id: str | None = None) -> list[int]:
-        raise NotImplementedError
-
-    def _start_task(self, stage: Stage, p: int, e: Any, *, speculative: bool) -> int:
-        raise NotImplementedError
 
     def _duplicate(self, cmd: DuplicateTask) -> None:
         """Want a copy of ``(stage, partition)`` on ``cmd.executor_id`` (one per task: the latest wins)."""
@@ -40,6 +28,14 @@ class DuplicateDriver(WorldModel):
         for tid in self._find_task(cmd.stage_id, cmd.partition, cmd.executor_id):
             if len(self._find_task(cmd.stage_id, cmd.partition)) > 1:
                 self._end_task_unsuccessfully(tid, "killed")
+
+    def _find_task(self, stage_id: int, partition: int, executor_id: str | None = None) -> list[int]:
+        """Task ids of the running attempts of ``(stage, partition)`` (on ``executor_id`` only, if given)."""
+        return sorted(
+            tid for tid, rec in self._tasks.items()
+            if rec[0].id == stage_id and rec[1] == partition
+            and (executor_id is None or rec[2].id == executor_id)
+        )
 
     def _launch_wanted(self) -> None:
         """Start the wanted copies whose executor has a free core now (after the placement of pending tasks)."""

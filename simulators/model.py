@@ -41,6 +41,8 @@ class WorldModel(EventKernel):
     _sinks_left: int
     _pools: tuple[tuple[str, int, str | None], ...]
     _want_backed_up: bool
+    _dups: dict[tuple[int, int], set[int]]
+    _wanted: dict[tuple[int, int], str]
 
     def _emit(self, event: Event) -> None:
         raise NotImplementedError
@@ -64,6 +66,9 @@ class WorldModel(EventKernel):
         raise NotImplementedError
 
     def _start_backup(self, cmd: Any, source: Executor, *, core_taken: bool = False) -> bool:
+        raise NotImplementedError
+
+    def _start_task(self, stage: Stage, p: int, e: Executor, *, speculative: bool) -> int:
         raise NotImplementedError
 
     def _backup_failed(self, shuffle_id: int, map_index: int, target: str, reason: str) -> None:
