@@ -67,7 +67,7 @@ POOLS_SIM := nice -n 10 $(PYTHON) -m trspark simulate sweep --vms 10 --scale 0.0
 pools:
 	$(POOLS_SIM) --policies never,always,efm,pado,tr,oracle,oracle-backup --stabilities $(POOLS_STABILITIES) \
 		--out docs/results/pools_sweep.csv
-	$(POOLS_SIM) --policies tr --notice 2 --stabilities $$(echo $(POOLS_STABILITIES) | tr , '\n' | awk '$$1 <= 20' | paste -sd,) \
+	$(POOLS_SIM) --policies tr,tr-without-notices --notice 2 --stabilities $$(echo $(POOLS_STABILITIES) | tr , '\n' | awk '$$1 <= 20' | paste -sd,) \
 		--out docs/results/pools_notice.csv
 	nice -n 10 $(PYTHON) -m trspark simulate sweep --workloads tpcds --policies never,always,tr,oracle \
 		--stabilities 100 --vms 100 --cores 4 --scale 1 --runs 8 --workers $(POOLS_WORKERS) --out docs/results/pools_paper.csv

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from simulators import unnoticed
 from simulators.core import RunResult, Simulator
 from simulators.dag import JobSpec
 from simulators.metrics import run_row, summarize
@@ -30,7 +31,8 @@ from trspark.engine.interface import Policy
 from trspark.engine.registry import make_policy, policy_names
 from trspark.engine.settings import TRConfig
 
-SIMULATOR_POLICIES = ("oracle", "oracle-backup", "oracle-backup-driver")
+CLAIRVOYANT_POLICIES = ("oracle", "oracle-backup", "oracle-backup-driver")
+SIMULATOR_POLICIES = (*CLAIRVOYANT_POLICIES, unnoticed.NAME)
 
 
 def all_policy_names() -> list[str]:
@@ -88,7 +90,9 @@ def build_policy(name: str, config: TRConfig, stable_time: float, on_demand_pool
     if name == "oracle-backup":
         return ClairvoyantBackups(make_policy("tr", config, on_demand_pools),
                                   OraclePolicy(config, horizon=stable_time, strategy=BACKUP_FAMILY[0]))
-    if name in SIMULATOR_POLICIES:
+    if name == unnoticed.NAME:
+        return unnoticed.WithoutNotices(make_policy("tr", config, on_demand_pools))
+    if name in CLAIRVOYANT_POLICIES:
         strategy = FAMILY[0] if name == "oracle" else next(st for st in FAMILY if not st.scheduling)
         return OraclePolicy(config, horizon=stable_time, strategy=strategy)
     return make_policy(name, config, on_demand_pools)
@@ -102,7 +106,8 @@ def simulate_run(exp: Experiment, seed: np.random.SeedSequence, stable_time: flo
     (:func:`simulators.oracle_family.best_run`): every member gets a fresh generator from ``seed``.
     ``oracle-backup`` is the best of clairvoyant backup strategies under ``tr``'s own scheduling
     (:mod:`simulators.oracle_backup`); ``oracle-backup-driver`` the best of the oracle's members
-    that place tasks as the driver does.
+    that place tasks as the driver does. ``tr-without-notices`` is ``tr`` deaf to termination
+    notices (:mod:`simulators.unnoticed`).
     """
     config = exp.policy_config()
     stall = exp.world.stall_seconds if exp.world.stall_seconds is not None else max(stable_time, 60.0)
@@ -118,7 +123,7 @@ def simulate_run(exp: Experiment, seed: np.random.SeedSequence, stable_time: flo
         members = backup_family(config, stable_time, lambda: make_policy("tr", config, pools))
         result: RunResult = best_run(make_sim, config, stable_time, trace, members=members)
         return result
-    if exp.policy in SIMULATOR_POLICIES:
+    if exp.policy in CLAIRVOYANT_POLICIES:
         result = best_run(make_sim, config, stable_time, trace, scheduling=exp.policy == "oracle")
         return result
     return make_sim(build_policy(exp.policy, config, stable_time, pools), trace).run()

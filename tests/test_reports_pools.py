@@ -67,3 +67,20 @@ def test_a_cell_without_a_needed_policy_is_not_a_pass(tmp_path: Path) -> None:
     (c, by), = pools.read(sweep).items()
     verdict = {name: met for name, met, _ in pools.verdicts(c, by, {})}
     assert verdict == {"baselines": None, "clairvoyant": None, "bytes": True}
+
+
+def test_notices_are_judged_by_the_paired_interval(tmp_path: Path) -> None:
+    deaf = pools.NOTICES_OFF
+    gain = cell(10, 25, 1.00, {"tr": 1.00, deaf: 1.10}, {}, {deaf: (0.88, 0.95)})
+    noise = cell(20, 25, 1.05, {"tr": 1.05, deaf: 1.04}, {}, {deaf: (0.98, 1.03)})
+    loss = cell(5, 25, 1.20, {"tr": 1.20, deaf: 1.10}, {}, {deaf: (1.05, 1.12)})
+    noticed = write(tmp_path / "noticed.csv", gain + noise + loss)
+    # the sweep without notices: tr at stability 10 as tr-without-notices, at 20 another figure
+    plain = write(tmp_path / "plain.csv", cell(10, 25, 1.10, {"tr": 1.10}, {}) + cell(20, 25, 1.03, {"tr": 1.03}, {}))
+    lines = {line.split("|")[4].strip(): line for line in pools.notices(plain)(noticed).splitlines()
+             if line.startswith("| tpcds")}
+    assert "| PASS | yes |" in lines["10"] and "+9.1%" in lines["10"]
+    assert "| within noise (slower) | **no** |" in lines["20"]
+    assert "| **FAIL** | - |" in lines["5"]
+    assert pools.notices(plain)(noticed).startswith(
+        "- notices gain (paired 95 % interval below 1): 1 of 3 cells; within noise: 1; lose: 1")

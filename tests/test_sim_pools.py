@@ -274,3 +274,25 @@ def test_golden_mixed_world_is_byte_identical() -> None:
     if os.environ.get("TRSPARK_REGEN_GOLDEN"):
         GOLDEN.write_text(text)
     assert text == GOLDEN.read_text(), "simulator behaviour changed; if intended, rerun with TRSPARK_REGEN_GOLDEN=1"
+
+
+def test_tr_without_notices_in_a_noticed_world_is_tr_in_a_world_without_notices(tmp_path: Path) -> None:
+    noticed, plain = tmp_path / "noticed.csv", tmp_path / "plain.csv"
+    grid = ["--workloads", "bing", "--stabilities", "5", "--pool", "ondemand=1@stable", "--pool", "spot=3",
+            "--scale", "0.02", "--cores", "2", "--runs", "4", "--workers", "1"]
+    code, text = invoke("simulate", "sweep", *grid, "--policies", "tr,tr-without-notices", "--notice", "1",
+                        "--out", str(noticed))
+    assert code == 0, text
+    code, text = invoke("simulate", "sweep", *grid, "--policies", "tr", "--out", str(plain))
+    assert code == 0, text
+    with_notices, deaf = list(csv.DictReader(noticed.open()))
+    (without,) = list(csv.DictReader(plain.open()))
+    assert deaf["policy"] == "tr-without-notices"
+    # the same worlds, every notice withheld: run for run what tr does when no notice comes
+    for column in ("slowdown_mean", "recomputed_tasks_mean", "bytes_copied_mean", "evictions_mean"):
+        assert deaf[column] == without[column], column
+    # and the notices are what differs: tr hears them, and the paired ratio is taken on the same seeds
+    assert with_notices["slowdown_mean"] != deaf["slowdown_mean"]
+    ratio = float(with_notices["slowdown_mean"]) / float(deaf["slowdown_mean"])
+    assert float(deaf["tr_ratio"]) == pytest.approx(ratio)
+    assert float(deaf["tr_ratio_ci95_low"]) <= ratio <= float(deaf["tr_ratio_ci95_high"])

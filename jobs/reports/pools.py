@@ -35,6 +35,8 @@ BYTES_SHARE = 0.5
 """``tr``'s bytes copied, at most this share of ``always``'s."""
 MIN_SHARE = 10.0
 """The targets for mixed clusters apply from this on-demand share (%) on."""
+NOTICES_OFF = "tr-without-notices"
+"""``tr`` deaf to notices, run beside ``tr`` on the same noticed worlds (:mod:`simulators.unnoticed`)."""
 
 Cell = tuple[str, str, float, float]
 """(workload, shape ('' = exponential), on-demand share %, stability)."""
@@ -196,20 +198,32 @@ def target_check(engine_csv: Path) -> Callable[[Path], str]:
 
 
 def notices(without: Path) -> Callable[[Path], str]:
-    """``tr`` with notices (this CSV) against ``tr`` without them (``without``), per matching cell."""
+    """``tr`` with notices against ``tr-without-notices`` on the same worlds (this CSV), per cell.
+
+    ``tr-without-notices``'s paired ratio ``mean(tr) / mean(tr-without-notices)`` and its 95 %
+    interval give the gain; its mean must equal ``tr``'s in the sweep without notices
+    (``without``), which the table shows as a check that the two runs met the same worlds.
+    """
     def render(path: Path) -> str:
         base = read(without)
-        body = []
+        body, verdicts = [], {"PASS": 0, "within noise": 0, "**FAIL**": 0}
         for cell, by in read(path).items():
-            if "tr" not in by or "tr" not in base.get(cell, {}):
+            if "tr" not in by or NOTICES_OFF not in by:
                 continue
-            on, off = _f(by["tr"], "slowdown_mean"), _f(base[cell]["tr"], "slowdown_mean")
-            body.append(_head(cell) + [_slowdown(by["tr"]), _slowdown(base[cell]["tr"]), f"{(off - on) / off:+.1%}",
-                                       "PASS" if on < off else "**FAIL**"])
+            deaf = by[NOTICES_OFF]
+            ratio, low, high = (_f(deaf, k) for k in ("tr_ratio", "tr_ratio_ci95_low", "tr_ratio_ci95_high"))
+            verdict = "PASS" if high < 1.0 else "**FAIL**" if low > 1.0 else "within noise"
+            verdicts[verdict] += 1
+            swept = base.get(cell, {}).get("tr")
+            same = "-" if swept is None else "yes" if _f(swept, "slowdown_mean") == _f(deaf, "slowdown_mean") else "**no**"
+            body.append(_head(cell) + [_slowdown(by["tr"]), _slowdown(deaf), f"{1 - ratio:+.1%} [{1 - high:+.1%}, {1 - low:+.1%}]",
+                                       verdict + (" (slower)" if verdict == "within noise" and ratio >= 1 else ""), same])
         if not body:
-            return "No cell of this CSV is in the sweep without notices.\n"
-        return _markdown(["workload", "spot lifetimes", "on-demand %", "stability", "tr with notices",
-                          "tr without", "gain", "verdict"], body)
+            return f"No cell of this CSV has both tr and {NOTICES_OFF}.\n"
+        head = (f"- notices gain (paired 95 % interval below 1): {verdicts['PASS']} of {len(body)} cells; "
+                f"within noise: {verdicts['within noise']}; lose: {verdicts['**FAIL**']}\n\n")
+        return head + _markdown(["workload", "spot lifetimes", "on-demand %", "stability", "tr with notices",
+                                 "tr without", "gain [95 % interval]", "verdict", "= sweep's tr"], body)
     return render
 
 
