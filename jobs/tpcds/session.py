@@ -120,6 +120,12 @@ logger.nativecode.level = error
 # A killed executor makes the RPC layer log every broken connection with a stack trace.
 logger.network.name = org.apache.spark.network
 logger.network.level = fatal
+# The kills are the harness's own (SIGKILL: exit code 137), and it reports each; a local cluster
+# stopping races its workers' last messages to the master. Other errors still show.
+appender.console.filter.expected.type = RegexFilter
+appender.console.filter.expected.regex = .*(exited with code 137|Failed to send ExecutorStateChanged).*
+appender.console.filter.expected.onMatch = DENY
+appender.console.filter.expected.onMismatch = NEUTRAL
 """
 
 
