@@ -9,7 +9,12 @@ notices, so one sweep with ``--notice`` gives ``tr`` with and without notices si
 the very same worlds, and each row's paired ratio to ``tr`` is what notices gained.
 
 Only notices (``ExecutorNotice`` of kind ``"notice"``) are withheld; a lifetime known from the
-start (kind ``"lifetime"``, the exact-knowledge world) still reaches the policy.
+start (kind ``"lifetime"``, the exact-knowledge world) still reaches the policy. One trace of the
+notices stays: the simulator places pending tasks at every instant something happens, and a
+notice's instant is one, so a placement rule that relaxes with time (a stage kept off spot
+executors for a while) may place a task at that instant where, without notices, it waits for
+the next event. Over the pools grid that moved 3 of 48 cells by at most 0.2 %
+(``docs/results/pools.md``).
 """
 
 from __future__ import annotations

@@ -79,8 +79,8 @@ def test_notices_are_judged_by_the_paired_interval(tmp_path: Path) -> None:
     plain = write(tmp_path / "plain.csv", cell(10, 25, 1.10, {"tr": 1.10}, {}) + cell(20, 25, 1.03, {"tr": 1.03}, {}))
     lines = {line.split("|")[4].strip(): line for line in pools.notices(plain)(noticed).splitlines()
              if line.startswith("| tpcds")}
-    assert "| PASS | yes |" in lines["10"] and "+9.1%" in lines["10"]
-    assert "| within noise (slower) | **no** |" in lines["20"]
+    assert "| PASS | the same |" in lines["10"] and "+9.1%" in lines["10"]
+    assert "| within noise (slower) | 1.0300 (+0.97%) |" in lines["20"]
     assert "| **FAIL** | - |" in lines["5"]
     assert pools.notices(plain)(noticed).startswith(
         "- notices gain (paired 95 % interval below 1): 1 of 3 cells; within noise: 1; lose: 1")

@@ -201,8 +201,8 @@ def notices(without: Path) -> Callable[[Path], str]:
     """``tr`` with notices against ``tr-without-notices`` on the same worlds (this CSV), per cell.
 
     ``tr-without-notices``'s paired ratio ``mean(tr) / mean(tr-without-notices)`` and its 95 %
-    interval give the gain; its mean must equal ``tr``'s in the sweep without notices
-    (``without``), which the table shows as a check that the two runs met the same worlds.
+    interval give the gain. The last column sets ``tr-without-notices`` beside ``tr`` in the sweep
+    without notices (``without``, the same seeds): "the same" to the last digit, or its mean.
     """
     def render(path: Path) -> str:
         base = read(without)
@@ -215,16 +215,21 @@ def notices(without: Path) -> Callable[[Path], str]:
             verdict = "PASS" if high < 1.0 else "**FAIL**" if low > 1.0 else "within noise"
             verdicts[verdict] += 1
             swept = base.get(cell, {}).get("tr")
-            same = "-" if swept is None else "yes" if _f(swept, "slowdown_mean") == _f(deaf, "slowdown_mean") else "**no**"
             body.append(_head(cell) + [_slowdown(by["tr"]), _slowdown(deaf), f"{1 - ratio:+.1%} [{1 - high:+.1%}, {1 - low:+.1%}]",
-                                       verdict + (" (slower)" if verdict == "within noise" and ratio >= 1 else ""), same])
+                                       verdict + (" (slower)" if verdict == "within noise" and ratio >= 1 else ""),
+                                       "-" if swept is None else _same(_f(swept, "slowdown_mean"), _f(deaf, "slowdown_mean"))])
         if not body:
             return f"No cell of this CSV has both tr and {NOTICES_OFF}.\n"
         head = (f"- notices gain (paired 95 % interval below 1): {verdicts['PASS']} of {len(body)} cells; "
                 f"within noise: {verdicts['within noise']}; lose: {verdicts['**FAIL**']}\n\n")
         return head + _markdown(["workload", "spot lifetimes", "on-demand %", "stability", "tr with notices",
-                                 "tr without", "gain [95 % interval]", "verdict", "= sweep's tr"], body)
+                                 "tr without", "gain [95 % interval]", "verdict", "sweep's tr"], body)
     return render
+
+
+def _same(swept: float, deaf: float) -> str:
+    """``swept`` as text: "the same" when it equals ``deaf`` to the last digit, else the value and the difference."""
+    return "the same" if swept == deaf else f"{swept:.4f} ({deaf / swept - 1:+.2%})"
 
 
 def draw(path: Path, png: Path) -> None:
