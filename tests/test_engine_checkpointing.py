@@ -363,3 +363,19 @@ def test_replan_ranks_the_most_exposed_blocks_first_newest_first_among_equals(kn
     for limit in (None, 1, 3, 5, 100):
         got = policy._most_exposed(limit)  # type: ignore[attr-defined]
         assert [b.block_id for b in got] == [b.block_id for b in (expected if limit is None else expected[:limit])]
+
+
+def test_tr_takes_a_map_output_reported_after_its_executor_was_lost_as_no_output() -> None:
+    # Live Spark can post a task's success after its executor's removal (the two travel apart);
+    # the policy must neither price nor back up an output that went with the executor.
+    policy = make_policy("tr", TRConfig(lifetime="exponential:mean=10", duplication=False, scheduling=False))
+    feed(policy, [*add_executors(["a", "b", "c"]), map_stage(0, 3, 0),
+                  *run_task(0, 0, "b", start=0.0, seconds=1.0, write=8 * MB, shuffle_id=0),
+                  TaskStarted(time=0.0, stage_id=0, partition=1, executor_id="a")])
+    feed(policy, [ExecutorLost(time=1.5, executor_id="a", reason="evicted")])
+    late = feed(policy, [TaskEnded(time=1.6, stage_id=0, partition=1, executor_id="a", duration=1.6,
+                                   successful=True, shuffle_write_bytes=8 * MB, shuffle_id=0)])
+    assert late == [] and (0, 1) not in policy.state.outputs
+    # the re-run on c is an output like any other: priced and backed up, nothing left broken
+    commands = feed(policy, [*run_task(0, 1, "c", start=1.6, seconds=1.0, write=8 * MB, shuffle_id=0), Tick(time=3.0)])
+    assert any(isinstance(c, Backup) and (c.shuffle_id, c.map_index) == (0, 1) for c in commands)

@@ -307,3 +307,17 @@ def test_the_state_keeps_the_cost_models_lineage_in_step() -> None:
     assert lineage.has_output(0, 0) and lineage.has_output(1, 0)
     state.apply(ShuffleConsumed(time=13.0, shuffle_id=1))  # now both are consumed, and forgotten
     assert not lineage.has_shuffle(0) and not lineage.has_shuffle(1)
+
+
+def test_a_map_output_reported_after_its_executor_was_lost_is_no_output() -> None:
+    # Spark may post a task's success after the executor's removal; the output went with the
+    # executor, and Spark runs the partition again.
+    state = _state(add_executors(["a", "b"], time=0.0), [map_stage(0, 2, 0, time=0.0)],
+                   run_task(0, 0, "b", start=0.0, seconds=2.0, write=MB, shuffle_id=0))
+    state.apply(TaskStarted(time=1.0, stage_id=0, partition=1, executor_id="a"))
+    state.apply(ExecutorLost(time=3.0, executor_id="a", reason="evicted"))
+    state.apply(TaskEnded(time=3.1, stage_id=0, partition=1, executor_id="a", duration=2.0, successful=True,
+                          shuffle_write_bytes=MB, shuffle_id=0))
+    assert list(state.outputs) == [(0, 0)]
+    assert state.stages[0].finished == {0} and state.stages[0].pending_count == 1
+    assert state.lost_work_seconds == pytest.approx(2.0)  # a's task, counted once, when a went

@@ -212,6 +212,11 @@ class JobState(JobRecords):
             if e.reason == "executor_lost":
                 self.lost_work_seconds += e.duration
             return
+        if ex is None and (e.shuffle_id is not None or stage.shuffle_id is not None):
+            # A map output reported after its executor was lost went with it: Spark drops it with the
+            # executor's outputs (or ignores the completion as possibly bogus) and runs the partition
+            # again. Its time was counted as lost work when the executor went.
+            return
         if ex is not None:
             if ex.tasks_done:
                 self._warm_tasks_done += 1
