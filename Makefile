@@ -8,7 +8,7 @@ AZURITE := $(TOOLS)/node_modules/.bin/azurite-blob
 # unit tests against the newest versions pyproject.toml allows, in a fresh venv, to see new releases early.
 LATEST_VENV := build/latest-venv
 
-.PHONY: setup demo test lint azurite browser constraints test-latest pools
+.PHONY: setup demo test lint azurite browser constraints test-latest pools pools-sweep pools-notice pools-paper
 setup:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[dev]"
 	$(PYTHON) -m trspark jar-path  # builds the plugin jar only when its sources changed
@@ -58,17 +58,31 @@ test-latest:
 
 # The on-demand/spot pools sweep, its notices and paper-size points, and docs/results/pools.md.
 # Smaller grids for a loaded machine: e.g. make pools POOLS_RUNS=20 POOLS_STABILITIES=10,50.
+# oracle-backup, the costliest policy, runs only below stability 20, where a target uses it; each
+# cell's rows come from one sweep, so the two sweeps' rows join into one CSV.
 POOLS_RUNS ?= 50
 POOLS_STABILITIES ?= 5,10,20,50,200
 POOLS_SHARES ?= 0,10,25,50
 POOLS_WORKERS ?= 2
+POOLS_OUT ?= docs/results
 POOLS_SIM := nice -n 10 $(PYTHON) -m trspark simulate sweep --vms 10 --scale 0.01 --shapes exp,0.6 \
 	--on-demand-shares $(POOLS_SHARES) --runs $(POOLS_RUNS) --workers $(POOLS_WORKERS) --workloads tpcds,bing
-pools:
-	$(POOLS_SIM) --policies never,always,efm,pado,tr,oracle,oracle-backup --stabilities $(POOLS_STABILITIES) \
-		--out docs/results/pools_sweep.csv
-	$(POOLS_SIM) --policies tr,tr-without-notices --notice 2 --stabilities $$(echo $(POOLS_STABILITIES) | tr , '\n' | awk '$$1 <= 20' | paste -sd,) \
-		--out docs/results/pools_notice.csv
-	nice -n 10 $(PYTHON) -m trspark simulate sweep --workloads tpcds --policies never,always,tr,oracle \
-		--stabilities 100 --vms 100 --cores 4 --scale 1 --runs 8 --workers $(POOLS_WORKERS) --out docs/results/pools_paper.csv
+POOLS_BELOW_20 = $(shell echo $(POOLS_STABILITIES) | tr , '\n' | awk '$$1 < 20' | paste -sd, -)
+POOLS_FROM_20 = $(shell echo $(POOLS_STABILITIES) | tr , '\n' | awk '$$1 >= 20' | paste -sd, -)
+POOLS_UP_TO_20 = $(shell echo $(POOLS_STABILITIES) | tr , '\n' | awk '$$1 <= 20' | paste -sd, -)
+pools: pools-sweep pools-notice pools-paper
 	$(PYTHON) -m jobs.reports
+pools-sweep:
+	mkdir -p $(POOLS_OUT)/.pools-parts && rm -f $(POOLS_OUT)/.pools-parts/*.csv
+	if [ -n "$(POOLS_BELOW_20)" ]; then $(POOLS_SIM) --policies never,always,efm,pado,tr,oracle,oracle-backup \
+		--stabilities $(POOLS_BELOW_20) --out $(POOLS_OUT)/.pools-parts/low.csv; fi
+	if [ -n "$(POOLS_FROM_20)" ]; then $(POOLS_SIM) --policies never,always,efm,pado,tr,oracle \
+		--stabilities $(POOLS_FROM_20) --out $(POOLS_OUT)/.pools-parts/high.csv; fi
+	awk 'FNR > 1 || NR == 1' $(POOLS_OUT)/.pools-parts/*.csv > $(POOLS_OUT)/pools_sweep.csv
+	rm -r $(POOLS_OUT)/.pools-parts
+pools-notice:
+	if [ -n "$(POOLS_UP_TO_20)" ]; then $(POOLS_SIM) --policies tr,tr-without-notices --notice 2 \
+		--stabilities $(POOLS_UP_TO_20) --out $(POOLS_OUT)/pools_notice.csv; fi
+pools-paper:
+	nice -n 10 $(PYTHON) -m trspark simulate sweep --workloads tpcds --policies never,always,tr,oracle \
+		--stabilities 100 --vms 100 --cores 4 --scale 1 --runs 8 --workers $(POOLS_WORKERS) --out $(POOLS_OUT)/pools_paper.csv
