@@ -67,9 +67,10 @@ POOLS_WORKERS ?= 2
 POOLS_OUT ?= docs/results
 POOLS_SIM := nice -n 10 $(PYTHON) -m trspark simulate sweep --vms 10 --scale 0.01 --shapes exp,0.6 \
 	--on-demand-shares $(POOLS_SHARES) --runs $(POOLS_RUNS) --workers $(POOLS_WORKERS) --workloads tpcds,bing
-POOLS_BELOW_20 = $(shell echo $(POOLS_STABILITIES) | tr , '\n' | awk '$$1 < 20' | paste -sd, -)
-POOLS_FROM_20 = $(shell echo $(POOLS_STABILITIES) | tr , '\n' | awk '$$1 >= 20' | paste -sd, -)
-POOLS_UP_TO_20 = $(shell echo $(POOLS_STABILITIES) | tr , '\n' | awk '$$1 <= 20' | paste -sd, -)
+pools_stabilities = $(shell echo $(POOLS_STABILITIES) | tr , '\n' | awk '$$1 $(1)' | paste -sd, -)
+POOLS_BELOW_20 = $(call pools_stabilities,< 20)
+POOLS_FROM_20 = $(call pools_stabilities,>= 20)
+POOLS_UP_TO_20 = $(call pools_stabilities,<= 20)
 pools: pools-sweep pools-notice pools-paper
 	$(PYTHON) -m jobs.reports
 pools-sweep:

@@ -212,7 +212,8 @@ class JobState(JobRecords):
             if e.reason == "executor_lost":
                 self.lost_work_seconds += e.duration
             return
-        if ex is None and (e.shuffle_id is not None or stage.shuffle_id is not None):
+        shuffle = e.shuffle_id if e.shuffle_id is not None else stage.shuffle_id
+        if ex is None and shuffle is not None:
             # A map output reported after its executor was lost went with it: Spark drops it with the
             # executor's outputs (or ignores the completion as possibly bogus) and runs the partition
             # again. Its time was counted as lost work when the executor went.
@@ -236,7 +237,6 @@ class JobState(JobRecords):
         stage.longest_seconds = max(stage.longest_seconds, e.duration)
         stage.read_bytes_sum += e.shuffle_read_bytes + e.input_bytes
         stage.write_bytes_sum += e.shuffle_write_bytes
-        shuffle = e.shuffle_id if e.shuffle_id is not None else stage.shuffle_id
         if shuffle is not None and shuffle not in self.consumed_shuffles:  # a late copy: nobody reads it
             old = self.outputs.get((shuffle, e.partition))
             if old is not None:
