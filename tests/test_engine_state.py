@@ -102,6 +102,10 @@ def test_running_work_lost_with_its_executor_is_counted() -> None:
     state.apply(ExecutorLost(time=10.0, executor_id="a"))
     assert state.lost_work_seconds == pytest.approx(3.0)
     assert state.stages[1].pending_count == 3
+    # Spark may report the attempt's end after the loss: it was counted when its executor went.
+    state.apply(TaskEnded(time=10.5, stage_id=1, partition=0, executor_id="a", duration=3.5, successful=False,
+                          reason="executor_lost"))
+    assert state.lost_work_seconds == pytest.approx(3.0)
 
 
 def test_consumed_shuffle_marks_blocks_safe_and_notice_sets_deadline() -> None:

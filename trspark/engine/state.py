@@ -203,13 +203,13 @@ class JobState(JobRecords):
         stage = self.stages.get(e.stage_id)
         if stage is None:
             return
-        self._stop_copy(stage, e.partition, e.executor_id, e.time, lost=False)
+        still_running = self._stop_copy(stage, e.partition, e.executor_id, e.time, lost=False)
         ex = self.executors.get(e.executor_id)
         if ex is not None:
             ex.running.discard((e.stage_id, e.partition))
         self.task_seconds_total += e.duration
         if not e.successful:
-            if e.reason == "executor_lost":
+            if e.reason == "executor_lost" and still_running:  # else counted when the executor was lost
                 self.lost_work_seconds += e.duration
             return
         shuffle = e.shuffle_id if e.shuffle_id is not None else stage.shuffle_id
@@ -257,7 +257,8 @@ class JobState(JobRecords):
                 self.lineage.add_output(shuffle, e.partition, e.executor_id, e.duration, float(e.shuffle_write_bytes),
                                         parents=stage.parent_shuffle_ids)
 
-    def _stop_copy(self, stage: StageView, partition: int, executor_id: str, now: float, *, lost: bool) -> None:
+    def _stop_copy(self, stage: StageView, partition: int, executor_id: str, now: float, *, lost: bool) -> bool:
+        """Forget one running attempt; whether it was still known as running."""
         copies = stage.running.get(partition)
         if copies is not None:
             copies.discard(executor_id)
@@ -266,6 +267,7 @@ class JobState(JobRecords):
         started = stage.started_at.pop((partition, executor_id), None)
         if lost and started is not None:
             self.lost_work_seconds += max(0.0, now - started)
+        return started is not None
 
     def _block_backed_up(self, e: BlockBackedUp) -> None:
         block = self.outputs.get((e.shuffle_id, e.map_index))
