@@ -132,7 +132,7 @@ def test_policy_exception_is_logged_with_traceback_and_the_loop_goes_on(caplog: 
     assert summary["policy_errors"] == 2 and summary["events"] == 3 and summary["commands"] == {"SafetyBelt": 1}
 
 
-def test_the_summary_gives_the_engines_time_per_line_in_milliseconds() -> None:
+def test_the_summary_gives_the_engines_time_per_line_and_per_decision_in_milliseconds() -> None:
     ticks = iter([0.0, 0.0004, 1.0, 1.0004, 2.0, 2.0004, 3.0, 3.0250])  # two clock reads per line
     cpu_ticks = iter([0.0, 0.0002, 0.1, 0.1002, 0.2, 0.2002, 0.3, 0.3010])
     bridge = Bridge(make_policy("always"), clock=lambda: next(ticks), cpu_clock=lambda: next(cpu_ticks))
@@ -145,6 +145,8 @@ def test_the_summary_gives_the_engines_time_per_line_in_milliseconds() -> None:
     assert summary["engine_ms_p99"] == summary["engine_ms_max"] == pytest.approx(25.0, rel=0.01)
     assert summary["engine_cpu_ms_p50"] == pytest.approx(0.2, rel=0.01)
     assert summary["engine_cpu_ms_p99"] == summary["engine_cpu_ms_max"] == pytest.approx(1.0, rel=0.01)
+    # Per decision: the task-end lines only (the malformed line's 1 ms is not one).
+    assert summary["decision_cpu_ms_p99"] == summary["decision_cpu_ms_max"] == pytest.approx(0.2, rel=0.01)
 
 
 def test_observers_see_valid_events_and_their_failures_do_not_stop_the_policy() -> None:

@@ -28,7 +28,7 @@ from typing import TextIO
 
 from hdrh.histogram import HdrHistogram
 
-from trspark.engine.events import Event, JobEnded
+from trspark.engine.events import Event, JobEnded, TaskEnded
 from trspark.engine.interface import Policy
 from trspark.engine.protocol import ProtocolError, from_dict, to_dict, to_json
 
@@ -75,6 +75,8 @@ class BridgeStats:
     """Engine wall time per line (microseconds, 2 significant digits: bounded memory for any run length)."""
     engine_cpu_us: HdrHistogram = field(default_factory=lambda: HdrHistogram(1, _MAX_RECORDED_US, 2))
     """The CPU time of those lines: the wall time less the waits for a core on a busy machine."""
+    decision_cpu_us: HdrHistogram = field(default_factory=lambda: HdrHistogram(1, _MAX_RECORDED_US, 2))
+    """The CPU time of the task-end lines only: the per-output decision (Algorithm 2) is made there."""
 
 
 class Bridge:
@@ -108,13 +110,15 @@ class Bridge:
     def handle_line(self, line: str) -> list[str]:
         """Answer one line from the shim: the command lines, then the ``Ack`` line (no newlines)."""
         started, cpu_started = self.clock(), self.cpu_clock()
-        lines = self._answer(line)
-        for histogram, seconds in ((self.stats.engine_us, self.clock() - started),
-                                   (self.stats.engine_cpu_us, self.cpu_clock() - cpu_started)):
-            histogram.record_value(min(max(round(seconds * 1e6), 1), _MAX_RECORDED_US))
+        lines, event = self._answer(line)
+        wall, cpu = _microseconds(self.clock() - started), _microseconds(self.cpu_clock() - cpu_started)
+        self.stats.engine_us.record_value(wall)
+        self.stats.engine_cpu_us.record_value(cpu)
+        if isinstance(event, TaskEnded):
+            self.stats.decision_cpu_us.record_value(cpu)
         return lines
 
-    def _answer(self, line: str) -> list[str]:
+    def _answer(self, line: str) -> tuple[list[str], Event | None]:
         seq, event, problem = self._parse(line)
         self._last_seq = seq
         if event is None:
@@ -123,11 +127,11 @@ class Bridge:
                 log.warning("malformed event (seq %d, acked without commands): %s", seq, problem)
             elif self.stats.malformed == _MAX_LOGGED_MALFORMED + 1:
                 log.warning("more malformed events; counting them silently from now on")
-            return [ack_line(seq)]
+            return [ack_line(seq)], None
         self.stats.events += 1
         if isinstance(event, JobEnded):
             self.stats.jobs_ended += 1
-        return [*self._commands_for(event, seq), ack_line(seq)]
+        return [*self._commands_for(event, seq), ack_line(seq)], event
 
     def summary(self) -> dict[str, object]:
         """Session counters and the policy's own summary (printed by the engine on exit)."""
@@ -143,9 +147,11 @@ class Bridge:
         }
 
     def _engine_ms(self) -> dict[str, float]:
-        """Median, 99th percentile and maximum of the engine's wall and CPU time per line (ms)."""
+        """Median, 99th percentile and maximum of the engine's wall and CPU time per line, and of the
+        CPU time per task-end line (ms)."""
         out: dict[str, float] = {}
-        for name, times in (("engine_ms", self.stats.engine_us), ("engine_cpu_ms", self.stats.engine_cpu_us)):
+        for name, times in (("engine_ms", self.stats.engine_us), ("engine_cpu_ms", self.stats.engine_cpu_us),
+                            ("decision_cpu_ms", self.stats.decision_cpu_us)):
             if times.get_total_count():
                 out |= {f"{name}_p50": times.get_value_at_percentile(50) / 1000,
                         f"{name}_p99": times.get_value_at_percentile(99) / 1000,
@@ -201,6 +207,11 @@ class Bridge:
             return []
         self.stats.commands.update(type(command).__name__ for command in commands)
         return lines
+
+
+def _microseconds(seconds: float) -> int:
+    """``seconds`` as whole microseconds within what the histograms record."""
+    return min(max(round(seconds * 1e6), 1), _MAX_RECORDED_US)
 
 
 def _with_seq(event: Event, seq: int) -> str:
