@@ -57,16 +57,18 @@ test-latest:
 	$(LATEST_VENV)/bin/python -m pytest -q -m "not spark" -p no:cacheprovider
 
 # The on-demand/spot pools sweep, its notices and paper-size points, and docs/results/pools.md.
-# Smaller grids for a loaded machine: e.g. make pools POOLS_RUNS=20 POOLS_STABILITIES=10,50.
+# Smaller grids for a loaded machine: e.g. make pools POOLS_RUNS=20 POOLS_NOTICE_RUNS=50 POOLS_STABILITIES=10,50.
 # oracle-backup, the costliest policy, runs only below stability 20, where a target uses it; each
 # cell's rows come from one sweep, so the two sweeps' rows join into one CSV.
 POOLS_RUNS ?= 50
+# A notice's gain is often a percent or two: its paired interval needs more runs than the sweep.
+POOLS_NOTICE_RUNS ?= 200
 POOLS_STABILITIES ?= 5,10,20,50,200
 POOLS_SHARES ?= 0,10,25,50
 POOLS_WORKERS ?= 2
 POOLS_OUT ?= docs/results
 POOLS_SIM := nice -n 10 $(PYTHON) -m trspark simulate sweep --vms 10 --scale 0.01 --shapes exp,0.6 \
-	--on-demand-shares $(POOLS_SHARES) --runs $(POOLS_RUNS) --workers $(POOLS_WORKERS) --workloads tpcds,bing
+	--on-demand-shares $(POOLS_SHARES) --workers $(POOLS_WORKERS) --workloads tpcds,bing
 pools_stabilities = $(shell echo $(POOLS_STABILITIES) | tr , '\n' | awk '$$1 $(1)' | paste -sd, -)
 POOLS_BELOW_20 = $(call pools_stabilities,< 20)
 POOLS_FROM_20 = $(call pools_stabilities,>= 20)
@@ -75,15 +77,15 @@ pools: pools-sweep pools-notice pools-paper
 	$(PYTHON) -m jobs.reports
 pools-sweep:
 	mkdir -p $(POOLS_OUT)/.pools-parts && rm -f $(POOLS_OUT)/.pools-parts/*.csv
-	if [ -n "$(POOLS_BELOW_20)" ]; then $(POOLS_SIM) --policies never,always,efm,pado,tr,oracle,oracle-backup \
+	if [ -n "$(POOLS_BELOW_20)" ]; then $(POOLS_SIM) --runs $(POOLS_RUNS) --policies never,always,efm,pado,tr,oracle,oracle-backup \
 		--stabilities $(POOLS_BELOW_20) --out $(POOLS_OUT)/.pools-parts/low.csv; fi
-	if [ -n "$(POOLS_FROM_20)" ]; then $(POOLS_SIM) --policies never,always,efm,pado,tr,oracle \
+	if [ -n "$(POOLS_FROM_20)" ]; then $(POOLS_SIM) --runs $(POOLS_RUNS) --policies never,always,efm,pado,tr,oracle \
 		--stabilities $(POOLS_FROM_20) --out $(POOLS_OUT)/.pools-parts/high.csv; fi
 	awk 'FNR > 1 || NR == 1' $(POOLS_OUT)/.pools-parts/*.csv > $(POOLS_OUT)/pools_sweep.csv
 	rm -r $(POOLS_OUT)/.pools-parts
 pools-notice:
 	if [ -n "$(POOLS_UP_TO_20)" ]; then $(POOLS_SIM) --policies tr,tr-without-notices --notice 2 \
-		--stabilities $(POOLS_UP_TO_20) --out $(POOLS_OUT)/pools_notice.csv; fi
+		--runs $(POOLS_NOTICE_RUNS) --stabilities $(POOLS_UP_TO_20) --out $(POOLS_OUT)/pools_notice.csv; fi
 pools-paper:
 	nice -n 10 $(PYTHON) -m trspark simulate sweep --workloads tpcds --policies never,always,tr,oracle \
 		--stabilities 100 --vms 100 --cores 4 --scale 1 --runs 8 --workers $(POOLS_WORKERS) --out $(POOLS_OUT)/pools_paper.csv

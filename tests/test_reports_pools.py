@@ -7,24 +7,24 @@ from pathlib import Path
 
 from jobs.reports import pools
 
-FIELDS = ("workload", "policy", "stability", "on_demand_share", "shape", "slowdown_mean", "slowdown_boot_low",
+FIELDS = ("workload", "policy", "stability", "on_demand_share", "shape", "runs", "slowdown_mean", "slowdown_boot_low",
           "slowdown_boot_high", "failed_runs", "tr_ratio", "tr_ratio_ci95_low", "tr_ratio_ci95_high",
           "backup_bytes_local_mean", "backup_bytes_remote_mean", "cost_usd_mean")
 
 
 def row(policy: str, stability: float, share: float, slowdown: float, tr: float, gb: float = 0.0,
-        ratio_ci: tuple[float, float] | None = None) -> dict[str, object]:
+        ratio_ci: tuple[float, float] | None = None, runs: int = 50) -> dict[str, object]:
     ratio = tr / slowdown
     low, high = ratio_ci or (ratio - 0.01, ratio + 0.01)
-    return dict(workload="tpcds", policy=policy, stability=stability, on_demand_share=share, shape="",
+    return dict(workload="tpcds", policy=policy, stability=stability, on_demand_share=share, shape="", runs=runs,
                 slowdown_mean=slowdown, slowdown_boot_low=slowdown - 0.02, slowdown_boot_high=slowdown + 0.02,
                 failed_runs=0, tr_ratio=ratio, tr_ratio_ci95_low=low, tr_ratio_ci95_high=high,
                 backup_bytes_local_mean=0.0, backup_bytes_remote_mean=gb * 1e9, cost_usd_mean=0.01)
 
 
 def cell(stability: float, share: float, tr: float, slowdowns: dict[str, float], gb: dict[str, float],
-         ratio_ci: dict[str, tuple[float, float]] | None = None) -> list[dict[str, object]]:
-    return [row(p, stability, share, s, tr, gb.get(p, 0.0), (ratio_ci or {}).get(p)) for p, s in slowdowns.items()]
+         ratio_ci: dict[str, tuple[float, float]] | None = None, runs: int = 50) -> list[dict[str, object]]:
+    return [row(p, stability, share, s, tr, gb.get(p, 0.0), (ratio_ci or {}).get(p), runs) for p, s in slowdowns.items()]
 
 
 def write(path: Path, rows: list[dict[str, object]], fields: tuple[str, ...] = FIELDS) -> Path:
@@ -84,3 +84,8 @@ def test_notices_are_judged_by_the_paired_interval(tmp_path: Path) -> None:
     assert "| **FAIL** | - |" in lines["5"]
     assert pools.notices(plain)(noticed).startswith(
         "- notices gain (paired 95 % interval below 1): 1 of 3 cells; within noise: 1; lose: 1")
+    # More runs than the sweep without notices: other worlds, so no column compares the two.
+    longer = write(tmp_path / "longer.csv", cell(10, 25, 1.00, {"tr": 1.00, deaf: 1.10}, {}, {deaf: (0.88, 0.95)}, 200))
+    text = pools.notices(plain)(longer)
+    assert "sweep's tr" not in text
+    assert text.rstrip().endswith("| 10 | 1.000 [0.980, 1.020] | 1.100 [1.080, 1.120] | +9.1% [+5.0%, +12.0%] | PASS |")

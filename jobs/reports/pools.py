@@ -36,6 +36,12 @@ BYTES_SHARE = 0.5
 MIN_SHARE = 10.0
 """The targets for mixed clusters apply from this on-demand share (%) on."""
 NOTICES_OFF = "tr-without-notices"
+SAME_COLUMN = (
+    "The last column sets `tr-without-notices` beside `tr` in `pools_sweep.csv` (no notices, the same seeds "
+    "and runs): the same to the last digit, except where an ignored notice's instant gave the simulator one "
+    "more pass placing pending tasks (it places them at every instant something happens; see "
+    "`simulators/unnoticed.py`).\n\n"
+)
 """``tr`` deaf to notices, run beside ``tr`` on the same noticed worlds (:mod:`simulators.unnoticed`)."""
 
 Cell = tuple[str, str, float, float]
@@ -201,8 +207,9 @@ def notices(without: Path) -> Callable[[Path], str]:
     """``tr`` with notices against ``tr-without-notices`` on the same worlds (this CSV), per cell.
 
     ``tr-without-notices``'s paired ratio ``mean(tr) / mean(tr-without-notices)`` and its 95 %
-    interval give the gain. The last column sets ``tr-without-notices`` beside ``tr`` in the sweep
-    without notices (``without``, the same seeds): "the same" to the last digit, or its mean.
+    interval give the gain. Where the sweep without notices (``without``, the same seeds) ran as
+    many runs, a last column sets ``tr-without-notices`` beside its ``tr``: "the same" to the last
+    digit, or its mean; with other run counts the means are of other worlds, and there is no column.
     """
     def render(path: Path) -> str:
         base = read(without)
@@ -215,15 +222,19 @@ def notices(without: Path) -> Callable[[Path], str]:
             verdict = "PASS" if high < 1.0 else "**FAIL**" if low > 1.0 else "within noise"
             verdicts[verdict] += 1
             swept = base.get(cell, {}).get("tr")
+            same = (_same(_f(swept, "slowdown_mean"), _f(deaf, "slowdown_mean"))
+                    if swept is not None and swept.get("runs") == deaf.get("runs") else "-")
             body.append(_head(cell) + [_slowdown(by["tr"]), _slowdown(deaf), f"{1 - ratio:+.1%} [{1 - high:+.1%}, {1 - low:+.1%}]",
-                                       verdict + (" (slower)" if verdict == "within noise" and ratio >= 1 else ""),
-                                       "-" if swept is None else _same(_f(swept, "slowdown_mean"), _f(deaf, "slowdown_mean"))])
+                                       verdict + (" (slower)" if verdict == "within noise" and ratio >= 1 else ""), same])
         if not body:
             return f"No cell of this CSV has both tr and {NOTICES_OFF}.\n"
         head = (f"- notices gain (paired 95 % interval below 1): {verdicts['PASS']} of {len(body)} cells; "
                 f"within noise: {verdicts['within noise']}; lose: {verdicts['**FAIL**']}\n\n")
-        return head + _markdown(["workload", "spot lifetimes", "on-demand %", "stability", "tr with notices",
-                                 "tr without", "gain [95 % interval]", "verdict", "sweep's tr"], body)
+        columns = ["workload", "spot lifetimes", "on-demand %", "stability", "tr with notices", "tr without",
+                   "gain [95 % interval]", "verdict", "sweep's tr"]
+        if all(line[-1] == "-" for line in body):
+            return head + _markdown(columns[:-1], [line[:-1] for line in body])
+        return head + SAME_COLUMN + _markdown(columns, body)
     return render
 
 

@@ -280,19 +280,15 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "to simulate. Simulated times do not depend on the machine's load."),
     Source("pools_notice.csv",
            "nice -n 10 trspark simulate sweep --vms 10 --scale 0.01 --shapes exp,0.6 --on-demand-shares 0,10,25,50 \\\n"
-           "    --runs 50 --workers 2 --workloads tpcds,bing --policies tr,tr-without-notices --notice 2 \\\n"
-           "    --stabilities 5,10,20 --out docs/results/pools_notice.csv",
-           "2026-11-29, 03:39-03:55 UTC", "c6338a7",
+           "    --runs 200 --workers 2 --workloads tpcds,bing --policies tr,tr-without-notices --notice 2 \\\n"
+           "    --stabilities 5,10,20 --out docs/results/pools_notice.csv   # make pools-notice",
+           "2026-11-29, 05:44-06:41 UTC", "d29e6d8",
            MACHINE,
            pools.notices(RESULTS / "pools_sweep.csv"),
            "`tr` in its default configuration (lifetime knowledge `notices`: a notice's deadline is priced), "
            "every death announced 2 s (2 mean task times) ahead, against `tr-without-notices` (`tr` that never "
            "hears a notice) on the very same worlds. Gain = 1 - mean(tr) / mean(tr-without-notices), with the "
-           "paired bootstrap 95 % interval of that ratio: PASS where the whole interval is a gain. The last "
-           "column sets `tr-without-notices` beside `tr` in `pools_sweep.csv` (no notices, the same seeds): "
-           "the same to the last digit, except where an ignored notice's instant gave the simulator one more "
-           "pass placing pending tasks (it places them at every instant something happens; see "
-           "`simulators/unnoticed.py`)."),
+           "paired bootstrap 95 % interval of that ratio: PASS where the whole interval is a gain."),
     Source("pools_paper.csv",
            "nice -n 10 trspark simulate sweep --workloads tpcds --policies never,always,tr,oracle \\\n"
            "    --stabilities 100 --vms 100 --cores 4 --scale 1 --runs 8 --workers 1 \\\n"
