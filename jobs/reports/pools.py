@@ -36,13 +36,14 @@ BYTES_SHARE = 0.5
 MIN_SHARE = 10.0
 """The targets for mixed clusters apply from this on-demand share (%) on."""
 NOTICES_OFF = "tr-without-notices"
+"""``tr`` deaf to notices, run beside ``tr`` on the same noticed worlds (:mod:`simulators.unnoticed`)."""
 SAME_COLUMN = (
     "The last column sets `tr-without-notices` beside `tr` in `pools_sweep.csv` (no notices, the same seeds "
     "and runs): the same to the last digit, except where an ignored notice's instant gave the simulator one "
     "more pass placing pending tasks (it places them at every instant something happens; see "
     "`simulators/unnoticed.py`).\n\n"
 )
-"""``tr`` deaf to notices, run beside ``tr`` on the same noticed worlds (:mod:`simulators.unnoticed`)."""
+"""What the notices table's last column shows, printed above it when it is there."""
 
 Cell = tuple[str, str, float, float]
 """(workload, shape ('' = exponential), on-demand share %, stability)."""
