@@ -13,7 +13,7 @@ start (kind ``"lifetime"``, the exact-knowledge world) still reaches the policy.
 notices stays: the simulator places pending tasks at every instant something happens, and a
 notice's instant is one, so a placement rule that relaxes with time (a stage kept off spot
 executors for a while) may place a task at that instant where, without notices, it waits for
-the next event (``docs/results/pools.md`` sets the two side by side).
+the next event (the pools report sets the two side by side where both sweeps ran as many runs).
 """
 
 from __future__ import annotations
