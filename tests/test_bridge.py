@@ -17,6 +17,7 @@ import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +26,14 @@ from trspark.engine.events import REMOTE, ExecutorAdded, JobEnded, TaskEnded
 from trspark.engine.interface import Policy
 from trspark.engine.protocol import from_dict, from_json, to_dict
 from trspark.engine.registry import make_policy
-from trspark.live.bridge import PROTOCOL_VERSION, Bridge, ack_line, hello_line
+from trspark.live.bridge import PROTOCOL_VERSION, Bridge, ack_line, hello_line, recorded
+from trspark.live.config import from_spark_conf
+from trspark.live.engine_process import build_policy
+
+LIVE_TRACE = Path(__file__).parent / "fixtures" / "live" / "tr_session_with_kills.jsonl"
+"""``TRSPARK_TRACE`` of a live ``tr`` session: 8 TPC-DS queries at SF 0.1 on 3 one-core executors, 10 of
+them killed (``python -m jobs.soak --passes 1 --no-rdd --kill-mean 20 --seed 0``, engine lifetime
+``exponential:mean=20``)."""
 
 TIMEOUT = 60.0  # generous: the shared machine is often heavily loaded
 
@@ -67,6 +75,23 @@ def test_trace_has_each_event_then_its_commands() -> None:
     assert [from_dict(line) for line in lines] == [
         MAP_TASK, Backup(shuffle_id=7, map_index=4, source="2", target=REMOTE, bytes=4096, map_id=41), RESULT_TASK, added,
     ]
+
+
+def replayed_answers(conf: dict[str, str]) -> tuple[int, list[str]]:
+    """Events of the live trace and the events a fresh engine with ``conf`` answers differently."""
+    bridge = Bridge(build_policy(from_spark_conf(conf)))
+    with LIVE_TRACE.open(encoding="utf-8") as trace:
+        pairs = list(recorded(trace))
+    return len(pairs), [event for event, commands in pairs if bridge.handle_line(event)[:-1] != commands]
+
+
+def test_a_live_session_replays_to_the_commands_the_live_engine_sent() -> None:
+    events, differing = replayed_answers({"spark.trspark.mode": "tr", "spark.trspark.lifetime": "exponential:mean=20"})
+    assert events == 400
+    assert differing == []
+    # Another belief decides otherwise on the same events: the comparison sees the decisions.
+    _, elsewise = replayed_answers({"spark.trspark.mode": "tr", "spark.trspark.lifetime": "exponential:mean=2000"})
+    assert elsewise
 
 
 def test_result_task_and_never_policy_get_only_the_ack() -> None:

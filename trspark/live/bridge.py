@@ -22,7 +22,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -207,6 +207,29 @@ class Bridge:
             return []
         self.stats.commands.update(type(command).__name__ for command in commands)
         return lines
+
+
+def recorded(trace: Iterable[str]) -> Iterator[tuple[str, list[str]]]:
+    """``(event line, the command lines it caused)`` of a trace that :class:`Bridge` wrote, in order.
+
+    Events are the lines with a ``seq``; each is followed by its commands (the Acks are not kept).
+    Feeding the events to a fresh engine with the same settings gives the same commands: the
+    engine reads the time from the events, so a trace replays a live session's decisions.
+    """
+    event: str | None = None
+    commands: list[str] = []
+    for raw in trace:
+        line = raw.rstrip("\n")
+        if not line:
+            continue
+        if "seq" in json.loads(line):
+            if event is not None:
+                yield event, commands
+            event, commands = line, []
+        else:
+            commands.append(line)
+    if event is not None:
+        yield event, commands
 
 
 def _microseconds(seconds: float) -> int:
