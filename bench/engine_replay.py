@@ -1,16 +1,17 @@
 """The engine's CPU time per decision, replaying the events of a live run.
 
-A live engine started with ``TRSPARK_TRACE=FILE`` in the driver's environment appends every event
-it got and the commands it answered, one JSON line each (:class:`trspark.live.bridge.Bridge`).
-This feeds the events again, in order, to a fresh engine built from the same ``spark.trspark.*``
-settings (``--conf KEY=VALUE``, repeatable; default: the plugin's defaults in mode ``tr``) through
-the same :class:`Bridge`, and prints what the live session summary prints: the CPU time per line
-and per task-end line (``decision_cpu_ms``, one Algorithm 2 decision each). It also checks that
-the replay answered every event with the commands the live engine sent: the engine takes its time
-from the events, so a replay decides the same, and its timings are those of the live decisions
-measured on an idle machine rather than beside Spark's JVMs.
+A live engine started with ``TRSPARK_TRACE=FILE`` in the driver's environment appends its
+settings, then every event it got and the commands it answered, one JSON line each
+(:mod:`trspark.live.bridge`). This feeds the events of the trace's first session again, in order,
+through the same :class:`Bridge` to a fresh engine with those settings (for a trace without them:
+``--conf KEY=VALUE``, repeatable, over the plugin's defaults in mode ``tr``), and prints what the
+live session summary prints: the CPU time per line and per task-end line (``decision_cpu_ms``,
+where each map output's decision is made). It also checks that the replay answered every event
+with the commands the live engine sent: the engine takes its time from the events, so a replay
+decides the same, and its timings are those of the live decisions on an idle core rather than
+beside Spark's JVMs.
 
-Run: ``python bench/engine_replay.py TRACE [--conf spark.trspark.lifetime=exponential:mean=20] [--repeat 5]``.
+Run: ``python bench/engine_replay.py TRACE [--repeat 5]``.
 """
 
 from __future__ import annotations
@@ -22,15 +23,16 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from trspark.live.bridge import Bridge, recorded
+from trspark.engine.settings import TRConfig
+from trspark.live.bridge import Bridge, recorded, traced_settings
 from trspark.live.config import from_spark_conf
 from trspark.live.engine_process import build_policy
 
 
-def replay(lines: list[str], conf: dict[str, str]) -> tuple[dict[str, object], list[int], list[tuple[float, str]]]:
+def replay(lines: list[str], config: TRConfig) -> tuple[dict[str, object], list[int], list[tuple[float, str]]]:
     """One replay by a fresh engine: its session summary, the seqs answered differently, and
     ``(CPU seconds, line)`` of each task-end line."""
-    bridge = Bridge(build_policy(from_spark_conf(conf)))
+    bridge = Bridge(build_policy(config))
     mismatched: list[int] = []
     timed: list[tuple[float, str]] = []
     for event, commands in recorded(lines):
@@ -48,17 +50,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trace", type=Path, help="a TRSPARK_TRACE file of one application")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="a spark.trspark.* setting of the live run (repeatable)")
+                        help="a spark.trspark.* setting of the live run (repeatable), for a trace without "
+                             "its settings line; default: the trace's own settings")
     parser.add_argument("--repeat", type=int, default=5, help="replays, each by a fresh engine (the CPU is shared)")
     parser.add_argument("--slowest", type=int, default=5, help="list this many slowest task-end lines of the last replay")
     args = parser.parse_args(argv)
 
-    conf = {"spark.trspark.mode": "tr", **dict(item.split("=", 1) for item in args.conf)}
     with args.trace.open(encoding="utf-8") as trace:
         lines = list(trace)
+    config = traced_settings(lines)
+    if config is None or args.conf:
+        config = from_spark_conf({"spark.trspark.mode": "tr", **dict(item.split("=", 1) for item in args.conf)})
     figures: dict[str, list[float]] = {}
     for _ in range(args.repeat):
-        summary, mismatched, timed = replay(lines, conf)
+        summary, mismatched, timed = replay(lines, config)
         for name in ("engine_cpu_ms_p50", "engine_cpu_ms_p99", "decision_cpu_ms_p50", "decision_cpu_ms_p99"):
             figures.setdefault(name, []).append(float(summary[name]))  # type: ignore[arg-type]
     print(f"replayed {summary['events']} events of {args.trace} {args.repeat} times; answers that differ from the "

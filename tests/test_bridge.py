@@ -26,14 +26,13 @@ from trspark.engine.events import REMOTE, ExecutorAdded, JobEnded, TaskEnded
 from trspark.engine.interface import Policy
 from trspark.engine.protocol import from_dict, from_json, to_dict
 from trspark.engine.registry import make_policy
-from trspark.live.bridge import PROTOCOL_VERSION, Bridge, ack_line, hello_line, recorded
-from trspark.live.config import from_spark_conf
+from trspark.engine.settings import TRConfig
+from trspark.live.bridge import PROTOCOL_VERSION, Bridge, ack_line, hello_line, recorded, traced_settings
 from trspark.live.engine_process import build_policy
 
 LIVE_TRACE = Path(__file__).parent / "fixtures" / "live" / "tr_session_with_kills.jsonl"
 """``TRSPARK_TRACE`` of a live ``tr`` session: 8 TPC-DS queries at SF 0.1 on 3 one-core executors, 10 of
-them killed (``python -m jobs.soak --passes 1 --no-rdd --kill-mean 20 --seed 0``, engine lifetime
-``exponential:mean=20``)."""
+them killed (``python -m jobs.soak --passes 1 --no-rdd --kill-mean 20 --seed 0``)."""
 
 TIMEOUT = 60.0  # generous: the shared machine is often heavily loaded
 
@@ -77,21 +76,32 @@ def test_trace_has_each_event_then_its_commands() -> None:
     ]
 
 
-def replayed_answers(conf: dict[str, str]) -> tuple[int, list[str]]:
-    """Events of the live trace and the events a fresh engine with ``conf`` answers differently."""
-    bridge = Bridge(build_policy(from_spark_conf(conf)))
+def replayed_answers(config: TRConfig) -> tuple[int, list[str]]:
+    """Events of the live trace and the events a fresh engine with ``config`` answers differently."""
+    bridge = Bridge(build_policy(config))
     with LIVE_TRACE.open(encoding="utf-8") as trace:
         pairs = list(recorded(trace))
     return len(pairs), [event for event, commands in pairs if bridge.handle_line(event)[:-1] != commands]
 
 
 def test_a_live_session_replays_to_the_commands_the_live_engine_sent() -> None:
-    events, differing = replayed_answers({"spark.trspark.mode": "tr", "spark.trspark.lifetime": "exponential:mean=20"})
-    assert events == 400
+    with LIVE_TRACE.open(encoding="utf-8") as trace:
+        config = traced_settings(trace)
+    assert config is not None and config.lifetime == "exponential:mean=20.0"
+    assert config.remote_path == "" and config.python == ""  # addresses are not traced
+    events, differing = replayed_answers(config)
+    assert events == 404
     assert differing == []
     # Another belief decides otherwise on the same events: the comparison sees the decisions.
-    _, elsewise = replayed_answers({"spark.trspark.mode": "tr", "spark.trspark.lifetime": "exponential:mean=2000"})
+    _, elsewise = replayed_answers(config.with_options(lifetime="exponential:mean=2000"))
     assert elsewise
+
+
+def test_recorded_reads_only_the_first_session_of_a_trace() -> None:
+    lines = LIVE_TRACE.read_text(encoding="utf-8").splitlines()
+    once = list(recorded(lines))
+    assert list(recorded(lines + lines)) == once
+    assert [json.loads(event)["seq"] for event, _ in once[:3]] == [1, 2, 3]
 
 
 def test_result_task_and_never_policy_get_only_the_ack() -> None:
@@ -281,6 +291,23 @@ def test_engine_process_handshake_backup_garbage_and_clean_exit() -> None:
     summary = json.loads(stderr.split("session ended: ", 1)[1].splitlines()[0])
     assert summary["malformed"] == 1 and summary["events"] == 2 and summary["commands"] == {"Backup": 1}
     assert "app-20261122-0001" in stderr
+
+
+def test_the_engine_process_traces_its_settings_then_the_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("TRSPARK_TRACE", str(trace))
+    conf = {"spark.trspark.mode": "always", "spark.trspark.gamma": "2", "spark.trspark.remote.path": "s3a://b/k?secret=1"}
+    with engine_session(conf) as (shim, proc):
+        shim.read()  # Hello
+        shim.send(event_line(MAP_TASK, 1))
+        shim.answer()
+        shim.conn.shutdown(socket.SHUT_WR)
+        assert proc.wait(TIMEOUT) == 0
+    lines = trace.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["type"] for line in lines] == ["TraceSettings", "TaskEnded", "Backup"]
+    assert "secret" not in lines[0]
+    config = traced_settings(lines)
+    assert config is not None and (config.mode, config.gamma, config.remote_path) == ("always", 2.0, "")
 
 
 def test_sigterm_ends_the_engine_cleanly_with_its_summary() -> None:

@@ -18,6 +18,7 @@ shim's round-trip latency adds the socket and the driver's threads to.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -31,6 +32,12 @@ from hdrh.histogram import HdrHistogram
 from trspark.engine.events import Event, JobEnded, TaskEnded
 from trspark.engine.interface import Policy
 from trspark.engine.protocol import ProtocolError, from_dict, to_dict, to_json
+from trspark.engine.settings import TRConfig
+
+TRACE_SETTINGS = "TraceSettings"
+"""Type of a trace's first line: the settings the engine decided with."""
+_UNTRACED_SETTINGS = ("remote_path", "history_url", "notice_url", "python")
+"""Addresses no decision reads (they may carry credentials): left out of the trace."""
 
 PROTOCOL_VERSION = 1
 """Version sent in ``Hello``; bump it when the framing or the Hello/Ack lines change."""
@@ -92,7 +99,8 @@ class Bridge:
     trace
         A text file that gets every valid event and then each command it caused, one JSON line
         each (``to_json`` form, events with ``"seq"``): what the engine saw and decided, for
-        debugging a live run (``TRSPARK_TRACE``).
+        debugging a live run (``TRSPARK_TRACE``; the engine process writes
+        :func:`trace_settings_line` first).
     clock, cpu_clock
         Seconds, for the engine's wall and CPU time per line (a test passes its own).
     """
@@ -209,20 +217,45 @@ class Bridge:
         return lines
 
 
+def trace_settings_line(config: TRConfig) -> str:
+    """A trace's first line: the engine's settings as it decides with them (lifetimes fitted to
+    the history included), so that the trace replays without the Spark configuration."""
+    fields = {k: v for k, v in dataclasses.asdict(config).items() if k not in _UNTRACED_SETTINGS}
+    return json.dumps({"type": TRACE_SETTINGS, "config": fields}, separators=(",", ":"))
+
+
+def traced_settings(trace: Iterable[str]) -> TRConfig | None:
+    """The settings of the first session in a trace, or None when it has no settings line."""
+    for line in trace:
+        data = json.loads(line) if line.strip() else {}
+        if data.get("type") == TRACE_SETTINGS:
+            fields = data["config"]
+            fields["pool_lifetimes"] = tuple(tuple(pair) for pair in fields.get("pool_lifetimes", ()))
+            return TRConfig(**fields)
+    return None
+
+
 def recorded(trace: Iterable[str]) -> Iterator[tuple[str, list[str]]]:
-    """``(event line, the command lines it caused)`` of a trace that :class:`Bridge` wrote, in order.
+    """``(event line, the command lines it caused)`` of the first session in a trace, in order.
 
     Events are the lines with a ``seq``; each is followed by its commands (the Acks are not kept).
-    Feeding the events to a fresh engine with the same settings gives the same commands: the
-    engine reads the time from the events, so a trace replays a live session's decisions.
+    A settings line starts each session. Feeding the events to a fresh engine with the same
+    settings gives the same commands: the engine reads the time from the events, so a trace
+    replays a live session's decisions.
     """
     event: str | None = None
     commands: list[str] = []
+    sessions = 0
     for raw in trace:
         line = raw.rstrip("\n")
         if not line:
             continue
-        if "seq" in json.loads(line):
+        data = json.loads(line)
+        if data.get("type") == TRACE_SETTINGS:
+            sessions += 1
+            if sessions > 1:
+                break
+        elif "seq" in data:
             if event is not None:
                 yield event, commands
             event, commands = line, []

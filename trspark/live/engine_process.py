@@ -4,8 +4,9 @@ Started by the JVM shim's driver plugin. Reads its settings from the environment
 
 * ``TRSPARK_TOKEN``: the per-application secret, echoed in the ``Hello`` line;
 * ``TRSPARK_CONF``: a JSON object with every ``spark.trspark.*`` setting (and ``spark.app.id``).
-* ``TRSPARK_TRACE`` (optional): a file to append every event and the commands it caused to, one
-  JSON line each (set it in the driver's environment; the plugin passes its environment on).
+* ``TRSPARK_TRACE`` (optional): a file to append the settings and then every event and the
+  commands it caused to, one JSON line each (set it in the driver's environment; the plugin
+  passes its environment on).
 
 It validates the configuration and builds the policy *before* connecting, so a bad setting ends
 the process at once with one line naming the key (exit code 2) and the shim falls back to
@@ -34,7 +35,7 @@ from trspark.engine.pool_baselines import ON_DEMAND_POOLS
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 from trspark.keys import ConfigError
-from trspark.live.bridge import Bridge, EventObserver, hello_line
+from trspark.live.bridge import Bridge, EventObserver, hello_line, trace_settings_line
 from trspark.live.config import from_spark_conf, read_env
 
 log = logging.getLogger(__name__)
@@ -161,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     observers = event_observers(config, app_id)
     trace_path = os.environ.get("TRSPARK_TRACE", "")
     trace = open(trace_path, "a", encoding="utf-8") if trace_path else None  # noqa: SIM115 -- closed below
+    if trace is not None:
+        trace.write(trace_settings_line(config) + "\n")
     bridge = Bridge(policy, observers, trace)
     try:
         sock = socket.create_connection((host, port), timeout=max(config.engine_timeout, 5.0))
