@@ -9,9 +9,10 @@ live session summary prints: the CPU time per line and per task-end line (``deci
 where each map output's decision is made). It also checks that the replay answered every event
 with the commands the live engine sent: the engine takes its time from the events, so a replay
 decides the same, and its timings are those of the live decisions on an idle core rather than
-beside Spark's JVMs.
+beside Spark's JVMs. Back to back, the engine runs with warm caches; in a live run events come
+apart and each line starts cold, which ``--gap`` (seconds of sleep after each event) brings back.
 
-Run: ``python bench/engine_replay.py TRACE [--repeat 5]``.
+Run: ``python bench/engine_replay.py TRACE [--repeat 5] [--gap 0.01]``.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from trspark.live.config import from_spark_conf
 from trspark.live.engine_process import build_policy
 
 
-def replay(lines: list[str], config: TRConfig) -> tuple[dict[str, object], list[int], list[tuple[float, str]]]:
-    """One replay by a fresh engine: its session summary, the seqs answered differently, and
-    ``(CPU seconds, line)`` of each task-end line."""
+def replay(lines: list[str], config: TRConfig, gap: float = 0.0) -> tuple[dict[str, object], list[int], list[tuple[float, str]]]:
+    """One replay by a fresh engine, ``gap`` s of sleep after each event: its session summary, the
+    seqs answered differently, and ``(CPU seconds, line)`` of each task-end line."""
     bridge = Bridge(build_policy(config))
     mismatched: list[int] = []
     timed: list[tuple[float, str]] = []
@@ -43,6 +44,8 @@ def replay(lines: list[str], config: TRConfig) -> tuple[dict[str, object], list[
             mismatched.append(json.loads(event)["seq"])
         if '"type":"TaskEnded"' in event:
             timed.append((cpu, event))
+        if gap:
+            time.sleep(gap)
     return bridge.summary(), mismatched, timed
 
 
@@ -53,6 +56,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="a spark.trspark.* setting of the live run (repeatable), for a trace without "
                              "its settings line; default: the trace's own settings")
     parser.add_argument("--repeat", type=int, default=5, help="replays, each by a fresh engine (the CPU is shared)")
+    parser.add_argument("--gap", type=float, default=0.0,
+                        help="seconds of sleep after each event, as events come apart in a live run")
     parser.add_argument("--slowest", type=int, default=5, help="list this many slowest task-end lines of the last replay")
     args = parser.parse_args(argv)
 
@@ -63,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         config = from_spark_conf({"spark.trspark.mode": "tr", **dict(item.split("=", 1) for item in args.conf)})
     figures: dict[str, list[float]] = {}
     for _ in range(args.repeat):
-        summary, mismatched, timed = replay(lines, config)
+        summary, mismatched, timed = replay(lines, config, args.gap)
         for name in ("engine_cpu_ms_p50", "engine_cpu_ms_p99", "decision_cpu_ms_p50", "decision_cpu_ms_p99"):
             figures.setdefault(name, []).append(float(summary[name]))  # type: ignore[arg-type]
     print(f"replayed {summary['events']} events of {args.trace} {args.repeat} times; answers that differ from the "
