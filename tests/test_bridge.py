@@ -97,6 +97,12 @@ def test_a_live_session_replays_to_the_commands_the_live_engine_sent() -> None:
     assert elsewise
 
 
+def test_settings_of_another_version_are_named() -> None:
+    line = json.dumps({"type": "TraceSettings", "config": {"mode": "tr", "warp_factor": 9}})
+    with pytest.raises(ValueError, match="unknown to this version of trspark: warp_factor"):
+        traced_settings([line])
+
+
 def test_recorded_reads_only_the_first_session_of_a_trace() -> None:
     lines = LIVE_TRACE.read_text(encoding="utf-8").splitlines()
     once = list(recorded(lines))

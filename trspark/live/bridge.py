@@ -225,11 +225,17 @@ def trace_settings_line(config: TRConfig) -> str:
 
 
 def traced_settings(trace: Iterable[str]) -> TRConfig | None:
-    """The settings of the first session in a trace, or None when it has no settings line."""
+    """The settings of the first session in a trace, or None when it has no settings line.
+
+    Raises ``ValueError`` naming the settings this version does not have (a trace of another version).
+    """
     for line in trace:
         data = json.loads(line) if line.strip() else {}
         if data.get("type") == TRACE_SETTINGS:
             fields = data["config"]
+            unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(TRConfig)})
+            if unknown:
+                raise ValueError(f"trace settings unknown to this version of trspark: {', '.join(unknown)}")
             fields["pool_lifetimes"] = tuple(tuple(pair) for pair in fields.get("pool_lifetimes", ()))
             return TRConfig(**fields)
     return None

@@ -162,14 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     observers = event_observers(config, app_id)
     trace_path = os.environ.get("TRSPARK_TRACE", "")
     trace = open(trace_path, "a", encoding="utf-8") if trace_path else None  # noqa: SIM115 -- closed below
-    if trace is not None:
-        trace.write(trace_settings_line(config) + "\n")
     bridge = Bridge(policy, observers, trace)
     try:
         sock = socket.create_connection((host, port), timeout=max(config.engine_timeout, 5.0))
     except OSError as exc:
         print(f"trspark engine: cannot connect to the trspark plugin at {host}:{port}: {exc}", file=sys.stderr)
         return EXIT_CONNECT
+    if trace is not None:  # a session in the trace starts with the settings it is decided with
+        trace.write(trace_settings_line(config) + "\n")
     # The plugin ends the engine with SIGTERM right after closing the socket at application end:
     # unwind normally so the session summary (and, later, the lifetime history) is written.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(EXIT_OK))
