@@ -71,6 +71,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         summary, mismatched, timed = replay(lines, config, args.gap)
         for name in ("engine_cpu_ms_p50", "engine_cpu_ms_p99", "decision_cpu_ms_p50", "decision_cpu_ms_p99"):
             figures.setdefault(name, []).append(float(summary[name]))  # type: ignore[arg-type]
+    sessions = sum('"type":"TraceSettings"' in line for line in lines)
+    if sessions > 1:
+        print(f"{args.trace} holds {sessions} sessions; the first is replayed")
     print(f"replayed {summary['events']} events of {args.trace} {args.repeat} times; answers that differ from the "
           f"live engine's: {len(mismatched)}{f' (first at seq {mismatched[0]})' if mismatched else ''}; "
           f"policy errors {summary['policy_errors']}")
