@@ -3,8 +3,8 @@
 A live engine started with ``TRSPARK_TRACE=FILE`` in the driver's environment appends its
 settings, then every event it got and the commands it answered, one JSON line each
 (:mod:`trspark.live.bridge`). This feeds the events of the trace's first session again, in order,
-through the same :class:`Bridge` to a fresh engine with those settings (for a trace without them:
-``--conf KEY=VALUE``, repeatable, over the plugin's defaults in mode ``tr``), and prints what the
+through the same :class:`Bridge` to a fresh engine with those settings (each ``--conf KEY=VALUE``
+over them; a trace without them starts from the plugin's defaults in mode ``tr``), and prints what the
 live session summary prints: the CPU time per line and per task-end line (``decision_cpu_ms``,
 where each map output's decision is made). It also checks that the replay answered every event
 with the commands the live engine sent: the engine takes its time from the events, so a replay
@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from trspark.engine.settings import TRConfig
+from trspark.keys import BY_FULL, ConfigError, is_pool_key, parse_pool_lifetime, parse_value, validate
 from trspark.live.bridge import Bridge, recorded, traced_settings
 from trspark.live.config import from_spark_conf
 from trspark.live.engine_process import build_policy
@@ -49,12 +50,28 @@ def replay(lines: list[str], config: TRConfig, gap: float = 0.0) -> tuple[dict[s
     return bridge.summary(), mismatched, timed
 
 
+def with_overrides(config: TRConfig, overrides: Sequence[str]) -> TRConfig:
+    """``config`` with each ``spark.trspark.KEY=VALUE`` of ``overrides`` applied, checked as the plugin checks it."""
+    for item in overrides:
+        full, _, raw = item.partition("=")
+        if is_pool_key(full):
+            pools = dict(config.pool_lifetimes)
+            name, spec = parse_pool_lifetime(full, raw)
+            config = config.with_options(pool_lifetimes=tuple(sorted({**pools, name: spec}.items())))
+            continue
+        key = BY_FULL.get(full)
+        if key is None:
+            raise ConfigError(f"unknown setting {full!r}")
+        config = config.with_options(**{key.field: parse_value(key, raw)})
+    return validate(config)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trace", type=Path, help="a TRSPARK_TRACE file of one application")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="a spark.trspark.* setting of the live run (repeatable), for a trace without "
-                             "its settings line; default: the trace's own settings")
+                        help="a spark.trspark.* setting over the trace's own (repeatable); for a trace "
+                             "without its settings line, over the plugin's defaults in mode tr")
     parser.add_argument("--repeat", type=int, default=5, help="replays, each by a fresh engine (the CPU is shared)")
     parser.add_argument("--gap", type=float, default=0.0,
                         help="seconds of sleep after each event, as events come apart in a live run")
@@ -63,9 +80,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     with args.trace.open(encoding="utf-8") as trace:
         lines = list(trace)
-    config = traced_settings(lines)
-    if config is None or args.conf:
-        config = from_spark_conf({"spark.trspark.mode": "tr", **dict(item.split("=", 1) for item in args.conf)})
+    try:
+        config = with_overrides(traced_settings(lines) or from_spark_conf({"spark.trspark.mode": "tr"}), args.conf)
+    except ConfigError as exc:
+        raise SystemExit(f"--conf: {exc}") from None
     figures: dict[str, list[float]] = {}
     for _ in range(args.repeat):
         summary, mismatched, timed = replay(lines, config, args.gap)
