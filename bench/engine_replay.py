@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from trspark.engine.settings import TRConfig
-from trspark.keys import BY_FULL, ConfigError, is_pool_key, parse_pool_lifetime, parse_value, validate
-from trspark.live.bridge import Bridge, recorded, traced_settings
+from trspark.keys import PREFIX, ConfigError
+from trspark.live.bridge import TRACE_SETTINGS, Bridge, recorded, traced_settings
 from trspark.live.config import from_spark_conf
 from trspark.live.engine_process import build_policy
 
@@ -50,22 +50,6 @@ def replay(lines: list[str], config: TRConfig, gap: float = 0.0) -> tuple[dict[s
     return bridge.summary(), mismatched, timed
 
 
-def with_overrides(config: TRConfig, overrides: Sequence[str]) -> TRConfig:
-    """``config`` with each ``spark.trspark.KEY=VALUE`` of ``overrides`` applied, checked as the plugin checks it."""
-    for item in overrides:
-        full, _, raw = item.partition("=")
-        if is_pool_key(full):
-            pools = dict(config.pool_lifetimes)
-            name, spec = parse_pool_lifetime(full, raw)
-            config = config.with_options(pool_lifetimes=tuple(sorted({**pools, name: spec}.items())))
-            continue
-        key = BY_FULL.get(full)
-        if key is None:
-            raise ConfigError(f"unknown setting {full!r}")
-        config = config.with_options(**{key.field: parse_value(key, raw)})
-    return validate(config)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trace", type=Path, help="a TRSPARK_TRACE file of one application")
@@ -80,8 +64,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     with args.trace.open(encoding="utf-8") as trace:
         lines = list(trace)
+    overrides = dict(item.partition("=")[::2] for item in args.conf)
+    if outside := [key for key in overrides if not key.startswith(PREFIX)]:
+        parser.error(f"--conf takes {PREFIX}* settings, not {', '.join(outside)}")
     try:
-        config = with_overrides(traced_settings(lines) or from_spark_conf({"spark.trspark.mode": "tr"}), args.conf)
+        config = from_spark_conf(overrides, base=traced_settings(lines) or TRConfig(mode="tr"))
     except ConfigError as exc:
         raise SystemExit(f"--conf: {exc}") from None
     figures: dict[str, list[float]] = {}
@@ -89,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         summary, mismatched, timed = replay(lines, config, args.gap)
         for name in ("engine_cpu_ms_p50", "engine_cpu_ms_p99", "decision_cpu_ms_p50", "decision_cpu_ms_p99"):
             figures.setdefault(name, []).append(float(summary[name]))  # type: ignore[arg-type]
-    sessions = sum('"type":"TraceSettings"' in line for line in lines)
+    sessions = sum(f'"type":"{TRACE_SETTINGS}"' in line for line in lines)
     if sessions > 1:
         print(f"{args.trace} holds {sessions} sessions; the first is replayed")
     print(f"replayed {summary['events']} events of {args.trace} {args.repeat} times; answers that differ from the "

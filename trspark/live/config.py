@@ -34,28 +34,31 @@ ENV_VAR = "TRSPARK_CONF"
 """Environment variable holding every ``spark.trspark.*`` setting (and ``spark.app.id``) as JSON."""
 
 
-def from_spark_conf(conf: Mapping[str, str]) -> TRConfig:
-    """The settings of ``spark.trspark.*`` entries (other keys ignored; unknown trspark keys rejected).
+def from_spark_conf(conf: Mapping[str, str], base: TRConfig | None = None) -> TRConfig:
+    """The settings of ``spark.trspark.*`` entries over ``base`` (default: the defaults); other keys
+    ignored, unknown trspark keys rejected. A pool's lifetime replaces only that pool's in ``base``.
 
     Raises
     ------
     ConfigError
         An unknown ``spark.trspark.*`` key, a value its key does not allow, or contradicting settings.
     """
+    base = base or TRConfig()
     values: dict[str, Any] = {}
-    pools: list[tuple[str, str]] = []
+    pools = dict(base.pool_lifetimes)
     for full, raw in conf.items():
         if not full.startswith(PREFIX):
             continue
         if is_pool_key(full):
-            pools.append(parse_pool_lifetime(full, raw))
+            name, spec = parse_pool_lifetime(full, raw)
+            pools[name] = spec
             continue
         key = BY_FULL.get(full)
         if key is None:
             known = ", ".join(k.full for k in KEYS)
             raise ConfigError(f"unknown setting {full!r}; known settings: {known}")
         values[key.field] = parse_value(key, raw)
-    return validate(TRConfig(**values, pool_lifetimes=tuple(sorted(pools))))
+    return validate(base.with_options(**values, pool_lifetimes=tuple(sorted(pools.items()))))
 
 
 def check_settings(settings: Mapping[str, str]) -> TRConfig:
