@@ -21,7 +21,8 @@ on-demand one as stable (:mod:`jobs.tpcds.pools`). Then:
   is drawn again (from the same generator), so that every evicted run meets a kill. ``tr`` gets
   each kill's termination notice ``notice`` s ahead (SIGPWR, as a spot VM's notice; 1 s here,
   scaled to jobs of a few seconds as the clouds' 30-120 s are to jobs of minutes); ``never`` and
-  ``always`` meet the same kills unannounced. Only spot executors are killed. ``always`` backs up
+  ``always`` meet the same kills unannounced. Only spot executors are killed, and their
+  replacements start once the run has ended (``hold_replacements``). ``always`` backs up
   every output; ``tr`` never backs up what the on-demand executor holds, copies spot outputs to
   it, and, told that kills come with a notice, backs up ahead only what a victim could not save
   within its window.
@@ -130,6 +131,10 @@ class DemoPlan:
     """Executors in the on-demand pool: never killed, and known to the plugin as stable (the rest are spot)."""
     notice: float = 1.0
     """Seconds of termination notice ``tr`` gets before each kill (0: none, killed like the others)."""
+    hold_replacements: bool = True
+    """Killed executors are replaced only after the run, as spot VMs whose replacements boot for
+    longer than the run: a replacement JVM starting mid-run would take the survivors' cores here,
+    a cost of this one machine that no policy controls."""
 
     def __post_init__(self) -> None:
         if self.stable_runs < 3 or self.seeds < 2:
@@ -156,7 +161,7 @@ class DemoPlan:
                              stable_repeat=self.stable_runs, seed=self.seed, max_kills=self.max_kills,
                              first_kill_within=self.first_kill_within,
                              time_cap=240.0, warmup_rounds=self.warmup_rounds, stable_runs="all",
-                             rewarm=self.rewarm, pools=self.pools,
+                             rewarm=self.rewarm, pools=self.pools, hold_replacements=self.hold_replacements,
                              tr_notices=self.notice > 0, notice=self.notice, spark_conf=DEMO_SPARK_CONF)
 
 

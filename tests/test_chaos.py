@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Iterator
 from functools import partial
+from typing import Any
 
 import numpy as np
 import pytest
@@ -390,8 +391,9 @@ def test_bad_arguments_are_refused() -> None:
 # ---- real Spark ------------------------------------------------------------------------------------
 
 
-@pytest.mark.spark
-def test_kill_a_real_executor_and_spark_registers_a_replacement() -> None:
+@pytest.fixture
+def two_executors() -> Iterator[Any]:
+    """A local cluster of two executor JVMs, both registered with the driver."""
     from pyspark.sql import SparkSession
 
     spark = (
@@ -402,30 +404,57 @@ def test_kill_a_real_executor_and_spark_registers_a_replacement() -> None:
         .getOrCreate()
     )
     try:
-        sc = spark.sparkContext
-        assert sc.master == "local-cluster[2,1,1024]", "another test left a different SparkContext running"
-        driver = driver_pid(sc)
-
-        def spark_executor_ids() -> set[str]:
-            return set(sc._jsc.sc().getExecutorIds().mkString(",").split(",")) - {""}  # type: ignore[union-attr]
-
-        executors = wait_for(lambda: len(found := find_executors(driver)) == 2 and found,
-                             timeout=SPARK_TIMEOUT, what="2 executor JVMs")
-        before = {e.executor_id: e.pid for e in executors}  # type: ignore[attr-defined]
-        wait_for(lambda: spark_executor_ids() == set(before), timeout=SPARK_TIMEOUT,
+        assert spark.sparkContext.master == "local-cluster[2,1,1024]", "another test left a different SparkContext running"
+        driver = driver_pid(spark.sparkContext)
+        wait_for(lambda: len(find_executors(driver)) == 2, timeout=SPARK_TIMEOUT, what="2 executor JVMs")
+        wait_for(lambda: len(spark_executor_ids(spark)) == 2, timeout=SPARK_TIMEOUT,
                  what="Spark to register both executors")
-        with EvictionInjector(driver, schedule=[(0.0, 0)], min_alive=1, poll=0.1) as injector:
-            wait_for(lambda: injector.records, what="the kill")
-        (record,) = injector.records
-        assert record.executor_id in before and record.pid == before[record.executor_id]
-
-        def replaced() -> bool:
-            ids = spark_executor_ids()
-            return len(ids) == 2 and record.executor_id not in ids
-
-        wait_for(replaced, timeout=SPARK_TIMEOUT, what="Spark to drop the killed executor and register a replacement")
-        new_id = (spark_executor_ids() - set(before)).pop()
-        assert new_id in {e.executor_id for e in find_executors(driver)}
-        assert spark.range(0, 10_000, numPartitions=4).selectExpr("sum(id)").collect()[0][0] == 49_995_000
+        yield spark
     finally:
         spark.stop()
+
+
+def spark_executor_ids(spark: Any) -> set[str]:
+    """The executors the driver lists."""
+    return set(spark.sparkContext._jsc.sc().getExecutorIds().mkString(",").split(",")) - {""}
+
+
+@pytest.mark.spark
+def test_kill_a_real_executor_and_spark_registers_a_replacement(two_executors: Any) -> None:
+    spark = two_executors
+    driver = driver_pid(spark.sparkContext)
+    before = {e.executor_id: e.pid for e in find_executors(driver)}
+    with EvictionInjector(driver, schedule=[(0.0, 0)], min_alive=1, poll=0.1) as injector:
+        wait_for(lambda: injector.records, what="the kill")
+    (record,) = injector.records
+    assert record.executor_id in before and record.pid == before[record.executor_id]
+
+    def replaced() -> bool:
+        ids = spark_executor_ids(spark)
+        return len(ids) == 2 and record.executor_id not in ids
+
+    wait_for(replaced, timeout=SPARK_TIMEOUT, what="Spark to drop the killed executor and register a replacement")
+    new_id = (spark_executor_ids(spark) - set(before)).pop()
+    assert new_id in {e.executor_id for e in find_executors(driver)}
+    assert spark.range(0, 10_000, numPartitions=4).selectExpr("sum(id)").collect()[0][0] == 49_995_000
+
+
+@pytest.mark.spark
+def test_a_held_executor_target_keeps_a_killed_executor_unreplaced_until_it_is_raised(two_executors: Any) -> None:
+    from jobs.tpcds.session import set_executor_target
+
+    spark = two_executors
+    driver = driver_pid(spark.sparkContext)
+    before = [e.executor_id for e in find_executors(driver)]
+    set_executor_target(spark, 0)
+    with EvictionInjector(driver, schedule=[(0.0, 0)], min_alive=1, poll=0.1) as injector:
+        wait_for(lambda: injector.records, what="the kill")
+    killed = injector.records[0].executor_id
+    survivor = [executor_id for executor_id in before if executor_id != killed]
+    wait_for(lambda: killed not in spark_executor_ids(spark), timeout=SPARK_TIMEOUT, what="Spark to drop it")
+    # Work on the survivor, long after an unheld master would have started a replacement JVM.
+    for _ in range(3):
+        assert spark.range(0, 2_000_000, numPartitions=8).selectExpr("sum(id)").collect()[0][0] == 1_999_999_000_000
+    assert [e.executor_id for e in find_executors(driver)] == survivor
+    set_executor_target(spark, 2)
+    wait_for(lambda: len(spark_executor_ids(spark)) == 2, timeout=SPARK_TIMEOUT, what="the replacement")

@@ -25,10 +25,11 @@ def test_options_reach_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     out = tmp_path / "r.csv"
     result = CliRunner().invoke(cli, ["bench", "tpcds", "--sf", "1", "--queries", "q3,q7", "--warmup", "1",
                                       "--stable-runs", "never", "--notice", "5", "--out", str(out),
-                                      "--conf", "spark.sql.autoBroadcastJoinThreshold=-1"])
+                                      "--conf", "spark.sql.autoBroadcastJoinThreshold=-1", "--hold-replacements"])
     assert result.exit_code == 0, result.output
     (s,) = seen
     assert s.executor_cpus is None  # default: executors share the machine's cores
+    assert s.hold_replacements and not BenchSettings(sf=1, queries=(), policies=(), out=out).hold_replacements
     assert (s.queries, s.warmup, s.stable_runs, s.notice, s.stability) == (("q3", "q7"), 1, "never", 5.0, 3.0)
     assert s.spark_conf == (("spark.sql.autoBroadcastJoinThreshold", "-1"),)
     assert BenchSettings(sf=1, queries=(), policies=(), out=out).warmup is None  # default: warm up all

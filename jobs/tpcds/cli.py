@@ -170,6 +170,10 @@ def datagen_command(sf: float, cache: Path | None) -> None:
 @click.option("--rewarm/--no-rewarm", default=True, show_default=True,
               help="After a run with kills, run the query once more unrecorded, so cold replacement JVMs do "
                    "not slow the next measurement (a sweep that checks answers and counts kills can skip it).")
+@click.option("--hold-replacements/--replace-at-once", default=False, show_default=True,
+              help="Replace the executors killed during a run only once it has ended, as spot VMs whose "
+                   "replacements boot for longer than the run (on one machine a replacement JVM starting "
+                   "mid-run takes the survivors' cores).")
 @click.option("--executor-cpus", type=click.FloatRange(min=0.05), default=None,
               help="Cap each executor JVM at this many cores (a cgroup CPU quota of its own), as if every "
                    "executor ran on its own VM: an idle executor's share is then lost, and a replacement "
@@ -180,7 +184,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
                   notice: float, max_kills: int | None, time_cap: float, out: Path, plot_path: Path | None, master: str | None,
                   cache: Path | None, spark_conf: tuple[tuple[str, str], ...], warmup: int | None,
                   stable_runs: str, reference: Path | None, tr_notices: bool, pools: tuple[tuple[str, int], ...],
-                  rewarm: bool, executor_cpus: float | None) -> None:
+                  rewarm: bool, hold_replacements: bool, executor_cpus: float | None) -> None:
     """Run TPC-DS queries per policy, stable and under the same executor kills; one CSV row per run."""
     if lifetime is not None and stability is not None:
         raise click.UsageError("give --lifetime or --stability, not both")
@@ -202,7 +206,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
                              notice=notice, max_kills=max_kills, master=master, cache=cache,
                              spark_conf=spark_conf, warmup=warmup, stable_runs=stable_runs,
                              reference=reference, tr_notices=tr_notices, executor_cpus=executor_cpus,
-                             pools=pools, rewarm=rewarm)
+                             pools=pools, rewarm=rewarm, hold_replacements=hold_replacements)
     if reference is not None:
         from jobs.tpcds.runner import reference_times
 

@@ -10,6 +10,9 @@ Plan of a benchmark (``--policies never,always,decommission,tr``)
 3. One kill schedule per (query, repeat) is drawn from the lifetime model with a seeded generator
    (:mod:`jobs.tpcds.schedules`, by :func:`jobs.harness.chaos.draw_schedule`: ``executors`` renewal processes, a replacement
    ``replacement_delay`` s after each kill). Every policy replays exactly these kills (paired).
+   With ``hold_replacements`` the cluster manager replaces a run's killed executors only once the
+   run has ended (:func:`jobs.tpcds.session.set_executor_target`), as a spot VM's replacement that
+   boots for longer than the run.
 4. Each policy gets one session (start-up costs 22-31 s here, so sessions are re-used across
    queries and repeats), a warm-up pass (``warmup``: over the first N queries only), its stable
    runs (``stable_runs="never"``: only vanilla Spark's, the reference), then its *evicted* runs: the injector
@@ -312,6 +315,9 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
     group = f"{policy}-{scenario}-{query.name}-{r}-{time.monotonic_ns()}"
     injector = _injector(ctx, spark, policy, query.name, r) if scenario == "evicted" else None
     before = metrics.plugin_counters(spark.sparkContext)
+    hold = injector is not None and s.hold_replacements
+    if hold:
+        session.set_executor_target(spark, 0)
     with metrics.CapacityMeter(count, s.executors) as meter, injector or nullcontext():
         outcome = execute(spark, query, group, s.time_cap)
     after = metrics.plugin_counters(spark.sparkContext)
@@ -323,6 +329,8 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
         # A VM goes at its kill time whether or not the query still runs: the kills whose notice
         # came during the run are made now for every policy, so all leave the same executors dead.
         killed_after = injector.finish(s.notice if s.any_noticed() else 0.0)
+    if hold:
+        session.set_executor_target(spark, s.executors)
     row = RunRow(query=query.name, policy=policy, sf=s.sf, seed=s.seed, repeat=r, scenario=scenario,
                  seconds=outcome.seconds, executors_killed=kills,
                  capacity_lost_seconds=meter.lost_seconds if s.master is None else float("nan"),

@@ -199,6 +199,16 @@ def start(spec: ClusterSpec, policy: str, *, app_name: str = "trspark-tpcds",
     return spark, work_dir
 
 
+def set_executor_target(spark: SparkSession, total: int) -> None:
+    """Ask the cluster manager for ``total`` executors in all: below the live count nothing is
+    killed, but a lost executor is not replaced; raising it again starts the missing ones."""
+    sc = spark.sparkContext
+    jvm: Any = sc._jvm
+    no_locality = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(jvm.java.util.HashMap())
+    if not sc._jsc.sc().requestTotalExecutors(total, 0, no_locality):
+        raise RuntimeError(f"the cluster manager refused a target of {total} executors")
+
+
 def register_tables(spark: SparkSession, data: Path) -> None:
     """Expose every TPC-DS Parquet file as a temporary view named after its table.
 

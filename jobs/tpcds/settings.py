@@ -34,6 +34,10 @@ class BenchSettings:
     time_cap: float = 600.0
     notice: float = 30.0
     replacement_delay: float = 10.0
+    hold_replacements: bool = False
+    """Start the replacements of a run's killed executors only once the run has ended. On a spot
+    cluster a replacement VM boots for minutes, longer than these runs, and starts on its own
+    cores; on one machine a replacement JVM starting mid-run takes the survivors' cores instead."""
     min_alive: int = 1
     max_kills: int | None = None
     """At most this many executors killed per run (None: as the schedule says)."""
