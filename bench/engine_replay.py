@@ -61,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="seconds of sleep after each event, as events come apart in a live run")
     parser.add_argument("--slowest", type=int, default=5, help="list this many slowest task-end lines of the last replay")
     args = parser.parse_args(argv)
+    if args.repeat < 1 or args.gap < 0 or args.slowest < 0:
+        parser.error("--repeat must be >= 1, --gap and --slowest >= 0")
 
     with args.trace.open(encoding="utf-8") as trace:
         lines = list(trace)

@@ -73,7 +73,8 @@ class JobRecords:
         copy there is as safe as one on remote storage."""
         self._held: dict[str, set[BlockId]] = {}
         """executor -> outputs it holds a copy of (as writer or peer backup): O(own) eviction."""
-        self._by_shuffle: dict[int, set[BlockId]] = {}
+        self._by_shuffle: dict[int, dict[BlockId, MapOutput]] = {}
+        """shuffle -> its existing outputs (the same objects as :attr:`outputs`): O(own) per shuffle."""
         self.lifetimes: dict[str, list[tuple[float, bool]]] = {}
         """pool -> ``(lifetime seconds, observed eviction?)`` of executors that left (censored if not evicted)."""
         self.first_recompute_time: float | None = None
@@ -117,11 +118,12 @@ class JobRecords:
 
     def shuffle_outputs(self, shuffle_id: int) -> list[MapOutput]:
         """Existing outputs of one shuffle, by map index."""
-        return [self.outputs[k] for k in sorted(self._by_shuffle.get(shuffle_id, ()))]
+        of_shuffle = self._by_shuffle.get(shuffle_id, {})
+        return [of_shuffle[k] for k in sorted(of_shuffle)]
 
     def unordered_outputs(self, shuffle_id: int) -> list[MapOutput]:
         """Existing outputs of one shuffle in no particular order (for counts, which need no sort)."""
-        return [self.outputs[k] for k in self._by_shuffle.get(shuffle_id, ())]
+        return list(self._by_shuffle.get(shuffle_id, {}).values())
 
     def holders_alive(self) -> bool:
         """Every executor holding a copy of an output is alive (a late task end of a lost one may break it)."""

@@ -242,8 +242,7 @@ class JobState(JobRecords):
             if old is not None:
                 self._forget_copies(old)
             self._held.setdefault(e.executor_id, set()).add((shuffle, e.partition))
-            self._by_shuffle.setdefault(shuffle, set()).add((shuffle, e.partition))
-            self.outputs[(shuffle, e.partition)] = MapOutput(
+            block = self.outputs[(shuffle, e.partition)] = MapOutput(
                 shuffle_id=shuffle,
                 map_index=e.partition,
                 stage_id=e.stage_id,
@@ -253,6 +252,7 @@ class JobState(JobRecords):
                 created=e.time,
                 map_id=e.map_id,
             )
+            self._by_shuffle.setdefault(shuffle, {})[block.block_id] = block
             if self.lineage is not None:
                 self.lineage.add_output(shuffle, e.partition, e.executor_id, e.duration, float(e.shuffle_write_bytes),
                                         parents=stage.parent_shuffle_ids)
@@ -309,7 +309,7 @@ class JobState(JobRecords):
 
     def _drop_output(self, block: MapOutput) -> None:
         self._forget_copies(block)
-        self._by_shuffle.get(block.shuffle_id, set()).discard(block.block_id)
+        self._by_shuffle.get(block.shuffle_id, {}).pop(block.block_id, None)
         del self.outputs[block.block_id]
         stage = self.stages.get(block.stage_id)
         if stage is not None:
@@ -344,8 +344,8 @@ class JobState(JobRecords):
                 # Consumed outputs are never charged: forgetting the shuffle is the same for every
                 # Er, and keeps a long application's lineage to the shuffles in play.
                 self.lineage.forget_shuffle(shuffle)
-            for key in self._by_shuffle.get(shuffle, ()):
-                self.outputs[key].consumed = True
+            for block in self._by_shuffle.get(shuffle, {}).values():
+                block.consumed = True
             # Policies still see the consumed outputs while they handle this event (to drop
             # their backups); the next event retires them.
             self._retiring.add(shuffle)
@@ -360,7 +360,7 @@ class JobState(JobRecords):
     def _retire(self) -> None:
         """Drop the outputs of consumed shuffles, and their stages once nothing reads or runs them."""
         for shuffle in sorted(self._retiring):
-            for key in self._by_shuffle.pop(shuffle, ()):
+            for key in self._by_shuffle.pop(shuffle, {}):
                 block = self.outputs.pop(key, None)
                 if block is not None:
                     self._forget_copies(block)
