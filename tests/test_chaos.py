@@ -17,6 +17,7 @@ from jvm_gateway import wait_for as wait_until
 from cost_model.lifetimes import from_spec
 from jobs.harness.chaos import EvictionInjector, draw_schedule
 from jobs.harness.executors import EXECUTOR_CLASS, driver_pid, find_executors, signal_would_terminate
+from jobs.tpcds.metrics import executor_ids
 
 TIMEOUT = 20.0
 SPARK_TIMEOUT = 150.0  # a loaded 2-core machine: executors took 40 s to register in one run
@@ -416,7 +417,7 @@ def two_executors() -> Iterator[Any]:
 
 def spark_executor_ids(spark: Any) -> set[str]:
     """The executors the driver lists."""
-    return set(spark.sparkContext._jsc.sc().getExecutorIds().mkString(",").split(",")) - {""}
+    return executor_ids(spark.sparkContext)()
 
 
 @pytest.mark.spark
