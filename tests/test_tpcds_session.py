@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from decimal import Decimal
 from pathlib import Path
 
@@ -42,3 +43,16 @@ def test_spark_ddl_from_parquet_footer(tmp_path: Path) -> None:
     assert spark_ddl(tmp_path / "t.parquet") == "`k` BIGINT, `n` INT, `s` STRING, `d` DATE, `m` DECIMAL(7, 2)"
     pq.write_table(pa.table({"t": pa.array([dt.datetime(2000, 1, 1)])}), tmp_path / "u.parquet")
     assert spark_ddl(tmp_path / "u.parquet") is None  # not mapped: Spark infers it
+
+
+def test_the_console_filter_hides_spark_executor_kills_but_not_trspark_warnings() -> None:
+    from jobs.tpcds.session import _LOG4J
+
+    conf = dict(line.split(" = ", 1) for line in _LOG4J.splitlines() if " = " in line and not line.startswith("#"))
+    assert conf["appender.console.filter.expected.onMatch"] == "DENY"
+    denied = re.compile(conf["appender.console.filter.expected.regex"]).fullmatch
+    assert denied("Lost executor 0 on 192.0.2.2: Command exited with code 137")
+    assert denied("Executor app-1/0 finished with state EXITED message Command exited with code 137 exitStatus 137")
+    assert not denied("trspark: policy engine unavailable (engine process exited with code 137); falling back "
+                      "to always-checkpoint (every map output to a peer) for the rest of this application")
+    assert not denied("Lost executor 0 on 192.0.2.2: Command exited with code 1")

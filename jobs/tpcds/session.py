@@ -121,9 +121,10 @@ logger.nativecode.level = error
 logger.network.name = org.apache.spark.network
 logger.network.level = fatal
 # The kills are the harness's own (SIGKILL: exit code 137), and it reports each; a local cluster
-# stopping races its workers' last messages to the master. Other errors still show.
+# stopping races its workers' last messages to the master. Only Spark's wording of an executor's
+# exit is matched: trspark's own warnings (an engine that exited with code 137) must still show.
 appender.console.filter.expected.type = RegexFilter
-appender.console.filter.expected.regex = .*(exited with code 137|Failed to send ExecutorStateChanged).*
+appender.console.filter.expected.regex = .*(Command exited with code 137|Failed to send ExecutorStateChanged).*
 appender.console.filter.expected.onMatch = DENY
 appender.console.filter.expected.onMismatch = NEUTRAL
 """
