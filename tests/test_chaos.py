@@ -11,6 +11,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+import psutil
 import pytest
 from jvm_gateway import wait_for as wait_until
 
@@ -35,6 +36,12 @@ IGNORES_SIGPWR = "import signal; signal.signal(signal.SIGPWR, signal.SIG_IGN); p
 # Handles SIGPWR (as trspark's notice watcher does), says when it is ready and when it got one.
 CATCHES_SIGPWR = ("import signal; signal.signal(signal.SIGPWR, lambda *_: print('noticed', flush=True)); "
                   "print('ready', flush=True)\nwhile True: signal.pause()")
+
+# Ignores SIGPWR, then forks a child that keeps the executor's command line (a JVM's child shows
+# it until it execs its program) and prints the child's pid.
+FORKS = ("import os, signal; signal.signal(signal.SIGPWR, signal.SIG_IGN); pid = os.fork()\n"
+         "if pid == 0: signal.pause()\n"
+         "print(pid, flush=True); signal.pause()")
 
 
 # The shared wait, with this module's timeout.
@@ -144,6 +151,32 @@ def test_on_demand_executors_are_spared_and_not_ranked(cluster: FakeCluster) -> 
     assert [r.executor_id for r in injector.records] == ["1", "2"]
     assert model.records == [] and model.planned_deaths() == {}
     assert cluster.alive_ids() == ["0"]
+
+
+def test_a_child_of_an_executor_is_no_executor_and_does_not_let_min_alive_be_passed(cluster: FakeCluster) -> None:
+    for executor_id in ("16", "19"):
+        proc = subprocess.Popen([sys.executable, "-c", IGNORES_SIGPWR, *cluster.executor_args(executor_id)],
+                                stdout=subprocess.PIPE)
+        cluster.procs.append(proc)
+        assert proc.stdout.readline() == b"ready\n"  # type: ignore[union-attr]
+        time.sleep(0.02)  # distinct start times: "oldest first" is unambiguous
+    forking = subprocess.Popen([sys.executable, "-c", FORKS, *cluster.executor_args("20")], stdout=subprocess.PIPE)
+    cluster.procs.append(forking)
+    child = psutil.Process(int(forking.stdout.readline()))  # type: ignore[union-attr]
+    try:
+        assert child.ppid() == forking.pid and "--executor-id" in child.cmdline()
+        assert sorted(e.pid for e in find_executors(cluster.driver)) == sorted(p.pid for p in cluster.procs)
+        # Two notices at once, the third due while both victims still run: with min_alive=1 it
+        # waits, even though "20" has a child that looks like one more executor.
+        now = [0.0]
+        injector = EvictionInjector(cluster.driver, schedule=[(0.9, 2), (3.8, 1), (9.7, 0)], notice=5.0,
+                                    min_alive=1, clock=lambda: now[0]).start(background=False)
+        injector.step()
+        now[0] = 4.7
+        injector.step()
+        assert [(r.executor_id, r.signal) for r in injector.records] == [("20", signal.SIGPWR), ("19", signal.SIGPWR)]
+    finally:
+        child.kill()
 
 
 def test_min_alive_makes_a_due_kill_wait_for_a_replacement(cluster: FakeCluster) -> None:

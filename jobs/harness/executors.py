@@ -52,23 +52,28 @@ def driver_pid(sc: Any) -> int:
 def find_executors(driver_pid: int) -> list[ExecutorProcess]:
     """Live executor JVMs among the descendants of ``driver_pid``, oldest first.
 
-    Zombies (killed, not yet reaped) and processes that vanish while being read are skipped.
+    Zombies (killed, not yet reaped) and processes that vanish while being read are skipped, and
+    so is a child of an executor JVM. A JVM starts a process by forking, and until the child
+    execs its program it shows the JVM's command line; an executor that shuts down (released or
+    decommissioned) deletes its directories with ``rm -rf`` this way, and under a CPU quota the
+    child can live long enough to be counted as one more executor.
     """
     try:
         descendants = psutil.Process(driver_pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
-    found = []
+    found: dict[int, tuple[ExecutorProcess, int]] = {}
     for proc in descendants:
         try:
             if proc.status() == psutil.STATUS_ZOMBIE:
                 continue
             executor_id = _executor_id(proc.cmdline())
             if executor_id is not None:
-                found.append(ExecutorProcess(executor_id, proc.pid, proc.create_time()))
+                found[proc.pid] = (ExecutorProcess(executor_id, proc.pid, proc.create_time()), proc.ppid())
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
-    return sorted(found, key=lambda e: (e.started, _id_key(e.executor_id)))
+    executors = [executor for executor, parent in found.values() if parent not in found]
+    return sorted(executors, key=lambda e: (e.started, _id_key(e.executor_id)))
 
 
 def signal_would_terminate(pid: int, signum: int) -> bool:
