@@ -25,19 +25,23 @@ def test_options_reach_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     out = tmp_path / "r.csv"
     result = CliRunner().invoke(cli, ["bench", "tpcds", "--sf", "1", "--queries", "q3,q7", "--warmup", "1",
                                       "--stable-runs", "never", "--notice", "5", "--out", str(out),
-                                      "--conf", "spark.sql.autoBroadcastJoinThreshold=-1", "--hold-replacements"])
+                                      "--conf", "spark.sql.autoBroadcastJoinThreshold=-1", "--hold-replacements",
+                                      "--rewarm-passes", "3"])
     assert result.exit_code == 0, result.output
     (s,) = seen
     assert s.executor_cpus is None  # default: executors share the machine's cores
     assert s.hold_replacements and not BenchSettings(sf=1, queries=(), policies=(), out=out).hold_replacements
     assert (s.queries, s.warmup, s.stable_runs, s.notice, s.stability) == (("q3", "q7"), 1, "never", 5.0, 3.0)
     assert s.spark_conf == (("spark.sql.autoBroadcastJoinThreshold", "-1"),)
+    assert (s.rewarm, s.rewarm_passes) == (True, 3)
+    assert BenchSettings(sf=1, queries=(), policies=(), out=out).rewarm_passes == 1  # default: one pass, as before
     assert BenchSettings(sf=1, queries=(), policies=(), out=out).warmup is None  # default: warm up all
 
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--stable-runs", "some"], "Invalid value for '--stable-runs'"),
     (["--warmup", "0"], "Invalid value for '--warmup'"),
+    (["--rewarm-passes", "0"], "Invalid value for '--rewarm-passes'"),
     (["--conf", "autoBroadcast=-1"], "allowed: KEY=VALUE with a spark.* key"),
     (["--executor-cpus", "0"], "Invalid value for '--executor-cpus'"),
     (["--executor-cpus", "0.5", "--master", "spark://h:7077"], "caps executors of a local-cluster only"),
@@ -187,3 +191,38 @@ def test_replacements_are_warmed_after_any_kill_during_or_after_the_run(
     # Every policy makes the kills due within the notice window after the end (noticed ones at their deadlines).
     assert injector.window == 5.0
     assert [g.startswith("rewarm-") for g in groups] == [False, True] if warmed else [False]
+
+
+@pytest.mark.parametrize(("times", "passes", "ran"), [
+    ([20.0, 14.0, 11.0, 10.0], 4, 3),  # cold, cooling, within 1.25 x 10 s: stop there
+    ([20.0, 14.0, 13.0, 13.0], 3, 3),  # never warm enough: the cap
+    ([20.0, 11.0], 1, 1),  # one pass (the default) whatever it took
+    ([12.5, 30.0], 4, 1),  # exactly at the bound counts as warm
+])
+def test_rewarm_runs_passes_until_one_is_within_the_bound_of_the_stable_time(
+        times: list[float], passes: int, ran: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jobs.tpcds.queries import load
+    from jobs.tpcds.query_run import Outcome
+
+    left = iter(times)
+    groups: list[str] = []
+    monkeypatch.setattr(runner, "execute", lambda spark, query, group, cap: groups.append(group) or Outcome(next(left)))
+    assert runner.REWARM_WITHIN == 1.25
+    assert runner.rewarm(None, load("q3"), "rewarm-x", 60.0, passes, stable=10.0) == ran
+    assert groups == ["rewarm-x"] * ran
+
+
+def test_rewarm_without_a_stable_time_or_after_a_failed_pass_goes_on_to_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    from jobs.tpcds.queries import load
+    from jobs.tpcds.query_run import Outcome
+
+    outcomes = iter([Outcome(1.0, error="lost executor"), Outcome(1.0), Outcome(1.0)])
+    monkeypatch.setattr(runner, "execute", lambda spark, query, group, cap: next(outcomes))
+    assert runner.rewarm(None, load("q3"), "g", 60.0, 3, stable=10.0) == 2  # the failed pass does not count as warm
+    monkeypatch.setattr(runner, "execute", lambda spark, query, group, cap: Outcome(1.0))
+    assert runner.rewarm(None, load("q3"), "g", 60.0, 3, stable=None) == 3
+
+
+def test_the_rewarm_bound_in_the_help_is_the_runner_s() -> None:
+    result = CliRunner().invoke(cli, ["bench", "tpcds", "--help"])
+    assert f"{runner.REWARM_WITHIN:g}x the query's stable time" in " ".join(result.output.split())

@@ -170,6 +170,10 @@ def datagen_command(sf: float, cache: Path | None) -> None:
 @click.option("--rewarm/--no-rewarm", default=True, show_default=True,
               help="After a run with kills, run the query once more unrecorded, so cold replacement JVMs do "
                    "not slow the next measurement (a sweep that checks answers and counts kills can skip it).")
+@click.option("--rewarm-passes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --rewarm: at most this many unrecorded passes; past the first, they go on while a pass "
+                   "takes over 1.25x the query's stable time (replacement JVMs capped at a fraction of a core "
+                   "can stay cold after one pass).")
 @click.option("--hold-replacements/--replace-at-once", default=False, show_default=True,
               help="Replace the executors killed during a run only once it has ended, as spot VMs whose "
                    "replacements boot for longer than the run (on one machine a replacement JVM starting "
@@ -184,7 +188,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
                   notice: float, max_kills: int | None, time_cap: float, out: Path, plot_path: Path | None, master: str | None,
                   cache: Path | None, spark_conf: tuple[tuple[str, str], ...], warmup: int | None,
                   stable_runs: str, reference: Path | None, tr_notices: bool, pools: tuple[tuple[str, int], ...],
-                  rewarm: bool, hold_replacements: bool, executor_cpus: float | None) -> None:
+                  rewarm: bool, rewarm_passes: int, hold_replacements: bool, executor_cpus: float | None) -> None:
     """Run TPC-DS queries per policy, stable and under the same executor kills; one CSV row per run."""
     if lifetime is not None and stability is not None:
         raise click.UsageError("give --lifetime or --stability, not both")
@@ -206,7 +210,8 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
                              notice=notice, max_kills=max_kills, master=master, cache=cache,
                              spark_conf=spark_conf, warmup=warmup, stable_runs=stable_runs,
                              reference=reference, tr_notices=tr_notices, executor_cpus=executor_cpus,
-                             pools=pools, rewarm=rewarm, hold_replacements=hold_replacements)
+                             pools=pools, rewarm=rewarm, rewarm_passes=rewarm_passes,
+                             hold_replacements=hold_replacements)
     if reference is not None:
         from jobs.tpcds.runner import reference_times
 

@@ -62,6 +62,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("trspark.bench")
 
+#: A rewarm pass within this factor of the query's stable time ends the rewarm (warm enough).
+REWARM_WITHIN = 1.25
 
 
 @dataclass
@@ -351,11 +353,24 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
     except Exception as exc:  # the status API is an observer: never lose the run over it
         log.warning("could not read task attempts of %s: %s", group, exc)
     if (kills or killed_after) and s.rewarm and s.master is None and not last:
-        # Replacements are cold JVMs (first pass 1.5-2.3x slower here): warm them before measuring
-        # on, those of the kills past the run's end too.
+        # Replacements are cold JVMs (a first pass takes several times the stable time): warm them
+        # before measuring on, those of the kills past the run's end too.
         wait_for_executors(count, s.executors)
-        execute(spark, query, f"rewarm-{group}", s.time_cap)
+        rewarm(spark, query, f"rewarm-{group}", s.time_cap, s.rewarm_passes, ctx.stable.get(query.name))
     return row
+
+
+def rewarm(spark: SparkSession, query: Query, group: str, time_cap: float, passes: int,
+           stable: float | None) -> int:
+    """Run ``query`` unrecorded until a pass takes at most ``REWARM_WITHIN`` x ``stable`` s; at most ``passes``.
+
+    Without a stable time (none measured yet) every pass runs. Returns the passes run.
+    """
+    for done in range(1, passes + 1):
+        outcome = execute(spark, query, group, time_cap)
+        if stable and outcome.error == "" and outcome.seconds <= REWARM_WITHIN * stable:
+            return done
+    return passes
 
 
 def _injector(ctx: _Context, spark: SparkSession, policy: str, name: str, r: int) -> Any:
