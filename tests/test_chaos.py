@@ -73,6 +73,14 @@ class FakeCluster:
         time.sleep(0.02)
         return pid
 
+    def start(self, executor_id: str, program: str) -> tuple[subprocess.Popen[bytes], bytes]:
+        """Run ``program`` as executor ``executor_id``; return it and its first line, once printed (it is ready then)."""
+        proc = subprocess.Popen([sys.executable, "-c", program, *self.executor_args(executor_id)], stdout=subprocess.PIPE)
+        self.procs.append(proc)
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        time.sleep(0.02)  # distinct start times (10 ms /proc resolution) keep "oldest first" unambiguous
+        return proc, line
+
     def decoy(self) -> None:
         self.procs.append(subprocess.Popen([sys.executable, "-c", PAUSE, "org.apache.spark.deploy.worker.Worker"]))
 
@@ -155,14 +163,9 @@ def test_on_demand_executors_are_spared_and_not_ranked(cluster: FakeCluster) -> 
 
 def test_a_child_of_an_executor_is_no_executor_and_does_not_let_min_alive_be_passed(cluster: FakeCluster) -> None:
     for executor_id in ("16", "19"):
-        proc = subprocess.Popen([sys.executable, "-c", IGNORES_SIGPWR, *cluster.executor_args(executor_id)],
-                                stdout=subprocess.PIPE)
-        cluster.procs.append(proc)
-        assert proc.stdout.readline() == b"ready\n"  # type: ignore[union-attr]
-        time.sleep(0.02)  # distinct start times: "oldest first" is unambiguous
-    forking = subprocess.Popen([sys.executable, "-c", FORKS, *cluster.executor_args("20")], stdout=subprocess.PIPE)
-    cluster.procs.append(forking)
-    child = psutil.Process(int(forking.stdout.readline()))  # type: ignore[union-attr]
+        assert cluster.start(executor_id, IGNORES_SIGPWR)[1] == b"ready\n"
+    forking, child_pid = cluster.start("20", FORKS)
+    child = psutil.Process(int(child_pid))
     try:
         assert child.ppid() == forking.pid and "--executor-id" in child.cmdline()
         assert sorted(e.pid for e in find_executors(cluster.driver)) == sorted(p.pid for p in cluster.procs)
@@ -232,9 +235,8 @@ def test_max_kills_and_sigpwr_only(cluster: FakeCluster) -> None:
 
 
 def test_notice_sends_sigpwr_then_sigkill_after_the_notice(cluster: FakeCluster) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", IGNORES_SIGPWR, *cluster.executor_args("0")], stdout=subprocess.PIPE)
-    cluster.procs.append(proc)
-    assert proc.stdout.readline() == b"ready\n"  # type: ignore[union-attr]
+    proc, line = cluster.start("0", IGNORES_SIGPWR)
+    assert line == b"ready\n"
     now = [100.0]
     injector = EvictionInjector(cluster.driver, schedule=[(10.0, 0)], notice=4.0, min_alive=0,
                                 clock=lambda: now[0]).start(background=False)
@@ -257,9 +259,8 @@ def test_notice_sends_sigpwr_then_sigkill_after_the_notice(cluster: FakeCluster)
 def test_a_notice_is_not_sent_to_a_jvm_that_the_signal_would_kill_and_its_kill_still_comes(cluster: FakeCluster) -> None:
     # "0" has no SIGPWR handler yet (a JVM still starting); "1" has one and takes the notice.
     starting = cluster.add("0")
-    ready = subprocess.Popen([sys.executable, "-c", CATCHES_SIGPWR, *cluster.executor_args("1")], stdout=subprocess.PIPE)
-    cluster.procs.append(ready)
-    assert ready.stdout.readline() == b"ready\n"  # type: ignore[union-attr]
+    ready, line = cluster.start("1", CATCHES_SIGPWR)
+    assert line == b"ready\n"
     assert signal_would_terminate(starting, signal.SIGPWR) and not signal_would_terminate(ready.pid, signal.SIGPWR)
     now = [0.0]
     injector = EvictionInjector(cluster.driver, schedule=[(5.0, 0), (5.0, 0)], notice=4.0, min_alive=0,
@@ -291,13 +292,10 @@ def test_signal_would_terminate_reads_the_masks_of_the_process() -> None:
 
 def test_finish_notices_kills_noticed_executors_at_their_deadline_after_stop(cluster: FakeCluster) -> None:
     procs = []
-    for executor_id in ("0", "1"):
-        proc = subprocess.Popen([sys.executable, "-c", IGNORES_SIGPWR, *cluster.executor_args(executor_id)],
-                                stdout=subprocess.PIPE)
-        cluster.procs.append(proc)
-        assert proc.stdout.readline() == b"ready\n"  # type: ignore[union-attr]
+    for executor_id in ("0", "1"):  # started in this order: "0" is the oldest (rank 0)
+        proc, line = cluster.start(executor_id, IGNORES_SIGPWR)
+        assert line == b"ready\n"
         procs.append(proc)
-        time.sleep(0.02)  # distinct start times: "0" is the oldest (rank 0)
     now = [0.0]
     slept: list[float] = []
 
