@@ -161,7 +161,21 @@ spot VM's replacement boots for longer than a query: `tpcds_sf1_held.csv`) or st
            _LIVE + ", quiet (nothing else running)",
            tpcds_targets(3, paired=True),
            "![slowdowns](tpcds_sf1_held.png)\n\n"
-           "Each session first runs every query once, unrecorded (the warm-up default). Three kill schedules per query (repeats 0-2 of seed 0), each replayed for every policy; the paired statistics pair the runs that met the same schedule. A killed executor was replaced only after the run (`--hold-replacements`), and a kill that would leave no executor waited for the run's end, so a run meets at most two kills. `decommission` did not fit in the session and was not run. Five runs are left out: `tr` q29 repeat 0 and `always` q25 repeat 2, q29 repeats 0-1 and q50 repeat 2 met a third kill and, with no executor left, hit the 400 s cap. The injector had counted a forked child of an executor JVM (a JVM starts a process by forking, as Spark does for `rm -rf`) as one more executor, so `min_alive` let the kill through; fixed in 7f17662, after these sessions had started. No `never` run met a third kill. Most of the excess over the floor is not recomputation (`tr` re-ran 6 map tasks in 29 runs): the runs that met no kill at all are at 1.09-1.85x (`tr`), 1.12-1.85x (`always`) and 1.26-1.81x (`never`). Most follow a run whose replacements are new JVMs at half a core, warmed by one unrecorded pass (`--rewarm`), and those passes took a median 3.3x (`never`) and 3.2x (`tr`) of the stable time: one pass leaves them cold. `--rewarm-passes` (added after this run) warms them until a pass is within 1.25x."),
+           "Each session first runs every query once, unrecorded (the warm-up default). Three kill "
+           "schedules per query (repeats 0-2 of seed 0), each replayed for every policy; the paired "
+           "statistics pair the runs that met the same schedule. A killed executor was replaced only after "
+           "the run (`--hold-replacements`), and a kill that would leave no executor waited for the run's "
+           "end, so a run meets at most two kills. `decommission` did not fit in the session and was not "
+           "run. Five runs are left out: `tr` q29 repeat 0 and `always` q25 repeat 2, q29 repeats 0-1 and "
+           "q50 repeat 2 met a third kill and, with no executor left, hit the 400 s cap. The injector had "
+           "counted a forked child of an executor JVM (a JVM starts a process by forking, as Spark does for "
+           "`rm -rf`) as one more executor, so `min_alive` let the kill through; fixed in 7f17662, after "
+           "these sessions had started. No `never` run met a third kill. Most of the excess over the floor "
+           "is not recomputation (`tr` re-ran 6 map tasks in 29 runs): the runs that met no kill at all are "
+           "at 1.09-1.85x (`tr`), 1.12-1.85x (`always`) and 1.26-1.81x (`never`). Most follow a run whose "
+           "replacements are new JVMs at half a core, warmed by one unrecorded pass (`--rewarm`), and those "
+           "passes took a median 3.3x (`never`) and 3.2x (`tr`) of the stable time: one pass leaves them "
+           "cold. `--rewarm-passes` (added after this run) warms them until a pass is within 1.25x."),
     Source("tpcds_sf1.csv",
            "Q=q3,q7,q19,q25,q29,q50,q65,q68,q93,q97\n"
            "mkdir -p /tmp/trspark-events   # each application's event log, to read a run afterwards\n"
