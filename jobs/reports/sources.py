@@ -176,12 +176,15 @@ spot VM's replacement boots for longer than a query: `tpcds_sf1_held.csv`) or st
            "slowest here: Spark offers a decommissioning executor no new task, so it loses the executor 5 s "
            "before the kill (its floors are the highest), and being slower it meets more of each schedule's "
            "kills (47 against `never`'s 36); its excess over the floor is the highest too, which was not "
-           "looked into further. Most of the excess over the floor "
+           "looked into further. It ran two days after the others, so its pairs are not like for like: "
+           "that day, `never` and `tr` runs over the same schedules after a warm-up over 3 queries rather "
+           "than 10 were 1.2-2.9x slower on repeat 0 than here (some met more kills). Most of the excess over the floor "
            "is not recomputation (`tr` re-ran 6 map tasks in 29 runs): the runs that met no kill at all are "
            "at 1.09-1.85x (`tr`), 1.12-1.85x (`always`) and 1.26-1.81x (`never`). Most follow a run whose "
            "replacements are new JVMs at half a core, warmed by one unrecorded pass (`--rewarm`), and those "
            "passes took a median 3.3x (`never`) and 3.2x (`tr`) of the stable time: one pass leaves them "
-           "cold. `--rewarm-passes` (added after this run) warms them until a pass is within 1.25x."),
+           "cold. `--rewarm-passes` (added after this run) warms them until a pass is within 1.25x; three "
+           "passes did not get there on this host ([benchmark.md](../benchmark.md))."),
     Source("tpcds_sf1.csv",
            "Q=q3,q7,q19,q25,q29,q50,q65,q68,q93,q97\n"
            "mkdir -p /tmp/trspark-events   # each application's event log, to read a run afterwards\n"
