@@ -94,6 +94,8 @@ def stable_guess(workload: str) -> float:
     if chain.is_chain(workload):
         return STABLE_GUESS_S["chain5"] * int(workload.removeprefix(chain.PREFIX)) / 5
     return OTHER_GUESS_S
+CONSOLE_LOG = "spark-console.log"
+"""In the output directory: what the policies' driver JVMs print (Spark's log, the engine's lines), kept off the demo's screen."""
 DEMO_SPARK_CONF = (("spark.sql.autoBroadcastJoinThreshold", "-1"), ("spark.trspark.duplication", "false"))
 """Shuffle joins, so that every join's inputs are map outputs a kill can take. No task duplicates:
 the demo's executors share 2 cores, so an idle executor is no idle capacity there and a duplicate
@@ -164,7 +166,8 @@ class DemoPlan:
                              first_kill_within=self.first_kill_within,
                              time_cap=240.0, warmup_rounds=self.warmup_rounds, stable_runs="all",
                              rewarm=self.rewarm, pools=self.pools, hold_replacements=self.hold_replacements,
-                             tr_notices=self.notice > 0, notice=self.notice, spark_conf=DEMO_SPARK_CONF)
+                             tr_notices=self.notice > 0, notice=self.notice, spark_conf=DEMO_SPARK_CONF,
+                             console_log=out.parent / CONSOLE_LOG)
 
 
 def estimate_seconds(plan: DemoPlan, stable: dict[str, float] | None = None,
@@ -332,6 +335,7 @@ def run_demo(plan: DemoPlan, out_dir: Path, console: Console) -> list[DemoLine]:
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path = out_dir / "results.csv"
     csv_path.unlink(missing_ok=True)  # the demo's table shows this run only
+    (out_dir / CONSOLE_LOG).unlink(missing_ok=True)
     console.print(f"[bold]trspark demo[/]: {', '.join(plan.workloads)} at SF {plan.sf:g}; policies "
                   f"{', '.join(plan.policies)}; reference = median of {plan.stable_runs} warm runs of vanilla Spark; "
                   f"{plan.seeds} kill schedules (seed {plan.seed}), the same for every policy"
@@ -348,7 +352,8 @@ def run_demo(plan: DemoPlan, out_dir: Path, console: Console) -> list[DemoLine]:
     for policy, reason in result.skipped.items():
         console.print(f"[yellow]skipped {policy}[/]: {reason}")
     if result.rows:
-        console.print(f"rows: {csv_path}; chart: {plot(csv_path, out_dir / 'slowdown.png')}")
+        console.print(f"rows: {csv_path}; chart: {plot(csv_path, out_dir / 'slowdown.png')}; "
+                      f"Spark's console output: {out_dir / CONSOLE_LOG}")
     bad = [r for r in result.rows if not r.result_ok]
     if bad:
         console.print(f"[red]{len(bad)} run(s) did not give DuckDB's answer or failed[/] (see {csv_path})")
@@ -359,7 +364,7 @@ def run_demo(plan: DemoPlan, out_dir: Path, console: Console) -> list[DemoLine]:
 
 @click.command("demo")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("trspark-demo"),
-              show_default=True, help="Where results.csv and slowdown.png are written.")
+              show_default=True, help=f"Where results.csv, slowdown.png and {CONSOLE_LOG} are written.")
 @click.option("--sf", type=click.FloatRange(min=0, min_open=True), default=0.1, show_default=True,
               help="TPC-DS scale factor.")
 @click.option("--workloads", default=",".join(DEMO_WORKLOADS), show_default=True,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.tpcds.session import PolicyUnavailable, parse_policies, policy_conf, spark_ddl
+from jobs.tpcds.session import PolicyUnavailable, jvm_console_to, parse_policies, policy_conf, spark_ddl
 
 
 def test_parse_policies() -> None:
@@ -56,3 +58,51 @@ def test_the_console_filter_hides_spark_executor_kills_but_not_trspark_warnings(
     assert not denied("trspark: policy engine unavailable (engine process exited with code 137); falling back "
                       "to always-checkpoint (every map output to a peer) for the rest of this application")
     assert not denied("Lost executor 0 on 192.0.2.2: Command exited with code 1")
+
+
+def test_a_process_started_inside_jvm_console_to_writes_its_stderr_to_the_file(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "logs" / "console.log"
+    # Started inside the block (as PySpark starts the driver JVM), it writes once at start and
+    # once after the block ended: both lines belong in the file.
+    script = "import sys; print('child at start', file=sys.stderr, flush=True); sys.stdin.readline(); " \
+             "print('child later', file=sys.stderr, flush=True)"
+    with jvm_console_to(log):
+        child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, text=True)
+    print("python after the block", file=sys.stderr, flush=True)
+    child.communicate("go\n", timeout=60)
+    assert child.returncode == 0
+    assert log.read_text().splitlines() == ["child at start", "child later"]
+    assert capfd.readouterr().err == "python after the block\n"
+
+
+def test_jvm_console_to_none_changes_nothing_and_a_failed_start_shows_the_files_end(tmp_path: Path) -> None:
+    with jvm_console_to(None):
+        pass
+    log = tmp_path / "console.log"
+    log.write_text("".join(f"line {i}\n" for i in range(30)))
+    with pytest.raises(OSError, match="gateway") as failed, jvm_console_to(log):
+        raise OSError("Java gateway process exited before sending its port number")
+    note = failed.value.__notes__[0]
+    assert note.startswith(f"the end of {log}:\nline 10\n") and note.endswith("line 29")
+
+
+@pytest.mark.spark
+def test_a_sessions_driver_jvm_prints_to_the_console_log_not_the_console(tmp_path: Path) -> None:
+    log = tmp_path / "spark-console.log"
+    # A fresh process: PySpark starts one driver JVM per process, and this test's needs to be new.
+    script = f"""
+from pathlib import Path
+from jobs.tpcds import session
+spark, _ = session.start(session.ClusterSpec(master="local[1]"), "never", console_log=Path({str(log)!r}))
+spark.sparkContext._jvm.java.lang.System.err.println("marker printed by the JVM")
+spark.sparkContext._jvm.org.apache.log4j.LogManager.getLogger("trspark.test").error("marker logged by Spark's log")
+spark.stop()
+print("python done")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("python done")
+    written = log.read_text()
+    assert "marker printed by the JVM" in written and "marker logged by Spark's log" in written
+    assert "marker" not in done.stderr

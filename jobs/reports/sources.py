@@ -170,10 +170,10 @@ spot VM's replacement boots for longer than a query: `tpcds_sf1_held.csv`) or st
            "the run (`--hold-replacements`), and a kill that would leave no executor waited for the run's "
            "end, so a run meets at most two kills. Five runs are left out: `tr` q29 repeat 0 and `always` "
            "q25 repeat 2, q29 repeats 0-1 and "
-           "q50 repeat 2 met a third kill and, with no executor left, hit the 400 s cap. The injector had "
-           "counted a forked child of an executor JVM (a JVM starts a process by forking, as Spark does for "
-           "`rm -rf`) as one more executor, so `min_alive` let the kill through; fixed in 7f17662, after "
-           "these sessions had started. No `never` or `decommission` run met a third kill. `decommission` is the "
+           "q50 repeat 2 met a third kill and, with no executor left, hit the 400 s cap. The injector of "
+           "that code counted a forked child of an executor JVM (a JVM starts a process by forking, as "
+           "Spark does for `rm -rf`) as one more executor, so `min_alive` let the kill through; it counts "
+           "executor JVMs only now. No `never` or `decommission` run met a third kill. `decommission` is the "
            "slowest here: Spark offers a decommissioning executor no new task, so it loses the executor 5 s "
            "before the kill (its floors are the highest), and being slower it meets more of each schedule's "
            "kills (47 against `never`'s 36); its excess over the floor is the highest too, which was not "
@@ -185,7 +185,7 @@ spot VM's replacement boots for longer than a query: `tpcds_sf1_held.csv`) or st
            "at 1.09-1.85x (`tr`), 1.12-1.85x (`always`) and 1.26-1.81x (`never`). Most follow a run whose "
            "replacements are new JVMs at half a core, warmed by one unrecorded pass (`--rewarm`), and those "
            "passes took a median 3.3x (`never`) and 3.2x (`tr`) of the stable time: one pass leaves them "
-           "cold. `--rewarm-passes` (added after this run) warms them until a pass is within 1.25x; three "
+           "cold. `--rewarm-passes` warms them until a pass is within 1.25x (not used here); three "
            "passes did not get there on this host ([benchmark.md](../benchmark.md))."),
     Source("tpcds_sf1.csv",
            "Q=q3,q7,q19,q25,q29,q50,q65,q68,q93,q97\n"

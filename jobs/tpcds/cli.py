@@ -183,12 +183,16 @@ def datagen_command(sf: float, cache: Path | None) -> None:
                    "executor ran on its own VM: an idle executor's share is then lost, and a replacement "
                    "starting up does not slow the others. Local-cluster only; needs a writable cgroup CPU "
                    "controller. [default: executors share the machine's cores]")
+@click.option("--spark-log", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Append what each policy's driver JVM prints (Spark's log, JVM warnings, the trspark "
+                   "engine's lines) to this file instead of the console.")
 def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...], lifetime: str | None,
                   stability: float | None, executors: int, cores: int, memory_mb: int, repeat: int, seed: int,
                   notice: float, max_kills: int | None, time_cap: float, out: Path, plot_path: Path | None, master: str | None,
                   cache: Path | None, spark_conf: tuple[tuple[str, str], ...], warmup: int | None,
                   stable_runs: str, reference: Path | None, tr_notices: bool, pools: tuple[tuple[str, int], ...],
-                  rewarm: bool, rewarm_passes: int, hold_replacements: bool, executor_cpus: float | None) -> None:
+                  rewarm: bool, rewarm_passes: int, hold_replacements: bool, executor_cpus: float | None,
+                  spark_log: Path | None) -> None:
     """Run TPC-DS queries per policy, stable and under the same executor kills; one CSV row per run."""
     if lifetime is not None and stability is not None:
         raise click.UsageError("give --lifetime or --stability, not both")
@@ -211,7 +215,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
                              spark_conf=spark_conf, warmup=warmup, stable_runs=stable_runs,
                              reference=reference, tr_notices=tr_notices, executor_cpus=executor_cpus,
                              pools=pools, rewarm=rewarm, rewarm_passes=rewarm_passes,
-                             hold_replacements=hold_replacements)
+                             hold_replacements=hold_replacements, console_log=spark_log)
     if reference is not None:
         from jobs.tpcds.runner import reference_times
 

@@ -207,7 +207,7 @@ def _run_session(ctx: _Context, policy: str, data: Path, progress: Progress, met
     progress.step(f"{policy}: starting Spark ({spec.master_for(policy)})")
     options = _plugin_options(ctx, policy)
     options.update(pools.plugin_options(metadata_url, options.get("lifetime")))
-    spark, work_dir = session.start(spec, policy, trspark_options=options)
+    spark, work_dir = session.start(spec, policy, trspark_options=options, console_log=s.console_log)
     rows: list[RunRow] = []
     cap = None
     # A local-cluster's executor JVMs descend from the driver's: the process tree says which are alive.

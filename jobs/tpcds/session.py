@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -167,11 +169,13 @@ def _plugin_conf(policy: str, work_dir: Path, options: dict[str, Any]) -> dict[s
 
 
 def start(spec: ClusterSpec, policy: str, *, app_name: str = "trspark-tpcds",
-          trspark_options: dict[str, Any] | None = None) -> tuple[SparkSession, Path]:
+          trspark_options: dict[str, Any] | None = None,
+          console_log: Path | None = None) -> tuple[SparkSession, Path]:
     """Start a session for ``policy`` and return it with its private work directory.
 
     The work directory holds ``spark.local.dir`` (shuffle files), the fallback storage and the
-    plugin's remote backups, so nothing is shared between policies.
+    plugin's remote backups, so nothing is shared between policies. With ``console_log`` the
+    driver JVM this starts writes its console output to that file (:func:`jvm_console_to`).
     """
     os.environ.setdefault("SPARK_HOME", str(spark_home()))
     from pyspark.sql import SparkSession
@@ -193,11 +197,43 @@ def start(spec: ClusterSpec, policy: str, *, app_name: str = "trspark-tpcds",
     for key, value in conf.items():
         if value is not None:
             builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with jvm_console_to(console_log):
+        spark = builder.getOrCreate()
     # The driver's console: errors only (a kill makes Spark log many warnings); TRSPARK_LOG_LEVEL
     # (e.g. INFO) shows what the scheduler and the plugin did, for a run being investigated.
     spark.sparkContext.setLogLevel(os.environ.get("TRSPARK_LOG_LEVEL", "ERROR"))
     return spark, work_dir
+
+
+@contextmanager
+def jvm_console_to(path: Path | None) -> Iterator[None]:
+    """A driver JVM launched in this block writes its standard error to ``path`` (appended) for good.
+
+    PySpark starts the JVM as a child that inherits file descriptor 2, so pointing it at the file
+    for the launch alone sends there everything the JVM and the processes it starts print to the
+    console: Spark's log, JVM warnings, the stack traces Scala's default reporter prints when a
+    local cluster's thread pools shut down with replies in flight, the trspark engine's lines.
+    Python's standard error is the console again after the block. A JVM this process already
+    runs keeps its console (PySpark starts one per process). ``None``: nothing changes.
+
+    If the launch fails, its exception gets the last lines of the file as a note: the reason is there.
+    """
+    if path is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    saved = os.dup(2)
+    try:
+        with path.open("ab") as log:
+            os.dup2(log.fileno(), 2)
+        yield
+    except Exception as exc:
+        tail = path.read_text(errors="replace").splitlines()[-20:]
+        exc.add_note(f"the end of {path}:\n" + "\n".join(tail))
+        raise
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def set_executor_target(spark: SparkSession, total: int) -> None:

@@ -74,6 +74,9 @@ class BenchSettings:
     executor_cpus: float | None = None
     """Cap each executor JVM at this many cores (its own cgroup, :mod:`jobs.harness.cpucap`), as if
     every executor ran on its own VM; None: executors share the machine's cores."""
+    console_log: Path | None = None
+    """Where each policy's driver JVM writes its console output (Spark's log, the engine's lines),
+    appended (:func:`jobs.tpcds.session.jvm_console_to`); None: the console."""
 
     def runs(self, scenario: str) -> int:
         """Recorded runs per (query, policy) of ``scenario``."""
