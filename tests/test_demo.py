@@ -72,12 +72,16 @@ def test_summary_says_saved_cost_and_within_noise_in_plain_words() -> None:
                        "stable time; tr backed up 6.0 MiB a run, more than always's 4.0 MiB")
 
 
-def test_default_plan_fits_ten_minutes_and_needs_three_references_and_two_seeds() -> None:
+def test_default_plan_needs_three_references_and_two_seeds_and_takes_about_twelve_minutes() -> None:
     plan = DemoPlan()
     assert plan.stable_runs >= 3 and plan.seeds >= 2 and plan.policies == ("never", "always", "tr")
-    assert estimate_seconds(plan) <= demo_runner.BUDGET_S
-    # Three seeds would not fit with these stable times.
-    assert estimate_seconds(DemoPlan(seeds=3)) > demo_runner.BUDGET_S
+    # What the docs and the banner say: about 12 minutes, over the 10-minute budget.
+    assert 11 * 60 < estimate_seconds(plan) < 13 * 60 and estimate_seconds(plan) > demo_runner.BUDGET_S
+    # Each policy's session pays its start and its cold first pass once, whatever it runs.
+    one_policy = DemoPlan(policies=("never",), workloads=("q3",))
+    assert estimate_seconds(one_policy, stable={"q3": 0.0}) == pytest.approx(
+        demo_runner.DATA_S + demo_runner.SESSION_START_S + demo_runner.COLD_START_S + 2 * demo_runner.REPLACEMENT_S)
+    assert estimate_seconds(DemoPlan(seeds=3)) > estimate_seconds(plan)
     assert demo_runner.stable_guess("chain10") == 2 * demo_runner.stable_guess("chain5")
     assert estimate_seconds(DemoPlan(workloads=("q3",)), stable={"q3": 1.0}) < estimate_seconds(
         DemoPlan(workloads=("q3",)))
