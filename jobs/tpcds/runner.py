@@ -37,6 +37,7 @@ killed: runs are recorded with scenario ``real`` and whatever evictions the clus
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import queue
 import signal
@@ -364,12 +365,20 @@ def rewarm(spark: SparkSession, query: Query, group: str, time_cap: float, passe
            stable: float | None) -> int:
     """Run ``query`` unrecorded until a pass takes at most ``REWARM_WITHIN`` x ``stable`` s; at most ``passes``.
 
-    Without a stable time (none measured yet) every pass runs. Returns the passes run.
+    Without a stable time (none measured yet) every pass runs. Returns the passes run. When
+    several passes were allowed and the last is still slower than that, says so: the runs that
+    follow start on executors that are still cold.
     """
+    seconds = math.nan
     for done in range(1, passes + 1):
         outcome = execute(spark, query, group, time_cap)
-        if stable and outcome.error == "" and outcome.seconds <= REWARM_WITHIN * stable:
+        seconds = outcome.seconds
+        if stable and outcome.error == "" and seconds <= REWARM_WITHIN * stable:
+            log.debug("%s: re-warmed in %d pass(es), the last %.1fx the stable time", group, done, seconds / stable)
             return done
+    if stable and passes > 1:
+        log.warning("%s: the last of %d re-warm passes still took %.1fx the stable time (> %.2fx); the next "
+                    "runs start on cold executors", group, passes, seconds / stable, REWARM_WITHIN)
     return passes
 
 
