@@ -233,3 +233,26 @@ def test_rewarm_without_a_stable_time_or_after_a_failed_pass_goes_on_to_the_cap(
 def test_the_rewarm_bound_in_the_help_is_the_runner_s() -> None:
     result = CliRunner().invoke(cli, ["bench", "tpcds", "--help"])
     assert f"{runner.REWARM_WITHIN:g}x the query's stable time" in " ".join(result.output.split())
+
+
+def test_on_a_console_that_is_no_terminal_each_step_is_a_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    from jobs.tpcds.cli import run_with_progress
+    from jobs.tpcds.settings import Progress
+
+    def fake_run(settings: BenchSettings, hooks: Progress) -> BenchResult:
+        hooks.start(3)
+        hooks.step("never: starting Spark")
+        hooks.advance()
+        hooks.step("never · stable · q3 · run 1/3")
+        return BenchResult(rows=[], skipped={})
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    out = io.StringIO()
+    run_with_progress(BenchSettings(sf=0.1, queries=("q3",), policies=("never",), out=Path("r.csv")),
+                      Console(file=out, width=200))
+    assert out.getvalue().splitlines() == ["[0:00] never: starting Spark (0/3 done)",
+                                           "[0:00] never · stable · q3 · run 1/3 (1/3 done)"]

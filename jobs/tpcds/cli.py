@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from jobs.tpcds.results import RunRow as BenchRow
-    from jobs.tpcds.settings import BenchResult, BenchSettings
+    from jobs.tpcds.settings import BenchResult, BenchSettings, Progress
 
 
 def _policies(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -257,13 +258,15 @@ def _show(result: BenchResult, sf: float, out: Path, plot_path: Path | None, con
 
 
 def run_with_progress(settings: BenchSettings, console: Console) -> BenchResult:
-    """Run the benchmark under a rich progress bar."""
+    """Run the benchmark under a rich progress bar; on a console that is no terminal, one line per step."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from jobs.tpcds import runner
     from jobs.tpcds.settings import Progress as Hooks
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if not console.is_terminal:  # a log file or a pipe: a live bar would only show at the end
+        return runner.run(settings, _line_hooks(console))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console) as bar:
         task = bar.add_task("preparing", total=None)
@@ -273,6 +276,24 @@ def run_with_progress(settings: BenchSettings, console: Console) -> BenchResult:
             advance=lambda: bar.advance(task),
         )
         return runner.run(settings, hooks)
+
+
+def _line_hooks(console: Console) -> Progress:
+    """Progress hooks printing ``[elapsed] label (runs done/total)`` for each step."""
+    from jobs.tpcds.settings import Progress as Hooks
+
+    started = time.monotonic()
+    counts = {"done": 0, "total": 0}
+
+    def step(label: str) -> None:
+        minutes, seconds = divmod(int(time.monotonic() - started), 60)
+        console.print(f"[{minutes}:{seconds:02d}] {label} ({counts['done']}/{counts['total'] or '?'} done)",
+                      highlight=False)
+
+    def advance() -> None:
+        counts["done"] += 1
+
+    return Hooks(start=lambda total: counts.update(total=total), step=step, advance=advance)
 
 
 @bench.command("overhead")
