@@ -211,8 +211,8 @@ def jvm_console_to(path: Path | None) -> Iterator[None]:
 
     PySpark starts the JVM as a child that inherits file descriptor 2, so pointing it at the file
     for the launch alone sends there everything the JVM and the processes it starts print to the
-    console: Spark's log, JVM warnings, the stack traces Scala's default reporter prints when a
-    local cluster's thread pools shut down with replies in flight, the trspark engine's lines.
+    console: Spark's log, JVM warnings, stack traces printed straight to standard error (such as
+    a ``RejectedExecutionException`` when a local cluster shuts down), the trspark engine's lines.
     Python's standard error is the console again after the block. A JVM this process already
     runs keeps its console (PySpark starts one per process). ``None``: nothing changes.
 
