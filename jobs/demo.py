@@ -99,6 +99,8 @@ def stable_guess(workload: str) -> float:
     if chain.is_chain(workload):
         return STABLE_GUESS_S["chain5"] * int(workload.removeprefix(chain.PREFIX)) / 5
     return OTHER_GUESS_S
+
+
 CONSOLE_LOG = "spark-console.log"
 """In the output directory: what the policies' driver JVMs print (Spark's log, the engine's lines), kept off the demo's screen."""
 DEMO_SPARK_CONF = (("spark.sql.autoBroadcastJoinThreshold", "-1"), ("spark.trspark.duplication", "false"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 import subprocess
 import sys
@@ -85,6 +86,12 @@ def test_jvm_console_to_none_changes_nothing_and_a_failed_start_shows_the_files_
         raise OSError("Java gateway process exited before sending its port number")
     note = failed.value.__notes__[0]
     assert note.startswith(f"the end of {log}:\nline 10\n") and note.endswith("line 29")
+    # A log that cannot be opened stops before the launch, with standard error left alone.
+    before = os.fstat(2)
+    with pytest.raises(IsADirectoryError), jvm_console_to(tmp_path):
+        pytest.fail("the block must not run")
+    after = os.fstat(2)
+    assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
 
 
 @pytest.mark.spark

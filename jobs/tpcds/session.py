@@ -222,10 +222,10 @@ def jvm_console_to(path: Path | None) -> Iterator[None]:
         yield
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    saved = os.dup(2)
+    with path.open("ab") as log:  # a file that cannot be opened fails here, with fd 2 untouched
+        saved = os.dup(2)
+        os.dup2(log.fileno(), 2)
     try:
-        with path.open("ab") as log:
-            os.dup2(log.fileno(), 2)
         yield
     except Exception as exc:
         tail = path.read_text(errors="replace").splitlines()[-20:]
