@@ -30,19 +30,25 @@ def build_ancestry(parents: Callable[[Hashable], set[Hashable]], root: Hashable,
 
     Raises ``ValueError`` if the shuffle graph above ``root`` has a cycle.
     """
-    depth_of: dict[Hashable, int] = {root: 0}
+    # Each shuffle's parents are asked for once: the walk and the reader lists below reuse them.
+    parents_of: dict[Hashable, set[Hashable]] = {root: parents(root)}
     frontier = [root]
-    for level in range(1, depth + 1):
+    for _level in range(depth):
         nxt = []
         for sid in frontier:
-            for parent in parents(sid):
-                if parent not in depth_of:
-                    depth_of[parent] = level
+            for parent in parents_of[sid]:
+                if parent not in parents_of:
+                    parents_of[parent] = parents(parent)
                     nxt.append(parent)
         frontier = nxt
-    members = [s for s in depth_of if s != root]
+    members = [s for s in parents_of if s != root]
     member_set = set(members)
-    readers = {s: tuple(c for c in members if s in parents(c)) for s in members}
+    readers_of: dict[Hashable, list[Hashable]] = {s: [] for s in members}
+    for reader in members:  # in member order, so each reader list is too
+        for parent in parents_of[reader]:
+            if parent in member_set:
+                readers_of[parent].append(reader)
+    readers = {s: tuple(readers_of[s]) for s in members}
     # Kahn's algorithm: a shuffle is ready once every ancestor that reads it is placed.
     pending = {s: len(readers[s]) for s in members}
     ready = [s for s in members if pending[s] == 0]
@@ -50,13 +56,13 @@ def build_ancestry(parents: Callable[[Hashable], set[Hashable]], root: Hashable,
     while ready:
         sid = ready.pop()
         order.append(sid)
-        for parent in parents(sid):
+        for parent in parents_of[sid]:
             if parent in member_set:
                 pending[parent] -= 1
                 if pending[parent] == 0:
                     ready.append(parent)
     if len(order) != len(members):
         raise ValueError(f"the shuffle graph above {root!r} has a cycle")
-    direct = frozenset(parents(root)) & member_set
-    has_parents = {s: bool(parents(s) & member_set) for s in members}
+    direct = frozenset(parents_of[root]) & member_set
+    has_parents = {s: bool(parents_of[s] & member_set) for s in members}
     return Ancestry(tuple(order), readers, direct, has_parents)

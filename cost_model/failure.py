@@ -37,7 +37,8 @@ class FailureTable:
     Row ``e`` is executor slot ``e`` of the lineage (rows of free slots are 0, i.e. never fail;
     they carry no outputs). The grid values are built once per refresh: O(#executors × #edges)
     model evaluations, one vectorised call per lifetime model (executors of one pool share a
-    model object).
+    model object). An age-free model (``LifetimeModel.age_free``: exponential, stable) has one
+    row for all its executors at every age, taken from the ``previous`` table when there is one.
 
     Attributes
     ----------
@@ -49,7 +50,7 @@ class FailureTable:
         :attr:`cdf` with an extra last row of ones (index -1 selects it as a neutral factor).
     """
 
-    def __init__(self, lineage: Lineage, edges: FloatArray, now: float) -> None:
+    def __init__(self, lineage: Lineage, edges: FloatArray, now: float, previous: FailureTable | None = None) -> None:
         self.now = float(now)
         self.edges = edges
         capacity = lineage.capacity
@@ -57,6 +58,7 @@ class FailureTable:
         self._ages = np.zeros(capacity)
         self._group = np.full(capacity, -1, dtype=np.int64)
         self._groups: list[tuple[LifetimeModel, NDArray[np.int64]]] = []
+        self._age_free_rows: dict[int, tuple[LifetimeModel, FloatArray]] = {}
         self._continuous = np.ones(capacity, dtype=bool)
         for index, (model, members) in enumerate(lineage.executor_groups()):
             slots = np.array([ex.slot for ex in members], dtype=np.int64)
@@ -64,8 +66,25 @@ class FailureTable:
             self._group[slots] = index
             self._continuous[slots] = model.continuous
             self._groups.append((model, slots))
-            self.cdf[slots] = cond_cdf(model, self._ages[slots], edges)
+            self.cdf[slots] = self._grid_values(model, self._ages[slots], previous)
         self.cdf_padded = np.vstack((self.cdf, np.ones(edges.size)))
+
+    def _grid_values(self, model: LifetimeModel, ages: FloatArray, previous: FailureTable | None) -> FloatArray:
+        """``cond_cdf`` of ``model`` at ``ages``, shape ``(len(ages), G + 1)`` or one broadcast row.
+
+        An age-free model's row comes from ``previous`` (same model object, same grid): with exact
+        deadlines the table is rebuilt on most events, and these rows would come out the same.
+        """
+        if not model.age_free:
+            return cond_cdf(model, ages, self.edges)
+        kept = previous._age_free_rows.get(id(model)) if previous is not None and previous.edges is self.edges else None
+        if kept is not None and kept[0] is model:
+            row = kept[1]
+        else:
+            row = cond_cdf(model, ages[:1], self.edges)[0]
+            row.setflags(write=False)
+        self._age_free_rows[id(model)] = (model, row)
+        return row
 
     def cdf_interpolated(self, times: FloatArray, slots: Sequence[int] | NDArray[np.int64]) -> FloatArray:
         """:math:`F_e(t)` for continuous laws interpolated linearly between grid edges; exact otherwise.

@@ -181,7 +181,7 @@ class Recompute:
         periodic refreshes and executor churn keep every ``Er``.
         """
         old, old_occupants = self._table, self._occupants
-        table = FailureTable(self.lineage, self.grid.edges, self._now)
+        table = FailureTable(self.lineage, self.grid.edges, self._now, previous=old)
         occupants = {ex.slot: ex.executor_id for ex in self.lineage.executors()}
         self._table, self._occupants = table, occupants
         self._table_executors = self.lineage.executors_version

@@ -11,8 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cost_model import shuffle_terms
+from cost_model import failure, shuffle_terms
+from cost_model.ancestry import build_ancestry
+from cost_model.failure import FailureTable, cond_cdf
 from cost_model.lifetimes import Exponential, LifetimeModel, Weibull
+from cost_model.lifetimes.stable import Stable
 from cost_model.lineage import Lineage
 from cost_model.recompute import Recompute
 from cost_model.timegrid import TimeGrid
@@ -109,3 +112,67 @@ def test_forgetting_a_consumed_shuffle_changes_no_cost(model: LifetimeModel) -> 
         for m in range(4):
             np.testing.assert_allclose(rc_forgotten.er(sid, m), rc_consumed.er(sid, m), rtol=1e-12, atol=1e-12)
     assert all(key[0] != "a" for key in (*rc_forgotten._rest, *rc_forgotten._given, *rc_forgotten._shared))
+
+
+@pytest.mark.parametrize("model", [Exponential(mean=30.0), Stable()], ids=["exponential", "stable"])
+def test_an_age_free_model_has_the_same_grid_values_at_every_age(model: LifetimeModel) -> None:
+    """What ``age_free`` promises, bit for bit: a failure table may copy one row to every executor of the model."""
+    assert model.age_free
+    rows = cond_cdf(model, np.array([0.0, 1e-3, 7.5, 4e3, 1e7]), GRID.edges)
+    assert all(np.array_equal(row, rows[0]) for row in rows[1:])
+    wear_out = Weibull(shape=2.0, scale=300.0)
+    assert not wear_out.age_free
+    aged = cond_cdf(wear_out, np.array([0.0, 100.0]), GRID.edges)
+    assert not np.array_equal(aged[0], aged[1])
+
+
+def test_a_refreshed_table_reuses_age_free_rows_and_recomputes_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    spot, on_demand, wear_out = Exponential(mean=30.0), Stable(), Weibull(shape=0.6, scale=40.0)
+    lineage = Lineage()
+    for i, model in enumerate((spot, spot, on_demand, wear_out, wear_out)):
+        lineage.add_executor(f"e{i}", model, started=-3.0 * i)
+    first = FailureTable(lineage, GRID.edges, now=0.0)
+    evaluated: list[LifetimeModel] = []
+    original = failure.cond_cdf
+
+    def counting(model: LifetimeModel, ages: np.ndarray, edges: np.ndarray) -> np.ndarray:
+        evaluated.append(model)
+        return original(model, ages, edges)
+
+    monkeypatch.setattr(failure, "cond_cdf", counting)
+    later = FailureTable(lineage, GRID.edges, now=25.0, previous=first)
+    assert evaluated == [wear_out]  # the ages moved, only the wear-out law's values did
+    fresh = FailureTable(lineage, GRID.edges, now=25.0)
+    np.testing.assert_array_equal(later.cdf, fresh.cdf)
+    np.testing.assert_array_equal(later.cdf_padded, fresh.cdf_padded)
+    other_grid = TimeGrid.geometric(500.0, 16, first=1e-2).edges
+    evaluated.clear()
+    FailureTable(lineage, other_grid, now=25.0, previous=first)  # another grid: nothing to reuse
+    assert len(evaluated) == 3
+
+
+def _reference_ancestry(parents: dict[str, set[str]], root: str, depth: int) -> tuple[list[str], dict[str, tuple[str, ...]]]:
+    """Members in discovery order and their readers, straight from the definitions (O(members^2))."""
+    found, frontier = [root], [root]
+    for _ in range(depth):
+        frontier = [p for s in frontier for p in sorted(parents[s]) if p not in found and not found.append(p)]
+    members = [s for s in found if s != root]
+    return members, {s: tuple(c for c in members if s in parents[c]) for s in members}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_ancestry_matches_its_definition_on_random_shuffle_graphs(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    names = [f"s{i}" for i in range(14)]
+    # Shuffle i reads up to 3 earlier shuffles: a DAG, as Spark's stages form one.
+    parents = {name: {names[j] for j in rng.choice(i, size=min(i, int(rng.integers(0, 4))), replace=False)}
+               for i, name in enumerate(names)}
+    for depth in (1, 3, 8):
+        ancestry = build_ancestry(lambda s: parents[s], names[-1], depth)
+        members, readers = _reference_ancestry(parents, names[-1], depth)
+        assert set(ancestry.order) == set(members) and len(ancestry.order) == len(members)
+        assert {s: set(r) for s, r in ancestry.readers.items()} == {s: set(r) for s, r in readers.items()}
+        position = {s: i for i, s in enumerate(ancestry.order)}
+        assert all(position[r] < position[s] for s, rs in ancestry.readers.items() for r in rs)
+        assert ancestry.direct == frozenset(parents[names[-1]]) & set(members)
+        assert ancestry.has_parents == {s: bool(parents[s] & set(members)) for s in members}

@@ -94,6 +94,10 @@ class LifetimeModel(ABC):
     #: ``False`` when the law has point masses that ``pdf`` does not show (see module docstring).
     continuous: bool = True
 
+    #: ``True`` when :meth:`cond_cumulative_hazard` does not depend on the age at all (memoryless
+    #: and stable laws): every executor of the model then has the same, bit-identical grid values.
+    age_free: bool = False
+
     # ---- what a model must supply ------------------------------------------------------------
     @abstractmethod
     def sf(self, t: ArrayLike) -> FloatArray:

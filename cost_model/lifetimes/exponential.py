@@ -27,6 +27,7 @@ class Exponential(LifetimeModel):
     """
 
     name = "exponential"
+    age_free = True
 
     def __init__(self, mean: float | None = None, *, rate: float | None = None) -> None:
         if (mean is None) == (rate is None):

@@ -21,6 +21,7 @@ class Stable(LifetimeModel):
     """
 
     name = "stable"
+    age_free = True
 
     def sf(self, t: ArrayLike) -> FloatArray:
         return np.ones(np.shape(t), dtype=np.float64)
