@@ -37,10 +37,10 @@ overlap is "within noise" (:func:`within_noise`), never a finding.
 
 Time budget
 -----------
-:func:`estimate_seconds`: session starts (18-22 s each) and their cold first passes, warm-up
+:func:`estimate_seconds`: session starts (17-23 s each) and their cold first passes, warm-up
 passes, stable runs, evicted runs at their expected slowdown and the wait for replacements
 around each run with kills (and a re-warm run, when asked for). With the stable times the
-demo's reference runs measured at SF 0.1 (q29 4.0-4.7 s, taken as 4.5 s; ``chain4`` 7.9-8.1 s,
+demo's reference runs measured at SF 0.1 (q29 3.6-4.7 s, taken as 4.5 s; ``chain4`` 7.8-10.0 s,
 2 s an iteration) the default plan comes to about 9 minutes on 2 cores, within
 :data:`BUDGET_S` (10 minutes); the banner says so before anything runs, and the run prints its
 own elapsed time next to the estimate. The driver's and executors' JVMs run with
@@ -75,7 +75,7 @@ DEMO_POLICIES = ("never", "always", "tr")
 DEMO_WORKLOADS = ("q29", "chain4")
 BUDGET_S = 600.0
 SESSION_START_S = 20.0
-"""A local cluster's start-up with :data:`SMALL_HOST_JVM_OPTIONS` (18-22 s measured, :mod:`jobs.tpcds.session`)."""
+"""A local cluster's start-up with :data:`SMALL_HOST_JVM_OPTIONS` (17-23 s measured, :mod:`jobs.tpcds.session`)."""
 COLD_START_S = 15.0
 """What a session's two warm-up rounds take beyond two warm passes: its JVMs start cold. Measured
 on the default plan: 35-47 s for the two rounds, against 25 s of warm passes."""
@@ -108,10 +108,11 @@ SMALL_HOST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 """The demo's driver and executor JVMs: the C1 compiler only and a single-threaded collector.
 Four JVMs share 2 cores here, and C2's compile threads and a parallel collector's threads take
 CPU from the queries for minutes while the JVMs warm up. Measured on the default plan, against
-the JVMs' defaults: a session's start took 18-22 s instead of 22-36 s, its two warm-up rounds
-35-47 s instead of about 90 s, vanilla Spark's stable q29 runs 4.0-4.7 s instead of 5.9-7.5 s,
-and the whole demo 8.1 minutes instead of 12.2 (the two options were measured together). Jobs of
-minutes on machines of their own want the defaults back: C2's code is faster once compiled."""
+the JVMs' defaults: a session's start took 17-23 s instead of 22-36 s, its two warm-up rounds
+35-47 s instead of about 90 s, vanilla Spark's stable q29 runs 3.6-4.7 s instead of 5.9-7.5 s,
+and the whole demo 8.0-8.1 minutes instead of 12.2 (the two options were measured together).
+At SF 1 the defaults win once warm (``bench/jvm_warmup.py``: 13-14 % faster by a fifth pass), so
+the bench keeps them."""
 DEMO_SPARK_CONF = (("spark.sql.autoBroadcastJoinThreshold", "-1"), ("spark.trspark.duplication", "false"),
                    ("spark.driver.extraJavaOptions", SMALL_HOST_JVM_OPTIONS),
                    ("spark.executor.extraJavaOptions", SMALL_HOST_JVM_OPTIONS))
