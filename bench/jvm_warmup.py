@@ -9,8 +9,8 @@ does after a kill. Sessions alternate between the two option sets, ``--sessions`
 busy machine slows both alike.
 
 * ``defaults``: the JVMs' own compilers and collector (tiered C1 + C2, G1).
-* ``small-host``: :data:`jobs.demo.SMALL_HOST_JVM_OPTIONS` on the driver and the executors (C1
-  only, the serial collector).
+* ``small-host``: :data:`jobs.demo.SMALL_HOST_JVM_CONF`, the demo's options on the driver and the
+  executors (C1 only, the serial collector).
 
 Prints, per option set and query, each pass's seconds (min-max over the sessions) and the
 start-up, then per query the ratio ``small-host / defaults`` of the medians of the first and of
@@ -35,7 +35,7 @@ OPTION_SETS = ("defaults", "small-host")
 def one_session(options: str, sf: float, queries: Sequence[str], passes: int, executors: int,
                 executor_cpus: float, log: Path) -> dict[str, list[float]]:
     """Start-up seconds (key ``start``) and each query's pass seconds, on a fresh cluster."""
-    from jobs.demo import SMALL_HOST_JVM_OPTIONS
+    from jobs.demo import SMALL_HOST_JVM_CONF
     from jobs.harness.cpucap import ExecutorCpuCap
     from jobs.harness.executors import driver_pid
     from jobs.tpcds import datagen, session
@@ -43,7 +43,7 @@ def one_session(options: str, sf: float, queries: Sequence[str], passes: int, ex
 
     extra = {"spark.sql.autoBroadcastJoinThreshold": "-1"}
     if options == "small-host":
-        extra["spark.driver.extraJavaOptions"] = extra["spark.executor.extraJavaOptions"] = SMALL_HOST_JVM_OPTIONS
+        extra.update(SMALL_HOST_JVM_CONF)
     data = datagen.generate(sf, None, show_progress=False)
     spec = session.ClusterSpec(executors=executors, cores=1, memory_mb=2048, extra_conf=extra)
     began = time.monotonic()

@@ -113,9 +113,11 @@ the JVMs' defaults: a session's start took 17-23 s instead of 22-36 s, its two w
 and the whole demo 8.0-8.1 minutes instead of 12.2 (the two options were measured together).
 At SF 1 the defaults win once warm (``bench/jvm_warmup.py``: 13-14 % faster by a fifth pass), so
 the bench keeps them."""
+SMALL_HOST_JVM_CONF = (("spark.driver.extraJavaOptions", SMALL_HOST_JVM_OPTIONS),
+                       ("spark.executor.extraJavaOptions", SMALL_HOST_JVM_OPTIONS))
+"""The Spark settings that give :data:`SMALL_HOST_JVM_OPTIONS` to the driver's and the executors' JVMs."""
 DEMO_SPARK_CONF = (("spark.sql.autoBroadcastJoinThreshold", "-1"), ("spark.trspark.duplication", "false"),
-                   ("spark.driver.extraJavaOptions", SMALL_HOST_JVM_OPTIONS),
-                   ("spark.executor.extraJavaOptions", SMALL_HOST_JVM_OPTIONS))
+                   *SMALL_HOST_JVM_CONF)
 """Shuffle joins, so that every join's inputs are map outputs a kill can take. No task duplicates:
 the demo's executors share 2 cores, so an idle executor is no idle capacity there and a duplicate
 would take CPU from the task it copies (on a cluster where each executor has its own cores, keep
