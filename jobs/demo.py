@@ -5,7 +5,9 @@ Plan
 Two workloads where a kill costs recomputation, not only capacity: ``q29`` (TPC-DS; three fact
 tables joined by shuffles) and ``chain4`` (:mod:`jobs.tpcds.chain`: four iterations of score
 propagation, a lineage of about eight shuffles that each re-read the first one). Per policy
-(``never`` = vanilla Spark, ``always``, ``tr``) one 3-executor local cluster, warmed up. As on a
+(``never`` = vanilla Spark, ``always``, ``tr``) one 3-executor local cluster, warmed up; the
+clusters stay up side by side and take turns (:mod:`jobs.tpcds.lockstep`), so that each kill
+schedule is replayed for every policy within one round, seconds apart. As on a
 real spot cluster, ``on_demand`` executors (1) are on-demand, never killed, and the others spot:
 each executor reads its pool from its own imitated AWS instance metadata, and ``tr`` prices the
 on-demand one as stable (:mod:`jobs.tpcds.pools`). Then:
@@ -124,7 +126,7 @@ would take CPU from the task it copies (on a cluster where each executor has its
 it). JVM options for a small shared host (:data:`SMALL_HOST_JVM_OPTIONS`)."""
 SLOWDOWN_GUESS = {"never": 2.2, "always": 2.2, "tr": 2.2}
 """Expected evicted slowdowns for the budget (the demo's medians per job and kill seed, its
-replacements held until each run's end: never 1.26-1.92x, always 1.22-1.96x, tr 1.47-1.68x;
+replacements held until each run's end: never 0.86-1.52x, always 1.25-1.66x, tr 1.05-1.70x;
 the guesses sit high, so the plan ends early)."""
 
 
@@ -189,7 +191,7 @@ class DemoPlan:
                              time_cap=240.0, warmup_rounds=self.warmup_rounds, stable_runs="all",
                              rewarm=self.rewarm, pools=self.pools, hold_replacements=self.hold_replacements,
                              tr_notices=self.notice > 0, notice=self.notice, spark_conf=DEMO_SPARK_CONF,
-                             console_log=out.parent / CONSOLE_LOG)
+                             console_log=out.parent / CONSOLE_LOG, interleave=True)
 
 
 def estimate_seconds(plan: DemoPlan, stable: dict[str, float] | None = None,

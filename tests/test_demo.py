@@ -109,6 +109,7 @@ def test_default_plan_has_one_on_demand_executor_that_is_never_killed() -> None:
     assert DemoPlan(on_demand=0).settings(Path("r.csv")).pools == ()
     assert ("spark.trspark.duplication", "false") in settings.spark_conf
     assert settings.hold_replacements, "a replacement JVM starting mid-run would take the survivors' cores"
+    assert settings.interleave, "each kill schedule is replayed for every policy in one round"
     with pytest.raises(ValueError, match="on-demand executors must be 0..2"):
         DemoPlan(on_demand=3)
 

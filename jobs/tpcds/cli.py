@@ -179,6 +179,10 @@ def datagen_command(sf: float, cache: Path | None) -> None:
               help="Replace the executors killed during a run only once it has ended, as spot VMs whose "
                    "replacements boot for longer than the run (on one machine a replacement JVM starting "
                    "mid-run takes the survivors' cores).")
+@click.option("--interleave/--one-policy-at-a-time", default=False, show_default=True,
+              help="Keep every policy's local cluster up and let them take turns, so that run r of a query "
+                   "under each policy (the same kills) is made in one round, seconds apart: the host's drift "
+                   "over minutes stays out of the comparison. Needs memory for every cluster at once.")
 @click.option("--executor-cpus", type=click.FloatRange(min=0.05), default=None,
               help="Cap each executor JVM at this many cores (a cgroup CPU quota of its own), as if every "
                    "executor ran on its own VM: an idle executor's share is then lost, and a replacement "
@@ -192,8 +196,8 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
                   notice: float, max_kills: int | None, time_cap: float, out: Path, plot_path: Path | None, master: str | None,
                   cache: Path | None, spark_conf: tuple[tuple[str, str], ...], warmup: int | None,
                   stable_runs: str, reference: Path | None, tr_notices: bool, pools: tuple[tuple[str, int], ...],
-                  rewarm: bool, rewarm_passes: int, hold_replacements: bool, executor_cpus: float | None,
-                  spark_log: Path | None) -> None:
+                  rewarm: bool, rewarm_passes: int, hold_replacements: bool, interleave: bool,
+                  executor_cpus: float | None, spark_log: Path | None) -> None:
     """Run TPC-DS queries per policy, stable and under the same executor kills; one CSV row per run."""
     if lifetime is not None and stability is not None:
         raise click.UsageError("give --lifetime or --stability, not both")
@@ -205,6 +209,9 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
         executors = executor_count(pools)
     if executor_cpus is not None:
         _check_executor_cpus(master)
+    if interleave and master is not None:
+        raise click.BadParameter("policies take turns on local clusters, one each; not with --master",
+                                 param_hint="'--interleave'")
     from rich.console import Console
 
     from jobs.tpcds.settings import BenchSettings
@@ -216,7 +223,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
                              spark_conf=spark_conf, warmup=warmup, stable_runs=stable_runs,
                              reference=reference, tr_notices=tr_notices, executor_cpus=executor_cpus,
                              pools=pools, rewarm=rewarm, rewarm_passes=rewarm_passes,
-                             hold_replacements=hold_replacements, console_log=spark_log)
+                             hold_replacements=hold_replacements, interleave=interleave, console_log=spark_log)
     if reference is not None:
         from jobs.tpcds.runner import reference_times
 

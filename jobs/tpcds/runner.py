@@ -28,6 +28,9 @@ Plan of a benchmark (``--policies never,always,decommission,tr``)
    executors must be registered again, with live JVMs (the driver lists a departed executor for a
    few seconds more); after a run during or after which an executor was killed, the query is run
    once more unrecorded, so cold replacement JVMs do not slow the next measurement.
+5. Policies run one after the other, or, with ``interleave``, take turns with every cluster up
+   (:mod:`jobs.tpcds.lockstep`): run ``r`` of a query under each policy is then made in one round,
+   and a cluster's replacements register before the next policy's turn.
 
 A run that exceeds ``time_cap`` is cancelled and recorded as failed; an aborted job is recorded as
 failed with Spark's reason. With ``master`` set (a real cluster, e.g. on spot VMs) nothing is
@@ -50,8 +53,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs.harness.executors import driver_pid
-from jobs.tpcds import datagen, metrics, pools, results, schedules, session
+from jobs.tpcds import datagen, lockstep, metrics, pools, results, schedules, session
 from jobs.tpcds.answers import Answer, DuckDBOracle, compare
+from jobs.tpcds.lockstep import Turns, step_key
 from jobs.tpcds.queries import Query, load
 from jobs.tpcds.query_run import execute, first_line
 from jobs.tpcds.results import RunRow
@@ -118,6 +122,9 @@ def run(settings: BenchSettings, progress: Progress | None = None) -> BenchResul
     progress.start(sum(planned.values()))
     rows: list[RunRow] = []
     skipped: dict[str, str] = {}
+    if settings.interleave:
+        return BenchResult(rows, lockstep.run_interleaved(ctx, policies, data, progress, rows, planned,
+                                                          target=_policy_turns_process))
     for policy in policies:
         mine: list[RunRow] = []
         done = _run_isolated(ctx, policy, data, progress, mine)
@@ -170,23 +177,22 @@ def _run_isolated(ctx: _Context, policy: str, data: Path, progress: Progress, ro
                     return _PolicyDone({}, {}, f"its worker process died (exit code {child.exitcode})")
                 continue
             kind, payload = message
-            if kind == "step":
-                progress.step(payload)
-            elif kind == "advance":
-                progress.advance()
-            elif kind == "row":
-                rows.append(payload)
-            else:
+            if not lockstep.forward(kind, payload, progress, rows):
                 return payload  # type: ignore[no-any-return]
     finally:
         child.join()
 
 
-def _policy_process(ctx: _Context, policy: str, data: Path, channel: Any) -> None:
+def _policy_turns_process(ctx: _Context, policy: str, data: Path, turns: lockstep.ChildTurns) -> None:
+    """One policy's process when policies take turns: its messages and its turns go through ``turns``."""
+    _policy_process(ctx, policy, data, turns, turns)
+
+
+def _policy_process(ctx: _Context, policy: str, data: Path, channel: Any, turns: Turns | None = None) -> None:
     hooks = Progress(step=lambda label: channel.put(("step", label)), advance=lambda: channel.put(("advance", None)),
                      row=lambda row: channel.put(("row", row)))
     try:
-        _run_policy(ctx, policy, data, hooks)
+        _run_policy(ctx, policy, data, hooks, turns)
         channel.put(("done", _PolicyDone(ctx.stable, ctx.schedules)))
     except session.PolicyUnavailable as exc:
         channel.put(("done", _PolicyDone({}, {}, str(exc))))
@@ -195,16 +201,18 @@ def _policy_process(ctx: _Context, policy: str, data: Path, channel: Any) -> Non
         channel.put(("done", _PolicyDone({}, {}, f"it failed: {first_line(exc)}")))
 
 
-def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress) -> list[RunRow]:
+def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress, turns: Turns | None = None) -> list[RunRow]:
     """All runs of one policy on one session (raises PolicyUnavailable if it cannot start)."""
     with pools.metadata_server(ctx.settings.pools) as metadata_url:
-        return _run_session(ctx, policy, data, progress, metadata_url)
+        return _run_session(ctx, policy, data, progress, metadata_url, turns or Turns())
 
 
-def _run_session(ctx: _Context, policy: str, data: Path, progress: Progress, metadata_url: str | None) -> list[RunRow]:
+def _run_session(ctx: _Context, policy: str, data: Path, progress: Progress, metadata_url: str | None,
+                 turns: Turns) -> list[RunRow]:
     s = ctx.settings
     spec = session.ClusterSpec(executors=s.executors, cores=s.cores, memory_mb=s.memory_mb, master=s.master,
                                extra_conf=dict(s.spark_conf))
+    ctx.stable.update(turns.wait(step_key(policy, "start")))  # the plugin's lifetime model needs the reference
     progress.step(f"{policy}: starting Spark ({spec.master_for(policy)})")
     options = _plugin_options(ctx, policy)
     options.update(pools.plugin_options(metadata_url, options.get("lifetime")))
@@ -226,21 +234,26 @@ def _run_session(ctx: _Context, policy: str, data: Path, progress: Progress, met
         api_ready.start()
         session.register_tables(spark, data)
         count = metrics.executor_count(spark.sparkContext, local_driver)
+        turns.wait(step_key(policy, "warm-up"))
         progress.step(f"{policy}: warm-up")
         _warm_up_queries(ctx, spark, policy)
         api_ready.join()
         scenarios = _scenarios(s, policy)
         names = list(ctx.queries)
         for scenario in scenarios:
-            if scenario == "evicted" and not ctx.schedules:
-                draw_schedules(ctx)
-            for name, query in ctx.queries.items():
+            for qi, (name, query) in enumerate(ctx.queries.items()):
                 batch = []
                 runs = s.runs(scenario)
                 for r in range(runs):
+                    ctx.stable.update(turns.wait(step_key(policy, scenario, qi, r)))
+                    if scenario == "evicted" and not ctx.schedules:
+                        draw_schedules(ctx)
                     progress.step(f"{policy} · {scenario} · {name} · run {r + 1}/{runs}")
                     last = scenario == scenarios[-1] and name == names[-1] and r == runs - 1
                     batch.append(_run_once(ctx, spark, api, count, policy, scenario, query, r, last=last))
+                    if turns.interleaved and s.master is None:
+                        # The next turn is another cluster's: its run must not meet this one's replacements booting.
+                        wait_for_executors(count, s.executors)
                     progress.advance()
                 if scenario == "stable" and policy == "never":
                     _set_reference(ctx, name, batch)

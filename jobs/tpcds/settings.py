@@ -74,9 +74,20 @@ class BenchSettings:
     executor_cpus: float | None = None
     """Cap each executor JVM at this many cores (its own cgroup, :mod:`jobs.harness.cpucap`), as if
     every executor ran on its own VM; None: executors share the machine's cores."""
+    interleave: bool = False
+    """Keep every policy's cluster up and let them take turns: run ``r`` of a query under each policy
+    is made in one round, seconds apart (:mod:`jobs.tpcds.lockstep`), so the machine's drift over
+    the minutes one policy's runs take does not enter the comparison. Clusters that do not run
+    sit idle; vanilla Spark's reference is measured before the others start. Killed executors
+    are replaced before the next policy's turn."""
     console_log: Path | None = None
     """Where each policy's driver JVM writes its console output (Spark's log, the engine's lines),
     appended (:func:`jobs.tpcds.session.jvm_console_to`); None: the console."""
+
+    def __post_init__(self) -> None:
+        if self.interleave and self.master is not None:
+            raise ValueError("interleaved policies need local clusters, one per policy; "
+                             f"an existing cluster was given (master {self.master!r})")
 
     def runs(self, scenario: str) -> int:
         """Recorded runs per (query, policy) of ``scenario``."""

@@ -1,0 +1,38 @@
+"""Policies taking turns on real local-clusters: both sessions stay up and their runs alternate.
+
+SF 0.01, one query, vanilla Spark and ``always`` (the plugin's cluster), one stable and one
+evicted run each; every executor JVM named in the schedule is really killed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobs.tpcds.results import read
+from jobs.tpcds.runner import run
+from jobs.tpcds.settings import BenchSettings
+
+pytestmark = pytest.mark.spark
+
+
+def test_policies_take_turns_and_each_meets_the_same_kill(tmp_path: Path) -> None:
+    out = tmp_path / "results.csv"
+    settings = BenchSettings(sf=0.01, queries=("q7",), policies=("never", "always"), out=out,
+                             cache=tmp_path / "cache", lifetime="deterministic:at=0.4", stability=None, executors=2,
+                             memory_mb=1024, seed=3, max_kills=1, time_cap=120.0, rewarm=False, warmup=1,
+                             interleave=True)
+    result = run(settings)
+    assert result.skipped == {}, result.skipped
+    order = [(r.policy, r.scenario) for r in read(out)]
+    # Rows are written when a run ends: vanilla Spark's reference first, then the two evicted
+    # runs back to back (one after the other, sequential policies would put never's before always's stable run).
+    assert order[0] == ("never", "stable") and order[1] == ("always", "stable")
+    assert sorted(order[2:]) == [("always", "evicted"), ("never", "evicted")]
+    for row in result.rows:
+        assert row.result_ok and not row.failed, (row.policy, row.scenario, row.error)
+        assert row.stable_seconds == result.rows[0].seconds  # every slowdown is against vanilla Spark's run
+        assert row.executors_killed == (1 if row.scenario == "evicted" else 0), (row.policy, row.scenario)
+    always = [r for r in result.rows if r.policy == "always"]
+    assert all(r.backups_count > 0 for r in always)  # the plugin's cluster, not a second vanilla one
