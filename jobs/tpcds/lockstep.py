@@ -13,7 +13,6 @@ made in one round. Without interleaving, :class:`Turns` lets every step go at on
 
 from __future__ import annotations
 
-import logging
 import multiprocessing
 import queue
 from collections.abc import Callable
@@ -22,8 +21,6 @@ from typing import Any
 
 from jobs.tpcds.results import RunRow
 from jobs.tpcds.settings import Progress
-
-log = logging.getLogger("trspark.bench")
 
 STEP_PHASES = ("start", "warm-up", "stable")
 
