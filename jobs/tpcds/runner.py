@@ -251,7 +251,7 @@ def _run_session(ctx: _Context, policy: str, data: Path, progress: Progress, met
                     progress.step(f"{policy} · {scenario} · {name} · run {r + 1}/{runs}")
                     last = scenario == scenarios[-1] and name == names[-1] and r == runs - 1
                     batch.append(_run_once(ctx, spark, api, count, policy, scenario, query, r, last=last))
-                    if turns.interleaved and s.master is None:
+                    if turns.interleaved:  # (local clusters only: BenchSettings refuses a master)
                         # The next turn is another cluster's: its run must not meet this one's replacements booting.
                         wait_for_executors(count, s.executors)
                     progress.advance()
