@@ -6,10 +6,11 @@ import pytest
 from engine_world import MB, feed, map_stage, run_task
 
 from trspark.engine.commands import Backup
-from trspark.engine.events import REMOTE, Event, ExecutorAdded, ExecutorLost, ExecutorNotice
+from trspark.engine.events import REMOTE, Event, ExecutorAdded, ExecutorLost, ExecutorNotice, Tick
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 from trspark.engine.tr.checkpointing import decide
+from trspark.engine.tr.costs import NOTICE_STALENESS
 from trspark.engine.tr.policy import TRPolicy
 
 SPOT = "exponential:mean=10"
@@ -105,6 +106,27 @@ def test_a_notice_changes_the_costs_by_default_and_not_when_ignored(knowledge: s
     assert (after != before) is priced
     if priced:  # a certain loss half a second from now: the whole re-computation
         assert after > before
+
+
+def test_the_costs_follow_the_clock_only_while_a_deadline_is_pending() -> None:
+    # One memoryless law for all: the failure table may lag a period, until a notice names a
+    # death time; once that executor is gone, the laws are the same again.
+    policy = _policy(pools=())
+    period_staleness = policy.config.period * 0.999
+    feed(policy, [*_executors({"a": "spot", "b": "spot", "c": "spot"}), *_job("a", seconds=1.0)])
+    recompute = policy.costs.recompute
+    assert recompute.max_staleness == pytest.approx(period_staleness)
+    assert policy.knowledge.one_memoryless_law(bool(policy.state.with_deadline))
+
+    feed(policy, [ExecutorNotice(time=1.5, executor_id="c", deadline=3.0, kind="notice")])
+    assert policy.state.with_deadline == {"c"}
+    assert recompute.max_staleness == NOTICE_STALENESS
+    assert not policy.knowledge.one_memoryless_law(bool(policy.state.with_deadline))
+
+    feed(policy, [ExecutorLost(time=3.0, executor_id="c"), Tick(time=3.5)])
+    assert policy.state.with_deadline == set()
+    assert recompute.max_staleness == pytest.approx(period_staleness)
+    assert policy.knowledge.one_memoryless_law(False)
 
 
 def test_a_bad_pool_spec_names_the_pool() -> None:

@@ -71,6 +71,8 @@ class JobRecords:
         self.safe_holders: set[str] = set()
         """Alive executors never evicted under their lifetime law (``stable``, no notice): a
         copy there is as safe as one on remote storage."""
+        self.with_deadline: set[str] = set()
+        """Alive executors whose death time is known (an ``ExecutorNotice`` with a deadline)."""
         self._held: dict[str, set[BlockId]] = {}
         """executor -> outputs it holds a copy of (as writer or peer backup): O(own) eviction."""
         self._by_shuffle: dict[int, dict[BlockId, MapOutput]] = {}

@@ -102,6 +102,8 @@ class JobState(JobRecords):
         if ex is not None and ex.alive:
             ex.notice_deadline = e.deadline
             ex.draining = ex.draining or e.kind == "notice"
+            if e.deadline is not None:
+                self.with_deadline.add(e.executor_id)
             self.refresh_lifetimes()
 
     def _executor_rebalance(self, e: ExecutorRebalance) -> None:
@@ -127,6 +129,7 @@ class JobState(JobRecords):
         if self.lineage is not None and self.lineage.has_executor(e.executor_id):
             self.lineage.remove_executor(e.executor_id)
         self.safe_holders.discard(e.executor_id)
+        self.with_deadline.discard(e.executor_id)
         ex = self.executors.get(e.executor_id)
         if ex is None or not ex.alive:
             return

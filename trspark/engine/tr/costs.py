@@ -68,9 +68,11 @@ class CostEstimator:
         # The grid must reach the longest T_max we ask for; past it Er is held constant.
         horizon = max(1.0, 4.0 * knowledge.longest_mean(DEFAULT_MEAN))
         self.grid = TimeGrid.geometric(horizon, size=config.grid_size, first=min(0.05, horizon / 1e4))
+        # Just under a period, so that every tick finds the table stale.
+        self._period_staleness = config.period * 0.999
         self.recompute = Recompute(
             self.lineage, self.grid, depth=config.recursion_depth,
-            max_staleness=NOTICE_STALENESS if knowledge.exact else config.period * 0.999
+            max_staleness=NOTICE_STALENESS if knowledge.exact(False) else self._period_staleness
         )
         self.backup = BackupCosts(
             self.recompute, config.local_bandwidth, config.remote_bandwidth, config.remote_cap,
@@ -79,21 +81,24 @@ class CostEstimator:
         self._first = True
 
     # ---- the clock ----------------------------------------------------------------------------
-    def advance(self, now: float, *, tick: bool, forgotten: Sequence[int] = ()) -> None:
+    def advance(self, now: float, *, tick: bool, forgotten: Sequence[int] = (), deadlines_pending: bool = False) -> None:
         """After an event is folded into the state: drop what was derived from ``forgotten`` shuffles, move the clock.
 
         With a distribution only, the failure table ages with the clock on ticks: its rebuild
         (O(executors x grid)) lands on the periodic re-plan, not inside a task's decision, and
         ages lag by at most one period. With exact deadlines a lag of a period would move deaths
         out of the window, so the clock follows every event and the table is rebuilt every
-        :data:`NOTICE_STALENESS` seconds.
+        :data:`NOTICE_STALENESS` seconds, while ``deadlines_pending`` (some alive executor's death
+        time is known) or in the exact knowledge modes.
         """
         for shuffle in forgotten:
             self.recompute.forget_shuffle(shuffle)
-        exact = self.knowledge.exact
-        if exact and self.recompute.max_staleness > NOTICE_STALENESS:  # the first notice came
+        exact = self.knowledge.exact(deadlines_pending)
+        if exact and self.recompute.max_staleness > NOTICE_STALENESS:  # a deadline came
             self.recompute.max_staleness = NOTICE_STALENESS
             self.recompute.refresh()
+        elif not exact and self.recompute.max_staleness < self._period_staleness:  # the last deadline passed
+            self.recompute.max_staleness = self._period_staleness
         if tick or self._first or exact:
             self._first = False
             self.recompute.advance(now)

@@ -97,7 +97,7 @@ class Duplicator:
     def duplicate_on_idle(self, state: JobState, hints: SchedulingHints | None = None,
                           warm_first: bool = False) -> list[Command]:
         """Copy the top running tasks onto idle executors (see :func:`idle_executors`)."""
-        if self.knowledge.one_memoryless_law():
+        if self.knowledge.one_memoryless_law(bool(state.with_deadline)):
             return []  # one memoryless law for all: a copy is never safer than its original
         ready = idle_executors(state, hints, warm_first)
         if not ready:

@@ -61,17 +61,19 @@ class LifetimeKnowledge:
         self._known: dict[tuple[str, float], LifetimeModel] = {}
         self._fitted_on: dict[str | None, int] = {}
         self.refits = 0
-        self.deadlines_seen = False
-        """A notice was priced at least once (from then on the costs follow every event)."""
 
     @property
     def uses_notices(self) -> bool:
         return self.mode != "indeterministic"
 
-    @property
-    def exact(self) -> bool:
-        """Exact deadlines may be in play: the failure table must follow the clock closely."""
-        return self.mode in ("deterministic", "fitted") or self.deadlines_seen
+    def exact(self, deadlines_pending: bool) -> bool:
+        """Exact deadlines may be in play: the failure table must follow the clock closely.
+
+        ``deadlines_pending``: some alive executor has a known death time
+        (:attr:`~trspark.engine.state.JobState.with_deadline`); it counts only where notices are
+        priced. Once the last such executor is gone, the models are distributions again.
+        """
+        return self.mode in ("deterministic", "fitted") or (deadlines_pending and self.uses_notices)
 
     def pool_model(self, pool: str) -> LifetimeModel:
         """The model of an executor of ``pool`` without a notice."""
@@ -88,16 +90,18 @@ class LifetimeKnowledge:
             # The executor dies exactly at the deadline: a point mass at age deadline - started.
             model = Deterministic(at=max(deadline - executor.started, 1e-9))
             self._known[key] = model
-            self.deadlines_seen = True
         return model
 
     def never_fails(self, executor: ExecutorView) -> bool:
         """P(``executor`` is ever evicted) = 0 under its current model (stable capacity, no notice)."""
         return never_evicted(self.model(executor))
 
-    def one_memoryless_law(self) -> bool:
-        """Every executor follows the same exponential law: no executor is safer than another."""
-        if self.deadlines_seen or not isinstance(self.shared, Exponential):
+    def one_memoryless_law(self, deadlines_pending: bool) -> bool:
+        """Every executor follows the same exponential law: no executor is safer than another.
+
+        ``deadlines_pending``: as in :meth:`exact` (an executor with a priced deadline follows its own law).
+        """
+        if (deadlines_pending and self.uses_notices) or not isinstance(self.shared, Exponential):
             return False
         return all(model is self.shared for model in self.pools.values())
 

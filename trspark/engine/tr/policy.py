@@ -146,7 +146,8 @@ class TRPolicy(NoticeRules, Replanning, Policy):
     def handle(self, event: Event) -> Sequence[Command]:
         state = self.state
         state.apply(event)
-        self.costs.advance(state.now, tick=isinstance(event, Tick), forgotten=state.consumed_now)
+        self.costs.advance(state.now, tick=isinstance(event, Tick), forgotten=state.consumed_now,
+                           deadlines_pending=bool(state.with_deadline))
         out: list[Command] = []
         if isinstance(event, TaskEnded):
             out += self._on_task_ended(event)
