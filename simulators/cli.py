@@ -6,6 +6,7 @@ Bad input gives one ``Error: ...`` line naming the option and what is allowed, e
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,7 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
           cost_plot_path: Path | None, on_demand_shares: str | None, shape: float | None, shapes: str | None,
           **kw: Any) -> None:
     """Slowdown vs stability for workloads x policies (CSV; Figure-7-style PNG)."""
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from simulators import sweep as sweeping
@@ -151,7 +153,11 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
     config = build_config(kw["confs"])
     jobs = {w: _make_job(w, kw["scale"], kw["task_seconds"], kw["write_mb"], kw["seed"]) for w in names}
     points = sweeping.sweep_points(names, pols, stabs, shares, _shapes(shape, shapes))
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as progress:
+    console = Console()
+    started = time.monotonic()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    # A log file or a pipe would show a live bar only at the end: there, one line per point.
+    with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
         bar = progress.add_task("sweep", total=len(points))
         done: list[dict[str, Any]] = []
 
@@ -160,8 +166,11 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
             sweeping.write_csv(done, out)  # the rows so far: a sweep cut short keeps what it measured
             share = "" if point.on_demand_share is None else f" {point.on_demand_share:g}% od"
             form = "" if point.shape is None else f" k={point.shape:g}"
-            progress.update(bar, advance=1, description=f"{point.workload} {point.policy} S={point.stability:g}{share}"
-                            f"{form}: {row['slowdown_mean']:.2f}x")
+            label = f"{point.workload} {point.policy} S={point.stability:g}{share}{form}: {row['slowdown_mean']:.2f}x"
+            progress.update(bar, advance=1, description=label)
+            if not console.is_terminal:
+                minutes, seconds = divmod(int(time.monotonic() - started), 60)
+                click.echo(f"[{minutes}:{seconds:02d}] {label} ({len(done)}/{len(points)})")
 
         rows = sweeping.run_sweep(jobs, points, world, config, kw["runs"], kw["seed"], kw["workers"],
                                   believed_lifetime=kw["believed_lifetime"], on_point=advance, prices=prices, shape=shape)

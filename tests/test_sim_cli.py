@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,9 @@ def test_sweep_writes_csv_and_plot(tmp_path: Path) -> None:
         (w, p, s) for w in ("bing", "pagerank") for p in ("never", "oracle") for s in (20.0, 200.0)
     }
     assert all(float(r["slowdown_mean"]) >= 1.0 for r in rows)
+    # Not a terminal: one progress line per point, as it finishes.
+    progress = [line for line in out.splitlines() if re.fullmatch(r"\[\d+:\d\d\] \w+ \w+ S=\d+: [\d.]+x \(\d/8\)", line)]
+    assert [line.rsplit(" ", 1)[1] for line in progress] == [f"({i}/8)" for i in range(1, 9)], out
     assert out_png.stat().st_size > 10_000 and out_png.read_bytes()[:4] == b"\x89PNG"
 
 
