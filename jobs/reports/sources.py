@@ -330,7 +330,7 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "nice -n 10 trspark simulate sweep --vms 10 --scale 0.01 --shapes exp,0.6 --on-demand-shares 0,10,25,50 \\\n"
            "    --runs 200 --workers 2 --workloads tpcds,bing --policies tr,tr-without-notices --notice 2 \\\n"
            "    --stabilities 5,10,20 --out docs/results/pools_notice.csv   # make pools-notice",
-           "2026-11-29, 05:44-06:41 UTC", "d29e6d8",
+           "2026-12-02, 09:13-10:37 UTC", "e911b68",
            MACHINE,
            pools.notices(RESULTS / "pools_sweep.csv"),
            "`tr` in its default configuration (lifetime knowledge `notices`: a notice's deadline is priced), "
