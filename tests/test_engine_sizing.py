@@ -10,10 +10,11 @@ from engine_world import MB, add_executors, feed, map_stage, run_task
 from cost_model.lifetimes import Exponential
 from cost_model.task_size import largest_task_seconds
 from trspark.engine.commands import Advice
-from trspark.engine.events import ExecutorAdded, Tick
+from trspark.engine.events import ExecutorAdded, ExecutorLost, Tick
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
-from trspark.engine.tr.sizing import configured_limit, suggested_partition_bytes
+from trspark.engine.tr import sizing
+from trspark.engine.tr.sizing import REFRESH_SECONDS, configured_limit, suggested_partition_bytes
 
 
 def _advice(config: TRConfig, events: list) -> list[Advice]:
@@ -71,3 +72,29 @@ def test_no_task_length_fits_gives_no_advice_and_no_error() -> None:
     splitter = policy.splitter  # type: ignore[attr-defined]
     splitter.limit = lambda state: 0.0
     assert splitter.check(policy.state) == []  # type: ignore[attr-defined]
+
+
+def test_the_limit_is_computed_on_executor_events_and_ticks_never_in_a_task_decision(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    computed: list[float] = []
+
+    def counted(placement: object, fraction: float) -> float:
+        computed.append(largest_task_seconds(placement, fraction))  # type: ignore[arg-type]
+        return computed[-1]
+
+    monkeypatch.setattr(sizing, "largest_task_seconds", counted)
+    # A stable pool beside a spot one: every task end re-runs the scheduling, and the size check in it.
+    config = TRConfig(lifetime="exponential:mean=600", duplication=False, pool_lifetimes=(("ondemand", "stable"),))
+    policy = make_policy("tr", config)
+    feed(policy, [ExecutorAdded(time=0.0, executor_id="od", pool="ondemand"),
+                  ExecutorAdded(time=0.0, executor_id="s1", pool="spot"), map_stage(0, 8, 0)])
+    assert len(computed) == 2  # one per executor event
+    events = []
+    for partition in range(6):
+        events += run_task(0, partition, "s1", start=5.0 * partition, seconds=5.0, write=MB, shuffle_id=0)
+    feed(policy, events)  # past REFRESH_SECONDS, but no tick came
+    assert len(computed) == 2
+    feed(policy, [Tick(time=REFRESH_SECONDS + 1.0)])
+    assert len(computed) == 3
+    feed(policy, [ExecutorLost(time=REFRESH_SECONDS + 2.0, executor_id="s1")])
+    assert len(computed) == 4

@@ -177,6 +177,8 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         elif isinstance(event, JobSubmitted) and (released := self.belt.job_submitted(state)) is not None:
             self.stack.max_in_flight = 0  # back to one released backup per core of the source
             out.append(released)
+        if isinstance(event, (ExecutorAdded, ExecutorLost, ExecutorNotice, ExecutorRebalance, Tick)):
+            self.splitter.refresh(state)
         if isinstance(event, (StageSubmitted, StageCompleted, ExecutorAdded, ExecutorLost, ExecutorNotice,
                               ExecutorRebalance)) or (
                 isinstance(event, TaskEnded) and (

@@ -59,12 +59,23 @@ class SizeAdvisor:
         self.advised: set[int] = set()
         self._cached: tuple[float, frozenset[str], float] | None = None  # (time, executors, limit)
 
+    def refresh(self, state: JobState) -> None:
+        """Recompute :math:`L^*` if the executors changed or it is :data:`REFRESH_SECONDS` old.
+
+        Called on executor events and ticks, so that the mixture (a root search over the
+        lifetime laws) is not computed inside a task's backup decision.
+        """
+        self._limit(state, REFRESH_SECONDS)
+
     def limit(self, state: JobState) -> float:
-        """:math:`L^*` (s) over the alive executors now (``inf``: no limit), reused for :data:`REFRESH_SECONDS`."""
+        """:math:`L^*` (s) over the alive executors (``inf``: no limit): the last refresh's while they stay the same."""
+        return self._limit(state, math.inf)
+
+    def _limit(self, state: JobState, max_age: float) -> float:
         executors = state.alive_executors()
         ids = frozenset(e.executor_id for e in executors)
         cached = self._cached
-        if cached is not None and cached[1] == ids and state.now - cached[0] < REFRESH_SECONDS:
+        if cached is not None and cached[1] == ids and state.now - cached[0] < max_age:
             return cached[2]
         limit = self._compute(executors, state.now) if executors else math.inf
         self._cached = (state.now, ids, limit)
