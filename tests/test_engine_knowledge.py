@@ -108,10 +108,11 @@ def test_a_notice_changes_the_costs_by_default_and_not_when_ignored(knowledge: s
         assert after > before
 
 
-def test_the_costs_follow_the_clock_only_while_a_deadline_is_pending() -> None:
+@pytest.mark.parametrize("knowledge", ["notices", "deterministic"])
+def test_the_costs_follow_the_clock_only_while_a_deadline_is_pending(knowledge: str) -> None:
     # One memoryless law for all: the failure table may lag a period, until a notice names a
     # death time; once that executor is gone, the laws are the same again.
-    policy = _policy(pools=())
+    policy = _policy(pools=(), knowledge=knowledge)
     period_staleness = policy.config.period * 0.999
     feed(policy, [*_executors({"a": "spot", "b": "spot", "c": "spot"}), *_job("a", seconds=1.0)])
     recompute = policy.costs.recompute

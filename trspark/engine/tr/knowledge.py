@@ -71,9 +71,11 @@ class LifetimeKnowledge:
 
         ``deadlines_pending``: some alive executor has a known death time
         (:attr:`~trspark.engine.state.JobState.with_deadline`); it counts only where notices are
-        priced. Once the last such executor is gone, the models are distributions again.
+        priced. Once the last such executor is gone, the models are distributions again. A fitted
+        model's point masses at observed lifetimes are as sharp as a deadline, so ``fitted`` is
+        always exact.
         """
-        return self.mode in ("deterministic", "fitted") or (deadlines_pending and self.uses_notices)
+        return self.mode == "fitted" or (deadlines_pending and self.uses_notices)
 
     def pool_model(self, pool: str) -> LifetimeModel:
         """The model of an executor of ``pool`` without a notice."""
