@@ -10,7 +10,7 @@ from engine_world import MB, add_executors, feed, map_stage, run_task
 from cost_model.lifetimes import Exponential
 from cost_model.task_size import largest_task_seconds
 from trspark.engine.commands import Advice
-from trspark.engine.events import ExecutorAdded, ExecutorLost, Tick
+from trspark.engine.events import ExecutorAdded, ExecutorLost, ExecutorNotice, Tick
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 from trspark.engine.tr import sizing
@@ -83,18 +83,24 @@ def test_the_limit_is_computed_on_executor_events_and_ticks_never_in_a_task_deci
         return computed[-1]
 
     monkeypatch.setattr(sizing, "largest_task_seconds", counted)
-    # A stable pool beside a spot one: every task end re-runs the scheduling, and the size check in it.
-    config = TRConfig(lifetime="exponential:mean=600", duplication=False, pool_lifetimes=(("ondemand", "stable"),))
-    policy = make_policy("tr", config)
-    feed(policy, [ExecutorAdded(time=0.0, executor_id="od", pool="ondemand"),
-                  ExecutorAdded(time=0.0, executor_id="s1", pool="spot"), map_stage(0, 8, 0)])
-    assert len(computed) == 2  # one per executor event
+    policy = make_policy("tr", TRConfig(lifetime="exponential:mean=600", duplication=False))
+    splitter = policy.splitter  # type: ignore[attr-defined]
+    checks: list[float] = []
+    check = splitter.check
+    monkeypatch.setattr(splitter, "check", lambda state: checks.append(splitter.limit(state)) or check(state))
+    feed(policy, add_executors(["a", "b", "c"]) + [map_stage(0, 8, 0)])
+    assert len(computed) == 3  # one per executor event (each changes the set)
+    # A notice gives c a known death: another model. While c drains, every task end runs the size check.
+    feed(policy, [ExecutorNotice(time=0.5, executor_id="c", deadline=500.0, kind="notice")])
+    assert len(computed) == 4 and computed[-1] != computed[-2]
     events = []
     for partition in range(6):
-        events += run_task(0, partition, "s1", start=5.0 * partition, seconds=5.0, write=MB, shuffle_id=0)
+        events += run_task(0, partition, "a", start=1.0 + 5.0 * partition, seconds=5.0, write=MB, shuffle_id=0)
+    before = len(checks)
     feed(policy, events)  # past REFRESH_SECONDS, but no tick came
-    assert len(computed) == 2
-    feed(policy, [Tick(time=REFRESH_SECONDS + 1.0)])
-    assert len(computed) == 3
-    feed(policy, [ExecutorLost(time=REFRESH_SECONDS + 2.0, executor_id="s1")])
+    assert len(checks) - before >= 6 and set(checks[before:]) == {computed[-1]}
     assert len(computed) == 4
+    feed(policy, [Tick(time=REFRESH_SECONDS + 2.0)])
+    assert len(computed) == 5
+    feed(policy, [ExecutorLost(time=REFRESH_SECONDS + 3.0, executor_id="b")])
+    assert len(computed) == 6

@@ -57,28 +57,36 @@ class SizeAdvisor:
         self.stable_pools = frozenset(config.stable_pools())
         self.knowledge = knowledge
         self.advised: set[int] = set()
-        self._cached: tuple[float, frozenset[str], float] | None = None  # (time, executors, limit)
+        # (time, executors, their models' identities, limit): a notice or a rebalance changes a model.
+        self._cached: tuple[float, frozenset[str], frozenset[tuple[str, int]], float] | None = None
 
     def refresh(self, state: JobState) -> None:
-        """Recompute :math:`L^*` if the executors changed or it is :data:`REFRESH_SECONDS` old.
+        """Recompute :math:`L^*` if the executors or their models changed, or it is :data:`REFRESH_SECONDS` old.
 
         Called on executor events and ticks, so that the mixture (a root search over the
         lifetime laws) is not computed inside a task's backup decision.
         """
-        self._limit(state, REFRESH_SECONDS)
+        executors = state.alive_executors()
+        models = self._models(executors)
+        cached = self._cached
+        if cached is None or cached[2] != models or state.now - cached[0] >= REFRESH_SECONDS:
+            self._store(state, executors, models)
 
     def limit(self, state: JobState) -> float:
         """:math:`L^*` (s) over the alive executors (``inf``: no limit): the last refresh's while they stay the same."""
-        return self._limit(state, math.inf)
-
-    def _limit(self, state: JobState, max_age: float) -> float:
         executors = state.alive_executors()
-        ids = frozenset(e.executor_id for e in executors)
         cached = self._cached
-        if cached is not None and cached[1] == ids and state.now - cached[0] < max_age:
-            return cached[2]
+        if cached is not None and cached[1] == frozenset(e.executor_id for e in executors):
+            return cached[3]
+        return self._store(state, executors, self._models(executors))
+
+    def _models(self, executors: list[ExecutorView]) -> frozenset[tuple[str, int]]:
+        """Each executor with its model's identity (a notice, a rebalance or a refit gives it another)."""
+        return frozenset((e.executor_id, id(self.knowledge.model(e))) for e in executors)
+
+    def _store(self, state: JobState, executors: list[ExecutorView], models: frozenset[tuple[str, int]]) -> float:
         limit = self._compute(executors, state.now) if executors else math.inf
-        self._cached = (state.now, ids, limit)
+        self._cached = (state.now, frozenset(e.executor_id for e in executors), models, limit)
         return limit
 
     def _compute(self, executors: list[ExecutorView], now: float) -> float:
