@@ -90,3 +90,34 @@ def test_an_executor_still_listed_after_its_jvm_went_is_not_counted_and_unsettle
     driver.registered.remove("2")  # the driver dropped it
     assert count() == 3 and count.settled()
     assert executor_count(driver).settled()  # no driver process to look at: nothing to wait for
+
+
+def test_a_runs_counters_wait_for_the_copies_still_open_when_its_query_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    from jobs.tpcds import metrics
+
+    # The query ended while its last copy was being written: the counters read then miss it.
+    reads = iter([
+        {"backups_planned": 3, "backups_finished": 1, "backups_failed": 1, "bytes_to_remote": 10},
+        {"backups_planned": 3, "backups_finished": 1, "backups_failed": 1, "bytes_to_remote": 10},
+        {"backups_planned": 3, "backups_finished": 2, "backups_failed": 1, "backups_to_remote": 2,
+         "bytes_to_remote": 25},
+    ])
+    monkeypatch.setattr(metrics, "_status", lambda sc: next(reads))
+    counters = metrics.plugin_counters(None, settle=5.0)  # type: ignore[arg-type]
+    assert counters == {"backups_count": 2, "backups_bytes": 25, "backups_local": 0, "backups_remote": 2}
+
+
+def test_a_copy_that_never_ends_is_waited_for_no_longer_than_the_settle_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    from jobs.tpcds import metrics
+
+    monkeypatch.setattr(metrics, "_status", lambda sc: {"backups_planned": 1})
+    started = time.monotonic()
+    assert metrics.plugin_counters(None, settle=0.3)["backups_count"] == 0  # type: ignore[arg-type]
+    assert time.monotonic() - started < 5.0
+
+
+def test_without_the_plugin_the_counters_are_zeros_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from jobs.tpcds import metrics
+
+    monkeypatch.setattr(metrics, "_status", lambda sc: {})
+    assert set(metrics.plugin_counters(None).values()) == {0}  # type: ignore[arg-type]

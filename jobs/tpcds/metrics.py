@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import urllib.error
@@ -24,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
+
+log = logging.getLogger(__name__)
 
 
 def _get(url: str, timeout: float = 60.0) -> Any:
@@ -192,14 +195,45 @@ PLUGIN_COUNTERS: dict[str, str] = {
 BYTE_METRICS = ("bytes_to_peers", "bytes_to_remote")
 
 
-def plugin_counters(sc: SparkContext) -> dict[str, int]:
-    """The plugin's backup counters (CSV column -> value); zeros when the plugin is not loaded."""
+#: The backup counters whose sum is every backup the policy asked for that has ended.
+ENDED_BACKUPS = ("backups_finished", "backups_failed", "backups_cancelled")
+
+
+def _status(sc: SparkContext) -> dict[str, int]:
     import trspark
 
     try:
-        status = trspark.status(sc)
+        return trspark.status(sc)
     except Exception:  # class not on the classpath (never, decommission): py4j raises on the call
-        status = {}
+        return {}
+
+
+def _settled_status(sc: SparkContext, timeout: float) -> dict[str, int]:
+    """The plugin's status once every planned backup has ended, or after ``timeout`` s.
+
+    Copies run after the task that wrote the output: the last stage can read its input and end
+    the query while the copy of that input is still being written. Read at once, such a copy
+    would count in the next run.
+    """
+    deadline = time.monotonic() + timeout
+    status = _status(sc)
+    while status.get("backups_planned", 0) > sum(status.get(name, 0) for name in ENDED_BACKUPS):
+        if time.monotonic() >= deadline:
+            log.warning("%d backups still open after %.0f s: they count in the next run",
+                        status["backups_planned"] - sum(status.get(name, 0) for name in ENDED_BACKUPS), timeout)
+            break
+        time.sleep(0.1)
+        status = _status(sc)
+    return status
+
+
+def plugin_counters(sc: SparkContext, settle: float = 30.0) -> dict[str, int]:
+    """The plugin's backup counters (CSV column -> value); zeros when the plugin is not loaded.
+
+    Waits up to ``settle`` s for the backups already asked for to end, so that a run's counters
+    hold the copies of its own outputs.
+    """
+    status = _settled_status(sc, settle)
     values = {column: status.get(name, 0) for name, column in PLUGIN_COUNTERS.items()}
     values["backups_bytes"] = sum(status.get(name, 0) for name in BYTE_METRICS)
     return {column: values[column] for column in ("backups_count", "backups_bytes", "backups_local", "backups_remote")}
@@ -210,9 +244,4 @@ def plugin_fell_back(sc: SparkContext) -> bool:
 
     A ``tr`` run with this set measured always-checkpoint, not the TR policy. False without the plugin.
     """
-    import trspark
-
-    try:
-        return trspark.status(sc).get("engine_fallback", 0) == 1
-    except Exception:  # class not on the classpath (never, decommission)
-        return False
+    return _status(sc).get("engine_fallback", 0) == 1
