@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from jobs.tpcds import metrics
 from jobs.tpcds.metrics import CapacityMeter, executor_count, recomputed_in_stage
 
 
@@ -93,8 +94,6 @@ def test_an_executor_still_listed_after_its_jvm_went_is_not_counted_and_unsettle
 
 
 def test_a_runs_counters_wait_for_the_copies_still_open_when_its_query_ended(monkeypatch: pytest.MonkeyPatch) -> None:
-    from jobs.tpcds import metrics
-
     # The query ended while its last copy was being written: the counters read then miss it.
     reads = iter([
         {"backups_planned": 3, "backups_finished": 1, "backups_failed": 1, "bytes_to_remote": 10},
@@ -108,8 +107,6 @@ def test_a_runs_counters_wait_for_the_copies_still_open_when_its_query_ended(mon
 
 
 def test_a_copy_that_never_ends_is_waited_for_no_longer_than_the_settle_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    from jobs.tpcds import metrics
-
     monkeypatch.setattr(metrics, "_status", lambda sc: {"backups_planned": 1})
     started = time.monotonic()
     assert metrics.plugin_counters(None, settle=0.3)["backups_count"] == 0  # type: ignore[arg-type]
@@ -117,7 +114,5 @@ def test_a_copy_that_never_ends_is_waited_for_no_longer_than_the_settle_time(mon
 
 
 def test_without_the_plugin_the_counters_are_zeros_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from jobs.tpcds import metrics
-
     monkeypatch.setattr(metrics, "_status", lambda sc: {})
     assert set(metrics.plugin_counters(None).values()) == {0}  # type: ignore[arg-type]

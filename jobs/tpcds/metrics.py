@@ -199,6 +199,11 @@ BYTE_METRICS = ("bytes_to_peers", "bytes_to_remote")
 ENDED_BACKUPS = ("backups_finished", "backups_failed", "backups_cancelled")
 
 
+def _open_backups(status: dict[str, int]) -> int:
+    """Backups asked for that have not ended (planned minus finished, failed and cancelled)."""
+    return status.get("backups_planned", 0) - sum(status.get(name, 0) for name in ENDED_BACKUPS)
+
+
 def _status(sc: SparkContext) -> dict[str, int]:
     import trspark
 
@@ -217,10 +222,9 @@ def _settled_status(sc: SparkContext, timeout: float) -> dict[str, int]:
     """
     deadline = time.monotonic() + timeout
     status = _status(sc)
-    while status.get("backups_planned", 0) > sum(status.get(name, 0) for name in ENDED_BACKUPS):
+    while _open_backups(status) > 0:
         if time.monotonic() >= deadline:
-            log.warning("%d backups still open after %.0f s: they count in the next run",
-                        status["backups_planned"] - sum(status.get(name, 0) for name in ENDED_BACKUPS), timeout)
+            log.warning("%d backups still open after %.0f s: they count in the next run", _open_backups(status), timeout)
             break
         time.sleep(0.1)
         status = _status(sc)
