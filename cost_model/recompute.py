@@ -110,6 +110,8 @@ class Recompute:
         self.max_staleness = float(max_staleness)
         self._now = float(now)
         self._table: FailureTable | None = None
+        self._due: tuple[float, int] | None = None
+        """(clock, executors version) of a rebuild put off until the table is next read."""
         self._table_executors = -1
         self._occupants: dict[int, str] = {}
         self._table_build = 0
@@ -134,7 +136,7 @@ class Recompute:
                 del cache[key]
 
     # ---- clock and failure table ---------------------------------------------------------------
-    def advance(self, now: float) -> bool:
+    def advance(self, now: float, eager: bool = True) -> bool:
         """Move the clock to ``now`` (s); :meth:`refresh` when the table is ``max_staleness`` old.
 
         Returns whether it refreshed, so a caller can account for the (periodic) cost.
@@ -142,18 +144,26 @@ class Recompute:
         if not math.isfinite(now):
             raise ValueError(f"Recompute.advance: 'now' must be a finite time in seconds, got {now!r}")
         self._now = float(now)
-        if self._table is not None and self._now - self._table.now >= self.max_staleness:
-            self.refresh()
+        built = self._due[0] if self._due is not None else None if self._table is None else self._table.now
+        if built is not None and self._now - built >= self.max_staleness:
+            self.refresh(eager)
             return True
         return False
 
-    def refresh(self) -> None:
+    def refresh(self, eager: bool = True) -> None:
         """Rebuild the failure table at the current clock and the per-shuffle products that read it.
 
         O(#executors × G) model evaluations plus one O(#executors × G) product per shuffle that
-        some stage reads; done here, on the clock tick, rather than inside the next decision.
+        some stage reads. ``eager``: all is built here, on a clock tick, rather than inside the
+        next decision. Otherwise the table is built as of this clock when it is next read, and
+        each product when a decision first reads it (the same values), so a refresh on every
+        event costs nothing until some decision needs it.
         """
-        self._rebuild_table()
+        if not eager:
+            self._due = (self._now, self.lineage.executors_version)
+            return
+        self._due = None
+        self._rebuild_table(self._now)
         for sid in list(self.lineage.shuffle_ids()):
             if self.lineage.is_read(sid):
                 self._shared_of(sid, self.lineage.shuffle(sid))
@@ -161,13 +171,18 @@ class Recompute:
     @property
     def table(self) -> FailureTable:
         """The current failure table (rebuilt lazily when executors changed or it went stale)."""
-        if self._table is None or self._table_executors != self.lineage.executors_version:
-            self._rebuild_table()
+        if self._due is not None:
+            # Executors that came or went since would have made the first read rebuild it at this clock.
+            at, executors = self._due
+            self._due = None
+            self._rebuild_table(at if executors == self.lineage.executors_version else self._now)
+        elif self._table is None or self._table_executors != self.lineage.executors_version:
+            self._rebuild_table(self._now)
         assert self._table is not None
         return self._table
 
-    def _rebuild_table(self) -> None:
-        """A failure table at the current clock; derived terms are invalidated only as far as needed.
+    def _rebuild_table(self, now: float) -> None:
+        """A failure table at clock ``now`` (s); derived terms are invalidated only as far as needed.
 
         The per-shuffle products (:class:`ShuffleTerms`, one row per slot) are rebuilt whenever
         the table's arrays differ. The memoised ``Er`` of (shuffle, X) reads the table only
@@ -181,7 +196,7 @@ class Recompute:
         periodic refreshes and executor churn keep every ``Er``.
         """
         old, old_occupants = self._table, self._occupants
-        table = FailureTable(self.lineage, self.grid.edges, self._now, previous=old)
+        table = FailureTable(self.lineage, self.grid.edges, now, previous=old)
         occupants = {ex.slot: ex.executor_id for ex in self.lineage.executors()}
         self._table, self._occupants = table, occupants
         self._table_executors = self.lineage.executors_version

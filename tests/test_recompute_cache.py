@@ -176,3 +176,46 @@ def test_ancestry_matches_its_definition_on_random_shuffle_graphs(seed: int) -> 
         assert all(position[r] < position[s] for s, rs in ancestry.readers.items() for r in rs)
         assert ancestry.direct == frozenset(parents[names[-1]]) & set(members)
         assert ancestry.has_parents == {s: bool(parents[s] & set(members)) for s in members}
+
+
+def test_a_lazy_refresh_waits_for_a_read_and_prices_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    # With exact deadlines the engine refreshes on every event but decides on few of them: a
+    # refresh put off until the table is read must price every output as the eager one did,
+    # whether executors came or went before or after the refresh.
+    model = Weibull(shape=2.0, scale=300.0)
+    eager_lineage, lazy_lineage = _three_stage_lineage(model), _three_stage_lineage(model)
+    eager = Recompute(eager_lineage, GRID, now=0.0, max_staleness=5.0)
+    lazy = Recompute(lazy_lineage, GRID, now=0.0, max_staleness=5.0)
+    built: list[float] = []
+    original = FailureTable.__init__
+
+    def counting(self: FailureTable, lineage: Lineage, edges: np.ndarray, now: float, **kwargs: object) -> None:
+        built.append(now)
+        original(self, lineage, edges, now, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FailureTable, "__init__", counting)
+    for rc in (eager, lazy):
+        rc.c_redo("c", 0, 300.0)  # the first table, at clock 0
+    steps = [(10.0, None), (20.0, "join"), (30.0, "leave"), (40.0, "join-after"), (50.0, None)]
+    for step, (now, change) in enumerate(steps):
+        for lineage in (eager_lineage, lazy_lineage):
+            if change == "join":
+                lineage.add_executor(f"j{step}", model, started=now - 1.0)
+            elif change == "leave":
+                lineage.remove_executor("e1")
+        eager.advance(now)
+        built.clear()
+        lazy.advance(now, eager=False)
+        assert built == []  # nothing is built until a read
+        if change == "join-after":  # an executor joins after the refresh was put off
+            for lineage in (eager_lineage, lazy_lineage):
+                lineage.add_executor("late", model, started=now)
+        # The clock moves on, less than the staleness: the table read is still the refresh's.
+        eager.advance(now + 2.0)
+        lazy.advance(now + 2.0, eager=False)
+        for sid in ("b", "c"):
+            for m in range(4):
+                out = eager_lineage.output(sid, m)
+                if not (out.remote or out.consumed):
+                    assert lazy.c_redo(sid, m, 300.0) == eager.c_redo(sid, m, 300.0)
+        assert lazy.now_of_table == eager.now_of_table

@@ -89,19 +89,20 @@ class CostEstimator:
         ages lag by at most one period. With exact deadlines a lag of a period would move deaths
         out of the window, so the clock follows every event and the table is rebuilt every
         :data:`NOTICE_STALENESS` seconds, while ``deadlines_pending`` (some alive executor's death
-        time is known) or in the exact knowledge modes.
+        time is known) or in the exact knowledge modes: as of that clock, when a decision next
+        reads it, so that events deciding nothing do not pay for it.
         """
         for shuffle in forgotten:
             self.recompute.forget_shuffle(shuffle)
         exact = self.knowledge.exact(deadlines_pending)
         if exact and self.recompute.max_staleness > NOTICE_STALENESS:  # a deadline came
             self.recompute.max_staleness = NOTICE_STALENESS
-            self.recompute.refresh()
+            self.recompute.refresh(eager=tick)
         elif not exact and self.recompute.max_staleness < self._period_staleness:  # the last deadline passed
             self.recompute.max_staleness = self._period_staleness
         if tick or self._first or exact:
             self._first = False
-            self.recompute.advance(now)
+            self.recompute.advance(now, eager=tick or not exact)
 
     def copy_seconds(self, size: float, bandwidth: float) -> float:
         """``BT`` (s) of one copy of ``size`` bytes at ``bandwidth`` bytes/s, the backup latency included."""
