@@ -37,12 +37,12 @@ time. {_SIM} A run that does not finish within 20x the stable time counts as 20 
            "python bench/simulator.py --policy always --runs 50 --csv docs/results/simulator_speed.csv\n"
            "python bench/simulator.py --policy never --runs 50 --csv docs/results/simulator_speed.csv\n"
            "python bench/simulator.py --policy tr --runs 2 --workers 1 --cpu-runs 2 --csv docs/results/simulator_speed.csv",
-           "2026-11-29, 02:17-02:23 UTC",
-           "d008d2c",
-           MACHINE + ", nothing else running, load average 1.0-1.9. CPU seconds on this shared VM change with "
-           "the host from day to day: the same `always` runs took 0.306 s each on 2026-11-25 and 1.190 s here, "
-           "and `tr`'s 22.8 s then, 48.6 s here (the simulated figures are identical). Compare policies by the "
-           "ratio the bench prints from one process: `tr` 41.8x `always`'s 1.165 s",
+           "2026-12-02, 18:54-18:57 UTC",
+           "3079f26",
+           MACHINE + ", nothing else running, load average 0.5-1.3. CPU seconds on this shared VM change with "
+           "the host from day to day (`always` took 0.306 s a run on 2026-11-25, 1.190 s on 2026-11-29 and "
+           "0.581 s here, with identical simulated figures). Compare policies by the ratio the bench prints "
+           "from one process: `tr` 26.2 s, 58.7x `always`'s 0.447 s",
            columns("policy", "runs", "wall_seconds", "cpu_seconds_per_run", "events_per_run",
                    "events_per_second", "slowdown_mean", "failed_runs"),
            "The paper's size: a TPC-DS-shaped job of 20,100 tasks on 100 VMs x 4 cores, stability "
