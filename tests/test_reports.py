@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from jobs.reports.__main__ import main
 from jobs.reports.render import RESULTS
 from jobs.reports.sources import REPORTS
@@ -15,6 +19,19 @@ def test_every_report_source_names_a_csv_that_exists():
 
 def test_committed_reports_are_up_to_date():
     assert main(["--check"]) == 0, "regenerate with `python -m jobs.reports`"
+
+
+@pytest.mark.parametrize(("argv", "code"), [(["--help"], 0), (["--chek"], 2)])
+def test_help_and_a_bad_flag_write_no_report(argv, code, monkeypatch, capsys):
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a report was written")
+
+    monkeypatch.setattr(Path, "write_text", refuse)
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == code
+    printed = capsys.readouterr()
+    assert "--check" in printed.out + printed.err  # the usage line
 
 
 def test_elastic_report_pairs_the_policies_by_repeat(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from jobs.reports.render import RESULTS, render
@@ -9,11 +10,16 @@ from jobs.reports.sources import REPORTS
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jobs.reports",
+                                     description="Rewrite the reports of docs/results/ from their CSVs, or check them.")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 naming the reports that differ from their CSVs")
+    check = parser.parse_args(argv).check
     stale = []
     for report in REPORTS:
         path = RESULTS / f"{report.name}.md"
         text = render(report)
-        if "--check" in argv:
+        if check:
             if not path.exists() or path.read_text() != text:
                 stale.append(path.name)
         else:
