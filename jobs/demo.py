@@ -17,17 +17,18 @@ on-demand one as stable (:mod:`jobs.tpcds.pools`). Then:
   JVMs are as warm as vanilla Spark's when the kills start (a JIT still warming up would make
   the later runs look faster);
 * **evicted runs** over ``seeds`` (>= 2) kill schedules, schedule ``r`` of a workload drawn from the
-  seed ``(seed, workload, r)`` and replayed for every policy (a paired comparison). Lifetimes are
-  exponential with mean ``stability`` x the workload's stable time, at most ``max_kills`` kills a
-  run, and a schedule whose first kill would come after ``first_kill_within`` of the stable time
-  is drawn again (from the same generator), so that every evicted run meets a kill. ``tr`` gets
-  each kill's termination notice ``notice`` s ahead (SIGPWR, as a spot VM's notice; 1 s here,
-  scaled to jobs of a few seconds as the clouds' 30-120 s are to jobs of minutes); ``never`` and
-  ``always`` meet the same kills unannounced. Only spot executors are killed, and their
-  replacements start once the run has ended (``hold_replacements``). ``always`` backs up
-  every output; ``tr`` never backs up what the on-demand executor holds, copies spot outputs to
-  it, and, told that kills come with a notice, backs up ahead only what a victim could not save
-  within its window.
+  seed ``(seed, workload, r)`` and replayed for every policy (a paired comparison). In each, the
+  spot pool is reclaimed at once (``reclaim_within``): both spot executors are killed together,
+  at a time drawn uniformly from 0.3-0.6 of the stable time, counted from the run's first
+  finished task (a query plans for about a second first, when no executor holds a map output)
+  and no earlier than the notice. So every kill lands mid-job and takes two thirds of the map
+  outputs written so far, which vanilla Spark must recompute on the one executor left. ``tr``
+  gets the termination notice ``notice`` s ahead (SIGPWR, as a spot VM's notice; 1 s here, scaled
+  to jobs of a few seconds as the clouds' 30-120 s are to jobs of minutes); ``never`` and
+  ``always`` meet the same kills unannounced. Killed executors are replaced once the run has
+  ended (``hold_replacements``). ``always`` backs up every output; ``tr`` never backs up what the
+  on-demand executor holds, copies spot outputs to it, and, told that kills come with a notice,
+  backs up ahead only what a victim could not save within its window.
 
 Table and summary
 -----------------
@@ -42,8 +43,8 @@ Time budget
 :func:`estimate_seconds`: session starts (17-23 s each) and their cold first passes, warm-up
 passes, stable runs, evicted runs at their expected slowdown and the wait for replacements
 around each run with kills (and a re-warm run, when asked for). With the stable times the
-demo's reference runs measured at SF 0.1 (q29 3.6-4.7 s, taken as 4.5 s; ``chain4`` 7.8-10.0 s,
-2 s an iteration) the default plan comes to about 9 minutes on 2 cores, within
+demo's reference runs measured at SF 0.1 with :data:`DEMO_SPARK_CONF` (q29 1.7-2.0 s, taken as 2.5 s;
+``chain4`` 3.5-4.4 s, 1 s an iteration) the default plan comes to about 6 minutes on 2 cores, within
 :data:`BUDGET_S` (10 minutes); the banner says so before anything runs, and the run prints its
 own elapsed time next to the estimate. The driver's and executors' JVMs run with
 :data:`SMALL_HOST_JVM_OPTIONS`, which is what brings the plan within the budget.
@@ -87,7 +88,7 @@ kill, and only a kill late in a run, or just after it, holds the next run back (
 default plan: 10-17 s of waiting over a policy's four runs with kills)."""
 DATA_S = 30.0
 """SF 0.1 data (generated once, then cached) and DuckDB's answers."""
-STABLE_GUESS_S = {"q29": 4.5, "chain5": 10.0}
+STABLE_GUESS_S = {"q29": 2.5, "chain5": 5.0}
 """Stable seconds at SF 0.1 used for the budget before anything ran (see the module doc)."""
 OTHER_GUESS_S = 5.0
 """Another TPC-DS query at SF 0.1 (2.6-3.9 s measured for q3 and q68, more for fact-to-fact joins)."""
@@ -119,8 +120,13 @@ SMALL_HOST_JVM_CONF = (("spark.driver.extraJavaOptions", SMALL_HOST_JVM_OPTIONS)
                        ("spark.executor.extraJavaOptions", SMALL_HOST_JVM_OPTIONS))
 """The Spark settings that give :data:`SMALL_HOST_JVM_OPTIONS` to the driver's and the executors' JVMs."""
 DEMO_SPARK_CONF = (("spark.sql.autoBroadcastJoinThreshold", "-1"), ("spark.trspark.duplication", "false"),
+                   ("spark.sql.shuffle.partitions", "6"), ("spark.sql.adaptive.coalescePartitions.enabled", "false"),
                    *SMALL_HOST_JVM_CONF)
-"""Shuffle joins, so that every join's inputs are map outputs a kill can take. No task duplicates:
+"""Shuffle joins, so that every join's inputs are map outputs a kill can take. Six partitions per
+shuffle, not coalesced: at SF 0.1 adaptive execution would coalesce each shuffle into one partition,
+and a chain of one-task stages stays on one executor (the reducer goes where its input is), so a
+kill would take nothing; two partitions per executor spread every stage's outputs as larger data
+would. No task duplicates:
 the demo's executors share 2 cores, so an idle executor is no idle capacity there and a duplicate
 would take CPU from the task it copies (on a cluster where each executor has its own cores, keep
 it). JVM options for a small shared host (:data:`SMALL_HOST_JVM_OPTIONS`)."""
@@ -132,7 +138,7 @@ the guesses sit high, so the plan ends early)."""
 
 @dataclass(frozen=True)
 class DemoPlan:
-    """What the demo runs (the defaults take about 9 minutes on a 2-core machine, see :func:`estimate_seconds`)."""
+    """What the demo runs (the defaults take about 6 minutes on a 2-core machine, see :func:`estimate_seconds`)."""
 
     sf: float = 0.1
     workloads: tuple[str, ...] = DEMO_WORKLOADS
@@ -149,8 +155,13 @@ class DemoPlan:
     evicted runs came out faster than the reference; after three, by a tenth (3.8, 3.2, 2.8 s),
     for about 40 s more of the plan. The reference is their median."""
     first_kill_within: float = 0.5
-    """A kill schedule is redrawn until its first kill comes within this fraction of the stable time:
-    a run the kills miss (a few-second query, lifetimes drawn at random) shows nothing of what they cost."""
+    """Without ``reclaim_within``: a kill schedule is redrawn until its first kill comes within this
+    fraction of the stable time (a run the kills miss shows nothing of what they cost)."""
+    reclaim_within: tuple[float, float] | None = (0.3, 0.6)
+    """The spot pool is reclaimed at once, every spot executor killed together, at a time drawn
+    uniformly from this range of the stable time after the run's first task has finished (and no
+    earlier than ``notice``): mid-job, when the map outputs a kill takes exist. None: each spot
+    executor's kills drawn from exponential lifetimes of mean ``stability`` x the stable time."""
     rewarm: bool = False
     """No unrecorded run after each run with kills: run ``r + 1`` starts with the replacement JVMs
     that schedule ``r`` left, the same for every policy (paired), and the time goes to the runs."""
@@ -187,7 +198,8 @@ class DemoPlan:
         return BenchSettings(sf=self.sf, queries=self.workloads, policies=self.policies, out=out,
                              stability=self.stability, executors=self.executors, repeat=self.seeds,
                              stable_repeat=self.stable_runs, seed=self.seed, max_kills=self.max_kills,
-                             first_kill_within=self.first_kill_within,
+                             first_kill_within=self.first_kill_within, reclaim_within=self.reclaim_within,
+                             kill_clock="first-task",
                              time_cap=240.0, warmup_rounds=self.warmup_rounds, stable_runs="all",
                              rewarm=self.rewarm, pools=self.pools, hold_replacements=self.hold_replacements,
                              tr_notices=self.notice > 0, notice=self.notice, spark_conf=DEMO_SPARK_CONF,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -221,6 +222,53 @@ def test_a_schedule_ranks_only_registered_executors_and_waits_for_them(cluster: 
     asked.clear()
     injector.step()  # nothing more is due: the driver is not asked
     assert asked == []
+
+
+def test_with_begin_the_offsets_count_from_when_it_holds(cluster: FakeCluster) -> None:
+    for executor_id in ("0", "1"):
+        cluster.add(executor_id)
+    began = threading.Event()
+    asked = []
+
+    def begin() -> bool:
+        asked.append(1)
+        return began.is_set()
+
+    now = [50.0]
+    injector = EvictionInjector(cluster.driver, schedule=[(2.0, 0)], min_alive=0, begin=begin, poll=0.01,
+                                clock=lambda: now[0]).start()
+    try:
+        wait_for(lambda: len(asked) >= 3, what="the injector to ask begin() a few times")
+        now[0] = 60.0  # 10 s after start(), but the clock has not begun: nothing is due
+        wait_for(lambda: len(asked) >= 6, what="more looks before begin() holds")
+        assert injector.records == [] and injector.elapsed() == 0.0 and not injector.began
+        began.set()
+        wait_for(lambda: injector.began, what="the clock to begin")
+        now[0] = 61.9
+        wait_for(lambda: injector.elapsed() == pytest.approx(1.9), what="the clock to follow")
+        assert injector.records == []
+        now[0] = 62.0
+        wait_for(lambda: len(injector.records) == 1, what="the kill 2 s after begin() held")
+    finally:
+        injector.stop()
+    assert injector.records[0].t == pytest.approx(2.0) and injector.records[0].executor_id == "0"
+
+
+def test_a_run_that_ends_before_begin_holds_meets_no_kill(cluster: FakeCluster) -> None:
+    cluster.add("0")
+    asked = threading.Event()
+
+    def begin() -> bool:
+        asked.set()
+        return False
+
+    injector = EvictionInjector(cluster.driver, schedule=[(0.0, 0)], min_alive=0, begin=begin, poll=0.01).start()
+    wait_for(asked.is_set, what="the injector to ask begin()")
+    injector.stop()
+    assert injector.finish(5.0) == 0 and injector.kills_by(injector.elapsed()) == 0
+    assert injector.records == [] and cluster.alive_ids() == ["0"]
+    with pytest.raises(ValueError, match="begin="):
+        EvictionInjector(cluster.driver, schedule=[(0.0, 0)], begin=begin).start(background=False)
 
 
 def test_max_kills_and_sigpwr_only(cluster: FakeCluster) -> None:

@@ -101,6 +101,45 @@ def test_schedules_can_be_redrawn_until_the_first_kill_lands_early_in_the_query(
     assert early == schedules(0.5)
 
 
+def test_a_pool_reclamation_kills_every_spot_executor_at_one_time_within_its_range(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def schedules(policies: tuple[str, ...], queries: tuple[str, ...] = ("q3", "q7")) -> dict:
+        settings = BenchSettings(sf=1, queries=queries, policies=policies, out=Path("x.csv"), repeat=30,
+                                 stability=1.5, notice=1.0, executors=4, pools=(("ondemand", 1), ("spot", 3)),
+                                 reclaim_within=(0.3, 0.6))
+        ctx = runner._Context(settings, {}, {}, stable={"q3": 4.0, "q7": 2.0})
+        runner.draw_schedules(ctx)
+        return ctx.schedules
+
+    drawn = schedules(("never", "tr"))
+    for (query, _), schedule in drawn.items():
+        (t,) = {t for t, _ in schedule}
+        assert [rank for _, rank in schedule] == [0, 0, 0]  # the 3 spot slots; on-demand is spared
+        low = 0.3 * {"q3": 4.0, "q7": 2.0}[query]
+        assert max(low, 1.0) <= t <= 0.6 * {"q3": 4.0, "q7": 2.0}[query]  # never before tr's notice
+    assert len({s[0][0] for (q, _), s in drawn.items() if q == "q3"}) == 30  # one draw per repeat
+    # Without a noticed policy a reclamation may come before 1 s; the draws are reproducible by seed and name.
+    assert any(schedule[0][0] < 1.0 for (q, _), schedule in schedules(("never",)).items() if q == "q7")
+    assert schedules(("never", "tr"), ("q7",)) == {k: v for k, v in drawn.items() if k[0] == "q7"}
+
+    import jobs.tpcds.cli as bench_cli
+
+    seen: list[runner.BenchSettings] = []
+    monkeypatch.setattr(bench_cli, "run_with_progress", lambda settings, console: seen.append(settings) or
+                        runner.BenchResult([], {}))
+    args = ["bench", "tpcds", "--queries", "q3", "--out", str(tmp_path / "r.csv")]
+    result = CliRunner().invoke(cli, [*args, "--reclaim-within", "0.3,0.6", "--kill-clock", "first-task"])
+    assert result.exit_code == 0, result.output
+    assert (seen[0].reclaim_within, seen[0].kill_clock) == ((0.3, 0.6), "first-task")
+    for bad in ("0.6,0.3", "-1,1", "0.5", "a,b"):
+        result = CliRunner().invoke(cli, [*args, "--reclaim-within", bad])
+        assert result.exit_code == 2 and "--reclaim-within" in result.output and "LOW,HIGH" in result.output
+    result = CliRunner().invoke(cli, [*args, "--kill-clock", "later"])
+    assert result.exit_code == 2 and "'query', 'first-task'" in result.output
+    with pytest.raises(ValueError, match="kill clock must be one of query, first-task"):
+        BenchSettings(sf=1, queries=("q3",), policies=("never",), out=Path("x.csv"), kill_clock="later")
+
+
 def test_pools_set_the_executors_spare_the_on_demand_slots_and_draw_kills_for_spot_only(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import jobs.tpcds.cli as bench_cli

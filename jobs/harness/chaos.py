@@ -140,6 +140,11 @@ class EvictionInjector:
     spare
         ``spare(executor_id)`` holds for on-demand executors: they are never killed, never ranked
         and draw no lifetime; ``min_alive`` still counts them. The others are the spot executors.
+    begin
+        Offsets and lifetimes count from when ``begin()`` first holds, polled by the thread every
+        ``poll`` s (for example: the run's first task has finished), not from :meth:`start`. A
+        job spends its first second planning, when an executor holds nothing a kill could take.
+        A run that ends before ``begin()`` held meets no kills.
     max_kills
         Stop killing after this many victims.
     min_alive
@@ -160,6 +165,7 @@ class EvictionInjector:
         notify: Callable[[ExecutorProcess], None] | None = None,
         registered: Callable[[str], bool] | None = None,
         spare: Callable[[str], bool] | None = None,
+        begin: Callable[[], bool] | None = None,
         max_kills: int | None = None,
         min_alive: int = 1,
         poll: float = 0.1,
@@ -182,6 +188,7 @@ class EvictionInjector:
         self.notify = notify
         self.registered = registered
         self.spare = spare
+        self.begin = begin
         self.max_kills = max_kills
         self.min_alive = min_alive
         self.poll = poll
@@ -197,6 +204,7 @@ class EvictionInjector:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0: float | None = None
+        self._started = False
 
     # ---- life cycle ------------------------------------------------------------------------
     def start(self, *, background: bool = True) -> EvictionInjector:
@@ -204,9 +212,13 @@ class EvictionInjector:
 
         With ``background=False`` the caller drives the injector by calling :meth:`step`.
         """
-        if self._t0 is not None:
+        if self._started:
             raise RuntimeError("injector already started")
-        self._t0 = self._clock()
+        if self.begin is not None and not background:
+            raise ValueError("begin= is polled by the injector's thread: start(background=True)")
+        self._started = True
+        if self.begin is None:
+            self._t0 = self._clock()
         if background:
             self._thread = threading.Thread(target=self._run, name="trspark-eviction-injector", daemon=True)
             self._thread.start()
@@ -226,6 +238,8 @@ class EvictionInjector:
         ``window`` s ahead was noticed of during the run). A paired benchmark calls this for every
         policy, so all leave the same executors dead behind a run.
         """
+        if self._t0 is None:
+            return 0  # the run ended before its clock began: no kill was due for any policy
         if self.notice is not None:
             return self.finish_notices(sleep=sleep)
         return self.finish_scheduled(window, sleep=sleep)
@@ -308,11 +322,16 @@ class EvictionInjector:
         # With notices the victim was chosen when its SIGPWR went out, `notice` s before the kill.
         return [(r.t + self.notice, r.rank) for r in self.records if r.signal == signals.SIGPWR]
 
+    @property
+    def began(self) -> bool:
+        """Has the clock begun (at :meth:`start`; with ``begin``, once it held)?"""
+        return self._t0 is not None
+
     def elapsed(self) -> float:
-        """Seconds since :meth:`start`."""
-        if self._t0 is None:
+        """Seconds since :meth:`start` (with ``begin``: since it held; 0 before)."""
+        if not self._started:
             raise RuntimeError("injector not started")
-        return self._clock() - self._t0
+        return 0.0 if self._t0 is None else self._clock() - self._t0
 
     def planned_deaths(self) -> dict[str, float]:
         """Model mode: executor id -> drawn time of death (seconds after start) of those seen so far."""
@@ -323,6 +342,11 @@ class EvictionInjector:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
+                if self._t0 is None:
+                    if not self._began():
+                        self._stop.wait(self.poll)
+                        continue
+                    self._t0 = self._clock()
                 self.step()
             except Exception:  # a transient /proc read error must not end the injection
                 log.exception("eviction injector step failed; retrying")
@@ -362,6 +386,13 @@ class EvictionInjector:
                 # The window counts from the notice as given (a callback may take a while), so
                 # the victim always gets its full `notice` seconds.
                 self._noticed[_key(victim)] = (self.elapsed() + lead, victim, rank)
+
+    def _began(self) -> bool:
+        try:
+            return self.begin is None or self.begin()
+        except Exception:  # an observer of the run (a remote call): never end the injection over it
+            log.exception("the injector's begin() failed; asking again")
+            return False
 
     def _kill_due(self, horizon: float) -> bool:
         """Schedule mode: the next scheduled (notice or kill) time is at or before ``horizon``."""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from jobs.tpcds.session import POLICIES, parse_policies
+from jobs.tpcds.settings import KILL_CLOCKS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -62,6 +63,18 @@ def _sf(ctx: click.Context, param: click.Parameter, value: float) -> float:
 
 
 _positive = click.FloatRange(min=0, min_open=True)
+
+
+def _fractions(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    try:
+        low, high = (float(part) for part in value.split(","))
+    except ValueError:
+        low = high = -1.0
+    if not 0 <= low <= high:
+        raise click.BadParameter(f"{value!r}: allowed: LOW,HIGH with 0 <= LOW <= HIGH (fractions of the stable time), e.g. 0.3,0.6")
+    return low, high
 
 
 def _confs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -143,6 +156,12 @@ def datagen_command(sf: float, cache: Path | None) -> None:
 @click.option("--tr-notices/--no-tr-notices", default=True, show_default=True,
               help="Give tr the kills' notices too (as decommission gets them); without, tr is only killed.")
 @click.option("--max-kills", type=click.IntRange(0), default=None, help="Kill at most this many executors per run.")
+@click.option("--reclaim-within", default=None, callback=_fractions,
+              help="Reclaim the whole spot pool at once, at a time drawn uniformly from LOW,HIGH x the query's "
+                   "stable time (e.g. 0.3,0.6), instead of kills drawn per executor from --lifetime/--stability.")
+@click.option("--kill-clock", type=click.Choice(KILL_CLOCKS), default="query", show_default=True,
+              help="When a run's kill offsets start counting: when the query is called, or once its first task "
+                   "has finished (a query plans for a second or so first, when no executor holds map outputs).")
 @click.option("--time-cap", type=_positive, default=600.0, show_default=True,
               help="Seconds after which a run is cancelled and recorded as failed.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("results.csv"),
@@ -193,7 +212,8 @@ def datagen_command(sf: float, cache: Path | None) -> None:
                    "engine's lines) to this file instead of the console.")
 def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...], lifetime: str | None,
                   stability: float | None, executors: int, cores: int, memory_mb: int, repeat: int, seed: int,
-                  notice: float, max_kills: int | None, time_cap: float, out: Path, plot_path: Path | None, master: str | None,
+                  notice: float, max_kills: int | None, reclaim_within: tuple[float, float] | None,
+                  kill_clock: str, time_cap: float, out: Path, plot_path: Path | None, master: str | None,
                   cache: Path | None, spark_conf: tuple[tuple[str, str], ...], warmup: int | None,
                   stable_runs: str, reference: Path | None, tr_notices: bool, pools: tuple[tuple[str, int], ...],
                   rewarm: bool, rewarm_passes: int, hold_replacements: bool, interleave: bool,
@@ -219,7 +239,8 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
     settings = BenchSettings(sf=sf, queries=queries, policies=policies, out=out, lifetime=lifetime,
                              stability=None if lifetime else (stability or 3.0), executors=executors,
                              cores=cores, memory_mb=memory_mb, repeat=repeat, seed=seed, time_cap=time_cap,
-                             notice=notice, max_kills=max_kills, master=master, cache=cache,
+                             notice=notice, max_kills=max_kills, reclaim_within=reclaim_within,
+                             kill_clock=kill_clock, master=master, cache=cache,
                              spark_conf=spark_conf, warmup=warmup, stable_runs=stable_runs,
                              reference=reference, tr_notices=tr_notices, executor_cpus=executor_cpus,
                              pools=pools, rewarm=rewarm, rewarm_passes=rewarm_passes,

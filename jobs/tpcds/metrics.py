@@ -142,6 +142,22 @@ def executor_ids(sc: SparkContext) -> Callable[[], set[str]]:
     return ids
 
 
+def first_task_finished(sc: SparkContext, group: str) -> Callable[[], bool]:
+    """A callable: has a task of job group ``group`` finished (Spark's status tracker)?"""
+    tracker = sc.statusTracker()
+
+    def finished() -> bool:
+        for job_id in tracker.getJobIdsForGroup(group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                stage = tracker.getStageInfo(stage_id)
+                if stage is not None and stage.numCompletedTasks > 0:
+                    return True
+        return False
+
+    return finished
+
+
 class ExecutorCount:
     """A callable giving the executors registered with the driver (the driver itself excluded).
 

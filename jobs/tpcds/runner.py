@@ -9,14 +9,16 @@ Plan of a benchmark (``--policies never,always,decommission,tr``)
    exponential with mean ``S x stable_seconds``.
 3. One kill schedule per (query, repeat) is drawn from the lifetime model with a seeded generator
    (:mod:`jobs.tpcds.schedules`, by :func:`jobs.harness.chaos.draw_schedule`: ``executors`` renewal processes, a replacement
-   ``replacement_delay`` s after each kill). Every policy replays exactly these kills (paired).
+   ``replacement_delay`` s after each kill), or, with ``reclaim_within``, one reclamation of the
+   whole spot pool mid-run. Every policy replays exactly these kills (paired).
    With ``hold_replacements`` the cluster manager replaces a run's killed executors only once the
    run has ended (:func:`jobs.tpcds.session.set_executor_target`), as a spot VM's replacement that
    boots for longer than the run.
 4. Each policy gets one session (start-up costs 22-31 s here, so sessions are re-used across
    queries and repeats), a warm-up pass (``warmup``: over the first N queries only), its stable
-   runs (``stable_runs="never"``: only vanilla Spark's, the reference), then its *evicted* runs: the injector
-   starts with the query and SIGKILLs executor JVMs on the schedule (for the policies that can
+   runs (``stable_runs="never"``: only vanilla Spark's, the reference), then its *evicted* runs: the injector's
+   clock starts with the query (``kill_clock="first-task"``: once the run's first task has
+   finished) and it SIGKILLs executor JVMs on the schedule (for the policies that can
    use a termination notice, ``decommission`` and ``tr`` (:data:`NOTICED_POLICIES`), it sends
    SIGPWR ``notice`` s before each SIGKILL: Spark's decommission signal, and the signal trspark's
    executor plugin takes as a notice. A kill due within the window after the start is delayed to
@@ -329,7 +331,7 @@ def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count:
         log.warning("only %d of %d executors registered (or a gone one still listed) before %s", count(),
                     s.executors, query.name)
     group = f"{policy}-{scenario}-{query.name}-{r}-{time.monotonic_ns()}"
-    injector = _injector(ctx, spark, policy, query.name, r) if scenario == "evicted" else None
+    injector = _injector(ctx, spark, policy, query.name, r, group) if scenario == "evicted" else None
     before = metrics.plugin_counters(spark.sparkContext)
     hold = injector is not None and s.hold_replacements
     if hold:
@@ -395,7 +397,7 @@ def rewarm(spark: SparkSession, query: Query, group: str, time_cap: float, passe
     return passes
 
 
-def _injector(ctx: _Context, spark: SparkSession, policy: str, name: str, r: int) -> Any:
+def _injector(ctx: _Context, spark: SparkSession, policy: str, name: str, r: int, group: str) -> Any:
     if ctx.settings.master is not None:
         return None
     from jobs.harness.chaos import EvictionInjector
@@ -408,5 +410,7 @@ def _injector(ctx: _Context, spark: SparkSession, policy: str, name: str, r: int
     return EvictionInjector(gateway.proc.pid, schedule=ctx.schedules[(name, r)], notice=notice,
                             signal=signal.SIGKILL, min_alive=ctx.settings.min_alive,
                             max_kills=ctx.settings.max_kills,
+                            begin=(metrics.first_task_finished(spark.sparkContext, group)
+                                   if ctx.settings.kill_clock == "first-task" else None),
                             registered=lambda executor_id: executor_id in registered_ids(),
                             spare=pools.spare(ctx.settings.pools))

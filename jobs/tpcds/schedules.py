@@ -2,7 +2,8 @@
 
 A schedule is a list of ``(seconds after the run's start, victim rank)`` pairs drawn by
 :func:`jobs.harness.chaos.draw_schedule` from the query's lifetime model over the spot slots
-(on-demand slots are never killed).
+(on-demand slots are never killed), or, with ``reclaim_within``, one reclamation of the whole
+spot pool at a time drawn uniformly from that range of the stable time.
 """
 
 from __future__ import annotations
@@ -41,7 +42,14 @@ def draw_all(s: BenchSettings, stable: dict[str, float]) -> dict[tuple[str, int]
                 out[(name, r)] = []
                 continue
             rng = np.random.default_rng([s.seed, zlib.crc32(name.encode()), r])
-            out[(name, r)] = _draw(spec, spot, s, rng, stable.get(name, math.nan))
+            if s.reclaim_within is not None:
+                seconds = stable.get(name, math.nan)
+                # Not before a notice could be given: a noticed policy's kill would come later than the others'.
+                earliest = s.notice if s.any_noticed() else 0.0
+                out[(name, r)] = (reclaim_pool(spot, s.reclaim_within, rng, seconds, earliest=earliest)
+                                  if math.isfinite(seconds) else [])
+            else:
+                out[(name, r)] = _draw(spec, spot, s, rng, stable.get(name, math.nan))
     return out
 
 
@@ -56,6 +64,15 @@ def _draw(spec: str, spot: int, s: BenchSettings, rng: np.random.Generator, stab
         if math.isinf(within) or (schedule and schedule[0][0] <= within):
             break
     return schedule
+
+
+def reclaim_pool(spot: int, within: tuple[float, float], rng: np.random.Generator, stable: float, *,
+                 earliest: float = 0.0) -> Schedule:
+    """Every spot slot killed at one time :math:`t = \\max(u S, t_0)`, :math:`u \\sim U(\\text{low}, \\text{high})`
+    (``S`` the stable seconds, :math:`t_0` = ``earliest``): rank 0 each time, as each kill takes the
+    oldest spot executor left."""
+    t = max(float(rng.uniform(*within)) * stable, earliest)
+    return [(t, 0)] * spot
 
 
 def lifetime_spec(s: BenchSettings, stable: dict[str, float], name: str) -> str | None:

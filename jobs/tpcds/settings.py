@@ -11,6 +11,9 @@ from jobs.tpcds.results import RunRow
 #: Policies whose executors can get each kill's termination notice (SIGPWR ``notice`` s ahead);
 #: ``tr`` only with ``BenchSettings.tr_notices``.
 NOTICED_POLICIES = frozenset({"decommission", "tr"})
+#: When a run's kill offsets start counting: when the query is called, or when its first task has
+#: finished (a query's first second or so is planning, when an executor holds nothing to lose).
+KILL_CLOCKS = ("query", "first-task")
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,12 @@ class BenchSettings:
     first_kill_within: float | None = None
     """Redraw a kill schedule until its first kill comes within this fraction of the query's stable
     time (None: keep every draw). A run the kills miss shows nothing of what they cost."""
+    reclaim_within: tuple[float, float] | None = None
+    """The spot pool is reclaimed at once: every spot executor is killed together, at a time drawn
+    uniformly from this range of fractions of the query's stable time (None: each spot slot's kills
+    follow the lifetime model). Spot capacity of one type and zone is often taken back together."""
+    kill_clock: str = "query"
+    """When a run's kill offsets start counting (:data:`KILL_CLOCKS`)."""
     master: str | None = None
     cache: Path | None = None
     rewarm: bool = True
@@ -85,6 +94,10 @@ class BenchSettings:
     appended (:func:`jobs.tpcds.session.jvm_console_to`); None: the console."""
 
     def __post_init__(self) -> None:
+        if self.kill_clock not in KILL_CLOCKS:
+            raise ValueError(f"kill clock must be one of {', '.join(KILL_CLOCKS)}, got {self.kill_clock!r}")
+        if self.reclaim_within is not None and not 0 <= self.reclaim_within[0] <= self.reclaim_within[1]:
+            raise ValueError(f"reclaim_within must be (low, high) with 0 <= low <= high, got {self.reclaim_within}")
         if self.interleave and self.master is not None:
             raise ValueError("interleaved policies need local clusters, one per policy; "
                              f"an existing cluster was given (master {self.master!r})")
