@@ -538,3 +538,25 @@ def test_a_held_executor_target_keeps_a_killed_executor_unreplaced_until_it_is_r
     assert [e.executor_id for e in find_executors(driver)] == survivor
     set_executor_target(spark, 2)
     wait_for(lambda: len(spark_executor_ids(spark)) == 2, timeout=SPARK_TIMEOUT, what="the replacement")
+
+
+@pytest.mark.spark
+def test_a_kill_clock_on_the_first_finished_task_of_a_job_group(two_executors: Any) -> None:
+    from jobs.tpcds.metrics import first_task_finished
+
+    spark = two_executors
+    sc = spark.sparkContext
+    driver = driver_pid(sc)
+    finished = first_task_finished(sc, "measured-run")
+    injector = EvictionInjector(driver, schedule=[(0.0, 0)], min_alive=1, poll=0.05, begin=finished).start()
+    try:
+        sc.setJobGroup("another-run", "not the measured run")
+        assert spark.range(0, 1000, numPartitions=2).selectExpr("sum(id)").collect()[0][0] == 499_500
+        assert not finished() and not injector.began and injector.records == []
+        sc.setJobGroup("measured-run", "its first finished task starts the kill clock")
+        assert spark.range(0, 1000, numPartitions=2).selectExpr("sum(id)").collect()[0][0] == 499_500
+        assert finished()
+        wait_for(lambda: injector.records, timeout=SPARK_TIMEOUT, what="the kill once the clock began")
+    finally:
+        injector.stop()
+    assert injector.began and injector.records[0].t < 1.0

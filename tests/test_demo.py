@@ -72,7 +72,7 @@ def test_summary_says_saved_cost_and_within_noise_in_plain_words() -> None:
                        "stable time; tr backed up 6.0 MiB a run, more than always's 4.0 MiB")
 
 
-def test_default_plan_needs_three_references_and_two_seeds_and_takes_about_nine_minutes() -> None:
+def test_default_plan_needs_three_references_and_two_seeds_and_takes_about_six_minutes() -> None:
     plan = DemoPlan()
     assert plan.stable_runs >= 3 and plan.seeds >= 2 and plan.policies == ("never", "always", "tr")
     # What the docs and the banner say: about 6 minutes, within the 10-minute budget.

@@ -208,6 +208,21 @@ def test_kill_duplicate_takes_the_copy_back_and_the_original_finishes(cluster: C
     assert by_executor == {original["executorId"]: "SUCCESS", idle: "KILLED"}
 
 
+def test_a_released_executor_takes_no_task_while_spark_still_lists_it(cluster: Cluster) -> None:
+    """``ReleaseExecutor`` first closes the executor to tasks, then asks the cluster manager to kill it
+    (on another thread). Closed but not yet killed here: every task of a job goes to the others."""
+    cluster.full_strength()
+    victim = sorted(cluster.alive())[0]
+    cluster.sc._jsc.sc().taskScheduler().exclude(victim)  # the release's first step, alone
+    tag = f"closed-{time.monotonic_ns()}"
+    assert run_job(cluster, shuffled(cluster), tag) == expected_sums(60_000)
+    used = {t["executorId"] for stage in cluster.job_stages(tag) for t in cluster.map_tasks(stage)}
+    assert victim in cluster.alive() and len(used) == EXECUTORS - 1 and victim not in used
+    command(cluster, "ReleaseExecutor", executor_id=victim, reason="test")
+    wait_for(lambda: victim not in cluster.alive(), what=f"executor {victim} released")
+    cluster.full_strength()
+
+
 def test_a_released_executor_s_outputs_are_read_from_their_remote_copies_even_after_a_drop(cluster: Cluster) -> None:
     """``ReleaseExecutor`` re-points the executor's outputs to their copies before it goes, and the
     cluster manager replaces it; a later ``DropBackup`` of those outputs (their shuffle looked

@@ -72,7 +72,7 @@ def _fractions(ctx: click.Context, param: click.Parameter, value: str | None) ->
         low, high = (float(part) for part in value.split(","))
     except ValueError:
         low = high = -1.0
-    if not 0 <= low <= high:
+    if not 0 <= low <= high < float("inf"):
         raise click.BadParameter(f"{value!r}: allowed: LOW,HIGH with 0 <= LOW <= HIGH (fractions of the stable time), e.g. 0.3,0.6")
     return low, high
 

@@ -99,6 +99,10 @@ trait EngineCommands extends OutputLoss {
       // too (measured: a stage failed 4 times re-pointing between two released executors).
       // The engine hears of it now too, as the simulator tells it: its lifetime and the peers it
       // may copy to must not wait for Spark's report.
+      sc.taskScheduler match {
+        case hooked: HintedScheduling => hooked.exclude(id)
+        case _ => // Spark stops offering it once killExecutors below has registered the request
+      }
       emit(event("ExecutorLost").put("executor_id", id).put("reason", "released"))
       lossSent.add(id)
       outputsLost(id, "released", dead = true)

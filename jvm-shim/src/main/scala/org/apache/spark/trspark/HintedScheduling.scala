@@ -19,6 +19,7 @@ import org.apache.spark.scheduler.{Pool, SchedulingMode, TaskDescription, TaskSc
  *     cut into one-core slots and [[HintPlacement.place]] runs its passes; each slot is offered to
  *     Spark alone while a thread-local filter shows only the task sets the rule admits there, so
  *     Spark's own locality and delay scheduling still choose the task.
+ *  3. Released executors: an executor the engine released ([[exclude]]) is offered to no task set.
  *
  * Spark's default offers go unchanged when no hints restrict an offered executor for a queued
  * stage (no hints, or hints about stages and executors no longer there), and for rounds with a
@@ -30,7 +31,15 @@ trait HintedScheduling extends TaskSchedulerImpl {
   // Set only by the thread inside resourceOffers, so other readers of rootPool never see a filter.
   private val offerFilter = new ThreadLocal[TaskSetManager => Boolean]
 
+  // Executors the engine released. Spark stops offering one once its kill request is registered,
+  // which happens on another thread; a task started there in between would wait for the loss to
+  // be noticed, seconds after the executor's deadline.
+  private val leaving = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
+
   def hints: SchedulingHints = currentHints
+
+  /** No task starts on `executorId` from now on (the engine released it; executor ids are never reused). */
+  def exclude(executorId: String): Unit = leaving.add(executorId)
 
   /** Replace the hints (each engine `SchedulingHints` replaces the previous ones). */
   def setHints(hints: SchedulingHints): Unit = currentHints = hints
@@ -50,8 +59,9 @@ trait HintedScheduling extends TaskSchedulerImpl {
     Option(offerFilter.get()).fold(ordered)(keep => ordered.filter(keep))
   }
 
-  override def resourceOffers(offers: IndexedSeq[WorkerOffer],
+  override def resourceOffers(allOffers: IndexedSeq[WorkerOffer],
       isAllFreeResources: Boolean): Seq[Seq[TaskDescription]] = synchronized {
+    val offers = if (leaving.isEmpty) allOffers else allOffers.filterNot(o => leaving.contains(o.executorId))
     val h = currentHints
     val queue = rootPool.getSortedTaskSetQueue
     val stages = queue.map(_.stageId).distinct.toSeq
