@@ -21,8 +21,8 @@ on-demand one as stable (:mod:`jobs.tpcds.pools`). Then:
   spot pool is reclaimed at once (``reclaim_within``): both spot executors are killed together,
   at a time drawn uniformly from 0.3-0.6 of the stable time, counted from the run's first
   finished task (a query plans for about a second first, when no executor holds a map output)
-  and no earlier than the notice. So every kill lands mid-job and takes two thirds of the map
-  outputs written so far, which vanilla Spark must recompute on the one executor left. ``tr``
+  and no earlier than the notice. So the kills land mid-job, where they can take map outputs
+  that vanilla Spark must then recompute on the one executor left. ``tr``
   gets the termination notice ``notice`` s ahead (SIGPWR, as a spot VM's notice; 1 s here, scaled
   to jobs of a few seconds as the clouds' 30-120 s are to jobs of minutes); ``never`` and
   ``always`` meet the same kills unannounced. Killed executors are replaced once the run has
