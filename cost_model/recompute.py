@@ -144,11 +144,17 @@ class Recompute:
         if not math.isfinite(now):
             raise ValueError(f"Recompute.advance: 'now' must be a finite time in seconds, got {now!r}")
         self._now = float(now)
-        built = self._due[0] if self._due is not None else None if self._table is None else self._table.now
+        built = self._built_at()
         if built is not None and self._now - built >= self.max_staleness:
             self.refresh(eager)
             return True
         return False
+
+    def _built_at(self) -> float | None:
+        """The clock (s) of the table, or of its rebuild put off until the next read; None before the first."""
+        if self._due is not None:
+            return self._due[0]
+        return None if self._table is None else self._table.now
 
     def refresh(self, eager: bool = True) -> None:
         """Rebuild the failure table at the current clock and the per-shuffle products that read it.

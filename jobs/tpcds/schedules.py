@@ -33,6 +33,8 @@ def draw_all(s: BenchSettings, stable: dict[str, float]) -> dict[tuple[str, int]
     """
     out: dict[tuple[str, int], Schedule] = {}
     spot = s.executors - pools.on_demand_slots(s.pools)  # on-demand slots are never killed
+    # A reclamation not before a notice could be given: a noticed policy's kill would come later than the others'.
+    earliest = s.notice if s.any_noticed() else 0.0
     for name in s.queries:
         spec = lifetime_spec(s, stable, name)
         if spec is None:
@@ -44,8 +46,6 @@ def draw_all(s: BenchSettings, stable: dict[str, float]) -> dict[tuple[str, int]
             rng = np.random.default_rng([s.seed, zlib.crc32(name.encode()), r])
             if s.reclaim_within is not None:
                 seconds = stable.get(name, math.nan)
-                # Not before a notice could be given: a noticed policy's kill would come later than the others'.
-                earliest = s.notice if s.any_noticed() else 0.0
                 out[(name, r)] = (reclaim_pool(spot, s.reclaim_within, rng, seconds, earliest=earliest)
                                   if math.isfinite(seconds) else [])
             else:
