@@ -22,8 +22,14 @@ abstract class DriverBase extends DriverPlugin with Logging {
   protected var remote: RemoteBackups = _
   /** True while the built-in always policy decides (mode `always`, or after a fallback). */
   protected val builtinAlways = new AtomicBoolean(false)
-  /** Off the RPC and engine threads: remote verification and deletes, executor kills. */
+  /** Off the RPC and engine threads: remote verification and deletes. */
   protected val verifier = Executors.newSingleThreadExecutor(Daemon.factory("trspark-verify"))
+  /**
+   * Executor releases, off the RPC and engine threads and not queued behind verifications: a
+   * kill waits for the cluster manager, and until it is registered a master without the
+   * scheduler hook can still offer the leaving executor a task.
+   */
+  protected val releaser = Executors.newSingleThreadExecutor(Daemon.factory("trspark-release"))
   /**
    * Counters, read by tests and tools (`TRStatus.stat`) and printed at shutdown. Committed backups:
    * `backups_done` = `backups_local` (peer copies) + `backups_remote`; `backups_bytes` sums the

@@ -108,7 +108,7 @@ trait EngineCommands extends OutputLoss {
       outputsLost(id, "released", dead = true)
       tracker.incrementEpoch()
       // killExecutors waits for the cluster manager's answer: not on the bridge's reader thread.
-      verifier.execute { () =>
+      releaser.execute { () =>
         try backend.killExecutors(Seq(id), adjustTargetNumExecutors = false, countFailures = false, force = true)
         catch { case NonFatal(e) => logWarning(s"trspark: could not release executor $id: ${e.getMessage}") }
       }
@@ -129,7 +129,7 @@ trait EngineCommands extends OutputLoss {
     logInfo(s"trspark: releasing idle executor $id ($reason)")
     outputsLost(id, "released", dead = true)
     tracker.incrementEpoch()
-    verifier.execute { () =>
+    releaser.execute { () =>
       val gone = Guard.orElse("Elastic.remove", false)(Elastic.remove(sc, id))
       if (gone) { count("executors_released"); count("executors_released_idle") }
       else {

@@ -132,6 +132,7 @@ class TRDriverPlugin extends EngineCommands {
   override def shutdown(): Unit = {
     clock.shutdownNow()
     verifier.shutdownNow()
+    releaser.shutdownNow()
     bridge.foreach(_.stop())
     if (remote != null && conf.backupsEnabled) remote.deleteApp()
     logInfo(s"trspark: ${synchronized(stats.map { case (k, v) => s"$k=$v" }.mkString(" "))}")
