@@ -66,7 +66,8 @@ the sweep against the design targets.
            f"    {_SWEEP_FLAGS} --csv tr.csv\n"
            "# tr-local: the same with --runs 50; the baselines' rows come from the same script, --runs 50",
            "2026-11-25", "aef7d88 (tr, tr-det, tr-local); baselines from an earlier commit of the same day; `tr` at "
-           "tpcds and bing, stabilities 20 and 5, re-run at fcbf2dc (2026-11-28): identical to the last digit",
+           "tpcds and bing, stabilities 20 and 5, re-run at fcbf2dc (2026-11-28) and at 4164ff6 (2026-12-03): "
+           "identical to the last digit",
            "2 cores shared with other work", pivot(("workload", "stability"), "policy"),
            "![slowdowns](engine_sweep.png)\n\nMean slowdown; 200 paired runs per point for `tr` and `tr-det`, "
            "50 for the others."),
