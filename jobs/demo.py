@@ -2,7 +2,7 @@ r"""``trspark demo``: the main job, its plan, time budget, table and plain-words
 
 Plan
 ----
-Two workloads where a kill costs recomputation, not only capacity: ``q29`` (TPC-DS; three fact
+Two workloads where a kill can cost recomputation, not only capacity: ``q29`` (TPC-DS; three fact
 tables joined by shuffles) and ``chain4`` (:mod:`jobs.tpcds.chain`: four iterations of score
 propagation, a lineage of about eight shuffles that each re-read the first one). Per policy
 (``never`` = vanilla Spark, ``always``, ``tr``) one 3-executor local cluster, warmed up; the
