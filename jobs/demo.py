@@ -23,8 +23,10 @@ on-demand one as stable (:mod:`jobs.tpcds.pools`). Then:
   finished task (a query plans for about a second first, when no executor holds a map output)
   and no earlier than the notice. So the kills land mid-job, where they can take map outputs
   that vanilla Spark must then recompute on the one executor left. ``tr``
-  gets the termination notice ``notice`` s ahead (SIGPWR, as a spot VM's notice; 1 s here, scaled
-  to jobs of a few seconds as the clouds' 30-120 s are to jobs of minutes); ``never`` and
+  gets the termination notice ``notice`` s ahead (SIGPWR, as a spot VM's notice; 0.5 s here, a
+  sixth to a third of these jobs as the clouds' 30-120 s are of jobs of minutes, and short enough
+  that the floor rarely overrides the drawn time: 1 s is above 0.6 of ``q29``'s stable time, so
+  every ``q29`` kill came at the floor, near the end of the job); ``never`` and
   ``always`` meet the same kills unannounced. Killed executors are replaced once the run has
   ended (``hold_replacements``). ``always`` backs up every output; ``tr`` never backs up what the
   on-demand executor holds, copies spot outputs to it, and, told that kills come with a notice,
@@ -168,7 +170,7 @@ class DemoPlan:
     executors: int = 3
     on_demand: int = 1
     """Executors in the on-demand pool: never killed, and known to the plugin as stable (the rest are spot)."""
-    notice: float = 1.0
+    notice: float = 0.5
     """Seconds of termination notice ``tr`` gets before each kill (0: none, killed like the others)."""
     hold_replacements: bool = True
     """Killed executors are replaced only after the run, as spot VMs whose replacements boot for
