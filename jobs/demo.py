@@ -133,9 +133,9 @@ the demo's executors share 2 cores, so an idle executor is no idle capacity ther
 would take CPU from the task it copies (on a cluster where each executor has its own cores, keep
 it). JVM options for a small shared host (:data:`SMALL_HOST_JVM_OPTIONS`)."""
 SLOWDOWN_GUESS = {"never": 2.2, "always": 2.2, "tr": 2.2}
-"""Expected evicted slowdowns for the budget (the demo's medians per job and kill seed, its
-replacements held until each run's end: never 0.86-1.52x, always 1.25-1.66x, tr 1.05-1.70x;
-the guesses sit high, so the plan ends early)."""
+"""Expected evicted slowdowns for the budget (the demo's medians per job and kill seed: never
+1.6-3.8x, always 1.9-4.1x, tr 1.3-2.2x; with these guesses the estimate, 6.3 minutes, stays above
+the runs' 4.5-5.0)."""
 
 
 @dataclass(frozen=True)
