@@ -17,8 +17,9 @@ import pytest
 from jvm_gateway import wait_for as wait_until
 
 from cost_model.lifetimes import from_spec
-from jobs.harness.chaos import EvictionInjector, draw_schedule
+from jobs.harness.chaos import EvictionInjector
 from jobs.harness.executors import EXECUTOR_CLASS, driver_pid, find_executors, signal_would_terminate
+from jobs.harness.kill_schedule import draw_schedule
 from jobs.tpcds.metrics import executor_ids
 
 TIMEOUT = 20.0

@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from jobs import demo as demo_runner
-from jobs.demo import DemoPlan, Spread, demo_lines, estimate_seconds, summary, within_noise
+from jobs.demo import DemoPlan, estimate_seconds
+from jobs.demo_table import Spread, demo_lines, summary, within_noise
 from jobs.tpcds.results import RunRow
 from jobs.tpcds.settings import BenchResult, BenchSettings
 

@@ -162,7 +162,7 @@ def test_pools_set_the_executors_spare_the_on_demand_slots_and_draw_kills_for_sp
 
     import numpy as np
 
-    from jobs.harness.chaos import draw_schedule
+    from jobs.harness.kill_schedule import draw_schedule
 
     rng = np.random.default_rng([s.seed, zlib.crc32(b"q3"), 0])
     spot_only = draw_schedule(schedules.lifetime_spec(s, ctx.stable, "q3"), 3, s.time_cap, rng,

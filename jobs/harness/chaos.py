@@ -15,7 +15,7 @@ replacement. :class:`EvictionInjector` does that from a background thread, eithe
   start, then executor id) and taken modulo the number alive.
 
 Paired comparisons (same evictions for several policies): draw one schedule with
-:func:`draw_schedule`, or replay ``injector.schedule()`` of a model-driven run, in every run.
+:func:`~jobs.harness.kill_schedule.draw_schedule`, or replay ``injector.schedule()`` of a model-driven run, in every run.
 Every kill is recorded as a :class:`KillRecord`. ``min_alive`` keeps at least that many
 executors: a kill that would go below it waits until replacements have registered.
 """
@@ -35,12 +35,9 @@ import psutil
 
 from cost_model.lifetimes import LifetimeModel, from_spec
 from jobs.harness.executors import ExecutorProcess, find_executors, signal_would_terminate
+from jobs.harness.kill_schedule import Schedule
 
 log = logging.getLogger(__name__)
-
-Schedule = list[tuple[float, int]]
-"""``(offset seconds after start, victim rank)`` pairs, in time order."""
-
 
 @dataclass(frozen=True, slots=True)
 class KillRecord:
@@ -59,51 +56,6 @@ class KillRecord:
     ``SIGPWR``, the notice marker, although no signal was sent); or ``missed`` (a notice not
     sent because the JVM had no SIGPWR handler yet, which the signal would have killed; its
     kill still comes at the deadline)."""
-
-
-def draw_schedule(
-    model: LifetimeModel | str,
-    executors: int,
-    horizon: float,
-    rng: np.random.Generator,
-    *,
-    replacement_delay: float = 0.0,
-) -> Schedule:
-    """A kill schedule that follows ``model`` on ``executors`` slots up to ``horizon`` seconds.
-
-    Each slot is a renewal process: an executor lives :math:`L \\sim` ``model``, is killed, and
-    its replacement starts ``replacement_delay`` seconds later with a fresh lifetime. The rank
-    of each victim is its position by age among the executors alive at that moment (oldest =
-    0), the rule :class:`EvictionInjector` applies when it replays the schedule.
-
-    Parameters
-    ----------
-    model
-        Lifetime model or its spec string (seconds).
-    executors
-        Number of executor slots (the ``N`` of ``local-cluster[N,...]``).
-    horizon
-        Kills after this many seconds are not included.
-    rng
-        Source of all randomness (same seed, same schedule).
-    replacement_delay
-        Seconds from a kill until its replacement counts as alive (7-17 s measured here).
-    """
-    lifetimes = from_spec(model) if isinstance(model, str) else model
-    if executors < 1 or horizon <= 0:
-        raise ValueError(f"need executors >= 1 and horizon > 0, got {executors} and {horizon}")
-    births = [0.0] * executors  # when each slot's current executor started
-    deaths = [float(x) for x in lifetimes.sample(executors, rng)]
-    schedule: Schedule = []
-    while True:
-        slot = int(np.argmin(deaths))
-        t = deaths[slot]
-        if t > horizon:
-            return schedule
-        alive = sorted((births[i], i) for i in range(executors) if births[i] <= t)
-        schedule.append((t, alive.index((births[slot], slot))))
-        births[slot] = t + replacement_delay
-        deaths[slot] = births[slot] + float(lifetimes.sample(1, rng)[0])
 
 
 class EvictionInjector:
@@ -132,7 +84,7 @@ class EvictionInjector:
         (e.g. the driver lists it), not when its process is first seen, and it is not killed
         before. This is the clock Spark -- and the lifetime history -- measures executors by: a JVM
         takes seconds to register, which would otherwise shorten every observed lifetime.
-        Schedule mode: ranks count only registered executors (as :func:`draw_schedule` counts
+        Schedule mode: ranks count only registered executors (as :func:`~jobs.harness.kill_schedule.draw_schedule` counts
         a replacement only once its ``replacement_delay`` is over), and a due kill waits while
         too few are registered (``min_alive``). Without it a replayed rank could pick a JVM
         still starting, which a SIGKILL kills then, but a SIGPWR notice kills at once as well

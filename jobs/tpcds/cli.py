@@ -5,13 +5,23 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from jobs.tpcds.session import POLICIES, parse_policies
+from jobs.tpcds.options import (
+    POSITIVE,
+    check_confs,
+    check_fractions,
+    check_lifetime,
+    check_policies,
+    check_pools,
+    check_queries,
+    check_sf,
+    cluster_options,
+)
+from jobs.tpcds.session import POLICIES
 from jobs.tpcds.settings import KILL_CLOCKS
 
 if TYPE_CHECKING:
@@ -21,102 +31,6 @@ if TYPE_CHECKING:
     from jobs.tpcds.settings import BenchResult, BenchSettings, Progress
 
 
-def _policies(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
-    try:
-        return parse_policies(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from exc
-
-
-def _queries(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
-    from jobs.tpcds.queries import QueryError, parse_list
-
-    if value.strip().lower() == "verified":  # the queries that passed `trspark bench verify`
-        from jobs.tpcds.verify import passed
-
-        try:
-            return passed(Path(__file__).with_name("QUERIES.md"))
-        except ValueError as exc:
-            raise click.BadParameter(str(exc)) from exc
-    try:
-        return parse_list(value)
-    except QueryError as exc:
-        raise click.BadParameter(str(exc).removeprefix("--queries: ")) from exc
-
-
-def _lifetime(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is None:
-        return None
-    from cost_model.lifetimes import from_spec
-
-    try:
-        from_spec(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from exc
-    return value
-
-
-def _sf(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    if not value > 0:
-        raise click.BadParameter(f"{value} is not a scale factor; allowed: a number > 0 (0.1 for tests, 1 for benchmarks)")
-    return value
-
-
-_positive = click.FloatRange(min=0, min_open=True)
-
-
-def _fractions(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, float] | None:
-    if value is None:
-        return None
-    try:
-        low, high = (float(part) for part in value.split(","))
-    except ValueError:
-        low = high = -1.0
-    if not 0 <= low <= high < float("inf"):
-        raise click.BadParameter(f"{value!r}: allowed: LOW,HIGH with 0 <= LOW <= HIGH (fractions of the stable time), e.g. 0.3,0.6")
-    return low, high
-
-
-def _confs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    pairs = []
-    for value in values:
-        key, eq, setting = value.partition("=")
-        if not eq or not key.strip().startswith("spark."):
-            raise click.BadParameter(f"{value!r}; allowed: KEY=VALUE with a spark.* key, e.g. "
-                                     "spark.sql.autoBroadcastJoinThreshold=-1")
-        pairs.append((key.strip(), setting.strip()))
-    return tuple(pairs)
-
-
-def _pools(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
-    """``--pool ondemand=1@stable --pool spot=3`` -> ``(("ondemand", 1), ("spot", 3))``, on-demand first."""
-    from jobs.tpcds.pools import POOL_KINDS
-
-    pools: dict[str, int] = {}
-    for value in values:
-        name, eq, rest = value.partition("=")
-        count, _, spec = rest.partition("@")
-        name, spec = name.strip(), spec.strip() or "spot"
-        if not eq or not count.strip().isdigit() or int(count) < 1 or POOL_KINDS.get(name) != spec or name in pools:
-            raise click.BadParameter(
-                f"{value!r}; allowed: ondemand=COUNT@stable (never killed) or spot=COUNT (killed), each once: "
-                "each executor learns its pool from its own imitated AWS metadata, which names only these two")
-        pools[name] = int(count)
-    return tuple(sorted(pools.items(), key=lambda kv: kv[0] != "ondemand"))
-
-
-def _cluster_options(command: Callable[..., None]) -> Callable[..., None]:
-    """``--executors``, ``--cores`` and ``--memory`` of a local cluster (every live command has them)."""
-    options = (
-        click.option("--executors", type=click.IntRange(1, 16), default=3, show_default=True),
-        click.option("--cores", type=click.IntRange(1, 8), default=1, show_default=True, help="Cores per executor."),
-        click.option("--memory", "memory_mb", type=click.IntRange(512, 65536), default=2048, show_default=True,
-                     help="Memory per executor (MB)."),
-    )
-    for option in reversed(options):
-        command = option(command)
-    return command
-
 
 @click.group("bench")
 def bench() -> None:
@@ -124,7 +38,7 @@ def bench() -> None:
 
 
 @bench.command("datagen")
-@click.option("--sf", type=float, default=1.0, show_default=True, callback=_sf, help="TPC-DS scale factor.")
+@click.option("--sf", type=float, default=1.0, show_default=True, callback=check_sf, help="TPC-DS scale factor.")
 @click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Cache root [default: $TRSPARK_TPCDS_CACHE or ~/.cache/trspark/tpcds].")
 def datagen_command(sf: float, cache: Path | None) -> None:
@@ -135,16 +49,16 @@ def datagen_command(sf: float, cache: Path | None) -> None:
 
 
 @bench.command("tpcds")
-@click.option("--sf", type=float, default=1.0, show_default=True, callback=_sf, help="TPC-DS scale factor.")
-@click.option("--queries", "queries", default="default", show_default=True, callback=_queries,
+@click.option("--sf", type=float, default=1.0, show_default=True, callback=check_sf, help="TPC-DS scale factor.")
+@click.option("--queries", "queries", default="default", show_default=True, callback=check_queries,
               help="'default', 'all', 'verified' (those that passed `trspark bench verify`), or a list like q3,q7,q19.")
-@click.option("--policies", default="never,always,decommission,tr", show_default=True, callback=_policies,
+@click.option("--policies", default="never,always,decommission,tr", show_default=True, callback=check_policies,
               help=f"Comma-separated subset of {', '.join(POLICIES)}.")
-@click.option("--lifetime", default=None, callback=_lifetime,
+@click.option("--lifetime", default=None, callback=check_lifetime,
               help="Executor lifetime model for the kills, e.g. exponential:mean=60 (seconds).")
-@click.option("--stability", type=_positive, default=None,
+@click.option("--stability", type=POSITIVE, default=None,
               help="Mean executor lifetime as a multiple of each query's stable time (exponential). [default: 3]")
-@_cluster_options
+@cluster_options
 @click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
               help="Runs per (query, policy, scenario). Evicted run r of a query replays the kill schedule "
                    "drawn from (seed, query, r): a different schedule per repeat, the same for every "
@@ -156,13 +70,13 @@ def datagen_command(sf: float, cache: Path | None) -> None:
 @click.option("--tr-notices/--no-tr-notices", default=True, show_default=True,
               help="Give tr the kills' notices too (as decommission gets them); without, tr is only killed.")
 @click.option("--max-kills", type=click.IntRange(0), default=None, help="Kill at most this many executors per run.")
-@click.option("--reclaim-within", default=None, callback=_fractions,
+@click.option("--reclaim-within", default=None, callback=check_fractions,
               help="Reclaim the whole spot pool at once, at a time drawn uniformly from LOW,HIGH x the query's "
                    "stable time (e.g. 0.3,0.6), instead of kills drawn per executor from --lifetime/--stability.")
 @click.option("--kill-clock", type=click.Choice(KILL_CLOCKS), default="query", show_default=True,
               help="When a run's kill offsets start counting: when the query is called, or once its first task "
                    "has finished (a query plans for a second or so first, when no executor holds map outputs).")
-@click.option("--time-cap", type=_positive, default=600.0, show_default=True,
+@click.option("--time-cap", type=POSITIVE, default=600.0, show_default=True,
               help="Seconds after which a run is cancelled and recorded as failed.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("results.csv"),
               show_default=True, help="CSV to append one row per run to.")
@@ -171,7 +85,7 @@ def datagen_command(sf: float, cache: Path | None) -> None:
 @click.option("--master", default=None,
               help="Run on this existing cluster (spark://host:7077) instead of a local-cluster; no kills are injected.")
 @click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, help="TPC-DS data cache root.")
-@click.option("--conf", "spark_conf", multiple=True, callback=_confs,
+@click.option("--conf", "spark_conf", multiple=True, callback=check_confs,
               help="Extra Spark setting KEY=VALUE for every session (repeatable), e.g. "
                    "spark.sql.autoBroadcastJoinThreshold=-1 for shuffle joins instead of broadcasts.")
 @click.option("--warmup", type=click.IntRange(1), default=None,
@@ -182,7 +96,7 @@ def datagen_command(sf: float, cache: Path | None) -> None:
 @click.option("--reference", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Take vanilla Spark's stable times from this results CSV: no stable runs, the policies run "
                    "in the given order under the kill schedules that reference implies (continue a long run).")
-@click.option("--pool", "pools", multiple=True, callback=_pools,
+@click.option("--pool", "pools", multiple=True, callback=check_pools,
               help="Executor pools, repeatable: --pool ondemand=1@stable --pool spot=3 makes the first "
                    "executor slot (id 0) on-demand (never killed) and the rest spot (killed as --lifetime/--stability say); the counts "
                    "set --executors. Each executor reads its pool from its own imitated AWS instance metadata "
@@ -325,20 +239,20 @@ def _line_hooks(console: Console) -> Progress:
 
 
 @bench.command("overhead")
-@click.option("--sf", type=float, default=1.0, show_default=True, callback=_sf, help="TPC-DS scale factor.")
-@click.option("--queries", "queries", default="default", show_default=True, callback=_queries,
+@click.option("--sf", type=float, default=1.0, show_default=True, callback=check_sf, help="TPC-DS scale factor.")
+@click.option("--queries", "queries", default="default", show_default=True, callback=check_queries,
               help="'default', 'all', or a list like q3,q7,q19.")
 @click.option("--rounds", type=click.IntRange(1, 100), default=3, show_default=True,
               help="Interleaved rounds: each query once per configuration per round.")
-@click.option("--lifetime", default=None, callback=_lifetime,
+@click.option("--lifetime", default=None, callback=check_lifetime,
               help="Lifetime model the tr policy is told, e.g. exponential:mean=60 [default: the plugin's].")
-@_cluster_options
-@click.option("--time-cap", type=_positive, default=600.0, show_default=True,
+@cluster_options
+@click.option("--time-cap", type=POSITIVE, default=600.0, show_default=True,
               help="Seconds after which a run is cancelled and recorded as failed.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("overhead.csv"),
               show_default=True, help="CSV to append one row per run to.")
 @click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, help="TPC-DS data cache root.")
-@click.option("--conf", "spark_conf", multiple=True, callback=_confs,
+@click.option("--conf", "spark_conf", multiple=True, callback=check_confs,
               help="Extra Spark setting KEY=VALUE for both sessions (repeatable).")
 def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime: str | None, executors: int,
                      cores: int, memory_mb: int, time_cap: float, out: Path, cache: Path | None,
@@ -387,11 +301,11 @@ def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime:
 
 
 @bench.command("verify")
-@click.option("--sf", type=float, default=1.0, show_default=True, callback=_sf, help="TPC-DS scale factor.")
-@click.option("--queries", "queries", default="all", show_default=True, callback=_queries,
+@click.option("--sf", type=float, default=1.0, show_default=True, callback=check_sf, help="TPC-DS scale factor.")
+@click.option("--queries", "queries", default="all", show_default=True, callback=check_queries,
               help="'all', 'default', or a list like q3,q7,q19.")
-@_cluster_options
-@click.option("--time-cap", type=_positive, default=600.0, show_default=True,
+@cluster_options
+@click.option("--time-cap", type=POSITIVE, default=600.0, show_default=True,
               help="Seconds after which a query is cancelled and fails.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               default=Path(__file__).with_name("QUERIES.md"), show_default="jobs/tpcds/QUERIES.md",
@@ -446,7 +360,7 @@ def verify_command(sf: float, queries: tuple[str, ...], executors: int, cores: i
 @click.option("--executors", type=click.IntRange(min=1), default=3, show_default=True,
               help="The runs' executor count (the bench's --executors), for each run's capacity floor "
                    "(the slowdown the executors left alive by the kills allow at best).")
-@click.option("--pool", "pools", multiple=True, callback=_pools,
+@click.option("--pool", "pools", multiple=True, callback=check_pools,
               help="The runs' pools (the bench's --pool), e.g. --pool ondemand=1@stable --pool spot=3: adds "
                    "what each run cost in USD (on-demand and spot VM prices of the simulator's pricing); "
                    "sets --executors.")

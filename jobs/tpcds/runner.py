@@ -8,7 +8,7 @@ Plan of a benchmark (``--policies never,always,decommission,tr``)
    every slowdown, and -- with ``--stability S`` -- sets the lifetime model of that query:
    exponential with mean ``S x stable_seconds``.
 3. One kill schedule per (query, repeat) is drawn from the lifetime model with a seeded generator
-   (:mod:`jobs.tpcds.schedules`, by :func:`jobs.harness.chaos.draw_schedule`: ``executors`` renewal processes, a replacement
+   (:mod:`jobs.tpcds.schedules`, by :func:`jobs.harness.kill_schedule.draw_schedule`: ``executors`` renewal processes, a replacement
    ``replacement_delay`` s after each kill), or, with ``reclaim_within``, one reclamation of the
    whole spot pool mid-run. Every policy replays exactly these kills (paired).
    With ``hold_replacements`` the cluster manager replaces a run's killed executors only once the

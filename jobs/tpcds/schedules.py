@@ -1,7 +1,7 @@
 """Kill schedules of a benchmark run: one per (query, repeat), the same for every policy.
 
 A schedule is a list of ``(seconds after the run's start, victim rank)`` pairs drawn by
-:func:`jobs.harness.chaos.draw_schedule` from the query's lifetime model over the spot slots
+:func:`jobs.harness.kill_schedule.draw_schedule` from the query's lifetime model over the spot slots
 (on-demand slots are never killed), or, with ``reclaim_within``, one reclamation of the whole
 spot pool at a time drawn uniformly from that range of the stable time.
 """
@@ -56,7 +56,7 @@ def draw_all(s: BenchSettings, stable: dict[str, float]) -> dict[tuple[str, int]
 def _draw(spec: str, spot: int, s: BenchSettings, rng: np.random.Generator, stable: float) -> Schedule:
     """A schedule for ``spot`` killable slots; with ``first_kill_within``, redrawn from the same
     generator (so still one schedule per seed) until its first kill is within that fraction of ``stable``."""
-    from jobs.harness.chaos import draw_schedule
+    from jobs.harness.kill_schedule import draw_schedule
 
     within = s.first_kill_within * stable if s.first_kill_within is not None and math.isfinite(stable) else math.inf
     for _ in range(MAX_REDRAWS):

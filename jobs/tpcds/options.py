@@ -1,0 +1,118 @@
+"""The options ``trspark bench``'s commands share, and their checks.
+
+Each check runs when click parses the command line, before any Spark session starts, and its
+error names the option and what it allows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from jobs.tpcds.session import parse_policies
+
+
+def check_policies(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    """``--policies``: comma-separated names of known policies."""
+    try:
+        return parse_policies(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+def check_queries(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    """``--queries``: TPC-DS query names and chain jobs, ``default``, ``all``, or ``verified`` (those that passed ``bench verify``)."""
+    from jobs.tpcds.queries import QueryError, parse_list
+
+    if value.strip().lower() == "verified":  # the queries that passed `trspark bench verify`
+        from jobs.tpcds.verify import passed
+
+        try:
+            return passed(Path(__file__).with_name("QUERIES.md"))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from exc
+    try:
+        return parse_list(value)
+    except QueryError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--queries: ")) from exc
+
+
+def check_lifetime(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--lifetime``: any lifetime spec that :func:`cost_model.lifetimes.from_spec` accepts."""
+    if value is None:
+        return None
+    from cost_model.lifetimes import from_spec
+
+    try:
+        from_spec(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    return value
+
+
+def check_sf(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """``--sf``: a TPC-DS scale factor > 0."""
+    if not value > 0:
+        raise click.BadParameter(f"{value} is not a scale factor; allowed: a number > 0 (0.1 for tests, 1 for benchmarks)")
+    return value
+
+
+POSITIVE = click.FloatRange(min=0, min_open=True)
+"""A number of seconds (or a stability) > 0."""
+
+
+def check_fractions(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, float] | None:
+    """``LOW,HIGH`` fractions of the stable time, ``0 <= LOW <= HIGH``."""
+    if value is None:
+        return None
+    try:
+        low, high = (float(part) for part in value.split(","))
+    except ValueError:
+        low = high = -1.0
+    if not 0 <= low <= high < float("inf"):
+        raise click.BadParameter(f"{value!r}: allowed: LOW,HIGH with 0 <= LOW <= HIGH (fractions of the stable time), e.g. 0.3,0.6")
+    return low, high
+
+
+def check_confs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """``--conf KEY=VALUE`` pairs with ``spark.*`` keys."""
+    pairs = []
+    for value in values:
+        key, eq, setting = value.partition("=")
+        if not eq or not key.strip().startswith("spark."):
+            raise click.BadParameter(f"{value!r}; allowed: KEY=VALUE with a spark.* key, e.g. "
+                                     "spark.sql.autoBroadcastJoinThreshold=-1")
+        pairs.append((key.strip(), setting.strip()))
+    return tuple(pairs)
+
+
+def check_pools(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
+    """``--pool ondemand=1@stable --pool spot=3`` -> ``(("ondemand", 1), ("spot", 3))``, on-demand first."""
+    from jobs.tpcds.pools import POOL_KINDS
+
+    pools: dict[str, int] = {}
+    for value in values:
+        name, eq, rest = value.partition("=")
+        count, _, spec = rest.partition("@")
+        name, spec = name.strip(), spec.strip() or "spot"
+        if not eq or not count.strip().isdigit() or int(count) < 1 or POOL_KINDS.get(name) != spec or name in pools:
+            raise click.BadParameter(
+                f"{value!r}; allowed: ondemand=COUNT@stable (never killed) or spot=COUNT (killed), each once: "
+                "each executor learns its pool from its own imitated AWS metadata, which names only these two")
+        pools[name] = int(count)
+    return tuple(sorted(pools.items(), key=lambda kv: kv[0] != "ondemand"))
+
+
+def cluster_options(command: Callable[..., None]) -> Callable[..., None]:
+    """``--executors``, ``--cores`` and ``--memory`` of a local cluster (every live command has them)."""
+    options = (
+        click.option("--executors", type=click.IntRange(1, 16), default=3, show_default=True),
+        click.option("--cores", type=click.IntRange(1, 8), default=1, show_default=True, help="Cores per executor."),
+        click.option("--memory", "memory_mb", type=click.IntRange(512, 65536), default=2048, show_default=True,
+                     help="Memory per executor (MB)."),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
