@@ -7,7 +7,7 @@ import time
 import pytest
 
 from jobs.tpcds import metrics
-from jobs.tpcds.metrics import CapacityMeter, executor_count, recomputed_in_stage
+from jobs.tpcds.metrics import CapacityMeter, executor_count, recomputed_in_shuffles, recomputed_in_stage
 
 
 def task(partition: int, status: str = "SUCCESS") -> dict[str, object]:
@@ -40,6 +40,26 @@ def test_speculative_copies_of_running_tasks_are_not_re_runs() -> None:
 def test_result_stages_are_not_counted() -> None:
     assert recomputed_in_stage([attempt([task(0), task(0, "FAILED"), task(0)])]) == 0
     assert recomputed_in_stage([]) == 0
+
+
+def stage(stage_id: int, rdds: list[int], tasks: list[dict[str, object]], shuffle_bytes: int = 100) -> dict[str, object]:
+    return {**attempt(tasks, shuffle_bytes), "stageId": stage_id, "rddIds": rdds}
+
+
+def test_outputs_re_run_in_a_later_jobs_new_stage_count_against_their_shuffle() -> None:
+    """Adaptive execution: a later job re-runs lost outputs of an earlier job's stage in a new stage over the same RDDs."""
+    first = stage(3, [7, 8, 9], [task(p) for p in range(6)])
+    again = stage(11, [9, 8, 7], [task(1), task(2), task(4), task(5)])  # the 4 outputs the kill took
+    other = stage(12, [10, 11], [task(0), task(1)])  # another shuffle, run once
+    assert recomputed_in_shuffles([first, again, other]) == 4
+    assert recomputed_in_stage([first]) + recomputed_in_stage([again]) == 0  # what a count per stage id saw
+
+
+def test_stages_without_rdd_ids_are_counted_by_stage_id() -> None:
+    one = {**attempt([task(0), task(1)], 100), "stageId": 1}
+    two = {**attempt([task(0), task(1)], 100), "stageId": 2}
+    assert recomputed_in_shuffles([one, two]) == 0
+    assert recomputed_in_shuffles([one, {**attempt([task(1)], 50), "stageId": 1}]) == 1
 
 
 def test_capacity_meter_integrates_missing_executors() -> None:

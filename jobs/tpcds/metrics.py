@@ -1,12 +1,16 @@
 """What a query run cost, read from Spark's own status REST API and from the executor count.
 
 ``tasks_recomputed``
-    For every shuffle-map stage of the query's jobs (a stage that wrote shuffle data in some
-    attempt): task attempts launched over all stage attempts minus the number of distinct
-    partitions. One attempt per partition is the work a run without failures does; the rest is
-    re-computation (lost map outputs re-run, resubmitted stages, tasks that died with their
-    executor). Speculative attempts (Spark's speculation, ``tr``'s task duplicates) are extra
-    copies of running work, not re-runs, and are not counted. Read from ``/api/v1/applications/<app>/stages/<id>?details=true`` of the driver UI.
+    For every shuffle the query's jobs wrote: map task attempts launched over all the stages that
+    wrote it, minus the number of distinct partitions. One attempt per partition is the work a
+    run without failures does; the rest is re-computation (lost map outputs re-run, resubmitted
+    stages, tasks that died with their executor). A shuffle is known by its map side's RDD ids
+    (``rddIds``), not by its stage id: adaptive execution runs each query stage as a job of its
+    own, and when a later job finds that stage's outputs lost, Spark re-runs them in a new stage
+    with a new id over the same RDDs. Counted per stage id, that cascade would not show.
+    Speculative attempts (Spark's speculation, ``tr``'s task duplicates) are extra copies of
+    running work, not re-runs, and are not counted. Read from
+    ``/api/v1/applications/<app>/stages/<id>?details=true`` of the driver UI.
 ``capacity_lost_seconds``
     :math:`\\int (N - n(t))\\,dt` over the run, where ``N`` is the configured executor count and
     ``n(t)`` the executors registered with the driver, sampled every ``poll`` seconds.
@@ -71,13 +75,23 @@ class StatusApi:
             time.sleep(0.2)
 
     def tasks_recomputed(self, group: str) -> int:
-        """Task attempts of the group's shuffle-map stages beyond one per partition (see module doc)."""
+        """Map task attempts of the group's shuffles beyond one per partition (see module doc)."""
         stage_ids = sorted({sid for job in self.wait_settled(group) for sid in job.get("stageIds", ())})
-        return sum(recomputed_in_stage(self.stage_attempts(sid)) for sid in stage_ids)
+        return recomputed_in_shuffles([attempt for sid in stage_ids for attempt in self.stage_attempts(sid)])
+
+
+def recomputed_in_shuffles(attempts: list[dict[str, Any]]) -> int:
+    """Extra map task attempts given the REST ``StageData`` attempts of any stages, grouped by shuffle (``rddIds``)."""
+    by_shuffle: dict[tuple[object, ...], list[dict[str, Any]]] = {}
+    for attempt in attempts:
+        rdds = attempt.get("rddIds")
+        key = ("rdds", *sorted(rdds)) if rdds else ("stage", attempt.get("stageId"))
+        by_shuffle.setdefault(key, []).append(attempt)
+    return sum(recomputed_in_stage(group) for group in by_shuffle.values())
 
 
 def recomputed_in_stage(attempts: list[dict[str, Any]]) -> int:
-    """Extra task attempts of one stage given its REST ``StageData`` attempts (0 for result stages)."""
+    """Extra task attempts over the attempts of one stage, or of the stages writing one shuffle (0 for result stages)."""
     if not any(a.get("shuffleWriteBytes", 0) > 0 or a.get("shuffleWriteRecords", 0) > 0 for a in attempts):
         return 0
     tasks = [task for attempt in attempts for task in (attempt.get("tasks") or {}).values()
