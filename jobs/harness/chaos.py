@@ -15,9 +15,10 @@ replacement. :class:`EvictionInjector` does that from a background thread, eithe
   start, then executor id) and taken modulo the number alive.
 
 Paired comparisons (same evictions for several policies): draw one schedule with
-:func:`~jobs.harness.kill_schedule.draw_schedule`, or replay ``injector.schedule()`` of a model-driven run, in every run.
-Every kill is recorded as a :class:`KillRecord`. ``min_alive`` keeps at least that many
-executors: a kill that would go below it waits until replacements have registered.
+:func:`~jobs.harness.kill_schedule.draw_schedule`, or replay ``injector.schedule()`` of a
+model-driven run, in every run. Every kill is recorded as a :class:`KillRecord`. ``min_alive``
+keeps at least that many executors: a kill that would go below it waits until replacements have
+registered.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from jobs.harness.executors import ExecutorProcess, find_executors, signal_would
 from jobs.harness.kill_schedule import Schedule
 
 log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True, slots=True)
 class KillRecord:
@@ -84,8 +86,9 @@ class EvictionInjector:
         (e.g. the driver lists it), not when its process is first seen, and it is not killed
         before. This is the clock Spark -- and the lifetime history -- measures executors by: a JVM
         takes seconds to register, which would otherwise shorten every observed lifetime.
-        Schedule mode: ranks count only registered executors (as :func:`~jobs.harness.kill_schedule.draw_schedule` counts
-        a replacement only once its ``replacement_delay`` is over), and a due kill waits while
+        Schedule mode: ranks count only registered executors (as
+        :func:`~jobs.harness.kill_schedule.draw_schedule` counts a replacement only once its
+        ``replacement_delay`` is over), and a due kill waits while
         too few are registered (``min_alive``). Without it a replayed rank could pick a JVM
         still starting, which a SIGKILL kills then, but a SIGPWR notice kills at once as well
         (the JVM has no handler yet): a notice-driven policy would lose it ``notice`` s early.
