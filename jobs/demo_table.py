@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jobs.tpcds.results import POLICY_ORDER, RunRow
-from jobs.tpcds.stats import capacity_floor
+from jobs.tpcds.stats import excess, finite_median
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -62,11 +62,6 @@ class DemoLine:
     excess: float
 
 
-def _median(values: list[float]) -> float:
-    finite = [v for v in values if math.isfinite(v)]
-    return statistics.median(finite) if finite else math.nan
-
-
 def demo_lines(rows: list[RunRow], executors: int) -> list[DemoLine]:
     """The table's rows, in workload order and then :data:`~jobs.tpcds.results.POLICY_ORDER`."""
     order = {p: i for i, p in enumerate(POLICY_ORDER)}
@@ -80,10 +75,10 @@ def demo_lines(rows: list[RunRow], executors: int) -> list[DemoLine]:
                                                                          order.get(kv[0][1], 99))):
         lines.append(DemoLine(
             workload, policy, len(runs), Spread.of(runs),
-            rerun=_median([float(r.tasks_recomputed) for r in runs]),
-            backup_bytes=_median([float(r.backups_bytes) for r in runs]),
-            lost_seconds=_median([r.capacity_lost_seconds for r in runs]),
-            excess=_median([r.slowdown - capacity_floor(r, executors) for r in runs if not r.failed])))
+            rerun=finite_median([float(r.tasks_recomputed) for r in runs]),
+            backup_bytes=finite_median([float(r.backups_bytes) for r in runs]),
+            lost_seconds=finite_median([r.capacity_lost_seconds for r in runs]),
+            excess=finite_median([excess(r, executors) for r in runs])))
     return lines
 
 

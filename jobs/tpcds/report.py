@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import math
-import statistics
 from collections import defaultdict
 
 from rich.table import Table
 
 from jobs.tpcds.results import POLICY_ORDER, RunRow
-
-
-def _median(values: list[float]) -> float:
-    finite = [v for v in values if math.isfinite(v)]
-    return statistics.median(finite) if finite else float("nan")
+from jobs.tpcds.stats import finite_median
 
 
 def _fmt(value: float, unit: str = "", digits: int = 2) -> str:
@@ -45,10 +40,10 @@ def summary_table(rows: list[RunRow], *, title: str = "TPC-DS on transient execu
         failed = sum(r.failed for r in runs)
         table.add_row(
             query, policy,
-            _fmt(_median([r.seconds for r in stable if not r.failed]), digits=1),
-            _fmt(_median([r.slowdown for r in stable if not r.failed]), "x"),
-            _fmt(_median([r.seconds for r in evicted if not r.failed]), digits=1),
-            _fmt(_median([r.slowdown for r in evicted if not r.failed]), "x"),
+            _fmt(finite_median([r.seconds for r in stable if not r.failed]), digits=1),
+            _fmt(finite_median([r.slowdown for r in stable if not r.failed]), "x"),
+            _fmt(finite_median([r.seconds for r in evicted if not r.failed]), digits=1),
+            _fmt(finite_median([r.slowdown for r in evicted if not r.failed]), "x"),
             str(sum(r.executors_killed for r in evicted)),
             _fmt(sum(r.capacity_lost_seconds for r in evicted if math.isfinite(r.capacity_lost_seconds)), digits=0),
             str(sum(r.tasks_recomputed for r in evicted)),

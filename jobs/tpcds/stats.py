@@ -78,6 +78,12 @@ def paired_ratio(rows: list[RunRow], a: str, b: str, scenario: str = "evicted",
     return median_interval(list(pairs(rows, a, b, scenario, value).values()))
 
 
+def finite_median(values: list[float]) -> float:
+    """The median of the finite ``values`` (NaN when there is none)."""
+    finite = [v for v in values if math.isfinite(v)]
+    return statistics.median(finite) if finite else math.nan
+
+
 def capacity_floor(row: RunRow, executors: int) -> float:
     """``1 + L / (N S)`` for one run (NaN without a stable time or a measured capacity loss)."""
     if executors < 1:

@@ -13,8 +13,9 @@ counts as ``inf`` (it did not finish). The targets:
 :mod:`jobs.tpcds.overhead`.)
 
 With the executor count given, the report adds the **capacity floor** per policy of each query
-that hurt vanilla Spark (``never`` >= 2x or failed): a run on ``N`` executors that lost ``L`` executor-seconds of capacity (``capacity_lost_seconds``:
-executors killed and not yet replaced) to a query of stable time ``S`` has at most
+that hurt vanilla Spark (``never`` >= 2x or failed): a run on ``N`` executors that lost ``L``
+executor-seconds of capacity (``capacity_lost_seconds``: executors killed and not yet replaced)
+to a query of stable time ``S`` has at most
 ``N T - L`` executor-seconds for ``N S`` of work, so
 
 .. math:: \frac{T}{S} \ge 1 + \frac{L}{N S},
