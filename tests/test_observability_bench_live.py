@@ -1,6 +1,6 @@
 """One benchmark application with kills: its counters agree across every place a user reads them.
 
-The TPC-DS bench's own code (:func:`jobs.tpcds.runner._run_once`, the function behind every CSV
+The TPC-DS bench's own code (:func:`jobs.tpcds.recorded_run.run_once`, the function behind every CSV
 row) runs TPC-DS q7 (shuffle joins) three times in one ``local-trcluster`` application with mode
 ``tr``, each run losing one executor to a SIGKILL, with the event log and Spark's
 ``PrometheusServlet`` on. Then the rows of the bench CSV, ``/metrics/prometheus``, the "trspark"
@@ -21,7 +21,7 @@ from test_observability_live import prometheus
 
 import trspark
 from jobs.harness.executors import driver_pid
-from jobs.tpcds import datagen, metrics, results, runner, session
+from jobs.tpcds import datagen, metrics, recorded_run, results, runner, session
 from jobs.tpcds.answers import DuckDBOracle
 from jobs.tpcds.queries import load
 from jobs.tpcds.settings import BenchSettings
@@ -72,7 +72,7 @@ def test_bench_csv_metrics_ui_tab_and_report_agree_on_a_job_with_kills(tmp_path:
     data = datagen.generate(settings.sf, settings.cache, show_progress=False)
     query = load(JOB)
     with DuckDBOracle(data) as oracle:
-        ctx = runner._Context(settings, {JOB: query}, {JOB: oracle.answer(query)})
+        ctx = recorded_run.BenchContext(settings, {JOB: query}, {JOB: oracle.answer(query)})
     runner.draw_schedules(ctx)
     spec = session.ClusterSpec(executors=3, cores=1, memory_mb=1024, extra_conf=dict(settings.spark_conf))
     spark, _ = session.start(spec, "tr", trspark_options=runner._plugin_options(ctx, "tr"))
@@ -82,7 +82,7 @@ def test_bench_csv_metrics_ui_tab_and_report_agree_on_a_job_with_kills(tmp_path:
         count = metrics.executor_count(sc, driver_pid(sc))
         api = metrics.StatusApi.of(sc)
         for r in range(RUNS):
-            row = runner._run_once(ctx, spark, api, count, "tr", "evicted", query, r, last=r == RUNS - 1)
+            row = recorded_run.run_once(ctx, spark, api, count, "tr", "evicted", query, r, last=r == RUNS - 1)
             results.append(out, row)
         counters = settled(spark)
         scraped, shown = prometheus(sc.uiWebUrl), tab(sc.uiWebUrl)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from jobs.tpcds import runner, schedules
+from jobs.tpcds import recorded_run, runner, schedules
 from jobs.tpcds.settings import BenchResult, BenchSettings
 from trspark.cli import cli
 
@@ -75,7 +75,7 @@ def test_reference_gives_never_median_stable_times(tmp_path: Path) -> None:
 def test_schedules_do_not_depend_on_the_query_list() -> None:
     def schedules(queries: tuple[str, ...]) -> dict[tuple[str, int], runner.Schedule]:
         settings = BenchSettings(sf=1, queries=queries, policies=("never",), out=Path("x.csv"), repeat=2)
-        ctx = runner._Context(settings, {}, {}, stable=dict.fromkeys(queries, 20.0))
+        ctx = recorded_run.BenchContext(settings, {}, {}, stable=dict.fromkeys(queries, 20.0))
         runner.draw_schedules(ctx)
         return ctx.schedules
 
@@ -88,7 +88,7 @@ def test_schedules_can_be_redrawn_until_the_first_kill_lands_early_in_the_query(
     def schedules(within: float | None) -> list[runner.Schedule]:
         settings = BenchSettings(sf=1, queries=("q3",), policies=("never",), out=Path("x.csv"), repeat=20,
                                  stability=1.5, first_kill_within=within)
-        ctx = runner._Context(settings, {}, {}, stable={"q3": 4.0})
+        ctx = recorded_run.BenchContext(settings, {}, {}, stable={"q3": 4.0})
         runner.draw_schedules(ctx)
         return [ctx.schedules[("q3", r)] for r in range(20)]
 
@@ -107,7 +107,7 @@ def test_a_pool_reclamation_kills_every_spot_executor_at_one_time_within_its_ran
         settings = BenchSettings(sf=1, queries=queries, policies=policies, out=Path("x.csv"), repeat=30,
                                  stability=1.5, notice=1.0, executors=4, pools=(("ondemand", 1), ("spot", 3)),
                                  reclaim_within=(0.3, 0.6))
-        ctx = runner._Context(settings, {}, {}, stable={"q3": 4.0, "q7": 2.0})
+        ctx = recorded_run.BenchContext(settings, {}, {}, stable={"q3": 4.0, "q7": 2.0})
         runner.draw_schedules(ctx)
         return ctx.schedules
 
@@ -155,7 +155,7 @@ def test_pools_set_the_executors_spare_the_on_demand_slots_and_draw_kills_for_sp
     assert (s.pools, s.executors) == ((("ondemand", 1), ("spot", 3)), 4)
     spare = pools.spare(s.pools)
     assert spare is not None and spare("0") and not spare("1") and not spare("4")
-    ctx = runner._Context(s, {}, {}, stable={"q3": 20.0})
+    ctx = recorded_run.BenchContext(s, {}, {}, stable={"q3": 20.0})
     runner.draw_schedules(ctx)
     # The schedule of the three spot slots, drawn from the same seed (ranks count spot executors only).
     import zlib
@@ -206,11 +206,11 @@ def test_replacements_are_warmed_after_any_kill_during_or_after_the_run(
     from jobs.tpcds.query_run import Outcome
 
     groups: list[str] = []
-    monkeypatch.setattr(runner, "execute", lambda spark, query, group, cap: groups.append(group) or Outcome(1.0))
+    monkeypatch.setattr(recorded_run, "execute", lambda spark, query, group, cap: groups.append(group) or Outcome(1.0))
     injector = _FakeInjector(during, after, notice=5.0 if policy == "tr" else None)
-    monkeypatch.setattr(runner, "_injector", lambda *args: injector)
-    monkeypatch.setattr(runner.metrics, "plugin_counters", lambda sc: {})
-    monkeypatch.setattr(runner.metrics, "plugin_fell_back", lambda sc: False)
+    monkeypatch.setattr(recorded_run, "_injector", lambda *args: injector)
+    monkeypatch.setattr(recorded_run.metrics, "plugin_counters", lambda sc: {})
+    monkeypatch.setattr(recorded_run.metrics, "plugin_fell_back", lambda sc: False)
 
     class Api:
         def tasks_recomputed(self, group: str) -> int:
@@ -224,9 +224,9 @@ def test_replacements_are_warmed_after_any_kill_during_or_after_the_run(
             return True
 
     s = BenchSettings(sf=1, queries=("q3",), policies=("always", "tr"), out=tmp_path / "r.csv", executors=2, notice=5.0)
-    ctx = runner._Context(s, {"q3": load("q3")}, {})
-    row = runner._run_once(ctx, spark=type("Spark", (), {"sparkContext": None})(), api=Api(),
-                           count=Count(), policy=policy, scenario="evicted", query=load("q3"), r=0)
+    ctx = recorded_run.BenchContext(s, {"q3": load("q3")}, {})
+    row = recorded_run.run_once(ctx, spark=type("Spark", (), {"sparkContext": None})(), api=Api(),
+                                count=Count(), policy=policy, scenario="evicted", query=load("q3"), r=0)
     assert row.executors_killed == during  # a kill after the run's end is not the run's
     # Every policy makes the kills due within the notice window after the end (noticed ones at their deadlines).
     assert injector.window == 5.0
@@ -247,10 +247,10 @@ def test_rewarm_runs_passes_until_one_is_within_the_bound_of_the_stable_time(
 
     left = iter(times)
     groups: list[str] = []
-    monkeypatch.setattr(runner, "execute", lambda spark, query, group, cap: groups.append(group) or Outcome(next(left)))
-    assert runner.REWARM_WITHIN == 1.25
-    with caplog.at_level("WARNING", logger=runner.log.name):
-        assert runner.rewarm(None, load("q3"), "rewarm-x", 60.0, passes, stable=10.0) == ran
+    monkeypatch.setattr(recorded_run, "execute", lambda spark, query, group, cap: groups.append(group) or Outcome(next(left)))
+    assert recorded_run.REWARM_WITHIN == 1.25
+    with caplog.at_level("WARNING", logger=recorded_run.log.name):
+        assert recorded_run.rewarm(None, load("q3"), "rewarm-x", 60.0, passes, stable=10.0) == ran
     assert groups == ["rewarm-x"] * ran
     # Only several passes allowed and none warm enough is worth a warning (one pass is the default).
     still_cold = passes > 1 and times[ran - 1] > 12.5
@@ -264,15 +264,15 @@ def test_rewarm_without_a_stable_time_or_after_a_failed_pass_goes_on_to_the_cap(
     from jobs.tpcds.query_run import Outcome
 
     outcomes = iter([Outcome(1.0, error="lost executor"), Outcome(1.0), Outcome(1.0)])
-    monkeypatch.setattr(runner, "execute", lambda spark, query, group, cap: next(outcomes))
-    assert runner.rewarm(None, load("q3"), "g", 60.0, 3, stable=10.0) == 2  # the failed pass does not count as warm
-    monkeypatch.setattr(runner, "execute", lambda spark, query, group, cap: Outcome(1.0))
-    assert runner.rewarm(None, load("q3"), "g", 60.0, 3, stable=None) == 3
+    monkeypatch.setattr(recorded_run, "execute", lambda spark, query, group, cap: next(outcomes))
+    assert recorded_run.rewarm(None, load("q3"), "g", 60.0, 3, stable=10.0) == 2  # the failed pass does not count as warm
+    monkeypatch.setattr(recorded_run, "execute", lambda spark, query, group, cap: Outcome(1.0))
+    assert recorded_run.rewarm(None, load("q3"), "g", 60.0, 3, stable=None) == 3
 
 
 def test_the_rewarm_bound_in_the_help_is_the_runner_s() -> None:
     result = CliRunner().invoke(cli, ["bench", "tpcds", "--help"])
-    assert f"{runner.REWARM_WITHIN:g}x the query's stable time" in " ".join(result.output.split())
+    assert f"{recorded_run.REWARM_WITHIN:g}x the query's stable time" in " ".join(result.output.split())
 
 
 def test_on_a_console_that_is_no_terminal_each_step_is_a_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -29,7 +29,8 @@ Plan of a benchmark (``--policies never,always,decommission,tr``)
    the victim of each kill due within the notice window after the run's end. Before every run all
    executors must be registered again, with live JVMs (the driver lists a departed executor for a
    few seconds more); after a run during or after which an executor was killed, the query is run
-   once more unrecorded, so cold replacement JVMs do not slow the next measurement.
+   once more unrecorded, so cold replacement JVMs do not slow the next measurement
+   (:mod:`jobs.tpcds.recorded_run`).
 5. Policies run one after the other, or, with ``interleave``, take turns with every cluster up
    (:mod:`jobs.tpcds.lockstep`): run ``r`` of a query under each policy is then made in one round,
    and a cluster's replacements register before the next policy's turn.
@@ -42,24 +43,21 @@ killed: runs are recorded with scenario ``real`` and whatever evictions the clus
 from __future__ import annotations
 
 import logging
-import math
 import multiprocessing
 import queue
-import signal
 import statistics
 import threading
-import time
-from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs.harness.executors import driver_pid
 from jobs.tpcds import datagen, lockstep, metrics, pools, results, schedules, session
-from jobs.tpcds.answers import Answer, DuckDBOracle, compare
+from jobs.tpcds.answers import DuckDBOracle
 from jobs.tpcds.lockstep import Turns, step_key
-from jobs.tpcds.queries import Query, load
+from jobs.tpcds.queries import load
 from jobs.tpcds.query_run import execute, first_line
+from jobs.tpcds.recorded_run import BenchContext, run_once, wait_for_executors
 from jobs.tpcds.results import RunRow
 from jobs.tpcds.schedules import Schedule
 from jobs.tpcds.settings import BenchResult, BenchSettings, Progress
@@ -69,33 +67,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("trspark.bench")
 
-#: A rewarm pass within this factor of the query's stable time ends the rewarm (warm enough).
-REWARM_WITHIN = 1.25
 
-
-@dataclass
-class _Context:
-    """State shared across policies of one benchmark (picklable: it goes to each policy's process)."""
-
-    settings: BenchSettings
-    queries: dict[str, Query]
-    answers: dict[str, Answer]
-    """DuckDB's answer per query (the oracle), computed once in the parent."""
-    stable: dict[str, float] = field(default_factory=dict)
-    schedules: dict[tuple[str, int], Schedule] = field(default_factory=dict)
-
-
-def wait_for_executors(count: metrics.ExecutorCount, expected: int, timeout: float = 180.0) -> bool:
-    """Block until ``expected`` executors are registered (replacements take 7-17 s here) and ``count`` is settled."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if count() >= expected and count.settled():
-            return True
-        time.sleep(0.25)
-    return False
-
-
-def draw_schedules(ctx: _Context) -> None:
+def draw_schedules(ctx: BenchContext) -> None:
     """One kill schedule per (query, repeat) into ``ctx`` (:func:`jobs.tpcds.schedules.draw_all`)."""
     ctx.schedules.update(schedules.draw_all(ctx.settings, ctx.stable))
 
@@ -109,7 +82,7 @@ def run(settings: BenchSettings, progress: Progress | None = None) -> BenchResul
     queries = {name: load(name) for name in settings.queries}
     with DuckDBOracle(data) as oracle:
         answers = {name: oracle.answer(query) for name, query in queries.items()}
-    ctx = _Context(settings, queries, answers)
+    ctx = BenchContext(settings, queries, answers)
     runs = len(settings.queries) * settings.repeat
     stable_runs = len(settings.queries) * settings.runs("stable")
     if settings.reference is not None:
@@ -159,7 +132,8 @@ class _PolicyDone:
     skipped: str = ""
 
 
-def _run_isolated(ctx: _Context, policy: str, data: Path, progress: Progress, rows: list[RunRow]) -> _PolicyDone:
+def _run_isolated(ctx: BenchContext, policy: str, data: Path, progress: Progress,
+                  rows: list[RunRow]) -> _PolicyDone:
     """Run one policy in its own Python process, so it gets its own driver JVM.
 
     A driver JVM cannot load a plugin jar given to a second SparkContext (``spark.jars`` reaches
@@ -185,12 +159,13 @@ def _run_isolated(ctx: _Context, policy: str, data: Path, progress: Progress, ro
         child.join()
 
 
-def _policy_turns_process(ctx: _Context, policy: str, data: Path, turns: lockstep.ChildTurns) -> None:
+def _policy_turns_process(ctx: BenchContext, policy: str, data: Path, turns: lockstep.ChildTurns) -> None:
     """One policy's process when policies take turns: its messages and its turns go through ``turns``."""
     _policy_process(ctx, policy, data, turns, turns)
 
 
-def _policy_process(ctx: _Context, policy: str, data: Path, channel: Any, turns: Turns | None = None) -> None:
+def _policy_process(ctx: BenchContext, policy: str, data: Path, channel: Any,
+                    turns: Turns | None = None) -> None:
     hooks = Progress(step=lambda label: channel.put(("step", label)), advance=lambda: channel.put(("advance", None)),
                      row=lambda row: channel.put(("row", row)))
     try:
@@ -203,13 +178,14 @@ def _policy_process(ctx: _Context, policy: str, data: Path, channel: Any, turns:
         channel.put(("done", _PolicyDone({}, {}, f"it failed: {first_line(exc)}")))
 
 
-def _run_policy(ctx: _Context, policy: str, data: Path, progress: Progress, turns: Turns | None = None) -> list[RunRow]:
+def _run_policy(ctx: BenchContext, policy: str, data: Path, progress: Progress,
+                turns: Turns | None = None) -> list[RunRow]:
     """All runs of one policy on one session (raises PolicyUnavailable if it cannot start)."""
     with pools.metadata_server(ctx.settings.pools) as metadata_url:
         return _run_session(ctx, policy, data, progress, metadata_url, turns or Turns())
 
 
-def _run_session(ctx: _Context, policy: str, data: Path, progress: Progress, metadata_url: str | None,
+def _run_session(ctx: BenchContext, policy: str, data: Path, progress: Progress, metadata_url: str | None,
                  turns: Turns) -> list[RunRow]:
     s = ctx.settings
     spec = session.ClusterSpec(executors=s.executors, cores=s.cores, memory_mb=s.memory_mb, master=s.master,
@@ -252,7 +228,7 @@ def _run_session(ctx: _Context, policy: str, data: Path, progress: Progress, met
                         draw_schedules(ctx)
                     progress.step(f"{policy} · {scenario} · {name} · run {r + 1}/{runs}")
                     last = scenario == scenarios[-1] and name == names[-1] and r == runs - 1
-                    batch.append(_run_once(ctx, spark, api, count, policy, scenario, query, r, last=last))
+                    batch.append(run_once(ctx, spark, api, count, policy, scenario, query, r, last=last))
                     if turns.interleaved:  # (local clusters only: BenchSettings refuses a master)
                         # The next turn is another cluster's: its run must not meet this one's replacements booting.
                         wait_for_executors(count, s.executors)
@@ -270,7 +246,7 @@ def _run_session(ctx: _Context, policy: str, data: Path, progress: Progress, met
             cap.stop()
 
 
-def _warm_up_queries(ctx: _Context, spark: SparkSession, policy: str) -> None:
+def _warm_up_queries(ctx: BenchContext, spark: SparkSession, policy: str) -> None:
     """The session's warm-up pass(es): the first ``warmup`` queries, ``warmup_rounds`` times, unrecorded."""
     s = ctx.settings
     for _ in range(s.warmup_rounds):
@@ -293,7 +269,7 @@ def _warm_up(api: metrics.StatusApi) -> None:
         log.warning("the Spark UI's REST API did not answer its first request: %s", exc)
 
 
-def _set_reference(ctx: _Context, name: str, batch: list[RunRow]) -> None:
+def _set_reference(ctx: BenchContext, name: str, batch: list[RunRow]) -> None:
     """Vanilla Spark's median stable time becomes the query's reference, its own rows included."""
     times = [row.seconds for row in batch if not row.failed]
     ctx.stable[name] = statistics.median(times) if times else float("nan")
@@ -301,7 +277,7 @@ def _set_reference(ctx: _Context, name: str, batch: list[RunRow]) -> None:
         row.stable_seconds, row.slowdown = ctx.stable[name], row.seconds / ctx.stable[name]
 
 
-def _plugin_options(ctx: _Context, policy: str) -> dict[str, Any]:
+def _plugin_options(ctx: BenchContext, policy: str) -> dict[str, Any]:
     """What the plugin is told about the kills: the lifetime model (median over queries' models).
 
     One session serves every query, so with ``--stability`` (a model per query) the plugin gets
@@ -321,96 +297,3 @@ def _plugin_options(ctx: _Context, policy: str) -> dict[str, Any]:
     if not stable or s.stability is None:
         return options
     return {**options, "lifetime": f"exponential:mean={s.stability * statistics.median(stable):.6g}"}
-
-
-def _run_once(ctx: _Context, spark: SparkSession, api: metrics.StatusApi, count: metrics.ExecutorCount,
-              policy: str, scenario: str, query: Query, r: int, *, last: bool = False) -> RunRow:
-    """One recorded run; ``last``: the session's final run (no re-warming after it, nothing follows)."""
-    s = ctx.settings
-    if s.master is None and not wait_for_executors(count, s.executors):
-        log.warning("only %d of %d executors registered (or a gone one still listed) before %s", count(),
-                    s.executors, query.name)
-    group = f"{policy}-{scenario}-{query.name}-{r}-{time.monotonic_ns()}"
-    injector = _injector(ctx, spark, policy, query.name, r, group) if scenario == "evicted" else None
-    before = metrics.plugin_counters(spark.sparkContext)
-    hold = injector is not None and s.hold_replacements
-    if hold:
-        session.set_executor_target(spark, 0)
-    with metrics.CapacityMeter(count, s.executors) as meter, injector or nullcontext():
-        outcome = execute(spark, query, group, s.time_cap)
-    after = metrics.plugin_counters(spark.sparkContext)
-    # Kills due while the query ran: for the noticed policies a notice for a kill after its end
-    # does not count, as that kill is not met by the policies that are only killed either.
-    kills = injector.kills_by(injector.elapsed()) if injector is not None else 0
-    killed_after = 0
-    if injector is not None and not last:
-        # A VM goes at its kill time whether or not the query still runs: the kills whose notice
-        # came during the run are made now for every policy, so all leave the same executors dead.
-        killed_after = injector.finish(s.notice if s.any_noticed() else 0.0)
-    if hold:
-        session.set_executor_target(spark, s.executors)
-    row = RunRow(query=query.name, policy=policy, sf=s.sf, seed=s.seed, repeat=r, scenario=scenario,
-                 seconds=outcome.seconds, executors_killed=kills,
-                 capacity_lost_seconds=meter.lost_seconds if s.master is None else float("nan"),
-                 failed=outcome.answer is None, error=outcome.error)
-    for column in after:  # counters are cumulative per application: the run's share is the difference
-        setattr(row, column, after[column] - before[column])
-    row.plugin_fallback = metrics.plugin_fell_back(spark.sparkContext)
-    stable = ctx.stable.get(query.name)
-    if stable:
-        row.stable_seconds, row.slowdown = stable, outcome.seconds / stable
-    if outcome.answer is not None:
-        verdict = compare(ctx.answers[query.name], outcome.answer, ordered=query.ordered,
-                          order_keys=query.order_keys)
-        row.result_ok = verdict.ok
-        row.error = verdict.reason
-    try:
-        row.tasks_recomputed = api.tasks_recomputed(group)
-    except Exception as exc:  # the status API is an observer: never lose the run over it
-        log.warning("could not read task attempts of %s: %s", group, exc)
-    if (kills or killed_after) and s.rewarm and s.master is None and not last:
-        # Replacements are cold JVMs (a first pass takes several times the stable time): warm them
-        # before measuring on, those of the kills past the run's end too.
-        wait_for_executors(count, s.executors)
-        rewarm(spark, query, f"rewarm-{group}", s.time_cap, s.rewarm_passes, ctx.stable.get(query.name))
-    return row
-
-
-def rewarm(spark: SparkSession, query: Query, group: str, time_cap: float, passes: int,
-           stable: float | None) -> int:
-    """Run ``query`` unrecorded until a pass takes at most ``REWARM_WITHIN`` x ``stable`` s; at most ``passes``.
-
-    Without a stable time (none measured yet) every pass runs. Returns the passes run. When
-    several passes were allowed and the last is still slower than that, says so: the runs that
-    follow start on executors that are still cold.
-    """
-    seconds = math.nan
-    for done in range(1, passes + 1):
-        outcome = execute(spark, query, group, time_cap)
-        seconds = outcome.seconds
-        if stable and outcome.error == "" and seconds <= REWARM_WITHIN * stable:
-            log.debug("%s: re-warmed in %d pass(es), the last %.1fx the stable time", group, done, seconds / stable)
-            return done
-    if stable and passes > 1:
-        log.warning("%s: the last of %d re-warm passes still took %.1fx the stable time (> %.2fx); the next "
-                    "runs start on cold executors", group, passes, seconds / stable, REWARM_WITHIN)
-    return passes
-
-
-def _injector(ctx: _Context, spark: SparkSession, policy: str, name: str, r: int, group: str) -> Any:
-    if ctx.settings.master is not None:
-        return None
-    from jobs.harness.chaos import EvictionInjector
-
-    gateway: Any = spark.sparkContext._gateway
-    notice = ctx.settings.notice if ctx.settings.noticed(policy) else None
-    registered_ids = metrics.executor_ids(spark.sparkContext)
-    # Victims are ranked among registered executors only, the clock draw_schedule keeps: a JVM
-    # still starting is no victim (a notice would kill it at once, a kill only at its time).
-    return EvictionInjector(gateway.proc.pid, schedule=ctx.schedules[(name, r)], notice=notice,
-                            signal=signal.SIGKILL, min_alive=ctx.settings.min_alive,
-                            max_kills=ctx.settings.max_kills,
-                            begin=(metrics.first_task_finished(spark.sparkContext, group)
-                                   if ctx.settings.kill_clock == "first-task" else None),
-                            registered=lambda executor_id: executor_id in registered_ids(),
-                            spare=pools.spare(ctx.settings.pools))

@@ -58,8 +58,9 @@ class BenchSettings:
     rewarm: bool = True
     rewarm_passes: int = 1
     """Most unrecorded passes that warm replacement JVMs after a run with kills. Past the first,
-    passes go on only while a pass takes more than ``jobs.tpcds.runner.REWARM_WITHIN`` x the query's stable time:
-    a JVM capped at a fraction of a core compiles slowly, and one pass may leave it cold."""
+    passes go on only while a pass takes more than ``jobs.tpcds.recorded_run.REWARM_WITHIN`` x the
+    query's stable time: a JVM capped at a fraction of a core compiles slowly, and one pass may
+    leave it cold."""
     spark_conf: tuple[tuple[str, str], ...] = ()
     """Extra Spark settings for every session (e.g. no broadcast joins, for bigger shuffles)."""
     warmup: int | None = None
