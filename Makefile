@@ -28,8 +28,10 @@ browser:
 			|| echo "chromium could not be installed: the UI tab test will be skipped"; \
 	else echo "chromium is missing and cannot be installed here: the UI tab test will be skipped"; fi
 
+# Options for the main job, e.g. make demo DEMO_ARGS="--seed 1" (trspark demo --help lists them).
+DEMO_ARGS ?=
 demo: setup
-	$(PYTHON) -m trspark demo
+	$(PYTHON) -m trspark demo $(DEMO_ARGS)
 
 lint:
 	$(PYTHON) -m ruff check .
