@@ -92,6 +92,25 @@ def test_floor_excess_and_the_excess_target() -> None:
         stats.capacity_floor(rows[0], 0)
 
 
+def test_excess_is_split_by_whether_the_run_met_a_kill() -> None:
+    spared = [dataclasses.replace(run("q3", "tr", seconds, repeat=r), executors_killed=0)
+              for r, seconds in enumerate((13.0, 14.0, 15.0))]
+    killed = [run("q3", "tr", 16.0, lost=15.0, repeat=3), run("q3", "tr", 20.0, lost=15.0, repeat=4),
+              run("q3", "tr", 99.0, lost=15.0, repeat=5, failed=True)]  # a failed run has no excess
+    rows = [*spared, *killed, run("q3", "never", 25.0, lost=15.0), run("q3", "tr", 9.0, scenario="stable")]
+    split = stats.excess_by_kills(rows, 3)
+    assert list(split) == ["never", "tr"]
+    with_kills, without = split["tr"]
+    # With kills: 1.6 - 1.5 and 2.0 - 1.5; without (floor 1): 0.3, 0.4, 0.5.
+    assert (with_kills.n, with_kills.median) == (2, pytest.approx(0.3))
+    assert (without.n, without.median, without.low, without.high) == (3, pytest.approx(0.4), pytest.approx(0.3),
+                                                                       pytest.approx(0.5))
+    assert split["never"][1].n == 0
+    text = stats.markdown(rows, 3)
+    assert "| tr | 2 | +0.30 [+0.10, +0.50] | 3 | +0.40 [+0.30, +0.50] |" in text
+    assert "| never | 1 | +1.00 (no interval) | 0 | - |" in text  # 2.5 - 1.5
+
+
 def test_targets_command_prints_intervals_ratios_and_floors(tmp_path: Path) -> None:
     rows = []
     for r, (never, always, tr) in enumerate([(30.0, 14.0, 12.0), (28.0, 15.0, 12.5), (35.0, 13.0, 12.2)]):

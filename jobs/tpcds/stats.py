@@ -116,6 +116,30 @@ def excess_target(rows: list[RunRow], executors: int) -> dict[str, tuple[float, 
     return out
 
 
+def excess_by_kills(rows: list[RunRow], executors: int) -> dict[str, tuple[Interval, Interval]]:
+    """Policy -> median excess over the floor (with its interval) of its evicted runs that met a kill, and of those that met none.
+
+    A run that met no kill has a floor of 1, so its excess is what no handling of a kill can
+    explain: replacement JVMs of an earlier schedule still cold, and run-to-run noise. Where the
+    two medians are alike, the excess of the runs with kills is that baseline, not lost outputs.
+    """
+    split: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
+    for r in _evicted(rows):
+        value = excess(r, executors)
+        if math.isfinite(value):
+            split[r.policy][0 if r.executors_killed else 1].append(value)
+    return {p: (median_interval(split[p][0]), median_interval(split[p][1])) for p in _ordered(set(split))}
+
+
+def _excess_text(interval: Interval) -> str:
+    """``+0.37 [+0.20, +0.52]``: an excess is a difference, so no "not significant" against 1."""
+    if not interval.n:
+        return "-"
+    if not (math.isfinite(interval.low) and math.isfinite(interval.high)):
+        return f"{interval.median:+.2f} (no interval)"
+    return f"{interval.median:+.2f} [{interval.low:+.2f}, {interval.high:+.2f}]"
+
+
 def _ordered(policies: set[str]) -> list[str]:
     return [p for p in POLICY_ORDER if p in policies] + sorted(policies - set(POLICY_ORDER))
 
@@ -222,6 +246,13 @@ def markdown(rows: list[RunRow], executors: int, pools: tuple[tuple[str, int], .
         floor, extra = capacity_floor(r, executors), excess(r, executors)
         out.append(f"| {r.query} | {r.seed} | {r.repeat} | {r.policy} | {r.executors_killed} | {slow} | "
                    f"{_num(floor, 'x')} | {_num(extra, '', signed=True)} |")
+    out += ["", "Excess over the floor by whether the run met a kill (a run that met none has a floor of about 1: "
+            "its excess is what the kills do not explain, such as replacements of an earlier schedule still "
+            "cold, and noise):", "",
+            "| policy | runs with kills | median excess [95 % interval] | runs without | median excess [95 % interval] |",
+            "|---|---|---|---|---|"]
+    for policy, (killed, spared) in excess_by_kills(rows, executors).items():
+        out.append(f"| {policy} | {killed.n} | {_excess_text(killed)} | {spared.n} | {_excess_text(spared)} |")
     hurt = excess_target(rows, executors)
     out.append("")
     if not hurt:
