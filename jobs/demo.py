@@ -37,7 +37,8 @@ Table and summary
 -----------------
 Per workload and policy: the median slowdown over the seeds with its spread (min-max), and per
 run (median over seeds) the map tasks re-run, the bytes backed up, the executor-seconds of
-capacity lost and the excess over the capacity floor :math:`1 + L / (N S)`. The summary says what
+capacity lost and the excess over the capacity floor :math:`1 + L / (U S)`, with :math:`U` the
+executors that can run at once (:attr:`DemoPlan.usable_executors`). The summary says what
 ``tr`` saved against ``never`` and what it cost against ``always``; a difference whose spreads
 overlap is "within noise" (:func:`within_noise`), never a finding.
 
@@ -59,6 +60,7 @@ the engine missing) is skipped and named with the reason, nothing is estimated o
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,6 +188,16 @@ class DemoPlan:
                              f"got {self.on_demand}")
 
     @property
+    def usable_executors(self) -> float:
+        """Executors that can run at once: the 1-core executors share this machine's cores.
+
+        With 3 executors on 2 cores, losing one of them takes no capacity and losing two takes
+        half of it; the capacity floor counts it so.
+        """
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return float(min(self.executors, cores))
+
+    @property
     def pools(self) -> tuple[tuple[str, int], ...]:
         """The bench's pools: ``on_demand`` on-demand executors first, then spot (none: all spot)."""
         if self.on_demand == 0:
@@ -203,6 +215,7 @@ class DemoPlan:
                              kill_clock="first-task",
                              time_cap=240.0, warmup_rounds=self.warmup_rounds, stable_runs="all",
                              rewarm=self.rewarm, pools=self.pools, hold_replacements=self.hold_replacements,
+                             usable_executors=self.usable_executors,
                              tr_notices=self.notice > 0, notice=self.notice, spark_conf=DEMO_SPARK_CONF,
                              console_log=out.parent / CONSOLE_LOG, interleave=True)
 
@@ -249,7 +262,7 @@ def run_demo(plan: DemoPlan, out_dir: Path, console: Console) -> list[DemoLine]:
                   + f"about {estimate_seconds(plan) / 60:.0f} min on 2 cores"
                   + ("" if plan.sf == 0.1 else " at SF 0.1 (the estimate's scale)"))
     result = run_with_progress(plan.settings(csv_path), RichConsole(stderr=True))
-    lines = demo_lines(result.rows, plan.executors)
+    lines = demo_lines(result.rows, plan.usable_executors)
     console.print(table(lines, f"trspark demo: SF {plan.sf:g}, {plan.seeds} kill schedules per workload"))
     for text in summary(lines):
         console.print(text)

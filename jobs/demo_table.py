@@ -62,7 +62,7 @@ class DemoLine:
     excess: float
 
 
-def demo_lines(rows: list[RunRow], executors: int) -> list[DemoLine]:
+def demo_lines(rows: list[RunRow], executors: float) -> list[DemoLine]:
     """The table's rows, in workload order and then :data:`~jobs.tpcds.results.POLICY_ORDER`."""
     order = {p: i for i, p in enumerate(POLICY_ORDER)}
     groups: dict[tuple[str, str], list[RunRow]] = {}

@@ -5,6 +5,7 @@ runner itself is tested live in ``test_tpcds_e2e``)."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,14 @@ def test_default_plan_has_one_on_demand_executor_that_is_never_killed() -> None:
     assert int(conf["spark.sql.shuffle.partitions"]) == 2 * settings.executors
     with pytest.raises(ValueError, match="on-demand executors must be 0..2"):
         DemoPlan(on_demand=3)
+
+
+def test_capacity_is_counted_in_the_executors_the_cores_can_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})  # a 2-core machine
+    assert DemoPlan().usable_executors == 2.0
+    assert DemoPlan().settings(Path("r.csv")).usable_executors == 2.0
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    assert DemoPlan().settings(Path("r.csv")).usable_executors == 3.0  # every executor has a core
 
 
 def test_demo_command_runs_the_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

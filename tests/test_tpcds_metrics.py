@@ -79,6 +79,22 @@ def test_capacity_meter_counts_nothing_when_all_are_there() -> None:
     assert meter.lost_seconds == 0.0
 
 
+def test_capacity_meter_counts_only_the_executors_that_could_run_at_once() -> None:
+    # 3 one-core executors on 2 cores: with 2 left nothing is lost, with 1 left one core's worth.
+    with CapacityMeter(lambda: 2, expected=3, usable=2, poll=0.01) as meter:
+        while meter.samples < 10:
+            time.sleep(0.01)
+    assert meter.lost_seconds == 0.0
+    poll = 0.05
+    started = time.monotonic()
+    with CapacityMeter(lambda: 1, expected=3, usable=2, poll=poll) as meter:
+        while meter.lost_seconds < 0.5:
+            time.sleep(poll)
+    assert meter.lost_seconds == pytest.approx(time.monotonic() - started, abs=4 * poll + 0.2)
+    with pytest.raises(ValueError, match="usable executors must be > 0"):
+        CapacityMeter(lambda: 1, expected=3, usable=0)
+
+
 class _Driver:
     """What ``ExecutorCount`` reads of a SparkContext: ``sc._jsc.sc().getExecutorIds().mkString(",")``."""
 

@@ -101,7 +101,11 @@ def recomputed_in_stage(attempts: list[dict[str, Any]]) -> int:
 
 
 class CapacityMeter:
-    """Integrates missing executors over time: executor-seconds of capacity lost to evictions.
+    r"""Integrates missing executors over time: executor-seconds of capacity lost to evictions.
+
+    With ``n`` executors registered, :math:`\min(N, U) - \min(n, U)` executors are missing:
+    where only ``U`` executors can run at once (executors sharing fewer cores than they have),
+    losing one of the others takes no capacity.
 
     Parameters
     ----------
@@ -109,13 +113,19 @@ class CapacityMeter:
         Returns the number of executors currently registered with the driver.
     expected
         Executors the cluster should have (``N``).
+    usable
+        Executors that can run at once (``U``, > 0); None: all ``N``.
     poll
         Sampling period in seconds (the integral is a left Riemann sum at this step).
     """
 
-    def __init__(self, count: Callable[[], int], expected: int, *, poll: float = 0.25) -> None:
+    def __init__(self, count: Callable[[], int], expected: int, *, usable: float | None = None,
+                 poll: float = 0.25) -> None:
+        if usable is not None and not usable > 0:
+            raise ValueError(f"usable executors must be > 0, got {usable}")
         self._count = count
         self.expected = expected
+        self.usable = float(expected) if usable is None else min(float(expected), usable)
         self.poll = poll
         self.lost_seconds = 0.0
         self.samples = 0
@@ -127,7 +137,7 @@ class CapacityMeter:
         while not self._stop.wait(self.poll):
             now = time.monotonic()
             try:
-                missing = max(self.expected - self._count(), 0)
+                missing = max(self.usable - min(self._count(), self.usable), 0.0)
             except Exception:  # the driver is busy or shutting down: skip this sample
                 missing = 0
             self.lost_seconds += missing * (now - last)

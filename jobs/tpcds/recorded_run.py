@@ -68,7 +68,7 @@ def run_once(ctx: BenchContext, spark: SparkSession, api: metrics.StatusApi, cou
     hold = injector is not None and s.hold_replacements
     if hold:
         session.set_executor_target(spark, 0)
-    with metrics.CapacityMeter(count, s.executors) as meter, injector or nullcontext():
+    with metrics.CapacityMeter(count, s.executors, usable=s.usable_executors) as meter, injector or nullcontext():
         outcome = execute(spark, query, group, s.time_cap)
     after = metrics.plugin_counters(spark.sparkContext)
     # Kills due while the query ran: for the noticed policies a notice for a kill after its end

@@ -84,6 +84,10 @@ class BenchSettings:
     executor_cpus: float | None = None
     """Cap each executor JVM at this many cores (its own cgroup, :mod:`jobs.harness.cpucap`), as if
     every executor ran on its own VM; None: executors share the machine's cores."""
+    usable_executors: float | None = None
+    """Executors that can run at once when fewer than ``executors`` (uncapped JVMs sharing fewer
+    cores): capacity is lost only when fewer than these are left (:class:`~jobs.tpcds.metrics.CapacityMeter`).
+    None: every executor."""
     interleave: bool = False
     """Keep every policy's cluster up and let them take turns: run ``r`` of a query under each policy
     is made in one round, seconds apart (:mod:`jobs.tpcds.lockstep`), so the machine's drift over
@@ -99,6 +103,8 @@ class BenchSettings:
             raise ValueError(f"kill clock must be one of {', '.join(KILL_CLOCKS)}, got {self.kill_clock!r}")
         if self.reclaim_within is not None and not 0 <= self.reclaim_within[0] <= self.reclaim_within[1]:
             raise ValueError(f"reclaim_within must be (low, high) with 0 <= low <= high, got {self.reclaim_within}")
+        if self.usable_executors is not None and not self.usable_executors > 0:
+            raise ValueError(f"usable executors must be > 0, got {self.usable_executors}")
         if self.interleave and self.master is not None:
             raise ValueError("interleaved policies need local clusters, one per policy; "
                              f"an existing cluster was given (master {self.master!r})")

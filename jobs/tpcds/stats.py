@@ -84,8 +84,11 @@ def finite_median(values: list[float]) -> float:
     return statistics.median(finite) if finite else math.nan
 
 
-def capacity_floor(row: RunRow, executors: int) -> float:
-    """``1 + L / (N S)`` for one run (NaN without a stable time or a measured capacity loss)."""
+def capacity_floor(row: RunRow, executors: float) -> float:
+    """``1 + L / (N S)`` for one run (NaN without a stable time or a measured capacity loss).
+
+    ``N``: the executors that can run at once (fewer than the cluster's when they share fewer cores).
+    """
     if executors < 1:
         raise ValueError(f"executors must be >= 1, got {executors}")
     if not (math.isfinite(row.capacity_lost_seconds) and math.isfinite(row.stable_seconds) and row.stable_seconds > 0):
@@ -93,7 +96,7 @@ def capacity_floor(row: RunRow, executors: int) -> float:
     return 1.0 + row.capacity_lost_seconds / (executors * row.stable_seconds)
 
 
-def excess(row: RunRow, executors: int) -> float:
+def excess(row: RunRow, executors: float) -> float:
     """``slowdown - floor`` of one finished run: what the policy controls (NaN for a failed run)."""
     return math.nan if row.failed else row.slowdown - capacity_floor(row, executors)
 
