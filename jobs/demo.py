@@ -261,8 +261,10 @@ def run_demo(plan: DemoPlan, out_dir: Path, console: Console) -> list[DemoLine]:
                      if plan.on_demand else "; every executor spot; ")
                   + f"about {estimate_seconds(plan) / 60:.0f} min on 2 cores"
                   + ("" if plan.sf == 0.1 else " at SF 0.1 (the estimate's scale)"))
-    result = run_with_progress(plan.settings(csv_path), RichConsole(stderr=True))
-    lines = demo_lines(result.rows, plan.usable_executors)
+    settings = plan.settings(csv_path)
+    result = run_with_progress(settings, RichConsole(stderr=True))
+    # The floor divides by the executors the capacity meter counted (None: all of them).
+    lines = demo_lines(result.rows, settings.usable_executors or settings.executors)
     console.print(table(lines, f"trspark demo: SF {plan.sf:g}, {plan.seeds} kill schedules per workload"))
     for text in summary(lines):
         console.print(text)

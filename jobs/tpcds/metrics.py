@@ -137,7 +137,7 @@ class CapacityMeter:
         while not self._stop.wait(self.poll):
             now = time.monotonic()
             try:
-                missing = max(self.usable - min(self._count(), self.usable), 0.0)
+                missing = self.usable - min(self._count(), self.usable)
             except Exception:  # the driver is busy or shutting down: skip this sample
                 missing = 0
             self.lost_seconds += missing * (now - last)

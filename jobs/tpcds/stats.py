@@ -101,7 +101,7 @@ def excess(row: RunRow, executors: float) -> float:
     return math.nan if row.failed else row.slowdown - capacity_floor(row, executors)
 
 
-def excess_target(rows: list[RunRow], executors: int) -> dict[str, tuple[float, float]]:
+def excess_target(rows: list[RunRow], executors: float) -> dict[str, tuple[float, float]]:
     """Hurt query -> (never's median slowdown, tr's median excess over its floor), for the bound."""
     by_query: dict[tuple[str, str], list[RunRow]] = defaultdict(list)
     for r in _evicted(rows):
@@ -119,10 +119,10 @@ def excess_target(rows: list[RunRow], executors: int) -> dict[str, tuple[float, 
     return out
 
 
-def excess_by_kills(rows: list[RunRow], executors: int) -> dict[str, tuple[Interval, Interval]]:
+def excess_by_kills(rows: list[RunRow], executors: float) -> dict[str, tuple[Interval, Interval]]:
     """Policy -> median excess over the floor (with its interval) of its evicted runs that met a kill, and of those that met none.
 
-    A run that met no kill has a floor of 1, so its excess is what no handling of a kill can
+    A run that met no kill has a floor of about 1, so its excess is what no handling of a kill can
     explain: replacement JVMs of an earlier schedule still cold, and run-to-run noise. Where the
     two medians are alike, the excess of the runs with kills is that baseline, not lost outputs.
     """
