@@ -63,8 +63,8 @@ two policies, `tpcds_sf1_c1_never_tr.csv`) or started at once (`tpcds_sf1.csv`).
            "+0.08), so the excess of the runs with kills is what the kills cost: `tr` -0.02, `always` "
            "-0.02, `never` +0.14, `decommission` +0.20. Some runs of the plugin's policies are below "
            "1.00x (q68 `tr` 0.65x and 0.74x): the reference is vanilla Spark's stable time, and the "
-           "plugin's clusters ran some queries faster than vanilla Spark without kills too (q3 0.86x, "
-           "q68 0.93x in [overhead](overhead.md)). The run of the same schedules below shows how much "
+           "plugin's clusters ran some queries faster than vanilla Spark without kills too (q3 0.91x, "
+           "q7 0.90x in [overhead](overhead.md)). The run of the same schedules below shows how much "
            "a whole run moves on this host."),
     Source("tpcds_sf1_c1_never_tr.csv",
            _C1.format(policies="never,tr", out="tpcds_sf1_c1_never_tr.csv"),
@@ -131,18 +131,16 @@ side and run the same query alternately, so each paired ratio compares two runs 
 (`jobs/tpcds/overhead.py`). Default lifetime belief; every answer checked against DuckDB.
 """, (
     Source("overhead.csv",
-           "trspark bench overhead --sf 1 --queries q3,q7,q19,q25,q29,q50,q65,q68,q93,q97 --rounds 6 \\\n"
+           "trspark bench overhead --sf 1 --queries q3,q7,q19,q25,q29,q50,q65,q68,q93,q97 --rounds 8 \\\n"
            "    --conf spark.sql.autoBroadcastJoinThreshold=-1 \\\n"
            "    --conf spark.eventLog.enabled=true --conf spark.eventLog.dir=file:///tmp/trspark-overhead-events \\\n"
            "    --conf 'spark.metrics.conf.*.sink.csv.class=org.apache.spark.metrics.sink.CsvSink' \\\n"
            "    --conf 'spark.metrics.conf.*.sink.csv.period=1' --conf 'spark.metrics.conf.*.sink.csv.unit=seconds' \\\n"
            "    --conf 'spark.metrics.conf.*.sink.csv.directory=/tmp/trspark-overhead-metrics' \\\n"
-           "    --out run1.csv    # then the same command again with --out run2.csv\n"
-           "# overhead.csv: run 1's rows, then run 2's with repeat + 6",
-           "2026-11-28, 17:23-18:03 UTC", "bee01eb",
+           "    --out docs/results/overhead.csv",
+           "2026-12-03, 13:48-14:11 UTC", "6ff53c7",
            MACHINE + ", 3 executors x 1 core; event log and metrics (CsvSink every second) on for both; "
-           "nothing else running; the host was slower than on 2026-11-27: vanilla took 414.8 s and 419.6 s "
-           "per run of 6 rounds, against 309.7 s for the same command then",
+           "nothing else running",
            overhead),
 ))
 
