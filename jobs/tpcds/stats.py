@@ -256,16 +256,21 @@ def markdown(rows: list[RunRow], executors: int, pools: tuple[tuple[str, int], .
             "|---|---|---|---|---|"]
     for policy, (killed, spared) in excess_by_kills(rows, executors).items():
         out.append(f"| {policy} | {killed.n} | {_excess_text(killed)} | {spared.n} | {_excess_text(spared)} |")
-    hurt = excess_target(rows, executors)
     out.append("")
-    if not hurt:
-        out.append(f"* tr's excess over the floor <= {EXCESS_BOUND:.2f} where never >= {NEVER_HURT:g}x: "
-                   "no query hurt vanilla Spark that much (target not exercised)")
-    for query, (never, tr_excess) in hurt.items():
-        verdict = "**met**" if tr_excess <= EXCESS_BOUND else "**missed**"
-        out.append(f"* {query} (never {_num(never, 'x')}): tr's median excess over the floor "
-                   f"{_num(tr_excess, '', signed=True)} (bound {EXCESS_BOUND:.2f}) -> {verdict}")
+    out += excess_verdicts(rows, executors)
     return "\n".join(out) + "\n"
+
+
+def excess_verdicts(rows: list[RunRow], executors: float) -> list[str]:
+    """One line per query that hurt vanilla Spark: tr's median excess over the floor against the bound."""
+    hurt = excess_target(rows, executors)
+    if not hurt:
+        return [f"* tr's excess over the floor <= {EXCESS_BOUND:.2f} where never >= {NEVER_HURT:g}x: "
+                "no query hurt vanilla Spark that much (target not exercised)"]
+    return [f"* {query} (never {_num(never, 'x')}): tr's median excess over the floor "
+            f"{_num(tr_excess, '', signed=True)} (bound {EXCESS_BOUND:.2f}) -> "
+            + ("**met**" if tr_excess <= EXCESS_BOUND else "**missed**")
+            for query, (never, tr_excess) in hurt.items()]
 
 
 def _num(value: float, unit: str, *, signed: bool = False) -> str:
