@@ -111,6 +111,8 @@ def test_bench_csv_metrics_ui_tab_and_report_agree_on_a_job_with_kills(tmp_path:
     assert sum(r.backups_remote for r in rows) == counters["backups_to_remote"]
     assert sum(r.backups_bytes for r in rows) == counters["bytes_to_peers"] + counters["bytes_to_remote"] \
         == sum(report.backup_bytes)
+    for column in ("notices", "executors_drained", "executors_released"):
+        assert sum(getattr(r, column) for r in rows) == counters[column]
     # The event log's report: the same kills, restores, losses and re-runs.
     assert report.kills == kills
     assert report.outputs_restored == counters["outputs_restored"]

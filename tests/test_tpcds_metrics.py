@@ -8,6 +8,7 @@ import pytest
 
 from jobs.tpcds import metrics
 from jobs.tpcds.metrics import CapacityMeter, executor_count, recomputed_in_shuffles, recomputed_in_stage
+from jobs.tpcds.results import COLUMNS
 
 
 def task(partition: int, status: str = "SUCCESS") -> dict[str, object]:
@@ -139,7 +140,16 @@ def test_a_runs_counters_wait_for_the_copies_still_open_when_its_query_ended(mon
     ])
     monkeypatch.setattr(metrics, "_status", lambda sc: next(reads))
     counters = metrics.plugin_counters(None, settle=5.0)  # type: ignore[arg-type]
-    assert counters == {"backups_count": 2, "backups_bytes": 25, "backups_local": 0, "backups_remote": 2}
+    assert counters == {"backups_count": 2, "backups_bytes": 25, "backups_local": 0, "backups_remote": 2,
+                        "notices": 0, "executors_drained": 0, "executors_released": 0}
+
+
+def test_a_runs_counters_hold_the_notices_drains_and_releases_of_the_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    status = {"notices": 2, "executors_drained": 2, "executors_released": 1, "executors_released_idle": 4}
+    monkeypatch.setattr(metrics, "_status", lambda sc: status)
+    counters = metrics.plugin_counters(None)  # type: ignore[arg-type]
+    assert (counters["notices"], counters["executors_drained"], counters["executors_released"]) == (2, 2, 1)
+    assert set(counters) <= set(COLUMNS)  # each counter has its CSV column
 
 
 def test_a_copy_that_never_ends_is_waited_for_no_longer_than_the_settle_time(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from jobs.tpcds.plot import median_slowdowns, plot
-from jobs.tpcds.results import COLUMNS, RunRow, append, read
+from jobs.tpcds.results import COLUMNS, LATER_COLUMNS, RunRow, append, read
 
 REQUIRED = ("query", "policy", "sf", "seed", "seconds", "stable_seconds", "slowdown", "executors_killed",
             "tasks_recomputed", "backups_count", "backups_bytes", "backups_local", "backups_remote",
@@ -52,6 +52,34 @@ def test_read_refuses_a_foreign_csv(tmp_path: Path) -> None:
     other.write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match="not a trspark TPC-DS results file"):
         read(other)
+
+
+def test_a_file_without_the_later_columns_reads_and_takes_new_runs_in_its_own_columns(tmp_path: Path) -> None:
+    older = tuple(name for name in COLUMNS if name not in LATER_COLUMNS)
+    out = tmp_path / "older.csv"
+    with out.open("w", newline="") as handle:
+        csv.writer(handle).writerow(older)
+    append(out, row(notices=3, executors_drained=1))
+    append(out, row(policy="tr", backups_count=4))
+    with out.open() as handle:
+        lines = list(csv.reader(handle))
+    assert tuple(lines[0]) == older and {len(line) for line in lines} == {len(older)}
+    back = read(out)
+    assert [(r.policy, r.backups_count, r.notices, r.executors_drained) for r in back] == [
+        ("never", 0, 0, 0), ("tr", 4, 0, 0)]
+
+
+def test_new_files_keep_the_notice_drain_and_release_counts(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    append(out, row(policy="tr", notices=2, executors_drained=2, executors_released=1))
+    assert (read(out)[0].notices, read(out)[0].executors_drained, read(out)[0].executors_released) == (2, 2, 1)
+
+
+def test_a_header_missing_a_column_that_was_always_there_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    out.write_text(",".join(name for name in COLUMNS if name != "seconds") + "\n")
+    with pytest.raises(ValueError, match="not a trspark TPC-DS results file"):
+        read(out)
 
 
 def test_failed_runs_are_kept_but_not_in_the_median(tmp_path: Path) -> None:

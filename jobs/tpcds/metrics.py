@@ -225,12 +225,15 @@ def executor_count(sc: SparkContext, driver_pid: int | None = None) -> ExecutorC
     return ExecutorCount(sc, driver_pid)
 
 
-#: trspark's metrics (the driver's ``trspark`` metrics source, read with ``trspark.status``) -> CSV
+#: trspark's counters (the driver's ``trspark`` metrics source, read with ``trspark.status``) -> CSV
 #: columns; ``backups_bytes`` is the sum of the two byte metrics.
 PLUGIN_COUNTERS: dict[str, str] = {
     "backups_finished": "backups_count",
     "backups_to_peers": "backups_local",
     "backups_to_remote": "backups_remote",
+    "notices": "notices",
+    "executors_drained": "executors_drained",
+    "executors_released": "executors_released",
 }
 BYTE_METRICS = ("bytes_to_peers", "bytes_to_remote")
 
@@ -272,7 +275,7 @@ def _settled_status(sc: SparkContext, timeout: float) -> dict[str, int]:
 
 
 def plugin_counters(sc: SparkContext, settle: float = 30.0) -> dict[str, int]:
-    """The plugin's backup counters (CSV column -> value); zeros when the plugin is not loaded.
+    """The plugin's backup, notice, drain and release counters (CSV column -> value); zeros without the plugin.
 
     Waits up to ``settle`` s for the backups already asked for to end, so that a run's counters
     hold the copies of its own outputs.
@@ -280,7 +283,7 @@ def plugin_counters(sc: SparkContext, settle: float = 30.0) -> dict[str, int]:
     status = _settled_status(sc, settle)
     values = {column: status.get(name, 0) for name, column in PLUGIN_COUNTERS.items()}
     values["backups_bytes"] = sum(status.get(name, 0) for name in BYTE_METRICS)
-    return {column: values[column] for column in ("backups_count", "backups_bytes", "backups_local", "backups_remote")}
+    return values
 
 
 def plugin_fell_back(sc: SparkContext) -> bool:

@@ -19,6 +19,10 @@ Columns (units in the names where they have one):
     resubmitted stages, tasks that died with their executor).
 ``backups_count, backups_bytes, backups_local, backups_remote``
     Map outputs backed up by the plugin (0 for policies without it).
+``notices, executors_drained, executors_released``
+    Termination notices the plugin received, executors its engine stopped giving tasks to, and
+    executors it released before their deadline (0 for policies without the plugin). Files
+    written before these columns existed read back with 0 in them.
 ``plugin_fallback``
     The plugin had fallen back to always-checkpoint by the end of the run (its policy engine did
     not connect within ``spark.trspark.engine.startTimeout`` or lagged behind): such a ``tr`` run
@@ -57,6 +61,9 @@ class RunRow:
     backups_bytes: int = 0
     backups_local: int = 0
     backups_remote: int = 0
+    notices: int = 0
+    executors_drained: int = 0
+    executors_released: int = 0
     plugin_fallback: bool = False
     result_ok: bool = False
     failed: bool = False
@@ -65,6 +72,9 @@ class RunRow:
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunRow))
 _TYPES: dict[str, Any] = {f.name: f.type for f in dataclasses.fields(RunRow)}
+
+#: Columns that results files written by older versions lack; they read back as their defaults.
+LATER_COLUMNS = ("notices", "executors_drained", "executors_released")
 
 
 def _format(value: Any) -> str:
@@ -76,15 +86,20 @@ def _format(value: Any) -> str:
 
 
 def append(path: Path, row: RunRow) -> None:
-    """Append ``row`` to the CSV at ``path`` (writing the header first if the file is new)."""
+    """Append ``row`` to the CSV at ``path`` (writing the header first if the file is new).
+
+    A file from an older version keeps its header: the row is written in its columns, so runs
+    appended to it still pool with its earlier rows (the :data:`LATER_COLUMNS` are left out).
+    """
     path = Path(path)
     new = not path.exists() or path.stat().st_size == 0
+    columns = COLUMNS if new else _header(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", newline="") as handle:
         writer = csv.writer(handle)
         if new:
             writer.writerow(COLUMNS)
-        writer.writerow([_format(getattr(row, name)) for name in COLUMNS])
+        writer.writerow([_format(getattr(row, name)) for name in columns])
 
 
 def _parse(name: str, raw: str) -> Any:
@@ -101,11 +116,20 @@ def _parse(name: str, raw: str) -> Any:
 
 
 def read(path: Path) -> list[RunRow]:
-    """Read a results CSV back, checking that its header is exactly :data:`COLUMNS`."""
+    """Read a results CSV back, checking that its header is :data:`COLUMNS` (or an older one)."""
+    columns = _header(path)
     with Path(path).open(newline="") as handle:
         reader = csv.reader(handle)
-        header = tuple(next(reader, ()))
-        if header != COLUMNS:
-            raise ValueError(f"{path}: not a trspark TPC-DS results file; expected columns {','.join(COLUMNS)}")
-        return [RunRow(**{name: _parse(name, raw) for name, raw in zip(COLUMNS, line, strict=True)})
+        next(reader, None)
+        return [RunRow(**{name: _parse(name, raw) for name, raw in zip(columns, line, strict=True)})
                 for line in reader if line]
+
+
+def _header(path: Path) -> tuple[str, ...]:
+    """The columns of the results file at ``path``: :data:`COLUMNS`, or those less some :data:`LATER_COLUMNS`."""
+    with Path(path).open(newline="") as handle:
+        header = tuple(next(csv.reader(handle), ()))
+    known = tuple(name for name in COLUMNS if name in header)
+    if header != known or not set(COLUMNS) - set(header) <= set(LATER_COLUMNS):
+        raise ValueError(f"{path}: not a trspark TPC-DS results file; expected columns {','.join(COLUMNS)}")
+    return header
