@@ -210,6 +210,6 @@ def test_the_excess_bound_is_judged_over_two_runs_of_the_same_schedules(tmp_path
     assert stats.excess_target(first, 3) == {}
     assert stats.excess_verdicts(second, 3) == [
         "* q3 (never 2.90x): tr's median excess over the floor +0.35 (bound 0.10) -> **missed**"]
-    text = pooled_excess("b.csv", 3)(tmp_path / "a.csv")
+    text = pooled_excess("b.csv", executors=3)(tmp_path / "a.csv")
     assert "together" in text and "`b.csv`" in text
     assert "* q3 (never 2.00x): tr's median excess over the floor +0.18 (bound 0.10) -> **missed**" in text

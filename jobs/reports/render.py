@@ -126,17 +126,18 @@ def tpcds_targets(executors: int, pools: tuple[tuple[str, int], ...] = (), *,
     return render
 
 
-def pooled_excess(other: str, executors: int) -> Callable[[Path], str]:
-    """The excess bound judged over the runs of this CSV and of ``other`` (a CSV beside it) together.
+def pooled_excess(*others: str, executors: int) -> Callable[[Path], str]:
+    """The excess bound judged over the runs of this CSV and of ``others`` (CSVs beside it) together.
 
-    Two runs of the same kill schedules pool into more runs per query and policy; the medians
-    are taken over all of them.
+    Runs of the same kill schedules pool into more runs per query and policy; the medians are
+    taken over all of them.
     """
     def render(path: Path) -> str:
         from jobs.tpcds import stats
         from jobs.tpcds.results import read
-        rows = read(path) + read(path.parent / other)
-        return (f"\nOver the runs of this CSV and `{other}` together:\n\n"
+        rows = read(path) + [row for other in others for row in read(path.parent / other)]
+        named = " and ".join(f"`{other}`" for other in others)
+        return (f"\nOver the runs of this CSV and {named} together:\n\n"
                 + "\n".join(stats.excess_verdicts(rows, executors)) + "\n")
     return render
 
