@@ -99,9 +99,9 @@ kill schedules `tpcds_sf1_c1_replay.csv`, and an earlier run with two policies,
            "the reference taken at its start. `tr` again had the lowest median (1.28x) and re-ran 2 map "
            "tasks (never 120, always 32, decommission 19), but its paired ratios are not significant. "
            "On q97 `tr` re-ran no map task and was still +0.48 to +0.60 above the floor in each of its three "
-           "runs here. The floor counts only executor-seconds without a registered executor; whether an "
-           "executor was drained after its notice is not in this CSV (the columns for notices, drains "
-           "and releases were added after this run)."),
+           "runs here. The floor counts only executor-seconds without a registered executor; this CSV has "
+           "no columns for notices, drains and releases, so whether an executor was drained after its "
+           "notice cannot be read from it."),
     Source("tpcds_sf1_c1_never_tr.csv",
            _C1.format(policies="never,tr", out="tpcds_sf1_c1_never_tr.csv"),
            "2026-12-03, 10:27-11:05 UTC", "5cb596b (the same engine and plugin as 6c17f0b)",
