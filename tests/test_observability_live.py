@@ -219,7 +219,9 @@ def test_prometheus_shows_every_trspark_metric_with_the_driver_values(app: App) 
     assert plugin_counters(app.sc) == {
         "backups_count": counters["backups_finished"], "backups_local": counters["backups_to_peers"],
         "backups_remote": counters["backups_to_remote"],
-        "backups_bytes": counters["bytes_to_peers"] + counters["bytes_to_remote"]}
+        "backups_bytes": counters["bytes_to_peers"] + counters["bytes_to_remote"],
+        "notices": counters["notices"], "executors_drained": counters["executors_drained"],
+        "executors_released": counters["executors_released"]}
     assert plugin_fell_back(app.sc) is False
 
 
