@@ -72,7 +72,8 @@ def test_a_file_without_the_later_columns_reads_and_takes_new_runs_in_its_own_co
 def test_new_files_keep_the_notice_drain_and_release_counts(tmp_path: Path) -> None:
     out = tmp_path / "r.csv"
     append(out, row(policy="tr", notices=2, executors_drained=2, executors_released=1))
-    assert (read(out)[0].notices, read(out)[0].executors_drained, read(out)[0].executors_released) == (2, 2, 1)
+    (back,) = read(out)
+    assert (back.notices, back.executors_drained, back.executors_released) == (2, 2, 1)
 
 
 def test_a_header_missing_a_column_that_was_always_there_is_refused(tmp_path: Path) -> None:

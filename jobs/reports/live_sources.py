@@ -113,10 +113,11 @@ kill schedules `tpcds_sf1_c1_replay.csv`, and an earlier run with two policies,
            "re-ran about as many map tasks (117 and 128), yet its median moved from 1.67x here to 1.35x "
            "there, and the queries it slowed by 1.5x or more are not the same: here q7, q29, q50, q65, "
            "q93 and q97, there q3, q7 and q29. A whole run moves by more than the bound of 0.10 on this "
-           "host, so the runs of these schedules are read together. `tr`'s median excess over the floor is within 0.10 "
-           "on q7 and q29 here and above it on q50, q65, q93 and q97 (+0.11 to +0.26); in the later run "
-           "it is within 0.10 on all three. The bound judged over the three runs of these schedules "
-           "together (nine runs per query for `never` and `tr`) closes the targets below. `tr` re-ran 1 map task over the 30 runs, vanilla Spark 117 (counted per shuffle)."),
+           "host, so the runs of these schedules are read together. `tr`'s median excess over the floor "
+           "is within 0.10 on q7 and q29 here and above it on q50, q65, q93 and q97 (+0.11 to +0.26); in "
+           "the later run it is within 0.10 on all three. The bound judged over the three runs of these "
+           "schedules together (nine runs per query for `never` and `tr`) closes the targets below. "
+           "`tr` re-ran 1 map task over the 30 runs, vanilla Spark 117 (counted per shuffle)."),
     Source("tpcds_sf1.csv",
            "Q=q3,q7,q19,q25,q29,q50,q65,q68,q93,q97\n"
            "mkdir -p /tmp/trspark-events   # each application's event log, to read a run afterwards\n"

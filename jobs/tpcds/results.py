@@ -93,7 +93,11 @@ def append(path: Path, row: RunRow) -> None:
     """
     path = Path(path)
     new = not path.exists() or path.stat().st_size == 0
-    columns = COLUMNS if new else _header(path)
+    if new:
+        columns = COLUMNS
+    else:
+        with path.open(newline="") as handle:
+            columns = _columns(path, next(csv.reader(handle), []))
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", newline="") as handle:
         writer = csv.writer(handle)
@@ -117,19 +121,17 @@ def _parse(name: str, raw: str) -> Any:
 
 def read(path: Path) -> list[RunRow]:
     """Read a results CSV back, checking that its header is :data:`COLUMNS` (or an older one)."""
-    columns = _header(path)
     with Path(path).open(newline="") as handle:
         reader = csv.reader(handle)
-        next(reader, None)
+        columns = _columns(path, next(reader, []))
         return [RunRow(**{name: _parse(name, raw) for name, raw in zip(columns, line, strict=True)})
                 for line in reader if line]
 
 
-def _header(path: Path) -> tuple[str, ...]:
-    """The columns of the results file at ``path``: :data:`COLUMNS`, or those less some :data:`LATER_COLUMNS`."""
-    with Path(path).open(newline="") as handle:
-        header = tuple(next(csv.reader(handle), ()))
-    known = tuple(name for name in COLUMNS if name in header)
-    if header != known or not set(COLUMNS) - set(header) <= set(LATER_COLUMNS):
+def _columns(path: Path, header: list[str]) -> tuple[str, ...]:
+    """``header`` of the results file at ``path`` if it is :data:`COLUMNS`, or those less some :data:`LATER_COLUMNS`."""
+    columns = tuple(header)
+    known = tuple(name for name in COLUMNS if name in columns)
+    if columns != known or not set(COLUMNS) - set(columns) <= set(LATER_COLUMNS):
         raise ValueError(f"{path}: not a trspark TPC-DS results file; expected columns {','.join(COLUMNS)}")
-    return header
+    return columns
