@@ -50,6 +50,7 @@ def test_options_reach_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (["--pool", "spot=0"], "allowed: ondemand=COUNT@stable"),
     (["--pool", "spot=1", "--master", "spark://h:7077"], "pools are local-cluster slots"),
     (["--interleave", "--master", "spark://h:7077"], "policies take turns on local clusters"),
+    (["--stable-runs", "rounds"], "rounds are the rounds of --interleave runs"),
 ])
 def test_bad_option_is_one_clear_error(args: list[str], message: str) -> None:
     result = CliRunner().invoke(cli, ["bench", "tpcds", *args])
@@ -70,6 +71,35 @@ def test_reference_gives_never_median_stable_times(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["bench", "tpcds", "--queries", "q3,q7", "--reference", str(ref)])
     assert result.exit_code == 2
     assert "Invalid value for '--reference'" in result.output and "never for q7" in result.output
+
+
+def test_rounds_need_interleaved_runs_and_a_measured_reference(tmp_path: Path) -> None:
+    out = tmp_path / "x.csv"
+    with pytest.raises(ValueError, match="needs interleave"):
+        BenchSettings(sf=1, queries=(), policies=(), out=out, stable_runs="rounds")
+    with pytest.raises(ValueError, match="no given reference"):
+        BenchSettings(sf=1, queries=(), policies=(), out=out, stable_runs="rounds", interleave=True, reference=out)
+    with pytest.raises(ValueError, match="one of all, never, rounds"):
+        BenchSettings(sf=1, queries=(), policies=(), out=out, stable_runs="sometimes")
+    assert BenchSettings(sf=1, queries=(), policies=(), out=out, stable_runs="rounds", interleave=True).interleave
+
+
+def test_rereference_takes_the_median_of_every_stable_run_of_vanilla_spark() -> None:
+    from jobs.tpcds.results import RunRow
+
+    def row(query: str, policy: str, scenario: str, seconds: float, failed: bool = False) -> RunRow:
+        return RunRow(query=query, policy=policy, sf=1.0, seed=0, repeat=0, scenario=scenario, seconds=seconds,
+                      stable_seconds=5.0, slowdown=seconds / 5.0, failed=failed)
+
+    rows = [row("q3", "never", "stable", 5.0), row("q3", "never", "stable", 6.0), row("q3", "never", "stable", 9.0),
+            row("q3", "never", "stable", 40.0, failed=True), row("q3", "tr", "stable", 1.0),
+            row("q3", "never", "evicted", 12.0), row("q3", "tr", "evicted", 9.0), row("q7", "tr", "evicted", 10.0)]
+    runner.rereference(rows)
+    # q3: the median of 5, 6 and 9 s (a failed run and other policies' stable runs left out).
+    assert [r.stable_seconds for r in rows[:7]] == [6.0] * 7
+    assert rows[5].slowdown == 2.0 and rows[6].slowdown == 1.5
+    # q7 has no stable run of vanilla Spark here: it keeps the reference it was written with.
+    assert (rows[7].stable_seconds, rows[7].slowdown) == (5.0, 2.0)
 
 
 def test_schedules_do_not_depend_on_the_query_list() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from jobs.tpcds.plot import median_slowdowns, plot
-from jobs.tpcds.results import COLUMNS, LATER_COLUMNS, RunRow, append, read
+from jobs.tpcds.results import COLUMNS, LATER_COLUMNS, RunRow, append, read, write
 
 REQUIRED = ("query", "policy", "sf", "seed", "seconds", "stable_seconds", "slowdown", "executors_killed",
             "tasks_recomputed", "backups_count", "backups_bytes", "backups_local", "backups_remote",
@@ -81,6 +81,21 @@ def test_a_header_missing_a_column_that_was_always_there_is_refused(tmp_path: Pa
     out.write_text(",".join(name for name in COLUMNS if name != "seconds") + "\n")
     with pytest.raises(ValueError, match="not a trspark TPC-DS results file"):
         read(out)
+
+
+def test_write_replaces_a_file_of_older_columns_with_every_row_in_the_current_ones(tmp_path: Path) -> None:
+    path = tmp_path / "r.csv"
+    old = [c for c in COLUMNS if c not in LATER_COLUMNS]
+    path.write_text(",".join(old) + "\n")
+    first = RunRow(query="q3", policy="never", sf=1.0, seed=0, repeat=0, scenario="stable", seconds=4.0,
+                   stable_seconds=4.0, slowdown=1.0)  # (NaN, the default, is not equal to itself)
+    append(path, first)
+    rows = read(path) + [RunRow(query="q3", policy="tr", sf=1.0, seed=0, repeat=0, scenario="evicted",
+                                seconds=6.5, stable_seconds=4.0, slowdown=1.625, notices=2, executors_drained=1,
+                                result_ok=True)]
+    write(path, rows)
+    assert path.read_text().splitlines()[0] == ",".join(COLUMNS)
+    assert read(path) == rows and not list(tmp_path.glob("*.partial"))
 
 
 def test_failed_runs_are_kept_but_not_in_the_median(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from jobs.tpcds.options import (
     cluster_options,
 )
 from jobs.tpcds.session import POLICIES
-from jobs.tpcds.settings import KILL_CLOCKS
+from jobs.tpcds.settings import KILL_CLOCKS, STABLE_RUNS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -90,9 +90,11 @@ def datagen_command(sf: float, cache: Path | None) -> None:
                    "spark.sql.autoBroadcastJoinThreshold=-1 for shuffle joins instead of broadcasts.")
 @click.option("--warmup", type=click.IntRange(1), default=None,
               help="Warm each session up with the first N queries only [default: all of them].")
-@click.option("--stable-runs", type=click.Choice(["all", "never"]), default="all", show_default=True,
-              help="Which policies get stable (no-kill) runs: all (shows their overhead) or only never "
-                   "(the reference every slowdown needs; the overhead is `trspark bench overhead`'s job).")
+@click.option("--stable-runs", type=click.Choice(STABLE_RUNS), default="all", show_default=True,
+              help="Which policies get stable (no-kill) runs: all (shows their overhead), only never "
+                   "(the reference every slowdown needs; the overhead is `trspark bench overhead`'s job), or "
+                   "rounds: never, also once in every round of --interleave runs; the reference is then the "
+                   "median of all of them (it follows the host's drift) and --out is rewritten with it at the end.")
 @click.option("--reference", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Take vanilla Spark's stable times from this results CSV: no stable runs, the policies run "
                    "in the given order under the kill schedules that reference implies (continue a long run).")
@@ -146,6 +148,9 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
     if interleave and master is not None:
         raise click.BadParameter("policies take turns on local clusters, one each; not with --master",
                                  param_hint="'--interleave'")
+    if stable_runs == "rounds" and (not interleave or reference is not None):
+        raise click.BadParameter("rounds are the rounds of --interleave runs, and a --reference is given "
+                                 "instead of measured: use --interleave and no --reference", param_hint="'--stable-runs'")
     from rich.console import Console
 
     from jobs.tpcds.settings import BenchSettings

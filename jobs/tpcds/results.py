@@ -106,6 +106,18 @@ def append(path: Path, row: RunRow) -> None:
         writer.writerow([_format(getattr(row, name)) for name in columns])
 
 
+def write(path: Path, rows: list[RunRow]) -> None:
+    """Write ``rows`` to the CSV at ``path`` in :data:`COLUMNS`, replacing the file (a new one, then renamed)."""
+    path = Path(path)
+    partial = path.with_name(path.name + ".partial")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with partial.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(COLUMNS)
+        writer.writerows([_format(getattr(row, name)) for name in COLUMNS] for row in rows)
+    partial.replace(path)
+
+
 def _parse(name: str, raw: str) -> Any:
     kind = _TYPES[name]
     if kind == "bool":

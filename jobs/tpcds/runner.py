@@ -16,7 +16,10 @@ Plan of a benchmark (``--policies never,always,decommission,tr``)
    boots for longer than the run.
 4. Each policy gets one session (start-up costs 22-31 s here, so sessions are re-used across
    queries and repeats), a warm-up pass (``warmup``: over the first N queries only), its stable
-   runs (``stable_runs="never"``: only vanilla Spark's, the reference), then its *evicted* runs: the injector's
+   runs (``stable_runs="never"``: only vanilla Spark's, the reference; ``"rounds"``: vanilla Spark
+   also runs each query once without kills in every round of evicted runs, and the final reference
+   is the median of all its stable runs, so it follows the host's drift over the benchmark), then
+   its *evicted* runs: the injector's
    clock starts with the query (``kill_clock="first-task"``: once the run's first task has
    finished) and it SIGKILLs executor JVMs on the schedule (for the policies that can
    use a termination notice, ``decommission`` and ``tr`` (:data:`NOTICED_POLICIES`), it sends
@@ -55,7 +58,7 @@ from jobs.harness.executors import driver_pid
 from jobs.tpcds import datagen, lockstep, metrics, pools, results, schedules, session
 from jobs.tpcds.answers import DuckDBOracle
 from jobs.tpcds.lockstep import Turns, step_key
-from jobs.tpcds.queries import load
+from jobs.tpcds.queries import Query, load
 from jobs.tpcds.query_run import execute, first_line
 from jobs.tpcds.recorded_run import BenchContext, run_once, wait_for_executors
 from jobs.tpcds.results import RunRow
@@ -91,15 +94,21 @@ def run(settings: BenchSettings, progress: Progress | None = None) -> BenchResul
         planned = dict.fromkeys(policies, runs)
     else:
         policies = ["never", *(p for p in settings.policies if p != "never")]
-        planned = {p: runs + (0 if settings.master or (settings.stable_runs == "never" and p != "never")
+        planned = {p: runs + (0 if settings.master or (settings.stable_runs != "all" and p != "never")
                               else stable_runs)
                    for p in policies}
+        if settings.stable_runs == "rounds":
+            planned["never"] += runs
     progress.start(sum(planned.values()))
     rows: list[RunRow] = []
     skipped: dict[str, str] = {}
     if settings.interleave:
-        return BenchResult(rows, lockstep.run_interleaved(ctx, policies, data, progress, rows, planned,
-                                                          target=_policy_turns_process))
+        earlier = results.read(settings.out) if settings.out.exists() and settings.out.stat().st_size else []
+        skipped = lockstep.run_interleaved(ctx, policies, data, progress, rows, planned, target=_policy_turns_process)
+        if settings.stable_runs == "rounds":
+            rereference(rows)
+            results.write(settings.out, earlier + rows)
+        return BenchResult(rows, skipped)
     for policy in policies:
         mine: list[RunRow] = []
         done = _run_isolated(ctx, policy, data, progress, mine)
@@ -223,6 +232,8 @@ def _run_session(ctx: BenchContext, policy: str, data: Path, progress: Progress,
                 batch = []
                 runs = s.runs(scenario)
                 for r in range(runs):
+                    if scenario == "evicted" and policy == "never" and s.stable_runs == "rounds":
+                        batch.append(_round_reference(ctx, spark, api, count, turns, progress, qi, query, r))
                     ctx.stable.update(turns.wait(step_key(policy, scenario, qi, r)))
                     if scenario == "evicted" and not ctx.schedules:
                         draw_schedules(ctx)
@@ -246,6 +257,39 @@ def _run_session(ctx: BenchContext, policy: str, data: Path, progress: Progress,
             cap.stop()
 
 
+def _round_reference(ctx: BenchContext, spark: SparkSession, api: metrics.StatusApi, count: metrics.ExecutorCount,
+                     turns: Turns, progress: Progress, qi: int, query: Query, r: int) -> RunRow:
+    """Vanilla Spark's stable run in round ``r`` of a query (``stable_runs="rounds"``), numbered after the first ones.
+
+    It does not move ``ctx.stable``: the kill schedules and the plugin's lifetime model keep the
+    reference measured first, so every policy meets the same kills; :func:`rereference` sets the
+    rows' final reference once all runs are in.
+    """
+    s = ctx.settings
+    turns.wait(step_key("never", "evicted", qi, r))
+    progress.step(f"never · stable (round {r + 1}) · {query.name}")
+    row = run_once(ctx, spark, api, count, "never", "stable", query, s.runs("stable") + r)
+    wait_for_executors(count, s.executors)  # (interleaved only: settings refuse rounds otherwise)
+    progress.advance()
+    return row
+
+
+def rereference(rows: list[RunRow]) -> None:
+    """Each query's reference becomes the median of all of vanilla Spark's stable runs of it, in ``rows``.
+
+    ``stable_seconds`` = median over the successful ``never`` stable rows of the query (s), and
+    ``slowdown = seconds / stable_seconds``; a query without such rows keeps its reference.
+    """
+    times: dict[str, list[float]] = {}
+    for row in rows:
+        if row.policy == "never" and row.scenario == "stable" and not row.failed:
+            times.setdefault(row.query, []).append(row.seconds)
+    for row in rows:
+        if row.query in times:
+            row.stable_seconds = statistics.median(times[row.query])
+            row.slowdown = row.seconds / row.stable_seconds
+
+
 def _warm_up_queries(ctx: BenchContext, spark: SparkSession, policy: str) -> None:
     """The session's warm-up pass(es): the first ``warmup`` queries, ``warmup_rounds`` times, unrecorded."""
     s = ctx.settings
@@ -257,7 +301,7 @@ def _warm_up_queries(ctx: BenchContext, spark: SparkSession, policy: str) -> Non
 def _scenarios(s: BenchSettings, policy: str) -> tuple[str, ...]:
     """The scenarios ``policy`` runs: ``real`` on an existing cluster, else stable and/or evicted."""
     scenarios: tuple[str, ...] = ("real",) if s.master else ("stable", "evicted")
-    if not s.master and (s.reference is not None or (s.stable_runs == "never" and policy != "never")):
+    if not s.master and (s.reference is not None or (s.stable_runs != "all" and policy != "never")):
         scenarios = ("evicted",)
     return scenarios
 

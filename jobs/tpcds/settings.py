@@ -15,6 +15,10 @@ NOTICED_POLICIES = frozenset({"decommission", "tr"})
 #: finished (a query's first second or so is planning, when an executor holds nothing to lose).
 KILL_CLOCKS = ("query", "first-task")
 
+#: Which policies get stable (no-kill) runs, and when vanilla Spark's reference is measured
+#: (:attr:`BenchSettings.stable_runs`).
+STABLE_RUNS = ("all", "never", "rounds")
+
 
 @dataclass(frozen=True)
 class BenchSettings:
@@ -66,7 +70,9 @@ class BenchSettings:
     warmup: int | None = None
     """Queries (the first ones) in each session's warm-up pass; None: all of them."""
     stable_runs: str = "all"
-    """``all``: every policy gets stable runs (its overhead); ``never``: only vanilla Spark (the reference)."""
+    """``all``: every policy gets stable runs (its overhead); ``never``: only vanilla Spark (the
+    reference); ``rounds``: only vanilla Spark, also once in each round of evicted runs (needs
+    ``interleave``), and the reference becomes the median of all of them once every run is in."""
     reference: Path | None = None
     """A results CSV whose ``never`` stable runs give each query's stable time: no stable runs then,
     the policies run in the given order, and the kill schedules are the ones a run with that
@@ -105,6 +111,11 @@ class BenchSettings:
             raise ValueError(f"reclaim_within must be (low, high) with 0 <= low <= high, got {self.reclaim_within}")
         if self.usable_executors is not None and not self.usable_executors > 0:
             raise ValueError(f"usable executors must be > 0, got {self.usable_executors}")
+        if self.stable_runs not in STABLE_RUNS:
+            raise ValueError(f"stable_runs must be one of {', '.join(STABLE_RUNS)}, got {self.stable_runs!r}")
+        if self.stable_runs == "rounds" and (not self.interleave or self.reference is not None):
+            raise ValueError("stable_runs 'rounds' measures vanilla Spark's reference within each round of "
+                             "interleaved runs: it needs interleave and no given reference")
         if self.interleave and self.master is not None:
             raise ValueError("interleaved policies need local clusters, one per policy; "
                              f"an existing cluster was given (master {self.master!r})")
