@@ -32,7 +32,7 @@ _C1 = ("Q=q3,q7,q19,q25,q29,q50,q65,q68,q93,q97\n"
        "J='-XX:TieredStopAtLevel=1 -XX:+UseSerialGC'   # the demo's JVM options: C1 only, serial collector\n"
        "trspark bench tpcds --sf 1 --queries $Q --policies {policies} --stability 3 --executors 3 \\\n"
        "    --cores 1 --executor-cpus 0.5 --repeat 3 --seed 0 --notice 5 --time-cap 400 --hold-replacements \\\n"
-       "    --interleave --stable-runs never --conf spark.sql.autoBroadcastJoinThreshold=-1 \\\n"
+       "    --interleave --stable-runs {stable} --conf spark.sql.autoBroadcastJoinThreshold=-1 \\\n"
        "    --conf \"spark.driver.extraJavaOptions=$J\" --conf \"spark.executor.extraJavaOptions=$J\" \\\n"
        "    --out docs/results/{out}\n"
        "trspark bench targets docs/results/{out} --executors 3")
@@ -68,7 +68,7 @@ kill schedules `tpcds_sf1_c1_replay.csv`, and an earlier run with two policies,
 
 """ + _RERUNS_PER_STAGE, (
     Source("tpcds_sf1_c1.csv",
-           _C1.format(policies="never,always,decommission,tr", out="tpcds_sf1_c1.csv"),
+           _C1.format(policies="never,always,decommission,tr", stable="never", out="tpcds_sf1_c1.csv"),
            "2026-12-03, 12:23-13:24 UTC", "6c17f0b", _LIVE + ", quiet (nothing else running)",
            tpcds_targets(3, paired=True),
            "![slowdowns](tpcds_sf1_c1.png)\n\n"
@@ -85,7 +85,7 @@ kill schedules `tpcds_sf1_c1_replay.csv`, and an earlier run with two policies,
            "q7 0.90x in [overhead](overhead.md)). The two runs of the same schedules below show how much "
            "a whole run moves on this host."),
     Source("tpcds_sf1_c1_replay.csv",
-           _C1.format(policies="never,always,decommission,tr", out="tpcds_sf1_c1_replay.csv"),
+           _C1.format(policies="never,always,decommission,tr", stable="never", out="tpcds_sf1_c1_replay.csv"),
            "2026-12-03, 15:19-16:34 UTC", "c7ba723 (the same engine and plugin as 6c17f0b)",
            _LIVE + "; beside it, about two minutes of light work (a type check, a few unit-test files, "
            "replays of a small engine trace)",
@@ -103,7 +103,7 @@ kill schedules `tpcds_sf1_c1_replay.csv`, and an earlier run with two policies,
            "no columns for notices, drains and releases, so whether an executor was drained after its "
            "notice cannot be read from it."),
     Source("tpcds_sf1_c1_never_tr.csv",
-           _C1.format(policies="never,tr", out="tpcds_sf1_c1_never_tr.csv"),
+           _C1.format(policies="never,tr", stable="never", out="tpcds_sf1_c1_never_tr.csv"),
            "2026-12-03, 10:27-11:05 UTC", "5cb596b (the same engine and plugin as 6c17f0b)",
            _LIVE + ", quiet (nothing else running)",
            _c1_all_runs,

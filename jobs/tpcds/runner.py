@@ -103,9 +103,11 @@ def run(settings: BenchSettings, progress: Progress | None = None) -> BenchResul
     rows: list[RunRow] = []
     skipped: dict[str, str] = {}
     if settings.interleave:
-        earlier = results.read(settings.out) if settings.out.exists() and settings.out.stat().st_size else []
+        # Rounds rewrite --out at the end: the rows it held before this benchmark are kept as they are.
+        rounds = settings.stable_runs == "rounds"
+        earlier = results.read(settings.out) if rounds and settings.out.exists() and settings.out.stat().st_size else []
         skipped = lockstep.run_interleaved(ctx, policies, data, progress, rows, planned, target=_policy_turns_process)
-        if settings.stable_runs == "rounds":
+        if rounds:
             rereference(rows)
             results.write(settings.out, earlier + rows)
         return BenchResult(rows, skipped)
