@@ -50,7 +50,7 @@ def test_options_reach_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (["--pool", "spot=0"], "allowed: ondemand=COUNT@stable"),
     (["--pool", "spot=1", "--master", "spark://h:7077"], "pools are local-cluster slots"),
     (["--interleave", "--master", "spark://h:7077"], "policies take turns on local clusters"),
-    (["--stable-runs", "rounds"], "rounds are the rounds of --interleave runs"),
+    (["--stable-runs", "rounds"], "it needs --interleave and no --reference"),
 ])
 def test_bad_option_is_one_clear_error(args: list[str], message: str) -> None:
     result = CliRunner().invoke(cli, ["bench", "tpcds", *args])

@@ -149,8 +149,8 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
         raise click.BadParameter("policies take turns on local clusters, one each; not with --master",
                                  param_hint="'--interleave'")
     if stable_runs == "rounds" and (not interleave or reference is not None):
-        raise click.BadParameter("rounds are the rounds of --interleave runs, and a --reference is given "
-                                 "instead of measured: use --interleave and no --reference", param_hint="'--stable-runs'")
+        raise click.BadParameter("rounds measures vanilla Spark's reference in every round of --interleave "
+                                 "runs: it needs --interleave and no --reference", param_hint="'--stable-runs'")
     from rich.console import Console
 
     from jobs.tpcds.settings import BenchSettings
