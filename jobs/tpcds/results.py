@@ -103,7 +103,7 @@ def append(path: Path, row: RunRow) -> None:
         writer = csv.writer(handle)
         if new:
             writer.writerow(COLUMNS)
-        writer.writerow([_format(getattr(row, name)) for name in columns])
+        writer.writerow(_cells(row, columns))
 
 
 def write(path: Path, rows: list[RunRow]) -> None:
@@ -114,8 +114,13 @@ def write(path: Path, rows: list[RunRow]) -> None:
     with partial.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(COLUMNS)
-        writer.writerows([_format(getattr(row, name)) for name in COLUMNS] for row in rows)
+        writer.writerows(_cells(row, COLUMNS) for row in rows)
     partial.replace(path)
+
+
+def _cells(row: RunRow, columns: tuple[str, ...]) -> list[str]:
+    """``row``'s values as CSV text, in ``columns``."""
+    return [_format(getattr(row, name)) for name in columns]
 
 
 def _parse(name: str, raw: str) -> Any:

@@ -19,10 +19,9 @@ Plan of a benchmark (``--policies never,always,decommission,tr``)
    runs (``stable_runs="never"``: only vanilla Spark's, the reference; ``"rounds"``: vanilla Spark
    also runs each query once without kills in every round of evicted runs, and the final reference
    is the median of all its stable runs, so it follows the host's drift over the benchmark), then
-   its *evicted* runs: the injector's
-   clock starts with the query (``kill_clock="first-task"``: once the run's first task has
-   finished) and it SIGKILLs executor JVMs on the schedule (for the policies that can
-   use a termination notice, ``decommission`` and ``tr`` (:data:`NOTICED_POLICIES`), it sends
+   its *evicted* runs: the injector's clock starts with the query (``kill_clock="first-task"``:
+   once the run's first task has finished) and it SIGKILLs executor JVMs on the schedule (for the
+   policies that can use a termination notice, ``decommission`` and ``tr`` (:data:`NOTICED_POLICIES`), it sends
    SIGPWR ``notice`` s before each SIGKILL: Spark's decommission signal, and the signal trspark's
    executor plugin takes as a notice. A kill due within the window after the start is delayed to
    the window's end by the injector, and notices for kills after the query's end still land
@@ -126,14 +125,20 @@ def run(settings: BenchSettings, progress: Progress | None = None) -> BenchResul
 
 def reference_times(path: Path, queries: tuple[str, ...]) -> dict[str, float]:
     """Vanilla Spark's median stable seconds per query from a results CSV (each query must have one)."""
-    times: dict[str, list[float]] = {}
-    for row in results.read(path):
-        if row.policy == "never" and row.scenario == "stable" and not row.failed:
-            times.setdefault(row.query, []).append(row.seconds)
-    missing = [q for q in queries if q not in times]
+    medians = never_stable_medians(results.read(path))
+    missing = [q for q in queries if q not in medians]
     if missing:
         raise ValueError(f"{path} has no successful stable run of never for {', '.join(missing)}")
-    return {q: statistics.median(times[q]) for q in queries}
+    return {q: medians[q] for q in queries}
+
+
+def never_stable_medians(rows: list[RunRow]) -> dict[str, float]:
+    """Median seconds (s) per query of vanilla Spark's successful stable runs among ``rows``."""
+    times: dict[str, list[float]] = {}
+    for row in rows:
+        if row.policy == "never" and row.scenario == "stable" and not row.failed:
+            times.setdefault(row.query, []).append(row.seconds)
+    return {q: statistics.median(t) for q, t in times.items()}
 
 
 @dataclass
@@ -282,13 +287,10 @@ def rereference(rows: list[RunRow]) -> None:
     ``stable_seconds`` = median over the successful ``never`` stable rows of the query (s), and
     ``slowdown = seconds / stable_seconds``; a query without such rows keeps its reference.
     """
-    times: dict[str, list[float]] = {}
+    medians = never_stable_medians(rows)
     for row in rows:
-        if row.policy == "never" and row.scenario == "stable" and not row.failed:
-            times.setdefault(row.query, []).append(row.seconds)
-    for row in rows:
-        if row.query in times:
-            row.stable_seconds = statistics.median(times[row.query])
+        if row.query in medians:
+            row.stable_seconds = medians[row.query]
             row.slowdown = row.seconds / row.stable_seconds
 
 
