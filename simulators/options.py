@@ -210,7 +210,26 @@ def build_world(kw: dict[str, Any], *, vms: int = 100, cores: int = 4) -> Any:
     )
 
 
+#: Settings another option sets (the world tells the policy its own, ``Experiment.policy_config``), and that
+#: option: a ``--conf`` value for them would be replaced without a word.
+SET_BY_OPTIONS = {
+    "mode": "--policy",
+    "lifetime": "--believed-lifetime",
+    "local_bandwidth": "--local-bw",
+    "remote_bandwidth": "--remote-bw",
+    "remote_cap": "--remote-cap",
+    "backup_latency": "--backup-latency",
+}
+
+#: Settings only the live adapter reads (the engine process, its bridge, the shim): the simulator has none of them.
+LIVE_ONLY_SETTINGS = frozenset({
+    "remote_path", "python", "engine_timeout", "engine_start_timeout", "history_url", "notice_source",
+    "notice_url", "notice_interval", "notice_signal", "backup_throttle", "pool",
+})
+
+
 def build_config(confs: tuple[str, ...]) -> TRConfig:
+    """The policy settings of ``--conf KEY=VALUE`` items; a key the simulator would not use is an error."""
     values: dict[str, Any] = {}
     for item in confs:
         name, eq, raw = item.partition("=")
@@ -221,6 +240,10 @@ def build_config(confs: tuple[str, ...]) -> TRConfig:
             values[key.field] = parse_value(key, raw)
         except ConfigError as exc:
             fail(f"--conf: {exc}")
+        if key.field in SET_BY_OPTIONS:
+            fail(f"--conf {name.strip()}: the simulator sets this from {SET_BY_OPTIONS[key.field]}; use that option")
+        if key.field in LIVE_ONLY_SETTINGS:
+            fail(f"--conf {name.strip()}: only a live Spark application reads this; the simulator has no such setting")
     try:
         return validate(TRConfig(**values))
     except ConfigError as exc:
