@@ -74,7 +74,7 @@ def _markdown(head: list[str], body: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-_SETTINGS = ("stability", "vms", "tasks", "runs")
+_SETTINGS = ("stability", "vms", "tasks", "runs", "on_demand_share")
 """Columns that name a setting: shown as given (``50``, not ``50.000``)."""
 
 
