@@ -84,22 +84,24 @@ def test_rounds_need_interleaved_runs_and_a_measured_reference(tmp_path: Path) -
     assert BenchSettings(sf=1, queries=(), policies=(), out=out, stable_runs="rounds", interleave=True).interleave
 
 
-def test_rereference_takes_the_median_of_every_stable_run_of_vanilla_spark() -> None:
+def test_rereference_takes_the_median_of_vanilla_sparks_stable_runs_in_the_rounds() -> None:
     from jobs.tpcds.results import RunRow
 
-    def row(query: str, policy: str, scenario: str, seconds: float, failed: bool = False) -> RunRow:
-        return RunRow(query=query, policy=policy, sf=1.0, seed=0, repeat=0, scenario=scenario, seconds=seconds,
+    def row(query: str, policy: str, scenario: str, seconds: float, repeat: int, failed: bool = False) -> RunRow:
+        return RunRow(query=query, policy=policy, sf=1.0, seed=0, repeat=repeat, scenario=scenario, seconds=seconds,
                       stable_seconds=5.0, slowdown=seconds / 5.0, failed=failed)
 
-    rows = [row("q3", "never", "stable", 5.0), row("q3", "never", "stable", 6.0), row("q3", "never", "stable", 9.0),
-            row("q3", "never", "stable", 40.0, failed=True), row("q3", "tr", "stable", 1.0),
-            row("q3", "never", "evicted", 12.0), row("q3", "tr", "evicted", 9.0), row("q7", "tr", "evicted", 10.0)]
-    runner.rereference(rows)
-    # q3: the median of 5, 6 and 9 s (a failed run and other policies' stable runs left out).
-    assert [r.stable_seconds for r in rows[:7]] == [6.0] * 7
-    assert rows[5].slowdown == 2.0 and rows[6].slowdown == 1.5
-    # q7 has no stable run of vanilla Spark here: it keeps the reference it was written with.
-    assert (rows[7].stable_seconds, rows[7].slowdown) == (5.0, 2.0)
+    rows = [row("q3", "never", "stable", 1.0, 0), row("q3", "never", "stable", 5.0, 1),
+            row("q3", "never", "stable", 6.0, 2), row("q3", "never", "stable", 9.0, 3),
+            row("q3", "never", "stable", 40.0, 4, failed=True), row("q3", "tr", "stable", 1.0, 2),
+            row("q3", "never", "evicted", 12.0, 0), row("q3", "tr", "evicted", 9.0, 0),
+            row("q7", "never", "stable", 4.0, 0), row("q7", "tr", "evicted", 10.0, 0)]
+    runner.rereference(rows, first=1)
+    # q3: the median of 5, 6 and 9 s (the first run, a failed run and other policies' runs left out).
+    assert [r.stable_seconds for r in rows[:8]] == [6.0] * 8
+    assert rows[6].slowdown == 2.0 and rows[7].slowdown == 1.5
+    # q7 has only a first stable run here: it keeps the reference it was written with.
+    assert [(r.stable_seconds, r.slowdown) for r in rows[8:]] == [(5.0, 0.8), (5.0, 2.0)]
 
 
 def test_schedules_do_not_depend_on_the_query_list() -> None:

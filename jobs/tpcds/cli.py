@@ -94,7 +94,8 @@ def datagen_command(sf: float, cache: Path | None) -> None:
               help="Which policies get stable (no-kill) runs: all (shows their overhead), only never "
                    "(the reference every slowdown needs; the overhead is `trspark bench overhead`'s job), or "
                    "rounds: never, also once in every round of --interleave runs; the reference is then the "
-                   "median of all of them (it follows the host's drift) and --out is rewritten with it at the end.")
+                   "median of those round runs (it follows the host's drift, with every cluster up) and --out is "
+                   "rewritten with it at the end.")
 @click.option("--reference", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Take vanilla Spark's stable times from this results CSV: no stable runs, the policies run "
                    "in the given order under the kill schedules that reference implies (continue a long run).")

@@ -18,7 +18,7 @@ Plan of a benchmark (``--policies never,always,decommission,tr``)
    queries and repeats), a warm-up pass (``warmup``: over the first N queries only), its stable
    runs (``stable_runs="never"``: only vanilla Spark's, the reference; ``"rounds"``: vanilla Spark
    also runs each query once without kills in every round of evicted runs, and the final reference
-   is the median of all its stable runs, so it follows the host's drift over the benchmark), then
+   is the median of those, so it follows the host's drift over the benchmark), then
    its *evicted* runs: the injector's clock starts with the query (``kill_clock="first-task"``:
    once the run's first task has finished) and it SIGKILLs executor JVMs on the schedule (for the
    policies that can use a termination notice, ``decommission`` and ``tr`` (:data:`NOTICED_POLICIES`), it sends
@@ -107,7 +107,7 @@ def run(settings: BenchSettings, progress: Progress | None = None) -> BenchResul
         earlier = results.read(settings.out) if rounds and settings.out.exists() and settings.out.stat().st_size else []
         skipped = lockstep.run_interleaved(ctx, policies, data, progress, rows, planned, target=_policy_turns_process)
         if rounds:
-            rereference(rows)
+            rereference(rows, first=settings.runs("stable"))
             results.write(settings.out, earlier + rows)
         return BenchResult(rows, skipped)
     for policy in policies:
@@ -281,13 +281,15 @@ def _round_reference(ctx: BenchContext, spark: SparkSession, api: metrics.Status
     return row
 
 
-def rereference(rows: list[RunRow]) -> None:
-    """Each query's reference becomes the median of all of vanilla Spark's stable runs of it, in ``rows``.
+def rereference(rows: list[RunRow], first: int) -> None:
+    """Each query's reference becomes the median of vanilla Spark's stable runs in the rounds, in ``rows``.
 
-    ``stable_seconds`` = median over the successful ``never`` stable rows of the query (s), and
-    ``slowdown = seconds / stable_seconds``; a query without such rows keeps its reference.
+    ``stable_seconds`` = median over the successful ``never`` stable rows of the query numbered
+    ``first`` or later (s), and ``slowdown = seconds / stable_seconds``; a query without such rows
+    keeps its reference. The ``first`` stable runs are left out: they ran before the other
+    policies' clusters started, on a quieter host than every run under kills.
     """
-    medians = never_stable_medians(rows)
+    medians = never_stable_medians([row for row in rows if row.repeat >= first])
     for row in rows:
         if row.query in medians:
             row.stable_seconds = medians[row.query]

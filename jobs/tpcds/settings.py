@@ -72,7 +72,7 @@ class BenchSettings:
     stable_runs: str = "all"
     """``all``: every policy gets stable runs (its overhead); ``never``: only vanilla Spark (the
     reference); ``rounds``: only vanilla Spark, also once in each round of evicted runs (needs
-    ``interleave``), and the reference becomes the median of all of them once every run is in."""
+    ``interleave``), and the reference becomes the median of the round runs once every run is in."""
     reference: Path | None = None
     """A results CSV whose ``never`` stable runs give each query's stable time: no stable runs then,
     the policies run in the given order, and the kill schedules are the ones a run with that
