@@ -205,7 +205,7 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "2026-12-03, 21:59-23:14 UTC", "894aaa9; reference re-derived from the same rows with the rule of 7d7ca37",
            MACHINE + "; 4 executors x 1 core (1 on-demand, 3 spot), each JVM capped at 0.5 CPU (cgroup), five "
            "clusters up at once; beside it, at nice 19, the paper-size simulation above (22:01-22:51), a "
-           "simulator probe (22:13-23:05) and a minute of unit tests",
+           "simulator probe (22:13 to about 22:50) and two minutes of unit tests",
            tpcds_targets(4, (("ondemand", 1), ("spot", 3))),
            "Live: TPC-DS SF 1 on a local cluster of one on-demand executor (never killed) and three spot "
            "executors, SIGKILLed with exponential lifetimes of mean 3x each query's stable time; each executor "
@@ -219,7 +219,7 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "tasks re-run are lower bounds here (counted per stage id; see the live TPC-DS report). "
            "The reference is the median of vanilla Spark's three stable runs in the rounds. The bench at "
            "894aaa9 took the median of those and the three first ones, which ran before the other four "
-           "clusters started and took 0.50-0.92x as long (medians) (q29: 9.5-10.6 s against 17.9-20.5 s); with it, "
+           "clusters started and took 0.50-0.92x as long in median (q29: 9.5-10.6 s against 17.9-20.5 s); with it, "
            "every policy's runs that met no kill sat +0.21 to +0.38 above the floor. The paired ratios do "
            "not depend on the reference (tr/always 0.93x [0.85, 1.21] with either); the medians do "
            "(never 1.43x, tr 1.55x with the first runs counted). `tr` copied 28 % of `always`'s bytes and "
