@@ -118,3 +118,21 @@ def test_sweep_over_shapes_pairs_every_policy_with_tr(tmp_path: Path) -> None:
 def test_sweep_rejects_bad_shapes(tmp_path: Path, args: list[str], fragment: str) -> None:
     code, out = invoke("simulate", "sweep", *args, "--out", str(tmp_path / "a.csv"))
     assert code == 2 and out.count("\n") == 1 and fragment in out, out
+
+
+def test_conf_keys_refused_are_the_ones_the_world_replaces() -> None:
+    """The --conf keys refused as set by other options match what ``Experiment.policy_config`` replaces."""
+    from dataclasses import fields
+
+    from simulators.options import SET_BY_OPTIONS
+    from simulators.runner import Experiment
+    from simulators.workloads import WorkloadParams, make_workload
+    from simulators.world import WorldSpec
+    from trspark.engine.settings import TRConfig
+
+    told = TRConfig(local_bandwidth=1.0, remote_bandwidth=2.0, remote_cap=3.0, backup_latency=7.0)
+    job = make_workload("tpcds", WorkloadParams(scale=0.001), seed=0)
+    given = Experiment(job, WorldSpec(vms=2), "tr", told).policy_config()
+    replaced = {f.name for f in fields(TRConfig) if getattr(given, f.name) != getattr(told, f.name)}
+    # mode and lifetime are set by --policy and --believed-lifetime before the world is consulted.
+    assert replaced == set(SET_BY_OPTIONS) - {"mode", "lifetime"}
