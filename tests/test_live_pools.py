@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from jobs.harness.notice_endpoints import NoticeServer
+from trspark.reporting import summarize
 
 pytestmark = pytest.mark.spark
 
@@ -49,7 +50,8 @@ def live_cluster(executors: int, settings: dict[str, Any], spark_settings: dict[
                    .config("spark.local.dir", str(Path(tmp) / "local"))
                    .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
                    .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s"))
-        for key, value in {**conf, **(spark_settings or {})}.items():
+        # An earlier session's settings carry over in this py4j JVM: no event log unless asked for.
+        for key, value in {**conf, "spark.eventLog.enabled": "false", **(spark_settings or {})}.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
         try:
@@ -86,16 +88,22 @@ def test_each_executor_takes_its_pool_from_its_own_metadata() -> None:
         server.set_pool("ondemand", vm="vm-0")  # executor 0 is on-demand, the others spot
         settings = dict(mode="efm", notice_source="aws", notice_url=server.url + "/vm-{executorId}",
                         pool_lifetimes={"ondemand": "stable", "spot": "exponential:mean=600"})
-        with live_cluster(3, settings) as (spark, trace):
-            assert shuffle_job(spark) == sum(range(6000))
-            status = spark.sparkContext._jvm.org.apache.spark.trspark.TRStatus
-            wait_for(lambda: status.stat("backups_local") > 0, what="efm copies to the on-demand executor", timeout=30)
-            first = pools_seen_first(engine_events(trace))
-            # A rebalance recommendation for executor 1 reaches the engine.
-            server.post_rebalance(vm="vm-1")
-            wait_for(lambda: [e["executor_id"] for e in engine_events(trace) if e["type"] == "ExecutorRebalance"] == ["1"],
-                     what="ExecutorRebalance for executor 1", timeout=30)
+        with tempfile.TemporaryDirectory(prefix="trspark-live-pools-log-") as logs:
+            event_log = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": Path(logs).as_uri()}
+            with live_cluster(3, settings, event_log) as (spark, trace):
+                assert shuffle_job(spark) == sum(range(6000))
+                status = spark.sparkContext._jvm.org.apache.spark.trspark.TRStatus
+                wait_for(lambda: status.stat("backups_local") > 0, what="efm copies to the on-demand executor", timeout=30)
+                first = pools_seen_first(engine_events(trace))
+                # A rebalance recommendation for executor 1 reaches the engine.
+                server.post_rebalance(vm="vm-1")
+                wait_for(lambda: [e["executor_id"] for e in engine_events(trace) if e["type"] == "ExecutorRebalance"] == ["1"],
+                         what="ExecutorRebalance for executor 1", timeout=30)
+            # `trspark report` bills each executor's hours to the pool it reported.
+            report = summarize(next(Path(logs).iterdir()), prices={"ondemand": 1.0, "spot": 0.3})
     assert first == {"0": "ondemand", "1": "spot", "2": "spot"}
+    assert {e.executor_id: e.pool for e in report.executors.values()} == first
+    assert set(report.vm_hours()) == {"ondemand", "spot"} and report.cost() is not None
 
 
 def test_the_environment_variable_wins_over_the_metadata() -> None:

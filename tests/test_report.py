@@ -92,6 +92,28 @@ def test_prices_add_the_cost_of_each_pools_executor_hours() -> None:
 
 
 
+def test_the_pool_an_executor_reports_after_it_joined_bills_its_hours() -> None:
+    # Spark announces an executor before its plugin finds its pool (instance metadata, TRSPARK_POOL).
+    events = [
+        {"Event": "SparkListenerApplicationStart", "Timestamp": 0, "App Name": "a", "App ID": "app-1"},
+        {"Event": "SparkListenerExecutorAdded", "Timestamp": 0, "Executor ID": "0"},
+        {"Event": "SparkListenerExecutorAdded", "Timestamp": 0, "Executor ID": "1"},
+        {"Event": "org.apache.spark.trspark.TRExecutorStarted", "time": 0, "executorId": "0", "host": "h",
+         "pool": "default"},
+        {"Event": "org.apache.spark.trspark.TRExecutorStarted", "time": 0, "executorId": "1", "host": "h",
+         "pool": "default"},
+        {"Event": "org.apache.spark.trspark.TRExecutorPool", "time": 500, "executorId": "0", "pool": "ondemand",
+         "source": "aws"},
+        {"Event": "org.apache.spark.trspark.TRExecutorPool", "time": 500, "executorId": "1", "pool": "spot",
+         "source": "aws"},
+        {"Event": "SparkListenerApplicationEnd", "Timestamp": 3_600_000},
+    ]
+    summary = summarize_events(events, prices={"ondemand": 1.0, "spot": 0.25})
+    assert {e.executor_id: e.pool for e in summary.executors.values()} == {"0": "ondemand", "1": "spot"}
+    assert summary.vm_hours() == {"ondemand": pytest.approx(1.0), "spot": pytest.approx(1.0)}
+    assert summary.cost() == pytest.approx(1.25)
+
+
 def test_a_released_executor_is_billed_until_its_release_not_until_spark_lists_it_removed() -> None:
     # Standalone lists an executor it was told to kill for a few seconds more (here 5 s).
     events = [

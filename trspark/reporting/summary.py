@@ -178,6 +178,9 @@ class _Builder:
         if (ex := self.s.executors.get(e["executorId"])) is not None:
             ex.pool = e["pool"]
 
+    # An executor reports its pool (environment, instance metadata) after Spark announced it.
+    _on_TRExecutorPool = _on_TRExecutorStarted
+
     def _on_TRExecutorEnded(self, e: dict[str, Any]) -> None:
         if (ex := self.s.executors.get(e["executorId"])) is not None:
             ex.reason = e["reason"]

@@ -123,7 +123,8 @@ class TRDriverPlugin extends EngineCommands {
         null
       case report: PoolReport =>
         logInfo(s"trspark: executor ${report.executorId} is in pool ${report.pool} (from ${report.source})")
-        pools.report(report.executorId, report.pool); "ok"
+        pools.report(report.executorId, report.pool)
+        obs.post(TRExecutorPool(System.currentTimeMillis(), report.executorId, report.pool, report.source)); "ok"
       case other => logWarning(s"trspark: unexpected message $other"); null
     }
     case other => logWarning(s"trspark: unexpected message $other"); null

@@ -7,8 +7,18 @@ import org.apache.spark.scheduler.SparkListenerEvent
 // a reader without these classes (the History Server, `trspark whatif`) skips them. `time` is
 // epoch milliseconds throughout.
 
-/** An executor joined, in trspark pool `pool` (`spark.trspark.pool`). */
+/**
+ * An executor joined, in trspark pool `pool`: the pool it already reported, else `spark.trspark.pool`
+ * (an executor usually reports after it joins, see [[TRExecutorPool]]).
+ */
 case class TRExecutorStarted(time: Long, executorId: String, host: String, pool: String) extends SparkListenerEvent
+
+/**
+ * `executorId` reported its pool, found from `source`: `env` (`TRSPARK_POOL`), `aws`, `gcp` or
+ * `azure` (instance metadata) or `conf` (`spark.trspark.pool`). Overrides the pool of its
+ * [[TRExecutorStarted]].
+ */
+case class TRExecutorPool(time: Long, executorId: String, pool: String, source: String) extends SparkListenerEvent
 
 /** An executor left; `reason` is trspark's kind: evicted, released, decommissioned, killed or app. */
 case class TRExecutorEnded(time: Long, executorId: String, reason: String) extends SparkListenerEvent
