@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from test_chaos import FakeCluster, wait_for
 
@@ -180,8 +181,8 @@ def test_an_idle_noticed_executor_is_released_once_no_task_fits_and_replaced(
         live: tuple[Any, NoticeServer, Path]) -> None:
     """Nothing left to do once no task fits before its deadline: the engine lets it go then (about
     one mean task time before the deadline, at the next tick), and the worker starts its
-    replacement; nobody kills it. The engine counts it gone from its release, before the
-    deadline, however late Spark reports the loss (standalone: up to 5 s), and hears of it once."""
+    replacement; nobody kills it. The engine and Spark's scheduler count it gone from its
+    release, before the deadline, while its JVM takes up to 5 s to exit; the engine hears of it once."""
     spark, _, tmp = live
     events = _trace_from_now(tmp / TRACE)
     sc = spark.sparkContext
@@ -193,6 +194,10 @@ def test_an_idle_noticed_executor_is_released_once_no_task_fits_and_replaced(
     before, others = status.stat("executors_released"), {e.executor_id for e in find_executors(driver)} - {victim.executor_id}
     os.kill(victim.pid, signal.SIGPWR)  # a notice with a WINDOW s deadline; nobody kills it
     wait_for(lambda: status.stat("executors_released") == before + 1, timeout=WINDOW + 5.0, what="the release")
+    # Spark stops listing it (and counting its cores in the default parallelism) at the release,
+    # while its JVM still shuts down, not once the process has exited.
+    wait_for(lambda: victim.executor_id not in sc._jsc.sc().getExecutorIds().mkString(",").split(","), what="Spark to drop it")
+    assert psutil.pid_exists(victim.pid) and psutil.Process(victim.pid).status() != psutil.STATUS_ZOMBIE
 
     def lost() -> list[dict[str, Any]]:
         return [e for e in events() if e["type"] == "ExecutorLost" and e["executor_id"] == victim.executor_id]

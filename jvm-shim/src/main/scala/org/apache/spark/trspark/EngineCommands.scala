@@ -5,6 +5,8 @@ import scala.util.control.NonFatal
 
 import com.fasterxml.jackson.databind.JsonNode
 
+import org.apache.spark.scheduler.ExecutorKilled
+import org.apache.spark.scheduler.cluster.{CoarseGrainedClusterMessages, CoarseGrainedSchedulerBackend}
 import org.apache.spark.storage.FallbackStorage
 
 /** The policy engine's commands, applied on the driver (each runs on the bridge's reader thread). */
@@ -109,10 +111,25 @@ trait EngineCommands extends OutputLoss {
       tracker.incrementEpoch()
       // killExecutors waits for the cluster manager's answer: not on the bridge's reader thread.
       releaser.execute { () =>
-        try backend.killExecutors(Seq(id), adjustTargetNumExecutors = false, countFailures = false, force = true)
-        catch { case NonFatal(e) => logWarning(s"trspark: could not release executor $id: ${e.getMessage}") }
+        try {
+          backend.killExecutors(Seq(id), adjustTargetNumExecutors = false, countFailures = false, force = true)
+          removeNow(id)
+        } catch { case NonFatal(e) => logWarning(s"trspark: could not release executor $id: ${e.getMessage}") }
       }
     case _ => logDebug(s"trspark: ReleaseExecutor $id ignored (gone, already released, or no allocation client)")
+  }
+
+  /**
+   * Remove a killed executor from the scheduler now, as Spark does when the executor's process
+   * exits: a standalone executor takes about 5 s to exit after SIGTERM, and until then its cores
+   * still count in `spark.default.parallelism`, by which adaptive execution splits the next stage
+   * into one partition per core, one more than the cores that can run it. Only after
+   * `killExecutors` (which skips executors the scheduler no longer lists), so the process still goes.
+   */
+  private def removeNow(id: String): Unit = sc.schedulerBackend match {
+    case backend: CoarseGrainedSchedulerBackend =>
+      backend.driverEndpoint.send(CoarseGrainedClusterMessages.RemoveExecutor(id, ExecutorKilled))
+    case _ =>
   }
 
   /**
