@@ -225,7 +225,15 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "(never 1.43x, tr 1.55x with the first runs counted). `tr` copied 28 % of `always`'s bytes and "
            "43 % of `efm`'s; its median is within the paired interval of vanilla Spark's, which is the "
            "lowest; on q93 it is the slowest policy (1.61x against vanilla Spark's 1.06x), as on q93 in "
-           "the live TPC-DS report."),
+           "the live TPC-DS report. Event logs of later runs of q93 and q50 at the same settings show two "
+           "causes. The quotas add up to the machine's two cores, so `tr`'s task duplicates take CPU from "
+           "the driver and the running tasks (no kills, 4 to 8 runs: `tr` 7.4-8.4 s in median against "
+           "vanilla Spark's 6.3-7.5 s, 6.4-7.2 s with duplication off; `docs/benchmark.md`). And an "
+           "executor with a notice still counts in Spark's default parallelism: adaptive execution split "
+           "q93's long stage into four partitions for the three executors that could run them, and the "
+           "fourth ran after the others (3.6 s). For a released executor that lasted until its JVM exited, "
+           "about 5 s after the release; the plugin now removes it from Spark's scheduler at the release "
+           "(a later commit than this run's)."),
 ), draw=lambda results: pools.draw(results / "pools_sweep.csv", results / "pools.png"))
 
 

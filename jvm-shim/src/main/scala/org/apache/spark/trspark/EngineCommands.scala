@@ -112,8 +112,9 @@ trait EngineCommands extends OutputLoss {
       // killExecutors waits for the cluster manager's answer: not on the bridge's reader thread.
       releaser.execute { () =>
         try {
-          backend.killExecutors(Seq(id), adjustTargetNumExecutors = false, countFailures = false, force = true)
-          removeNow(id)
+          val killed = backend.killExecutors(Seq(id), adjustTargetNumExecutors = false, countFailures = false,
+            force = true)
+          if (killed.contains(id)) removeNow(id)
         } catch { case NonFatal(e) => logWarning(s"trspark: could not release executor $id: ${e.getMessage}") }
       }
     case _ => logDebug(s"trspark: ReleaseExecutor $id ignored (gone, already released, or no allocation client)")
