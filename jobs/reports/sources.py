@@ -199,13 +199,13 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "trspark bench tpcds --sf 1 --queries q7,q29,q50,q65,q93,q97 --policies never,tr,efm,always,decommission \\\n"
            "    --pool ondemand=1@stable --pool spot=3 --stability 3 --cores 1 --executor-cpus 0.5 --repeat 3 \\\n"
            "    --seed 0 --notice 5 --time-cap 300 --warmup 2 --hold-replacements --interleave --stable-runs rounds \\\n"
-           "    --conf spark.sql.autoBroadcastJoinThreshold=-1 --conf \"spark.driver.extraJavaOptions=$J\" \\\n"
+           "    --conf spark.sql.autoBroadcastJoinThreshold=-1 --conf spark.trspark.duplication=false \\\n"
+           "    --conf \"spark.driver.extraJavaOptions=$J\" \\\n"
            "    --conf \"spark.executor.extraJavaOptions=$J\" --out docs/results/pools_live_sf1.csv\n"
            "trspark bench targets docs/results/pools_live_sf1.csv --pool ondemand=1@stable --pool spot=3",
-           "2026-12-03, 21:59-23:14 UTC", "894aaa9; reference re-derived from the same rows with the rule of 7d7ca37",
+           "2026-12-04, 02:34-03:36 UTC", "b60e87d",
            MACHINE + "; 4 executors x 1 core (1 on-demand, 3 spot), each JVM capped at 0.5 CPU (cgroup), five "
-           "clusters up at once; beside it, at nice 19, the paper-size simulation above (22:01-22:51), a "
-           "simulator probe (22:13 to about 22:50) and two minutes of unit tests",
+           "clusters up at once; nothing else running",
            tpcds_targets(4, (("ondemand", 1), ("spot", 3))),
            "Live: TPC-DS SF 1 on a local cluster of one on-demand executor (never killed) and three spot "
            "executors, SIGKILLed with exponential lifetimes of mean 3x each query's stable time; each executor "
@@ -217,23 +217,7 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "with fallback storage); `efm` (every map output copied to the on-demand executor), `always` and "
            "`tr` run the plugin, `tr` with the same 5 s notices. Every answer is compared with DuckDB's. Map "
            "tasks re-run are lower bounds here (counted per stage id; see the live TPC-DS report). "
-           "The reference is the median of vanilla Spark's three stable runs in the rounds. The bench at "
-           "894aaa9 took the median of those and the three first ones, which ran before the other four "
-           "clusters started and took 0.50-0.92x as long in median (q29: 9.5-10.6 s against 17.9-20.5 s); with it, "
-           "every policy's runs that met no kill sat +0.21 to +0.38 above the floor. The paired ratios do "
-           "not depend on the reference (tr/always 0.93x [0.85, 1.21] with either); the medians do "
-           "(never 1.43x, tr 1.55x with the first runs counted). `tr` copied 28 % of `always`'s bytes and "
-           "43 % of `efm`'s; its median is within the paired interval of vanilla Spark's, which is the "
-           "lowest; on q93 it is the slowest policy (1.61x against vanilla Spark's 1.06x), as on q93 in "
-           "the live TPC-DS report. Event logs of later runs of q93 and q50 at the same settings show two "
-           "causes. The quotas add up to the machine's two cores, so `tr`'s task duplicates take CPU from "
-           "the driver and the running tasks (no kills, 4 to 8 runs: `tr` 7.4-8.4 s in median against "
-           "vanilla Spark's 6.3-7.5 s, 6.4-7.2 s with duplication off; `docs/benchmark.md`). And an "
-           "executor with a notice still counts in Spark's default parallelism: adaptive execution split "
-           "q93's long stage into four partitions for the three executors that could run them, and the "
-           "fourth ran after the others (3.6 s). For a released executor that lasted until its JVM exited, "
-           "about 5 s after the release; the plugin now removes it from Spark's scheduler at the release "
-           "(a later commit than this run's)."),
+           "The reference is the median of vanilla Spark's three stable runs in the rounds. `tr` runs without task duplication (`spark.trspark.duplication=false`, as in the demo): the executors' quotas add up to the machine's two cores, so a duplicate on an executor that would be idle takes CPU from the driver and the running tasks instead of using a VM's spare core (`docs/benchmark.md`). `tr` has the second lowest median, within the paired interval of the lowest (`efm`: tr/efm 0.95x [0.87, 1.00]), and every paired ratio is at most 1 (none significant); it copied 33 % of `always`'s bytes and 48 % of `efm`'s. The run before this one (894aaa9, duplication on, released executors still counted by Spark for about 5 s) had `tr` at 1.32x median, the slowest policy on q93 (1.61x)."),
 ), draw=lambda results: pools.draw(results / "pools_sweep.csv", results / "pools.png"))
 
 
