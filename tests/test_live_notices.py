@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 import pytest
-from test_chaos import FakeCluster, wait_for
+from test_chaos import FakeCluster, spark_executor_ids, wait_for
 
 from bench import notice_vs_decommission as bench
 from jobs.harness.chaos import EvictionInjector, ExecutorProcess, find_executors
@@ -196,7 +196,7 @@ def test_an_idle_noticed_executor_is_released_once_no_task_fits_and_replaced(
     wait_for(lambda: status.stat("executors_released") == before + 1, timeout=WINDOW + 5.0, what="the release")
     # Spark stops listing it (and counting its cores in the default parallelism) at the release,
     # while its JVM still shuts down, not once the process has exited.
-    wait_for(lambda: victim.executor_id not in sc._jsc.sc().getExecutorIds().mkString(",").split(","), what="Spark to drop it")
+    wait_for(lambda: victim.executor_id not in spark_executor_ids(spark), what="Spark to drop it")
     assert psutil.pid_exists(victim.pid) and psutil.Process(victim.pid).status() != psutil.STATUS_ZOMBIE
 
     def lost() -> list[dict[str, Any]]:
