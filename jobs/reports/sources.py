@@ -217,7 +217,13 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "with fallback storage); `efm` (every map output copied to the on-demand executor), `always` and "
            "`tr` run the plugin, `tr` with the same 5 s notices. Every answer is compared with DuckDB's. Map "
            "tasks re-run are lower bounds here (counted per stage id; see the live TPC-DS report). "
-           "The reference is the median of vanilla Spark's three stable runs in the rounds. `tr` runs without task duplication (`spark.trspark.duplication=false`, as in the demo): the executors' quotas add up to the machine's two cores, so a duplicate on an executor that would be idle takes CPU from the driver and the running tasks instead of using a VM's spare core (`docs/benchmark.md`). `tr` has the second lowest median, within the paired interval of the lowest (`efm`: tr/efm 0.95x [0.87, 1.00]), and every paired ratio is at most 1 (none significant); it copied 33 % of `always`'s bytes and 48 % of `efm`'s. The run before this one (894aaa9, duplication on, released executors still counted by Spark for about 5 s) had `tr` at 1.32x median, the slowest policy on q93 (1.61x)."),
+           "The reference is the median of vanilla Spark's three stable runs in the rounds. `tr` runs "
+           "without task duplication (`spark.trspark.duplication=false`, as in the demo): the executors' "
+           "quotas add up to the machine's two cores, so a duplicate on an executor that would be idle takes"
+           " CPU from the driver and the running tasks instead of using a VM's spare core "
+           "(`docs/benchmark.md`). `tr` has the second lowest median, within the paired interval of the "
+           "lowest (`efm`: tr/efm 0.95x [0.87, 1.00]), and every paired ratio is at most 1 (none "
+           "significant); it copied 33 % of `always`'s bytes and 48 % of `efm`'s."),
 ), draw=lambda results: pools.draw(results / "pools_sweep.csv", results / "pools.png"))
 
 
