@@ -170,7 +170,7 @@ def test_the_executor_that_received_peer_copies_is_killed(app: App) -> None:
     assert dict(rdd.collect()) == expected_sums(ROWS)
     after_first = {name: app.stat(name) for name in names}
     # Every output still had a living holder: the victim's own ones their copies, the others
-    # their sources (the index upload had made the victim their tracker location). Nothing
+    # their sources (the tracker's location of an output stays its source while it lives). Nothing
     # re-ran and no reducer was sent to the dead peer.
     assert after_first["maps_rerun"] == before["maps_rerun"]
     assert after_first["outputs_repointed"] > before["outputs_repointed"]

@@ -105,6 +105,14 @@ trait BackupFlow extends DriverBase {
         }
       }
     } else synchronized {
+      // The index upload made the peer the tracker's location before anyone checked the copy:
+      // readers go back to the living source, so a copy damaged in transit is never served.
+      ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId).foreach { record =>
+        if (TRDriverPlugin.isOn(tracker, record, task.target)) {
+          blockManagers.get(record.source).filterNot(_ => deadExecutors.contains(record.source))
+            .foreach(tracker.updateMapOutput(record.shuffleId, record.mapId, _))
+        }
+      }
       // The peer re-reads what it received against the CRC32s the source computed (its next poll).
       unchecked((task.target, task.shuffleId, task.mapId)) = done
       checks.getOrElseUpdate(task.target, mutable.Buffer.empty) += PeerCheck(task.shuffleId, task.mapId, done.indexCrc, done.dataCrc)
@@ -122,7 +130,7 @@ trait BackupFlow extends DriverBase {
           "not used, the output stays where it was or is recomputed")
         synchronized {
           ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId).foreach { record =>
-            // The index upload made the peer the tracker's location: undo that before dropping it.
+            // Still the tracker's location (the source was gone when the copy ended): undo that first.
             if (TRDriverPlugin.isOn(tracker, record, task.target)) {
               blockManagers.get(record.source).filterNot(_ => deadExecutors.contains(record.source)) match {
                 case Some(bm) => tracker.updateMapOutput(record.shuffleId, record.mapId, bm)

@@ -73,8 +73,9 @@ trait EngineCommands extends OutputLoss {
   }
 
   /**
-   * A peer copy is also the tracker's location (the index upload re-pointed it): move the output
-   * back to its living source, then delete the peers' files. With the source gone, the newest
+   * A peer copy may be the tracker's location (the index upload re-points it until the driver
+   * hears the copy ended, and executors may have cached that): move the output back to its living
+   * source, then delete the peers' files. With the source gone, the newest
    * peer copy *is* the output and is not dropped (the caller checks).
    */
   private def dropPeerCopies(record: OutputRecord): Unit = {

@@ -174,7 +174,8 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     val bm = SparkEnv.get.blockManager
     val blocks = bm.migratableResolver.getMigrationBlocks(ShuffleBlockInfo(task.shuffleId, task.mapId))
     if (blocks.isEmpty) throw new RemoteBackups.SourceMissing(s"no map output for $task")
-    // Data before index: the index's arrival is what re-points the output to the peer.
+    // Data before index: a complete copy is in place when the index arrives, which makes Spark
+    // re-point the output to the peer (the driver points it back to the source until the peer checked it).
     val ordered = blocks.sortBy { case (id, _) => if (id.isInstanceOf[ShuffleDataBlockId]) 0 else 1 }
     // CRC32s of the bytes sent, computed here at the source: the peer re-reads its copy against them.
     var (indexCrc, dataCrc) = (0L, new CRC32().getValue)
