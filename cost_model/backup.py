@@ -152,6 +152,18 @@ class BackupCosts:
         ends = self.recompute.table.cdf_at(np.array([block.seconds, t_max]), [block.slot])[0]
         return self._source_terms(block, ends, REMOTE)
 
+    def remote_floor(self, shuffle_id: Hashable, map_index: int, t_max: float, concurrent: int = 0) -> float:
+        """A lower bound (s) of :meth:`remote`'s ``total``: its :math:`C_{B2}` alone, as :meth:`remote` computes it.
+
+        :math:`C_{B1}` and :math:`C_R` are sums of failure masses times non-negative times, so
+        only rounding (~1e-16 relative) can take them below 0. One model call instead of the
+        two windows and the ``Er`` interpolation of the full option.
+        """
+        bandwidth = shared_remote_bandwidth(self.remote_bandwidth, self.remote_cap, concurrent)
+        block = self._block(shuffle_id, map_index, t_max, bandwidth)
+        f_bt, f_t = self.recompute.table.cdf_at(np.array([block.seconds, t_max]), [block.slot])[0]
+        return block.seconds * max(float(f_t) - float(f_bt), 0.0)
+
     def local(self, shuffle_id: Hashable, map_index: int, t_max: float, peers: Sequence[str]) -> list[BackupCost]:
         """:math:`C_{BL}(Y)` for each peer ``Y`` in ``peers`` (live executors other than the block's)."""
         out = self.recompute.lineage.output(shuffle_id, map_index)

@@ -158,6 +158,18 @@ def test_shared_remote_bandwidth_and_its_effect() -> None:
     assert busy.total > costs.remote("k", 0, 300.0).total
 
 
+@pytest.mark.parametrize("t_max", [0.0, 60.0, 300.0, 1e8])
+@pytest.mark.parametrize("concurrent", [0, 4])
+def test_remote_floor_is_the_remote_options_b2_and_bounds_its_total(t_max: float, concurrent: int) -> None:
+    costs = BackupCosts(Recompute(_chain_lineage(), FINE), 400e6, 100e6, 250e6)
+    for shuffle in ("a", "b", "k"):
+        option = costs.remote(shuffle, 0, t_max, concurrent=concurrent)
+        floor = costs.remote_floor(shuffle, 0, t_max, concurrent=concurrent)
+        assert floor == option.b2  # the same computation, not an approximation of it
+        assert floor <= option.total
+    assert costs.remote_floor("k", 0, 300.0) > 0.0  # X may die after the 20 s copy and before T
+
+
 def test_degenerate_sizes_and_scales_are_finite() -> None:
     lineage = _chain_lineage()
     lineage.add_output("z", 0, "X", 1.0, 0.0, parents=["b"])  # zero-size block

@@ -124,6 +124,28 @@ def test_stall_weight_multiplies_recomputation_terms_and_not_copy_times() -> Non
     assert w.c_br - p.c_br == pytest.approx(3 * r.redo) and r.redo > 0
 
 
+@pytest.mark.parametrize("mean_lifetime", [3.0, 10.0, 30.0, 300.0, 1e5])
+@pytest.mark.parametrize("t_max", [0.5, 6.0, 60.0])
+def test_remote_is_priced_only_when_it_can_change_the_choice(mean_lifetime: float, t_max: float,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # C_BR is left out when its C_B2 alone exceeds min(C_Redo, C_BL): the target and the
+    # cheapest cost (what critical placement reads) must be those of the full computation.
+    policy = make_policy("tr", TRConfig(lifetime=f"exponential:mean={mean_lifetime}", duplication=False,
+                                        scheduling=False, backup_latency=0.0))
+    feed(policy, [*add_executors(["a", "b", "c"], cores=2), *_chain_events()])
+    blocks = [policy.state.outputs[key] for key in ((0, 0), (0, 1), (1, 0), (1, 1))]
+    quick = [policy.costs.costs(b, policy.state, t_max, weight=1.0, remote_in_flight=3) for b in blocks]
+    monkeypatch.setattr(type(policy.costs), "_remote_cannot_win", lambda *args: False)
+    full = [policy.costs.costs(b, policy.state, t_max, weight=1.0, remote_in_flight=3) for b in blocks]
+    for got, want in zip(quick, full, strict=True):
+        assert decide(got) == decide(want)
+        assert min(got.c_redo, got.c_bl, got.c_br) == min(want.c_redo, want.c_bl, want.c_br)
+        assert got.c_br in (want.c_br, INF)
+    skipped = sum(got.c_br == INF and math.isfinite(want.c_br) for got, want in zip(quick, full, strict=True))
+    if (mean_lifetime, t_max) == (30.0, 0.5):
+        assert skipped == len(blocks)  # a peer copy is the clear choice: C_BR is never priced
+
+
 def test_remote_only_variant_goes_remote() -> None:
     backups = _one_block_job(10.0, targets="remote")
     assert [b.target for b in backups] == [REMOTE]

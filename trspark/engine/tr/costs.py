@@ -122,6 +122,8 @@ class CostEstimator:
         When ``C_Redo`` is below a lower bound of every allowed backup cost -- ``C_B2`` alone,
         :math:`BT \\cdot P(BT < T_X \\le T)` -- no backup can win Algorithm 2, so the backup
         costs are not computed and reported as ``inf`` (same decision, a fraction of the work).
+        Likewise ``C_BR`` is reported as ``inf`` when its ``C_B2`` alone exceeds both
+        ``C_Redo`` and ``C_BL`` (:meth:`_remote_cannot_win`).
         """
         sid, idx = block.block_id
         c_redo = weight * self.recompute.c_redo(sid, idx, t_max)
@@ -130,14 +132,26 @@ class CostEstimator:
         if c_redo < fastest and c_redo < self._backup_lower_bound(block, state, remote_in_flight):
             return Costs(c_redo=c_redo, c_bl=math.inf, c_br=math.inf, peer=None)
         targets = self.config.targets
-        c_br = math.inf
-        if targets in ("both", "remote"):
-            remote = self.backup.remote(sid, idx, LIFE_HORIZON, concurrent=remote_in_flight)
-            c_br = remote.b1 + weight * remote.redo + remote.b2
         c_bl, peer = math.inf, None
         if targets in ("both", "local"):
             c_bl, peer = self.best_local(block, state, t_max, weight, peer_loads or {})
+        c_br = math.inf
+        if targets in ("both", "remote") and not self._remote_cannot_win(block, min(c_redo, c_bl), remote_in_flight):
+            remote = self.backup.remote(sid, idx, LIFE_HORIZON, concurrent=remote_in_flight)
+            c_br = remote.b1 + weight * remote.redo + remote.b2
         return Costs(c_redo=c_redo, c_bl=c_bl, c_br=c_br, peer=peer)
+
+    def _remote_cannot_win(self, block: MapOutput, best: float, remote_in_flight: int) -> bool:
+        """Whether ``C_BR`` is certainly above ``best`` (s), the lower of ``C_Redo`` and ``C_BL``.
+
+        Then Algorithm 2 picks the same target with ``C_BR = inf``, and ``min(C_Redo, C_BL, C_BR)``
+        is the same. The bound is ``C_B2`` (:meth:`BackupCosts.remote_floor`); the relative
+        margin covers the rounding of the terms it leaves out.
+        """
+        if not math.isfinite(best):
+            return False
+        floor = self.backup.remote_floor(block.shuffle_id, block.map_index, LIFE_HORIZON, concurrent=remote_in_flight)
+        return floor - best > 1e-9 * abs(floor)
 
     def best_local(self, block: MapOutput, state: JobState, t_max: float, weight: float,
                    loads: Mapping[str, int]) -> tuple[float, str | None]:
