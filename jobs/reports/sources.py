@@ -32,12 +32,12 @@ time. {_SIM} A run that does not finish within 20x the stable time counts as 20 
            "python bench/simulator.py --policy always --runs 50 --csv docs/results/simulator_speed.csv\n"
            "python bench/simulator.py --policy never --runs 50 --csv docs/results/simulator_speed.csv\n"
            "python bench/simulator.py --policy tr --runs 2 --workers 1 --cpu-runs 2 --csv docs/results/simulator_speed.csv",
-           "2026-12-02, 18:54-18:57 UTC",
-           "3079f26",
-           MACHINE + ", nothing else running, load average 0.5-1.3. CPU seconds on this shared VM change with "
-           "the host from day to day (`always` took 0.306 s a run on 2026-11-25, 1.190 s on 2026-11-29 and "
-           "0.581 s here, with identical simulated figures). Compare policies by the ratio the bench prints "
-           "from one process: `tr` 26.2 s, 58.7x `always`'s 0.447 s",
+           "2026-12-04, 09:44-09:46 UTC",
+           "223e3f8",
+           MACHINE + ", nothing else running, load average 0.5-1.1. CPU seconds on this shared VM change with "
+           "the host from day to day (`always` took 0.306 s a run on 2026-11-25 and 1.190 s on 2026-11-29, "
+           "with identical simulated figures). Compare policies by the ratio the bench prints from one "
+           "process: `tr` 21.8 s, 51.7x `always`'s 0.421 s",
            columns("policy", "runs", "wall_seconds", "cpu_seconds_per_run", "events_per_run",
                    "events_per_second", "slowdown_mean", "failed_runs"),
            "The paper's size: a TPC-DS-shaped job of 20,100 tasks on 100 VMs x 4 cores, stability "
@@ -61,8 +61,8 @@ the sweep against the design targets.
            f"    {_SWEEP_FLAGS} --csv tr.csv\n"
            "# tr-local: the same with --runs 50; the baselines' rows come from the same script, --runs 50",
            "2026-11-25", "aef7d88 (tr, tr-det, tr-local); baselines from an earlier commit of the same day; `tr` at "
-           "tpcds and bing, stabilities 20 and 5, re-run at fcbf2dc (2026-11-28) and at 4164ff6 (2026-12-03): "
-           "identical to the last digit",
+           "tpcds and bing, stabilities 20 and 5, re-run at fcbf2dc (2026-11-28), 4164ff6 (2026-12-03) and "
+           "223e3f8 (2026-12-04): identical to the last digit",
            "2 cores shared with other work", pivot(("workload", "stability"), "policy"),
            "![slowdowns](engine_sweep.png)\n\nMean slowdown; 200 paired runs per point for `tr` and `tr-det`, "
            "50 for the others."),
