@@ -38,6 +38,14 @@ trait BackupFlow extends DriverBase {
   /** The built-in policy's bandwidth cap per copy (bytes/s; 0 = none). */
   @volatile protected var throttle = 0.0
 
+  /** The block manager of an executor the driver knows and has not seen die. */
+  protected def liveBlockManager(executorId: String): Option[BlockManagerId] =
+    blockManagers.get(executorId).filterNot(_ => deadExecutors.contains(executorId))
+
+  /** The ledger's record of the output `task` copies, unless the output was forgotten or re-run since. */
+  protected def recordOf(task: BackupTask): Option[OutputRecord] =
+    ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId)
+
   /** A map task succeeded: record its output and, in always mode, back it up. */
   def mapOutputCreated(record: OutputRecord): Unit = synchronized {
     ledger.add(record).foreach(dropCopies)
@@ -63,7 +71,7 @@ trait BackupFlow extends DriverBase {
       BackupTask(record.shuffleId, record.mapIndex, record.mapId, target, throttle = throttle,
         id = backupIds.incrementAndGet())
     } else {
-      val bm = blockManagers.get(target).filterNot(_ => deadExecutors.contains(target))
+      val bm = liveBlockManager(target)
       if (bm.isEmpty || record.peers.contains(target) || target == record.source) return
       record.peers(target) = CopyState.Running
       BackupTask(record.shuffleId, record.mapIndex, record.mapId, target, bm.get.host, bm.get.port, throttle,
@@ -107,10 +115,9 @@ trait BackupFlow extends DriverBase {
     } else synchronized {
       // The index upload made the peer the tracker's location before anyone checked the copy:
       // readers go back to the living source, so a copy damaged in transit is never served.
-      ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId).foreach { record =>
+      recordOf(task).foreach { record =>
         if (TRDriverPlugin.isOn(tracker, record, task.target)) {
-          blockManagers.get(record.source).filterNot(_ => deadExecutors.contains(record.source))
-            .foreach(tracker.updateMapOutput(record.shuffleId, record.mapId, _))
+          liveBlockManager(record.source).foreach(tracker.updateMapOutput(record.shuffleId, record.mapId, _))
         }
       }
       // The peer re-reads what it received against the CRC32s the source computed (its next poll).
@@ -129,10 +136,10 @@ trait BackupFlow extends DriverBase {
         damaged("peer", checked.problem, s"shuffle ${task.shuffleId} map ${task.mapIndex} on executor ${task.target}",
           "not used, the output stays where it was or is recomputed")
         synchronized {
-          ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId).foreach { record =>
+          recordOf(task).foreach { record =>
             // Still the tracker's location (the source was gone when the copy ended): undo that first.
             if (TRDriverPlugin.isOn(tracker, record, task.target)) {
-              blockManagers.get(record.source).filterNot(_ => deadExecutors.contains(record.source)) match {
+              liveBlockManager(record.source) match {
                 case Some(bm) => tracker.updateMapOutput(record.shuffleId, record.mapId, bm)
                 case None => blockManagers.get(task.target).foreach(tracker.unregisterMapOutput(record.shuffleId, record.mapIndex, _))
               }
@@ -170,7 +177,7 @@ trait BackupFlow extends DriverBase {
   private def committed(done: BackupDone): Unit = {
     val task = done.task
     val current = synchronized {
-      val record = ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId)
+      val record = recordOf(task)
       // The output was forgotten or re-run while its copy ran: nothing will read the copy.
       if (record.isEmpty) endBackup(task, "backups_cancelled")
       record.filter(_ => endBackup(task, "backups_done")).map { record =>
@@ -201,7 +208,7 @@ trait BackupFlow extends DriverBase {
     val ended = synchronized {
       endBackup(task, "backups_failed") && {
         obs.post(TRBackupFailed(System.currentTimeMillis(), task.shuffleId, task.mapIndex, task.target, reason))
-        ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId).foreach { record =>
+        recordOf(task).foreach { record =>
           if (task.target == Target.Remote) record.remote = CopyState.None else record.peers.remove(task.target)
         }
         true
@@ -288,7 +295,7 @@ trait BackupFlow extends DriverBase {
    * forgotten or re-run), unless a newer backup of the same output writes the same files.
    */
   private def dropStaleCopy(task: BackupTask): Unit = {
-    val reused = synchronized(ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId).exists { r =>
+    val reused = synchronized(recordOf(task).exists { r =>
       if (task.target == Target.Remote) r.remote != CopyState.None else r.peers.contains(task.target)
     })
     if (!reused) {
