@@ -147,9 +147,7 @@ class BackupCosts:
 
     def remote(self, shuffle_id: Hashable, map_index: int, t_max: float, concurrent: int = 0) -> BackupCost:
         """:math:`C_{BR}`: copy to remote storage with ``concurrent`` other remote copies in flight."""
-        bandwidth = shared_remote_bandwidth(self.remote_bandwidth, self.remote_cap, concurrent)
-        block = self._block(shuffle_id, map_index, t_max, bandwidth)
-        ends = self.recompute.table.cdf_at(np.array([block.seconds, t_max]), [block.slot])[0]
+        block, ends = self._remote_block(shuffle_id, map_index, t_max, concurrent)
         return self._source_terms(block, ends, REMOTE)
 
     def remote_floor(self, shuffle_id: Hashable, map_index: int, t_max: float, concurrent: int = 0) -> float:
@@ -159,10 +157,14 @@ class BackupCosts:
         only rounding (~1e-16 relative) can take them below 0. One model call instead of the
         two windows and the ``Er`` interpolation of the full option.
         """
+        block, ends = self._remote_block(shuffle_id, map_index, t_max, concurrent)
+        return _copy_after(block.seconds, float(ends[0]), float(ends[1]))
+
+    def _remote_block(self, shuffle_id: Hashable, map_index: int, t_max: float, concurrent: int) -> tuple[_Block, FloatArray]:
+        """The block copied to the remote store and :math:`(F_X(BT), F_X(T))` of its executor."""
         bandwidth = shared_remote_bandwidth(self.remote_bandwidth, self.remote_cap, concurrent)
         block = self._block(shuffle_id, map_index, t_max, bandwidth)
-        f_bt, f_t = self.recompute.table.cdf_at(np.array([block.seconds, t_max]), [block.slot])[0]
-        return block.seconds * max(float(f_t) - float(f_bt), 0.0)
+        return block, self.recompute.table.cdf_at(np.array([block.seconds, t_max]), [block.slot])[0]
 
     def local(self, shuffle_id: Hashable, map_index: int, t_max: float, peers: Sequence[str]) -> list[BackupCost]:
         """:math:`C_{BL}(Y)` for each peer ``Y`` in ``peers`` (live executors other than the block's)."""
@@ -277,8 +279,7 @@ class BackupCosts:
             probs = _diff(cdf[0])
         er = rc.er_at(block.shuffle_id, block.map_index, edges)
         redo = float(probs @ (0.5 * (er[:-1] + er[1:])))
-        after = max(f_t - f_bt, 0.0)
-        return BackupCost(target, seconds, b1, redo, seconds * after)
+        return BackupCost(target, seconds, b1, redo, _copy_after(seconds, f_bt, f_t))
 
     def _peer_loss(self, block: _Block, peer_slots: NDArray[np.int64], ends: FloatArray) -> FloatArray:
         """:math:`C_P(Y)` (s) for the peers in ``peer_slots`` (``ends[0]`` is X's row), see the module docstring.
@@ -325,6 +326,11 @@ class _Block:
     t_max: float
     seconds: float
     slot: int
+
+
+def _copy_after(seconds: float, f_bt: float, f_t: float) -> float:
+    """:math:`C_{B2} = BT \\cdot P(BT < T_X \\le T) = BT \\cdot \\max(F_X(T) - F_X(BT), 0)` (s)."""
+    return seconds * max(f_t - f_bt, 0.0)
 
 
 def _diff(values: FloatArray) -> FloatArray:
