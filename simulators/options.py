@@ -5,6 +5,7 @@ Bad input gives one ``Error: ...`` line naming the option and what is allowed, e
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, NoReturn
@@ -159,8 +160,8 @@ def _check_spec(option: str, spec: str | None) -> None:
 
 
 def positive(option: str, value: float | None, integer: bool = False) -> None:
-    if value is not None and not value > 0:
-        fail(f"{option}={value!r} is not valid; allowed: {'an integer' if integer else 'a number'} > 0")
+    if value is not None and not (math.isfinite(value) and value > 0):
+        fail(f"{option}={value!r} is not valid; allowed: {'an integer' if integer else 'a finite number'} > 0")
 
 
 def _pools(kw: dict[str, Any]) -> tuple[Any, ...]:

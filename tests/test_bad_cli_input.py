@@ -92,6 +92,20 @@ def test_any_text_for_any_option_is_accepted_or_refused_in_one_line_with_exit_2(
         _one_error_line(result.output)
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (RUN_FOR_REAL[("simulate",)] + ["--stability", "inf"], "--stability=inf is not valid; allowed: a finite number > 0"),
+    (RUN_FOR_REAL[("simulate",)] + ["--local-bw", "inf"], "--local-bw"),
+    (RUN_FOR_REAL[("size",)] + ["--rate", "inf"], "sizing.rate='inf' is not valid"),
+    (RUN_FOR_REAL[("report",)] + ["--price", "default=nan"], "expected POOL=USD_PER_HOUR"),
+])
+def test_infinite_and_nan_numbers_are_refused_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    args += ["--out", str(tmp_path / "report")] if args[0] == "report" else []
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    _one_error_line(result.output)
+    assert message in result.output
+
+
 def _damaged(data: bytes, how: str, at: float, seed: int) -> bytes:
     cut = int(at * len(data))
     if how == "truncated":

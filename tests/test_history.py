@@ -193,6 +193,28 @@ def test_each_executor_is_recorded_and_fitted_in_its_own_pool(tmp_path):
     assert [r.executor_id for r in store.load("pool-b")] == ["2"]
 
 
+def test_a_pool_the_executors_reported_gets_its_own_model_once_its_history_supports_one(tmp_path):
+    # Executors named pools no setting names (TRSPARK_POOL, instance metadata): "spot" was evicted
+    # often enough to fit, "ondemand" never; the configured pool "pool-b" has no history.
+    from dataclasses import replace
+
+    from trspark.engine.settings import TRConfig
+    from trspark.live.engine_process import with_history_prior
+
+    url = str(tmp_path / "hist")
+    store = HistoryStore(url)
+    store.append([replace(r, pool="spot") for r in _weibull_records(20, seed=19)])
+    store.append([LifetimeRecord("ondemand", "app-1", str(i), 900.0, False) for i in range(6)])
+    config = TRConfig(history_url=url, pool="pool-b", lifetime="exponential:mean=100")
+    fitted = with_history_prior(config)
+    assert fitted.lifetime.startswith("exponential:mean=100")  # pool-b: no history, as configured
+    assert [pool for pool, _ in fitted.pool_lifetimes] == ["spot"]
+    assert fitted.pool_lifetimes[0][1].startswith("weibull:")
+    # A pool with a setting of its own is fitted once, as configured, and never twice.
+    configured = with_history_prior(replace(config, pool_lifetimes=(("spot", "stable"),)))
+    assert configured.pool_lifetimes == (("spot", "stable"),)
+
+
 BAD_CONFIGS = [
     ({"lifetime": "bogus"}, "spark.trspark.lifetime='bogus' is not valid", "allowed: a lifetime spec"),
     ({"gamma": "-1"}, "spark.trspark.gamma='-1' is not valid", "allowed: a number > 0"),

@@ -82,10 +82,11 @@ def test_jvm_rejects_a_bad_pool_name_naming_the_key(jvm: Jvm) -> None:
     from py4j.protocol import Py4JJavaError
 
     with pytest.raises(Py4JJavaError) as info:
-        jvm.trspark.TRConf.apply(jvm_conf(jvm, {"spark.trspark.pool.on.demand.lifetime": "stable"}))
+        jvm.trspark.TRConf.apply(jvm_conf(jvm, {"spark.trspark.pool.on demand.lifetime": "stable"}))
     message = str(info.value.java_exception.getMessage())
-    assert "spark.trspark.pool.on.demand.lifetime" in message and "allowed:" in message
+    assert "spark.trspark.pool.on demand.lifetime" in message and "allowed:" in message
     good = jvm.trspark.TRConf.apply(jvm_conf(jvm, {"spark.trspark.pool.ondemand.lifetime": "stable",
+                                                   "spark.trspark.pool.m5.xlarge-spot.lifetime": "exponential:mean=60",
                                                    "spark.trspark.mode": "efm"}))
     assert good.mode() == "efm" and good.usesEngine()
 
@@ -99,6 +100,9 @@ def test_pool_lifetimes_reach_the_engine_settings() -> None:
     assert config.pool_lifetimes == (("ondemand", "stable"), ("spot", "weibull:shape=0.6,scale=33"))
     assert config.stable_pools() == ("ondemand",)
     assert from_spark_conf({}).pool_lifetimes == ()
+    # Instance-type pool names carry dots, as docs/history.md suggests.
+    dotted = from_spark_conf({"spark.trspark.pool": "m5.xlarge-spot", "spark.trspark.pool.m5.xlarge-spot.lifetime": "stable"})
+    assert dotted.pool == "m5.xlarge-spot" and dotted.stable_pools() == ("m5.xlarge-spot",)
 
 
 @pytest.mark.parametrize(
@@ -106,7 +110,9 @@ def test_pool_lifetimes_reach_the_engine_settings() -> None:
     [
         ("spark.trspark.pool.spot.lifetime", "sometimes", "allowed: stable (never evicted) or a lifetime spec"),
         ("spark.trspark.pool.spot.lifetime", "weibull:shape=-1,scale=3", "allowed: stable"),
-        ("spark.trspark.pool.on demand.lifetime", "stable", "with <name> of letters, digits, _ and -"),
+        ("spark.trspark.pool.on demand.lifetime", "stable", "with <name> of letters, digits, _, - and . (not first)"),
+        ("spark.trspark.pool..hidden.lifetime", "stable", "with <name> of letters, digits, _, - and . (not first)"),
+        ("spark.trspark.pool", "a,b", "allowed: a pool name: letters, digits, _, - and . (not first)"),
         ("spark.trspark.pool.spot.mean", "60", "allowed: spark.trspark.pool.<name>.lifetime"),
     ],
 )

@@ -81,3 +81,18 @@ def test_gc_rejects_a_bad_duration(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "--older-than" in result.output
     assert "30m" in result.output
+
+
+def test_gc_looks_where_the_plugin_writes_by_default_and_says_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The plugin's default: <spark.local.dir (first folder)>/trspark-backups, else the JVM's
+    # java.io.tmpdir, which is /tmp on Linux whatever TMPDIR says.
+    from trspark.live.shim import default_remote_path
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    assert default_remote_path() == "file:///tmp/trspark-backups"
+    assert default_remote_path(f"{tmp_path},/other") == f"file://{tmp_path}/trspark-backups"
+    stale = _app_dir(tmp_path / "trspark-backups", "app-crashed", age_s=7200)
+    result = CliRunner().invoke(cli, ["gc", "--local-dir", str(tmp_path), "--older-than", "1h"])
+    assert result.exit_code == 0, result.output
+    assert f"looking in file://{tmp_path}/trspark-backups" in result.output
+    assert "1 application directory deleted" in result.output and not stale.exists()

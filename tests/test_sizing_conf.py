@@ -71,3 +71,18 @@ def test_size_command_prints_the_settings() -> None:
     assert f"--conf {ADVISORY}={SIZE}" in out.output and "longest task: 6" in out.output
     bad = CliRunner().invoke(size_command, ["--fraction", "1.5"])
     assert bad.exit_code == 2 and "sizing.lossFraction" in bad.output
+
+
+@pytest.mark.parametrize("held", [
+    {"spark.trspark.lifetime": "exponential:mean=600"},
+    {"spark.trspark.lifetime": "exponential:mean=600", "spark.trspark.sizing.rate": "50m"},
+])
+def test_the_size_follows_the_trspark_settings_the_target_already_holds(held: dict[str, str]) -> None:
+    # spark-defaults.conf or a SparkConf built earlier: configure sizes from them and the options together.
+    from pyspark import SparkConf
+
+    options = {k: v for k, v in OPTIONS.items() if f"spark.trspark.{'lifetime' if k == 'lifetime' else 'sizing.rate'}" not in held}
+    conf = SparkConf(loadDefaults=False).setAll(list(held.items()))
+    trspark.configure(conf, **options)
+    assert conf.get(ADVISORY) == SIZE
+    assert trspark.configure(dict(held), **options)[ADVISORY] == SIZE

@@ -52,6 +52,22 @@ def test_python_option_overrides_the_interpreter(fake_jar: str) -> None:
     assert trspark.spark_conf(python="/usr/bin/python3")["spark.trspark.python"] == "/usr/bin/python3"
 
 
+def test_configure_keeps_an_interpreter_the_target_names_unless_told_otherwise(fake_jar: str) -> None:
+    settings = {"spark.trspark.python": "/opt/engine-venv/bin/python"}
+    assert trspark.configure(settings, mode="tr")["spark.trspark.python"] == "/opt/engine-venv/bin/python"
+    assert trspark.configure(settings, python="/usr/bin/python3")["spark.trspark.python"] == "/usr/bin/python3"
+    assert trspark.configure({})["spark.trspark.python"] == sys.executable
+
+
+def test_an_option_given_as_none_is_left_unset(fake_jar: str) -> None:
+    conf = trspark.spark_conf(python=None, pool=None, remote_path=None, history_url=None, pool_lifetimes=None)
+    assert conf["spark.trspark.python"] == sys.executable
+    assert not {"spark.trspark.pool", "spark.trspark.remote.path", "spark.trspark.history.url"} & set(conf)
+    assert "None" not in conf.values()
+    with pytest.raises(ConfigError, match="unknown trspark option 'colour'"):
+        trspark.spark_conf(colour=None)
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -64,6 +80,13 @@ def test_python_option_overrides_the_interpreter(fake_jar: str) -> None:
         ({"engine_start_timeout": 0}, "spark.trspark.engine.startTimeout='0' is not valid; allowed: seconds > 0"),
         ({"engine.startTimeout": "soon"}, "spark.trspark.engine.startTimeout='soon' is not valid"),
         ({"engine_start_timeout": "inf"}, "spark.trspark.engine.startTimeout='inf' is not valid; allowed: seconds > 0"),
+        ({"local_bandwidth": "inf"}, "spark.trspark.bandwidth.local='inf' is not valid; allowed:"),
+        ({"remote_cap": "1e400"}, "spark.trspark.bandwidth.remoteCap='1e400' is not valid"),
+        ({"sizing_rate": "nan"}, "spark.trspark.sizing.rate='nan' is not valid"),
+        ({"remote_path": "/mnt/backups"}, "spark.trspark.remote.path='/mnt/backups' is not valid (a URL with a scheme"),
+        ({"notice_signal": "PRW"}, "spark.trspark.notice.signal='PRW' is not valid; allowed: none or a signal name: ALRM"),
+        ({"notice_signal": "KILL"}, "spark.trspark.notice.signal='KILL' is not valid"),
+        ({"pool_lifetimes": "spot=stable"}, "pool_lifetimes='spot=stable' is not valid; allowed: a mapping"),
     ],
 )
 def test_bad_options_raise_config_error_naming_the_key(fake_jar: str, options: dict[str, object], message: str) -> None:

@@ -12,9 +12,11 @@ To add a key: append a :class:`Key` to ``KEYS`` and a field of the same (snake_c
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from trspark.engine.settings import TRConfig
 
@@ -95,19 +97,48 @@ def _text(raw: str) -> str:
     return raw.strip()
 
 
-def parse_bandwidth(raw: str) -> float:
-    """Bytes/s from ``"100m"``, ``"1.5g"``, ``"400000000"`` (k/m/g = 10^3/10^6/10^9 bytes/s)."""
+def _filesystem_url(raw: str) -> str:
+    """A URL with a scheme (``file:///mnt/b``, ``s3a://bucket/p``), or empty (= the default); as the plugin checks it."""
+    text = raw.strip()
+    if text and not urlsplit(text).scheme:
+        raise ValueError("a URL with a scheme, e.g. file:///mnt/backups")
+    return text
+
+
+def _pool_name(raw: str) -> str:
+    """A pool name (:func:`is_pool_name`)."""
+    text = raw.strip()
+    if not is_pool_name(text):
+        raise ValueError
+    return text
+
+
+def is_pool_name(name: str) -> bool:
+    """Letters, digits, ``_``, ``-`` and ``.``, not first: a pool name is part of a key and of a folder name."""
+    return bool(name) and set(name) <= POOL_NAME_CHARS and not name.startswith(".")
+
+
+def _bytes_per_second(raw: str) -> float:
+    """Bytes/s >= 0 from ``"100m"``, ``"1.5g"``, ``"400000000"`` (k/m/g = 10^3/10^6/10^9 bytes/s); finite."""
     text = raw.strip().lower().removesuffix("b/s").removesuffix("/s")
     scale = {"k": 1e3, "m": 1e6, "g": 1e9}.get(text[-1:], 1.0)
-    value = float(text[:-1] if scale != 1.0 else text)
-    if not value > 0:
+    value = float(text[:-1] if scale != 1.0 else text) * scale
+    if not (math.isfinite(value) and value >= 0.0):
         raise ValueError
-    return value * scale
+    return value
+
+
+def parse_bandwidth(raw: str) -> float:
+    """Bytes/s > 0 from ``"100m"``, ``"1.5g"``, ``"400000000"`` (k/m/g = 10^3/10^6/10^9 bytes/s)."""
+    value = _bytes_per_second(raw)
+    if not value > 0.0:
+        raise ValueError
+    return value
 
 
 def _rate_or_zero(raw: str) -> float:
-    """Like :func:`parse_bandwidth` but 0 (= unlimited) is allowed."""
-    return 0.0 if raw.strip() in ("0", "0.0") else parse_bandwidth(raw)
+    """Like :func:`parse_bandwidth` but 0 (= unlimited, or not known) is allowed."""
+    return _bytes_per_second(raw)
 
 
 def _open_fraction(raw: str) -> float:
@@ -128,12 +159,19 @@ def _http_url(raw: str) -> str:
     return text
 
 
+#: Linux signals (executors run Linux JVMs) an executor can take as a notice, named as the JVM
+#: names them. The rest kill or stop the JVM, or the JVM needs them itself; the list does not
+#: depend on the driver's OS.
+SIGNALS = ("ALRM", "CONT", "HUP", "INT", "IO", "PIPE", "POLL", "PROF", "PWR", "STKFLT", "TERM", "TSTP", "TTIN",
+           "TTOU", "URG", "USR1", "USR2", "VTALRM", "WINCH", "XCPU", "XFSZ")
+
+
 def _signal_name(raw: str) -> str:
     """A POSIX signal name as the JVM spells it (``PWR`` for ``SIGPWR``), or ``none``."""
     text = raw.strip().upper().removeprefix("SIG")
     if text == "NONE":
         return "none"
-    if not text.isalnum() or not text.isascii():
+    if text not in SIGNALS:
         raise ValueError
     return text
 
@@ -143,10 +181,11 @@ NOTICE_SOURCES = ("none", "aws", "gcp", "azure")
 MODES = ("tr", "always", "never", "stage", "interval", "efm", "pado")
 
 POOL_KEY_PREFIX, POOL_KEY_SUFFIX = PREFIX + "pool.", ".lifetime"
-POOL_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+POOL_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+POOL_NAME_RULE = "letters, digits, _, - and . (not first)"
 POOL_LIFETIME_ALLOWED = "stable (never evicted) or a lifetime spec as for spark.trspark.lifetime"
 POOL_LIFETIME_DOC = (
-    "Lifetime model of the executors of pool <name> (letters, digits, _ and -); stable = on-demand capacity, "
+    f"Lifetime model of the executors of pool <name> ({POOL_NAME_RULE}); stable = on-demand capacity, "
     "never evicted. An executor's pool: TRSPARK_POOL in its environment, else its cloud's instance metadata "
     "(notice.source: spot or ondemand), else spark.trspark.pool.")
 
@@ -200,8 +239,9 @@ KEYS: tuple[Key, ...] = (
         "takes a task only when no other executor has a free slot for it (off by default: it slowed TR in the simulator)."),
     Key("safetyBelt", "safety_belt", True, _bool, "true | false", "Safety belt on/off."),
     Key("duplication", "duplication", True, _bool, "true | false", "Duplicate running tasks on idle executors (paper §5)."),
-    Key("remote.path", "remote_path", "", _text, "a Hadoop FileSystem URL (file://, hdfs://, s3a://, abfs://)",
-        "Where remote backups are written; empty = <spark.local.dir>/trspark-backups on the driver host (file://)."),
+    Key("remote.path", "remote_path", "", _filesystem_url, "a Hadoop FileSystem URL (file://, hdfs://, s3a://, abfs://)",
+        "Where remote backups are written; empty = file://<spark.local.dir, else java.io.tmpdir>/trspark-backups, "
+        "a folder on each executor's own host: shared only by executors on one host (local-cluster)."),
     Key("python", "python", "", _text, "path to a Python interpreter",
         "Interpreter that runs the engine (python -m trspark.live); empty = the PySpark driver's."),
     Key("engine.timeout", "engine_timeout", 2.0, _number(0.0, None, lo_open=True), "seconds > 0",
@@ -212,7 +252,7 @@ KEYS: tuple[Key, ...] = (
         "loaded machine) before the shim falls back to always-checkpoint for the application."),
     Key("history.url", "history_url", "", _text, "an fsspec URL (local path, file://, abfs://...)",
         "Lifetime history store: observed executor lifetimes are appended here and fitted by the next application."),
-    Key("pool", "pool", "default", _text, "a name",
+    Key("pool", "pool", "default", _pool_name, f"a pool name: {POOL_NAME_RULE}",
         "Pool of the executors that name none themselves (TRSPARK_POOL, instance metadata); the lifetime history is kept per pool."),
     Key("backup.throttle", "backup_throttle", 0.0, _rate_or_zero, "bytes/s >= 0 (0 = unlimited), e.g. 50m",
         "Cap on the speed of each backup copy (bytes/s), to a peer or to the remote store; stands for a slow "
@@ -240,7 +280,7 @@ KEYS: tuple[Key, ...] = (
         "Let an executor with a termination notice go once no task fits before its deadline, none runs there "
         "and it holds nothing still needed that is not saved elsewhere, so its replacement can start before the deadline. "
         "Never the last executors: while every executor has a notice, none is let go."),
-    Key("notice.signal", "notice_signal", "PWR", _signal_name, "a signal name such as PWR or TERM, or none",
+    Key("notice.signal", "notice_signal", "PWR", _signal_name, f"none or a signal name: {', '.join(SIGNALS)}",
         "POSIX signal an executor takes as a termination notice (chained with Spark's own decommission handler); none = ignore signals."),
     Key("rebalance.hazardFactor", "rebalance_hazard_factor", 10.0, _number(0.0, None, lo_open=True), "a number > 0",
         "An executor with a rebalance recommendation (AWS) has its eviction hazard multiplied by this from when the "
@@ -276,13 +316,13 @@ def parse_pool_lifetime(full: str, raw: str) -> tuple[str, str]:
     Raises
     ------
     ConfigError
-        Not a ``.lifetime`` key, a pool name with characters other than letters, digits, ``_``
-        and ``-``, or a spec that is neither ``stable`` nor a lifetime spec (names the key and what is allowed).
+        Not a ``.lifetime`` key, a pool name :func:`is_pool_name` refuses, or a spec that is
+        neither ``stable`` nor a lifetime spec (names the key and what is allowed).
     """
     name = full.removeprefix(POOL_KEY_PREFIX).removesuffix(POOL_KEY_SUFFIX)
-    if not full.endswith(POOL_KEY_SUFFIX) or not name or not set(name) <= POOL_NAME_CHARS:
+    if not full.endswith(POOL_KEY_SUFFIX) or not is_pool_name(name):
         raise ConfigError(f"{full!r} is not a valid pool setting; allowed: {POOL_KEY_PREFIX}<name>{POOL_KEY_SUFFIX} "
-                          "with <name> of letters, digits, _ and -")
+                          f"with <name> of {POOL_NAME_RULE}")
     try:
         return name, _lifetime(raw)
     except (ValueError, TypeError) as exc:
@@ -291,9 +331,15 @@ def parse_pool_lifetime(full: str, raw: str) -> tuple[str, str]:
 
 
 def pool_settings(pool_lifetimes: Any) -> dict[str, str]:
-    """Spark settings of ``{pool: spec}`` or ``((pool, spec), ...)``."""
-    pairs = pool_lifetimes.items() if isinstance(pool_lifetimes, dict) else pool_lifetimes
-    return {f"{POOL_KEY_PREFIX}{name}{POOL_KEY_SUFFIX}": str(spec) for name, spec in pairs}
+    """Spark settings of ``{pool: spec}`` or ``((pool, spec), ...)``; anything else is a :class:`ConfigError`."""
+    try:
+        if isinstance(pool_lifetimes, str):
+            raise TypeError
+        pairs = pool_lifetimes.items() if isinstance(pool_lifetimes, Mapping) else pool_lifetimes
+        return {f"{POOL_KEY_PREFIX}{name}{POOL_KEY_SUFFIX}": str(spec) for name, spec in pairs}
+    except (TypeError, ValueError):
+        raise ConfigError(f"pool_lifetimes={pool_lifetimes!r} is not valid; allowed: a mapping {{pool: lifetime spec}} "
+                          "or (pool, spec) pairs, e.g. {'ondemand': 'stable', 'spot': 'exponential:mean=600'}") from None
 
 
 def spark_text(value: Any) -> str:

@@ -86,6 +86,8 @@ def check_settings(settings: Mapping[str, str]) -> TRConfig:
 def option_settings(**options: Any) -> dict[str, str]:
     """``spark.trspark.*`` settings for ``options`` (field names or Spark key suffixes), checked.
 
+    An option given as ``None`` is left unset (its default holds), as a Python caller means it.
+
     Raises
     ------
     ConfigError
@@ -93,6 +95,10 @@ def option_settings(**options: Any) -> dict[str, str]:
     """
     out: dict[str, str] = {}
     for option, value in options.items():
+        if value is None:
+            if option != "pool_lifetimes":
+                key_for_option(option.removeprefix(PREFIX))  # an unknown option still fails
+            continue
         if option == "pool_lifetimes":  # {pool: spec}: one spark.trspark.pool.<name>.lifetime each
             out.update(pool_settings(value))
             continue

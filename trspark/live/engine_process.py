@@ -84,14 +84,17 @@ def event_observers(config: TRConfig, app_id: str) -> list[EventObserver]:
 
 
 def with_history_prior(config: TRConfig) -> TRConfig:
-    """Start from the lifetime model fitted to the pool's history (``spark.trspark.history.url``).
+    """Start from the lifetime models fitted to the pools' history (``spark.trspark.history.url``).
+
+    ``spark.trspark.pool`` fits the shared model, each pool with a model of its own fits that one,
+    and a pool found only in the store gets one once its evictions support a fit.
 
     An unreachable store degrades to the configured model with one warning (start-up validation
     in ``trspark.spark_conf`` already refused a URL that was unusable before the job started).
     """
     if not config.history_url:
         return config
-    from trspark.live.history import prior_from_history
+    from trspark.live.history import prior_from_history, priors_of_other_pools
 
     spec, account = prior_from_history(config.history_url, config.pool, config.lifetime)
     (log.warning if "unreachable" in account else log.info)("%s", account)
@@ -103,7 +106,10 @@ def with_history_prior(config: TRConfig) -> TRConfig:
             fitted, pool_account = prior_from_history(config.history_url, pool, configured)
             (log.warning if "unreachable" in pool_account else log.info)("%s", pool_account)
         pools.append((pool, fitted))
-    return config.with_options(lifetime=spec, pool_lifetimes=tuple(pools))
+    others, accounts = priors_of_other_pools(config.history_url, [config.pool, *(p for p, _ in pools)], config.lifetime)
+    for account in accounts:
+        (log.warning if "unreachable" in account else log.info)("%s", account)
+    return config.with_options(lifetime=spec, pool_lifetimes=tuple(sorted([*pools, *others])))
 
 
 def build_policy(config: TRConfig) -> Policy:

@@ -24,7 +24,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 import fsspec
@@ -33,6 +33,7 @@ from scipy import stats
 
 from cost_model.lifetimes import LifetimeModel, from_spec
 from trspark.engine.events import ExecutorAdded, ExecutorLost, ExecutorNotice
+from trspark.keys import is_pool_name
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,13 @@ class HistoryStore:
         with fs.open(tmp, "w") as fh:
             fh.write(body)
         fs.mv(tmp, f"{folder}/{name}")
+
+    def pools(self) -> list[str]:
+        """The pools with records in the store (their folder names), sorted."""
+        fs, root = _fs(self.url)
+        if not fs.isdir(root):
+            return []
+        return sorted(path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(root, detail=False) if fs.isdir(path))
 
     def load(self, pool: str) -> list[LifetimeRecord]:
         """All records of ``pool`` (every application, every part)."""
@@ -269,6 +277,29 @@ class HistoryObserver:
 
     def close(self) -> None:
         self.recorder.finish(self.last_time)
+
+
+def priors_of_other_pools(url: str, known: Collection[str], configured: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """``(pool, fitted spec)`` for each pool in the store but ``known`` whose records support a fit, and accounts.
+
+    Executors record under the pool they report (``TRSPARK_POOL``, instance metadata) even when
+    no ``spark.trspark.pool.<name>.lifetime`` names it; such a pool gets a model of its own once
+    its history holds enough evictions (:func:`fit_lifetime`), else it keeps ``configured``, the shared model.
+    """
+    try:
+        store = HistoryStore(url)
+        found = [(name, store.load(name)) for name in store.pools() if name not in {_safe(k) for k in known}]
+    except Exception as exc:  # the store is optional at run time
+        return [], [f"lifetime history {url} unreachable ({type(exc).__name__}: {exc}); other pools use {configured}"]
+    fitted, accounts = [], []
+    for folder, records in found:
+        fit = fit_lifetime(records, configured)
+        pool = records[0].pool if records else folder
+        accounts.append(f"lifetime model for pool {pool!r} from {len(records)} record(s) ({fit.events} evictions, "
+                        f"{fit.censored} censored): {fit.method} -> {fit.model.spec()[:120]}")
+        if fit.method != "configured" and is_pool_name(pool):
+            fitted.append((pool, fit.model.spec()))
+    return fitted, accounts
 
 
 def prior_from_history(url: str, pool: str, configured: str) -> tuple[str, str]:

@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import zipfile
@@ -173,10 +174,15 @@ def _parse_age(text: str) -> float:
     return value * scale
 
 
-def default_remote_path() -> str:
-    """Where the plugin writes remote backups when ``spark.trspark.remote.path`` is empty."""
-    local_dir = os.environ.get("SPARK_LOCAL_DIRS", tempfile.gettempdir()).split(",")[0]
-    return f"file://{local_dir}/trspark-backups"
+def default_remote_path(local_dir: str | None = None) -> str:
+    """Where the plugin writes remote backups when ``spark.trspark.remote.path`` is empty.
+
+    ``file://<spark.local.dir>/trspark-backups`` (its first folder), else under the JVM's
+    ``java.io.tmpdir``: ``/tmp`` on Linux whatever ``TMPDIR`` says, the platform's temp folder elsewhere.
+    """
+    if not local_dir:
+        local_dir = "/tmp" if sys.platform.startswith("linux") else tempfile.gettempdir()
+    return f"file://{local_dir.split(',')[0]}/trspark-backups"
 
 
 # An application id the plugin accepts as a backup directory name (RemoteBackups.isAppId).
@@ -211,18 +217,27 @@ def stale_app_dirs(url: str, older_than: float, now: float | None = None) -> lis
 
 
 @click.command("gc")
-@click.option("--path", "url", default=None, help="Backup root URL (default: the plugin's default remote path).")
+@click.option("--path", "url", default=None,
+              help="Backup root URL: your spark.trspark.remote.path (default: the plugin's default, see --local-dir).")
+@click.option("--local-dir", default=None,
+              help="Your spark.local.dir, for the plugin's default path <spark.local.dir>/trspark-backups "
+                   "(default: the JVM's temp folder, /tmp on Linux).")
 @click.option("--older-than", default="1h", show_default=True, help="Only delete apps idle this long: 90s, 30m, 12h, 7d.")
 @click.option("--dry-run", is_flag=True, help="List what would be deleted.")
-def gc_command(url: str | None, older_than: str, dry_run: bool) -> None:
-    """Delete remote backups left behind by crashed applications."""
+def gc_command(url: str | None, local_dir: str | None, older_than: str, dry_run: bool) -> None:
+    """Delete remote backups left behind by crashed applications.
+
+    Without --path it looks where the plugin writes when spark.trspark.remote.path is empty: a
+    folder on each executor's host, so run it on every host.
+    """
     import fsspec
 
     try:
         age = _parse_age(older_than)
     except ValueError:
         raise click.BadParameter(f"{older_than!r}; allowed: a duration like 90s, 30m, 12h, 7d", param_hint="--older-than") from None
-    url = url or default_remote_path()
+    url = url or default_remote_path(local_dir)
+    click.echo(f"looking in {url}")
     try:
         stale = stale_app_dirs(url, age)
     except (ValueError, ImportError, OSError) as exc:

@@ -18,7 +18,7 @@ and the allowed values.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any, TypeVar
 
 from trspark.keys import PREFIX
@@ -73,29 +73,38 @@ def configure(target: T, **options: Any) -> T:
     """Apply :func:`spark_conf` to ``target`` and return it.
 
     ``target`` is a ``pyspark.sql.SparkSession.Builder``, a ``pyspark.SparkConf`` or a mutable
-    mapping of settings. ``spark.jars`` and ``spark.plugins`` are extended, not replaced. With
-    ``sizing_rate``, the lifetime rule's shuffle partition size is added through AQE
-    (:func:`trspark.live.sizing.sql_settings`) where ``target`` does not set it already.
+    mapping of settings. ``spark.jars`` and ``spark.plugins`` are extended, not replaced, and a
+    ``spark.trspark.python`` already there is kept unless ``python=`` is given. With
+    ``sizing_rate`` (an option or a setting ``target`` holds), the lifetime rule's shuffle
+    partition size is added through AQE (:func:`trspark.live.sizing.sql_settings`) where
+    ``target`` does not set it already, from every ``spark.trspark.*`` setting ``target`` then holds.
     """
-    get, put = _accessors(target)
-    settings = spark_conf(**options)
+    get, put, items = _accessors(target)
+    given = option_settings(**options)
+    settings = {JARS_KEY: plugin_jar(), PLUGINS_KEY: PLUGIN_CLASS}
+    if PYTHON_KEY not in given and not get(PYTHON_KEY):
+        settings[PYTHON_KEY] = sys.executable
+    settings.update(given)
     for name, value in settings.items():
         put(name, merge_list(get(name), value) if name in _LIST_KEYS else value)
-    for name, value in sql_settings(from_spark_conf(settings), get).items():
+    ours = {name: value for name, value in items() if name.startswith(PREFIX)}
+    for name, value in sql_settings(from_spark_conf(ours), get).items():
         put(name, value)
     return target
 
 
-def _accessors(target: Any) -> tuple[Callable[[str], str | None], Callable[[str, str], Any]]:
-    """(read, write) of one setting of a Builder, a SparkConf or a mapping."""
+def _accessors(
+    target: Any,
+) -> tuple[Callable[[str], str | None], Callable[[str, str], Any], Callable[[], Iterable[tuple[str, str]]]]:
+    """(read one, write one, every setting) of a Builder, a SparkConf or a mapping."""
     if isinstance(target, MutableMapping):
-        return target.get, target.__setitem__
+        return target.get, target.__setitem__, lambda: list(target.items())
     builder_options = getattr(target, "_options", None)
     if isinstance(builder_options, dict) and hasattr(target, "config"):
         # SparkSession.Builder keeps what .config() was given in _options (no public getter).
-        return builder_options.get, lambda k, v: target.config(k, v)
+        return builder_options.get, lambda k, v: target.config(k, v), lambda: list(builder_options.items())
     if callable(getattr(target, "get", None)) and callable(getattr(target, "set", None)):
-        return lambda k: target.get(k, None), target.set  # SparkConf
+        return lambda k: target.get(k, None), target.set, lambda: list(target.getAll())  # SparkConf
     raise TypeError(
         f"trspark.configure expects a SparkSession.Builder, a SparkConf or a dict, not {type(target).__name__}"
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from trspark.reporting import EventLogError, write_report
@@ -15,7 +17,7 @@ def _prices(values: tuple[str, ...]) -> dict[str, float]:
             prices[pool] = float(price)
         except ValueError:
             raise click.BadParameter(f"{value!r}: expected POOL=USD_PER_HOUR, e.g. default=0.12") from None
-        if not sep or not pool or prices[pool] < 0:
+        if not sep or not pool or not (math.isfinite(prices[pool]) and prices[pool] >= 0):
             raise click.BadParameter(f"{value!r}: expected POOL=USD_PER_HOUR, e.g. default=0.12")
     return prices
 

@@ -88,9 +88,9 @@ object TRConf {
   private def checkPoolKeys(conf: SparkConf): Unit = conf.getAllWithPrefix(Prefix + "pool.").foreach {
     case (suffix, raw) =>
       val name = suffix.stripSuffix(".lifetime")
-      if (!suffix.endsWith(".lifetime") || !name.matches("[A-Za-z0-9_-]+")) {
+      if (!suffix.endsWith(".lifetime") || !name.matches("[A-Za-z0-9_-][A-Za-z0-9_.-]*")) {
         throw new IllegalArgumentException(s"'${Prefix}pool.$suffix' is not a valid pool setting; allowed: " +
-          s"${Prefix}pool.<name>.lifetime with <name> of letters, digits, _ and -")
+          s"${Prefix}pool.<name>.lifetime with <name> of letters, digits, _, - and . (not first)")
       }
       if (raw.trim.isEmpty) fail(s"pool.$suffix", raw, "stable (never evicted) or a lifetime spec as for spark.trspark.lifetime")
   }
