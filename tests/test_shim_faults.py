@@ -231,3 +231,19 @@ def test_an_exception_on_a_synchronous_path_is_caught_once_and_falls_back(app: A
     warnings = app.warnings(path)
     assert len(warnings) == 1, warnings
     assert re.search(r"falling back to always-checkpoint .* for the rest of this application", warnings[0])
+
+
+def test_after_the_fallback_the_engines_late_commands_are_ignored(app: App) -> None:
+    # Answers to events sent before a fallback can arrive after it: they must not release an
+    # executor, drain one with hints or start a duplicate that nothing will follow up.
+    wait_for(lambda: len(app.alive()) >= EXECUTORS, what="every executor registered", timeout=TIMEOUT)
+    victim = sorted(app.alive())[0]
+    release = f'{{"type":"ReleaseExecutor","executor_id":"{victim}","reason":"test"}}'
+    app.status.setBuiltin("always", "both", 0.0)  # what the fallback switches to
+    try:
+        released_before = int(app.status.stat("executors_released"))
+        app.status.applyCommand(release)  # a release is counted before the kill is sent
+        assert int(app.status.stat("executors_released")) == released_before
+        assert victim in app.alive()
+    finally:
+        app.status.setBuiltin("never", "both", 0.0)

@@ -4,7 +4,7 @@ import java.util.concurrent.atomic.{AtomicBoolean, AtomicLong}
 
 import scala.collection.mutable
 
-import org.apache.spark.storage.BlockManagerId
+import org.apache.spark.storage.{BlockManagerId, FallbackStorage}
 
 /**
  * The driver's copy bookkeeping: map outputs into the [[BackupLedger]], backup work queued per
@@ -100,7 +100,7 @@ trait BackupFlow extends DriverBase {
 
   protected def backupDone(done: BackupDone): Unit = {
     val task = done.task
-    if (!synchronized(open.contains(task.id))) dropStaleCopy(task)
+    if (!synchronized(open.contains(task.id))) dropStaleCopy(task, done.executorId)
     else if (task.target == Target.Remote) {
       // Verify off the RPC thread: re-read the committed files against the marker and CRCs.
       verifier.execute { () =>
@@ -109,7 +109,7 @@ trait BackupFlow extends DriverBase {
           case Some(problem) =>
             damaged("remote", problem, s"shuffle ${task.shuffleId} map ${task.mapIndex}", "not used")
             remote.delete(task.shuffleId, task.mapId)
-            backupFailed(task, done.executorId, s"remote copy failed verification ($problem)", sourceMissing = false)
+            backupFailed(task, done.executorId, s"remote copy failed verification ($problem)", sourceMissing = false, rejected = true)
         }
       }
     } else synchronized {
@@ -148,7 +148,8 @@ trait BackupFlow extends DriverBase {
           }
           deletePeerCopy(task.target, task.shuffleId, task.mapId)
         }
-        backupFailed(task, done.executorId, s"peer copy failed verification (${checked.problem})", sourceMissing = false)
+        backupFailed(task, done.executorId, s"peer copy failed verification (${checked.problem})", sourceMissing = false,
+          rejected = true)
       }
     }
   }
@@ -187,13 +188,14 @@ trait BackupFlow extends DriverBase {
         } else record.peers(task.target) = CopyState.Done
         stats(if (task.target == Target.Remote) "backups_remote" else "backups_local") += 1
         stats("backups_bytes") += done.bytes
+        revive(record, task.target)
         record
       }
     }
     if (task.target == Target.Remote && storeFailing.compareAndSet(true, false)) {
       logInfo(s"trspark: the remote store ${conf.remotePath} takes backups again")
     }
-    if (current.isEmpty) dropStaleCopy(task)
+    if (current.isEmpty) dropStaleCopy(task, done.executorId)
     current.foreach { record =>
       count(if (task.target == Target.Remote) "backups_bytes_remote" else "backups_bytes_local", done.bytes)
       obs.post(TRBackup(System.currentTimeMillis(), task.shuffleId, task.mapIndex, task.mapId, record.source,
@@ -203,13 +205,36 @@ trait BackupFlow extends DriverBase {
     }
   }
 
+  /**
+   * The source died while this copy of its output was being checked, so its loss found no copy
+   * and the output was dropped: the checked copy is the output now (unless a re-run replaced it).
+   */
+  private def revive(record: OutputRecord, target: String): Unit =
+    if (deadExecutors.contains(record.source) && TRDriverPlugin.isOn(tracker, record, record.source)) {
+      val to = if (target == Target.Remote) Some(FallbackStorage.FALLBACK_BLOCK_MANAGER_ID) else liveBlockManager(target)
+      to.foreach { bm =>
+        tracker.updateMapOutput(record.shuffleId, record.mapId, bm)
+        tracker.incrementEpoch()
+        stats("outputs_repointed") += 1
+      }
+    }
+
   /** One requested backup ended without a copy; `source` is the executor it was copied from. */
-  protected def backupFailed(task: BackupTask, source: String, reason: String, sourceMissing: Boolean): Unit = {
+  protected def backupFailed(task: BackupTask, source: String, reason: String, sourceMissing: Boolean,
+      rejected: Boolean = false): Unit = {
     val ended = synchronized {
       endBackup(task, "backups_failed") && {
         obs.post(TRBackupFailed(System.currentTimeMillis(), task.shuffleId, task.mapIndex, task.target, reason))
         recordOf(task).foreach { record =>
           if (task.target == Target.Remote) record.remote = CopyState.None else record.peers.remove(task.target)
+          // Always-checkpoint keeps every output protected: a copy that failed (its target lost, or
+          // one the engine had asked for before the fallback) is asked for again, once per output,
+          // so a failing store does not loop. Not a copy that failed its check: its files are being
+          // deleted, and a new copy to the same place would be deleted with them.
+          val again = builtinAlways.get() && !sourceMissing && !rejected && !record.hasCopy && !record.busy
+          if (again && retried.add((record.shuffleId, record.mapId))) {
+            backupBuiltin(record)
+          }
         }
         true
       }
@@ -292,15 +317,25 @@ trait BackupFlow extends DriverBase {
 
   /**
    * Delete the copy of a backup that ended before its report came (cancelled, or its output
-   * forgotten or re-run), unless a newer backup of the same output writes the same files.
+   * forgotten or re-run), unless a newer backup of the same output writes the same files. The
+   * index upload may have made a peer copy the tracker's location: it goes back to its living
+   * `source` first; with the source gone the copy is the output, and it stays.
    */
-  private def dropStaleCopy(task: BackupTask): Unit = {
+  private def dropStaleCopy(task: BackupTask, source: String): Unit = {
     val reused = synchronized(recordOf(task).exists { r =>
       if (task.target == Target.Remote) r.remote != CopyState.None else r.peers.contains(task.target)
     })
     if (!reused) {
       if (task.target == Target.Remote) verifier.execute(() => remote.delete(task.shuffleId, task.mapId))
-      else synchronized(deletePeerCopy(task.target, task.shuffleId, task.mapId))
+      else synchronized {
+        val onThePeer = TRDriverPlugin.liveOn(tracker, task.shuffleId, task.mapIndex, task.mapId, task.target)
+        val back = if (onThePeer) liveBlockManager(source) else None
+        back.foreach { bm =>
+          tracker.updateMapOutput(task.shuffleId, task.mapId, bm)
+          tracker.incrementEpoch()
+        }
+        if (!onThePeer || back.nonEmpty) deletePeerCopy(task.target, task.shuffleId, task.mapId)
+      }
     }
   }
 

@@ -22,8 +22,12 @@ abstract class DriverBase extends DriverPlugin with Logging {
   protected var remote: RemoteBackups = _
   /** True while the built-in always policy decides (mode `always`, or after a fallback). */
   protected val builtinAlways = new AtomicBoolean(false)
+  /** Outputs whose failed copy always-checkpoint asked for once more, (shuffle, map id): never twice. */
+  protected val retried = mutable.Set.empty[(Int, Long)]
   /** Off the RPC and engine threads: remote verification and deletes. */
   protected val verifier = Executors.newSingleThreadExecutor(Daemon.factory("trspark-verify"))
+  /** Re-reads of remote copies before a lost executor's outputs are re-pointed to them, in parallel. */
+  protected val restoreChecks = Executors.newFixedThreadPool(8, Daemon.factory("trspark-restore"))
   /**
    * Executor releases, off the RPC and engine threads and not queued behind verifications: a
    * kill waits for the cluster manager, and until it is registered a master without the

@@ -13,6 +13,9 @@ import org.apache.spark.storage.FallbackStorage
 trait EngineCommands extends OutputLoss {
   /** Apply one engine command (runs on the bridge's reader thread). */
   protected def command(node: JsonNode): Unit = node.path("type").asText() match {
+    // Fallen back: answers to events sent before then must not undo it (hints, drains, releases).
+    case kind if builtinAlways.get() && kind != "SafetyBelt" && kind != "Advice" =>
+      logDebug(s"trspark: engine command $kind ignored after the fallback to always-checkpoint")
     case "Backup" => backupCommand(node)
     case "CancelBackup" => cancelBackup(node.path("shuffle_id").asInt(), node.path("map_index").asInt())
     case "DropBackup" => dropBackup(node.path("shuffle_id").asInt(), node.path("map_index").asInt())
@@ -79,8 +82,10 @@ trait EngineCommands extends OutputLoss {
    * peer copy *is* the output and is not dropped (the caller checks).
    */
   private def dropPeerCopies(record: OutputRecord): Unit = {
+    // Only from a peer: an output a fetch failure moved to the store stays there.
+    val onAPeer = record.peers.keys.exists(TRDriverPlugin.isOn(tracker, record, _))
     blockManagers.get(record.source).foreach { bm =>
-      tracker.updateMapOutput(record.shuffleId, record.mapId, bm)
+      if (onAPeer) tracker.updateMapOutput(record.shuffleId, record.mapId, bm)
       // Executors cache map output locations until the epoch moves: without this, a later
       // reader of this shuffle would still fetch from the peer whose copy goes next (measured).
       tracker.incrementEpoch()

@@ -67,6 +67,15 @@ class ExecutorPools(configured: String, emit: ExecutorPools.Emit) {
     }
   }
 
+  /**
+   * Send every announced executor's `ExecutorAdded` again, with its registration time: those
+   * sent before the engine was connected (executors that registered while the settings were
+   * being checked) reached no engine.
+   */
+  def replay(): Unit = synchronized {
+    announced.foreach { case (executorId, (host, cores, pool, since)) => emit(executorId, host, cores, pool, Some(since)) }
+  }
+
   def removed(executorId: String): Unit = synchronized {
     reported.remove(executorId)
     announced.remove(executorId)

@@ -1,68 +1,109 @@
 package org.apache.spark.trspark
 
+import java.util.concurrent.{Callable, TimeUnit}
+
 import scala.collection.mutable
+import scala.util.Try
 
 import org.apache.spark.storage.{BlockManagerId, FallbackStorage}
 
 /** Loss: re-point outputs to a surviving copy before the DAGScheduler drops or re-runs them. */
 trait OutputLoss extends BackupFlow {
+  /** Outputs, (shuffle, map id), whose remote copy a loss is reading before it re-points them. */
+  private val restoring = mutable.Set.empty[(Int, Long)]
+
   /**
    * `executorId`'s map outputs are gone (it was lost, or a reducer could not fetch from it):
    * move every output that lived there to a surviving copy -- a peer, the source, or the remote
    * store -- with `MapOutputTrackerMaster.updateMapOutput`, which also revives an output the
    * DAGScheduler already removed. Idempotent; called synchronously by [[TRTaskScheduler]] and
    * again (possibly late) from the listener.
+   *
+   * A remote copy is re-read before readers are sent to it ([[remoteIntact]]). Those reads run
+   * in parallel and outside the plugin's lock: on a blob store they take seconds, and meanwhile
+   * events, executor polls and the engine's commands go on.
    */
   def outputsLost(executorId: String, why: String, dead: Boolean): Unit = {
-    val (repointed, lost) = synchronized {
+    val (moved, lost, remoteOnly) = synchronized {
       // A fetch failure loses the executor's outputs (Spark unregisters them all), not the executor.
       val firstTime = dead && deadExecutors.add(executorId)
       if (dead) abandonBackups(executorId)
       val moved = mutable.Buffer.empty[Long]
       val lost = mutable.Buffer.empty[OutputRecord]
+      val remoteOnly = mutable.Buffer.empty[OutputRecord]
       for (record <- ledger.touching(executorId)) {
         if (dead) record.peers.remove(executorId)
-        if (TRDriverPlugin.isOn(tracker, record, executorId)) survivor(record, executorId) match {
+        if (TRDriverPlugin.isOn(tracker, record, executorId)) localSurvivor(record, executorId) match {
           case Some(bm) =>
             tracker.updateMapOutput(record.shuffleId, record.mapId, bm)
             moved += record.mapId
+          case None if record.remote == CopyState.Done =>
+            // Another report of the same loss may be reading this copy already: it re-points it.
+            if (restoring.add((record.shuffleId, record.mapId))) remoteOnly += record
           case None => if (firstTime) lost += record
         }
       }
+      (moved, lost, remoteOnly.toSeq)
+    }
+    val intact = remoteIntact(remoteOnly)
+    synchronized {
+      remoteOnly.foreach(record => restoring.remove((record.shuffleId, record.mapId)))
+      for (record <- remoteOnly) {
+        // Re-checked: the copy may have been dropped, or the output moved, while it was read.
+        val stillThere = TRDriverPlugin.isOn(tracker, record, executorId)
+        if (stillThere && record.remote == CopyState.Done && intact(record)) {
+          tracker.updateMapOutput(record.shuffleId, record.mapId, FallbackStorage.FALLBACK_BLOCK_MANAGER_ID)
+          moved += record.mapId
+        } else if (stillThere && deadExecutors.contains(executorId)) lost += record // counted once: one call reads it
+      }
       stats("outputs_repointed") += moved.size
       stats("outputs_lost") += lost.size
-      (moved.toSeq, lost.toSeq)
     }
-    if (repointed.nonEmpty || lost.nonEmpty) {
-      obs.post(TRRestore(System.currentTimeMillis(), executorId, why, repointed, lost.map(_.mapId)))
-      logInfo(s"trspark: $why on executor $executorId: re-pointed ${repointed.size} map outputs to backups, " +
+    if (moved.nonEmpty || lost.nonEmpty) {
+      obs.post(TRRestore(System.currentTimeMillis(), executorId, why, moved.toSeq, lost.map(_.mapId).toSeq))
+      logInfo(s"trspark: $why on executor $executorId: re-pointed ${moved.size} map outputs to backups, " +
         s"${lost.size} without backup are recomputed if read again")
     }
     lost.foreach(r => emit(event("BlockLost").put("shuffle_id", r.shuffleId).put("map_index", r.mapIndex)))
   }
 
-  /** Where a lost output can be read now: a finished peer copy, its live source, or the remote store. */
-  private def survivor(record: OutputRecord, lostExecutor: String): Option[BlockManagerId] = {
+  /** Where a lost output can be read now without the store: a finished peer copy, or its live source. */
+  private def localSurvivor(record: OutputRecord, lostExecutor: String): Option[BlockManagerId] = {
     def alive(e: String) = e != lostExecutor && !deadExecutors.contains(e)
     val peer = record.peers.collectFirst { case (e, CopyState.Done) if alive(e) => e }.flatMap(blockManagers.get)
-    val source = Some(record.source).filter(alive).flatMap(blockManagers.get)
-    def remoteCopy = if (record.remote == CopyState.Done && remoteIntact(record)) Some(FallbackStorage.FALLBACK_BLOCK_MANAGER_ID) else None
-    peer.orElse(source).orElse(remoteCopy)
+    peer.orElse(Some(record.source).filter(alive).flatMap(blockManagers.get))
   }
 
   /**
-   * Re-read a remote copy against its marker and the CRC32s computed when it was written, before
-   * readers are sent to it: a copy damaged or removed since counts as missing (recomputed).
+   * Re-read each remote copy against its marker and the CRC32s computed when it was written:
+   * a copy damaged or removed since counts as missing (deleted; the output is recomputed). A copy
+   * not read within `RestoreCheckSeconds` counts as missing too: a hung store must not hold the
+   * scheduler thread that waits here.
    */
-  private def remoteIntact(record: OutputRecord): Boolean = {
-    val (indexCrc, dataCrc) = record.remoteCrcs
-    remote.problem(record.shuffleId, record.mapId, indexCrc, dataCrc) match {
-      case None => true
-      case Some(problem) =>
-        damaged("remote", problem, record.toString, "treated as missing, the output is recomputed")
-        record.remote = CopyState.None
-        verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
-        false
+  private def remoteIntact(records: Seq[OutputRecord]): OutputRecord => Boolean = {
+    if (records.isEmpty) return _ => false
+    val checks = records.map { record =>
+      val (indexCrc, dataCrc) = record.remoteCrcs
+      record -> restoreChecks.submit(new Callable[Option[String]] {
+        override def call(): Option[String] = remote.problem(record.shuffleId, record.mapId, indexCrc, dataCrc)
+      })
     }
+    val deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(OutputLoss.RestoreCheckSeconds)
+    val intact = checks.filter { case (record, check) =>
+      val problem = Try(check.get(math.max(deadline - System.nanoTime(), 0L), TimeUnit.NANOSECONDS))
+        .getOrElse { check.cancel(true); Some(s"not read within ${OutputLoss.RestoreCheckSeconds} s") }
+      problem.foreach { p =>
+        damaged("remote", p, record.toString, "treated as missing, the output is recomputed")
+        synchronized(record.remote = CopyState.None)
+        verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
+      }
+      problem.isEmpty
+    }.map(_._1).toSet
+    intact.contains
   }
+}
+
+object OutputLoss {
+  /** Longest wait (s) for the re-reads of the remote copies a lost executor's outputs need. */
+  val RestoreCheckSeconds = 60L
 }

@@ -24,7 +24,7 @@ import org.apache.spark.storage.BlockManagerId
  * [[OutputLoss]], the engine's commands in [[EngineCommands]], the shared state in [[DriverBase]].
  */
 class TRDriverPlugin extends EngineCommands {
-  private var bridge: Option[EngineBridge] = None
+  @volatile private var bridge: Option[EngineBridge] = None
   private var confCheck: Option[ConfCheck] = None
   /** The listener recording Spark's events (none when backups are off); the cleaner hands it removed shuffles. */
   @volatile private[trspark] var listener: Option[TRListener] = None
@@ -84,10 +84,13 @@ class TRDriverPlugin extends EngineCommands {
     confCheck = None
     remote = new RemoteBackups(conf.remotePath, appId, SparkHadoopUtil.get.newConfiguration(sc.conf))
     obs.start()
-    if (conf.backupsEnabled && conf.usesEngine) bridge = Some(startEngine(appId))
+    if (conf.backupsEnabled && conf.usesEngine) {
+      bridge = Some(startEngine(appId))
+      pools.replay()
+    }
     // Created after the plugins' init, before this call; absent with spark.cleaner.referenceTracking=false.
     if (conf.backupsEnabled) sc.cleaner.foreach(_.attachListener(new ShuffleCleanup(this)))
-    val period = (conf.periodS * 1000).toLong
+    val period = math.max((conf.periodS * 1000).toLong, 1L) // a period under 1 ms would be 0: refused by the clock
     if (conf.backupsEnabled) clock.scheduleAtFixedRate(() => tick(), period, period, TimeUnit.MILLISECONDS)
   }
 
@@ -133,6 +136,7 @@ class TRDriverPlugin extends EngineCommands {
   override def shutdown(): Unit = {
     clock.shutdownNow()
     verifier.shutdownNow()
+    restoreChecks.shutdownNow()
     releaser.shutdownNow()
     bridge.foreach(_.stop())
     if (remote != null && conf.backupsEnabled) remote.deleteApp()
@@ -268,10 +272,20 @@ object TRDriverPlugin {
    * removed it (it sits in `mapStatusesDeleted` and no newer attempt took its place).
    */
   def isOn(tracker: MapOutputTrackerMaster, record: OutputRecord, executorId: String): Boolean =
-    tracker.shuffleStatuses.get(record.shuffleId).exists { status =>
-      val live = status.mapStatuses(record.mapIndex)
-      if (live != null) live.mapId == record.mapId && live.location.executorId == executorId
-      else Option(status.mapStatusesDeleted(record.mapIndex)).exists(_.mapId == record.mapId)
+    isOn(tracker, record.shuffleId, record.mapIndex, record.mapId, executorId)
+
+  def isOn(tracker: MapOutputTrackerMaster, shuffleId: Int, mapIndex: Int, mapId: Long, executorId: String): Boolean =
+    tracker.shuffleStatuses.get(shuffleId).exists { status =>
+      val live = status.mapStatuses(mapIndex)
+      if (live != null) live.mapId == mapId && live.location.executorId == executorId
+      else Option(status.mapStatusesDeleted(mapIndex)).exists(_.mapId == mapId)
+    }
+
+  /** True when the tracker has this map attempt registered (not removed) on `executorId`. */
+  def liveOn(tracker: MapOutputTrackerMaster, shuffleId: Int, mapIndex: Int, mapId: Long, executorId: String): Boolean =
+    tracker.shuffleStatuses.get(shuffleId).exists { status =>
+      val live = status.mapStatuses(mapIndex)
+      live != null && live.mapId == mapId && live.location.executorId == executorId
     }
 
 }
