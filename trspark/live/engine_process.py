@@ -97,19 +97,24 @@ def with_history_prior(config: TRConfig) -> TRConfig:
     from trspark.live.history import prior_from_history, priors_of_other_pools
 
     spec, account = prior_from_history(config.history_url, config.pool, config.lifetime)
-    (log.warning if "unreachable" in account else log.info)("%s", account)
+    _log_account(account)
     # Each pool with its own model fits it to its own history; stable pools have nothing to fit.
     pools = []
     for pool, configured in config.pool_lifetimes:
         fitted = configured
         if configured.strip().lower() != "stable":
             fitted, pool_account = prior_from_history(config.history_url, pool, configured)
-            (log.warning if "unreachable" in pool_account else log.info)("%s", pool_account)
+            _log_account(pool_account)
         pools.append((pool, fitted))
     others, accounts = priors_of_other_pools(config.history_url, [config.pool, *(p for p, _ in pools)], config.lifetime)
     for account in accounts:
-        (log.warning if "unreachable" in account else log.info)("%s", account)
+        _log_account(account)
     return config.with_options(lifetime=spec, pool_lifetimes=tuple(sorted([*pools, *others])))
+
+
+def _log_account(account: str) -> None:
+    """Log a history account: a warning when the store was unreachable (the configured model holds)."""
+    (log.warning if "unreachable" in account else log.info)("%s", account)
 
 
 def build_policy(config: TRConfig) -> Policy:

@@ -295,8 +295,7 @@ def priors_of_other_pools(url: str, known: Collection[str], configured: str) -> 
     for folder, records in found:
         fit = fit_lifetime(records, configured)
         pool = records[0].pool if records else folder
-        accounts.append(f"lifetime model for pool {pool!r} from {len(records)} record(s) ({fit.events} evictions, "
-                        f"{fit.censored} censored): {fit.method} -> {fit.model.spec()[:120]}")
+        accounts.append(_account(pool, len(records), fit))
         if fit.method != "configured" and is_pool_name(pool):
             fitted.append((pool, fit.model.spec()))
     return fitted, accounts
@@ -313,7 +312,10 @@ def prior_from_history(url: str, pool: str, configured: str) -> tuple[str, str]:
     except Exception as exc:  # the store is optional at run time
         return configured, f"lifetime history {url} unreachable ({type(exc).__name__}: {exc}); using {configured}"
     fit = fit_lifetime(records, configured)
-    return fit.model.spec(), (
-        f"lifetime model for pool {pool!r} from {len(records)} record(s) ({fit.events} evictions, "
-        f"{fit.censored} censored): {fit.method} -> {fit.model.spec()[:120]}"
-    )
+    return fit.model.spec(), _account(pool, len(records), fit)
+
+
+def _account(pool: str, records: int, fit: FitResult) -> str:
+    """One line saying which model ``pool`` starts from and why."""
+    return (f"lifetime model for pool {pool!r} from {records} record(s) ({fit.events} evictions, "
+            f"{fit.censored} censored): {fit.method} -> {fit.model.spec()[:120]}")

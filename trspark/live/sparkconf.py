@@ -54,13 +54,15 @@ def spark_conf(**options: Any) -> dict[str, str]:
     ``spark.trspark.python`` (this interpreter, so the engine runs with the trspark the user
     imported, unless ``python=`` is given) and the validated options.
     """
-    settings = option_settings(**options)
-    return {
-        JARS_KEY: plugin_jar(),
-        PLUGINS_KEY: PLUGIN_CLASS,
-        PYTHON_KEY: settings.pop(PYTHON_KEY, sys.executable),
-        **settings,
-    }
+    return _with_plugin(option_settings(**options), default_python=True)
+
+
+def _with_plugin(given: dict[str, str], *, default_python: bool) -> dict[str, str]:
+    """The jar, the plugin and, unless ``given`` names one and ``default_python``, this interpreter; then ``given``."""
+    settings = {JARS_KEY: plugin_jar(), PLUGINS_KEY: PLUGIN_CLASS}
+    if default_python and PYTHON_KEY not in given:
+        settings[PYTHON_KEY] = sys.executable
+    return {**settings, **given}
 
 
 def merge_list(existing: str | None, item: str) -> str:
@@ -80,11 +82,7 @@ def configure(target: T, **options: Any) -> T:
     ``target`` does not set it already, from every ``spark.trspark.*`` setting ``target`` then holds.
     """
     get, put, items = _accessors(target)
-    given = option_settings(**options)
-    settings = {JARS_KEY: plugin_jar(), PLUGINS_KEY: PLUGIN_CLASS}
-    if PYTHON_KEY not in given and not get(PYTHON_KEY):
-        settings[PYTHON_KEY] = sys.executable
-    settings.update(given)
+    settings = _with_plugin(option_settings(**options), default_python=not get(PYTHON_KEY))
     for name, value in settings.items():
         put(name, merge_list(get(name), value) if name in _LIST_KEYS else value)
     ours = {name: value for name, value in items() if name.startswith(PREFIX)}
