@@ -6,6 +6,7 @@ Each case backs up one shuffle, damages its copies, kills an executor and runs t
 the damaged copies are detected by checksum (remote: when the driver would re-point a lost
 output to it; peer: when the peer re-reads what it received), treated as missing, the lost
 outputs are recomputed, the answer is right, and the driver logs one warning for the case.
+An intact remote copy is re-pointed to without the driver downloading its data again.
 
 One application serves every case. Its executors carry the test-only system property
 ``trspark.test.corruptPeerCopy`` (a peer copy's data block is sent with one byte flipped); it
@@ -130,6 +131,33 @@ def test_a_damaged_remote_backup_is_treated_as_missing_and_recomputed(app: App, 
     warnings = app.warnings(f" is {problem}; treated as missing")
     assert len(warnings) == 1, warnings
     assert "remote copy of shuffle" in warnings[0]
+
+
+def driver_bytes_read(app: App) -> int:
+    """Bytes the driver JVM has read through Hadoop's local file system (the remote store here)."""
+    every = app.sc._jvm.org.apache.hadoop.fs.FileSystem.getAllStatistics()
+    return sum(int(stats.getBytesRead()) for stats in every if stats.getScheme() == "file")
+
+
+def test_at_a_loss_a_remote_copy_unchanged_since_its_commit_is_not_downloaded_again(app: App) -> None:
+    # The driver read each copy's data when it committed. A loss checks the copy again before
+    # readers go to it, while the scheduler waits; downloading the data a second time would hold
+    # it for as long as the lost executor's outputs take to read from a blob store.
+    wait_for(lambda: len(app.alive()) >= EXECUTORS, what="every executor registered", timeout=TIMEOUT)
+    app.status.setBuiltin("always", "remote", 0.0)
+    backed_up, repointed = app.stat("backups_remote"), app.stat("outputs_repointed")
+    rows = 200_000
+    rdd = app.sc.parallelize(range(rows), MAPS).map(lambda x: (x, 1)).reduceByKey(lambda a, b: a + b, 3)
+    assert rdd.values().sum() == rows
+    wait_for(lambda: app.stat("backups_remote") >= backed_up + MAPS, what="every map output backed up",
+             timeout=TIMEOUT)
+    data_bytes = sum(p.stat().st_size for p in app.shuffle_files(".data"))
+    assert data_bytes > 100_000
+    read_before = driver_bytes_read(app)
+    app.kill_one_executor()
+    assert rdd.values().sum() == rows
+    assert app.stat("outputs_repointed") > repointed
+    assert driver_bytes_read(app) - read_before < data_bytes / 20
 
 
 def test_a_peer_copy_damaged_in_transit_is_rejected_by_its_checksum(app: App) -> None:

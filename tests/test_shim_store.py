@@ -1,5 +1,6 @@
 """The remote store failing under a real ``local-trcluster[2,1,1024]`` with the built-in
 always-checkpoint policy: unwritable from the start, removed in the middle of a job, full.
+A copy that failed is asked for once more, and no more.
 
 The store's root is a symbolic link, so one application serves every case: the test points it
 at a healthy directory, at a regular file (nothing can be created below it, not even by root), or
@@ -141,6 +142,23 @@ def test_a_store_unwritable_from_the_start(app: App, tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory\n")
     survives(app, lambda: app.point_at(blocker))
+
+
+def test_a_failed_copy_is_asked_for_once_more_and_never_again(app: App, tmp_path: Path) -> None:
+    # Always-checkpoint asks again for a copy that failed, so that its output stays protected;
+    # once per output, so that a store that keeps failing does not make the copies loop.
+    healthy_store(app)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    app.point_at(blocker)
+    requested, failed = app.stat("backups_requested"), app.stat("backups_failed")
+    rdd = app.sc.parallelize(range(1000), MAPS).map(lambda x: (x % 5, x)).reduceByKey(lambda a, b: a + b)
+    assert dict(rdd.collect()) == {k: sum(range(k, 1000, 5)) for k in range(5)}
+    wait_for(lambda: app.stat("backups_failed") >= failed + 2 * MAPS, what="each output's copy to fail twice",
+             timeout=TIMEOUT)
+    wait_for(app.backups_ended, what="every backup to end", timeout=TIMEOUT)
+    assert app.stat("backups_requested") - requested == 2 * MAPS
+    assert app.stat("backups_failed") - failed == 2 * MAPS
 
 
 def remove_store(store: Path) -> None:

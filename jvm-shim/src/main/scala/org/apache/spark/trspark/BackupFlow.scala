@@ -30,7 +30,8 @@ trait BackupFlow extends DriverBase {
   /** Outputs whose handed-out copies their source is to stop, by source (sent with its next [[Work]]). */
   protected val cancels = mutable.HashMap.empty[String, mutable.Buffer[(Int, Long)]]
   protected val blockManagers = mutable.HashMap.empty[String, BlockManagerId]
-  protected val deadExecutors = mutable.HashSet.empty[String]
+  /** Executors the driver has seen die or let go; read without the lock by the engine's commands. */
+  protected val deadExecutors = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
   protected val peerRound = new AtomicLong(0)
   /** Backups requested and not yet ended, by id: a report of any other is stale. */
   protected val open = mutable.HashMap.empty[Long, BackupTask]
@@ -41,6 +42,15 @@ trait BackupFlow extends DriverBase {
   /** The block manager of an executor the driver knows and has not seen die. */
   protected def liveBlockManager(executorId: String): Option[BlockManagerId] =
     blockManagers.get(executorId).filterNot(_ => deadExecutors.contains(executorId))
+
+  /**
+   * Move one map output to `to` and make executors fetch its location again: they cache map
+   * output locations until the epoch moves, and a cached one would send readers to the old place.
+   */
+  protected def repoint(shuffleId: Int, mapId: Long, to: BlockManagerId): Unit = {
+    tracker.updateMapOutput(shuffleId, mapId, to)
+    tracker.incrementEpoch()
+  }
 
   /** The ledger's record of the output `task` copies, unless the output was forgotten or re-run since. */
   protected def recordOf(task: BackupTask): Option[OutputRecord] =
@@ -104,8 +114,10 @@ trait BackupFlow extends DriverBase {
     else if (task.target == Target.Remote) {
       // Verify off the RPC thread: re-read the committed files against the marker and CRCs.
       verifier.execute { () =>
+        // Taken before the re-read: a file written anew meanwhile gets another stamp, and is read again at a loss.
+        val stamp = remote.dataStamp(task.shuffleId, task.mapId)
         remote.problem(task.shuffleId, task.mapId, done.indexCrc, done.dataCrc) match {
-          case None => committed(done)
+          case None => committed(done, stamp)
           case Some(problem) =>
             damaged("remote", problem, s"shuffle ${task.shuffleId} map ${task.mapIndex}", "not used")
             remote.delete(task.shuffleId, task.mapId)
@@ -175,7 +187,7 @@ trait BackupFlow extends DriverBase {
     if (damageWarned.add(s"$where $problem")) logWarning(message) else logInfo(message)
   }
 
-  private def committed(done: BackupDone): Unit = {
+  private def committed(done: BackupDone, remoteStamp: Option[Stamp] = None): Unit = {
     val task = done.task
     val current = synchronized {
       val record = recordOf(task)
@@ -185,6 +197,7 @@ trait BackupFlow extends DriverBase {
         if (task.target == Target.Remote) {
           record.remote = CopyState.Done
           record.remoteCrcs = (done.indexCrc, done.dataCrc)
+          record.remoteChecked = remoteStamp
         } else record.peers(task.target) = CopyState.Done
         stats(if (task.target == Target.Remote) "backups_remote" else "backups_local") += 1
         stats("backups_bytes") += done.bytes
@@ -213,8 +226,7 @@ trait BackupFlow extends DriverBase {
     if (deadExecutors.contains(record.source) && TRDriverPlugin.isOn(tracker, record, record.source)) {
       val to = if (target == Target.Remote) Some(FallbackStorage.FALLBACK_BLOCK_MANAGER_ID) else liveBlockManager(target)
       to.foreach { bm =>
-        tracker.updateMapOutput(record.shuffleId, record.mapId, bm)
-        tracker.incrementEpoch()
+        repoint(record.shuffleId, record.mapId, bm)
         stats("outputs_repointed") += 1
       }
     }
@@ -291,6 +303,7 @@ trait BackupFlow extends DriverBase {
         endBackup(done.task, "backups_cancelled")
         deletePeerCopy(peer, shuffle, mapId)
       }
+      retried.filterInPlace { case (shuffle, _) => shuffle != shuffleId }
       count("outputs_forgotten", records.size.toLong)
       records
     }
@@ -330,10 +343,7 @@ trait BackupFlow extends DriverBase {
       else synchronized {
         val onThePeer = TRDriverPlugin.liveOn(tracker, task.shuffleId, task.mapIndex, task.mapId, task.target)
         val back = if (onThePeer) liveBlockManager(source) else None
-        back.foreach { bm =>
-          tracker.updateMapOutput(task.shuffleId, task.mapId, bm)
-          tracker.incrementEpoch()
-        }
+        back.foreach(repoint(task.shuffleId, task.mapId, _))
         if (!onThePeer || back.nonEmpty) deletePeerCopy(task.target, task.shuffleId, task.mapId)
       }
     }

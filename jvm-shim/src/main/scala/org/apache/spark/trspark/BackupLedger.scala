@@ -8,6 +8,8 @@ final class OutputRecord(val shuffleId: Int, val mapIndex: Int, val mapId: Long,
   /** Remote copy state: none, running, done (verified). */
   var remote: CopyState = CopyState.None
   var remoteCrcs: (Long, Long) = (0L, 0L)
+  /** The remote data file's stamp when the driver last read it intact (None: read it again). */
+  var remoteChecked: Option[Stamp] = None
   /** Peer executor id -> state of the copy in its block manager. */
   val peers: mutable.Map[String, CopyState] = mutable.Map.empty
 

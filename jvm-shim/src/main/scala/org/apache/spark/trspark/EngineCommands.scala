@@ -157,7 +157,7 @@ trait EngineCommands extends OutputLoss {
       val gone = Guard.orElse("Elastic.remove", false)(Elastic.remove(sc, id))
       if (gone) { count("executors_released"); count("executors_released_idle") }
       else {
-        synchronized(deadExecutors -= id)
+        deadExecutors.remove(id)
         released.remove(id)
         logInfo(s"trspark: executor $id kept: Spark did not remove it (it took a task)")
       }

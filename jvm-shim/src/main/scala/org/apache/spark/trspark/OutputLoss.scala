@@ -75,17 +75,18 @@ trait OutputLoss extends BackupFlow {
   }
 
   /**
-   * Re-read each remote copy against its marker and the CRC32s computed when it was written:
-   * a copy damaged or removed since counts as missing (deleted; the output is recomputed). A copy
-   * not read within `RestoreCheckSeconds` counts as missing too: a hung store must not hold the
-   * scheduler thread that waits here.
+   * Check each remote copy against its marker and the CRC32s computed when it was written:
+   * a copy damaged or removed since counts as missing (deleted; the output is recomputed). A data
+   * file unchanged since the driver read it at the commit is not read again: an executor's outputs
+   * can take minutes to download, and the scheduler thread waits here. A copy not checked within
+   * `RestoreCheckSeconds` counts as missing too: a hung store must not hold that thread.
    */
   private def remoteIntact(records: Seq[OutputRecord]): OutputRecord => Boolean = {
     if (records.isEmpty) return _ => false
     val checks = records.map { record =>
-      val (indexCrc, dataCrc) = record.remoteCrcs
+      val (indexCrc, dataCrc, checked) = synchronized((record.remoteCrcs._1, record.remoteCrcs._2, record.remoteChecked))
       record -> restoreChecks.submit(new Callable[Option[String]] {
-        override def call(): Option[String] = remote.problem(record.shuffleId, record.mapId, indexCrc, dataCrc)
+        override def call(): Option[String] = remote.problem(record.shuffleId, record.mapId, indexCrc, dataCrc, checked)
       })
     }
     val deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(OutputLoss.RestoreCheckSeconds)

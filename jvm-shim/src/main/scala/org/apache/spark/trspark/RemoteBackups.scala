@@ -8,7 +8,7 @@ import java.util.zip.CRC32
 import scala.util.Try
 
 import org.apache.hadoop.conf.Configuration
-import org.apache.hadoop.fs.{FileSystem, Path}
+import org.apache.hadoop.fs.{FileStatus, FileSystem, Path}
 
 import org.apache.spark.network.util.JavaUtils
 import org.apache.spark.shuffle.IndexShuffleBlockResolver.NOOP_REDUCE_ID
@@ -23,9 +23,10 @@ import org.apache.spark.storage.{ShuffleDataBlockId, ShuffleIndexBlockId}
  * Commit protocol (why a cut-off backup is never used): each file is written under a temporary
  * name and renamed; data first, then index, then the marker `shuffle_S_M_0.trspark-ok` holding
  * both lengths and CRC32s. The driver counts a backup only after the executor reported the
- * commit and [[verify]] found the marker, the lengths and the checksums consistent, and checks
- * it again ([[problem]]) before re-pointing a lost output to it: a backup damaged or removed
- * since is treated as missing, and the output is recomputed.
+ * commit and [[problem]] found the marker, the lengths and the checksums consistent, and checks
+ * it again before re-pointing a lost output to it: a backup damaged or removed
+ * since is treated as missing, and the output is recomputed. That second check re-reads the
+ * data only if the data file was written anew since the first.
  */
 class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
   // Every path below is built from this id and numbers: an id such as ".." would put backups,
@@ -90,28 +91,31 @@ class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
       try RemoteBackups.pump(in, out, throttle, cancelled) finally in.close()
     }
 
-  /** True when the committed files exist and match the marker's lengths and CRC32s. */
-  def verify(shuffleId: Int, mapId: Long, indexCrc: Long, dataCrc: Long): Boolean =
-    problem(shuffleId, mapId, indexCrc, dataCrc).isEmpty
-
   /**
    * What is wrong with the committed backup, if anything: `missing` (the marker or a file is
    * absent), `truncated` (a file's length differs from the marker's), `corrupt` (unreadable -- a
    * checksumming file system refuses damaged bytes -- or a CRC32 differs from the marker's or from
    * the one computed when the copy was written).
+   *
+   * @param checkedData the data file's [[Stamp]] when its bytes were last found intact: a data
+   *   file that still has it is not read again (a blob store's file changes only by being written
+   *   anew, which gives it a new modification time). Its length is still checked.
    */
-  def problem(shuffleId: Int, mapId: Long, indexCrc: Long, dataCrc: Long): Option[String] = {
+  def problem(shuffleId: Int, mapId: Long, indexCrc: Long, dataCrc: Long,
+      checkedData: Option[Stamp] = None): Option[String] = {
     val fields = Try {
       val marker = fs.open(markerPath(shuffleId, mapId))
       val text = try new String(marker.readAllBytes(), StandardCharsets.UTF_8) finally marker.close()
       text.trim.split(" ").map(_.split("=", 2)).collect { case Array(k, v) => k -> v.toLong }.toMap
     }.toOption
-    val files = Seq((indexPath(shuffleId, mapId), "index", "indexCrc", indexCrc),
-      (dataPath(shuffleId, mapId), "data", "dataCrc", dataCrc))
-    def check(path: Path, marker: Map[String, Long], len: String, crc: String, expected: Long): Option[String] =
-      Try(fs.getFileStatus(path).getLen).toOption match {
+    val files = Seq((indexPath(shuffleId, mapId), "index", "indexCrc", indexCrc, None),
+      (dataPath(shuffleId, mapId), "data", "dataCrc", dataCrc, checkedData))
+    def check(path: Path, marker: Map[String, Long], len: String, crc: String, expected: Long,
+        checked: Option[Stamp]): Option[String] =
+      Try(fs.getFileStatus(path)).toOption match {
         case None => Some("missing")
-        case Some(n) if n != marker(len) => Some("truncated")
+        case Some(status) if status.getLen != marker(len) => Some("truncated")
+        case Some(status) if checked.contains(Stamp(status)) => None
         case _ => Try {
           val in = fs.open(path)
           try RemoteBackups.pump(in, OutputStream.nullOutputStream(), 0, () => false) finally in.close()
@@ -121,11 +125,16 @@ class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
         }
       }
     fields match {
-      case Some(f) if files.forall { case (_, len, crc, _) => f.contains(len) && f.contains(crc) } =>
-        files.iterator.map { case (path, len, crc, expected) => check(path, f, len, crc, expected) }.collectFirst { case Some(p) => p }
+      case Some(f) if files.forall { case (_, len, crc, _, _) => f.contains(len) && f.contains(crc) } =>
+        files.iterator.map { case (path, len, crc, expected, checked) => check(path, f, len, crc, expected, checked) }
+          .collectFirst { case Some(p) => p }
       case _ => Some("missing")
     }
   }
+
+  /** The data file's [[Stamp]] now, if it can be read. */
+  def dataStamp(shuffleId: Int, mapId: Long): Option[Stamp] =
+    Try(Stamp(fs.getFileStatus(dataPath(shuffleId, mapId)))).toOption
 
   def delete(shuffleId: Int, mapId: Long): Unit = Seq(markerPath(shuffleId, mapId),
     indexPath(shuffleId, mapId), dataPath(shuffleId, mapId)).foreach(p => Try(fs.delete(p, false)))
@@ -134,6 +143,13 @@ class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
   def deleteShuffle(shuffleId: Int): Unit = Try(fs.delete(new Path(appDir, shuffleId.toString), true))
 
   def deleteApp(): Unit = Try(fs.delete(appDir, true))
+}
+
+/** A file's length (bytes) and modification time (ms since the epoch): it changes when the file is written anew. */
+final case class Stamp(length: Long, modified: Long)
+
+object Stamp {
+  def apply(status: FileStatus): Stamp = Stamp(status.getLen, status.getModificationTime)
 }
 
 object RemoteBackups {

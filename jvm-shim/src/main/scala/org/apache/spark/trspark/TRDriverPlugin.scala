@@ -275,10 +275,8 @@ object TRDriverPlugin {
     isOn(tracker, record.shuffleId, record.mapIndex, record.mapId, executorId)
 
   def isOn(tracker: MapOutputTrackerMaster, shuffleId: Int, mapIndex: Int, mapId: Long, executorId: String): Boolean =
-    tracker.shuffleStatuses.get(shuffleId).exists { status =>
-      val live = status.mapStatuses(mapIndex)
-      if (live != null) live.mapId == mapId && live.location.executorId == executorId
-      else Option(status.mapStatusesDeleted(mapIndex)).exists(_.mapId == mapId)
+    liveOn(tracker, shuffleId, mapIndex, mapId, executorId) || tracker.shuffleStatuses.get(shuffleId).exists { status =>
+      status.mapStatuses(mapIndex) == null && Option(status.mapStatusesDeleted(mapIndex)).exists(_.mapId == mapId)
     }
 
   /** True when the tracker has this map attempt registered (not removed) on `executorId`. */
