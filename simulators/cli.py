@@ -6,6 +6,7 @@ Bad input gives one ``Error: ...`` line naming the option and what is allowed, e
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +39,26 @@ def _policy(name: str) -> str:
     return name
 
 
+def _refuse_options_before(ctx: click.Context, subcommand: str, allowed: tuple[str, ...]) -> None:
+    """Fail on an option given before ``subcommand``: it would set a single simulation, which does not run."""
+    given = [param for param in ctx.command.params
+             if param.name not in allowed and ctx.get_parameter_source(param.name or "") in
+             (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)]
+    if given:
+        names = ", ".join(param.opts[0] for param in given)
+        fail(f"{names} given before `{subcommand}`, where it would be ignored; put it after `{subcommand}`")
+
+
+def _check_writable(*paths: tuple[str, Path | None]) -> None:
+    """Fail now, not after the sweep has run, when an output's folder is missing or read-only."""
+    for option, path in paths:
+        if path is None:
+            continue
+        folder = path.resolve().parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            fail(f"{option}={str(path)!r}: the folder {str(folder)!r} does not exist or cannot be written")
+
+
 def _make_job(workload: str, scale: float, task_seconds: float, write_mb: float, seed: int) -> Any:
     from simulators.workloads import WorkloadParams, make_workload, workload_names
 
@@ -66,6 +87,7 @@ def simulate(ctx: click.Context, /, workload: str | None, policy: str | None, st
              lifetime: str | None, fmt: str, rows: bool, **kw: Any) -> None:
     """Simulate a Spark DAG job on evictable VMs under a policy, R runs; or `simulate sweep`."""
     if ctx.invoked_subcommand is not None:
+        _refuse_options_before(ctx, ctx.invoked_subcommand, allowed=("stability", "lambda_", "lifetime"))
         ctx.obj = {"stability": stability, "lambda_": lambda_, "lifetime": lifetime, **kw}
         return
     if workload is None or policy is None:
@@ -151,6 +173,7 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
              "give e.g. --pool spot=8 without @SPEC")
     prices = build_prices(kw)
     config = build_config(kw["confs"])
+    _check_writable(("--out", out), ("--plot", plot_path), ("--cost-plot", cost_plot_path))
     jobs = {w: _make_job(w, kw["scale"], kw["task_seconds"], kw["write_mb"], kw["seed"]) for w in names}
     points = sweeping.sweep_points(names, pols, stabs, shares, _shapes(shape, shapes))
     console = Console()
@@ -214,6 +237,7 @@ def whatif(eventlog: Path, policies: tuple[str, ...], stability: float | None, l
     from simulators.eventlog import EventLogError, load_eventlog
     from simulators.runner import Experiment, run_experiment
 
+    names = [_policy(name) for name in policies or ("never", "always", "oracle")]
     try:
         replay = load_eventlog(eventlog)
     except EventLogError as exc:
@@ -223,8 +247,8 @@ def whatif(eventlog: Path, policies: tuple[str, ...], stability: float | None, l
     prices = build_prices(kw)
     config = build_config(kw["confs"]).with_options(lifetime=kw["believed_lifetime"] or world.default_belief())
     summaries = []
-    for name in policies or ("never", "always", "oracle"):
-        exp = Experiment(replay.job, world, _policy(name), config, runs=kw["runs"], seed=kw["seed"])
+    for name in names:
+        exp = Experiment(replay.job, world, name, config, runs=kw["runs"], seed=kw["seed"])
         summaries.append(with_money(run_experiment(exp, workers=kw["workers"]), world, prices))
     if fmt == "json":
         click.echo(json.dumps({"eventlog": str(eventlog), "recorded_job_time": replay.recorded_seconds,

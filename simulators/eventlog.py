@@ -250,7 +250,8 @@ def _build_job(name: str, stages: dict[int, _Stage], tasks: dict[int, dict[int, 
         if rank > 0 and not any(stages[p].job == stage.job for p in parents):
             previous = [last_of_job[j] for j in job_order[:rank] if j in last_of_job]
             after = (previous[-1],) if previous else ()
-        is_map = stage.is_map and write.sum() > 0
+        # A map stage that wrote nothing (a filter that matched no row) still orders its readers.
+        is_map = stage.is_map
         specs.append(StageSpec(stage_id=sid, task_seconds=seconds, shuffle_write_bytes=write if is_map else np.zeros(n),
                                parents=parents, shuffle_id=sid if is_map else None, after=after,
                                name=stage.name, input_bytes=inputs, overhead_seconds=overheads.get(sid, 0.0)))

@@ -98,7 +98,7 @@ def world_options(f: F) -> F:
         click.option("--max-stage-attempts", type=int, default=None, help="Fail the job after N consecutive stage failures (Spark: 4)."),
         click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Policy setting, e.g. beta=0.3 (see trspark conf)."),
         click.option("--runs", type=int, default=50, show_default=True, help="Runs per experiment."),
-        click.option("--seed", type=int, default=0, show_default=True, help="Base seed (run i uses SeedSequence(seed).spawn(R)[i])."),
+        click.option("--seed", type=click.IntRange(0), default=0, show_default=True, help="Base seed (run i uses SeedSequence(seed).spawn(R)[i])."),
         click.option("--workers", type=int, default=None, help="Worker processes (default: all cores); results do not depend on it."),
     ]
     for option in reversed(options):
@@ -184,12 +184,10 @@ def build_world(kw: dict[str, Any], *, vms: int = 100, cores: int = 4) -> Any:
 
     for name in ("vms", "cores", "runs", "max_slowdown", "max_stage_attempts", "workers", "stall_seconds"):
         positive("--" + name.replace("_", "-"), kw.get(name), integer=name not in ("max_slowdown", "stall_seconds"))
-    if kw["replace_delay"] < 0:
-        fail(f"--replace-delay={kw['replace_delay']!r} is not valid; allowed: seconds >= 0")
-    if not kw.get("backup_latency", 0.0) >= 0:
-        fail(f"--backup-latency={kw['backup_latency']!r} is not valid; allowed: seconds >= 0")
-    if kw["notice"] is not None and kw["notice"] < 0:
-        fail(f"--notice={kw['notice']!r} is not valid; allowed: seconds >= 0")
+    for name, value in (("replace-delay", kw["replace_delay"]), ("backup-latency", kw.get("backup_latency", 0.0)),
+                        ("notice", kw["notice"])):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            fail(f"--{name}={value!r} is not valid; allowed: seconds >= 0")
     _check_spec("--believed-lifetime", kw["believed_lifetime"])
     pools = _pools(kw)
     defaults = WorldSpec()

@@ -73,6 +73,13 @@ def apply_split(job: JobSpec, world: WorldSpec, split: str, fraction: float, ove
     return job if limit == 0.0 or not math.isfinite(limit) else split_job(job, limit, overhead)
 
 
+def _not_nan(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    # click's FloatRange compares, and every comparison with NaN is false: it lets NaN through.
+    if math.isnan(value):
+        raise click.BadParameter("nan is not a number in (0, 1)")
+    return value
+
+
 def split_options(f: Any) -> Any:
     """``--split``, ``--split-fraction``, ``--split-overhead`` of ``trspark simulate``."""
     options = [
@@ -80,7 +87,7 @@ def split_options(f: Any) -> Any:
                      help="lifetime: cut tasks longer than the lifetime rule's L* into equal pieces "
                           "(cost_model.task_size; the slowdown stays relative to the unsplit job's stable time)."),
         click.option("--split-fraction", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
-                     default=DEFAULT_FRACTION, show_default=True,
+                     default=DEFAULT_FRACTION, show_default=True, callback=_not_nan,
                      help="f: expected loss to evictions per second of task work the rule accepts."),
         click.option("--split-overhead", type=click.FloatRange(0.0), default=0.05, show_default=True,
                      help="Seconds each piece of a split task adds (task launch)."),

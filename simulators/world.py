@@ -10,6 +10,7 @@ A world is homogeneous (one lifetime model for every VM, the paper's setting) or
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, replace
 
@@ -125,8 +126,10 @@ class WorldSpec:
             raise ValueError(f"knowledge must be one of {', '.join(KNOWLEDGE)}, got {self.knowledge!r}")
         if not self.backup_latency >= 0:
             raise ValueError("backup_latency must be >= 0 seconds")
-        if self.replace_delay < 0:
+        if not (math.isfinite(self.replace_delay) and self.replace_delay >= 0):
             raise ValueError("replace_delay must be >= 0 seconds")
+        if self.notice is not None and not (math.isfinite(self.notice) and self.notice >= 0):
+            raise ValueError("notice must be >= 0 seconds")
         if self.lifetime is not None:
             from_spec(self.lifetime)
         if self.pools:

@@ -97,6 +97,11 @@ def test_any_text_for_any_option_is_accepted_or_refused_in_one_line_with_exit_2(
     (RUN_FOR_REAL[("simulate",)] + ["--local-bw", "inf"], "--local-bw"),
     (RUN_FOR_REAL[("size",)] + ["--rate", "inf"], "sizing.rate='inf' is not valid"),
     (RUN_FOR_REAL[("report",)] + ["--price", "default=nan"], "expected POOL=USD_PER_HOUR"),
+    # NaN passes every "< 0" check: a replacement at time NaN stalled the event loop for good.
+    (RUN_FOR_REAL[("simulate",)] + ["--replace-delay", "nan"], "--replace-delay=nan is not valid"),
+    (RUN_FOR_REAL[("simulate",)] + ["--notice", "nan"], "--notice=nan is not valid"),
+    (RUN_FOR_REAL[("simulate",)] + ["--split", "lifetime", "--split-fraction", "nan"], "--split-fraction"),
+    (RUN_FOR_REAL[("simulate",)] + ["--seed", "-1"], "--seed"),
 ])
 def test_infinite_and_nan_numbers_are_refused_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     args += ["--out", str(tmp_path / "report")] if args[0] == "report" else []
@@ -143,3 +148,35 @@ def test_a_huge_line_of_garbage_is_refused_in_one_line(tmp_path: Path, command: 
     assert result.exit_code == 2, result.output
     _one_error_line(result.output)
     assert "line 1 is not JSON" in result.output
+
+
+SWEEP = ["sweep", "--workloads", "bing", "--policies", "never", "--stabilities", "100", "--scale", "0.01",
+         "--runs", "1", "--workers", "1"]
+
+
+def test_an_option_given_before_sweep_is_refused_not_ignored(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["simulate", "--vms", "1", *SWEEP, "--out", str(tmp_path / "s.csv")])
+    assert result.exit_code == 2, result.output
+    _one_error_line(result.output)
+    assert "--vms given before `sweep`" in result.output
+    assert not (tmp_path / "s.csv").exists()
+
+
+def test_a_sweep_into_a_missing_folder_is_refused_before_it_runs(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["simulate", *SWEEP, "--out", str(tmp_path / "missing" / "s.csv")])
+    assert result.exit_code == 2, result.output
+    _one_error_line(result.output)
+    assert "--out=" in result.output and "does not exist" in result.output
+
+
+def test_whatif_refuses_an_unknown_policy_before_running_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    import simulators.runner
+
+    ran: list[str] = []
+    monkeypatch.setattr(simulators.runner, "run_experiment", lambda exp, **_: ran.append(exp.policy))
+    result = CliRunner().invoke(cli, ["whatif", str(LOG), "--policy", "never", "--policy", "nevr", "--runs", "1",
+                                      "--workers", "1"])
+    assert result.exit_code == 2, result.output
+    _one_error_line(result.output)
+    assert "--policy='nevr' is not a policy" in result.output
+    assert ran == []

@@ -13,6 +13,7 @@ import pytest
 
 from trspark.engine.commands import Backup, Command, DropBackup
 from trspark.engine.events import (
+    BackupFailed,
     BlockBackedUp,
     Event,
     ExecutorAdded,
@@ -87,6 +88,25 @@ def test_many_jobs_leave_nothing_behind_but_their_statistics() -> None:
     assert (state.shuffle_stage, state.shuffle_readers) == ({}, {})
     assert lineage.shuffle_ids() == [] and len(lineage) == 0
     assert state.mean_task_seconds() == pytest.approx(1.0)
+
+
+def test_a_store_that_keeps_failing_leaves_no_trace_of_old_failures() -> None:
+    # Every copy fails (a store that rejects writes): the engine asks again later, and what it
+    # keeps about the failures is only those of the present instant, not one entry per failure.
+    policy, t, failures = _policy(), 0.0, 0
+    for j in range(JOBS):
+        events = _job(j, t)
+        for event in events:
+            commands: list[Command] = list(policy.handle(event))
+            while commands:
+                c = commands.pop(0)
+                if isinstance(c, Backup):
+                    failures += 1
+                    commands += policy.handle(BackupFailed(event.time, c.shuffle_id, c.map_index, c.target,
+                                                           reason="store unwritable", source=c.source))
+        t = events[-1].time
+    assert failures > JOBS
+    assert len(policy._failed_at) <= 6  # at most the outputs of one stage, all at the last instant
 
 
 def test_a_query_stages_inputs_keep_their_backups_until_its_own_output_is_read() -> None:

@@ -16,6 +16,7 @@ from trspark.engine.events import (
     REMOTE,
     ExecutorAdded,
     ExecutorLost,
+    JobEnded,
     JobSubmitted,
     StageCompleted,
     TaskStarted,
@@ -98,6 +99,29 @@ def test_pado_re_ranks_with_observed_task_times_and_never_backs_up() -> None:
     # with the on-demand executor gone nothing is restricted
     out = feed(policy, [ExecutorLost(13.0, "od"), Tick(14.0)])
     assert policy.critical == () and out[-1] == SchedulingHints()
+
+
+def test_pado_ranks_a_chain_longer_than_the_recursion_limit_listed_child_first() -> None:
+    policy = PadoPolicy()
+    depth = 3000
+    stages = list(range(depth))
+    job = JobSubmitted(time=0.0, job_id=0, stage_ids=tuple(reversed(stages)), num_tasks=(1,) * depth,
+                       shuffle_ids=tuple(reversed(stages)), parents=tuple(() if s == 0 else (s - 1,) for s in reversed(stages)))
+    feed(policy, [added("od", "ondemand", 1), added("s", "spot", 1), job])
+    cost = policy.lineage_cost(policy.stage_work())
+    assert cost[depth - 1] == pytest.approx(depth) and cost[0] == pytest.approx(1.0)
+
+
+def test_pado_forgets_the_stages_of_ended_jobs_but_not_those_a_running_job_lists() -> None:
+    policy = PadoPolicy()
+    first = JobSubmitted(time=0.0, job_id=0, stage_ids=(0, 1), num_tasks=(2, 2), shuffle_ids=(0, None), parents=((), (0,)))
+    second = JobSubmitted(time=1.0, job_id=1, stage_ids=(0, 2), num_tasks=(2, 2), shuffle_ids=(0, None), parents=((), (0,)))
+    feed(policy, [added("od", "ondemand", 1), added("s", "spot", 1), first, second])
+    assert set(policy.graph) == {0, 1, 2}
+    feed(policy, [JobEnded(time=2.0, job_id=0)])
+    assert set(policy.graph) == {0, 2}  # stage 0 is listed by the running job 1
+    feed(policy, [JobEnded(time=3.0, job_id=1)])
+    assert policy.graph == {} and policy.seconds == {}
 
 
 def test_pado_runs_critical_tasks_on_the_on_demand_pool_in_the_simulator() -> None:

@@ -41,6 +41,21 @@ def shape(path: Path) -> list[tuple[int, int, bool]]:
     return sorted((s.num_tasks, len(s.parents), s.shuffle_id is not None) for s in load_eventlog(path).job.stages)
 
 
+def test_a_map_stage_that_wrote_nothing_still_comes_before_its_readers(tmp_path: Path) -> None:
+    # A filter that matched no row: the map stage writes an empty shuffle, and its readers still wait for it.
+    events = [json.loads(line) for line in PLAIN.read_text().splitlines()]
+    first_map = min(e["Stage ID"] for e in events
+                    if e["Event"] == "SparkListenerTaskEnd" and e.get("Task Type") == "ShuffleMapTask")
+    for e in events:
+        if e["Event"] == "SparkListenerTaskEnd" and e["Stage ID"] == first_map:
+            e["Task Metrics"]["Shuffle Write Metrics"]["Shuffle Bytes Written"] = 0
+    empty = tmp_path / "empty_shuffle.json"
+    empty.write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert [(sid, n, parents) for sid, n, parents, _ in structure(empty)] == \
+        [(sid, n, parents) for sid, n, parents, _ in structure(PLAIN)]
+    assert any(first_map in parents for _, _, parents, _ in structure(empty))
+
+
 def test_zstd_log_reads_like_the_plain_one() -> None:
     assert ZSTD.read_bytes()[:4] == b"\x28\xb5\x2f\xfd"  # really zstd-compressed by Spark
     assert shape(ZSTD) == shape(PLAIN)

@@ -23,6 +23,7 @@ from trspark.engine.events import (
     Event,
     ExecutorAdded,
     ExecutorLost,
+    JobEnded,
     JobSubmitted,
     StageCompleted,
     StageSubmitted,
@@ -137,6 +138,8 @@ class PadoPolicy(Policy):
         """stage -> (tasks, writes a shuffle, parent stages), from ``JobSubmitted``."""
         self.seconds: dict[int, tuple[int, float]] = {}
         """stage -> (finished tasks, their total run time in s)."""
+        self.job_stages: dict[int, tuple[int, ...]] = {}
+        """job -> its stages, until the job ends (then the stages no running job lists are forgotten)."""
         self.critical: tuple[int, ...] = ()
         self.hints: SchedulingHints | None = None
         self.limits: tuple[tuple[int, ...], dict[str, float], dict[int, float]] | None = None
@@ -148,7 +151,10 @@ class PadoPolicy(Policy):
             for sid, n, shuffle, parents in zip(event.stage_ids, event.num_tasks, event.shuffle_ids, event.parents,
                                                 strict=True):
                 self.graph[sid] = (n, shuffle is not None, tuple(parents))
+            self.job_stages[event.job_id] = tuple(event.stage_ids)
             changed = True
+        elif isinstance(event, JobEnded) and event.job_id is not None:
+            self._forget_job(event.job_id)  # the hints follow at the next change; the job's are harmless
         elif isinstance(event, StageSubmitted) and event.stage_id not in self.graph:
             self.graph[event.stage_id] = (event.num_tasks, event.shuffle_id is not None, tuple(event.parent_stage_ids))
             changed = True
@@ -158,6 +164,16 @@ class PadoPolicy(Policy):
         elif isinstance(event, (StageCompleted, Tick)):
             changed = True  # task times seen since may re-rank the stages
         return self._hints() if changed else ()
+
+    def _forget_job(self, job_id: int) -> None:
+        """An ended job's stages leave the graph unless a running job lists them: a long application
+        would otherwise weigh every stage it ever ran."""
+        ended = self.job_stages.pop(job_id, ())
+        still_listed = {s for stages in self.job_stages.values() for s in stages}
+        for sid in ended:
+            if sid not in still_listed:
+                self.graph.pop(sid, None)
+                self.seconds.pop(sid, None)
 
     def stage_work(self) -> dict[int, float]:
         """:math:`w(x) = n_x \\bar t_x` (task-seconds) of every stage of the graph."""
@@ -171,15 +187,28 @@ class PadoPolicy(Policy):
 
     def lineage_cost(self, work: dict[int, float]) -> dict[int, float]:
         """:math:`C(s)`: own work plus the work of every ancestor (each counted once)."""
+        ancestors = self._ancestors()
+        return {sid: work[sid] + sum(work[a] for a in ancestors[sid]) for sid in self.graph}
+
+    def _ancestors(self) -> dict[int, frozenset[int]]:
+        """Every stage's ancestors in the graph, depth first with a stack of its own: a chain of
+        stages can be longer than Python's recursion limit. An edge back to a stage on the
+        stack (a malformed graph) is ignored."""
         ancestors: dict[int, frozenset[int]] = {}
-
-        def anc(sid: int) -> frozenset[int]:
-            if sid not in ancestors:
-                parents = [p for p in self.graph.get(sid, (0, False, ()))[2] if p in self.graph]
-                ancestors[sid] = frozenset(parents).union(*(anc(p) for p in parents))
-            return ancestors[sid]
-
-        return {sid: work[sid] + sum(work[a] for a in anc(sid)) for sid in self.graph}
+        for root in self.graph:
+            stack, on_stack = [root], {root}
+            while stack:
+                sid = stack[-1]
+                parents = [p for p in self.graph[sid][2] if p in self.graph and p not in on_stack]
+                todo = [p for p in parents if p not in ancestors]
+                if todo:
+                    stack.extend(todo)
+                    on_stack.update(todo)
+                    continue
+                ancestors[sid] = frozenset(parents).union(*(ancestors[p] for p in parents))
+                stack.pop()
+                on_stack.discard(sid)
+        return ancestors
 
     def critical_stages(self) -> tuple[int, ...]:
         """Map stages marked critical by the cost rule (class docstring), costliest first."""

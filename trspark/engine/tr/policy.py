@@ -245,6 +245,8 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         missing = event.source_missing if event.source else "hold" in event.reason
         if plan is not None and missing and event.source in ("", plan.source):
             self.state.drop_copy(block_id, plan.source)
+        if self._failed_at and next(iter(self._failed_at.values())) != self.state.now:
+            self._failed_at.clear()  # only failures at this very instant are read (_plan): time moved on
         self._failed_at[block_id] = self.state.now
         if block_id in self.state.outputs and block_id not in self._queued:
             self._queued.add(block_id)
