@@ -129,7 +129,7 @@ def run_policy(policy: str, s: ElasticSettings, work: Path) -> ElasticRow:
     spec = session.ClusterSpec(executors=s.executors, cores=1, memory_mb=1024,
                                extra_conf=dynamic_allocation_conf(s, events))
     options = {"lifetime": "exponential:mean=3600", **s.trspark_options} if policy == "tr" else None
-    spark, _ = session.start(spec, policy, app_name="trspark-elastic", trspark_options=options)
+    spark, work_dir = session.start(spec, policy, app_name="trspark-elastic", trspark_options=options)
     row = ElasticRow(policy=policy)
     try:
         first, second = _queries(spark, s)
@@ -140,7 +140,7 @@ def run_policy(policy: str, s: ElasticSettings, work: Path) -> ElasticRow:
         row.q2_seconds, rows = _timed_collect(second)
         row.answer = hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
     finally:
-        spark.stop()
+        session.stop(spark, work_dir)
     (log,) = [p for p in events.iterdir() if not p.name.startswith(".")]
     return from_event_log(row, log)
 

@@ -76,6 +76,24 @@ def test_trace_has_each_event_then_its_commands() -> None:
     ]
 
 
+def test_a_trace_that_cannot_be_written_is_given_up_and_the_decisions_go_on(caplog: pytest.LogCaptureFixture) -> None:
+    import errno
+    import io
+
+    class FullDisk(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    bridge = Bridge(make_policy("always"), trace=FullDisk())
+    out = bridge.handle_line(event_line(MAP_TASK, 1))
+    assert [from_json(line) for line in out[:-1]] == [
+        Backup(shuffle_id=7, map_index=4, source="2", target=REMOTE, bytes=4096, map_id=41)
+    ]
+    assert bridge.trace is None
+    assert [r.message for r in caplog.records if "engine trace given up" in r.message]
+    assert bridge.handle_line(event_line(RESULT_TASK, 2)) == [ack_line(2)]
+
+
 def replayed_answers(config: TRConfig) -> tuple[int, list[str]]:
     """Events of the live trace and the events a fresh engine with ``config`` answers differently."""
     bridge = Bridge(build_policy(config))

@@ -203,7 +203,7 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "    --conf \"spark.driver.extraJavaOptions=$J\" \\\n"
            "    --conf \"spark.executor.extraJavaOptions=$J\" --out docs/results/pools_live_sf1.csv\n"
            "trspark bench targets docs/results/pools_live_sf1.csv --pool ondemand=1@stable --pool spot=3",
-           "2026-12-04, 02:34-03:36 UTC", "b60e87d",
+           "2026-12-04, 14:43-15:36 UTC", "9467c01",
            MACHINE + "; 4 executors x 1 core (1 on-demand, 3 spot), each JVM capped at 0.5 CPU (cgroup), five "
            "clusters up at once; nothing else running",
            tpcds_targets(4, (("ondemand", 1), ("spot", 3))),
@@ -221,9 +221,10 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "without task duplication (`spark.trspark.duplication=false`, as in the demo): the executors' "
            "quotas add up to the machine's two cores, so a duplicate on an executor that would be idle takes"
            " CPU from the driver and the running tasks instead of using a VM's spare core "
-           "(`docs/benchmark.md`). `tr` has the second lowest median, within the paired interval of the "
-           "lowest (`efm`: tr/efm 0.95x [0.87, 1.00]), and every paired ratio is at most 1 (none "
-           "significant); it copied 33 % of `always`'s bytes and 48 % of `efm`'s."),
+           "(`docs/benchmark.md`). `tr` has the lowest median (1.02x), every paired ratio is below 1, and "
+           "the one against `always` is significant (tr/always 0.89x [0.83, 1.00]; against `efm`, "
+           "`decommission` and `never` within noise); it copied 33 % of `always`'s bytes and 50 % of "
+           "`efm`'s."),
 ), draw=lambda results: pools.draw(results / "pools_sweep.csv", results / "pools.png"))
 
 

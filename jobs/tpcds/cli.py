@@ -152,6 +152,13 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
     if stable_runs == "rounds" and (not interleave or reference is not None):
         raise click.BadParameter("rounds measures vanilla Spark's reference in every round of --interleave "
                                  "runs: it needs --interleave and no --reference", param_hint="'--stable-runs'")
+    if out.exists() and out.stat().st_size:  # rows go after those already there: checked before any cluster starts
+        from jobs.tpcds import results
+
+        try:
+            results.read(out)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--out'") from None
     from rich.console import Console
 
     from jobs.tpcds.settings import BenchSettings
@@ -285,7 +292,10 @@ def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime:
         console.print(f"round {row.repeat + 1}/{start + rounds} {row.query:>5} {row.policy:>5}: {row.seconds:7.2f} s"
                       f" {'ok' if row.result_ok else 'WRONG/FAILED ' + row.error}")
 
-    rows = run(settings, show)
+    try:
+        rows = run(settings, show)
+    except RuntimeError as exc:  # a worker could not start its session or died: say why in one line
+        raise click.ClickException(str(exc).splitlines()[0]) from None
     summary = summarise(rows)
     for q, (base, tr, ratio, paired) in summary.per_query.items():
         click.echo(f"{q:>5}: vanilla {base:7.2f} s, tr {tr:7.2f} s, ratio of medians {ratio:.3f}, "
@@ -335,6 +345,7 @@ def verify_command(sf: float, queries: tuple[str, ...], executors: int, cores: i
 
     from jobs.tpcds import verify
     from jobs.tpcds.queries import DEFAULT_QUERIES, runnable
+    from jobs.tpcds.session import PolicyUnavailable
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     settings = verify.VerifySettings(sf=sf, queries=queries, executors=executors, cores=cores,
@@ -346,9 +357,15 @@ def verify_command(sf: float, queries: tuple[str, ...], executors: int, cores: i
 
     try:
         verdicts = verify.resume(settings, csv_path, verify.progress(say, settings, csv_path))
+    except PolicyUnavailable as exc:
+        raise click.ClickException(f"the plugin cannot run here: {exc}") from None
     except KeyboardInterrupt:  # the CSV keeps what finished; the table is written from it
+        if csv_path is None or not csv_path.exists():
+            # Nothing of this run was kept: the table of an earlier run stays as it was.
+            console.print(f"[yellow]interrupted[/]: no verdict was kept (give --csv to keep them); {out} unchanged")
+            sys.exit(130)
         console.print("[yellow]interrupted[/]: the table shows the verdicts written so far")
-        verdicts = verify.merged(queries, verify.read_csv(csv_path) if csv_path and csv_path.exists() else [], [])
+        verdicts = verify.merged(queries, verify.read_csv(csv_path), [])
     for v in verdicts:
         if not v.ok:
             console.print(f"[red]{v.query} fails[/]: {v.reason}")

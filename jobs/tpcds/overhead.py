@@ -208,7 +208,7 @@ def _worker(settings: OverheadSettings, config: str, data: Path, queries: dict[s
                                extra_conf=dict(settings.spark_conf))
     try:
         options = {"lifetime": settings.lifetime} if settings.lifetime and config == "tr" else None
-        spark, _ = session.start(spec, config, app_name="trspark-tpcds-overhead", trspark_options=options)
+        spark, work_dir = session.start(spec, config, app_name="trspark-tpcds-overhead", trspark_options=options)
     except Exception as exc:  # the plugin is not usable here: say why instead of hanging the parent
         conn.send(("error", str(exc).splitlines()[0]))
         return
@@ -229,4 +229,4 @@ def _worker(settings: OverheadSettings, config: str, data: Path, queries: dict[s
             conn.send(("ran", (outcome.seconds, answer, outcome.error, counters,
                                metrics.plugin_fell_back(spark.sparkContext))))
     finally:
-        spark.stop()
+        session.stop(spark, work_dir)

@@ -44,11 +44,15 @@ killed: runs are recorded with scenario ``real`` and whatever evictions the clus
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
+import os
 import queue
+import signal
 import statistics
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -171,8 +175,30 @@ def _run_isolated(ctx: BenchContext, policy: str, data: Path, progress: Progress
             kind, payload = message
             if not lockstep.forward(kind, payload, progress, rows):
                 return payload  # type: ignore[no-any-return]
+    except BaseException:
+        _stop_child(child, channel)
+        raise
     finally:
         child.join()
+
+
+def _stop_child(child: Any, channel: Any, grace: float = 120.0) -> None:
+    """Stop a policy's process as Ctrl-C would: SIGTERM reaches only this process, and without this
+    the child would go on killing executors until its policy's runs were all done.
+
+    Its messages are read meanwhile: a child whose queue is full cannot exit. After ``grace``
+    seconds it is terminated (its Spark may then be left to its own shutdown hooks).
+    """
+    if child.pid is not None and child.is_alive():
+        os.kill(child.pid, signal.SIGINT)  # the child unwinds: Spark stopped, CPU caps removed
+    deadline = time.monotonic() + grace
+    while child.is_alive() and time.monotonic() < deadline:
+        child.join(timeout=0.5)
+        with contextlib.suppress(queue.Empty, OSError, EOFError):
+            while True:
+                channel.get_nowait()
+    if child.is_alive():
+        child.terminate()
 
 
 def _policy_turns_process(ctx: BenchContext, policy: str, data: Path, turns: lockstep.ChildTurns) -> None:
@@ -211,7 +237,6 @@ def _run_session(ctx: BenchContext, policy: str, data: Path, progress: Progress,
     options = _plugin_options(ctx, policy)
     options.update(pools.plugin_options(metadata_url, options.get("lifetime")))
     spark, work_dir = session.start(spec, policy, trspark_options=options, console_log=s.console_log)
-    rows: list[RunRow] = []
     cap = None
     # A local-cluster's executor JVMs descend from the driver's: the process tree says which are alive.
     local_driver = None if s.master else driver_pid(spark.sparkContext)
@@ -232,36 +257,55 @@ def _run_session(ctx: BenchContext, policy: str, data: Path, progress: Progress,
         progress.step(f"{policy}: warm-up")
         _warm_up_queries(ctx, spark, policy)
         api_ready.join()
-        scenarios = _scenarios(s, policy)
-        names = list(ctx.queries)
-        for scenario in scenarios:
-            for qi, (name, query) in enumerate(ctx.queries.items()):
-                batch = []
-                runs = s.runs(scenario)
-                for r in range(runs):
-                    if scenario == "evicted" and policy == "never" and s.stable_runs == "rounds":
-                        batch.append(_round_reference(ctx, spark, api, count, turns, progress, qi, query, r))
-                    ctx.stable.update(turns.wait(step_key(policy, scenario, qi, r)))
-                    if scenario == "evicted" and not ctx.schedules:
-                        draw_schedules(ctx)
-                    progress.step(f"{policy} · {scenario} · {name} · run {r + 1}/{runs}")
-                    last = scenario == scenarios[-1] and name == names[-1] and r == runs - 1
-                    batch.append(run_once(ctx, spark, api, count, policy, scenario, query, r, last=last))
-                    if turns.interleaved:  # (local clusters only: BenchSettings refuses a master)
-                        # The next turn is another cluster's: its run must not meet this one's replacements booting.
-                        wait_for_executors(count, s.executors)
-                    progress.advance()
-                if scenario == "stable" and policy == "never":
-                    _set_reference(ctx, name, batch)
-                for row in batch:
-                    results.append(s.out, row)
-                    progress.row(row)
-                rows.extend(batch)
-        return rows
+        return _measured_runs(ctx, spark, api, count, policy, turns, progress)
     finally:
-        spark.stop()
+        session.stop(spark, work_dir)
         if cap is not None:
             cap.stop()
+
+
+def _measured_runs(ctx: BenchContext, spark: SparkSession, api: metrics.StatusApi, count: metrics.ExecutorCount,
+                   policy: str, turns: Turns, progress: Progress) -> list[RunRow]:
+    """Every measured run of ``policy`` on its session, scenario by scenario and query by query."""
+    s = ctx.settings
+    rows: list[RunRow] = []
+    scenarios = _scenarios(s, policy)
+    names = list(ctx.queries)
+    for scenario in scenarios:
+        for qi, (name, query) in enumerate(ctx.queries.items()):
+            batch: list[RunRow] = []
+            # Vanilla Spark's stable runs set the query's reference, their own slowdowns included:
+            # they are written once all of them ran. Every other row is written as soon as it exists.
+            holds_reference = scenario == "stable" and policy == "never"
+            runs = s.runs(scenario)
+            for r in range(runs):
+                if scenario == "evicted" and policy == "never" and s.stable_runs == "rounds":
+                    batch.append(_round_reference(ctx, spark, api, count, turns, progress, qi, query, r))
+                    _write_row(s.out, progress, batch[-1])
+                ctx.stable.update(turns.wait(step_key(policy, scenario, qi, r)))
+                if scenario == "evicted" and not ctx.schedules:
+                    draw_schedules(ctx)
+                progress.step(f"{policy} · {scenario} · {name} · run {r + 1}/{runs}")
+                last = scenario == scenarios[-1] and name == names[-1] and r == runs - 1
+                batch.append(run_once(ctx, spark, api, count, policy, scenario, query, r, last=last))
+                if not holds_reference:
+                    _write_row(s.out, progress, batch[-1])
+                if turns.interleaved:  # (local clusters only: BenchSettings refuses a master)
+                    # The next turn is another cluster's: its run must not meet this one's replacements booting.
+                    wait_for_executors(count, s.executors)
+                progress.advance()
+            if holds_reference:
+                _set_reference(ctx, name, batch)
+                for row in batch:
+                    _write_row(s.out, progress, row)
+            rows.extend(batch)
+    return rows
+
+
+def _write_row(out: Path, progress: Progress, row: RunRow) -> None:
+    """Append ``row`` to the results CSV now (a run cut short keeps it) and show it."""
+    results.append(out, row)
+    progress.row(row)
 
 
 def _round_reference(ctx: BenchContext, spark: SparkSession, api: metrics.StatusApi, count: metrics.ExecutorCount,

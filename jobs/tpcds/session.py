@@ -18,6 +18,7 @@ Policies
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -203,6 +204,15 @@ def start(spec: ClusterSpec, policy: str, *, app_name: str = "trspark-tpcds",
     # (e.g. INFO) shows what the scheduler and the plugin did, for a run being investigated.
     spark.sparkContext.setLogLevel(os.environ.get("TRSPARK_LOG_LEVEL", "ERROR"))
     return spark, work_dir
+
+
+def stop(spark: SparkSession, work_dir: Path) -> None:
+    """Stop ``spark`` and delete the work directory :func:`start` made for it (shuffle files,
+    fallback storage, backups): no later session reads it, and a benchmark starts many."""
+    try:
+        spark.stop()
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
 
 
 @contextmanager

@@ -124,7 +124,7 @@ def verify(settings: VerifySettings, hooks: Hooks | None = None) -> list[QueryVe
     queries, answers = duckdb_answers(data, settings.queries, hooks)
     spec = session.ClusterSpec(executors=settings.executors, cores=settings.cores, memory_mb=settings.memory_mb)
     hooks.phase(f"starting Spark ({spec.master_for('tr')})", 1)
-    spark, _work_dir = session.start(spec, "tr", app_name="trspark-verify")
+    spark, work_dir = session.start(spec, "tr", app_name="trspark-verify")
     verdicts = []
     try:
         session.register_tables(spark, data)
@@ -144,7 +144,7 @@ def verify(settings: VerifySettings, hooks: Hooks | None = None) -> list[QueryVe
             hooks.verdict(verdict)
             hooks.done(name)
     finally:
-        spark.stop()
+        session.stop(spark, work_dir)
     return verdicts
 
 
@@ -212,11 +212,14 @@ def append_csv(path: Path, verdict: QueryVerdict) -> None:
 
 
 def read_csv(path: Path) -> list[QueryVerdict]:
-    """The verdicts :func:`append_csv` wrote, in file order (a later row of a query replaces an earlier one)."""
+    """The verdicts :func:`append_csv` wrote, in file order (a later row of a query replaces an earlier one).
+
+    A row cut short (a run killed while it wrote it) has no verdict: that query runs again.
+    """
     with path.open(newline="") as fh:
         rows = {r["query"]: QueryVerdict(r["query"], r["verdict"] == "pass", r["reason"],
                                          float(r["spark_seconds"]) if r["spark_seconds"] else math.nan)
-                for r in csv.DictReader(fh)}
+                for r in csv.DictReader(fh) if None not in (r.get(field) for field in CSV_FIELDS)}
     return list(rows.values())
 
 

@@ -18,6 +18,7 @@ shim's round-trip latency adds the socket and the driver's threads to.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -192,10 +193,22 @@ class Bridge:
 
     def _commands_for(self, event: Event, seq: int) -> list[str]:
         lines = self._decide(event, seq)
-        if self.trace is not None:
-            self.trace.write("".join(f"{line}\n" for line in [_with_seq(event, seq), *lines]))
-            self.trace.flush()
+        self.write_trace([_with_seq(event, seq), *lines])
         return lines
+
+    def write_trace(self, lines: list[str]) -> None:
+        """Append ``lines`` to the trace, if one is kept. A trace that cannot be written (a full
+        disk) is given up with one warning: it is a record, and the decisions go on without it."""
+        if self.trace is None:
+            return
+        try:
+            self.trace.write("".join(f"{line}\n" for line in lines))
+            self.trace.flush()
+        except OSError as exc:
+            log.warning("engine trace given up, it cannot be written: %s", exc)
+            with contextlib.suppress(OSError):
+                self.trace.close()
+            self.trace = None
 
     def _decide(self, event: Event, seq: int) -> list[str]:
         for observe in self.observers:

@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from typing import TextIO
 
 from trspark.engine.interface import Policy
 from trspark.engine.pool_baselines import ON_DEMAND_POOLS
@@ -172,15 +173,14 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     observers = event_observers(config, app_id)
     trace_path = os.environ.get("TRSPARK_TRACE", "")
-    trace = open(trace_path, "a", encoding="utf-8") if trace_path else None  # noqa: SIM115 -- closed below
+    trace = _open_trace(trace_path) if trace_path else None
     bridge = Bridge(policy, observers, trace)
     try:
         sock = socket.create_connection((host, port), timeout=max(config.engine_timeout, 5.0))
     except OSError as exc:
         print(f"trspark engine: cannot connect to the trspark plugin at {host}:{port}: {exc}", file=sys.stderr)
         return EXIT_CONNECT
-    if trace is not None:  # a session in the trace starts with the settings it is decided with
-        trace.write(trace_settings_line(config) + "\n")
+    bridge.write_trace([trace_settings_line(config)])  # a session in the trace starts with its settings
     # The plugin ends the engine with SIGTERM right after closing the socket at application end:
     # unwind normally so the session summary (and, later, the lifetime history) is written.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(EXIT_OK))
@@ -201,9 +201,19 @@ def main(argv: list[str] | None = None) -> int:
             if close is not None:
                 close()
         log.info("session ended: %s", json.dumps(bridge.summary(), sort_keys=True))
-        if trace is not None:
-            trace.close()
+        if bridge.trace is not None:
+            with contextlib.suppress(OSError):
+                bridge.trace.close()
     return EXIT_OK
+
+
+def _open_trace(path: str) -> TextIO | None:
+    """The trace file ``TRSPARK_TRACE`` names, opened to append; None, with a warning, if it cannot be."""
+    try:
+        return open(path, "a", encoding="utf-8")  # noqa: SIM115 -- closed at the end of the session
+    except OSError as exc:
+        log.warning("TRSPARK_TRACE=%s cannot be opened, no trace is kept: %s", path, exc)
+        return None
 
 
 if __name__ == "__main__":
