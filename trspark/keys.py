@@ -296,9 +296,11 @@ KEYS: tuple[Key, ...] = (
     Key("release.idle", "release_idle", 0.0, _number(0.0), "seconds >= 0 (0 = off)",
         "With dynamic allocation: release an executor idle this long once every output it holds that may still be read "
         "is saved elsewhere, instead of keeping it for its shuffle data. The plugin sets it to "
-        "spark.dynamicAllocation.executorIdleTimeout when dynamic allocation and shuffle tracking are on."),
+        "spark.dynamicAllocation.executorIdleTimeout, unless you set it, when dynamic allocation and shuffle tracking "
+        "are on and the external shuffle service is off."),
     Key("release.minExecutors", "release_min_executors", 0, _int(0, 1 << 20), "an integer >= 0",
-        "Executors release.idle never goes below; the plugin sets it to spark.dynamicAllocation.minExecutors."),
+        "Executors release.idle never goes below; the plugin sets it to spark.dynamicAllocation.minExecutors, "
+        "unless you set it, when it sets release.idle."),
 )
 
 BY_FULL = {k.full: k for k in KEYS}
