@@ -112,6 +112,17 @@ def test_pado_ranks_a_chain_longer_than_the_recursion_limit_listed_child_first()
     assert cost[depth - 1] == pytest.approx(depth) and cost[0] == pytest.approx(1.0)
 
 
+def test_pado_counts_each_ancestor_once_through_a_diamond() -> None:
+    # 3 reads 1 and 2, 2 reads 1, 1 reads 0: 2's lineage holds 1 and 0 although 1 is also 3's parent.
+    policy = PadoPolicy()
+    job = JobSubmitted(time=0.0, job_id=0, stage_ids=(3, 2, 1, 0), num_tasks=(1, 2, 4, 8),
+                       shuffle_ids=(None, 2, 1, 0), parents=((1, 2), (1,), (0,), ()))
+    feed(policy, [added("od", "ondemand", 1), added("s", "spot", 1), job])
+    work = policy.stage_work()
+    assert work == {3: 1.0, 2: 2.0, 1: 4.0, 0: 8.0}
+    assert policy.lineage_cost(work) == {3: 15.0, 2: 14.0, 1: 12.0, 0: 8.0}
+
+
 def test_pado_forgets_the_stages_of_ended_jobs_but_not_those_a_running_job_lists() -> None:
     policy = PadoPolicy()
     first = JobSubmitted(time=0.0, job_id=0, stage_ids=(0, 1), num_tasks=(2, 2), shuffle_ids=(0, None), parents=((), (0,)))

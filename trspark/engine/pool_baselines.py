@@ -192,22 +192,24 @@ class PadoPolicy(Policy):
 
     def _ancestors(self) -> dict[int, frozenset[int]]:
         """Every stage's ancestors in the graph, depth first with a stack of its own: a chain of
-        stages can be longer than Python's recursion limit. An edge back to a stage on the
-        stack (a malformed graph) is ignored."""
+        stages can be longer than Python's recursion limit. The stack is the path from the stage
+        being resolved; an edge back onto it (a malformed graph) is ignored."""
         ancestors: dict[int, frozenset[int]] = {}
         for root in self.graph:
-            stack, on_stack = [root], {root}
-            while stack:
-                sid = stack[-1]
-                parents = [p for p in self.graph[sid][2] if p in self.graph and p not in on_stack]
-                todo = [p for p in parents if p not in ancestors]
-                if todo:
-                    stack.extend(todo)
-                    on_stack.update(todo)
+            if root in ancestors:
+                continue
+            path, on_path = [root], {root}
+            while path:
+                sid = path[-1]
+                parents = [p for p in self.graph[sid][2] if p in self.graph and p not in on_path]
+                unresolved = next((p for p in parents if p not in ancestors), None)
+                if unresolved is not None:
+                    path.append(unresolved)
+                    on_path.add(unresolved)
                     continue
                 ancestors[sid] = frozenset(parents).union(*(ancestors[p] for p in parents))
-                stack.pop()
-                on_stack.discard(sid)
+                path.pop()
+                on_path.discard(sid)
         return ancestors
 
     def critical_stages(self) -> tuple[int, ...]:
