@@ -205,7 +205,8 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "trspark bench targets docs/results/pools_live_sf1.csv --pool ondemand=1@stable --pool spot=3",
            "2026-12-04, 14:43-15:36 UTC", "9467c01",
            MACHINE + "; 4 executors x 1 core (1 on-demand, 3 spot), each JVM capped at 0.5 CPU (cgroup), five "
-           "clusters up at once; nothing else running",
+           "clusters up at once; beside it, for a few minutes in all, only short unit tests and two Scala "
+           "compiles at nice 19",
            tpcds_targets(4, (("ondemand", 1), ("spot", 3))),
            "Live: TPC-DS SF 1 on a local cluster of one on-demand executor (never killed) and three spot "
            "executors, SIGKILLed with exponential lifetimes of mean 3x each query's stable time; each executor "
