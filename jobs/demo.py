@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING
 import click
 
 from jobs.demo_table import DemoLine, demo_lines, summary, table
+from simulators.options import FiniteFloatRange
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -284,7 +285,7 @@ def run_demo(plan: DemoPlan, out_dir: Path, console: Console) -> list[DemoLine]:
 @click.command("demo")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("trspark-demo"),
               show_default=True, help=f"Where results.csv, slowdown.png and {CONSOLE_LOG} are written.")
-@click.option("--sf", type=click.FloatRange(min=0, min_open=True), default=0.1, show_default=True,
+@click.option("--sf", type=FiniteFloatRange(min=0, min_open=True), default=0.1, show_default=True,
               help="TPC-DS scale factor.")
 @click.option("--workloads", default=",".join(DEMO_WORKLOADS), show_default=True,
               help="TPC-DS queries and chain jobs (chainN: N iterations), comma-separated.")
@@ -294,7 +295,7 @@ def run_demo(plan: DemoPlan, out_dir: Path, console: Console) -> list[DemoLine]:
               help="Warm runs of vanilla Spark without kills; their median is the reference.")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the kill schedules (schedule r of a workload is drawn from seed, workload, r).")
-@click.option("--notice", type=click.FloatRange(min=0), default=DemoPlan.notice, show_default=True,
+@click.option("--notice", type=FiniteFloatRange(min=0), default=DemoPlan.notice, show_default=True,
               help="Seconds of termination notice tr gets before each kill (0: none).")
 @click.option("--on-demand", type=click.IntRange(0, DemoPlan.executors - 1), default=DemoPlan.on_demand,
               show_default=True, help=f"On-demand executors (never killed) of the {DemoPlan.executors}; 0: all spot.")

@@ -25,6 +25,17 @@ class OneLineError(click.UsageError):
         click.echo(f"Error: {self.format_message()}", err=True)
 
 
+class FiniteFloatRange(click.FloatRange):
+    """click's ``FloatRange`` without NaN and the infinities: it checks its bounds by comparison, and
+    every comparison with NaN is false, so NaN passes any range (and inf any open one)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
 def fail(message: str) -> NoReturn:
     raise OneLineError(message)
 

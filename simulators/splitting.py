@@ -26,6 +26,7 @@ import numpy as np
 from cost_model.lifetimes import Stable, from_spec
 from cost_model.task_size import Placement, largest_task_seconds
 from simulators.dag import JobSpec, StageSpec
+from simulators.options import FiniteFloatRange
 from simulators.world import WorldSpec
 
 SPLITS = ("none", "lifetime")
@@ -73,23 +74,16 @@ def apply_split(job: JobSpec, world: WorldSpec, split: str, fraction: float, ove
     return job if limit == 0.0 or not math.isfinite(limit) else split_job(job, limit, overhead)
 
 
-def _not_nan(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    # click's FloatRange compares, and every comparison with NaN is false: it lets NaN through.
-    if math.isnan(value):
-        raise click.BadParameter("nan is not a number in (0, 1)")
-    return value
-
-
 def split_options(f: Any) -> Any:
     """``--split``, ``--split-fraction``, ``--split-overhead`` of ``trspark simulate``."""
     options = [
         click.option("--split", type=click.Choice(SPLITS), default="none", show_default=True,
                      help="lifetime: cut tasks longer than the lifetime rule's L* into equal pieces "
                           "(cost_model.task_size; the slowdown stays relative to the unsplit job's stable time)."),
-        click.option("--split-fraction", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
-                     default=DEFAULT_FRACTION, show_default=True, callback=_not_nan,
+        click.option("--split-fraction", type=FiniteFloatRange(0.0, 1.0, min_open=True, max_open=True),
+                     default=DEFAULT_FRACTION, show_default=True,
                      help="f: expected loss to evictions per second of task work the rule accepts."),
-        click.option("--split-overhead", type=click.FloatRange(0.0), default=0.05, show_default=True,
+        click.option("--split-overhead", type=FiniteFloatRange(0.0), default=0.05, show_default=True,
                      help="Seconds each piece of a split task adds (task launch)."),
     ]
     for option in reversed(options):

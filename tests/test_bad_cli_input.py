@@ -101,6 +101,7 @@ def test_any_text_for_any_option_is_accepted_or_refused_in_one_line_with_exit_2(
     (RUN_FOR_REAL[("simulate",)] + ["--replace-delay", "nan"], "--replace-delay=nan is not valid"),
     (RUN_FOR_REAL[("simulate",)] + ["--notice", "nan"], "--notice=nan is not valid"),
     (RUN_FOR_REAL[("simulate",)] + ["--split", "lifetime", "--split-fraction", "nan"], "--split-fraction"),
+    (RUN_FOR_REAL[("simulate",)] + ["--split", "lifetime", "--split-overhead", "nan"], "--split-overhead"),
     (RUN_FOR_REAL[("simulate",)] + ["--seed", "-1"], "--seed"),
 ])
 def test_infinite_and_nan_numbers_are_refused_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
@@ -109,6 +110,21 @@ def test_infinite_and_nan_numbers_are_refused_in_one_line(tmp_path: Path, args: 
     assert result.exit_code == 2, result.output
     _one_error_line(result.output)
     assert message in result.output
+
+
+@pytest.mark.parametrize(("path", "option", "message"), [
+    (("demo",), "--sf", "is not a finite number"), (("demo",), "--notice", "is not a finite number"),
+    (("bench", "tpcds"), "--sf", "is not a scale factor"), (("bench", "tpcds"), "--notice", "is not a finite number"),
+    (("bench", "tpcds"), "--time-cap", "is not a finite number"),
+])
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_commands_that_start_spark_refuse_nan_and_infinity_before_any_work(
+        path: tuple[str, ...], option: str, message: str, value: str) -> None:
+    command: click.Command = cli
+    for part in path:
+        command = command.get_command(click.Context(command), part)  # type: ignore[attr-defined]
+    with pytest.raises(click.BadParameter, match=message):
+        command.make_context(" ".join(path), [option, value])
 
 
 def _damaged(data: bytes, how: str, at: float, seed: int) -> bytes:

@@ -23,6 +23,7 @@ from jobs.tpcds.options import (
 )
 from jobs.tpcds.session import POLICIES
 from jobs.tpcds.settings import KILL_CLOCKS, STABLE_RUNS
+from simulators.options import FiniteFloatRange
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -65,7 +66,7 @@ def datagen_command(sf: float, cache: Path | None) -> None:
                    "policy, so `trspark bench targets` can pair the policies' runs.")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the kill schedules (each repeat and query derives its own from it).")
-@click.option("--notice", type=click.FloatRange(min=0), default=30.0, show_default=True,
+@click.option("--notice", type=FiniteFloatRange(min=0), default=30.0, show_default=True,
               help="Seconds of termination notice (SIGPWR) before each kill, for the decommission and tr policies.")
 @click.option("--tr-notices/--no-tr-notices", default=True, show_default=True,
               help="Give tr the kills' notices too (as decommission gets them); without, tr is only killed.")
@@ -119,7 +120,7 @@ def datagen_command(sf: float, cache: Path | None) -> None:
               help="Keep every policy's local cluster up and let them take turns, so that run r of a query "
                    "under each policy (the same kills) is made in one round, seconds apart: the host's drift "
                    "over minutes stays out of the comparison. Needs memory for every cluster at once.")
-@click.option("--executor-cpus", type=click.FloatRange(min=0.05), default=None,
+@click.option("--executor-cpus", type=FiniteFloatRange(min=0.05), default=None,
               help="Cap each executor JVM at this many cores (a cgroup CPU quota of its own), as if every "
                    "executor ran on its own VM: an idle executor's share is then lost, and a replacement "
                    "starting up does not slow the others. Local-cluster only; needs a writable cgroup CPU "

@@ -6,12 +6,14 @@ error names the option and what it allows.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from jobs.tpcds.session import parse_policies
+from simulators.options import FiniteFloatRange
 
 
 def check_policies(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -54,12 +56,12 @@ def check_lifetime(ctx: click.Context, param: click.Parameter, value: str | None
 
 def check_sf(ctx: click.Context, param: click.Parameter, value: float) -> float:
     """``--sf``: a TPC-DS scale factor > 0."""
-    if not value > 0:
+    if not (math.isfinite(value) and value > 0):
         raise click.BadParameter(f"{value} is not a scale factor; allowed: a number > 0 (0.1 for tests, 1 for benchmarks)")
     return value
 
 
-POSITIVE = click.FloatRange(min=0, min_open=True)
+POSITIVE = FiniteFloatRange(min=0, min_open=True)
 """A number of seconds (or a stability) > 0."""
 
 
