@@ -287,8 +287,8 @@ def priors_of_other_pools(url: str, known: Collection[str], configured: str) -> 
     its history holds enough evictions (:func:`fit_lifetime`), else it keeps ``configured``, the shared model.
     """
     try:
-        store = HistoryStore(url)
-        found = [(name, store.load(name)) for name in store.pools() if name not in {_safe(k) for k in known}]
+        store, known_folders = HistoryStore(url), {_safe(pool) for pool in known}
+        found = [(name, store.load(name)) for name in store.pools() if name not in known_folders]
     except Exception as exc:  # the store is optional at run time
         return [], [f"lifetime history {url} unreachable ({type(exc).__name__}: {exc}); other pools use {configured}"]
     fitted, accounts = [], []
