@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from jvm_gateway import wait_for
+from missing_tool import missing
 
 from jobs.harness.cpucap import CpuCapUnavailable, ExecutorCpuCap, check
 from jobs.harness.executors import EXECUTOR_CLASS
@@ -23,11 +24,14 @@ while True:
     print(round((time.process_time() - cpu) / (time.monotonic() - wall), 3), flush=True)
 """
 
-try:
-    check()
-    CAPS = True
-except CpuCapUnavailable:
-    CAPS = False
+
+
+@pytest.fixture
+def cpu_caps() -> None:
+    try:
+        check()
+    except CpuCapUnavailable as e:
+        missing(f"no writable cgroup CPU controller here: {e}")
 
 
 def executor(executor_id: str) -> subprocess.Popen[str]:
@@ -35,7 +39,7 @@ def executor(executor_id: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-c", BUSY, *args], stdout=subprocess.PIPE, text=True)
 
 
-@pytest.mark.skipif(not CAPS, reason="no writable cgroup CPU controller here")
+@pytest.mark.usefixtures("cpu_caps")
 def test_each_executor_gets_its_own_quota_and_its_group_goes_with_it() -> None:
     import os
 

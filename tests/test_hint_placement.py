@@ -250,8 +250,7 @@ def live() -> Iterator[Live]:
     )
     try:
         interfaces = [c.getName() for c in spark.sparkContext._jsc.sc().taskScheduler().getClass().getInterfaces()]
-        if "org.apache.spark.trspark.HintedScheduling" not in interfaces:
-            pytest.skip("TRTaskScheduler does not mix in HintedScheduling yet (docs/notices-and-pools.md, integration)")
+        assert "org.apache.spark.trspark.HintedScheduling" in interfaces
         live = Live(spark)
         live.run(LIVE_EXECUTORS * 2, 0.2)  # every executor has started its Python worker
         yield live

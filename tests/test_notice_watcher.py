@@ -343,11 +343,6 @@ def live_notices() -> Iterator[tuple[Any, NoticeServer]]:
             .getOrCreate()
         )
         try:
-            probe = '{"type":"notice","executor":"0","deadline":0,"source":"probe"}'
-            try:
-                spark.sparkContext._jvm.org.apache.spark.trspark.Wire.decode(probe)
-            except Exception:  # py4j wraps the JVM's IllegalArgumentException
-                pytest.skip("the plugin does not handle TerminationNotice yet (docs/notices-and-pools.md, integration)")
             yield spark, server
         finally:
             spark.stop()

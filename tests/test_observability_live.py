@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import pytest
 from executor_metrics import executor_reports, executor_totals, with_csv_sink
+from missing_tool import missing
 from test_shim_live import EXECUTORS, TIMEOUT, Cluster, wait_for
 
 import trspark
@@ -227,8 +228,11 @@ def test_prometheus_shows_every_trspark_metric_with_the_driver_values(app: App) 
 
 def test_the_ui_tab_shows_the_metrics_in_a_headless_browser(app: App, tmp_path: Path) -> None:
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing (Debian package chromium; `make browser` installs it)")
-    playwright = pytest.importorskip("playwright.sync_api", reason="Python package playwright is missing")
+        missing(f"{CHROMIUM} is missing (Debian package chromium; `make browser` installs it)")
+    try:
+        import playwright.sync_api as playwright
+    except ImportError:
+        missing("Python package playwright is missing (`make setup` installs it)")
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
         try:

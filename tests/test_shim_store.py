@@ -24,6 +24,7 @@ import pytest
 from driver_log import driver_log, log_lines
 from jvm_gateway import wait_for
 from live_app import TIMEOUT, LiveApp, trcluster_builder
+from missing_tool import missing
 
 pytestmark = pytest.mark.spark
 
@@ -86,7 +87,7 @@ def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
     mount.mkdir()
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True)
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a 64 KiB tmpfs here (needs root with CAP_SYS_ADMIN): {done.stderr.strip()}")
+        missing(f"cannot mount a 64 KiB tmpfs here (needs root with CAP_SYS_ADMIN): {done.stderr.strip()}")
     try:
         yield mount
     finally:

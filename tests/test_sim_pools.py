@@ -57,8 +57,9 @@ def test_each_vm_carries_its_pool_and_is_replaced_in_it() -> None:
     assert lost and all(pool_of[e.executor_id] == "spot" for e in lost)  # stable VMs are never evicted
     # every eviction brings exactly one spot VM, 0.5 s later; the on-demand pool stays at 2
     replacements = added[5:]
+    assert len(replacements) == len(lost)  # this seed's last eviction comes more than 0.5 s before the end
     assert all(e.pool == "spot" for e in replacements)
-    assert sorted(e.time for e in replacements) == pytest.approx(sorted(e.time + 0.5 for e in lost)[:len(replacements)])
+    assert sorted(e.time for e in replacements) == pytest.approx(sorted(e.time + 0.5 for e in lost))
     assert [e.death for e in sim.executors if e.pool == 0] == [float("inf")] * 2
 
 
@@ -273,6 +274,7 @@ def test_golden_mixed_world_is_byte_identical() -> None:
     text = json.dumps(golden, indent=2, sort_keys=True) + "\n"
     if os.environ.get("TRSPARK_REGEN_GOLDEN"):
         GOLDEN.write_text(text)
+        pytest.skip(f"{GOLDEN.name} regenerated: review its diff")
     assert text == GOLDEN.read_text(), "simulator behaviour changed; if intended, rerun with TRSPARK_REGEN_GOLDEN=1"
 
 

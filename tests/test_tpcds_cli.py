@@ -262,7 +262,7 @@ def test_replacements_are_warmed_after_any_kill_during_or_after_the_run(
     assert row.executors_killed == during  # a kill after the run's end is not the run's
     # Every policy makes the kills due within the notice window after the end (noticed ones at their deadlines).
     assert injector.window == 5.0
-    assert [g.startswith("rewarm-") for g in groups] == [False, True] if warmed else [False]
+    assert [g.startswith("rewarm-") for g in groups] == ([False, True] if warmed else [False])
 
 
 @pytest.mark.parametrize(("times", "passes", "ran"), [
