@@ -194,22 +194,3 @@ def test_the_lowest_median_target_allows_a_paired_interval_reaching_one_and_need
     assert "tr's median 1.00x is the lowest" in text and text.endswith("-> **missed**")
 
 
-def test_the_excess_bound_is_judged_over_two_runs_of_the_same_schedules(tmp_path: Path) -> None:
-    from jobs.reports.render import pooled_excess
-
-    # Alone, the first run does not hurt vanilla Spark enough (1.2x) to be judged, and the second
-    # judges tr's median excess of +0.35. Pooled, the medians run over all four runs of each
-    # policy: never 2.0x (1.2, 1.2, 2.8, 3.0), tr +0.175 (1.0, 1.05, 1.3, 1.4 on a floor of 1).
-    first = [run("q3", "never", 12.0, repeat=r) for r in range(2)] + [
-        run("q3", "tr", 10.0, repeat=0), run("q3", "tr", 10.5, repeat=1)]
-    second = [run("q3", "never", s, repeat=r) for r, s in enumerate((28.0, 30.0))] + [
-        run("q3", "tr", 13.0, repeat=0), run("q3", "tr", 14.0, repeat=1)]
-    for name, rows in (("a.csv", first), ("b.csv", second)):
-        for row in rows:
-            append(tmp_path / name, row)
-    assert stats.excess_target(first, 3) == {}
-    assert stats.excess_verdicts(second, 3) == [
-        "* q3 (never 2.90x): tr's median excess over the floor +0.35 (bound 0.10) -> **missed**"]
-    text = pooled_excess("b.csv", executors=3)(tmp_path / "a.csv")
-    assert "together" in text and "`b.csv`" in text
-    assert "* q3 (never 2.00x): tr's median excess over the floor +0.18 (bound 0.10) -> **missed**" in text

@@ -7,9 +7,6 @@ termination notices, lifetime history, answers against DuckDB and dynamic alloca
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 from jobs.reports import soak
 from jobs.reports.render import (
     MACHINE,
@@ -18,7 +15,6 @@ from jobs.reports.render import (
     columns,
     elastic,
     overhead,
-    pooled_excess,
     tpcds_targets,
     verdicts,
 )
@@ -48,16 +44,11 @@ finds them: on `chain4` at SF 0.1, one vanilla Spark run with two of three execu
 re-ran 27 map tasks, of which the count per stage id found 4.
 """
 
-def _c1_all_runs(path: Path) -> str:
-    return (tpcds_targets(3, paired=True)(path)
-            + pooled_excess("tpcds_sf1_c1.csv", "tpcds_sf1_c1_replay.csv", executors=3)(path))
-
-
 def _c1(out: str, date: str, code: str, machine: str, note: str, *, policies: str = "never,always,decommission,tr",
-        stable: str = "never", render: Callable[[Path], str] | None = None) -> Source:
+        stable: str = "never") -> Source:
     """A run of the held-replacements protocol (:data:`_C1`) writing ``out``, its plot first in the note."""
     return Source(out, _C1.format(policies=policies, stable=stable, out=out), date, code, machine,
-                  render or tpcds_targets(3, paired=True), f"![slowdowns]({out.removesuffix('.csv')}.png)\n\n{note}")
+                  tpcds_targets(3, paired=True), f"![slowdowns]({out.removesuffix('.csv')}.png)\n\n{note}")
 
 
 TPCDS = Report("tpcds", "Live TPC-DS under executor kills", """
@@ -70,75 +61,32 @@ median stable seconds. The capacity floor `1 + lost executor-seconds / (3 x stab
 best any policy can do with the capacity the kills leave. Every answer is compared with DuckDB's
 ([jobs/tpcds/QUERIES.md](../../jobs/tpcds/QUERIES.md)). Method: [docs/benchmark.md](../benchmark.md).
 At SF 1 the kills' replacements were either held until the run's end (`--hold-replacements`, as a
-spot VM's replacement boots for longer than a query) or started at once (`tpcds_sf1.csv`). With
-held replacements there are four runs of the same kill seeds: `tpcds_sf1_c1_rounds.csv` measures
-vanilla Spark's reference in every round (the current method), and `tpcds_sf1_c1.csv`, a second
-run `tpcds_sf1_c1_replay.csv` and an earlier two-policy run `tpcds_sf1_c1_never_tr.csv` measured it
-once, at the start.
+spot VM's replacement boots for longer than a query: `tpcds_sf1_c1_rounds.csv`, which measures
+vanilla Spark's reference in every round) or started at once (`tpcds_sf1.csv`).
 
 """ + _RERUNS_PER_STAGE, (
     _c1("tpcds_sf1_c1_rounds.csv",
-        "2026-12-03, 18:22-19:40 UTC", "07ba1d4 (the same engine and plugin as 6c17f0b)",
-        _LIVE + "; beside it, during its first minutes, one profile of the simulator at nice 19 "
-        "(about a minute of CPU)",
-        "The protocol and kill seeds of the runs below, with the reference measured throughout: "
-        "vanilla Spark also ran each query once without kills in every round (`--stable-runs "
-        "rounds`), and a query's reference is the median of its six stable runs. Per query, the "
-        "median of the three round runs was 0.80x (q25) to 1.41x (q3) that of the three first ones, "
-        "in both directions: a reference taken once misplaces a query's slowdowns by more than the "
-        "bound of 0.10. Measured this way, vanilla Spark's runs that met no kill sit on the floor "
-        "(median excess -0.02), and the runs with kills show what the kills cost each policy: `tr` "
-        "+0.01, `always` +0.10, `never` +0.17, `decommission` +0.27. `tr` re-ran 1 map task (never "
-        "127, always 33, decommission 24) and copied 32 % of `always`'s bytes. Its paired ratios to "
-        "`always` and `decommission` lie below 1; to `never` the interval contains 1. Vanilla Spark "
-        "slowed q7, q29 and q50 by 1.5x or more in this run, and `tr` is within 0.10 of the floor on "
-        "all three. On q3, q93 and q97, which it slowed less here and where `tr` missed the bound over "
-        "the earlier runs, `tr`'s runs with kills were still +0.11 to +0.41 above the floor. The largest "
-        "single excess of `tr` is a run without a kill (q50, run 0: 1.56x).",
+        "2026-12-04, 17:29-18:32 UTC", "bcb2e9d",
+        _LIVE + "; beside it, at nice 19, a few short unit-test files, a type check and one regeneration "
+        "of these reports (about three minutes of CPU in all)",
+        "The kill seeds of the three runs per query, the same for every policy, with the reference "
+        "measured throughout: vanilla Spark also ran each query once without kills in every round "
+        "(`--stable-runs rounds`), and a query's reference is the median of its six stable runs. "
+        "`tr` has the lowest median (1.14x) and every paired ratio lies below 1: tr/always 0.89x "
+        "[0.81, 0.95], tr/decommission 0.77x [0.71, 0.82], tr/never 0.85x [0.78, 0.98]. It copied 33 % "
+        "of `always`'s bytes (707 MiB against 2111 MiB), re-ran 2 map tasks (never 120, always 31, "
+        "decommission 7), and over its 30 runs drained 31 noticed executors and released 18 of them "
+        "before their kill. Vanilla Spark's runs that met no kill sit at the floor (median excess "
+        "-0.08), and the runs with kills show what the kills cost each policy: `tr` +0.05, `always` "
+        "+0.11, `never` +0.14, `decommission` +0.32. Of the queries vanilla Spark slowed by 1.5x or "
+        "more, `tr` is within 0.10 of the floor on q7 and q50, not on q29 (+0.14), q93 (+0.33) and q97 "
+        "(+0.25). `tr`'s runs met fewer kills (23 against 28 to 31): a kill due after a run's end is "
+        "not the run's, and `tr`'s runs were the shortest. The previous run of this command, before "
+        "the plugin told the engine of the executors that registered while it started (every "
+        "executor of a fresh cluster), had `tr` at 1.29x with tr/never not significant "
+        "(`git show bcb2e9d:docs/results/tpcds_sf1_c1_rounds.csv`); this host also ran faster this "
+        "time (q29's reference 9.5 s against 12.7 s).",
         stable="rounds"),
-    _c1("tpcds_sf1_c1.csv",
-        "2026-12-03, 12:23-13:24 UTC", "6c17f0b", _LIVE + ", quiet (nothing else running)",
-        "Every JVM, the reference's too, runs with the C1 compiler only and a serial collector, as the "
-        "demo's do (with the JVMs' defaults a replacement JVM at half a core stays cold for several "
-        "passes of a query: `tpcds_sf1.csv` below). The four policies take turns on clusters kept up "
-        "side by side (`--interleave`), so each kill schedule is replayed for all four within a round, "
-        "minutes apart. A killed executor is replaced only after the run (`--hold-replacements`). "
-        "The runs that met no kill are near the floor for every policy (median excess -0.11 to "
-        "+0.08), so the excess of the runs with kills is what the kills cost: `tr` -0.02, `always` "
-        "-0.02, `never` +0.14, `decommission` +0.20. Some runs of the plugin's policies are below "
-        "1.00x (q68 `tr` 0.65x and 0.74x): the reference is vanilla Spark's stable time, and the "
-        "plugin's clusters ran some queries faster than vanilla Spark without kills too (q3 0.91x, "
-        "q7 0.90x in [overhead](overhead.md)). The two runs of the same schedules below show how much "
-        "a whole run moves on this host."),
-    _c1("tpcds_sf1_c1_replay.csv",
-        "2026-12-03, 15:19-16:34 UTC", "c7ba723 (the same engine and plugin as 6c17f0b)",
-        _LIVE + "; beside it, about two minutes of light work (a type check, a few unit-test files, "
-        "replays of a small engine trace)",
-        "The same command and kill schedules as `tpcds_sf1_c1.csv`, three hours later. The run took "
-        "75 minutes against 60, and vanilla Spark's stable reference moved by up to a quarter per "
-        "query (q29 14.6 s against 11.6 s, q97 5.3 s against 6.0 s). The runs that met no kill are the "
-        "control: here every policy's sit above the floor (median excess never +0.06, always +0.17, "
-        "decommission +0.12, tr +0.13), so part of every excess in this run is the host drifting from "
-        "the reference taken at its start. `tr` again had the lowest median (1.28x) and re-ran 2 map "
-        "tasks (never 120, always 32, decommission 19), but its paired ratios are not significant. "
-        "On q97 `tr` re-ran no map task and was still +0.48 to +0.60 above the floor in each of its three "
-        "runs here. The floor counts only executor-seconds without a registered executor; this CSV has "
-        "no columns for notices, drains and releases, so whether an executor was drained after its "
-        "notice cannot be read from it."),
-    _c1("tpcds_sf1_c1_never_tr.csv",
-        "2026-12-03, 10:27-11:05 UTC", "5cb596b (the same engine and plugin as 6c17f0b)",
-        _LIVE + ", quiet (nothing else running)",
-        "The same protocol and kill schedules as `tpcds_sf1_c1.csv`, two hours earlier, with `never` "
-        "and `tr` only. Vanilla Spark met nearly the same kills in both runs (29 here, 28 there) and "
-        "re-ran about as many map tasks (117 and 128), yet its median moved from 1.67x here to 1.35x "
-        "there, and the queries it slowed by 1.5x or more are not the same: here q7, q29, q50, q65, "
-        "q93 and q97, there q3, q7 and q29. A whole run moves by more than the bound of 0.10 on this "
-        "host, so the runs of these schedules are read together. `tr`'s median excess over the floor "
-        "is within 0.10 on q7 and q29 here and above it on q50, q65, q93 and q97 (+0.11 to +0.26); in "
-        "the later run it is within 0.10 on all three. The bound judged over the three runs of these "
-        "schedules together (nine runs per query for `never` and `tr`) closes the targets below. "
-        "`tr` re-ran 1 map task over the 30 runs, vanilla Spark 117 (counted per shuffle).",
-        policies="never,tr", render=_c1_all_runs),
     Source("tpcds_sf1.csv",
            "Q=q3,q7,q19,q25,q29,q50,q65,q68,q93,q97\n"
            "mkdir -p /tmp/trspark-events   # each application's event log, to read a run afterwards\n"

@@ -126,22 +126,6 @@ def tpcds_targets(executors: int, pools: tuple[tuple[str, int], ...] = (), *,
     return render
 
 
-def pooled_excess(*others: str, executors: int) -> Callable[[Path], str]:
-    """The excess bound judged over the runs of this CSV and of ``others`` (CSVs beside it) together.
-
-    Runs of the same kill schedules pool into more runs per query and policy; the medians are
-    taken over all of them.
-    """
-    def render(path: Path) -> str:
-        from jobs.tpcds import stats
-        from jobs.tpcds.results import read
-        rows = read(path) + [row for other in others for row in read(path.parent / other)]
-        named = " and ".join(f"`{other}`" for other in others)
-        return (f"\nOver the runs of this CSV and {named} together:\n\n"
-                + "\n".join(stats.excess_verdicts(rows, executors)) + "\n")
-    return render
-
-
 def overhead(path: Path) -> str:
     """Per-query medians and paired ratios of ``tr`` against vanilla Spark (``trspark bench overhead``)."""
     from jobs.tpcds.overhead import TARGET, summarise
