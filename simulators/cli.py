@@ -59,6 +59,22 @@ def _check_writable(*paths: tuple[str, Path | None]) -> None:
             fail(f"{option}={str(path)!r}: the folder {str(folder)!r} does not exist or cannot be written")
 
 
+def _check_on_demand_shares(shares: list[float | None], vms: int) -> None:
+    """Fail on a share that gives no on-demand VM; say which shares run as a rounded VM count."""
+    from simulators.sweep import on_demand_vms
+
+    for share in shares:
+        if share is None:
+            continue
+        try:
+            count = on_demand_vms(share, vms)
+        except ValueError as exc:
+            fail(f"--on-demand-shares: {exc}")
+        if count * 100.0 != share * vms:
+            click.echo(f"note: an on-demand share of {share:g} % of {vms} VMs runs as {count} VMs "
+                       f"({100.0 * count / vms:g} %)", err=True)
+
+
 def _make_job(workload: str, scale: float, task_seconds: float, write_mb: float, seed: int) -> Any:
     from simulators.workloads import WorkloadParams, make_workload, workload_names
 
@@ -168,6 +184,7 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
     world = build_world(kw)
     if world.pools and on_demand_shares is not None:
         fail("give either --pool or --on-demand-shares, not both")
+    _check_on_demand_shares(shares, world.vms)
     if world.pools and all(p.lifetime is not None for p in world.pools):
         fail("--stabilities set the lifetime of the pools given without @SPEC, and every --pool has one; "
              "give e.g. --pool spot=8 without @SPEC")

@@ -7,14 +7,21 @@ into dollars, so one set of runs can be priced many ways.
 .. math::
 
     \\$_\\text{job} = \\sum_{p} \\frac{s_p}{3600}\\,c_p
-        + \\frac{B_\\text{remote}}{10^9}\\,c_\\text{GB}
+        + \\frac{B_\\text{remote}}{2^{30}}\\,c_\\text{GB}
         + \\frac{n_\\text{remote}}{1000}\\,c_\\text{req}
 
 with :math:`s_p` the seconds pool :math:`p`'s VMs were up during the job (registration to
-eviction, release or job end; clouds bill per second), :math:`c_p` its price (USD per VM-hour),
+eviction, release or job end; clouds bill Linux VMs per second), :math:`c_p` its price (USD per VM-hour),
 :math:`B_\\text{remote}` the bytes of completed copies to the remote store, :math:`n_\\text{remote}`
 their number (one PUT each), :math:`c_\\text{GB}` (USD per GB written) and :math:`c_\\text{req}`
-(USD per 1,000 requests). Peer copies cost no money (they stay in one zone); they cost time.
+(USD per 1,000 requests), a GB being 2^30 bytes as AWS bills it. Peer copies cost no money (they
+stay in one zone); they cost time.
+
+Left out on purpose: AWS's 60 s minimum per launch, and its waiver for a spot VM that EC2 itself
+interrupts within its first hour. Simulated jobs at ``--scale`` last seconds to minutes, so the
+waiver would make nearly every evicted spot VM free and price the scaled world unlike the one it
+stands for; the formula charges the time each VM held, which compares policies by the capacity
+they used.
 
 Default prices are typical public list prices, meant to be overridden (``--price`` and friends):
 
@@ -23,7 +30,7 @@ Default prices are typical public list prices, meant to be overridden (``--price
   Every pool that cannot be evicted (lifetime ``stable``) gets it.
 * spot VM, ``0.0768`` USD/h: the same instance at a 60 % discount, a typical m5.xlarge spot
   price in us-east-1 (https://aws.amazon.com/ec2/spot/pricing/; it moves with zone and hour).
-  Every evictable pool, and the single pool of a homogeneous world, gets it.
+  Every evictable pool gets it, the single pool of a homogeneous world whose VMs can die too.
 * remote store, ``0.0`` USD per GB written: Amazon S3 charges nothing for data transfer in;
   storing a GB costs 0.023 USD per month (S3 Standard), a negligible share for copies deleted
   after the job (https://aws.amazon.com/s3/pricing/).
@@ -78,7 +85,7 @@ class Prices:
     def job_cost(self, row: Mapping[str, Any], per_vm_hour: Mapping[str, float]) -> float:
         """USD of one run (a :func:`simulators.metrics.run_row` record); equation in the module docstring."""
         vms = sum(seconds / 3600.0 * per_vm_hour[pool] for pool, seconds in row["vm_seconds"].items())
-        remote = row["backup_bytes_remote"] / 1e9 * self.remote_gb + row["backups_remote"] / 1000.0 * self.remote_1k_requests
+        remote = row["backup_bytes_remote"] / 2**30 * self.remote_gb + row["backups_remote"] / 1000.0 * self.remote_1k_requests
         return float(vms + remote)
 
 

@@ -62,17 +62,31 @@ def sweep_points(workloads: Sequence[str], policies: Sequence[str], stabilities:
             for s in stabilities for p in policies]
 
 
+def on_demand_vms(percent: float, vms: int) -> int:
+    """The VMs of an on-demand share of ``percent`` % of ``vms``: ``round(percent / 100 x vms)``,
+    a half going to the even count (Python's ``round``), so 25 % of 10 VMs is 2 VMs (20 %).
+
+    Raises ``ValueError`` for a share outside [0, 100] or one that rounds to no VM: that point
+    would silently be the homogeneous world.
+    """
+    if not 0.0 <= percent <= 100.0:
+        raise ValueError(f"on-demand share must be a percentage in [0, 100], got {percent!r}")
+    count = round(percent / 100.0 * vms)
+    if percent > 0.0 and count == 0:
+        raise ValueError(f"an on-demand share of {percent:g} % of {vms} VMs rounds to no VM; "
+                         f"allowed: 0 or at least {100.0 / vms:g} % (one VM)")
+    return count
+
+
 def with_on_demand_share(world: WorldSpec, percent: float | None) -> WorldSpec:
-    """``round(percent / 100 x vms)`` VMs in a stable ``ondemand`` pool, the others in ``spot``.
+    """:func:`on_demand_vms` VMs in a stable ``ondemand`` pool, the others in ``spot``.
 
     The spot pool takes the world's lifetime (what the point's stability sets). 0 VMs on
     demand is the homogeneous world itself, so a 0 % point is the plain sweep's point.
     """
     if percent is None:
         return world
-    if not 0.0 <= percent <= 100.0:
-        raise ValueError(f"on-demand share must be a percentage in [0, 100], got {percent!r}")
-    on_demand = round(percent / 100.0 * world.vms)
+    on_demand = on_demand_vms(percent, world.vms)
     if on_demand == 0:
         return replace(world, pools=())
     pools = (Pool("ondemand", on_demand, "stable"),) + ((Pool("spot", world.vms - on_demand),) if on_demand < world.vms else ())

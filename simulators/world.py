@@ -75,8 +75,8 @@ class WorldSpec:
     local_bandwidth, remote_bandwidth : float
         Per-VM peer copy and remote-store bandwidth (bytes/s; Table 2: 400 MB/s, 100 MB/s).
     remote_cap : float
-        Total remote-store bandwidth shared fairly by all concurrent remote transfers (bytes/s;
-        Table 2: 10 GB/s).
+        Total remote-store bandwidth (bytes/s; Table 2: 10 GB/s), shared equally by the VMs
+        uploading at the time, each VM's share then equally by its own remote transfers.
     backup_latency : float
         Fixed seconds of every backup copy before its bytes move (0 = the paper's model).
     lifetime : str or None

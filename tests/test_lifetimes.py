@@ -570,3 +570,16 @@ def test_stable_lives_through_every_window() -> None:
     assert m.spec() == "stable" and type(from_spec(m.spec())) is Stable
     with pytest.raises(ValueError, match="'q'"):
         m.cond_ppf(0.0, 1.5)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_a_window_without_end_holds_the_whole_mean_residual_life(name: str) -> None:
+    m = MODELS[name]()
+    for age in AGES:
+        assert float(m.expected_lifetime(age, 0.0, np.inf)) == pytest.approx(float(m.mean_residual_life(age)), rel=1e-4)
+
+
+def test_a_notice_on_a_stable_base_lives_until_its_deadline() -> None:
+    m = from_spec("notice:deadline_age=100|stable")
+    assert m.mean() == pytest.approx(100.0)
+    assert m.mean_residual_life([10.0, 150.0]) == pytest.approx([90.0, 0.0])

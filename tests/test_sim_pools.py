@@ -15,6 +15,7 @@ from simulators.core import Simulator
 from simulators.dag import JobSpec
 from simulators.metrics import run_row
 from simulators.pricing import Prices, money_summary
+from simulators.sweep import on_demand_vms
 from simulators.world import Pool, WorldSpec, parse_pool
 from tests.test_sim_core import Recorder, stage
 from trspark.cli import cli
@@ -130,13 +131,13 @@ def test_job_cost_is_vm_hours_times_price_plus_remote_writes() -> None:
     prices = Prices(remote_gb=0.02, remote_1k_requests=0.005)
     assert prices.per_vm_hour(world) == {"ondemand": 0.192, "spot": 0.0768}
     assert Prices(vm={"spot": 0.05}).per_vm_hour(world)["spot"] == 0.05
-    row = {"vm_seconds": {"ondemand": 1800.0, "spot": 7200.0}, "backup_bytes_remote": 3e9, "backups_remote": 200,
+    row = {"vm_seconds": {"ondemand": 1800.0, "spot": 7200.0}, "backup_bytes_remote": 3 * 2**30, "backups_remote": 200,
            "backup_bytes_local": 1e9}
-    # 0.5 h x 0.192 + 2 h x 0.0768 + 3 GB x 0.02 + 200/1000 x 0.005
+    # 0.5 h x 0.192 + 2 h x 0.0768 + 3 GB (2^30 bytes each, as AWS bills) x 0.02 + 200/1000 x 0.005
     assert prices.job_cost(row, prices.per_vm_hour(world)) == pytest.approx(0.096 + 0.1536 + 0.06 + 0.001)
     money = money_summary([row, {**row, "backups_remote": 0, "backup_bytes_remote": 0.0}], world, prices)
     assert money["vm_hours_mean"] == pytest.approx(2.5)
-    assert money["bytes_copied_mean"] == pytest.approx(2.5e9)
+    assert money["bytes_copied_mean"] == pytest.approx((3 * 2**30 + 2e9) / 2)
     assert money["cost_usd_mean"] == pytest.approx(0.096 + 0.1536 + (0.06 + 0.001) / 2)
     with pytest.raises(ValueError, match="'spot' must be a finite number of USD >= 0"):
         Prices(vm={"spot": -1.0})
@@ -254,6 +255,18 @@ def test_sweep_over_on_demand_shares_draws_slowdown_against_cost(tmp_path: Path)
     assert png.stat().st_size > 0
     code, text = invoke("simulate", "sweep", "--on-demand-shares", "10", "--pool", "a=2", "--out", str(out))
     assert code == 2 and "either --pool or --on-demand-shares" in text
+
+
+def test_an_on_demand_share_runs_as_whole_vms_and_never_as_none(tmp_path: Path) -> None:
+    assert [on_demand_vms(share, 10) for share in (0, 10, 25, 50, 100)] == [0, 1, 2, 5, 10]
+    with pytest.raises(ValueError, match="10 % of 5 VMs rounds to no VM; allowed: 0 or at least 20 %"):
+        on_demand_vms(10, 5)  # else the point would be the homogeneous world, labelled 10 %
+    code, text = invoke("simulate", "sweep", "--on-demand-shares", "10", "--vms", "5", "--out", str(tmp_path / "s.csv"))
+    assert code == 2 and "--on-demand-shares: an on-demand share of 10 % of 5 VMs rounds to no VM" in text
+    code, text = invoke("simulate", "sweep", "--workloads", "bing", "--policies", "never", "--stabilities", "20",
+                        "--on-demand-shares", "25", "--vms", "10", "--scale", "0.02", "--runs", "1", "--workers", "1",
+                        "--out", str(tmp_path / "s.csv"))
+    assert code == 0 and "an on-demand share of 25 % of 10 VMs runs as 2 VMs (20 %)" in text, text
 
 
 GOLDEN = Path(__file__).parent / "fixtures" / "sim" / "golden_pools_small.json"

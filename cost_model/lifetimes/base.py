@@ -290,6 +290,10 @@ class LifetimeModel(ABC):
         shape = np.broadcast_shapes(age_a.shape, a_a.shape, b_a.shape)
         age_b, a_b = np.broadcast_to(age_a, shape), np.broadcast_to(a_a, shape)
         end = np.broadcast_to(np.minimum(b_a, np.maximum(self.upper - age_a, a_a)), shape)
+        if np.any(np.isinf(end)):
+            # A bisection cannot halve an infinite bracket: end it where the survival is below 1e-16.
+            far = np.maximum(self.cond_ppf(age_b, np.full(shape, 1.0 - 1e-16)), a_b)
+            end = np.where(np.isinf(end), far, end)
         start_sf = self.cond_sf(age_b, a_b)
         end = self._crossing(age_b, a_b, end, np.full(shape, 1e-16))
         half = self._crossing(age_b, a_b, end, 0.5 * start_sf)

@@ -78,15 +78,23 @@ class Capped(LifetimeModel):
         return np.where(age_a < self.cap_, inside, 0.0)
 
     def mean(self) -> float:
-        tail = float(self.base_.sf(self.cap_)) * float(self.base_.mean_residual_life(self.cap_))
-        return self.base_.mean() - tail
+        beyond = float(self.base_.mean_residual_life(self.cap_))
+        if not np.isfinite(beyond):
+            return float(self.mean_residual_life(0.0))  # see there
+        return self.base_.mean() - float(self.base_.sf(self.cap_)) * beyond
 
     def mean_residual_life(self, age: ArrayLike) -> FloatArray:
         age_a = as_float_array(age)
         before = np.minimum(age_a, self.cap_)
+        beyond = float(self.base_.mean_residual_life(self.cap_))
+        if not np.isfinite(beyond):
+            # A base that never ends (stable) or whose mean is infinite: inf - inf has no meaning,
+            # but the cap bounds the life, so m(τ) = E_0,τ(0, c - τ) is finite and exact.
+            inside = self.base_.expected_lifetime(before, 0.0, self.cap_ - before)
+            return np.where(age_a < self.cap_, inside, 0.0)
         # Survival from τ to the cap, times the base's expected life beyond the cap, is what the
         # cap takes away from the base's mean residual life.
-        lost = self.base_.cond_sf(before, self.cap_ - before) * self.base_.mean_residual_life(self.cap_)
+        lost = self.base_.cond_sf(before, self.cap_ - before) * beyond
         return np.where(age_a < self.cap_, np.maximum(self.base_.mean_residual_life(before) - lost, 0.0), 0.0)
 
     def sample(self, n: int, rng: np.random.Generator) -> FloatArray:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,9 +72,20 @@ def lifetimes(shape: str) -> str:
     return "exponential" if shape == "" else f"Weibull k={float(shape):g}"
 
 
-def _head(cell: Cell) -> list[str]:
+def _head(cell: Cell, by: dict[str, dict[str, str]]) -> list[str]:
     workload, shape, share, stability = cell
-    return [workload, lifetimes(shape), f"{share:g}", f"{stability:g}"]
+    return [workload, lifetimes(shape), _share(share, by), f"{stability:g}"]
+
+
+def _share(share: float, by: dict[str, dict[str, str]]) -> str:
+    """The requested share and, where it is not a whole number of VMs, the one simulated."""
+    world = next(iter(by.values())).get("lifetime", "")
+    found = re.match(r"ondemand=(\d+)@stable spot=(\d+)@", world)
+    if found is None:
+        return f"{share:g}"
+    on_demand, spot = int(found[1]), int(found[2])
+    real = 100.0 * on_demand / (on_demand + spot)
+    return f"{share:g}" if real == share else f"{share:g} (ran {real:g}: {on_demand} of {on_demand + spot} VMs)"
 
 
 def _markdown(head: list[str], body: list[list[str]]) -> str:
@@ -88,7 +100,7 @@ def _policies(cells: dict[Cell, dict[str, dict[str, str]]]) -> list[str]:
 
 def _table(cells: dict[Cell, dict[str, dict[str, str]]], value: Callable[[dict[str, str]], str]) -> str:
     policies = _policies(cells)
-    body = [_head(cell) + [value(by[p]) if p in by else "-" for p in policies] for cell, by in cells.items()]
+    body = [_head(cell, by) + [value(by[p]) if p in by else "-" for p in policies] for cell, by in cells.items()]
     return _markdown(["workload", "spot lifetimes", "on-demand %", "stability", *policies], body)
 
 
@@ -206,7 +218,7 @@ def target_check(engine_csv: Path) -> Callable[[Path], str]:
         beyond = 0  # failed bytes verdicts where the oracle, too, copies over the share
         for cell, by in read(path).items():
             for name, met, detail in verdicts(cell, by, engine):
-                body.append(_head(cell) + [name, _mark(met), detail])
+                body.append(_head(cell, by) + [name, _mark(met), detail])
                 passed, total = counts.get(name, (0, 0))
                 counts[name] = (passed + bool(met), total + (met is not None))
                 beyond += (name == "bytes" and met is False and "oracle" in by
@@ -241,7 +253,7 @@ def notices(without: Path) -> Callable[[Path], str]:
             swept = base.get(cell, {}).get("tr")
             same = (_same(_f(swept, "slowdown_mean"), _f(deaf, "slowdown_mean"))
                     if swept is not None and swept.get("runs") == deaf.get("runs") else "-")
-            body.append(_head(cell) + [_slowdown(by["tr"]), _slowdown(deaf), f"{1 - ratio:+.1%} [{1 - high:+.1%}, {1 - low:+.1%}]",
+            body.append(_head(cell, by) + [_slowdown(by["tr"]), _slowdown(deaf), f"{1 - ratio:+.1%} [{1 - high:+.1%}, {1 - low:+.1%}]",
                                        verdict + (" (slower)" if verdict == "within noise" and ratio >= 1 else ""), same])
         if not body:
             return f"No cell of this CSV has both tr and {NOTICES_OFF}.\n"

@@ -156,7 +156,8 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "![slowdowns](pools.png)\n\nThe acceptance grid of `make pools` (50 paired runs; stabilities 5, 10, 20, "
            "50 and 200; on-demand shares 0, 10, 25 and 50 %; exponential and Weibull 0.6 spot lifetimes), with "
            "`oracle-backup` run only where a target uses it (stabilities below 20): it is the costliest policy "
-           "to simulate. Simulated times do not depend on the machine's load."),
+           "to simulate. Simulated times do not depend on the machine's load. A share is rounded to whole VMs: "
+           "25 % of 10 VMs ran as 2 on-demand VMs (20 %), as the tables say."),
     Source("pools_notice.csv",
            "nice -n 10 trspark simulate sweep --vms 10 --scale 0.01 --shapes exp,0.6 --on-demand-shares 0,10,25,50 \\\n"
            "    --runs 200 --workers 2 --workloads tpcds,bing --policies tr,tr-without-notices --notice 2 \\\n"
