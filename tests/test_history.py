@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 
 import numpy as np
 import pytest
@@ -256,3 +257,36 @@ def test_unreachable_history_at_run_time_degrades_to_the_configured_model(tmp_pa
     (tmp_path / "hist").unlink()
     (tmp_path / "away").rename(tmp_path / "hist")
     assert len(HistoryStore(url).load("pool-a")) == 20
+
+
+class HungStore:
+    """A store whose writes wait until released, recording the thread each one ran on."""
+
+    url = "hung://store"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.records: list[LifetimeRecord] = []
+
+    def append(self, records: list[LifetimeRecord]) -> None:
+        self.threads.append(threading.current_thread())
+        self.release.wait(timeout=30.0)
+        self.records.extend(records)
+
+
+def test_a_hung_store_never_holds_up_the_engine_and_gets_every_record_in_the_end() -> None:
+    from trspark.engine.events import ExecutorAdded, ExecutorLost
+    from trspark.live.history import HistoryObserver
+
+    store = HungStore()
+    observer = HistoryObserver(LifetimeRecorder(store, pool="p", app_id="a", background=True))  # type: ignore[arg-type]
+    for i in range(3):
+        observer(ExecutorAdded(0.0, str(i)))
+    observer(ExecutorLost(10.0, "0", reason="evicted"))
+    observer(ExecutorLost(11.0, "1", reason="evicted"))  # while the first write still hangs
+    assert threading.current_thread() not in store.threads  # the engine's thread never wrote
+    store.release.set()
+    observer.close()  # censors "2" and waits for the writer to write it all
+    assert sorted((r.executor_id, r.observed) for r in store.records) == [("0", True), ("1", True), ("2", False)]
+    assert threading.current_thread() not in store.threads and not observer.recorder.pending

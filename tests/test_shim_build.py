@@ -96,3 +96,20 @@ def test_gc_looks_where_the_plugin_writes_by_default_and_says_where(tmp_path: Pa
     assert result.exit_code == 0, result.output
     assert f"looking in file://{tmp_path}/trspark-backups" in result.output
     assert "1 application directory deleted" in result.output and not stale.exists()
+
+
+def test_a_jar_handed_out_is_kept_a_day_after_that_not_after_its_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An application started today on a jar built two days ago still serves it to new executors.
+    monkeypatch.setattr(shim, "_jar_dirs", lambda: iter([tmp_path]))
+    two_days_ago = time.time() - 2 * 86400
+    in_use, unused = tmp_path / "trspark-shim-a.jar", tmp_path / "trspark-shim-old.jar"
+    for jar in (in_use, unused):
+        jar.write_bytes(b"jar")
+        os.utime(jar, (two_days_ago, two_days_ago))
+    monkeypatch.setattr(shim, "source_hash", lambda root=None: "a")
+    assert shim.build() == in_use  # cached: handed out again
+    monkeypatch.setattr(shim, "source_hash", lambda root=None: "b")  # the sources changed
+    monkeypatch.setattr(shim, "compile_jar", lambda root, target: target.write_bytes(b"new"))
+    assert shim.build() == tmp_path / "trspark-shim-b.jar"
+    assert in_use.exists() and not unused.exists()

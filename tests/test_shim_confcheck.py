@@ -47,6 +47,20 @@ def test_check_rejects_a_bad_setting_with_one_line(case: str, capsys: pytest.Cap
     assert err.count("\n") == 1 and message in err and allowed in err
 
 
+def test_a_store_error_of_several_lines_still_gives_one_line_naming_the_key(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from trspark.live import history
+
+    def refused(url: str) -> None:  # as Azure's SDK words an authentication failure
+        raise PermissionError("Server failed to authenticate the request.\nRequestId:1\nErrorCode:AuthenticationFailed")
+
+    monkeypatch.setattr(history, "_fs", refused)
+    assert main({"TRSPARK_CONF": '{"spark.trspark.history.url": "abfs://c/p"}'}) == EXIT_BAD
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "spark.trspark.history.url='abfs://c/p' is not reachable" in err
+    assert "ErrorCode:AuthenticationFailed; allowed:" in err
+
+
 def test_check_accepts_good_settings_and_a_writable_history(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     conf = f'{{"spark.trspark.gamma": 2, "spark.trspark.history.url": "file://{tmp_path}/h", "spark.trspark.scheduling": false}}'
     assert main({"TRSPARK_CONF": conf}) == EXIT_OK

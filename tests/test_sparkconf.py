@@ -165,3 +165,10 @@ def test_local_session_built_with_configure_runs_a_query() -> None:
     summary = json.loads(proc.stderr.split("session ended: ", 1)[1].splitlines()[0])
     assert summary["events"] > 0 and summary["jobs_ended"] >= 1
     assert summary["malformed"] == 0 and summary["policy_errors"] == 0
+
+
+def test_configure_checks_a_dicts_python_values_as_spark_will_read_them(fake_jar: str) -> None:
+    conf = trspark.configure({"spark.trspark.scheduling": True, "spark.trspark.gamma": 2})
+    assert conf["spark.trspark.scheduling"] is True  # the caller's own values are left as given
+    with pytest.raises(ConfigError, match="spark.trspark.mode='None' is not valid"):
+        trspark.configure({"spark.trspark.mode": None})

@@ -29,7 +29,8 @@ def main(environ: Mapping[str, str] | None = None) -> int:
     try:
         check_settings(read_env(os.environ if environ is None else environ))
     except ConfigError as exc:
-        print(f"trspark: {exc}", file=sys.stderr)
+        # One line: the plugin shows the last line it reads, and a store's error may span several.
+        print("trspark: " + " ".join(str(exc).split()), file=sys.stderr)
         return EXIT_BAD
     return EXIT_OK
 

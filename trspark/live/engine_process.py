@@ -81,7 +81,8 @@ def event_observers(config: TRConfig, app_id: str) -> list[EventObserver]:
     from trspark.live.history import HistoryObserver, HistoryStore, LifetimeRecorder
 
     store = HistoryStore(config.history_url)
-    return [HistoryObserver(LifetimeRecorder(store, pool=config.pool, app_id=app_id or "unknown-app"))]
+    recorder = LifetimeRecorder(store, pool=config.pool, app_id=app_id or "unknown-app", background=True)
+    return [HistoryObserver(recorder)]
 
 
 def with_history_prior(config: TRConfig) -> TRConfig:

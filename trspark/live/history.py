@@ -23,8 +23,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import uuid
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 import fsspec
@@ -147,10 +148,13 @@ class LifetimeRecorder:
     """Collects executor lifetimes of one application and flushes them to a :class:`HistoryStore`.
 
     Feed it :meth:`executor_added`, :meth:`executor_lost` and :meth:`finish`. Records that could
-    not be written stay pending (warned once) and are retried on every later flush.
+    not be written stay pending (warned once) and are retried on every later flush. With
+    ``background``, each loss's flush runs on a writer thread of its own: the engine calls this
+    before it answers an event, and a slow or hung store must not delay that answer past
+    ``spark.trspark.engine.timeout`` (the plugin would fall back to copying everything).
     """
 
-    def __init__(self, store: HistoryStore | None, *, pool: str, app_id: str) -> None:
+    def __init__(self, store: HistoryStore | None, *, pool: str, app_id: str, background: bool = False) -> None:
         self.store = store
         self.pool = pool
         self.app_id = app_id
@@ -159,6 +163,9 @@ class LifetimeRecorder:
         self.pending: list[LifetimeRecord] = []
         self.written = 0
         self._warned = False
+        self._pending_lock = threading.Lock()  # ``pending`` is shared with the writer thread
+        self._flush_lock = threading.Lock()  # one flush at a time, so no record is written twice
+        self._writer = _Writer(self.flush) if background and store is not None else None
 
     def executor_added(self, executor_id: str, time: float, pool: str | None = None) -> None:
         """Start ``executor_id``'s clock (the first call wins); ``pool`` (default: the recorder's)
@@ -171,36 +178,81 @@ class LifetimeRecorder:
         if start is None:
             return
         pool = self._pools.pop(executor_id, self.pool)
-        self.pending.append(LifetimeRecord(pool, self.app_id, executor_id, max(time - start, 0.0), evicted))
-        self.flush()
+        with self._pending_lock:
+            self.pending.append(LifetimeRecord(pool, self.app_id, executor_id, max(time - start, 0.0), evicted))
+        if self._writer is not None:
+            self._writer.wake()
+        else:
+            self.flush()
 
-    def finish(self, time: float) -> None:
-        """End of the application: every executor still alive is a right-censored observation."""
-        for executor_id, start in sorted(self._started.items()):
-            pool = self._pools.pop(executor_id, self.pool)
-            self.pending.append(LifetimeRecord(pool, self.app_id, executor_id, max(time - start, 0.0), False))
+    def finish(self, time: float, timeout: float = 30.0) -> None:
+        """End of the application: every executor still alive is a right-censored observation.
+        Waits at most ``timeout`` seconds for a background writer to write everything."""
+        with self._pending_lock:
+            for executor_id, start in sorted(self._started.items()):
+                pool = self._pools.pop(executor_id, self.pool)
+                self.pending.append(LifetimeRecord(pool, self.app_id, executor_id, max(time - start, 0.0), False))
         self._started.clear()
-        self.flush()
+        if self._writer is None:
+            self.flush()
+        elif not self._writer.stop(timeout) and self.store is not None:
+            log.warning("lifetime history store %s gave no answer within %.0f s; %d record(s) not written",
+                        self.store.url, timeout, len(self.pending))
 
     def flush(self) -> bool:
-        if self.store is None or not self.pending:
-            return not self.pending
-        # One part per pool: the store keeps each pool's records in its own folder.
-        for pool in sorted({r.pool for r in self.pending}):
-            group = [r for r in self.pending if r.pool == pool]
-            try:
-                self.store.append(group)
-            except Exception as exc:  # keep the records; the store may come back
-                if not self._warned:
-                    log.warning(
-                        "lifetime history store %s unreachable (%s: %s); keeping %d record(s) and retrying",
-                        self.store.url, type(exc).__name__, exc, len(self.pending),
-                    )
-                    self._warned = True
-                return False
-            self.written += len(group)
-            self.pending = [r for r in self.pending if r.pool != pool]
-        return True
+        """Write every pending record, one part per pool; True when none is left pending."""
+        with self._flush_lock:
+            with self._pending_lock:
+                batch = list(self.pending)
+            if self.store is None or not batch:
+                return not batch
+            for pool in sorted({r.pool for r in batch}):
+                group = [r for r in batch if r.pool == pool]
+                try:
+                    self.store.append(group)
+                except Exception as exc:  # keep the records; the store may come back
+                    if not self._warned:
+                        log.warning(
+                            "lifetime history store %s unreachable (%s: %s); keeping %d record(s) and retrying",
+                            self.store.url, type(exc).__name__, exc, len(batch),
+                        )
+                        self._warned = True
+                    return False
+                self.written += len(group)
+                done = {id(r) for r in group}
+                with self._pending_lock:
+                    self.pending = [r for r in self.pending if id(r) not in done]
+            return True
+
+
+class _Writer:
+    """Runs ``flush`` on a daemon thread each time it is woken, and once more when stopped."""
+
+    def __init__(self, flush: Callable[[], object]) -> None:
+        self._flush = flush
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="trspark-history-writer", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self, timeout: float) -> bool:
+        """Flush what is pending and end the thread; False if that took longer than ``timeout`` s."""
+        self._stopping = True
+        self._wake.set()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            stopping = self._stopping  # read before the flush: a stop during it gets one more flush
+            self._flush()
+            if stopping:
+                return
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ an installed wheel carries the same tree as package data under ``trspark/_shim/`
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -122,16 +123,25 @@ def compile_jar(root: Path, target: Path) -> None:
         partial.replace(target)
 
 
+def _mark_used(jar: Path) -> None:
+    """Renew ``jar``'s modification time: the cleanup in :func:`build` counts a day from it."""
+    # A read-only install cannot be renewed, and nobody without write access cleans it up either.
+    with contextlib.suppress(OSError):
+        os.utime(jar)
+
+
 def build(force: bool = False) -> Path:
     """Return the shim jar for the current sources, compiling it if it is not cached (or ``force``)."""
     root = shim_root()
     digest = source_hash(root)
     existing = cached_jar(digest)
     if existing is not None and not force:
+        _mark_used(existing)
         return existing
     target = (existing.parent if existing else _writable_jar_dir()) / f"trspark-shim-{digest}.jar"
     compile_jar(root, target)
-    # Older jars may still be served to the executors of a running application: keep them a day.
+    # Older jars may still be served to the executors of a running application: keep them a day
+    # after their last use (a cached jar's time is renewed whenever it is handed out).
     for stale in target.parent.glob("trspark-shim-*.jar"):
         if stale != target and time.time() - stale.stat().st_mtime > STALE_JAR_SECONDS:
             stale.unlink(missing_ok=True)

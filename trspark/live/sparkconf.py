@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any, TypeVar
 
-from trspark.keys import PREFIX
+from trspark.keys import PREFIX, spark_text
 from trspark.live.config import from_spark_conf, option_settings
 from trspark.live.sizing import sql_settings
 
@@ -85,7 +85,8 @@ def configure(target: T, **options: Any) -> T:
     settings = _with_plugin(option_settings(**options), default_python=not get(PYTHON_KEY))
     for name, value in settings.items():
         put(name, merge_list(get(name), value) if name in _LIST_KEYS else value)
-    ours = {name: value for name, value in items() if name.startswith(PREFIX)}
+    # A dict may hold Python values (True, 2, None): check them spelled as Spark will read them.
+    ours = {name: spark_text(value) for name, value in items() if name.startswith(PREFIX)}
     for name, value in sql_settings(from_spark_conf(ours), get).items():
         put(name, value)
     return target
