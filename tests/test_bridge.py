@@ -6,6 +6,7 @@ The process tests play the shim: a loopback server socket, the real
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -391,8 +392,10 @@ def test_engine_stops_when_its_parent_dies() -> None:
             subprocess.Popen([sys.executable, "-m", "trspark.live", "--connect", "127.0.0.1:{port}"])
             time.sleep(600)
         """)
-        parent = subprocess.Popen([sys.executable, "-c", launcher],
-                                  env=engine_env({"spark.trspark.mode": "never"}), stderr=subprocess.DEVNULL)
+        # A session of its own: if the engine outlives its parent (the failure tested), the
+        # clean-up below still ends it with the whole group.
+        parent = subprocess.Popen([sys.executable, "-c", launcher], env=engine_env({"spark.trspark.mode": "never"}),
+                                  stderr=subprocess.DEVNULL, start_new_session=True)
         try:
             conn, _ = server.accept()
             conn.settimeout(TIMEOUT)
@@ -402,6 +405,6 @@ def test_engine_stops_when_its_parent_dies() -> None:
                 parent.wait(TIMEOUT)
                 assert reader.readline() == ""  # EOF: the engine closed its end (or timeout fails)
         finally:
-            if parent.poll() is None:
-                parent.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(parent.pid, signal.SIGKILL)
             parent.wait(TIMEOUT)

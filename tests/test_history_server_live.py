@@ -66,7 +66,11 @@ def test_history_server_replays_a_log_with_trspark_events(tmp_path: Path) -> Non
         assert executors is not None and sum(not e["isActive"] for e in executors) >= 3
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
     log = out.read_text(errors="replace")
     assert "Drop unrecognized event: org.apache.spark.trspark.TR" in log
     assert "Exception" not in log.replace("ClassNotFoundException", ""), log[-3000:]

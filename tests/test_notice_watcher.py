@@ -174,9 +174,10 @@ def test_gcp_deadline_counts_from_the_last_poll_that_saw_none(jvm: Jvm, server: 
         posted = time.time()  # the next poll comes about 1 s later
         server.post_notice(30)
         wait_for(lambda: recorder.calls() >= 1, "the gcp notice")
-        deadline = recorder.deadline() / 1000
-        # Counted from when TRUE was seen it would be about posted + 31 s.
-        assert posted + 30 - 1.5 <= deadline <= posted + 30 + 0.005
+        # Counted from when TRUE was seen it would be about posted + 31 s: it counts from the start
+        # of the last poll that saw FALSE, which came before the notice was posted.
+        assert recorder.deadline() == w.lastClear() + 30_000
+        assert 0 < w.lastClear() / 1000 <= posted + 0.005
     finally:
         w.stop()
 

@@ -278,6 +278,7 @@ def test_the_executors_metrics_reach_a_sink_and_add_up_to_the_driver_counters(ap
 
 
 def test_the_event_log_and_its_report_agree_with_the_metrics(app: App, tmp_path: Path) -> None:
+    """The module's last test: it stops the application to read its finished event log."""
     counters = app.settled()
     scrape = app.prometheus_text()
     app.stop()

@@ -249,3 +249,20 @@ def test_a_released_executor_s_outputs_are_read_from_their_remote_copies_even_af
     assert run_job(cluster, rdd, f"second-{tag}") == expected_sums(60_000)
     assert reruns_of(cluster, f"second-{tag}") == []
     cluster.full_strength()  # killed without lowering the executor target: a replacement comes
+
+
+def test_a_drain_counts_once_the_scheduler_holds_it_and_not_when_ignored(cluster: Cluster) -> None:
+    cluster.full_strength()
+    victim = sorted(cluster.alive())[0]
+    drained = cluster.stat("executors_drained")
+    cluster.status.setBuiltin("always", "local", 0.0)  # as after a fallback: the engine's hints are ignored
+    try:
+        command(cluster, "SchedulingHints", drain=[victim])
+        assert cluster.stat("executors_drained") == drained
+    finally:
+        cluster.status.setBuiltin("never", "local", 0.0)
+    try:
+        command(cluster, "SchedulingHints", drain=[victim])
+        assert cluster.stat("executors_drained") == drained + 1
+    finally:
+        command(cluster, "SchedulingHints", drain=[])  # the executor takes tasks again

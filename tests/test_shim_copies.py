@@ -133,6 +133,27 @@ def test_a_damaged_remote_backup_is_treated_as_missing_and_recomputed(app: App, 
     assert "remote copy of shuffle" in warnings[0]
 
 
+def test_a_remote_copy_lost_after_readers_were_sent_to_it_is_recomputed(app: App) -> None:
+    # Spark reads an output served from the store as a local block, so a copy gone by then blames
+    # the reader's own executor: without the plugin's help every retry read the same copy again.
+    wait_for(lambda: len(app.alive()) >= EXECUTORS, what="every executor registered", timeout=TIMEOUT)
+    app.status.setBuiltin("always", "remote", 0.0)
+    before = {name: app.stat(name) for name in ("backups_remote", "outputs_repointed", "outputs_lost")}
+    run = job(app, 30000)
+    assert run() == expected(30000)
+    wait_for(lambda: app.stat("backups_remote") >= before["backups_remote"] + MAPS, what="every map output backed up",
+             timeout=TIMEOUT)
+    data = app.shuffle_files(".data")
+    app.kill_one_executor()
+    wait_for(lambda: app.stat("outputs_repointed") > before["outputs_repointed"], what="the re-point to the store",
+             timeout=TIMEOUT)
+    for path in data:  # the store loses them after the loss check let readers go to them
+        path.unlink()
+    assert run() == expected(30000)
+    assert app.stat("outputs_lost") > before["outputs_lost"]
+    assert app.warnings(" is not readable by a reducer; unregistered, the output is recomputed")
+
+
 def driver_bytes_read(app: App) -> int:
     """Bytes the driver JVM has read through Hadoop's local file system (the remote store here)."""
     every = app.sc._jvm.org.apache.hadoop.fs.FileSystem.getAllStatistics()

@@ -73,9 +73,12 @@ SCENARIO = textwrap.dedent(
 
     rdd = sc.parallelize(range(1200), 12).map(slow).reduceByKey(lambda a, b: a + b, 4)
     import threading
+    def tasks_done():  # mid-job: the map stage runs and has finished some of its tasks
+        infos = [sc.statusTracker().getStageInfo(i) for i in sc.statusTracker().getActiveStageIds()]
+        return any(info is not None and info.numCompletedTasks > 0 for info in infos)
+
     def kill_engine():
-        wait_for(lambda: status.stat("backups_requested") >= 0 and sc.statusTracker().getActiveStageIds())
-        time.sleep(1.0)
+        wait_for(tasks_done)
         engine.send_signal(signal.SIGKILL)
         out["engine_killed_at_active_stages"] = list(sc.statusTracker().getActiveStageIds())
     killer = threading.Thread(target=kill_engine)
@@ -134,6 +137,7 @@ def test_engine_killed_mid_job_falls_back_with_one_warning(tmp_path: Path) -> No
     assert proc.returncode == 0 and results, proc.stdout[-3000:] + proc.stderr[-5000:]
     out = json.loads(results[-1].removeprefix("RESULT "))
     assert out["engine_connected_before_job"]
+    assert out["engine_killed_at_active_stages"], "the engine died mid-job"
     assert out["first_job_correct"]
     assert out["fallen_back"]
     warnings = [line for line in proc.stderr.splitlines() if "policy engine unavailable" in line]

@@ -1,9 +1,9 @@
 """Start-up on a real ``local-trcluster``: executors that register before the engine is connected.
 
 The driver plugin hands the engine its events only once the settings are checked and the engine
-has started; Spark launches the executors before that. Here the settings check is slow (the
-interpreter given as ``spark.trspark.python`` waits 20 s before it checks them), so the executors
-register first. The engine must still know every executor before it hears of that executor's
+has started; Spark launches the executors before that. Here the settings check waits until the
+driver's log shows every executor registered, and then a further ``GAP`` seconds, so the
+executors register well before the engine starts. The engine must still know every executor before it hears of that executor's
 first map output: an output on an executor it does not know would never be priced or backed up.
 """
 
@@ -21,22 +21,39 @@ from live_app import LiveApp, expected_sums, read_trace, slow_sums, trcluster_bu
 pytestmark = pytest.mark.spark
 
 EXECUTORS = 2
-CHECK_DELAY = 20  # seconds the settings check waits: time enough for the executors to register
+GAP = 6  # seconds between the executors' registration and the settings check: the scenario itself
+REGISTERED = "Registered executor"  # the driver's log line as each executor registers
 ROWS, TASKS, SECONDS = 2000, 8, 0.2
 
 
-def slow_check_python(folder: Path) -> tuple[Path, Path]:
-    """(an interpreter whose settings check starts CHECK_DELAY s late, the engine's trace file)."""
+def slow_check_python(folder: Path, log: Path) -> tuple[Path, Path]:
+    """(an interpreter whose settings check starts once ``log`` shows every executor registered,
+    GAP s later, the engine's trace file). It gives up waiting after 50 s, within the plugin's
+    60 s for the check, and the test then fails on the scenario's assertion."""
     trace = folder / "engine-trace.jsonl"
     python = folder / "python-slow-check"
     python.write_text(
         "#!/bin/sh\n"
         f'export TRSPARK_TRACE="{trace}"\n'
-        f'if [ "$2" = "trspark.live.confcheck" ]; then sleep {CHECK_DELAY}; fi\n'
+        'if [ "$2" = "trspark.live.confcheck" ]; then\n'
+        "  i=0\n"
+        f'  while [ "$(grep -c "{REGISTERED}" "{log}" 2>/dev/null)" -lt {EXECUTORS} ] && [ $i -lt 500 ]; do\n'
+        "    sleep 0.1; i=$((i + 1))\n"
+        "  done\n"
+        f"  sleep {GAP}\n"
+        "fi\n"
         f'exec "{sys.executable}" "$@"\n'
     )
     python.chmod(0o755)
     return python, trace
+
+
+def with_registrations_logged(java_options: str) -> str:
+    """The driver log configuration of ``java_options`` with the scheduler backend's INFO lines."""
+    config = Path(java_options.removeprefix("-Dlog4j2.configurationFile="))
+    config.write_text(config.read_text() + "logger.backend.name = org.apache.spark.scheduler.cluster\n"
+                      "logger.backend.level = info\n")
+    return java_options
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +62,8 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveApp, Pat
 
     root = tmp_path_factory.mktemp("startup")
     java_options, log = driver_log(root)
-    python, trace = slow_check_python(root)
-    builder = trcluster_builder("trspark-startup", EXECUTORS, java_options)
+    python, trace = slow_check_python(root, log)
+    builder = trcluster_builder("trspark-startup", EXECUTORS, with_registrations_logged(java_options))
     spark = trspark.configure(builder, mode="tr", lifetime="exponential:mean=30", python=str(python),
                               engine_timeout=30, remote_path=(root / "backups").as_uri()).getOrCreate()
     try:

@@ -63,37 +63,49 @@ def test_stages_without_rdd_ids_are_counted_by_stage_id() -> None:
     assert recomputed_in_shuffles([one, {**attempt([task(1)], 50), "stageId": 1}]) == 1
 
 
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_capacity_meter_integrates_missing_executors() -> None:
-    poll = 0.05
-    started = time.monotonic()
-    with CapacityMeter(lambda: 1, expected=3, poll=poll) as meter:
-        while meter.lost_seconds < 1.0:  # two executors missing: ~0.5 s of wall time
-            time.sleep(poll)
-    elapsed = time.monotonic() - started
-    assert meter.lost_seconds == pytest.approx(2 * elapsed, abs=4 * poll + 0.2)
-
-
-def test_capacity_meter_counts_nothing_when_all_are_there() -> None:
-    with CapacityMeter(lambda: 3, expected=3, poll=0.01) as meter:
-        while meter.samples < 10:
-            time.sleep(0.01)
+    clock, registered = _Clock(), [3]
+    meter = CapacityMeter(lambda: registered[0], expected=3, clock=clock)
+    meter.sample()  # starts the clock at 0 s
+    clock.now = 0.2
+    meter.sample()  # all there
     assert meter.lost_seconds == 0.0
+    registered[0], clock.now = 1, 0.7
+    meter.sample()  # two executors missing for 0.5 s
+    registered[0], clock.now = 3, 2.0
+    meter.sample()  # all back
+    assert meter.lost_seconds == pytest.approx(1.0) and meter.samples == 3
 
 
 def test_capacity_meter_counts_only_the_executors_that_could_run_at_once() -> None:
     # 3 one-core executors on 2 cores: with 2 left nothing is lost, with 1 left one core's worth.
-    with CapacityMeter(lambda: 2, expected=3, usable=2, poll=0.01) as meter:
-        while meter.samples < 10:
-            time.sleep(0.01)
+    clock, registered = _Clock(), [2]
+    meter = CapacityMeter(lambda: registered[0], expected=3, usable=2, clock=clock)
+    meter.sample()
+    clock.now = 1.0
+    meter.sample()
     assert meter.lost_seconds == 0.0
-    poll = 0.05
-    started = time.monotonic()
-    with CapacityMeter(lambda: 1, expected=3, usable=2, poll=poll) as meter:
-        while meter.lost_seconds < 0.5:
-            time.sleep(poll)
-    assert meter.lost_seconds == pytest.approx(time.monotonic() - started, abs=4 * poll + 0.2)
+    registered[0], clock.now = 1, 1.5
+    meter.sample()
+    assert meter.lost_seconds == pytest.approx(0.5)
     with pytest.raises(ValueError, match="usable executors must be > 0"):
         CapacityMeter(lambda: 1, expected=3, usable=0)
+
+
+def test_capacity_meter_samples_on_its_own_thread_while_entered() -> None:
+    with CapacityMeter(lambda: 1, expected=3, poll=0.01) as meter:
+        while meter.samples < 3:
+            time.sleep(0.01)
+    assert meter.lost_seconds > 0.0
+    assert meter._thread is not None and not meter._thread.is_alive()  # no sample after the exit
 
 
 class _Driver:

@@ -116,11 +116,14 @@ class CapacityMeter:
     usable
         Executors that can run at once (``U``, > 0); None: all ``N``.
     poll
-        Sampling period in seconds (the integral is a left Riemann sum at this step).
+        Sampling period in seconds: each sample counts the executors missing then for the time
+        since the previous sample.
+    clock
+        Seconds, monotonic (tests give their own).
     """
 
     def __init__(self, count: Callable[[], int], expected: int, *, usable: float | None = None,
-                 poll: float = 0.25) -> None:
+                 poll: float = 0.25, clock: Callable[[], float] = time.monotonic) -> None:
         if usable is not None and not usable > 0:
             raise ValueError(f"usable executors must be > 0, got {usable}")
         self._count = count
@@ -129,22 +132,30 @@ class CapacityMeter:
         self.poll = poll
         self.lost_seconds = 0.0
         self.samples = 0
+        self._clock = clock
+        self._last: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def _run(self) -> None:
-        last = time.monotonic()
-        while not self._stop.wait(self.poll):
-            now = time.monotonic()
-            try:
-                missing = self.usable - min(self._count(), self.usable)
-            except Exception:  # the driver is busy or shutting down: skip this sample
-                missing = 0
-            self.lost_seconds += missing * (now - last)
+    def sample(self) -> None:
+        """Add the executors missing now times the seconds since the last sample (the first one
+        only starts the clock)."""
+        now = self._clock()
+        try:
+            missing = self.usable - min(self._count(), self.usable)
+        except Exception:  # the driver is busy or shutting down: skip this sample
+            missing = 0
+        if self._last is not None:
+            self.lost_seconds += missing * (now - self._last)
             self.samples += 1
-            last = now
+        self._last = now
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll):
+            self.sample()
 
     def __enter__(self) -> CapacityMeter:
+        self._last = self._clock()
         self._thread = threading.Thread(target=self._run, name="trspark-capacity-meter", daemon=True)
         self._thread.start()
         return self

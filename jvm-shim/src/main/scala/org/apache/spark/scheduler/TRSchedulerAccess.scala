@@ -56,6 +56,9 @@ private[spark] object TRSchedulerAccess {
   def hasPending(manager: TaskSetManager): Boolean =
     !manager.isZombie && manager.pendingTasks.all.exists(i => manager.copiesRunning(i) == 0 && !manager.successful(i))
 
+  /** The executor task attempt `tid` of `manager` ran on. */
+  def executorOf(manager: TaskSetManager, tid: Long): Option[String] = manager.taskInfos.get(tid).map(_.executorId)
+
   /** Task attempt ids of `index` of `manager` running on `execId`. */
   def attemptsOn(manager: TaskSetManager, index: Int, execId: String): Seq[Long] =
     manager.taskAttempts(index).filter(a => a.running && a.executorId == execId).map(_.taskId)

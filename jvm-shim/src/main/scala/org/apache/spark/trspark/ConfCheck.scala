@@ -43,7 +43,11 @@ final class ConfCheck private (python: String, process: Option[Process],
     p.exitValue() match {
       case 0 => logInfo(f"trspark: settings checked by $python in $seconds%.2f s (start-up waited $blocked%.2f s for it)")
       case ConfCheck.ExitBad =>
-        throw new SparkException(text.linesIterator.toSeq.lastOption.getOrElse(s"trspark: bad settings (exit ${ConfCheck.ExitBad})"))
+        // The check's own line starts with "trspark: "; a library may print after it.
+        val lines = text.linesIterator.toSeq
+        if (lines.size > 1) logWarning(s"trspark: the settings check printed:\n$text")
+        throw new SparkException(lines.findLast(_.startsWith("trspark: ")).orElse(lines.lastOption)
+          .getOrElse(s"trspark: bad settings (exit ${ConfCheck.ExitBad})"))
       case code =>
         val last = text.linesIterator.toSeq.lastOption.getOrElse("")
         logWarning(s"trspark: could not check the spark.trspark.* settings with '$python -m ${ConfCheck.Module}' " +

@@ -56,12 +56,15 @@ class EngineBridge(
   /** Launch the engine and the I/O threads; returns at once (start-up happens on a thread). */
   def start(): Unit = thread("trspark-engine-start")(connect())
 
+  // At least 1 ms: a socket timeout of 0 would mean waiting for ever.
+  private val startTimeoutMs = math.max(1, (startTimeoutS * 1000).toInt)
+
   // A method, not the thread's closure: its early `return`s must be local returns (inside a
   // closure Scala turns them into a NonLocalReturnControl thrown out of the thread).
   private def connect(): Unit = {
     val server = new ServerSocket(0, 1, InetAddress.getLoopbackAddress)
     try {
-      server.setSoTimeout((startTimeoutS * 1000).toInt)
+      server.setSoTimeout(startTimeoutMs)
       val command = Seq(python, "-m", "trspark.live", "--connect", s"127.0.0.1:${server.getLocalPort}")
       val builder = new ProcessBuilder(command: _*).inheritIO()
       builder.environment().put("TRSPARK_TOKEN", token)
@@ -77,7 +80,7 @@ class EngineBridge(
         case NonFatal(_) => fail(s"engine did not connect within $startTimeoutS s (spark.trspark.engine.startTimeout)"); return
       }
     } finally server.close()
-    socket.setSoTimeout((startTimeoutS * 1000).toInt)
+    socket.setSoTimeout(startTimeoutMs)
     val in = new BufferedReader(new InputStreamReader(socket.getInputStream, StandardCharsets.UTF_8))
     val hello = try Option(in.readLine()).map(Json.parse) catch { case NonFatal(_) => None }
     val ok = hello.exists { h =>

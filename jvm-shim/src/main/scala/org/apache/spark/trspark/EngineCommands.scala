@@ -113,14 +113,21 @@ trait EngineCommands extends OutputLoss {
       }
       emit(event("ExecutorLost").put("executor_id", id).put("reason", "released"))
       lossSent.add(id)
-      outputsLost(id, "released", dead = true)
-      tracker.incrementEpoch()
-      // killExecutors waits for the cluster manager's answer: not on the bridge's reader thread.
+      // Not on the bridge's reader thread: moving the outputs re-reads remote copies (seconds on a
+      // blob store, while no Ack is read and the engine would count as unresponsive), and
+      // killExecutors waits for the cluster manager's answer. The outputs still move first.
       releaser.execute { () =>
+        Guard.run("TRDriverPlugin.releaseOutputs") {
+          outputsLost(id, "released", dead = true)
+          tracker.incrementEpoch()
+        }
         try {
           val killed = backend.killExecutors(Seq(id), adjustTargetNumExecutors = false, countFailures = false,
             force = true)
-          if (killed.contains(id)) removeNow(id)
+          if (killed.contains(id)) {
+            obs.releaseDone(id, reason)
+            removeNow(id)
+          }
         } catch { case NonFatal(e) => logWarning(s"trspark: could not release executor $id: ${e.getMessage}") }
       }
     case _ => logDebug(s"trspark: ReleaseExecutor $id ignored (gone, already released, or no allocation client)")
@@ -151,11 +158,17 @@ trait EngineCommands extends OutputLoss {
       return
     }
     logInfo(s"trspark: releasing idle executor $id ($reason)")
-    outputsLost(id, "released", dead = true)
-    tracker.incrementEpoch()
-    releaser.execute { () =>
+    releaser.execute { () => // off the reader thread, as in releaseExecutor
+      Guard.run("TRDriverPlugin.releaseOutputs") {
+        outputsLost(id, "released", dead = true)
+        tracker.incrementEpoch()
+      }
       val gone = Guard.orElse("Elastic.remove", false)(Elastic.remove(sc, id))
-      if (gone) { count("executors_released"); count("executors_released_idle") }
+      if (gone) {
+        count("executors_released")
+        count("executors_released_idle")
+        obs.releaseDone(id, reason)
+      }
       else {
         deadExecutors.remove(id)
         released.remove(id)
@@ -168,7 +181,9 @@ trait EngineCommands extends OutputLoss {
   private def schedulingHints(node: JsonNode): Unit = sc.taskScheduler match {
     case hooked: HintedScheduling =>
       try {
-        hooked.setHints(SchedulingHints.fromJson(node))
+        val hints = SchedulingHints.fromJson(node)
+        hooked.setHints(hints)
+        obs.drainsApplied(hints.drain)
         sc.schedulerBackend.reviveOffers() // re-offer tasks the old hints held back
       } catch { case NonFatal(e) => logWarning(s"trspark: SchedulingHints ignored, previous kept: ${e.getMessage}") }
     case _ => // a master without the hook: hints have no effect (docs/deploy.md)

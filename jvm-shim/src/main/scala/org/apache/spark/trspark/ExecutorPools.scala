@@ -27,10 +27,10 @@ object ExecutorPool {
 
   /**
    * The pool, first found of: the environment variable, the cloud's instance metadata (asked
-   * only when the variable is unset), `spark.trspark.pool`. Returns (pool, source).
+   * only when the variable is unset or not a pool name), `spark.trspark.pool`. Returns (pool, source).
    */
   def detect(env: Option[String], metadata: => Option[String], metadataSource: String,
-      configured: String): (String, String) = env.map(_.trim).filter(_.nonEmpty) match {
+      configured: String): (String, String) = env.map(_.trim).filter(TRConf.isPoolName) match {
     case Some(pool) => (pool, "env")
     case None => metadata.map(p => (p, metadataSource)).getOrElse((configured, "conf"))
   }

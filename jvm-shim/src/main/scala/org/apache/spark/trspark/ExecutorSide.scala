@@ -68,6 +68,9 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
    * offers the executor no task until then, so the engine knows the pool before the first task.
    */
   private def reportPool(watcher: NoticeWatcher, metadataSource: String): Unit = {
+    sys.env.get(ExecutorPool.EnvVar).map(_.trim).filter(v => v.nonEmpty && !TRConf.isPoolName(v)).foreach { v =>
+      logWarning(s"trspark: ${ExecutorPool.EnvVar}='$v' is not a pool name (${TRConf.PoolNameRule}); ignored")
+    }
     val (pool, source) = ExecutorPool.detect(sys.env.get(ExecutorPool.EnvVar), watcher.metadataPool(), metadataSource,
       ctx.conf().get(TRConf.Prefix + "pool", "default").trim)
     try ctx.ask(Wire.encode(PoolReport(ctx.executorID(), pool, source)))

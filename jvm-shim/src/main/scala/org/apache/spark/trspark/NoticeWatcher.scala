@@ -98,6 +98,8 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
   /** The last problem seen ("" = none). */
   def problem: String = lastProblem
   def hasFired: Boolean = fired.get()
+  /** When the last poll that saw no notice started (epoch ms; -1 = none yet), for tests. */
+  def lastClear: Long = lastClearMs.getOrElse(-1L)
 
   /** Start polling (no-op for `source = none`). */
   def start(): Unit = if (settings.polls) {

@@ -67,6 +67,35 @@ trait OutputLoss extends BackupFlow {
     lost.foreach(r => emit(event("BlockLost").put("shuffle_id", r.shuffleId).put("map_index", r.mapIndex)))
   }
 
+  /**
+   * A reducer on `reducer` could not fetch output (`shuffleId`, `mapIndex`), and Spark blames
+   * `blamed`. Spark reads an output the tracker serves from the remote store as a local block,
+   * so a copy that failed there (removed, unreadable, the store down) blames the reducer's own
+   * executor, and Spark's retry would read the same copy again until the job aborts. Such an
+   * output is unregistered, so the map stage Spark resubmits runs it again, and its copy is
+   * dropped. Returns whether it was such a failure.
+   */
+  def remoteReadFailed(shuffleId: Int, mapIndex: Int, reducer: String, blamed: String): Boolean = {
+    val fallback = FallbackStorage.FALLBACK_BLOCK_MANAGER_ID
+    val failed = synchronized {
+      val record = ledger.get(shuffleId, mapIndex).filter { r =>
+        mapIndex >= 0 && blamed == reducer && TRDriverPlugin.liveOn(tracker, shuffleId, mapIndex, r.mapId, fallback.executorId)
+      }
+      record.foreach { r =>
+        tracker.unregisterMapOutput(shuffleId, mapIndex, fallback)
+        r.remote = CopyState.None
+        stats("outputs_lost") += 1
+      }
+      record
+    }
+    failed.foreach { r =>
+      damaged("remote", "not readable by a reducer", r.toString, "unregistered, the output is recomputed")
+      verifier.execute(() => remote.delete(r.shuffleId, r.mapId))
+      emit(event("BlockLost").put("shuffle_id", shuffleId).put("map_index", mapIndex))
+    }
+    failed.nonEmpty
+  }
+
   /** Where a lost output can be read now without the store: a finished peer copy, or its live source. */
   private def localSurvivor(record: OutputRecord, lostExecutor: String): Option[BlockManagerId] = {
     def alive(e: String) = e != lostExecutor && !deadExecutors.contains(e)

@@ -72,7 +72,11 @@ class TRTaskScheduler(sc: SparkContext) extends TaskSchedulerImpl(sc) with Hinte
       reason: TaskFailedReason): Unit = {
     Guard.run("TRTaskScheduler.handleFailedTask")(reason match {
       case f: FetchFailed if f.bmAddress != null =>
-        TRDriverPlugin.active.foreach(_.outputsLost(f.bmAddress.executorId, "fetch failed", dead = false))
+        val reducer = TRSchedulerAccess.executorOf(manager, tid).getOrElse("")
+        TRDriverPlugin.active.foreach { plugin =>
+          plugin.remoteReadFailed(f.shuffleId, f.mapIndex, reducer, f.bmAddress.executorId)
+          plugin.outputsLost(f.bmAddress.executorId, "fetch failed", dead = false)
+        }
       case _ =>
     })
     super.handleFailedTask(manager, tid, state, reason)

@@ -81,18 +81,28 @@ object TRConf {
     }
   }
 
+  /** A pool name: part of a key and of a history folder (`trspark/keys.py` is_pool_name). */
+  def isPoolName(name: String): Boolean = name.matches("[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+  val PoolNameRule = "letters, digits, _, - and . (not first)"
+
   /**
-   * `spark.trspark.pool.<name>.lifetime` keys: a bad pool name stops start-up here; the spec
-   * itself (`stable` or a lifetime spec) is parsed by the Python check ([[ConfCheck]]).
+   * `spark.trspark.pool` and the `spark.trspark.pool.<name>.lifetime` keys: a bad pool name stops
+   * start-up here; a spec itself (`stable` or a lifetime spec) is parsed by the Python check ([[ConfCheck]]).
    */
-  private def checkPoolKeys(conf: SparkConf): Unit = conf.getAllWithPrefix(Prefix + "pool.").foreach {
-    case (suffix, raw) =>
-      val name = suffix.stripSuffix(".lifetime")
-      if (!suffix.endsWith(".lifetime") || !name.matches("[A-Za-z0-9_-][A-Za-z0-9_.-]*")) {
-        throw new IllegalArgumentException(s"'${Prefix}pool.$suffix' is not a valid pool setting; allowed: " +
-          s"${Prefix}pool.<name>.lifetime with <name> of letters, digits, _, - and . (not first)")
-      }
-      if (raw.trim.isEmpty) fail(s"pool.$suffix", raw, "stable (never evicted) or a lifetime spec as for spark.trspark.lifetime")
+  private def checkPoolKeys(conf: SparkConf): Unit = {
+    conf.getOption(Prefix + "pool").foreach { raw =>
+      if (!isPoolName(raw.trim)) fail("pool", raw, s"a pool name: $PoolNameRule")
+    }
+    conf.getAllWithPrefix(Prefix + "pool.").foreach { case (suffix, raw) => checkPoolLifetime(suffix, raw) }
+  }
+
+  private def checkPoolLifetime(suffix: String, raw: String): Unit = {
+    val name = suffix.stripSuffix(".lifetime")
+    if (!suffix.endsWith(".lifetime") || !isPoolName(name)) {
+      throw new IllegalArgumentException(s"'${Prefix}pool.$suffix' is not a valid pool setting; allowed: " +
+        s"${Prefix}pool.<name>.lifetime with <name> of $PoolNameRule")
+    }
+    if (raw.trim.isEmpty) fail(s"pool.$suffix", raw, "stable (never evicted) or a lifetime spec as for spark.trspark.lifetime")
   }
 
   def apply(conf: SparkConf): TRConf = {

@@ -212,9 +212,14 @@ class TRDriverPlugin extends EngineCommands {
       error.fold(logWarning(message))(logWarning(message, _))
       obs.post(TRFallback(System.currentTimeMillis(), cause))
       synchronized(ledger.all.filter(r => !r.hasCopy && !r.busy).foreach(backupBuiltin))
-      // No engine keeps the hints current any more: Spark's own placement from now on.
+      // No engine keeps the hints current any more: Spark's own placement from now on, and no
+      // duplicate it asked for is launched after all.
       sc.taskScheduler match {
         case hooked: HintedScheduling => hooked.setHints(SchedulingHints.Empty)
+        case _ =>
+      }
+      sc.taskScheduler match {
+        case duplicating: TaskDuplication => duplicating.forgetWanted()
         case _ =>
       }
     }

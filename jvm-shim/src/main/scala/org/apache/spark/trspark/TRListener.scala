@@ -149,13 +149,16 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
       case Some(id) => node.put("map_id", id)
       case None => node.putNull("map_id")
     }
-    plugin.emit(node)
+    // In the ledger before the engine hears of it: its answer may be a Backup of this output.
     for (id <- shuffle; m <- mapId) {
       val bytes = Option(end.taskMetrics).map(_.shuffleWriteMetrics.bytesWritten).getOrElse(0L)
       plugin.mapOutputCreated(new OutputRecord(id, info.partitionId, m, info.executorId, bytes))
     }
+    plugin.emit(node)
     end.reason match {
-      case f: FetchFailed if f.bmAddress != null => plugin.outputsLost(f.bmAddress.executorId, "fetch failed", dead = false)
+      case f: FetchFailed if f.bmAddress != null =>
+        plugin.remoteReadFailed(f.shuffleId, f.mapIndex, info.executorId, f.bmAddress.executorId)
+        plugin.outputsLost(f.bmAddress.executorId, "fetch failed", dead = false)
       case _ =>
     }
   }

@@ -50,25 +50,29 @@ final class TRObserver(plugin: TRDriverPlugin) extends Logging {
   /** The engine acknowledged an event sent `nanos` ago. */
   def acked(nanos: Long): Unit = latency.update(nanos / 1000)
 
-  /** Note one engine command before the plugin applies it: belt, drains, releases, last decisions. */
+  /**
+   * Note one engine command before the plugin applies it: the belt and the last decisions. Drains
+   * and releases are noted by [[drainsApplied]] and [[releaseDone]], once carried out: a master
+   * without the scheduler hook, a fallback or a busy executor leaves them undone.
+   */
   def command(node: JsonNode): Unit = try {
     val kind = node.path("type").asText()
     val now = System.currentTimeMillis()
-    kind match {
-      case "SafetyBelt" =>
-        val on = node.path("on").asBoolean()
-        if (belt.getAndSet(on) != on) post(TRSafetyBelt(now, on, node.path("reason").asText()))
-      case "SchedulingHints" =>
-        node.path("drain").elements().asScala.map(_.asText()).foreach { id =>
-          if (drained.add(id)) plugin.count("executors_drained")
-        }
-      case "ReleaseExecutor" =>
-        post(TRExecutorRelease(now, node.path("executor_id").asText(), node.path("reason").asText()))
-      case _ =>
+    if (kind == "SafetyBelt") {
+      val on = node.path("on").asBoolean()
+      if (belt.getAndSet(on) != on) post(TRSafetyBelt(now, on, node.path("reason").asText()))
     }
     // Hints come with most events: listing them would push every other decision out.
     if (kind != "SchedulingHints") remember(TRDecision(now, kind, TRObserver.summary(node)))
   } catch { case NonFatal(e) => logDebug(s"trspark: could not observe command: $e") }
+
+  /** The task scheduler now holds hints that drain `executorIds`. */
+  def drainsApplied(executorIds: Iterable[String]): Unit =
+    executorIds.foreach(id => if (drained.add(id)) plugin.count("executors_drained"))
+
+  /** `executorId` was let go on the engine's `ReleaseExecutor` (`reason`), now. */
+  def releaseDone(executorId: String, reason: String): Unit =
+    post(TRExecutorRelease(System.currentTimeMillis(), executorId, reason))
 
   private def remember(decision: TRDecision): Unit = {
     decisions.addFirst(decision)

@@ -24,6 +24,9 @@ trait TaskDuplication extends TaskSchedulerImpl {
     wanted((stageId, partition)) = executorId
   }
 
+  /** Forget every copy asked for and not launched yet (the engine that asked is gone). */
+  def forgetWanted(): Unit = synchronized(wanted.clear())
+
   /** Kill the attempts of (`stageId`, `partition`) running on `executorId`; returns how many. */
   def killDuplicate(stageId: Int, partition: Int, executorId: String): Int = synchronized {
     if (wanted.get((stageId, partition)).contains(executorId)) wanted.remove((stageId, partition))
