@@ -73,27 +73,44 @@ trait OutputLoss extends BackupFlow {
    * so a copy that failed there (removed, unreadable, the store down) blames the reducer's own
    * executor, and Spark's retry would read the same copy again until the job aborts. Such an
    * output is unregistered, so the map stage Spark resubmits runs it again, and its copy is
-   * dropped. Returns whether it was such a failure.
+   * dropped. A reducer stops at the first block it cannot read, so the shuffle's other outputs
+   * served from the store are checked too ([[remoteIntact]]), before Spark resubmits when `wait`
+   * (the scheduler's hook), else on the verifier thread (the listener's, which must not block).
+   * Returns whether it was such a failure.
    */
-  def remoteReadFailed(shuffleId: Int, mapIndex: Int, reducer: String, blamed: String): Boolean = {
-    val fallback = FallbackStorage.FALLBACK_BLOCK_MANAGER_ID
-    val failed = synchronized {
-      val record = ledger.get(shuffleId, mapIndex).filter { r =>
-        mapIndex >= 0 && blamed == reducer && TRDriverPlugin.liveOn(tracker, shuffleId, mapIndex, r.mapId, fallback.executorId)
-      }
-      record.foreach { r =>
-        tracker.unregisterMapOutput(shuffleId, mapIndex, fallback)
-        r.remote = CopyState.None
-        stats("outputs_lost") += 1
-      }
-      record
+  def remoteReadFailed(shuffleId: Int, mapIndex: Int, reducer: String, blamed: String, wait: Boolean): Boolean = {
+    val (failed, others) = synchronized {
+      val failed = ledger.get(shuffleId, mapIndex).filter(r => mapIndex >= 0 && blamed == reducer && servedFromStore(r))
+      failed.foreach(unregisterFromStore)
+      val others = if (failed.isEmpty) Nil else ledger.all.filter(r => r.shuffleId == shuffleId && servedFromStore(r)).toSeq
+      (failed, others)
     }
     failed.foreach { r =>
       damaged("remote", "not readable by a reducer", r.toString, "unregistered, the output is recomputed")
       verifier.execute(() => remote.delete(r.shuffleId, r.mapId))
       emit(event("BlockLost").put("shuffle_id", shuffleId).put("map_index", mapIndex))
     }
+    if (others.nonEmpty) {
+      // remoteIntact deletes each copy it finds damaged; what is still served from it goes too.
+      def recheck(): Unit = {
+        val intact = remoteIntact(others)
+        val gone = synchronized(others.filter(r => !intact(r) && servedFromStore(r)).map { r => unregisterFromStore(r); r })
+        gone.foreach(r => emit(event("BlockLost").put("shuffle_id", r.shuffleId).put("map_index", r.mapIndex)))
+      }
+      if (wait) Guard.run("TRDriverPlugin.recheckStore")(recheck())
+      else verifier.execute(() => Guard.run("TRDriverPlugin.recheckStore")(recheck()))
+    }
     failed.nonEmpty
+  }
+
+  private def servedFromStore(record: OutputRecord): Boolean = TRDriverPlugin.liveOn(tracker, record.shuffleId,
+    record.mapIndex, record.mapId, FallbackStorage.FALLBACK_BLOCK_MANAGER_ID.executorId)
+
+  /** Called holding the plugin's lock: the tracker forgets the store's copy, and so does the record. */
+  private def unregisterFromStore(record: OutputRecord): Unit = {
+    tracker.unregisterMapOutput(record.shuffleId, record.mapIndex, FallbackStorage.FALLBACK_BLOCK_MANAGER_ID)
+    record.remote = CopyState.None
+    stats("outputs_lost") += 1
   }
 
   /** Where a lost output can be read now without the store: a finished peer copy, or its live source. */

@@ -74,7 +74,7 @@ class TRTaskScheduler(sc: SparkContext) extends TaskSchedulerImpl(sc) with Hinte
       case f: FetchFailed if f.bmAddress != null =>
         val reducer = TRSchedulerAccess.executorOf(manager, tid).getOrElse("")
         TRDriverPlugin.active.foreach { plugin =>
-          plugin.remoteReadFailed(f.shuffleId, f.mapIndex, reducer, f.bmAddress.executorId)
+          plugin.remoteReadFailed(f.shuffleId, f.mapIndex, reducer, f.bmAddress.executorId, wait = true)
           plugin.outputsLost(f.bmAddress.executorId, "fetch failed", dead = false)
         }
       case _ =>
