@@ -108,8 +108,10 @@ class Weibull(LifetimeModel):
         b_a = np.maximum(as_float_array(b), a_a)
         age_b, a_b, b_b = np.broadcast_arrays(age_a, a_a, b_a)
         scaled = [self._scaled_tail(((age_b + u) / self.scale_) ** self.shape_) for u in (a_b, b_b)]
-        # S_tau(u) * g(x_u): a vanishing survival times any finite g is 0 (no inf * 0).
-        terms = [np.where(sf > 0.0, sf * g, 0.0) for sf, g in zip((self.cond_sf(age_b, a_b), self.cond_sf(age_b, b_b)), scaled, strict=True)]
+        # S_tau(u) * g(x_u): a vanishing survival times any g is 0 (no inf * 0, as at u = inf).
+        with np.errstate(invalid="ignore"):
+            terms = [np.where(sf > 0.0, sf * g, 0.0)
+                     for sf, g in zip((self.cond_sf(age_b, a_b), self.cond_sf(age_b, b_b)), scaled, strict=True)]
         closed = self.mean() * (terms[0] - terms[1])
         remaining = self.mean() * terms[0]
         generic = ~np.isfinite(closed) | (b_b - a_b < 1e-6 * remaining)
