@@ -117,10 +117,7 @@ trait EngineCommands extends OutputLoss {
       // blob store, while no Ack is read and the engine would count as unresponsive), and
       // killExecutors waits for the cluster manager's answer. The outputs still move first.
       releaser.execute { () =>
-        Guard.run("TRDriverPlugin.releaseOutputs") {
-          outputsLost(id, "released", dead = true)
-          tracker.incrementEpoch()
-        }
+        releaseOutputs(id)
         try {
           val killed = backend.killExecutors(Seq(id), adjustTargetNumExecutors = false, countFailures = false,
             force = true)
@@ -131,6 +128,12 @@ trait EngineCommands extends OutputLoss {
         } catch { case NonFatal(e) => logWarning(s"trspark: could not release executor $id: ${e.getMessage}") }
       }
     case _ => logDebug(s"trspark: ReleaseExecutor $id ignored (gone, already released, or no allocation client)")
+  }
+
+  /** A released executor's outputs move to their copies, on the releaser thread before it goes. */
+  private def releaseOutputs(id: String): Unit = Guard.run("TRDriverPlugin.releaseOutputs") {
+    outputsLost(id, "released", dead = true)
+    tracker.incrementEpoch()
   }
 
   /**
@@ -159,10 +162,7 @@ trait EngineCommands extends OutputLoss {
     }
     logInfo(s"trspark: releasing idle executor $id ($reason)")
     releaser.execute { () => // off the reader thread, as in releaseExecutor
-      Guard.run("TRDriverPlugin.releaseOutputs") {
-        outputsLost(id, "released", dead = true)
-        tracker.incrementEpoch()
-      }
+      releaseOutputs(id)
       val gone = Guard.orElse("Elastic.remove", false)(Elastic.remove(sc, id))
       if (gone) {
         count("executors_released")

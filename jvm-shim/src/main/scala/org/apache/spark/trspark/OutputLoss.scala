@@ -5,6 +5,7 @@ import java.util.concurrent.{Callable, TimeUnit}
 import scala.collection.mutable
 import scala.util.Try
 
+import org.apache.spark.FetchFailed
 import org.apache.spark.storage.{BlockManagerId, FallbackStorage}
 
 /** Loss: re-point outputs to a surviving copy before the DAGScheduler drops or re-runs them. */
@@ -64,7 +65,21 @@ trait OutputLoss extends BackupFlow {
       logInfo(s"trspark: $why on executor $executorId: re-pointed ${moved.size} map outputs to backups, " +
         s"${lost.size} without backup are recomputed if read again")
     }
-    lost.foreach(r => emit(event("BlockLost").put("shuffle_id", r.shuffleId).put("map_index", r.mapIndex)))
+    lost.foreach(blockLost)
+  }
+
+  /** Tell the engine that `record`'s output is gone with no copy left. */
+  private def blockLost(record: OutputRecord): Unit =
+    emit(event("BlockLost").put("shuffle_id", record.shuffleId).put("map_index", record.mapIndex))
+
+  /**
+   * A reducer on `reducer` failed to fetch ([[FetchFailed]]): the output Spark names may be a
+   * broken copy in the store ([[remoteReadFailed]]), and the executor Spark blames loses its
+   * outputs either way ([[outputsLost]]). `wait` as for [[remoteReadFailed]].
+   */
+  def fetchFailed(failure: FetchFailed, reducer: String, wait: Boolean): Unit = {
+    remoteReadFailed(failure.shuffleId, failure.mapIndex, reducer, failure.bmAddress.executorId, wait)
+    outputsLost(failure.bmAddress.executorId, "fetch failed", dead = false)
   }
 
   /**
@@ -76,9 +91,8 @@ trait OutputLoss extends BackupFlow {
    * dropped. A reducer stops at the first block it cannot read, so the shuffle's other outputs
    * served from the store are checked too ([[remoteIntact]]), before Spark resubmits when `wait`
    * (the scheduler's hook), else on the verifier thread (the listener's, which must not block).
-   * Returns whether it was such a failure.
    */
-  def remoteReadFailed(shuffleId: Int, mapIndex: Int, reducer: String, blamed: String, wait: Boolean): Boolean = {
+  private def remoteReadFailed(shuffleId: Int, mapIndex: Int, reducer: String, blamed: String, wait: Boolean): Unit = {
     val (failed, others) = synchronized {
       val failed = ledger.get(shuffleId, mapIndex).filter(r => mapIndex >= 0 && blamed == reducer && servedFromStore(r))
       failed.foreach(unregisterFromStore)
@@ -88,19 +102,18 @@ trait OutputLoss extends BackupFlow {
     failed.foreach { r =>
       damaged("remote", "not readable by a reducer", r.toString, "unregistered, the output is recomputed")
       verifier.execute(() => remote.delete(r.shuffleId, r.mapId))
-      emit(event("BlockLost").put("shuffle_id", shuffleId).put("map_index", mapIndex))
+      blockLost(r)
     }
     if (others.nonEmpty) {
       // remoteIntact deletes each copy it finds damaged; what is still served from it goes too.
       def recheck(): Unit = {
         val intact = remoteIntact(others)
         val gone = synchronized(others.filter(r => !intact(r) && servedFromStore(r)).map { r => unregisterFromStore(r); r })
-        gone.foreach(r => emit(event("BlockLost").put("shuffle_id", r.shuffleId).put("map_index", r.mapIndex)))
+        gone.foreach(blockLost)
       }
       if (wait) Guard.run("TRDriverPlugin.recheckStore")(recheck())
       else verifier.execute(() => Guard.run("TRDriverPlugin.recheckStore")(recheck()))
     }
-    failed.nonEmpty
   }
 
   private def servedFromStore(record: OutputRecord): Boolean = TRDriverPlugin.liveOn(tracker, record.shuffleId,

@@ -73,10 +73,7 @@ class TRTaskScheduler(sc: SparkContext) extends TaskSchedulerImpl(sc) with Hinte
     Guard.run("TRTaskScheduler.handleFailedTask")(reason match {
       case f: FetchFailed if f.bmAddress != null =>
         val reducer = TRSchedulerAccess.executorOf(manager, tid).getOrElse("")
-        TRDriverPlugin.active.foreach { plugin =>
-          plugin.remoteReadFailed(f.shuffleId, f.mapIndex, reducer, f.bmAddress.executorId, wait = true)
-          plugin.outputsLost(f.bmAddress.executorId, "fetch failed", dead = false)
-        }
+        TRDriverPlugin.active.foreach(_.fetchFailed(f, reducer, wait = true))
       case _ =>
     })
     super.handleFailedTask(manager, tid, state, reason)

@@ -156,9 +156,7 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
     }
     plugin.emit(node)
     end.reason match {
-      case f: FetchFailed if f.bmAddress != null =>
-        plugin.remoteReadFailed(f.shuffleId, f.mapIndex, info.executorId, f.bmAddress.executorId, wait = false)
-        plugin.outputsLost(f.bmAddress.executorId, "fetch failed", dead = false)
+      case f: FetchFailed if f.bmAddress != null => plugin.fetchFailed(f, info.executorId, wait = false)
       case _ =>
     }
   }
