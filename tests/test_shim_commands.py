@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import re
 import threading
 import time
@@ -266,3 +267,90 @@ def test_a_drain_counts_once_the_scheduler_holds_it_and_not_when_ignored(cluster
         assert cluster.stat("executors_drained") == drained + 1
     finally:
         command(cluster, "SchedulingHints", drain=[])  # the executor takes tasks again
+
+
+def tracked(cluster: Cluster, shuffle: int, map_index: int) -> tuple[int, str] | None:
+    """(map id, executor id) of the tracker's live entry for one map output; None while removed."""
+    entry = str(cluster.status.mapOutputLocation(shuffle, map_index))
+    if not entry:
+        return None
+    map_id, executor_id = entry.split(" ")
+    return int(map_id), executor_id
+
+
+def rerun_partitions(cluster: Cluster, group: str) -> list[int]:
+    """The map partitions a job ran again (a task's index counts within its stage attempt only)."""
+    return sorted(t["partitionId"] for t in cluster.map_tasks(cluster.job_stages(group)[0]))
+
+
+def test_a_copy_that_lands_after_spark_gave_up_on_its_source_keeps_its_readers(cluster: Cluster) -> None:
+    """A reducer fails to fetch from a living executor (it lost another shuffle's files), so Spark
+    drops every output there, one of them while its peer copy still runs. That copy then lands
+    and its output stays on the peer: readers are not sent back to the executor Spark gave up
+    on (where, had its files really gone, they would fail again)."""
+    cluster.full_strength()
+    tag = f"gave-up-{time.monotonic_ns()}"
+    first, second = shuffled(cluster, rows=30_000, payload=50), shuffled(cluster, rows=30_000)
+    known = shuffle_ids(cluster)
+    assert run_job(cluster, first, f"a-{tag}") == expected_sums(30_000)
+    (shuffle_a,) = shuffle_ids(cluster) - known
+    maps_a = cluster.map_tasks(cluster.job_stages(f"a-{tag}")[0])
+    output = maps_a[0]
+    source, map_id = output["executorId"], int(output["taskId"])
+    peer = next(e for e in sorted(cluster.alive()) if e != source)
+    assert run_job(cluster, second, f"b-{tag}") == expected_sums(30_000)
+    (shuffle_b,) = shuffle_ids(cluster) - known - {shuffle_a}
+    on_source = [t for t in cluster.map_tasks(cluster.job_stages(f"b-{tag}")[0]) if t["executorId"] == source]
+    assert on_source, "the second shuffle wrote nothing on the first output's executor"
+
+    (path,) = data_files(cluster, shuffle_a, map_id)
+    started, done = cluster.stat("backups_started"), cluster.stat("backups_done")
+    cluster.status.setBuiltin("never", "local", os.path.getsize(path) / 20)  # a copy of about 20 s
+    try:
+        command(cluster, "Backup", shuffle_id=shuffle_a, map_index=output["partitionId"], source=source, target=peer)
+        wait_for(lambda: cluster.stat("backups_started") > started, what="the copy to start")
+    finally:
+        cluster.status.setBuiltin("never", "remote", 0.0)
+    for task in on_source:
+        for name in data_files(cluster, shuffle_b, int(task["taskId"])):
+            os.remove(name)
+    assert run_job(cluster, second, f"b-again-{tag}") == expected_sums(30_000)
+    assert reruns_of(cluster, f"b-again-{tag}"), "no fetch failure"
+    assert cluster.stat("backups_done") == done, "the copy landed before the fetch failure"
+    assert tracked(cluster, shuffle_a, output["partitionId"]) is None  # Spark dropped it with the others
+
+    wait_for(lambda: cluster.stat("backups_done") > done, what="the copy to land and pass its check")
+    assert tracked(cluster, shuffle_a, output["partitionId"]) == (map_id, peer)
+    # The source's other outputs of the first shuffle had no copy: only they run again.
+    assert run_job(cluster, first, f"a-again-{tag}") == expected_sums(30_000)
+    others = sorted(t["partitionId"] for t in maps_a if t["executorId"] == source and t is not output)
+    assert rerun_partitions(cluster, f"a-again-{tag}") == others
+
+
+def test_an_output_moved_to_a_copy_after_spark_dropped_it_moves_again_when_that_copy_dies(cluster: Cluster) -> None:
+    """Spark brings back an output the plugin moves after Spark dropped it (as a copy that passes
+    its check after its source died is), but leaves its map id out of the tracker's index and then
+    ignores every later move of it ("untracked map status"). When the executor holding that copy
+    died too, the output was not moved to its next copy, and was recomputed."""
+    cluster.full_strength()
+    tag = f"moves-again-{time.monotonic_ns()}"
+    rdd = shuffled(cluster)
+    known = shuffle_ids(cluster)
+    assert run_job(cluster, rdd, f"first-{tag}") == expected_sums(60_000)
+    (shuffle,) = shuffle_ids(cluster) - known
+    output = cluster.map_tasks(cluster.job_stages(f"first-{tag}")[0])[0]
+    source, map_id, index = output["executorId"], int(output["taskId"]), output["partitionId"]
+    peer = next(e for e in sorted(cluster.alive()) if e != source)
+    done = cluster.stat("backups_done")
+    for target in (peer, "remote"):
+        command(cluster, "Backup", shuffle_id=shuffle, map_index=index, source=source, target=target)
+    wait_for(lambda: cluster.stat("backups_done") >= done + 2, what="the peer and remote copies")
+
+    cluster.status.unregisterMapOutput(shuffle, index)  # Spark drops it before the plugin hears of the loss
+    cluster.kill(source)
+    wait_for(lambda: tracked(cluster, shuffle, index) == (map_id, peer), what="the output on its peer copy")
+    cluster.kill(peer)  # returns once Spark's listeners saw it removed: the plugin's move came before
+    assert tracked(cluster, shuffle, index) == (map_id, "fallback")
+    cluster.full_strength()
+    assert run_job(cluster, rdd, f"second-{tag}") == expected_sums(60_000)
+    assert index not in rerun_partitions(cluster, f"second-{tag}")

@@ -1,5 +1,5 @@
-"""Driver <-> executor messages of the shim (``Wire``): peer-copy deletes and checks, and "source
-missing" travel."""
+"""Driver <-> executor messages of the shim (``Wire``): peer-copy deletes and checks, "source
+missing", a copy rejected by its writer, and the stamp of a remote copy its writer read back travel."""
 
 from __future__ import annotations
 
@@ -45,13 +45,23 @@ def test_a_peer_check_outcome_travels(jvm: Jvm, problem: str) -> None:
     assert round_trip(jvm, checked) == checked
 
 
-@pytest.mark.parametrize("missing", [True, False])
-def test_failed_backup_says_whether_the_source_lost_the_output(jvm: Jvm, missing: bool) -> None:
+@pytest.mark.parametrize(("missing", "rejected"), [(True, False), (False, False), (False, True)])
+def test_failed_backup_says_whether_the_source_lost_the_output_or_the_copy_was_rejected(
+        jvm: Jvm, missing: bool, rejected: bool) -> None:
     failed = {"type": "failed", "executor": "2", "reason": "java.io.FileNotFoundException: x", "missing": missing,
-              "task": TASK}
+              "rejected": rejected, "task": TASK}
     assert round_trip(jvm, failed) == failed
-    legacy = {k: v for k, v in failed.items() if k != "missing"}
+    legacy = {k: v for k, v in failed.items() if k not in ("missing", "rejected")}
     assert round_trip(jvm, legacy)["missing"] is False
+    assert round_trip(jvm, legacy)["rejected"] is False
+
+
+def test_a_remote_copy_read_back_by_its_writer_carries_the_stamp_it_was_read_at(jvm: Jvm) -> None:
+    done = {"type": "done", "executor": "1", "bytes": 2048, "seconds": 0.5, "indexCrc": 1, "dataCrc": 4294967295,
+            "task": TASK}
+    assert round_trip(jvm, done) == done  # a peer copy: its peer checks it later
+    read_back = dict(done, stampLength=2000, stampModified=1764800000123)
+    assert round_trip(jvm, read_back) == read_back
 
 
 def test_a_task_without_an_id_reads_as_id_0(jvm: Jvm) -> None:

@@ -43,12 +43,35 @@ trait BackupFlow extends DriverBase {
   protected def liveBlockManager(executorId: String): Option[BlockManagerId] =
     blockManagers.get(executorId).filterNot(_ => deadExecutors.contains(executorId))
 
+  /** Where readers can fetch an output's own files: its source, unless it is gone or Spark counts them lost. */
+  protected def sourceBlockManager(record: OutputRecord): Option[BlockManagerId] =
+    if (record.sourceLost) None else liveBlockManager(record.source)
+
+  /**
+   * Point the tracker's entry for one map output at `to`. `updateMapOutput` also revives an output
+   * Spark removed (so does a peer copy's index upload), but leaves its map id out of the shuffle's
+   * id index, and Spark then ignores every later `updateMapOutput` of it as "untracked". Re-adding
+   * the live status, under Spark's lock, indexes it again: before the move, for an output revived
+   * earlier, and after it, for one this move revives.
+   */
+  protected def moveOutput(shuffleId: Int, mapIndex: Int, mapId: Long, to: BlockManagerId): Unit = {
+    def index(): Unit = tracker.shuffleStatuses.get(shuffleId).foreach { s =>
+      Option(s.mapStatuses(mapIndex)).filter(_.mapId == mapId).foreach(s.addMapOutput(mapIndex, _))
+    }
+    index()
+    tracker.updateMapOutput(shuffleId, mapId, to)
+    index()
+  }
+
+  protected def moveOutput(record: OutputRecord, to: BlockManagerId): Unit =
+    moveOutput(record.shuffleId, record.mapIndex, record.mapId, to)
+
   /**
    * Move one map output to `to` and make executors fetch its location again: they cache map
    * output locations until the epoch moves, and a cached one would send readers to the old place.
    */
-  protected def repoint(shuffleId: Int, mapId: Long, to: BlockManagerId): Unit = {
-    tracker.updateMapOutput(shuffleId, mapId, to)
+  protected def repoint(shuffleId: Int, mapIndex: Int, mapId: Long, to: BlockManagerId): Unit = {
+    moveOutput(shuffleId, mapIndex, mapId, to)
     tracker.incrementEpoch()
   }
 
@@ -74,7 +97,7 @@ trait BackupFlow extends DriverBase {
   }
 
   protected def request(record: OutputRecord, target: String): Unit = {
-    if (deadExecutors.contains(record.source)) return
+    if (deadExecutors.contains(record.source) || record.sourceLost) return
     val task = if (target == Target.Remote) {
       if (record.remote != CopyState.None) return
       record.remote = CopyState.Running
@@ -111,31 +134,23 @@ trait BackupFlow extends DriverBase {
   protected def backupDone(done: BackupDone): Unit = {
     val task = done.task
     if (!synchronized(open.contains(task.id))) dropStaleCopy(task, done.executorId)
-    else if (task.target == Target.Remote) {
-      // Verify off the RPC thread: re-read the committed files against the marker and CRCs.
-      verifier.execute { () =>
-        // Taken before the re-read: a file written anew meanwhile gets another stamp, and is read again at a loss.
-        val stamp = remote.dataStamp(task.shuffleId, task.mapId)
-        remote.problem(task.shuffleId, task.mapId, done.indexCrc, done.dataCrc) match {
-          case None => committed(done, stamp)
-          case Some(problem) =>
-            damaged("remote", problem, s"shuffle ${task.shuffleId} map ${task.mapIndex}", "not used")
-            remote.delete(task.shuffleId, task.mapId)
-            backupFailed(task, done.executorId, s"remote copy failed verification ($problem)", sourceMissing = false, rejected = true)
-        }
-      }
-    } else synchronized {
+    else if (task.target == Target.Remote) committed(done) // its writer read it back
+    else synchronized {
       // The index upload made the peer the tracker's location before anyone checked the copy:
       // readers go back to the living source, so a copy damaged in transit is never served.
       recordOf(task).foreach { record =>
-        if (TRDriverPlugin.isOn(tracker, record, task.target)) {
-          liveBlockManager(record.source).foreach(tracker.updateMapOutput(record.shuffleId, record.mapId, _))
-        }
+        if (TRDriverPlugin.isOn(tracker, record, task.target)) sourceBlockManager(record).foreach(moveOutput(record, _))
       }
       // The peer re-reads what it received against the CRC32s the source computed (its next poll).
       unchecked((task.target, task.shuffleId, task.mapId)) = done
       checks.getOrElseUpdate(task.target, mutable.Buffer.empty) += PeerCheck(task.shuffleId, task.mapId, done.indexCrc, done.dataCrc)
     }
+  }
+
+  /** The executor that wrote a remote copy read it back damaged, and deleted it: it is dropped like a failed copy. */
+  protected def remoteRejected(task: BackupTask, source: String, problem: String): Unit = {
+    damaged("remote", problem, s"shuffle ${task.shuffleId} map ${task.mapIndex}", "not used")
+    backupFailed(task, source, s"remote copy failed verification ($problem)", sourceMissing = false, rejected = true)
   }
 
   /** A peer re-read its copy: intact, it counts as done; damaged, it is dropped like a failed copy. */
@@ -151,8 +166,8 @@ trait BackupFlow extends DriverBase {
           recordOf(task).foreach { record =>
             // Still the tracker's location (the source was gone when the copy ended): undo that first.
             if (TRDriverPlugin.isOn(tracker, record, task.target)) {
-              liveBlockManager(record.source) match {
-                case Some(bm) => tracker.updateMapOutput(record.shuffleId, record.mapId, bm)
+              sourceBlockManager(record) match {
+                case Some(bm) => moveOutput(record, bm)
                 case None => blockManagers.get(task.target).foreach(tracker.unregisterMapOutput(record.shuffleId, record.mapIndex, _))
               }
               tracker.incrementEpoch()
@@ -187,7 +202,7 @@ trait BackupFlow extends DriverBase {
     if (damageWarned.add(s"$where $problem")) logWarning(message) else logInfo(message)
   }
 
-  private def committed(done: BackupDone, remoteStamp: Option[Stamp] = None): Unit = {
+  private def committed(done: BackupDone): Unit = {
     val task = done.task
     val current = synchronized {
       val record = recordOf(task)
@@ -197,7 +212,7 @@ trait BackupFlow extends DriverBase {
         if (task.target == Target.Remote) {
           record.remote = CopyState.Done
           record.remoteCrcs = (done.indexCrc, done.dataCrc)
-          record.remoteChecked = remoteStamp
+          record.remoteChecked = done.verified
         } else record.peers(task.target) = CopyState.Done
         stats(if (task.target == Target.Remote) "backups_remote" else "backups_local") += 1
         stats("backups_bytes") += done.bytes
@@ -223,10 +238,10 @@ trait BackupFlow extends DriverBase {
    * and the output was dropped: the checked copy is the output now (unless a re-run replaced it).
    */
   private def revive(record: OutputRecord, target: String): Unit =
-    if (deadExecutors.contains(record.source) && TRDriverPlugin.isOn(tracker, record, record.source)) {
+    if (sourceBlockManager(record).isEmpty && TRDriverPlugin.isOn(tracker, record, record.source)) {
       val to = if (target == Target.Remote) Some(FallbackStorage.FALLBACK_BLOCK_MANAGER_ID) else liveBlockManager(target)
       to.foreach { bm =>
-        repoint(record.shuffleId, record.mapId, bm)
+        repoint(record.shuffleId, record.mapIndex, record.mapId, bm)
         stats("outputs_repointed") += 1
       }
     }
@@ -342,8 +357,9 @@ trait BackupFlow extends DriverBase {
       if (task.target == Target.Remote) verifier.execute(() => remote.delete(task.shuffleId, task.mapId))
       else synchronized {
         val onThePeer = TRDriverPlugin.liveOn(tracker, task.shuffleId, task.mapIndex, task.mapId, task.target)
-        val back = if (onThePeer) liveBlockManager(source) else None
-        back.foreach(repoint(task.shuffleId, task.mapId, _))
+        val sourceLost = recordOf(task).exists(_.sourceLost)
+        val back = if (onThePeer && !sourceLost) liveBlockManager(source) else None
+        back.foreach(repoint(task.shuffleId, task.mapIndex, task.mapId, _))
         if (!onThePeer || back.nonEmpty) deletePeerCopy(task.target, task.shuffleId, task.mapId)
       }
     }

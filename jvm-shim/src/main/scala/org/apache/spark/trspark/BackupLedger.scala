@@ -8,10 +8,15 @@ final class OutputRecord(val shuffleId: Int, val mapIndex: Int, val mapId: Long,
   /** Remote copy state: none, running, done (verified). */
   var remote: CopyState = CopyState.None
   var remoteCrcs: (Long, Long) = (0L, 0L)
-  /** The remote data file's stamp when the driver last read it intact (None: read it again). */
+  /** The remote data file's stamp when it was last read intact, by its writer (None: read it again at a loss). */
   var remoteChecked: Option[Stamp] = None
   /** Peer executor id -> state of the copy in its block manager. */
   val peers: mutable.Map[String, CopyState] = mutable.Map.empty
+  /**
+   * Spark counts the source's files of this output lost, though the source lives: a reducer
+   * failed to fetch from it, and Spark then drops every output there. Readers are not sent back to it.
+   */
+  var sourceLost: Boolean = false
 
   def hasCopy: Boolean = remote == CopyState.Done || peers.values.exists(_ == CopyState.Done)
   def busy: Boolean = remote == CopyState.Running || peers.values.exists(_ == CopyState.Running)

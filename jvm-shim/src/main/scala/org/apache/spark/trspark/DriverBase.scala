@@ -24,7 +24,7 @@ abstract class DriverBase extends DriverPlugin with Logging {
   protected val builtinAlways = new AtomicBoolean(false)
   /** Outputs whose failed copy always-checkpoint asked for once more, (shuffle, map id): never twice. */
   protected val retried = mutable.Set.empty[(Int, Long)]
-  /** Off the RPC and engine threads: remote verification and deletes. */
+  /** Off the RPC and engine threads: deletes in the remote store, and the listener's re-checks of copies there. */
   protected val verifier = Executors.newSingleThreadExecutor(Daemon.factory("trspark-verify"))
   /** Re-reads of remote copies before a lost executor's outputs are re-pointed to them, in parallel. */
   protected val restoreChecks = Executors.newFixedThreadPool(8, Daemon.factory("trspark-restore"))

@@ -44,7 +44,9 @@ trait EngineCommands extends OutputLoss {
     val mapId = node.path("map_id")
     ledger.get(sid, index) match {
       case Some(record) if mapId.isNull || mapId.isMissingNode || mapId.asLong() == record.mapId =>
-        if (deadExecutors.contains(record.source)) refuse(s"source executor ${record.source} lost", missing = true)
+        if (deadExecutors.contains(record.source) || record.sourceLost) {
+          refuse(s"source executor ${record.source} lost or its files lost", missing = true)
+        }
         else if (target != Target.Remote && (!blockManagers.contains(target) || deadExecutors.contains(target))) {
           refuse(s"target executor $target lost or unknown", missing = false)
         } else request(record, target)
@@ -71,21 +73,21 @@ trait EngineCommands extends OutputLoss {
         record.remote = CopyState.None
         verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
       }
-      if (!deadExecutors.contains(record.source) && record.peers.nonEmpty) dropPeerCopies(record)
+      if (sourceBlockManager(record).nonEmpty && record.peers.nonEmpty) dropPeerCopies(record)
     }
   }
 
   /**
    * A peer copy may be the tracker's location (the index upload re-points it until the driver
    * hears the copy ended, and executors may have cached that): move the output back to its living
-   * source, then delete the peers' files. With the source gone, the newest
+   * source, then delete the peers' files. With the source gone (or its files lost), the newest
    * peer copy *is* the output and is not dropped (the caller checks).
    */
   private def dropPeerCopies(record: OutputRecord): Unit = {
     // Only from a peer: an output a fetch failure moved to the store stays there.
     val onAPeer = record.peers.keys.exists(TRDriverPlugin.isOn(tracker, record, _))
     blockManagers.get(record.source).foreach { bm =>
-      if (onAPeer) tracker.updateMapOutput(record.shuffleId, record.mapId, bm)
+      if (onAPeer) moveOutput(record, bm)
       // Executors cache map output locations until the epoch moves: without this, a later
       // reader of this shuffle would still fetch from the peer whose copy goes next (measured).
       tracker.incrementEpoch()

@@ -116,10 +116,10 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     if (isCancelled()) { metrics.copiesCancelled.inc(); return }
     val started = System.nanoTime()
     try {
-      val (bytes, indexCrc, dataCrc) =
+      val (bytes, indexCrc, dataCrc, verified) =
         if (task.target == Target.Remote) toRemote(task, isCancelled) else toPeer(task, isCancelled)
       val nanos = System.nanoTime() - started
-      ctx.send(Wire.encode(BackupDone(ctx.executorID(), task, bytes, nanos / 1e9, indexCrc, dataCrc)))
+      ctx.send(Wire.encode(BackupDone(ctx.executorID(), task, bytes, nanos / 1e9, indexCrc, dataCrc, verified)))
       metrics.written(task.target, bytes, nanos)
     } catch {
       case _: RemoteBackups.Cancelled =>
@@ -127,6 +127,9 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
         // Only a remote copy leaves files behind; a peer copy's remote twin may be committed and in use.
         if (task.target == Target.Remote) remote.delete(task.shuffleId, task.mapId)
       case NonFatal(_) if stopping =>
+      case rejected: RemoteBackups.Rejected =>
+        metrics.copiesFailed.inc()
+        Try(ctx.send(Wire.encode(BackupFailedMsg(ctx.executorID(), task, rejected.problem, rejected = true))))
       case NonFatal(e) =>
         metrics.copiesFailed.inc()
         logWarning(s"trspark: backup of shuffle ${task.shuffleId} map ${task.mapId} to ${task.target} failed: $e")
@@ -166,14 +169,18 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     case other => throw new UnsupportedOperationException(s"shuffle resolver ${other.getClass.getName}")
   }
 
-  private def toRemote(task: BackupTask, isCancelled: () => Boolean): (Long, Long, Long) = {
+  private def toRemote(task: BackupTask, isCancelled: () => Boolean): (Long, Long, Long, Option[Stamp]) = {
     val index = resolver.getIndexFile(task.shuffleId, task.mapId)
     if (!index.exists()) throw new RemoteBackups.SourceMissing(s"no map output file $index")
     val data = resolver.getDataFile(task.shuffleId, task.mapId)
-    remote.write(task.shuffleId, task.mapId, index, data, task.throttle, isCancelled)
+    val (bytes, indexCrc, dataCrc) = remote.write(task.shuffleId, task.mapId, index, data, task.throttle, isCancelled)
+    remote.verify(task.shuffleId, task.mapId, indexCrc, dataCrc) match {
+      case Right(stamp) => (bytes, indexCrc, dataCrc, stamp)
+      case Left(problem) => throw new RemoteBackups.Rejected(problem)
+    }
   }
 
-  private def toPeer(task: BackupTask, isCancelled: () => Boolean): (Long, Long, Long) = {
+  private def toPeer(task: BackupTask, isCancelled: () => Boolean): (Long, Long, Long, Option[Stamp]) = {
     val bm = SparkEnv.get.blockManager
     val blocks = bm.migratableResolver.getMigrationBlocks(ShuffleBlockInfo(task.shuffleId, task.mapId))
     if (blocks.isEmpty) throw new RemoteBackups.SourceMissing(s"no map output for $task")
@@ -205,7 +212,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
       case (_: ShuffleDataBlockId, buffer) => buffer.size()
       case (_: ShuffleIndexBlockId, buffer) => buffer.size()
     }.sum
-    (outputBytes, indexCrc, dataCrc)
+    (outputBytes, indexCrc, dataCrc, None)
   }
 
   private def Try[T](body: => T): Unit = try body catch { case NonFatal(_) => }

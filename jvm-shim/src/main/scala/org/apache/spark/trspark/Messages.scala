@@ -36,15 +36,21 @@ case class PeerCheck(shuffleId: Int, mapId: Long, indexCrc: Long, dataCrc: Long)
 /** Peer executor -> driver: the outcome of a [[PeerCheck]]; `problem` is empty when the copy is intact. */
 case class PeerChecked(executorId: String, check: PeerCheck, problem: String)
 
-/** Executor -> driver: a backup was written and committed, with the CRC32s of what was sent. */
+/**
+ * Executor -> driver: a backup was written and committed, with the CRC32s of what was sent. A
+ * remote copy comes read back by its writer ([[RemoteBackups.verify]]) with its data file's
+ * [[Stamp]] then (`verified`); a peer copy is still to be checked by its peer.
+ */
 case class BackupDone(executorId: String, task: BackupTask, bytes: Long, seconds: Double,
-    indexCrc: Long, dataCrc: Long)
+    indexCrc: Long, dataCrc: Long, verified: Option[Stamp] = None)
 
 /**
  * Executor -> driver: a backup could not be made (the output stays unprotected);
- * `sourceMissing` when this executor does not hold the map output (its files are gone).
+ * `sourceMissing` when this executor does not hold the map output (its files are gone),
+ * `rejected` when the copy was written but read back damaged (and deleted).
  */
-case class BackupFailedMsg(executorId: String, task: BackupTask, reason: String, sourceMissing: Boolean = false)
+case class BackupFailedMsg(executorId: String, task: BackupTask, reason: String, sourceMissing: Boolean = false,
+    rejected: Boolean = false)
 
 /**
  * Plugin messages travel as JSON strings: an executor deserializes RPC replies with Spark's own
@@ -84,13 +90,15 @@ object Wire {
         val n = Json.obj("checked").put("executor", e).put("problem", problem)
         n.set[JsonNode]("check", check(c))
         n
-      case BackupDone(e, t, bytes, seconds, ic, dc) =>
+      case BackupDone(e, t, bytes, seconds, ic, dc, verified) =>
         val n = Json.obj("done").put("executor", e).put("bytes", bytes).put("seconds", seconds)
           .put("indexCrc", ic).put("dataCrc", dc)
+        verified.foreach(stamp => n.put("stampLength", stamp.length).put("stampModified", stamp.modified))
         n.set[JsonNode]("task", task(t))
         n
-      case BackupFailedMsg(e, t, reason, missing) =>
+      case BackupFailedMsg(e, t, reason, missing, rejected) =>
         val n = Json.obj("failed").put("executor", e).put("reason", reason).put("missing", missing)
+          .put("rejected", rejected)
         n.set[JsonNode]("task", task(t))
         n
       case notice: TerminationNotice => notice.toJson
@@ -111,10 +119,13 @@ object Wire {
       case "work" => Work(n.path("tasks").elements().asScala.map(task).toSeq, pairs(n.path("cancelled")),
         pairs(n.path("deletes")), n.path("checks").elements().asScala.map(check).toSeq)
       case "checked" => PeerChecked(n.path("executor").asText(), check(n.path("check")), n.path("problem").asText())
-      case "done" => BackupDone(n.path("executor").asText(), task(n.path("task")), n.path("bytes").asLong(),
-        n.path("seconds").asDouble(), n.path("indexCrc").asLong(), n.path("dataCrc").asLong())
+      case "done" =>
+        val verified = Some(n.path("stampModified")).filterNot(_.isMissingNode)
+          .map(modified => Stamp(n.path("stampLength").asLong(), modified.asLong()))
+        BackupDone(n.path("executor").asText(), task(n.path("task")), n.path("bytes").asLong(),
+          n.path("seconds").asDouble(), n.path("indexCrc").asLong(), n.path("dataCrc").asLong(), verified)
       case "failed" => BackupFailedMsg(n.path("executor").asText(), task(n.path("task")), n.path("reason").asText(),
-        n.path("missing").asBoolean(false))
+        n.path("missing").asBoolean(false), n.path("rejected").asBoolean(false))
       case TerminationNotice.Type => TerminationNotice.fromJson(n)
       case PoolReport.Type => PoolReport.fromJson(n)
       case RebalanceRecommendation.Type => RebalanceRecommendation.fromJson(n)

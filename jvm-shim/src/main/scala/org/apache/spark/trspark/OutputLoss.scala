@@ -16,9 +16,10 @@ trait OutputLoss extends BackupFlow {
   /**
    * `executorId`'s map outputs are gone (it was lost, or a reducer could not fetch from it):
    * move every output that lived there to a surviving copy -- a peer, the source, or the remote
-   * store -- with `MapOutputTrackerMaster.updateMapOutput`, which also revives an output the
-   * DAGScheduler already removed. Idempotent; called synchronously by [[TRTaskScheduler]] and
-   * again (possibly late) from the listener.
+   * store -- with [[moveOutput]], which also revives an output the DAGScheduler already removed.
+   * Idempotent; called synchronously by [[TRTaskScheduler]] and again (possibly late) from the
+   * listener. Spark stops trusting the files of the executor it blames either way, and so does
+   * the plugin: no output is moved back to them ([[OutputRecord.sourceLost]]).
    *
    * A remote copy is re-read before readers are sent to it ([[remoteIntact]]). Those reads run
    * in parallel and outside the plugin's lock: on a blob store they take seconds, and meanwhile
@@ -34,9 +35,10 @@ trait OutputLoss extends BackupFlow {
       val remoteOnly = mutable.Buffer.empty[OutputRecord]
       for (record <- ledger.touching(executorId)) {
         if (dead) record.peers.remove(executorId)
+        if (!dead && record.source == executorId) record.sourceLost = true
         if (TRDriverPlugin.isOn(tracker, record, executorId)) localSurvivor(record, executorId) match {
           case Some(bm) =>
-            tracker.updateMapOutput(record.shuffleId, record.mapId, bm)
+            moveOutput(record, bm)
             moved += record.mapId
           case None if record.remote == CopyState.Done =>
             // Another report of the same loss may be reading this copy already: it re-points it.
@@ -53,7 +55,7 @@ trait OutputLoss extends BackupFlow {
         // Re-checked: the copy may have been dropped, or the output moved, while it was read.
         val stillThere = TRDriverPlugin.isOn(tracker, record, executorId)
         if (stillThere && record.remote == CopyState.Done && intact(record)) {
-          tracker.updateMapOutput(record.shuffleId, record.mapId, FallbackStorage.FALLBACK_BLOCK_MANAGER_ID)
+          moveOutput(record, FallbackStorage.FALLBACK_BLOCK_MANAGER_ID)
           moved += record.mapId
         } else if (stillThere && deadExecutors.contains(executorId)) lost += record // counted once: one call reads it
       }
@@ -126,17 +128,17 @@ trait OutputLoss extends BackupFlow {
     stats("outputs_lost") += 1
   }
 
-  /** Where a lost output can be read now without the store: a finished peer copy, or its live source. */
+  /** Where a lost output can be read now without the store: a finished peer copy, or its source while Spark trusts it. */
   private def localSurvivor(record: OutputRecord, lostExecutor: String): Option[BlockManagerId] = {
     def alive(e: String) = e != lostExecutor && !deadExecutors.contains(e)
     val peer = record.peers.collectFirst { case (e, CopyState.Done) if alive(e) => e }.flatMap(blockManagers.get)
-    peer.orElse(Some(record.source).filter(alive).flatMap(blockManagers.get))
+    peer.orElse(sourceBlockManager(record).filter(_ => alive(record.source)))
   }
 
   /**
    * Check each remote copy against its marker and the CRC32s computed when it was written:
    * a copy damaged or removed since counts as missing (deleted; the output is recomputed). A data
-   * file unchanged since the driver read it at the commit is not read again: an executor's outputs
+   * file unchanged since its writer read it back is not read again: an executor's outputs
    * can take minutes to download, and the scheduler thread waits here. A copy not checked within
    * `RestoreCheckSeconds` counts as missing too: a hung store must not hold that thread.
    */

@@ -22,11 +22,11 @@ import org.apache.spark.storage.{ShuffleDataBlockId, ShuffleIndexBlockId}
  *
  * Commit protocol (why a cut-off backup is never used): each file is written under a temporary
  * name and renamed; data first, then index, then the marker `shuffle_S_M_0.trspark-ok` holding
- * both lengths and CRC32s. The driver counts a backup only after the executor reported the
- * commit and [[problem]] found the marker, the lengths and the checksums consistent, and checks
- * it again before re-pointing a lost output to it: a backup damaged or removed
- * since is treated as missing, and the output is recomputed. That second check re-reads the
- * data only if the data file was written anew since the first.
+ * both lengths and CRC32s. The driver counts a backup only after the executor that wrote it read
+ * it back ([[verify]]: the marker, the lengths and the checksums consistent), and checks it
+ * again before re-pointing a lost output to it: a backup damaged or removed since is treated as
+ * missing, and the output is recomputed. That second check re-reads the data only if the data
+ * file was written anew since the first.
  */
 class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
   // Every path below is built from this id and numbers: an id such as ".." would put backups,
@@ -83,7 +83,8 @@ class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
   }
 
   private def copy(file: File, target: Path, throttle: Double, cancelled: () => Boolean): (Long, Long) =
-    commit(target) { out =>
+    commit(target) { written =>
+      val out = if (target.getName.endsWith(".data")) RemoteBackups.damagedForTests(written) else written
       // A map output whose partitions are all empty may have no data file: back up an empty one.
       val in: InputStream =
         if (!file.exists()) InputStream.nullInputStream()
@@ -132,6 +133,23 @@ class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
     }
   }
 
+  /**
+   * Read a backup just written back against the CRC32s its writer computed: its data file's
+   * [[Stamp]] when intact, else the problem (the copy is then deleted). The writer reads it, not
+   * the driver: every executor checks its own copies side by side, where one driver thread
+   * would download all of them.
+   */
+  def verify(shuffleId: Int, mapId: Long, indexCrc: Long, dataCrc: Long): Either[String, Option[Stamp]] = {
+    // Taken before the re-read: a file written anew meanwhile gets another stamp, and is read again at a loss.
+    val stamp = dataStamp(shuffleId, mapId)
+    problem(shuffleId, mapId, indexCrc, dataCrc) match {
+      case None => Right(stamp)
+      case Some(p) =>
+        delete(shuffleId, mapId)
+        Left(p)
+    }
+  }
+
   /** The data file's [[Stamp]] now, if it can be read. */
   def dataStamp(shuffleId: Int, mapId: Long): Option[Stamp] =
     Try(Stamp(fs.getFileStatus(dataPath(shuffleId, mapId)))).toOption
@@ -162,10 +180,35 @@ object RemoteBackups {
    */
   class SourceMissing(message: String) extends java.io.IOException(message)
 
+  /** A copy written whole but read back damaged ([[RemoteBackups.verify]]'s problem); it is deleted. */
+  class Rejected(val problem: String) extends java.io.IOException(s"remote copy failed verification ($problem)")
+
   /** Opens this executor's own map output file, its absence reported as [[SourceMissing]]. */
   def openSource(open: => InputStream): InputStream =
     try open catch {
       case e: java.io.FileNotFoundException => throw new SourceMissing(s"map output file gone: $e")
+    }
+
+  /**
+   * Test-only system property naming a file: while that file exists, every data file this
+   * executor writes to the store has one byte flipped on its way, as by a faulty network or store.
+   */
+  val CorruptRemoteCopyWhileProperty = "trspark.test.corruptRemoteCopyWhile"
+
+  def damagedForTests(out: OutputStream): OutputStream =
+    Option(System.getProperty(CorruptRemoteCopyWhileProperty)).filter(new File(_).exists()).fold(out) { _ =>
+      new java.io.FilterOutputStream(out) {
+        private var flipped = false
+        // A copy of the chunk is damaged: the caller computes its CRC32 from its own buffer.
+        override def write(b: Array[Byte], off: Int, len: Int): Unit =
+          if (flipped || len == 0) out.write(b, off, len)
+          else {
+            val chunk = java.util.Arrays.copyOfRange(b, off, off + len)
+            chunk(len / 2) = (chunk(len / 2) ^ 0x5a).toByte
+            flipped = true
+            out.write(chunk)
+          }
+      }
     }
 
   private val AppId = "[A-Za-z0-9][A-Za-z0-9._-]{0,254}".r

@@ -114,8 +114,11 @@ class TRDriverPlugin extends EngineCommands {
       case failed: BackupFailedMsg =>
         // Reported once: a backup the driver already failed (its target was lost) or cancelled is not counted again.
         if (synchronized(running.get(failed.executorId).exists(_.remove(failed.task)))) {
-          if (failed.task.target == Target.Remote && !failed.sourceMissing) storeFailed(failed.reason)
-          backupFailed(failed.task, failed.executorId, failed.reason, failed.sourceMissing)
+          if (failed.rejected) remoteRejected(failed.task, failed.executorId, failed.reason)
+          else {
+            if (failed.task.target == Target.Remote && !failed.sourceMissing) storeFailed(failed.reason)
+            backupFailed(failed.task, failed.executorId, failed.reason, failed.sourceMissing)
+          }
         }
         null
       case checked: PeerChecked => peerChecked(checked); null
@@ -301,4 +304,19 @@ object TRStatus {
   def applyCommand(line: String): Unit = TRDriverPlugin.active.foreach(_.applyCommand(line))
   def setBuiltin(mode: String, targets: String, throttleBytesPerS: Double): Unit =
     TRDriverPlugin.active.foreach(_.setBuiltin(mode, targets, throttleBytesPerS))
+
+  // py4j cannot list `SparkEnv`'s methods (one names a protobuf class Spark does not ship), so
+  // tests reach the map output tracker through these two.
+  private def tracker: MapOutputTrackerMaster =
+    org.apache.spark.SparkEnv.get.mapOutputTracker.asInstanceOf[MapOutputTrackerMaster]
+
+  /** The tracker's live entry for one map output, "mapId executorId"; "" while Spark has it removed. */
+  def mapOutputLocation(shuffleId: Int, mapIndex: Int): String =
+    tracker.shuffleStatuses.get(shuffleId).flatMap(s => Option(s.mapStatuses(mapIndex)))
+      .map(status => s"${status.mapId} ${status.location.executorId}").getOrElse("")
+
+  /** Remove one map output from the tracker, as Spark does when it counts the output lost. */
+  def unregisterMapOutput(shuffleId: Int, mapIndex: Int): Unit =
+    tracker.shuffleStatuses.get(shuffleId).flatMap(s => Option(s.mapStatuses(mapIndex)))
+      .foreach(status => tracker.unregisterMapOutput(shuffleId, mapIndex, status.location))
 }
