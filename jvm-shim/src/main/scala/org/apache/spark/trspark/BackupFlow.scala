@@ -43,9 +43,12 @@ trait BackupFlow extends DriverBase {
   protected def liveBlockManager(executorId: String): Option[BlockManagerId] =
     blockManagers.get(executorId).filterNot(_ => deadExecutors.contains(executorId))
 
-  /** Where readers can fetch an output's own files: its source, unless it is gone or Spark counts them lost. */
+  /** True when the output's own files are out of reach: its source died, or Spark counts them lost. */
+  protected def sourceGone(record: OutputRecord): Boolean = record.sourceLost || deadExecutors.contains(record.source)
+
+  /** Where readers can fetch an output's own files: its source, unless [[sourceGone]]. */
   protected def sourceBlockManager(record: OutputRecord): Option[BlockManagerId] =
-    if (record.sourceLost) None else liveBlockManager(record.source)
+    if (sourceGone(record)) None else blockManagers.get(record.source)
 
   /**
    * Point the tracker's entry for one map output at `to`. `updateMapOutput` also revives an output
@@ -55,12 +58,14 @@ trait BackupFlow extends DriverBase {
    * earlier, and after it, for one this move revives.
    */
   protected def moveOutput(shuffleId: Int, mapIndex: Int, mapId: Long, to: BlockManagerId): Unit = {
-    def index(): Unit = tracker.shuffleStatuses.get(shuffleId).foreach { s =>
-      Option(s.mapStatuses(mapIndex)).filter(_.mapId == mapId).foreach(s.addMapOutput(mapIndex, _))
+    def index(): Boolean = tracker.shuffleStatuses.get(shuffleId).exists { s =>
+      val live = Option(s.mapStatuses(mapIndex)).filter(_.mapId == mapId)
+      live.foreach(s.addMapOutput(mapIndex, _))
+      live.nonEmpty
     }
-    index()
+    val wasLive = index()
     tracker.updateMapOutput(shuffleId, mapId, to)
-    index()
+    if (!wasLive) index()
   }
 
   protected def moveOutput(record: OutputRecord, to: BlockManagerId): Unit =
@@ -97,7 +102,7 @@ trait BackupFlow extends DriverBase {
   }
 
   protected def request(record: OutputRecord, target: String): Unit = {
-    if (deadExecutors.contains(record.source) || record.sourceLost) return
+    if (sourceGone(record)) return
     val task = if (target == Target.Remote) {
       if (record.remote != CopyState.None) return
       record.remote = CopyState.Running
@@ -238,7 +243,7 @@ trait BackupFlow extends DriverBase {
    * and the output was dropped: the checked copy is the output now (unless a re-run replaced it).
    */
   private def revive(record: OutputRecord, target: String): Unit =
-    if (sourceBlockManager(record).isEmpty && TRDriverPlugin.isOn(tracker, record, record.source)) {
+    if (sourceGone(record) && TRDriverPlugin.isOn(tracker, record, record.source)) {
       val to = if (target == Target.Remote) Some(FallbackStorage.FALLBACK_BLOCK_MANAGER_ID) else liveBlockManager(target)
       to.foreach { bm =>
         repoint(record.shuffleId, record.mapIndex, record.mapId, bm)

@@ -44,7 +44,7 @@ trait EngineCommands extends OutputLoss {
     val mapId = node.path("map_id")
     ledger.get(sid, index) match {
       case Some(record) if mapId.isNull || mapId.isMissingNode || mapId.asLong() == record.mapId =>
-        if (deadExecutors.contains(record.source) || record.sourceLost) {
+        if (sourceGone(record)) {
           refuse(s"source executor ${record.source} lost or its files lost", missing = true)
         }
         else if (target != Target.Remote && (!blockManagers.contains(target) || deadExecutors.contains(target))) {
@@ -73,7 +73,7 @@ trait EngineCommands extends OutputLoss {
         record.remote = CopyState.None
         verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
       }
-      if (sourceBlockManager(record).nonEmpty && record.peers.nonEmpty) dropPeerCopies(record)
+      if (!sourceGone(record) && record.peers.nonEmpty) dropPeerCopies(record)
     }
   }
 

@@ -10,6 +10,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode
 import org.apache.spark.{CleanerListener, MapOutputTrackerMaster, SparkContext}
 import org.apache.spark.api.plugin.PluginContext
 import org.apache.spark.deploy.SparkHadoopUtil
+import org.apache.spark.scheduler.MapStatus
 import org.apache.spark.storage.BlockManagerId
 
 /**
@@ -289,10 +290,11 @@ object TRDriverPlugin {
 
   /** True when the tracker has this map attempt registered (not removed) on `executorId`. */
   def liveOn(tracker: MapOutputTrackerMaster, shuffleId: Int, mapIndex: Int, mapId: Long, executorId: String): Boolean =
-    tracker.shuffleStatuses.get(shuffleId).exists { status =>
-      val live = status.mapStatuses(mapIndex)
-      live != null && live.mapId == mapId && live.location.executorId == executorId
-    }
+    liveStatus(tracker, shuffleId, mapIndex).exists(live => live.mapId == mapId && live.location.executorId == executorId)
+
+  /** The status the tracker has registered (not removed) for one map index, of whichever attempt. */
+  def liveStatus(tracker: MapOutputTrackerMaster, shuffleId: Int, mapIndex: Int): Option[MapStatus] =
+    tracker.shuffleStatuses.get(shuffleId).flatMap(status => Option(status.mapStatuses(mapIndex)))
 
 }
 
@@ -312,11 +314,11 @@ object TRStatus {
 
   /** The tracker's live entry for one map output, "mapId executorId"; "" while Spark has it removed. */
   def mapOutputLocation(shuffleId: Int, mapIndex: Int): String =
-    tracker.shuffleStatuses.get(shuffleId).flatMap(s => Option(s.mapStatuses(mapIndex)))
+    TRDriverPlugin.liveStatus(tracker, shuffleId, mapIndex)
       .map(status => s"${status.mapId} ${status.location.executorId}").getOrElse("")
 
   /** Remove one map output from the tracker, as Spark does when it counts the output lost. */
   def unregisterMapOutput(shuffleId: Int, mapIndex: Int): Unit =
-    tracker.shuffleStatuses.get(shuffleId).flatMap(s => Option(s.mapStatuses(mapIndex)))
+    TRDriverPlugin.liveStatus(tracker, shuffleId, mapIndex)
       .foreach(status => tracker.unregisterMapOutput(shuffleId, mapIndex, status.location))
 }
