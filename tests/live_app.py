@@ -85,6 +85,10 @@ class LiveApp:
         ended = ("backups_done", "backups_failed", "backups_cancelled")
         return self.stat("backups_requested") == sum(self.stat(name) for name in ended)
 
+    def quiet(self) -> None:
+        """Wait until every backup requested so far has ended."""
+        wait_for(self.backups_ended, what="every requested backup to end", timeout=TIMEOUT)
+
     def alive(self) -> set[str]:
         ids = self.sc._jsc.sc().getExecutorIds()
         return {str(ids.apply(i)) for i in range(ids.size())}

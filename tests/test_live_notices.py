@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -176,6 +178,27 @@ def test_job_survives_endpoint_and_sigpwr_notices_with_kills(live: tuple[Any, No
     assert status.stat("backups_done") > 0 and ledger.bytes_copied() > 0
 
 
+def exit_time(pid: int) -> Callable[[], float | None]:
+    """A callable giving the epoch second at which process ``pid`` exited, or None while it runs
+    (watched from a thread, to psutil's polling interval of at most 0.04 s)."""
+    process = psutil.Process(pid)
+    seen: list[float] = []
+
+    def watch() -> None:
+        process.wait()
+        seen.append(time.time())
+
+    threading.Thread(target=watch, daemon=True).start()
+    return lambda: seen[0] if seen else None
+
+
+def removed_at(sc: Any, executor_id: str) -> float:
+    """The epoch second at which Spark's listeners saw ``executor_id`` removed (its status store's ``removeTime``)."""
+    summaries = sc._jsc.sc().statusStore().executorList(False)
+    (summary,) = [summaries.apply(i) for i in range(summaries.size()) if summaries.apply(i).id() == executor_id]
+    return int(summary.removeTime().get().getTime()) / 1000
+
+
 @pytest.mark.spark
 def test_an_idle_noticed_executor_is_released_once_no_task_fits_and_replaced(
         live: tuple[Any, NoticeServer, Path]) -> None:
@@ -192,12 +215,10 @@ def test_an_idle_noticed_executor_is_released_once_no_task_fits_and_replaced(
     spark.sparkContext.parallelize(range(6), 6).count()  # no shuffle: nothing is held anywhere
     victim = find_executors(driver)[0]
     before, others = status.stat("executors_released"), {e.executor_id for e in find_executors(driver)} - {victim.executor_id}
+    exited = exit_time(victim.pid)
     os.kill(victim.pid, signal.SIGPWR)  # a notice with a WINDOW s deadline; nobody kills it
     wait_for(lambda: status.stat("executors_released") == before + 1, timeout=WINDOW + 5.0, what="the release")
-    # Spark stops listing it (and counting its cores in the default parallelism) at the release,
-    # while its JVM still shuts down, not once the process has exited.
     wait_for(lambda: victim.executor_id not in spark_executor_ids(spark), what="Spark to drop it")
-    assert psutil.pid_exists(victim.pid) and psutil.Process(victim.pid).status() != psutil.STATUS_ZOMBIE
 
     def lost() -> list[dict[str, Any]]:
         return [e for e in events() if e["type"] == "ExecutorLost" and e["executor_id"] == victim.executor_id]
@@ -207,6 +228,9 @@ def test_an_idle_noticed_executor_is_released_once_no_task_fits_and_replaced(
     assert lost()[0]["reason"] == "released" and lost()[0]["time"] <= notice["deadline"]
     wait_for(lambda: victim.executor_id not in {e.executor_id for e in find_executors(driver)}, timeout=60.0,
              what="the released executor's exit")
+    # Spark stopped listing it (and counting its cores in the default parallelism) at the release,
+    # while its JVM still shut down, not once the process had exited.
+    assert removed_at(sc, victim.executor_id) < wait_for(exited, what="the JVM's exit time")
     wait_for(lambda: len({e.executor_id for e in find_executors(driver)} - others - {victim.executor_id}) == 1,
              timeout=90.0, what="the replacement")
     assert sc.parallelize(range(6), 6).map(lambda x: x * 2).sum() == 30

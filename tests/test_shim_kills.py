@@ -7,14 +7,6 @@ re-computation exceeds ``beta`` times the job's time before it started, the belt
 on every map output is backed up. The next job, submitted alone, is measured afresh: the belt is
 released and the engine decides by its estimates again.
 
-The receiver of peer copies: with the built-in always-checkpoint policy copying every output to a
-peer, the executor that received the copies is killed. Its copies are dropped from the driver's
-ledger: the outputs are read from their living sources (nothing re-runs), and when those sources
-die too the outputs are recomputed, never looked for on the dead peer. With peer copies throttled
-(``backup.throttle``), the receiver of one is killed while the copy is in flight: the copy never
-counts, the driver fails it and cancels it at its source at once, and only the dead executor's
-own output is recomputed.
-
 The engine's events and commands are read from its trace (``TRSPARK_TRACE``), the plugin's
 warnings from the driver's log.
 """
@@ -39,16 +31,12 @@ ROWS = 6000
 TASKS, SECONDS = 24, 2.0  # the first job's map stage: 24 s of work on the two cores
 STORM_EVERY = 6  # successful map tasks between two storms
 MAX_STORMS = 6
-COPY_SECONDS = 12.0  # how long a throttled peer copy lasts: a kill lands while it is in flight
 
 
 class App(LiveApp):
     def __init__(self, spark: Any, log: Path, trace: Path) -> None:
         super().__init__(spark, log)
         self.trace = trace
-
-    def trspark_warnings(self, since: int) -> list[str]:
-        return [line for line in log_lines(self.log)[since:] if line.startswith("WARN") and "trspark:" in line]
 
     def trace_lines(self, start: int) -> list[str]:
         with self.trace.open(encoding="utf-8") as f:
@@ -63,13 +51,6 @@ class App(LiveApp):
 
     def belt_fired_since(self, start: int) -> bool:
         return any('"type":"SafetyBelt"' in line and '"on":true' in line for line in self.trace_lines(start))
-
-    def fetch_failures(self, since: int) -> list[str]:
-        """Reducers sent to an executor that no longer holds what they read (Spark logs each one)."""
-        return [line for line in log_lines(self.log)[since:] if "FetchFailed" in line]
-
-    def quiet(self) -> None:
-        wait_for(self.backups_ended, what="every requested backup to end", timeout=TIMEOUT)
 
 
 @pytest.fixture(scope="module")
@@ -150,82 +131,3 @@ def test_the_safety_belt_fires_on_a_job_that_re_runs_too_much_and_is_released_fo
     assert shuffles and not [e for e in second if e["type"] == "Backup" and e["shuffle_id"] in shuffles]
     wait_for(lambda: any("trspark: engine safety belt on=false" in line for line in log_lines(app.log)[since:]),
              what="the release in the driver's log", timeout=TIMEOUT)
-
-
-def test_the_executor_that_received_peer_copies_is_killed(app: App) -> None:
-    """Runs last: the built-in policy replaces the engine's decisions for the rest of the module."""
-    app.wait_full(EXECUTORS)
-    app.status.setBuiltin("always", "local", 0.0)  # every output copied to the other executor
-    since = len(log_lines(app.log))
-    names = ("backups_local", "outputs_lost", "outputs_repointed", "maps_rerun")
-    rdd = slow_sums(app.sc, ROWS, 4, 0.0)  # run three times over the same shuffle
-    app.quiet()
-    before = {name: app.stat(name) for name in names}
-    assert dict(rdd.collect()) == expected_sums(ROWS)
-    wait_for(lambda: app.stat("backups_local") >= before["backups_local"] + 4, what="4 verified peer copies",
-             timeout=TIMEOUT)
-    app.quiet()
-    # With two executors each one received the other's copies: kill one of them.
-    app.kill_one_executor()
-    assert dict(rdd.collect()) == expected_sums(ROWS)
-    after_first = {name: app.stat(name) for name in names}
-    # Every output still had a living holder: the victim's own ones their copies, the others
-    # their sources (the tracker's location of an output stays its source while it lives). Nothing
-    # re-ran and no reducer was sent to the dead peer.
-    assert after_first["maps_rerun"] == before["maps_rerun"]
-    assert after_first["outputs_repointed"] > before["outputs_repointed"]
-    assert not app.fetch_failures(since)
-    # The victim's copies are gone from the ledger: when the other original executor dies too,
-    # each of the four outputs is recomputed once; none is re-pointed to the dead peer.
-    app.wait_full(EXECUTORS)
-    app.kill_one_executor()
-    assert dict(rdd.collect()) == expected_sums(ROWS)
-    assert app.stat("maps_rerun") - after_first["maps_rerun"] == 4
-    assert app.stat("outputs_lost") - after_first["outputs_lost"] >= 4
-    assert app.stat("outputs_repointed") == after_first["outputs_repointed"]
-    assert not app.fetch_failures(since)
-    warnings = app.trspark_warnings(since)
-    assert len(warnings) <= 1, warnings
-
-
-def test_the_executor_receiving_a_throttled_peer_copy_is_killed_mid_copy(app: App) -> None:
-    """Runs after the receiver test (the built-in policy decides). Peer copies are throttled to
-    last about COPY_SECONDS each, and the receiver of one is killed while it is in flight."""
-    app.wait_full(EXECUTORS)
-    app.status.setBuiltin("always", "local", 0.0)
-    names = ("backups_local", "backups_failed", "backups_bytes", "backups_started", "maps_rerun")
-    app.quiet()
-    # The same two outputs, unthrottled, give the bytes of one copy (the outputs are deterministic).
-    probe = {name: app.stat(name) for name in names}
-    assert dict(slow_sums(app.sc, ROWS, 2, 0.5).collect()) == expected_sums(ROWS)
-    wait_for(lambda: app.stat("backups_local") >= probe["backups_local"] + 2, what="2 verified peer copies",
-             timeout=TIMEOUT)
-    per_copy = (app.stat("backups_bytes") - probe["backups_bytes"]) / 2
-    app.quiet()
-    since = len(log_lines(app.log))
-    app.status.setBuiltin("always", "local", per_copy / COPY_SECONDS)
-    try:
-        before = {name: app.stat(name) for name in names}
-        # Two map tasks of half a second start together, one on each single-core executor: each
-        # executor is the source of one copy and the receiver of the other's.
-        rdd = slow_sums(app.sc, ROWS, 2, 0.5)
-        assert dict(rdd.collect()) == expected_sums(ROWS)
-        wait_for(lambda: app.stat("backups_started") >= before["backups_started"] + 2, what="both copies started",
-                 timeout=TIMEOUT)
-        assert app.stat("backups_local") == before["backups_local"]  # in flight, not finished
-        app.kill_one_executor()
-    finally:
-        app.status.setBuiltin("always", "local", 0.0)
-    # Every copy ends without counting, both at the loss: the victim's own copy with it, and the
-    # copy to it cancelled at its source rather than when its paced pass (COPY_SECONDS) would have
-    # reached the upload to the dead peer. No record is left waiting in the driver's ledger.
-    wait_for(lambda: app.stat("backups_failed") - before["backups_failed"] >= 2,
-             what="both copies failed at the loss", timeout=COPY_SECONDS / 2)
-    app.quiet()
-    assert app.stat("backups_local") == before["backups_local"]
-    assert app.stat("backups_failed") - before["backups_failed"] == 2
-    # Only the victim's output is lost and recomputed; the survivor's is read where it was, and
-    # no reducer is sent to the dead peer.
-    assert dict(rdd.collect()) == expected_sums(ROWS)
-    assert app.stat("maps_rerun") - before["maps_rerun"] == 1
-    assert not app.fetch_failures(since)

@@ -16,6 +16,7 @@ import re
 import time
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -369,6 +370,11 @@ def test_evictions_do_not_abort_the_job(cluster: Cluster) -> None:
     assert all("unrelated to the running tasks" in t["errorMessage"] for t in lost), lost[:1]
 
 
+def rest_epoch_seconds(stamp: str) -> float:
+    """A date of Spark's REST API (``2026-01-31T12:00:00.000GMT``, UTC) as epoch seconds."""
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fGMT").replace(tzinfo=UTC).timestamp()
+
+
 def test_a_task_evicted_four_times_still_completes(cluster: Cluster) -> None:
     """Kill the executor running the job's only task 4 times (= ``spark.task.maxFailures``).
 
@@ -382,17 +388,17 @@ def test_a_task_evicted_four_times_still_completes(cluster: Cluster) -> None:
     group = "evicted-four-times"
 
     def running_executor() -> str | None:
+        """The executor of a task attempt that has run 2 s (by Spark's launch time) on an executor not killed yet."""
         for stage in cluster.rest("stages?status=active"):
             path = f"stages/{stage['stageId']}/{stage['attemptId']}/taskList?status=running"
             for task in cluster.rest(path):
-                if task["executorId"] not in kills:
+                if task["executorId"] not in kills and time.time() - rest_epoch_seconds(task["launchTime"]) >= 2.0:
                     return str(task["executorId"])
         return None
 
     def killer() -> None:
         while len(kills) < 4:
-            victim = wait_for(running_executor, what="the task to run on a fresh executor")
-            time.sleep(2.0)  # let it really run
+            victim = wait_for(running_executor, what="the task to run 2 s on a fresh executor")
             kills.append(victim)
             cluster.kill(victim)
 
