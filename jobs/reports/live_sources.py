@@ -129,7 +129,7 @@ side and run the same query alternately, so each paired ratio compares two runs 
            "    --conf 'spark.metrics.conf.*.sink.csv.period=1' --conf 'spark.metrics.conf.*.sink.csv.unit=seconds' \\\n"
            "    --conf 'spark.metrics.conf.*.sink.csv.directory=/tmp/trspark-overhead-metrics' \\\n"
            "    --out docs/results/overhead.csv",
-           "2026-12-03, 13:48-14:11 UTC", "6ff53c7",
+           "2026-12-04, 23:26-23:42 UTC", "dca24ce",
            MACHINE + ", 3 executors x 1 core; event log and metrics (CsvSink every second) on for both; "
            "nothing else running",
            overhead),
