@@ -8,13 +8,13 @@ from statistics import fmean
 from jobs.reports.render import MACHINE, Report, Source, read_rows
 
 WINDOW_S = 300.0
-SOAK_DATE = "2026-11-29, 08:57-09:48 UTC"
-SOAK_CODE = "36d2c5c"
-SOAK_LOAD = ", nothing else running but a minute of unit tests and a few seconds of engine replays in its first fifteen minutes"
+SOAK_DATE = "2026-12-04 23:47 - 2026-12-05 00:39 UTC"
+SOAK_CODE = "dca24ce"
+SOAK_LOAD = ", nothing else running but a few seconds of report generation and a duplicate check in its first three minutes"
 SOAK_NOTE = (
     "At the end (the command's `SOAK` line): memory trend, mean of the last fifth of the samples over the "
-    "first fifth, driver 0.92, engine 1.00, executors 0.90; files left in the remote store after the "
-    "application ended: 0. The engine's own count at its end: 20,379 events, 1,847 backups, 4 safety-belt "
+    "first fifth, driver 1.18, engine 1.01, executors 1.03; files left in the remote store after the "
+    "application ended: 0. The engine's own count at its end: 48,402 events, 2,722 backups, 6 safety-belt "
     "commands, 0 malformed lines, 0 policy errors; the plugin never fell back to always-checkpoint."
 )
 
