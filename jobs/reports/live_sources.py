@@ -229,20 +229,29 @@ mistaken for one.
 """, (
     Source("elastic.csv",
            "python -m jobs.elastic --out docs/results/elastic.csv --gap 20 --idle-timeout 3 --repeat 5",
-           "2026-11-26, 23:16-23:28 UTC", "542562d", MACHINE + ", quiet (nothing else running)",
+           "2026-12-05, 00:39-00:49 UTC", "dca24ce", MACHINE + ", quiet (nothing else running)",
            elastic,
            "Executor-seconds = the sum over executors of (removed - added). With shuffle tracking "
            "vanilla Spark keeps the executors that hold the first query's shuffle data through the "
            "gap; `tr` releases them once idle for the idle timeout, as nothing they hold may still "
            "be read. Its second query then waits for new executor JVMs, which is why its q2 takes "
            "about five times as long: fewer executor-seconds are bought with a slower second query. "
-           "Five repeats, the two policies back to back in each, the first one alternating."),
+           "Five repeats, the two policies back to back in each, the first one alternating. In two "
+           "applications (`never` in repeat 0, `tr` in repeat 4) the first query took 6-7 s instead of "
+           "16-18 s, with one executor fewer started: the bench waits for its three initial executors "
+           "and then plans the first query, and dynamic allocation removes an executor idle for 3 s, "
+           "so whether the initial executors are still there when the first tasks arrive is a race of "
+           "the bench, the same for both policies. Those two rows are what widens the executor-seconds "
+           "interval."),
     Source("elastic_gap60.csv",
            "python -m jobs.elastic --out docs/results/elastic_gap60.csv --gap 60 --idle-timeout 3 --repeat 5",
-           "2026-11-28, 16:30-16:53 UTC", "51ee448", MACHINE + ", quiet (nothing else running)",
+           "2026-12-05, 00:49-01:06 UTC", "dca24ce", MACHINE + ", quiet (nothing else running)",
            elastic,
            "The same application with a 60 s idle gap. Vanilla Spark bills its three executors "
            "through the whole gap; `tr` releases them after the idle timeout, so the saving grows "
            "with the gap, while the cost stays the same: the second query waits for new executor "
-           "JVMs."),
+           "JVMs. The race of the bench's start shows here too: `never`'s first query took 6-7 s in "
+           "repeats 0 and 1 (15-19 s in the other applications), and in repeat 0 vanilla Spark then "
+           "removed its executors during the gap, so that row bills 102 executor-seconds instead of "
+           "214-238."),
 ))
