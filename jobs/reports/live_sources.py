@@ -238,7 +238,7 @@ mistaken for one.
            "about five times as long: fewer executor-seconds are bought with a slower second query. "
            "Five repeats, the two policies back to back in each, the first one alternating. In two "
            "applications (`never` in repeat 0, `tr` in repeat 4) the first query took 6-7 s instead of "
-           "16-18 s, with one executor fewer started: the bench waits for its three initial executors "
+           "15-18 s, with one executor fewer started: the bench waits for its three initial executors "
            "and then plans the first query, and dynamic allocation removes an executor idle for 3 s, "
            "so whether the initial executors are still there when the first tasks arrive is a race of "
            "the bench, the same for both policies. Those two rows are what widens the executor-seconds "
@@ -251,7 +251,8 @@ mistaken for one.
            "through the whole gap; `tr` releases them after the idle timeout, so the saving grows "
            "with the gap, while the cost stays the same: the second query waits for new executor "
            "JVMs. The race of the bench's start shows here too: `never`'s first query took 6-7 s in "
-           "repeats 0 and 1 (15-19 s in the other applications), and in repeat 0 vanilla Spark then "
+           "repeats 0 and 1 (15-19 s in the other applications); in repeat 1 it ran on the three "
+           "initial executors (3 started, none removed), and in repeat 0 vanilla Spark then "
            "removed its executors during the gap, so that row bills 102 executor-seconds instead of "
            "214-238."),
 ))
