@@ -362,8 +362,9 @@ trait BackupFlow extends DriverBase {
       if (task.target == Target.Remote) verifier.execute(() => remote.delete(task.shuffleId, task.mapId))
       else synchronized {
         val onThePeer = TRDriverPlugin.liveOn(tracker, task.shuffleId, task.mapIndex, task.mapId, task.target)
-        val sourceLost = recordOf(task).exists(_.sourceLost)
-        val back = if (onThePeer && !sourceLost) liveBlockManager(source) else None
+        // `source` ran the copy, so it is the output's source; a record still kept also knows
+        // whether Spark counts the source's files lost.
+        val back = if (onThePeer) recordOf(task).fold(liveBlockManager(source))(sourceBlockManager) else None
         back.foreach(repoint(task.shuffleId, task.mapIndex, task.mapId, _))
         if (!onThePeer || back.nonEmpty) deletePeerCopy(task.target, task.shuffleId, task.mapId)
       }
