@@ -189,7 +189,7 @@ def test_the_driver_downloads_a_remote_copy_neither_at_its_commit_nor_at_a_loss_
 
 def test_a_remote_copy_damaged_in_transit_is_rejected_by_the_executor_that_wrote_it(app: App) -> None:
     app.wait_full(EXECUTORS)
-    wait_for(app.backups_ended, what="earlier copies settled", timeout=TIMEOUT)
+    app.quiet()
     app.status.setBuiltin("always", "remote", 0.0)
     counters = ("backups_remote", "backups_rejected", "backups_requested", "outputs_lost")
     before = {name: app.stat(name) for name in counters}
@@ -213,7 +213,7 @@ def test_a_remote_copy_damaged_in_transit_is_rejected_by_the_executor_that_wrote
 def test_a_peer_copy_damaged_in_transit_is_rejected_by_its_checksum(app: App) -> None:
     wait_for(lambda: len(app.alive()) >= EXECUTORS, what="every executor registered", timeout=TIMEOUT)
     # Copies still in flight from an earlier case would be counted in this one.
-    wait_for(app.backups_ended, what="earlier copies settled", timeout=TIMEOUT)
+    app.quiet()
     app.status.setBuiltin("always", "local", 0.0)
     try:
         before = {name: app.stat(name) for name in ("backups_local", "backups_rejected", "outputs_repointed",

@@ -195,7 +195,7 @@ def test_backup_counters_split_peer_and_remote_copies_and_count_their_bytes(clus
     """
     counters = ("backups_done", "backups_local", "backups_remote", "backups_bytes")
     # Start from a quiet plugin: every backup requested so far has ended.
-    wait_for(cluster.backups_ended, what="earlier backups to finish")
+    cluster.quiet()
     for targets, counter in (("remote", "backups_remote"), ("local", "backups_local")):
         cluster.full_strength()
         cluster.status.setBuiltin("always", targets, 0.0)
@@ -298,7 +298,7 @@ def test_a_backed_up_output_of_a_running_stage_is_not_re_run_when_its_executor_d
 
     rdd = sc.parallelize(range(90), 9).mapPartitions(slow).partitionBy(3).mapValues(lambda v: v)
     group = f"running-stage-{time.monotonic_ns()}"
-    wait_for(cluster.backups_ended, what="earlier backups to finish")
+    cluster.quiet()
 
     def committed(task: dict[str, Any]) -> bool:
         return bool(glob.glob(f"{cluster.root}/{cluster.app_id}/*/*/shuffle_*_{task['taskId']}_0.trspark-ok"))
