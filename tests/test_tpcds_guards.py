@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from jobs.tpcds import runner, session, verify
+from jobs.tpcds import lockstep, session, verify
 from jobs.tpcds.session import PolicyUnavailable
+from jobs.tpcds.settings import Progress
 from trspark.cli import cli
 
 
@@ -103,8 +104,39 @@ def test_a_stopped_benchmark_stops_its_policy_process_which_unwinds(tmp_path: Pa
     child = mp.Process(target=_busy_policy, args=(channel, str(flag)))
     child.start()
     channel.get(timeout=60)  # running, its queue filling up
-    runner._stop_child(child, channel, grace=60)
+    lockstep.stop_processes([child], channel, grace=60)
     child.join(timeout=5)
     assert not child.is_alive()
     assert child.exitcode == 0  # it unwound and exited; it was not terminated
     assert flag.read_text() == "unwound"
+
+
+def _turn_taking_policy(ctx: Any, policy: str, data: Path, turns: lockstep.ChildTurns) -> None:
+    """An interleaved policy's process: it asks for its first turn, then reports until interrupted."""
+    try:
+        turns.wait(lockstep.step_key(policy, "start"))
+    except RuntimeError:  # the coordinator's stop: it never got a turn
+        (data / policy).write_text("stopped while waiting")
+        return
+    try:
+        while True:
+            turns.put(("step", f"{policy} running"))
+            time.sleep(0.001)
+    except KeyboardInterrupt:
+        (data / policy).write_text("unwound")
+
+
+class _Context:
+    stable: dict[str, float] = {}
+
+
+def test_a_stopped_interleaved_benchmark_stops_the_policy_whose_turn_it_is(tmp_path: Path) -> None:
+    def interrupt(label: str) -> None:  # SIGTERM reaches the coordinator as this (trspark.cli)
+        raise KeyboardInterrupt(label)
+
+    with pytest.raises(KeyboardInterrupt, match="never running"):
+        lockstep.run_interleaved(_Context(), ["never", "tr"], tmp_path, Progress(step=interrupt), [],
+                                 {"never": 1, "tr": 1}, _turn_taking_policy)
+    # vanilla Spark's session goes first; it was mid-run and unwound, the other was told to stop
+    assert (tmp_path / "never").read_text() == "unwound"
+    assert (tmp_path / "tr").read_text() == "stopped while waiting"

@@ -13,9 +13,13 @@ made in one round. Without interleaving, :class:`Turns` lets every step go at on
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
 import queue
-from collections.abc import Callable
+import signal
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,9 +117,13 @@ def run_interleaved(ctx: Any, policies: list[str], data: Path, progress: Progres
                 del waiting[chosen]
                 inboxes[chosen].put(("go", dict(ctx.stable)))
     finally:
+        # Interrupted: a process waiting for its turn stops its session and ends; the one whose turn
+        # it is would finish its run first (SIGTERM reaches only this process), so it is stopped.
+        running = [children[p] for p in policies if p not in done and p not in waiting]
         for p in policies:
-            if p not in done:  # interrupted: a process waiting for its turn stops its session and ends
+            if p not in done:
                 inboxes[p].put(("stop", {}))
+        stop_processes(running, outbox)
         for child in children.values():
             child.join(60)
             if child.is_alive():
@@ -155,3 +163,26 @@ def forward(kind: str, payload: Any, progress: Progress, rows: list[RunRow]) -> 
     else:
         return False
     return True
+
+
+def stop_processes(children: Sequence[Any], channel: Any, grace: float = 120.0) -> None:
+    """Stop policy processes as Ctrl-C would: SIGINT, so each unwinds (Spark stopped, CPU caps removed).
+
+    SIGTERM reaches only the benchmark's own process, and without this a policy's process would
+    go on killing executors until its runs were done. Messages on ``channel`` are read and dropped
+    meanwhile: a process whose queue is full cannot exit. One still alive after ``grace`` seconds
+    is terminated (its Spark may then be left to its own shutdown hooks).
+    """
+    for child in children:
+        if child.pid is not None and child.is_alive():
+            os.kill(child.pid, signal.SIGINT)
+    deadline = time.monotonic() + grace
+    while any(child.is_alive() for child in children) and time.monotonic() < deadline:
+        for child in children:
+            child.join(timeout=0.5 / len(children))
+        with contextlib.suppress(queue.Empty, OSError, EOFError):
+            while True:
+                channel.get_nowait()
+    for child in children:
+        if child.is_alive():
+            child.terminate()

@@ -44,15 +44,11 @@ killed: runs are recorded with scenario ``real`` and whatever evictions the clus
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import multiprocessing
-import os
 import queue
-import signal
 import statistics
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -176,29 +172,10 @@ def _run_isolated(ctx: BenchContext, policy: str, data: Path, progress: Progress
             if not lockstep.forward(kind, payload, progress, rows):
                 return payload  # type: ignore[no-any-return]
     except BaseException:
-        _stop_child(child, channel)
+        lockstep.stop_processes([child], channel)
         raise
     finally:
         child.join()
-
-
-def _stop_child(child: Any, channel: Any, grace: float = 120.0) -> None:
-    """Stop a policy's process as Ctrl-C would: SIGTERM reaches only this process, and without this
-    the child would go on killing executors until its policy's runs were all done.
-
-    Its messages are read meanwhile: a child whose queue is full cannot exit. After ``grace``
-    seconds it is terminated (its Spark may then be left to its own shutdown hooks).
-    """
-    if child.pid is not None and child.is_alive():
-        os.kill(child.pid, signal.SIGINT)  # the child unwinds: Spark stopped, CPU caps removed
-    deadline = time.monotonic() + grace
-    while child.is_alive() and time.monotonic() < deadline:
-        child.join(timeout=0.5)
-        with contextlib.suppress(queue.Empty, OSError, EOFError):
-            while True:
-                channel.get_nowait()
-    if child.is_alive():
-        child.terminate()
 
 
 def _policy_turns_process(ctx: BenchContext, policy: str, data: Path, turns: lockstep.ChildTurns) -> None:
