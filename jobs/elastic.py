@@ -2,7 +2,8 @@
 
 One application per policy, each in a driver JVM of its own: a query, an idle gap, a query, on
 ``local-cluster`` (vanilla Spark, ``never``) or ``local-trcluster`` (``tr``), both with dynamic
-allocation and shuffle tracking. With shuffle tracking Spark keeps an idle executor while it
+allocation and shuffle tracking, starting with no executor (the first query asks for them as
+the second does). With shuffle tracking Spark keeps an idle executor while it
 holds shuffle data; ``tr`` lets one go once every output it holds that may still be read is
 saved elsewhere (``spark.trspark.release.idle``). From each application's event log:
 
@@ -83,13 +84,15 @@ class ElasticRow:
 
 
 def dynamic_allocation_conf(s: ElasticSettings, events: Path) -> dict[str, str]:
-    """Dynamic allocation with shuffle tracking from ``executors`` executors down to none, event log on."""
+    """Dynamic allocation with shuffle tracking, none to ``executors`` executors, event log on."""
     conf = {
         "spark.dynamicAllocation.enabled": "true",
         "spark.dynamicAllocation.shuffleTracking.enabled": "true",
         "spark.dynamicAllocation.executorIdleTimeout": f"{s.idle_timeout:g}s",
         "spark.dynamicAllocation.minExecutors": "0",
-        "spark.dynamicAllocation.initialExecutors": str(s.executors),
+        # No executor before the first query: executors started with the application would idle
+        # out (or not) while the driver plans it, a race that decided whether q1 ran on them.
+        "spark.dynamicAllocation.initialExecutors": "0",
         "spark.dynamicAllocation.maxExecutors": str(s.executors),
         "spark.dynamicAllocation.schedulerBacklogTimeout": "1s",
         "spark.executor.cores": "1",
@@ -188,9 +191,9 @@ def run(s: ElasticSettings, out: Path, policies: tuple[str, ...] = POLICIES, rep
     """Every policy's application ``repeats`` times, then the CSV at ``out``."""
     rows: list[ElasticRow] = []
     for repeat in range(repeats):
-        work = Path(tempfile.mkdtemp(prefix="trspark-elastic-"))
         order = policies if repeat % 2 == 0 else tuple(reversed(policies))
-        pair = sorted((_child(p, s, work) for p in order), key=lambda r: policies.index(r.policy))
+        with tempfile.TemporaryDirectory(prefix="trspark-elastic-") as work:  # event logs, read by then
+            pair = sorted((_child(p, s, Path(work)) for p in order), key=lambda r: policies.index(r.policy))
         equal = len({r.answer for r in pair}) == 1 and all(r.answer for r in pair)
         for r in pair:
             r.repeat, r.answers_equal = repeat, equal
