@@ -2,10 +2,10 @@
 
 One application per policy, each in a driver JVM of its own: a query, an idle gap, a query, on
 ``local-cluster`` (vanilla Spark, ``never``) or ``local-trcluster`` (``tr``), both with dynamic
-allocation and shuffle tracking, starting with no executor (the first query asks for them as
-the second does). With shuffle tracking Spark keeps an idle executor while it
-holds shuffle data; ``tr`` lets one go once every output it holds that may still be read is
-saved elsewhere (``spark.trspark.release.idle``). From each application's event log:
+allocation and shuffle tracking, starting with no executor (the first query asks for its own).
+With shuffle tracking Spark keeps an idle executor while it holds shuffle data; ``tr`` lets one
+go once every output it holds that may still be read is saved elsewhere
+(``spark.trspark.release.idle``). From each application's event log:
 
 ``executor_seconds``
     :math:`\\sum_e (end_e - start_e)` over its executors (s; the application's end for those
