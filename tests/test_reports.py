@@ -47,3 +47,4 @@ def test_elastic_report_pairs_the_policies_by_repeat(tmp_path):
     text = elastic(path)
     assert "| executor_seconds | 1.00x" in text and "| 1 of 2 |" in text  # ratios 0.8 and 1.2
     assert "| q2_seconds | 4.00x" in text and "| 0 of 2 |" in text
+    assert "| q1_seconds | 1.00x" in text

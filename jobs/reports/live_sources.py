@@ -36,12 +36,12 @@ _C1 = ("Q=q3,q7,q19,q25,q29,q50,q65,q68,q93,q97\n"
 _LIVE = MACHINE + "; 3 executors x 1 core, each executor JVM capped at 0.5 CPU (cgroup)"
 
 _RERUNS_PER_STAGE = """\
-*Map tasks re-run* in the SF 3 CSVs below are lower bounds. Their runs counted re-runs per stage
-id, and adaptive execution runs each query stage as a job of its own: when a later job finds an
-earlier stage's outputs lost, Spark re-runs them in a new stage (a new id over the same RDDs),
-which that count missed. `trspark bench` counts per shuffle (the map side's RDD ids), which
-finds them: on `chain4` at SF 0.1, one vanilla Spark run with two of three executors killed
-re-ran 27 map tasks, of which the count per stage id found 4.
+*Map tasks re-run*, where a report says they were counted per stage id, are lower bounds: adaptive
+execution runs each query stage as a job of its own, and when a later job finds an earlier stage's
+outputs lost, Spark re-runs them in a new stage (a new id over the same RDDs), which that count
+missed. `trspark bench` counts per shuffle (the map side's RDD ids), which finds them: on
+`chain4` at SF 0.1, one vanilla Spark run with two of three executors killed re-ran 27 map tasks,
+of which the count per stage id found 4.
 """
 
 def _c1(out: str, date: str, code: str, machine: str, note: str, *, policies: str = "never,always,decommission,tr",
@@ -106,14 +106,25 @@ reference in every round.
         "after a run's end is not the run's, and `tr`'s runs were the shortest.",
         stable="rounds", hold=False),
     Source("tpcds_sf3_seed0.csv", _TPCDS.format(sf=3, repeat=1, seed=0, cap=600, warmup=" --warmup 2", out="tpcds_sf3_seed0.csv"),
-           "2026-11-26, 00:45-01:12 UTC", "8ef9ea3 with uncommitted changes (committed as 2ece7bb and 4b44440)",
-           _LIVE, tpcds_targets(3),
-           "![slowdowns](tpcds_sf3_seed0.png)\n\nThe answer oracle of this run rejected q7 and q65 for "
-           "every policy, stable runs too: tied rows in another order (q65) and a rounded Decimal "
-           "(q7), both accepted by the oracle since."),
+           "2026-12-05, 02:34-03:11 UTC", "016f4cf", _LIVE + ", nothing else running beyond a minute of CPU at nice 19 "
+           "(lint, a type check and two test files)", tpcds_targets(3),
+           "![slowdowns](tpcds_sf3_seed0.png)\n\nOne run per query and policy, so the paired intervals are wide and "
+           "every ratio of `tr` to another policy is within noise: tr/always 1.01x [0.82, 1.06], tr/decommission "
+           "0.95x [0.80, 1.03], tr/never 0.96x [0.76, 1.18]. Vanilla Spark aborted q29 (a map stage failed four "
+           "times on fetch failures); the policies with the plugin finished it. `tr` copied 31 % of `always`'s "
+           "bytes (661 MiB against 2144 MiB), re-ran 9 map tasks (never 53, always 16, decommission 16) and had "
+           "the lowest total time over the evicted runs (242 s; always 251 s, never 255 s with its aborted run, "
+           "decommission 289 s)."),
     Source("tpcds_sf3_seed1.csv", _TPCDS.format(sf=3, repeat=1, seed=1, cap=600, warmup=" --warmup 2", out="tpcds_sf3_seed1.csv"),
-           "2026-11-26, 01:23-01:55 UTC", "4b44440", _LIVE, tpcds_targets(3),
-           "![slowdowns](tpcds_sf3_seed1.png)"),
+           "2026-12-05, 03:11-03:48 UTC", "016f4cf", _LIVE + ", quiet (nothing else running)", tpcds_targets(3),
+           "![slowdowns](tpcds_sf3_seed1.png)\n\nAs with seed 0, every paired ratio is within noise: tr/always 0.97x "
+           "[0.79, 1.05], tr/decommission 0.93x [0.62, 1.05], tr/never 0.98x [0.61, 1.01]. Vanilla Spark aborted "
+           "q3 after nine kills (its replacements start at once, so a slow run meets more); the others finished "
+           "it. On the three queries with the most kills (q3, q7, q93) `tr` has the lowest slowdown of all; its "
+           "median is above `always`'s and `decommission`'s because of lighter ones, such as q19 with one kill "
+           "(1.75x against 1.27x and 1.29x). `tr` copied 37 % of `always`'s bytes (787 MiB against 2144 MiB), "
+           "re-ran 1 map task (never 90, decommission 22, always 15) and had the lowest total time over the "
+           "evicted runs (223 s; always 245 s, decommission 282 s, never 349 s with its aborted run)."),
 ))
 
 OVERHEAD = Report("overhead", "Plugin overhead without kills", """
@@ -220,39 +231,34 @@ Spark aborted or that exceeded the time cap.
 
 ELASTIC = Report("elastic", "Dynamic allocation: idle executors released early", """
 `python -m jobs.elastic` (method in its docstring, settings in [docs/elasticity.md](../elasticity.md)):
-one application per policy, a query, an idle gap, a query, on 3 one-core executors with dynamic
-allocation and shuffle tracking (`executorIdleTimeout` 3 s, `shuffleTracking.timeout` Spark's
-default, unbounded), vanilla Spark (`never`, `local-cluster`) against `tr` (`local-trcluster`).
+one application per policy, a query, an idle gap, a query, on up to 3 one-core executors with
+dynamic allocation and shuffle tracking (`executorIdleTimeout` 3 s, `shuffleTracking.timeout`
+Spark's default, unbounded), starting with no executor, vanilla Spark (`never`, `local-cluster`) against `tr` (`local-trcluster`).
 Executor-seconds, removals, releases, evictions, stage resubmissions and map re-runs are read
 from each application's event log. Nothing is killed: an eviction here would be a removal
 mistaken for one.
 """, (
     Source("elastic.csv",
            "python -m jobs.elastic --out docs/results/elastic.csv --gap 20 --idle-timeout 3 --repeat 5",
-           "2026-12-05, 00:39-00:49 UTC", "dca24ce", MACHINE + ", quiet (nothing else running)",
+           "2026-12-05, 03:49-03:58 UTC", "62b1a99", MACHINE + ", nothing else running beyond a few seconds of "
+           "CPU at nice 19 (lint, one report test)",
            elastic,
-           "Executor-seconds = the sum over executors of (removed - added). With shuffle tracking "
-           "vanilla Spark keeps the executors that hold the first query's shuffle data through the "
-           "gap; `tr` releases them once idle for the idle timeout, as nothing they hold may still "
-           "be read. Its second query then waits for new executor JVMs, which is why its q2 takes "
-           "about five times as long: fewer executor-seconds are bought with a slower second query. "
-           "Five repeats, the two policies back to back in each, the first one alternating. In two "
-           "applications (`never` in repeat 0, `tr` in repeat 4) the first query took 6-7 s instead of "
-           "15-18 s, with one executor fewer started: the bench waits for its three initial executors "
-           "and then plans the first query, and dynamic allocation removes an executor idle for 3 s, "
-           "so whether the initial executors are still there when the first tasks arrive is a race of "
-           "the bench, the same for both policies. Those two rows are what widens the executor-seconds "
-           "interval."),
+           "Executor-seconds = the sum over executors of (removed - added). Each application starts with no "
+           "executor, so its first query asks for three. With shuffle tracking vanilla Spark keeps them through "
+           "the gap, as they hold the first query's shuffle data; `tr` releases them once idle for the idle "
+           "timeout, as nothing they hold may still be read. Its second query then waits for three new executor "
+           "JVMs, which is why it takes about five times as long: fewer executor-seconds (0.70x, lower in 5 of 5 "
+           "repeats) are bought with a slower second query and a longer application. `tr`'s first query is "
+           "slower too (1.12x [1.02, 1.21]): its executor JVMs also start the plugin, and the policy engine "
+           "may still be starting on the same two cores (not measured apart). Five repeats, the two policies back to back in each, the first one "
+           "alternating."),
     Source("elastic_gap60.csv",
            "python -m jobs.elastic --out docs/results/elastic_gap60.csv --gap 60 --idle-timeout 3 --repeat 5",
-           "2026-12-05, 00:49-01:06 UTC", "dca24ce", MACHINE + ", quiet (nothing else running)",
+           "2026-12-05, 03:58-04:14 UTC", "62b1a99", MACHINE + ", nothing else running beyond a few seconds of "
+           "CPU (lint, one report test, the ratios of the other run)",
            elastic,
-           "The same application with a 60 s idle gap. Vanilla Spark bills its three executors "
-           "through the whole gap; `tr` releases them after the idle timeout, so the saving grows "
-           "with the gap, while the cost stays the same: the second query waits for new executor "
-           "JVMs. The race of the bench's start shows here too: `never`'s first query took 6-7 s in "
-           "repeats 0 and 1 (15-19 s in the other applications); in repeat 1 it ran on the three "
-           "initial executors (3 started, none removed), and in repeat 0 vanilla Spark then "
-           "removed its executors during the gap, so that row bills 102 executor-seconds instead of "
-           "214-238."),
+           "The same application with a 60 s idle gap. Vanilla Spark bills its three executors through the "
+           "whole gap (209-213 executor-seconds in every repeat); `tr` releases them after the idle timeout "
+           "(60-76), so the saving grows with the gap (0.30x, lower in 5 of 5 repeats), while the cost stays "
+           "the same: the second query waits for new executor JVMs (about 16 s against 3 s)."),
 ))

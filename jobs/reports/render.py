@@ -176,7 +176,7 @@ def elastic(path: Path) -> str:
     for r in rows:
         by_repeat.setdefault(r["repeat"], {})[r["policy"]] = r
     lines = []
-    for measure in ("executor_seconds", "q2_seconds", "app_seconds"):
+    for measure in ("executor_seconds", "q1_seconds", "q2_seconds", "app_seconds"):
         ratios = [float(p["tr"][measure]) / float(p["never"][measure]) for p in by_repeat.values()
                   if "tr" in p and "never" in p and float(p["never"][measure]) > 0]
         if ratios:
