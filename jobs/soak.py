@@ -179,11 +179,11 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         injector.stop()
         spark.stop()
-    left = [p for p in store.rglob("*") if p.is_file()] if store.exists() else []
-    # Counted above, so only now: the session's shuffle files and backups, and metrics nobody asked to keep.
-    shutil.rmtree(work_dir, ignore_errors=True)
-    if not args.metrics_dir:
-        shutil.rmtree(metrics_dir, ignore_errors=True)
+        left = [p for p in store.rglob("*") if p.is_file()] if store.exists() else []
+        # Counted above, so only now: the session's shuffle files and backups, and metrics nobody asked to keep.
+        shutil.rmtree(work_dir, ignore_errors=True)
+        if not args.metrics_dir:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
     return {**totals, "memory_trend": trend(samples), "store_files_left": len(left)}
 
 
