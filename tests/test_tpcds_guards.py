@@ -8,6 +8,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -126,16 +127,12 @@ def _turn_taking_policy(ctx: Any, policy: str, data: Path, turns: lockstep.Child
         (data / policy).write_text("unwound")
 
 
-class _Context:
-    stable: dict[str, float] = {}
-
-
 def test_a_stopped_interleaved_benchmark_stops_the_policy_whose_turn_it_is(tmp_path: Path) -> None:
     def interrupt(label: str) -> None:  # SIGTERM reaches the coordinator as this (trspark.cli)
         raise KeyboardInterrupt(label)
 
     with pytest.raises(KeyboardInterrupt, match="never running"):
-        lockstep.run_interleaved(_Context(), ["never", "tr"], tmp_path, Progress(step=interrupt), [],
+        lockstep.run_interleaved(SimpleNamespace(stable={}), ["never", "tr"], tmp_path, Progress(step=interrupt), [],
                                  {"never": 1, "tr": 1}, _turn_taking_policy)
     # vanilla Spark's session goes first; it was mid-run and unwound, the other was told to stop
     assert (tmp_path / "never").read_text() == "unwound"
