@@ -287,9 +287,17 @@ def test_the_event_log_and_its_report_agree_with_the_metrics(app: App, tmp_path:
     from trspark.eventlog import read_events
     from trspark.reporting import write_report
 
-    kinds = [e["Event"].rsplit(".", 1)[-1] for e in read_events(logs[0])]
+    events = list(read_events(logs[0]))
+    kinds = [e["Event"].rsplit(".", 1)[-1] for e in events]
     assert kinds.count("TRExecutorStarted") == kinds.count("SparkListenerExecutorAdded") >= EXECUTORS + 2
     assert kinds.count("TRExecutorEnded") == kinds.count("SparkListenerExecutorRemoved") >= 3
+    # Each map stage is named with its shuffle once: the rounds' three shuffles, each with its
+    # stage of the first read and the stage of the read after the kill.
+    map_stages = [(e["stageId"], e["shuffleId"]) for e in events if e["Event"].endswith(".TRMapStage")]
+    ran_maps = {e["Stage ID"] for e in events
+                if e["Event"] == "SparkListenerTaskEnd" and e["Task Type"] == "ShuffleMapTask"}
+    assert len({stage for stage, _ in map_stages}) == len(map_stages) and ran_maps <= dict(map_stages).keys()
+    assert len({shuffle for _, shuffle in map_stages}) == 3
     summary = write_report(logs[0], tmp_path / "report")
     assert summary.kills == len(app.kills) == 3
     assert len(summary.backups) == counters["backups_finished"]

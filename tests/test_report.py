@@ -82,6 +82,40 @@ def test_only_outputs_a_later_or_running_job_reads_count_as_re_runs_avoided_or_r
     assert summary.outputs_lost_read == summary.outputs_lost == summary.recomputed_tasks == 3
 
 
+def _map_stage_log(with_shuffle_ids: bool) -> list[dict]:
+    """Scala's ``rdd.reduceByKey`` then ``rdd.groupByKey``: two shuffles whose map stages (0, 1)
+    share their RDDs, each of two map tasks; a later job re-runs shuffle 0's partition 1 under a
+    new stage id (2), its first stage having been cleaned up."""
+    def job(job_id: int, stages: list[int], at: int) -> list[dict]:
+        infos = [{"Stage ID": s, "RDD Info": [{"RDD ID": 3}, {"RDD ID": 5}]} for s in stages]
+        return [{"Event": "SparkListenerJobStart", "Job ID": job_id, "Stage Infos": infos},
+                {"Event": "SparkListenerJobEnd", "Job ID": job_id, "Completion Time": at}]
+
+    def map_task(stage: int, index: int, task_id: int) -> dict:
+        return {"Event": "SparkListenerTaskEnd", "Stage ID": stage, "Task Type": "ShuffleMapTask",
+                "Task End Reason": {"Reason": "Success"},
+                "Task Info": {"Task ID": task_id, "Index": index, "Launch Time": 0, "Finish Time": 2_000}}
+
+    def map_stage(stage: int, shuffle: int) -> list[dict]:
+        event = {"Event": "org.apache.spark.trspark.TRMapStage", "time": 0, "stageId": stage, "shuffleId": shuffle}
+        return [event] if with_shuffle_ids else []
+
+    return [
+        {"Event": "SparkListenerApplicationStart", "Timestamp": 0, "App Name": "a", "App ID": "app-1"},
+        *job(0, [0], 5_000), *map_stage(0, 0), map_task(0, 0, 10), map_task(0, 1, 11),
+        *job(1, [1], 9_000), *map_stage(1, 1), map_task(1, 0, 12), map_task(1, 1, 13),
+        *job(2, [2], 12_000), *map_stage(2, 0), map_task(2, 1, 14),
+        {"Event": "SparkListenerApplicationEnd", "Timestamp": 13_000},
+    ]
+
+
+def test_recomputation_counts_outputs_by_shuffle_not_by_the_rdds_two_shuffles_share() -> None:
+    summary = summarize_events(_map_stage_log(with_shuffle_ids=True))
+    assert (summary.recomputed_tasks, summary.recomputed_task_seconds) == (1, 2.0)
+    # Without trspark's records the stages' RDDs stand for the shuffle: shuffle 1 counts as re-runs.
+    assert summarize_events(_map_stage_log(with_shuffle_ids=False)).recomputed_tasks == 3
+
+
 def test_prices_add_the_cost_of_each_pools_executor_hours() -> None:
     summary = summarize(LOG, prices={"default": 0.5})
     hours = summary.vm_hours()

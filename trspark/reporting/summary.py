@@ -135,17 +135,17 @@ class _Builder:
         self.start: float | None = None
         self.end = 0.0
         self.task_seconds: dict[int, float] = {}
-        self.task_key: dict[int, int] = {}
         self.losses: list[tuple[float, list[int], list[int]]] = []
         """(time, restored map ids, lost map ids) of each TRRestore."""
-        self.last_read: dict[int, float] = {}
-        """Stage key -> when the last job listing a stage with that key ended."""
-        self.job_keys: dict[int, set[int]] = {}
-        self.readers: dict[int, int] = defaultdict(int)
-        """Stage key -> running jobs that list it."""
-        self.stage_key: dict[int, int] = {}
-        self.map_done: set[tuple[int, int]] = set()
-        self.submitted: dict[tuple[int, int], float] = {}
+        self.rdd_key: dict[int, int] = {}
+        """Stage id -> its highest RDD id (:func:`_rdd_key`)."""
+        self.shuffle_of: dict[int, int] = {}
+        """Stage id -> the shuffle it writes, from trspark's ``TRMapStage`` (after the job's start)."""
+        self.job_stages: dict[int, list[int]] = {}
+        """Job id -> the stages it lists, those it skips too."""
+        self.job_end: dict[int, float] = {}
+        self.map_tasks: list[tuple[int, int, int, float]] = []
+        """(stage id, partition, task id, run time in s) of each successful map task attempt."""
         self.released_at: dict[str, float] = {}
 
     @staticmethod
@@ -208,26 +208,23 @@ class _Builder:
     def _on_TRFallback(self, e: dict[str, Any]) -> None:
         self.s.fallbacks += 1
 
+    def _on_TRMapStage(self, e: dict[str, Any]) -> None:
+        self.shuffle_of[int(e["stageId"])] = int(e["shuffleId"])
+
     def _on_SparkListenerJobStart(self, e: dict[str, Any]) -> None:
         # A job lists the stages it skips too: a later job (or a later query stage of the same SQL
-        # query, through a reused exchange) that reads an earlier shuffle lists its stage's key.
-        keys = {_stage_key(info) for info in e.get("Stage Infos", [])}
-        self.job_keys[e["Job ID"]] = keys
-        for key in keys:
-            self.readers[key] += 1
+        # query, through a reused exchange) that reads an earlier shuffle lists that shuffle's stage.
+        infos = e.get("Stage Infos", [])
+        self.rdd_key.update((info["Stage ID"], _rdd_key(info)) for info in infos)
+        self.job_stages[e["Job ID"]] = [info["Stage ID"] for info in infos]
 
     def _on_SparkListenerJobEnd(self, e: dict[str, Any]) -> None:
-        end = self.t(e["Completion Time"])
-        for key in self.job_keys.pop(e["Job ID"], ()):
-            self.readers[key] -= 1
-            if not self.readers[key]:  # concurrent jobs: read until the last of them ends
-                del self.readers[key]
-                self.last_read[key] = end
+        self.job_end[e["Job ID"]] = self.t(e["Completion Time"])
 
     def _on_SparkListenerStageSubmitted(self, e: dict[str, Any]) -> None:
         info = e["Stage Info"]
         self.s.stage_resubmissions += info.get("Stage Attempt ID", 0) > 0
-        self.stage_key[info["Stage ID"]] = _stage_key(info)
+        self.rdd_key[info["Stage ID"]] = _rdd_key(info)
 
     def _on_SparkListenerStageCompleted(self, e: dict[str, Any]) -> None:
         info = e["Stage Info"]
@@ -240,14 +237,17 @@ class _Builder:
         if e.get("Task Type") != "ShuffleMapTask" or e["Task End Reason"].get("Reason") != "Success":
             return
         seconds = (info["Finish Time"] - info["Launch Time"]) / 1000.0
-        stage_key = self.stage_key.get(e["Stage ID"], -1)
         self.task_seconds[int(info["Task ID"])] = seconds
-        self.task_key[int(info["Task ID"])] = stage_key
-        key = (stage_key, int(info["Index"]))
-        if key in self.map_done:
-            self.s.recomputed_tasks += 1
-            self.s.recomputed_task_seconds += seconds
-        self.map_done.add(key)
+        self.map_tasks.append((e["Stage ID"], int(info["Index"]), int(info["Task ID"]), seconds))
+
+    def _output_key(self, stage_id: int) -> tuple[str, int]:
+        """What a map stage writes, the same for every stage that writes it again: its shuffle
+        where trspark named it, else its highest RDD id (two shuffles of one RDD share that)."""
+        if stage_id in self.shuffle_of:
+            return "shuffle", self.shuffle_of[stage_id]
+        if stage_id in self.rdd_key:
+            return "rdd", self.rdd_key[stage_id]
+        return "stage", stage_id
 
     def finish(self) -> Summary:
         if self.start is None:
@@ -271,8 +271,19 @@ class _Builder:
         seen = [0.0] + [ex.end for ex in s.executors.values() if ex.end is not None]
         seen += [end for *_, end in s.stages] + [t for t, *_ in s.backups]
         s.duration = self.end - t0 if self.end else max(seen)
+        self._count_recomputed()
         self._count_reads()
         return self.s
+
+    def _count_recomputed(self) -> None:
+        """Map tasks that wrote an output some earlier attempt had written: recomputation."""
+        done: set[tuple[tuple[str, int], int]] = set()
+        for stage_id, partition, _, seconds in self.map_tasks:
+            output = (self._output_key(stage_id), partition)
+            if output in done:
+                self.s.recomputed_tasks += 1
+                self.s.recomputed_task_seconds += seconds
+            done.add(output)
 
     def _count_reads(self) -> None:
         """Which restored and lost outputs were read again: a job listing their stage ended after
@@ -282,11 +293,18 @@ class _Builder:
         lost, and its restore saved nothing; the plugin's counters cannot tell (they count at the
         loss), the whole log can.
         """
+        last_read: dict[tuple[str, int], float] = {}
+        for job_id, stages in self.job_stages.items():
+            end = self.job_end.get(job_id, float("inf"))  # a job that never ended reads to the last
+            for key in {self._output_key(stage_id) for stage_id in stages}:
+                last_read[key] = max(last_read.get(key, float("-inf")), end)
+        key_of_task = {task_id: self._output_key(stage_id) for stage_id, _, task_id, _ in self.map_tasks}
+
         def read_again(map_id: int, at: float) -> bool:
-            key = self.task_key.get(map_id)
+            key = key_of_task.get(map_id)
             if key is None:  # unknown writer: assume read
                 return True
-            return self.readers.get(key, 0) > 0 or self.last_read.get(key, float("-inf")) > at
+            return last_read.get(key, float("-inf")) > at
 
         restored: set[int] = set()
         for at, restored_ids, lost_ids in self.losses:
@@ -296,7 +314,7 @@ class _Builder:
         self.s.rerun_avoided_task_seconds = sum(self.task_seconds.get(i, 0.0) for i in restored)
 
 
-def _stage_key(info: dict[str, Any]) -> int:
+def _rdd_key(info: dict[str, Any]) -> int:
     """A stage's own RDD id, the highest of its RDDs: a later stage over the same shuffle (a re-run
     after a loss, or a stage a later job skips) has the same one."""
     return int(max((r["RDD ID"] for r in info.get("RDD Info", [])), default=-info["Stage ID"]))

@@ -27,6 +27,14 @@ case class TRExecutorEnded(time: Long, executorId: String, reason: String) exten
 case class TRNotice(time: Long, executorId: String, deadline: Long, source: String) extends SparkListenerEvent
 
 /**
+ * Stage `stageId` writes shuffle `shuffleId`; posted once per stage, when a job first lists it.
+ * Spark's own stage records do not name the shuffle, and a stage that writes an output again (a
+ * re-run in a later job) may have a new stage id: the shuffle id is what `trspark report` counts
+ * recomputed map tasks by.
+ */
+case class TRMapStage(time: Long, stageId: Int, shuffleId: Int) extends SparkListenerEvent
+
+/**
  * A committed backup of map output (`shuffleId`, `mapIndex`, `mapId` = its task attempt id),
  * from executor `source` to `target` (an executor id, or `remote`): `bytes` (index + data files)
  * copied in `seconds`.

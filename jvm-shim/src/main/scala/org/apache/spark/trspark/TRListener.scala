@@ -70,7 +70,9 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
   }
 
   override def onJobStart(job: SparkListenerJobStart): Unit = guarded {
-    job.stageInfos.foreach(s => s.shuffleDepId.foreach(shuffleOfStage(s.stageId) = _))
+    for (s <- job.stageInfos; shuffle <- s.shuffleDepId if shuffleOfStage.put(s.stageId, shuffle).isEmpty) {
+      plugin.obs.post(TRMapStage(job.time, s.stageId, shuffle))
+    }
     val reads = for (s <- job.stageInfos; parent <- s.parentIds; shuffle <- shuffleOfStage.get(parent))
       yield (shuffle, s.stageId)
     reads.foreach { case (shuffle, stage) => readers.getOrElseUpdate(shuffle, mutable.Set.empty) += stage }
