@@ -327,7 +327,7 @@ trait BackupFlow extends DriverBase {
       count("outputs_forgotten", records.size.toLong)
       records
     }
-    if (gone.exists(_.remote != CopyState.None)) verifier.execute(() => remote.deleteShuffle(shuffleId))
+    if (gone.exists(_.remote != CopyState.None)) storeWork.execute(() => remote.deleteShuffle(shuffleId))
   }
 
   /** Have `source` stop its handed-out copies of this output (sent with its next [[Work]]). */
@@ -359,7 +359,7 @@ trait BackupFlow extends DriverBase {
       if (task.target == Target.Remote) r.remote != CopyState.None else r.peers.contains(task.target)
     })
     if (!reused) {
-      if (task.target == Target.Remote) verifier.execute(() => remote.delete(task.shuffleId, task.mapId))
+      if (task.target == Target.Remote) storeWork.execute(() => remote.delete(task.shuffleId, task.mapId))
       else synchronized {
         val onThePeer = TRDriverPlugin.liveOn(tracker, task.shuffleId, task.mapIndex, task.mapId, task.target)
         // `source` ran the copy, so it is the output's source; a record still kept also knows
@@ -384,7 +384,7 @@ trait BackupFlow extends DriverBase {
   /** Forget a superseded output's copies (a re-run replaced it). */
   private def dropCopies(record: OutputRecord): Unit = {
     count("maps_rerun")
-    if (record.remote != CopyState.None) verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
+    if (record.remote != CopyState.None) storeWork.execute(() => remote.delete(record.shuffleId, record.mapId))
     cancelCopies(record)
     deletePeerCopies(record)
   }

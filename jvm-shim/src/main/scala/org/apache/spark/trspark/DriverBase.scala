@@ -24,12 +24,12 @@ abstract class DriverBase extends DriverPlugin with Logging {
   protected val builtinAlways = new AtomicBoolean(false)
   /** Outputs whose failed copy always-checkpoint asked for once more, (shuffle, map id): never twice. */
   protected val retried = mutable.Set.empty[(Int, Long)]
-  /** Off the RPC and engine threads: deletes in the remote store, and the listener's re-checks of copies there. */
-  protected val verifier = Executors.newSingleThreadExecutor(Daemon.factory("trspark-verify"))
+  /** Remote-store work off the RPC and engine threads: deletes there, and the listener's re-checks of copies there. */
+  protected val storeWork = Executors.newSingleThreadExecutor(Daemon.factory("trspark-store"))
   /** Re-reads of remote copies before a lost executor's outputs are re-pointed to them, in parallel. */
   protected val restoreChecks = Executors.newFixedThreadPool(8, Daemon.factory("trspark-restore"))
   /**
-   * Executor releases, off the RPC and engine threads and not queued behind verifications: a
+   * Executor releases, off the RPC and engine threads and not queued behind store work: a
    * kill waits for the cluster manager, and until it is registered a master without the
    * scheduler hook can still offer the leaving executor a task.
    */

@@ -92,7 +92,7 @@ trait OutputLoss extends BackupFlow {
    * output is unregistered, so the map stage Spark resubmits runs it again, and its copy is
    * dropped. A reducer stops at the first block it cannot read, so the shuffle's other outputs
    * served from the store are checked too ([[remoteIntact]]), before Spark resubmits when `wait`
-   * (the scheduler's hook), else on the verifier thread (the listener's, which must not block).
+   * (the scheduler's hook), else on the store thread (the listener's, which must not block).
    */
   private def remoteReadFailed(shuffleId: Int, mapIndex: Int, reducer: String, blamed: String, wait: Boolean): Unit = {
     val (failed, others) = synchronized {
@@ -103,7 +103,7 @@ trait OutputLoss extends BackupFlow {
     }
     failed.foreach { r =>
       damaged("remote", "not readable by a reducer", r.toString, "unregistered, the output is recomputed")
-      verifier.execute(() => remote.delete(r.shuffleId, r.mapId))
+      storeWork.execute(() => remote.delete(r.shuffleId, r.mapId))
       blockLost(r)
     }
     if (others.nonEmpty) {
@@ -114,7 +114,7 @@ trait OutputLoss extends BackupFlow {
         gone.foreach(blockLost)
       }
       if (wait) Guard.run("TRDriverPlugin.recheckStore")(recheck())
-      else verifier.execute(() => Guard.run("TRDriverPlugin.recheckStore")(recheck()))
+      else storeWork.execute(() => Guard.run("TRDriverPlugin.recheckStore")(recheck()))
     }
   }
 
@@ -157,7 +157,7 @@ trait OutputLoss extends BackupFlow {
       problem.foreach { p =>
         damaged("remote", p, record.toString, "treated as missing, the output is recomputed")
         synchronized(record.remote = CopyState.None)
-        verifier.execute(() => remote.delete(record.shuffleId, record.mapId))
+        storeWork.execute(() => remote.delete(record.shuffleId, record.mapId))
       }
       problem.isEmpty
     }.map(_._1).toSet

@@ -139,7 +139,7 @@ class TRDriverPlugin extends EngineCommands {
 
   override def shutdown(): Unit = {
     clock.shutdownNow()
-    verifier.shutdownNow()
+    storeWork.shutdownNow()
     restoreChecks.shutdownNow()
     releaser.shutdownNow()
     bridge.foreach(_.stop())
