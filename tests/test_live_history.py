@@ -16,6 +16,7 @@ from test_chaos import wait_for
 
 from jobs.harness.chaos import EvictionInjector
 from jobs.harness.executors import driver_pid
+from jobs.tpcds.session import forget_local_dirs
 from trspark.live.history import HistoryStore, fit_lifetime
 
 TRUTH = "weibull:shape=3,scale=15"  # mean 13.4 s: several kills in a short application
@@ -95,6 +96,7 @@ def test_live_application_records_each_kill_and_censors_survivors(azure_history:
             assert not sc._jvm.org.apache.spark.trspark.TRStatus.isFallenBack(), "the policy engine never started"
         finally:
             spark.stop()  # the engine censors the survivors and writes them
+            forget_local_dirs(sc)
         assert len(kills) >= 2, f"too few kills to test with: {kills}"
         store = HistoryStore(azure_history)
         # The engine appends the survivors (censored) when it sees the end of the application.

@@ -21,6 +21,7 @@ from bench import notice_vs_decommission as bench
 from jobs.harness.chaos import EvictionInjector, ExecutorProcess, find_executors
 from jobs.harness.executors import driver_pid
 from jobs.harness.notice_endpoints import NoticeServer
+from jobs.tpcds.session import forget_local_dirs
 
 # ---- the injector's notice by callback (fake executors, no Spark) --------------------------------------
 
@@ -130,6 +131,7 @@ def live() -> Iterator[tuple[Any, NoticeServer, Path]]:
             yield spark, server, Path(tmp)
         finally:
             spark.stop()
+            forget_local_dirs(spark.sparkContext)
             cloudpickle.unregister_pickle_by_value(bench)
 
 

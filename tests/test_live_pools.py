@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from jobs.harness.notice_endpoints import NoticeServer
+from jobs.tpcds.session import forget_local_dirs
 from trspark.reporting import summarize
 
 pytestmark = pytest.mark.spark
@@ -58,6 +59,7 @@ def live_cluster(executors: int, settings: dict[str, Any], spark_settings: dict[
             yield spark, trace
         finally:
             spark.stop()
+            forget_local_dirs(spark.sparkContext)
 
 
 def engine_events(trace: Path) -> list[dict[str, Any]]:

@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 from test_shim_live import EXECUTORS, TIMEOUT, Cluster, expected_sums, reruns_of, run_job, shuffled, wait_for
 
+from jobs.tpcds.session import forget_local_dirs
+
 pytestmark = pytest.mark.spark
 
 
@@ -51,6 +53,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield c
     finally:
         spark.stop()
+        forget_local_dirs(spark.sparkContext)
 
 
 def data_files(cluster: Cluster, shuffle_id: int, map_id: int) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import re
 import subprocess
@@ -101,10 +102,10 @@ def test_a_sessions_driver_jvm_prints_to_the_console_log_not_the_console(tmp_pat
     script = f"""
 from pathlib import Path
 from jobs.tpcds import session
-spark, _ = session.start(session.ClusterSpec(master="local[1]"), "never", console_log=Path({str(log)!r}))
+spark, work_dir = session.start(session.ClusterSpec(master="local[1]"), "never", console_log=Path({str(log)!r}))
 spark.sparkContext._jvm.java.lang.System.err.println("marker printed by the JVM")
 spark.sparkContext._jvm.org.apache.log4j.LogManager.getLogger("trspark.test").error("marker logged by Spark's log")
-spark.stop()
+session.stop(spark, work_dir)
 print("python done")
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
@@ -113,3 +114,29 @@ print("python done")
     written = log.read_text()
     assert "marker printed by the JVM" in written and "marker logged by Spark's log" in written
     assert "marker" not in done.stderr
+
+
+@pytest.mark.spark
+def test_a_later_session_in_the_same_jvm_keeps_to_its_own_local_folder() -> None:
+    # A fresh process: the driver JVM must not have cached an earlier test's folders.
+    script = """
+import json
+from jobs.tpcds import session
+spec = session.ClusterSpec(executors=1, cores=1, memory_mb=1024)
+work_dirs, in_use = [], []
+for _ in range(2):
+    spark, work_dir = session.start(spec, "never")
+    sc = spark.sparkContext
+    assert sc.parallelize(range(100), 2).map(lambda x: (x % 3, x)).reduceByKey(lambda a, b: a + b).count() == 3
+    utils = getattr(getattr(sc._jvm.org.apache.spark.util, "Utils$"), "MODULE$")
+    in_use.append(utils.getLocalDir(sc._jsc.sc().conf()))
+    session.stop(spark, work_dir)
+    work_dirs.append(str(work_dir))
+print(json.dumps({"work_dirs": work_dirs, "in_use": in_use}))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    for work_dir, in_use in zip(result["work_dirs"], result["in_use"], strict=True):
+        assert in_use.startswith(work_dir + "/local/")
+        assert not Path(work_dir).exists()

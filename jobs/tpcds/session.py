@@ -211,8 +211,22 @@ def stop(spark: SparkSession, work_dir: Path) -> None:
     fallback storage, backups): no later session reads it, and a benchmark starts many."""
     try:
         spark.stop()
+        forget_local_dirs(spark.sparkContext)
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def forget_local_dirs(sc: Any) -> None:
+    """Make the next session in this driver JVM use its own ``spark.local.dir``.
+
+    Spark keeps the local folders it first created for the whole JVM
+    (``Utils.getOrCreateLocalRootDirs``), and stopping a context does not forget them: a later
+    session in the same py4j JVM would write its executors' and Python's folders into this
+    session's ``spark.local.dir``, creating it again after it was deleted. ``sc`` is the stopped
+    ``SparkContext`` (typed ``Any``, as py4j's fields are).
+    """
+    utils = getattr(getattr(sc._jvm.org.apache.spark.util, "Utils$"), "MODULE$")
+    utils.clearLocalRootDirs()
 
 
 @contextmanager
