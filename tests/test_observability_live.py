@@ -291,8 +291,7 @@ def test_the_event_log_and_its_report_agree_with_the_metrics(app: App, tmp_path:
     kinds = [e["Event"].rsplit(".", 1)[-1] for e in events]
     assert kinds.count("TRExecutorStarted") == kinds.count("SparkListenerExecutorAdded") >= EXECUTORS + 2
     assert kinds.count("TRExecutorEnded") == kinds.count("SparkListenerExecutorRemoved") >= 3
-    # Each map stage is named with its shuffle once: the rounds' three shuffles, each with its
-    # stage of the first read and the stage of the read after the kill.
+    # Each map stage is named with its shuffle once, and the three rounds wrote three shuffles.
     map_stages = [(e["stageId"], e["shuffleId"]) for e in events if e["Event"].endswith(".TRMapStage")]
     ran_maps = {e["Stage ID"] for e in events
                 if e["Event"] == "SparkListenerTaskEnd" and e["Task Type"] == "ShuffleMapTask"}
