@@ -75,7 +75,7 @@ def test_bench_csv_metrics_ui_tab_and_report_agree_on_a_job_with_kills(tmp_path:
         ctx = recorded_run.BenchContext(settings, {JOB: query}, {JOB: oracle.answer(query)})
     runner.draw_schedules(ctx)
     spec = session.ClusterSpec(executors=3, cores=1, memory_mb=1024, extra_conf=dict(settings.spark_conf))
-    spark, _ = session.start(spec, "tr", trspark_options=runner._plugin_options(ctx, "tr"))
+    spark, work_dir = session.start(spec, "tr", trspark_options=runner._plugin_options(ctx, "tr"))
     try:
         sc = spark.sparkContext
         session.register_tables(spark, data)
@@ -87,7 +87,7 @@ def test_bench_csv_metrics_ui_tab_and_report_agree_on_a_job_with_kills(tmp_path:
         counters = settled(spark)
         scraped, shown = prometheus(sc.uiWebUrl), tab(sc.uiWebUrl)
     finally:
-        spark.stop()
+        session.stop(spark, work_dir)
     rows = results.read(out)
     (log,) = glob.glob(str(log_dir / "*"))
     report = trspark.report(log)
