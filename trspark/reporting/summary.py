@@ -20,6 +20,9 @@ KILL_REASONS = ("evicted", "decommissioned")
 DRIVER_REMOVALS = ("Executor killed by driver.", "Executor decommission: spark scale down")
 
 
+# One successful map task attempt: (what it wrote: shuffle or RDD key, partition, task id, run time in s).
+_MapOutput = tuple[tuple[str, int], int, int, float]
+
 @dataclass
 class Executor:
     executor_id: str
@@ -134,7 +137,6 @@ class _Builder:
         self.s = Summary(prices=dict(prices))
         self.start: float | None = None
         self.end = 0.0
-        self.task_seconds: dict[int, float] = {}
         self.losses: list[tuple[float, list[int], list[int]]] = []
         """(time, restored map ids, lost map ids) of each TRRestore."""
         self.rdd_key: dict[int, int] = {}
@@ -237,7 +239,6 @@ class _Builder:
         if e.get("Task Type") != "ShuffleMapTask" or e["Task End Reason"].get("Reason") != "Success":
             return
         seconds = (info["Finish Time"] - info["Launch Time"]) / 1000.0
-        self.task_seconds[int(info["Task ID"])] = seconds
         self.map_tasks.append((e["Stage ID"], int(info["Index"]), int(info["Task ID"]), seconds))
 
     def _output_key(self, stage_id: int) -> tuple[str, int]:
@@ -271,21 +272,23 @@ class _Builder:
         seen = [0.0] + [ex.end for ex in s.executors.values() if ex.end is not None]
         seen += [end for *_, end in s.stages] + [t for t, *_ in s.backups]
         s.duration = self.end - t0 if self.end else max(seen)
-        self._count_recomputed()
-        self._count_reads()
+        outputs = [(self._output_key(stage_id), partition, task_id, seconds)
+                   for stage_id, partition, task_id, seconds in self.map_tasks]
+        self._count_recomputed(outputs)
+        self._count_reads(outputs)
         return self.s
 
-    def _count_recomputed(self) -> None:
+    def _count_recomputed(self, outputs: list[_MapOutput]) -> None:
         """Map tasks that wrote an output some earlier attempt had written: recomputation."""
         done: set[tuple[tuple[str, int], int]] = set()
-        for stage_id, partition, _, seconds in self.map_tasks:
-            output = (self._output_key(stage_id), partition)
+        for key, partition, _, seconds in outputs:
+            output = (key, partition)
             if output in done:
                 self.s.recomputed_tasks += 1
                 self.s.recomputed_task_seconds += seconds
             done.add(output)
 
-    def _count_reads(self) -> None:
+    def _count_reads(self, outputs: list[_MapOutput]) -> None:
         """Which restored and lost outputs were read again: a job listing their stage ended after
         the loss, or never ended.
 
@@ -298,7 +301,7 @@ class _Builder:
             end = self.job_end.get(job_id, float("inf"))  # a job that never ended reads to the last
             for key in {self._output_key(stage_id) for stage_id in stages}:
                 last_read[key] = max(last_read.get(key, float("-inf")), end)
-        key_of_task = {task_id: self._output_key(stage_id) for stage_id, _, task_id, _ in self.map_tasks}
+        key_of_task = {task_id: key for key, _, task_id, _ in outputs}
 
         def read_again(map_id: int, at: float) -> bool:
             key = key_of_task.get(map_id)
@@ -311,7 +314,8 @@ class _Builder:
             restored.update(i for i in restored_ids if read_again(i, at))
             self.s.outputs_lost_read += sum(read_again(i, at) for i in lost_ids)
         self.s.outputs_restored_read = len(restored)
-        self.s.rerun_avoided_task_seconds = sum(self.task_seconds.get(i, 0.0) for i in restored)
+        seconds_of_task = {task_id: seconds for _, _, task_id, seconds in outputs}
+        self.s.rerun_avoided_task_seconds = sum(seconds_of_task.get(i, 0.0) for i in restored)
 
 
 def _rdd_key(info: dict[str, Any]) -> int:
