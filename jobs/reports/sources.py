@@ -23,8 +23,10 @@ time. {_SIM} A run that does not finish within 20x the stable time counts as 20 
     Source("simulator_sweep.csv",
            "trspark simulate sweep --workloads tpcds,bing,cortana,pagerank \\\n"
            "    --policies never,always,stage,interval,oracle --vms 10 --scale 0.01 --runs 50 \\\n"
-           "    --out docs/results/simulator_sweep.csv",
-           "2026-11-25", "unknown (the CSV was added in commit 430b26a)", MACHINE,
+           "    --out docs/results/simulator_sweep.csv --plot docs/results/simulator_sweep.png",
+           "2026-12-05, 08:15-08:17 UTC",
+           "8a67711; the first run (2026-11-25, code version not recorded) gave the same figures to the "
+           "last digit in every column it had", MACHINE,
            pivot(("workload", "stability"), "policy"),
            "![slowdowns](simulator_sweep.png)\n\nMean slowdown over 50 seeded runs per cell; `oracle` knows "
            "every VM's death time."),
@@ -61,8 +63,8 @@ the sweep against the design targets.
            f"    {_SWEEP_FLAGS} --csv tr.csv\n"
            "# tr-local: the same with --runs 50; the baselines' rows come from the same script, --runs 50",
            "2026-11-25", "aef7d88 (tr, tr-det, tr-local); baselines from an earlier commit of the same day; `tr` at "
-           "tpcds and bing, stabilities 20 and 5, re-run at fcbf2dc (2026-11-28), 4164ff6 (2026-12-03) and "
-           "223e3f8 (2026-12-04): identical to the last digit",
+           "tpcds and bing, stabilities 20 and 5, re-run at fcbf2dc (2026-11-28), 4164ff6 (2026-12-03), "
+           "223e3f8 (2026-12-04) and 8a67711 (2026-12-05): identical to the last digit",
            "2 cores shared with other work", pivot(("workload", "stability"), "policy"),
            "![slowdowns](engine_sweep.png)\n\nMean slowdown; 200 paired runs per point for `tr` and `tr-det`, "
            "50 for the others."),
