@@ -39,6 +39,21 @@ def _azurite_binary() -> str | None:
     return shutil.which("azurite-blob")
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``stops_app`` run after the other tests of their module, whatever order they were
+    collected or shuffled in: they stop the application the module's tests share."""
+    first_of_module: dict[object, int] = {}
+    for index, item in enumerate(items):
+        first_of_module.setdefault(getattr(item, "module", None), index)
+
+    def module_then_stops(index_item: tuple[int, pytest.Item]) -> tuple[int, bool, int]:
+        index, item = index_item
+        return first_of_module[getattr(item, "module", None)], item.get_closest_marker("stops_app") is not None, index
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=module_then_stops)]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

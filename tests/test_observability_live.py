@@ -277,8 +277,9 @@ def test_the_executors_metrics_reach_a_sink_and_add_up_to_the_driver_counters(ap
     assert on_executors["copies_failed"] == counters["backups_failed"] == 0
 
 
+@pytest.mark.stops_app
 def test_the_event_log_and_its_report_agree_with_the_metrics(app: App, tmp_path: Path) -> None:
-    """The module's last test: it stops the application to read its finished event log."""
+    """It stops the application to read its finished event log, so it runs after the others (``stops_app``)."""
     counters = app.settled()
     scrape = app.prometheus_text()
     app.stop()
