@@ -14,8 +14,11 @@ After each job one CSV row and one printed line: the job, its seconds, whether i
 wrong, the kills so far, the resident memory (MB) of the driver JVM, the policy engine and the
 executors, and the engine's decision latency as Spark's own ``CsvSink`` last wrote it (median
 and 99th percentile of the ``trspark`` source's histogram, whose reservoir favours the last
-five minutes). At the end: the totals, the memory trend (last fifth's mean over the first
-fifth's, per process kind) and the files left in the remote store after the application ended.
+five minutes). Every ``--heap-every`` seconds, after a job, the driver's live heap: its used heap
+right after a full collection (``System.gc()``), which a leak raises and a heap merely grown to
+its maximum does not. At the end: the totals, the memory trend (last fifth's mean over the first
+fifth's, per process kind, and of the live heap) and the files left in the remote store after
+the application ended.
 Exit code 1 when an answer was wrong or a job failed.
 """
 
@@ -52,6 +55,34 @@ def rss_mb(driver: psutil.Process) -> dict[str, float]:
         except psutil.Error:  # exited meanwhile (a killed executor)
             pass
     return {k: round(v, 1) for k, v in out.items()}
+
+
+def live_heap_mb(sc: Any) -> float:
+    """The driver JVM's used heap (MB) right after a full collection that this call asks for.
+
+    ``System.gc()`` is a full, stop-the-world collection under the JVM's default collectors, so
+    what is left is what the driver still references.
+    """
+    jvm = sc._jvm
+    jvm.java.lang.System.gc()
+    return round(float(jvm.java.lang.management.ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed()) / 1e6, 1)
+
+
+class HeapSampler:
+    """The driver's live heap (:func:`live_heap_mb`) at most once every ``every`` seconds (0: never)."""
+
+    def __init__(self, sc: Any, every: float) -> None:
+        self.sc, self.every = sc, every
+        self.due = time.monotonic()
+        self.samples: list[dict[str, float]] = []
+
+    def sample(self) -> float | str:
+        """A new sample in MB when one is due, else ``""`` (a blank CSV cell)."""
+        if not self.every or time.monotonic() < self.due:
+            return ""
+        self.samples.append({"driver_heap": live_heap_mb(self.sc)})
+        self.due = time.monotonic() + self.every
+        return self.samples[-1]["driver_heap"]
 
 
 def trend(samples: list[dict[str, float]]) -> dict[str, float]:
@@ -160,6 +191,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     store = work_dir / "backups" / sc.applicationId
     totals = {"jobs": 0, "wrong": 0, "failed": 0, "kills": 0}
     samples: list[dict[str, float]] = []
+    heap = HeapSampler(sc, args.heap_every)
     stream = Stream(spark, queries, answers, args.time_cap, rdd_jobs=args.rdd)
     started = time.monotonic()
     injector = EvictionInjector(driver.pid, model=f"exponential:mean={args.kill_mean}", rng=args.seed, min_alive=1).start()
@@ -172,6 +204,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
             row = {"policy": args.policy, "t_s": round(time.monotonic() - started, 1), "job": job, "seconds": round(seconds, 2),
                    "failed": int(failed), "wrong": int(wrong), "kills": totals["kills"],
                    **{f"rss_{k}_mb": v for k, v in samples[-1].items()},
+                   "driver_heap_mb": heap.sample(),
                    **{"decisions": "", "latency_p50_ms": "", "latency_p99_ms": "", **decision_latency_ms(metrics_dir)}}
             if args.out:
                 append_row(Path(args.out), row)
@@ -184,7 +217,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(work_dir, ignore_errors=True)
         if not args.metrics_dir:
             shutil.rmtree(metrics_dir, ignore_errors=True)
-    return {**totals, "memory_trend": trend(samples), "store_files_left": len(left)}
+    return {**totals, "memory_trend": {**trend(samples), **trend(heap.samples)}, "store_files_left": len(left)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,11 +236,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sf", type=float, default=0.1, help="TPC-DS scale factor")
     parser.add_argument("--queries", default=SOAK_QUERIES, help="TPC-DS queries, run in turn")
     parser.add_argument("--time-cap", type=float, default=600.0, help="seconds a query may take before it counts as failed")
+    parser.add_argument("--heap-every", type=float, default=120.0,
+                        help="seconds between samples of the driver's live heap, each a full collection (0: none)")
     parser.add_argument("--out", default="", help="CSV: one row per job (appended)")
     parser.add_argument("--metrics-dir", default="", help="where the driver's CsvSink writes (default: a new temporary directory)")
     args = parser.parse_args(argv)
-    if args.minutes <= 0 or args.executors < 2 or args.kill_mean <= 0 or args.passes < 0:
-        parser.error("--minutes and --kill-mean must be > 0, --executors >= 2 and --passes >= 0")
+    if args.minutes <= 0 or args.executors < 2 or args.kill_mean <= 0 or args.passes < 0 or not args.heap_every >= 0:
+        parser.error("--minutes and --kill-mean must be > 0, --executors >= 2, --passes and --heap-every >= 0")
     result = soak(args)
     print("SOAK " + json.dumps(result), flush=True)
     return 1 if result["wrong"] or result["failed"] else 0

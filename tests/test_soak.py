@@ -29,14 +29,17 @@ def test_the_memory_trend_is_the_last_fifth_over_the_first() -> None:
 
 def test_the_report_sums_each_five_minutes(tmp_path: Path) -> None:
     csv_path = tmp_path / "soak.csv"
-    head = "t_s,job,seconds,failed,wrong,kills,rss_driver_mb,rss_engine_mb,rss_executors_mb,decisions,latency_p50_ms,latency_p99_ms\n"
-    csv_path.write_text(head + "10,rdd,1,0,0,2,100,50,300,,,\n"
-                        "200,q3,4,0,1,5,200,50,500,40,1.5,9\n"
-                        "320,rdd,1,1,0,9,300,52,700,80,1.2,7\n")
+    head = ("t_s,job,seconds,failed,wrong,kills,rss_driver_mb,rss_engine_mb,rss_executors_mb,driver_heap_mb,"
+            "decisions,latency_p50_ms,latency_p99_ms\n")
+    csv_path.write_text(head + "10,rdd,1,0,0,2,100,50,300,60,,,\n"
+                        "200,q3,4,0,1,5,200,50,500,,40,1.5,9\n"
+                        "250,rdd,1,0,0,5,200,50,500,70,40,1.5,9\n"
+                        "320,rdd,1,1,0,9,300,52,700,,80,1.2,7\n")
     text = windows(csv_path)
-    assert "**3 jobs** (1 TPC-DS queries, 2 RDD jobs) in 5.3 min, **9 executors killed**, **1 wrong answers**, **1 failed jobs**" in text
-    assert "| 0-5 | 2 | 5 | 0 | 1 | 150 | 50 | 400 | 40 | 1.5 | 9 |" in text
-    assert "| 5-10 | 1 | 4 | 1 | 0 | 300 | 52 | 700 | 80 | 1.2 | 7 |" in text
+    assert "**4 jobs** (1 TPC-DS queries, 3 RDD jobs) in 5.3 min, **9 executors killed**, **1 wrong answers**, **1 failed jobs**" in text
+    # The live heap: the mean of the window's samples, "-" in a window without one.
+    assert "| 0-5 | 3 | 5 | 0 | 1 | 167 | 65 | 50 | 433 | 40 | 1.5 | 9 |" in text
+    assert "| 5-10 | 1 | 4 | 1 | 0 | 300 | - | 52 | 700 | 80 | 1.2 | 7 |" in text
 
 
 class _RecordingStream(Stream):

@@ -37,8 +37,9 @@ KILLSWEEP_NOTE = (
 
 def windows(path: Path) -> str:
     """Totals, then one line per ``WINDOW_S`` of the run: jobs, kills, failures, wrong answers,
-    mean resident memory (MB) per process kind, and the engine's decision latency (ms) as the
-    driver's CsvSink last wrote it in the window."""
+    mean resident memory (MB) per process kind, the driver's mean live heap (MB, after a full
+    collection; ``-`` when not sampled), and the engine's decision latency (ms) as the driver's
+    CsvSink last wrote it in the window."""
     rows = read_rows(path)
     if not rows:
         return "No rows.\n"
@@ -47,8 +48,8 @@ def windows(path: Path) -> str:
               f"{float(rows[-1]['t_s']) / 60:.1f} min, **{rows[-1]['kills']} executors killed**, "
               f"**{sum(int(r['wrong']) for r in rows)} wrong answers**, **{sum(int(r['failed']) for r in rows)} "
               f"failed jobs**.\n")
-    head = ("| minutes | jobs | kills | failed | wrong | driver MB | engine MB | executors MB | "
-            "decisions | latency p50 ms | latency p99 ms |\n|---|---|---|---|---|---|---|---|---|---|---|")
+    head = ("| minutes | jobs | kills | failed | wrong | driver MB | driver live heap MB | engine MB | executors MB | "
+            "decisions | latency p50 ms | latency p99 ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
     lines, kills_before = [], 0
     by_window: dict[int, list[dict[str, str]]] = {}
     for r in rows:
@@ -56,9 +57,11 @@ def windows(path: Path) -> str:
     for index, group in sorted(by_window.items()):
         last = group[-1]
         rss = [fmean(float(r[f"rss_{kind}_mb"]) for r in group) for kind in ("driver", "engine", "executors")]
+        heap = [float(r["driver_heap_mb"]) for r in group if r.get("driver_heap_mb")]
         lines.append(f"| {index * WINDOW_S / 60:.0f}-{(index + 1) * WINDOW_S / 60:.0f} | {len(group)} | "
                      f"{int(last['kills']) - kills_before} | {sum(int(r['failed']) for r in group)} | "
-                     f"{sum(int(r['wrong']) for r in group)} | {rss[0]:.0f} | {rss[1]:.0f} | {rss[2]:.0f} | "
+                     f"{sum(int(r['wrong']) for r in group)} | {rss[0]:.0f} | {f'{fmean(heap):.0f}' if heap else '-'} | "
+                     f"{rss[1]:.0f} | {rss[2]:.0f} | "
                      f"{last['decisions'] or '-'} | {last['latency_p50_ms'] or '-'} | {last['latency_p99_ms'] or '-'} |")
         kills_before = int(last["kills"])
     return totals + "\n" + head + "\n" + "\n".join(lines) + "\n"
@@ -83,7 +86,7 @@ def kill_sweep(path: Path) -> str:
 
 
 def draw(results: Path) -> None:
-    """``soak.png``: resident memory per process kind and the decision latency over the run."""
+    """``soak.png``: resident memory per process kind, the driver's live heap and the decision latency over the run."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -94,7 +97,9 @@ def draw(results: Path) -> None:
     fig, (mem, lat) = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True)
     for kind in ("driver", "engine", "executors"):
         mem.plot(minutes, [float(r[f"rss_{kind}_mb"]) for r in rows], label=kind, lw=1)
-    mem.set_ylabel("resident memory (MB)")
+    sampled = [(m, float(r["driver_heap_mb"])) for m, r in zip(minutes, rows, strict=True) if r.get("driver_heap_mb")]
+    mem.plot([m for m, _ in sampled], [mb for _, mb in sampled], label="driver live heap", lw=1, marker=".")
+    mem.set_ylabel("memory (MB)")
     mem.legend(loc="upper left", fontsize=8)
     timed = [(m, r) for m, r in zip(minutes, rows, strict=True) if r["latency_p50_ms"]]
     for field, label in (("latency_p50_ms", "p50"), ("latency_p99_ms", "p99")):
