@@ -182,7 +182,8 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     if unanswered:
         raise SystemExit(f"error: --queries: DuckDB has no answer to {', '.join(unanswered)}")
     metrics_dir = Path(args.metrics_dir or tempfile.mkdtemp(prefix="trspark-soak-metrics-"))
-    spec = session.ClusterSpec(executors=args.executors, cores=1, memory_mb=1024, extra_conf=metrics_conf(metrics_dir))
+    spec = session.ClusterSpec(executors=args.executors, cores=1, memory_mb=1024,
+                               extra_conf={**metrics_conf(metrics_dir), **dict(args.conf)})
     spark, work_dir = session.start(spec, args.policy, app_name="trspark-soak",
                                     trspark_options={"lifetime": f"exponential:mean={args.kill_mean}"})
     session.register_tables(spark, data)
@@ -220,6 +221,14 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     return {**totals, "memory_trend": {**trend(samples), **trend(heap.samples)}, "store_files_left": len(left)}
 
 
+def spark_setting(value: str) -> tuple[str, str]:
+    """``KEY=VALUE`` with a ``spark.*`` key, as a pair."""
+    key, eq, setting = value.partition("=")
+    if not eq or not key.strip().startswith("spark."):
+        raise argparse.ArgumentTypeError(f"{value!r}; allowed: KEY=VALUE with a spark.* key")
+    return key.strip(), setting.strip()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jobs.soak", description=__doc__.splitlines()[0])
     from jobs.tpcds.session import POLICIES
@@ -238,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-cap", type=float, default=600.0, help="seconds a query may take before it counts as failed")
     parser.add_argument("--heap-every", type=float, default=120.0,
                         help="seconds between samples of the driver's live heap, each a full collection (0: none)")
+    parser.add_argument("--conf", action="append", default=[], type=spark_setting, metavar="KEY=VALUE",
+                        help="a Spark setting for the application (repeatable), e.g. spark.sql.ui.retainedExecutions=100")
     parser.add_argument("--out", default="", help="CSV: one row per job (appended)")
     parser.add_argument("--metrics-dir", default="", help="where the driver's CsvSink writes (default: a new temporary directory)")
     args = parser.parse_args(argv)

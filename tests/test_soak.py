@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from jobs.reports.soak import kill_sweep, windows
-from jobs.soak import Stream, decision_latency_ms, trend
+from jobs.soak import Stream, decision_latency_ms, main, spark_setting, trend
 
 SINK_HEADER = "t,count,max,mean,min,stddev,p50,p75,p95,p98,p99,p999\n"
 
@@ -80,3 +82,10 @@ def test_the_kill_sweep_report_names_what_went_wrong_per_policy(tmp_path: Path) 
     assert "| never | 2 | 8 | 1 | 1 | 4 |" in text
     assert "`never` wrong answers: q7." in text and "`never` failed jobs: q3." in text
     assert "`tr`" not in text
+
+
+def test_a_spark_setting_must_be_key_value_with_a_spark_key(capsys: pytest.CaptureFixture[str]) -> None:
+    assert spark_setting(" spark.sql.ui.retainedExecutions = 100") == ("spark.sql.ui.retainedExecutions", "100")
+    with pytest.raises(SystemExit):
+        main(["--conf", "sql.ui.retainedExecutions=100"])
+    assert "--conf: 'sql.ui.retainedExecutions=100'; allowed: KEY=VALUE with a spark.* key" in capsys.readouterr().err
