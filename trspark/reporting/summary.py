@@ -23,6 +23,7 @@ DRIVER_REMOVALS = ("Executor killed by driver.", "Executor decommission: spark s
 # One successful map task attempt: (what it wrote: shuffle or RDD key, partition, task id, run time in s).
 _MapOutput = tuple[tuple[str, int], int, int, float]
 
+
 @dataclass
 class Executor:
     executor_id: str
