@@ -15,6 +15,7 @@ import glob
 import os
 import re
 import shutil
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -275,6 +276,40 @@ def test_the_executors_metrics_reach_a_sink_and_add_up_to_the_driver_counters(ap
     assert on_executors["peer_copies_intact"] == counters["backups_to_peers"]
     assert on_executors["peer_copies_damaged"] == 0
     assert on_executors["copies_failed"] == counters["backups_failed"] == 0
+
+
+def poll_rates(app: App, seconds: float) -> dict[str, float]:
+    """Polls per second of each live executor over at least ``seconds`` s, from its ``polls`` metric in the sink."""
+    def polls() -> dict[str, tuple[float, int]]:
+        found = executor_reports(app.sink_dir)
+        return {e: found[e]["polls"] for e in app.alive() if "polls" in found.get(e, {})}
+
+    first = wait_for(polls, what="the executors' poll counts in the sink")
+    time.sleep(seconds)  # the window the rate is taken over, not a wait for a condition
+    last = wait_for(lambda: (now := polls()) and all(now[e][0] >= first[e][0] + seconds for e in first) and now,
+                    what=f"a report of every executor {seconds} s later")
+    return {e: (last[e][1] - first[e][1]) / (last[e][0] - first[e][0]) for e in first}
+
+
+def test_executors_poll_once_a_second_while_the_application_is_quiet_and_every_beat_while_a_job_runs(app: App) -> None:
+    app.settled()  # the earlier rounds' copies ended: nothing pending
+    # Quiet: about one poll a second; every 150 ms would be about 6.7.
+    quiet = wait_for(lambda: (rates := poll_rates(app, 4.0)) and max(rates.values()) < 2.0 and rates,
+                     what="quiet executors to poll at most twice a second")
+    print("polls per second, quiet:", quiet)
+    slow = app.sc.parallelize(range(EXECUTORS), EXECUTORS).map(lambda x: time.sleep(12.0) or x)
+    job = threading.Thread(target=slow.collect)
+    job.start()
+    tracker = app.sc.statusTracker()
+    try:
+        wait_for(lambda: sum(info.numActiveTasks for s in tracker.getActiveStageIds()
+                             if (info := tracker.getStageInfo(s))) >= EXECUTORS, what="a task on every executor")
+        busy = poll_rates(app, 4.0)
+    finally:
+        job.join()
+    print("polls per second, a job running:", busy)
+    # A task start ends an executor's quiet wait, and the driver answers "not quiet" while a job runs.
+    assert min(busy.values()) > 4.0
 
 
 @pytest.mark.stops_app

@@ -36,6 +36,8 @@ trait BackupFlow extends DriverBase {
   /** Backups requested and not yet ended, by id: a report of any other is stale. */
   protected val open = mutable.HashMap.empty[Long, BackupTask]
   private val backupIds = new AtomicLong(0)
+  /** Jobs started and not ended, as the listener saw them. */
+  private val runningJobs = java.util.concurrent.ConcurrentHashMap.newKeySet[Int]()
   /** The built-in policy's bandwidth cap per copy (bytes/s; 0 = none). */
   @volatile protected var throttle = 0.0
 
@@ -127,14 +129,26 @@ trait BackupFlow extends DriverBase {
     ended
   }
 
+  def jobStarted(jobId: Int): Unit = runningJobs.add(jobId)
+
+  def jobEnded(jobId: Int): Unit = runningJobs.remove(jobId)
+
   protected def poll(executorId: String, capacity: Int): Work = synchronized {
     val queue = work.getOrElse(executorId, mutable.Queue.empty)
     val tasks = (0 until math.min(capacity, queue.size)).map(_ => queue.dequeue())
     if (tasks.nonEmpty) running.getOrElseUpdate(executorId, mutable.Set.empty) ++= tasks
     count("backups_started", tasks.size.toLong)
     Work(tasks, cancels.remove(executorId).map(_.toSeq).getOrElse(Nil),
-      peerDeletes.remove(executorId).map(_.toSeq).getOrElse(Nil), checks.remove(executorId).map(_.toSeq).getOrElse(Nil))
+      peerDeletes.remove(executorId).map(_.toSeq).getOrElse(Nil), checks.remove(executorId).map(_.toSeq).getOrElse(Nil),
+      quiet)
   }
+
+  /**
+   * No job runs, no copy is requested and not yet ended or unchecked, and no live executor has a
+   * cancel, delete or check waiting: then executors poll once a second instead of every beat.
+   */
+  private def quiet: Boolean = runningJobs.isEmpty && open.isEmpty && unchecked.isEmpty &&
+    Seq(cancels, peerDeletes, checks).forall(_.keysIterator.forall(deadExecutors.contains))
 
   protected def backupDone(done: BackupDone): Unit = {
     val task = done.task

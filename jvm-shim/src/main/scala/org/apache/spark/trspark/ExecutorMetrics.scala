@@ -26,6 +26,8 @@ final class ExecutorMetrics(registry: MetricRegistry) {
   val checksIntact: Counter = registry.counter("peer_copies_intact")
   val checksDamaged: Counter = registry.counter("peer_copies_damaged")
   val peerCopiesDeleted: Counter = registry.counter("peer_copies_deleted")
+  /** Asks to the driver for backup work: one a beat, one a second while the application is quiet. */
+  val polls: Counter = registry.counter("polls")
   /** Wall time of each written copy, from its start to the last byte written (seconds, as a timer). */
   val copyTime: Timer = registry.timer("copy_time")
 

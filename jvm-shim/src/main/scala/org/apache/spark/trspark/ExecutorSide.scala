@@ -17,7 +17,8 @@ import org.apache.spark.storage.{BlockId, ShuffleDataBlockId, ShuffleIndexBlockI
 
 /**
  * Executor side: asks the driver for backup work every [[TRExecutorPlugin.PollMs]] ms (the
- * plugin API only lets executors talk to the driver) and copies one map output at a time,
+ * plugin API only lets executors talk to the driver), every [[TRExecutorPlugin.QuietPollMs]] ms
+ * while the driver answers that the application is quiet, and copies one map output at a time,
  * either to the remote store ([[RemoteBackups]]) or to a peer's block manager the way
  * `BlockManagerDecommissioner` migrates shuffle files (`uploadBlockSync` of the data block,
  * then the index block, whose arrival makes the driver re-point the output to the peer).
@@ -39,6 +40,11 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
   // stop nothing any more, so it is forgotten.
   private val inFlight = new ConcurrentSkipListSet[java.lang.Long]()
 
+  // While the driver reports a quiet application, polls wait until `quietUntil` (System.nanoTime);
+  // a task start here ends the wait at the next beat, since its output may need a copy.
+  @volatile private var quietUntil = 0L
+  @volatile private var taskStarted = false
+
   private var notices: Option[NoticeWatcher] = None
   /** Set when this executor shuts down: a copy interrupted by that is no store failure to report. */
   @volatile private var stopping = false
@@ -58,7 +64,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
       notices = Some(watcher)
     }
     if (conf.backupsEnabled) {
-      poller.scheduleWithFixedDelay(() => pollOnce(), TRExecutorPlugin.PollMs, TRExecutorPlugin.PollMs,
+      poller.scheduleWithFixedDelay(() => beat(), TRExecutorPlugin.PollMs, TRExecutorPlugin.PollMs,
         TimeUnit.MILLISECONDS)
     }
   }
@@ -84,11 +90,25 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     worker.shutdownNow()
   }
 
+  override def onTaskStart(): Unit = {
+    taskStarted = true
+    quietUntil = 0L
+  }
+
+  /** Poll, unless the driver said the application is quiet and no task started here since. */
+  private def beat(): Unit = {
+    val until = quietUntil
+    if (taskStarted || until == 0L || System.nanoTime() - until >= 0) pollOnce()
+  }
+
   private def pollOnce(): Unit = try {
+    taskStarted = false
+    metrics.polls.inc()
     // Take at most a couple of tasks: the rest stay on the driver, where cancelling is free.
     val capacity = math.max(0, TRExecutorPlugin.MaxInFlight - inFlight.size())
     Wire.decode(ctx.ask(Wire.encode(PollWork(ctx.executorID(), capacity))).asInstanceOf[String]) match {
-      case Work(tasks, cancels, deletes, checks) =>
+      case Work(tasks, cancels, deletes, checks, quiet) =>
+        quietUntil = if (quiet && !taskStarted) System.nanoTime() + TRExecutorPlugin.QuietPollMs * 1000000L else 0L
         forgetStaleCancels()
         cancels.foreach(output => cancelled.put(output, handedOut.get()))
         deletes.foreach { case (shuffleId, mapId) => deletePeerCopy(shuffleId, mapId) }
@@ -220,6 +240,8 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
 
 object TRExecutorPlugin {
   val PollMs = 150L
+  /** Between polls while the application is quiet: no job runs and no copy is pending (ms). */
+  val QuietPollMs = 1000L
   val MaxInFlight = 2
 
   /**

@@ -26,9 +26,10 @@ case class PollWork(executorId: String, capacity: Int)
  * The answer to [[PollWork]]: backups to run, running/queued ones to abandon, peer copies
  * this executor holds for others that are no longer wanted (delete their files), and peer copies
  * it just received, to re-read against the CRC32s their source computed while sending them.
+ * `quiet`: no job runs and no copy is pending anywhere, so the executor may poll less often.
  */
 case class Work(tasks: Seq[BackupTask], cancelled: Seq[(Int, Long)], deletes: Seq[(Int, Long)] = Nil,
-    checks: Seq[PeerCheck] = Nil)
+    checks: Seq[PeerCheck] = Nil, quiet: Boolean = false)
 
 /** Driver -> peer executor: re-read its copy of `shuffleId`/`mapId`; the CRC32s the source sent. */
 case class PeerCheck(shuffleId: Int, mapId: Long, indexCrc: Long, dataCrc: Long)
@@ -75,8 +76,8 @@ object Wire {
   def encode(message: Any): String = {
     val node = message match {
       case PollWork(e, c) => Json.obj("poll").put("executor", e).put("capacity", c)
-      case Work(tasks, cancelled, deletes, checks) =>
-        val n = Json.obj("work")
+      case Work(tasks, cancelled, deletes, checks, quiet) =>
+        val n = Json.obj("work").put("quiet", quiet)
         val ts = n.putArray("tasks")
         tasks.foreach(t => ts.add(task(t)))
         val cs = n.putArray("cancelled")
@@ -117,7 +118,7 @@ object Wire {
     n.path("type").asText() match {
       case "poll" => PollWork(n.path("executor").asText(), n.path("capacity").asInt())
       case "work" => Work(n.path("tasks").elements().asScala.map(task).toSeq, pairs(n.path("cancelled")),
-        pairs(n.path("deletes")), n.path("checks").elements().asScala.map(check).toSeq)
+        pairs(n.path("deletes")), n.path("checks").elements().asScala.map(check).toSeq, n.path("quiet").asBoolean(false))
       case "checked" => PeerChecked(n.path("executor").asText(), check(n.path("check")), n.path("problem").asText())
       case "done" =>
         val verified = Some(n.path("stampModified")).filterNot(_.isMissingNode)

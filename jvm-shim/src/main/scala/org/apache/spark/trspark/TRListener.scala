@@ -70,6 +70,7 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
   }
 
   override def onJobStart(job: SparkListenerJobStart): Unit = guarded {
+    plugin.jobStarted(job.jobId)
     for (s <- job.stageInfos; shuffle <- s.shuffleDepId if shuffleOfStage.put(s.stageId, shuffle).isEmpty) {
       plugin.obs.post(TRMapStage(job.time, s.stageId, shuffle))
     }
@@ -176,6 +177,7 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
   }
 
   override def onJobEnd(end: SparkListenerJobEnd): Unit = guarded {
+    plugin.jobEnded(end.jobId)
     shufflesOfJob.remove(end.jobId).foreach(_.foreach(markConsumed))
     plugin.emit(ev("JobEnded").put("job_id", end.jobId).put("succeeded", end.jobResult == JobSucceeded))
   }
