@@ -312,6 +312,19 @@ def test_executors_poll_once_a_second_while_the_application_is_quiet_and_every_b
     assert min(busy.values()) > 4.0
 
 
+def test_a_drained_executors_cores_leave_the_default_parallelism_until_the_drain_ends(app: App) -> None:
+    wait_for(lambda: len(app.alive()) >= EXECUTORS, what="a full cluster")
+    first = sorted(app.alive())[0]
+    assert app.sc.defaultParallelism == EXECUTORS  # one core each
+    app.status.applyCommand(f'{{"type":"SchedulingHints","drain":["{first}"]}}')
+    try:
+        # Adaptive execution coalesces a stage planned now to this many partitions: the cores that can run them.
+        assert app.sc.defaultParallelism == EXECUTORS - 1
+    finally:
+        app.status.applyCommand('{"type":"SchedulingHints","drain":["gone"]}')  # as the fixture left them
+    assert app.sc.defaultParallelism == EXECUTORS
+
+
 @pytest.mark.stops_app
 def test_the_event_log_and_its_report_agree_with_the_metrics(app: App, tmp_path: Path) -> None:
     """It stops the application to read its finished event log, so it runs after the others (``stops_app``)."""

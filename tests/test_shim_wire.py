@@ -30,13 +30,18 @@ CHECK = {"shuffle": 2, "map": 7, "indexCrc": 4294967295, "dataCrc": 12345}
 
 def test_work_carries_peer_copies_to_delete_and_to_check(jvm: Jvm) -> None:
     work = {"type": "work", "tasks": [TASK], "cancelled": [{"shuffle": 3, "map": 9}],
-            "deletes": [{"shuffle": 2, "map": 5}, {"shuffle": 2, "map": 6}], "checks": [CHECK]}
+            "deletes": [{"shuffle": 2, "map": 5}, {"shuffle": 2, "map": 6}], "checks": [CHECK], "quiet": False}
     assert round_trip(jvm, work) == work
 
 
-def test_work_from_an_older_driver_has_no_deletes_nor_checks(jvm: Jvm) -> None:
+def test_work_says_when_the_application_is_quiet(jvm: Jvm) -> None:
+    quiet = {"type": "work", "tasks": [], "cancelled": [], "deletes": [], "checks": [], "quiet": True}
+    assert round_trip(jvm, quiet) == quiet
+
+
+def test_work_from_an_older_driver_has_no_deletes_nor_checks_and_is_not_quiet(jvm: Jvm) -> None:
     old = {"type": "work", "tasks": [], "cancelled": []}
-    assert round_trip(jvm, old) == dict(old, deletes=[], checks=[])
+    assert round_trip(jvm, old) == dict(old, deletes=[], checks=[], quiet=False)
 
 
 @pytest.mark.parametrize("problem", ["", "corrupt"])

@@ -14,6 +14,7 @@ from jobs.reports.render import (
     Source,
     columns,
     elastic,
+    idle_cpu,
     overhead,
     tpcds_targets,
     verdicts,
@@ -128,9 +129,10 @@ reference in every round.
 ))
 
 OVERHEAD = Report("overhead", "Plugin overhead without kills", """
-`tr` against vanilla Spark on stable executors: a vanilla and a `tr` cluster stay up side by
-side and run the same query alternately, so each paired ratio compares two runs seconds apart
-(`jobs/tpcds/overhead.py`). Default lifetime belief; every answer checked against DuckDB.
+`tr` against vanilla Spark on stable executors. Queries (`overhead.csv`): a vanilla and a `tr`
+cluster stay up side by side and run the same query alternately, so each paired ratio compares
+two runs seconds apart (`jobs/tpcds/overhead.py`); default lifetime belief, every answer checked
+against DuckDB. Between jobs (`idle_cpu.csv`): the CPU an application uses while it runs nothing.
 """, (
     Source("overhead.csv",
            "trspark bench overhead --sf 1 --queries q3,q7,q19,q25,q29,q50,q65,q68,q93,q97 --rounds 8 \\\n"
@@ -144,6 +146,15 @@ side and run the same query alternately, so each paired ratio compares two runs 
            MACHINE + ", 3 executors x 1 core; event log and metrics (CsvSink every second) on for both; "
            "nothing else running",
            overhead),
+    Source("idle_cpu.csv", "python bench/idle_cpu.py --repeat 3 --csv docs/results/idle_cpu.csv",
+           "2026-12-05, 11:21-11:28 UTC", "f0b2433",
+           MACHINE + ", 2 executors x 1 core, no CPU cap; nothing else running",
+           idle_cpu,
+           note="What an application costs while it runs nothing: CPU per second of wall time over a 30 s "
+                "window, 10 s after its last job, vanilla Spark (`none`) and `tr` started one after the other "
+                "(method in `bench/idle_cpu.py`). A quiet application's executors ask the driver for work "
+                "once a second instead of every 150 ms. The driver's figures vary from round to round (vanilla "
+                "Spark's alone from 5.0 to 13.3 ms/s) and the two ranges overlap: its difference is within noise."),
 ))
 
 NOTICES = Report("notices", "Termination notices against Spark's decommissioning", """

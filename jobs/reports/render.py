@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,6 +142,21 @@ def overhead(path: Path) -> str:
             + ("; the interval reaches above it, so within noise of the target" if s.met and ci.high > TARGET
                else "; the whole interval is below it" if s.met and ci.high <= TARGET else "")
             + ").\n")
+
+
+def idle_cpu(path: Path) -> str:
+    """``bench/idle_cpu.py``: each run's CPU, then per process the median over rounds and ``tr`` minus ``none``."""
+    rows = read_rows(path)
+    text = columns("round", "config", "executors", "driver_ms_per_s", "executor_median_ms_per_s",
+                   "other_ms_per_s", digits=1)(path)
+    lines = []
+    for measure, label in (("executor_median_ms_per_s", "one executor JVM"), ("driver_ms_per_s", "driver JVM")):
+        by_config = {c: [float(r[measure]) for r in rows if r["config"] == c] for c in ("none", "tr")}
+        if all(by_config.values()):
+            none, tr = (statistics.median(v) for v in by_config.values())
+            lines.append(f"| {label} | {none:.1f} | {tr:.1f} | {tr - none:+.1f} |")
+    return (text + "\nMedians over the rounds, ms of CPU per s idle:\n\n| process | none | tr | tr - none |\n"
+            "|---|---|---|---|\n" + "\n".join(lines) + "\n")
 
 
 def verdicts(path: Path) -> str:

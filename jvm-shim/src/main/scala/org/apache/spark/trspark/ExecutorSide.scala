@@ -41,7 +41,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
   private val inFlight = new ConcurrentSkipListSet[java.lang.Long]()
 
   // While the driver reports a quiet application, polls wait until `quietUntil` (System.nanoTime);
-  // a task start here ends the wait at the next beat, since its output may need a copy.
+  // a task start or a notice here ends the wait at the next beat (see `wake`).
   @volatile private var quietUntil = 0L
   @volatile private var taskStarted = false
 
@@ -56,7 +56,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     if (conf.usesEngine) {
       val settings = NoticeSettings(context.conf()).forExecutor(context.executorID())
       val watcher = new NoticeWatcher(settings,
-        (deadline, source) => ctx.send(Wire.encode(TerminationNotice(ctx.executorID(), deadline, source))),
+        (deadline, source) => { wake(); ctx.send(Wire.encode(TerminationNotice(ctx.executorID(), deadline, source))) },
         (at, _) => ctx.send(Wire.encode(RebalanceRecommendation(ctx.executorID(), at))))
       reportPool(watcher, settings.source)
       watcher.start()
@@ -90,7 +90,10 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     worker.shutdownNow()
   }
 
-  override def onTaskStart(): Unit = {
+  override def onTaskStart(): Unit = wake()
+
+  /** Poll at the next beat: a task started here (its output may need a copy) or a notice came. */
+  private def wake(): Unit = {
     taskStarted = true
     quietUntil = 0L
   }

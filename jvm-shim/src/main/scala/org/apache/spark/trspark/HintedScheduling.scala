@@ -6,6 +6,7 @@ import scala.collection.mutable.ArrayBuffer
 import org.apache.spark.resource.ResourceProfile
 import org.apache.spark.scheduler.{Pool, SchedulingMode, TaskDescription, TaskSchedulerImpl, TaskSetManager,
   TRSchedulerAccess, WorkerOffer}
+import org.apache.spark.scheduler.cluster.CoarseGrainedSchedulerBackend
 
 /**
  * TR-Scheduling inside Spark's task scheduler: applies the engine's [[SchedulingHints]] with
@@ -20,6 +21,7 @@ import org.apache.spark.scheduler.{Pool, SchedulingMode, TaskDescription, TaskSc
  *     Spark alone while a thread-local filter shows only the task sets the rule admits there, so
  *     Spark's own locality and delay scheduling still choose the task.
  *  3. Released executors: an executor the engine released ([[exclude]]) is offered to no task set.
+ *  4. Default parallelism: the cores of drained executors do not count ([[defaultParallelism]]).
  *
  * Spark's default offers go unchanged when no hints restrict an offered executor for a queued
  * stage (no hints, or hints about stages and executors no longer there), and for rounds with a
@@ -45,6 +47,27 @@ trait HintedScheduling extends TaskSchedulerImpl {
   def setHints(hints: SchedulingHints): Unit = currentHints = hints
 
   override val rootPool: Pool = new HintedScheduling.OrderedPool(schedulingMode, arrange)
+
+  /**
+   * Spark's default parallelism without the cores of live executors the hints drain: no new task
+   * starts there, so a stage planned now (adaptive execution coalesces to this many partitions)
+   * would leave their share of partitions for a second wave. Never below Spark's floor of 2; a
+   * `spark.default.parallelism` the user set is kept.
+   */
+  override def defaultParallelism(): Int = {
+    val spark = super.defaultParallelism()
+    Guard.orElse("HintedScheduling.defaultParallelism", spark) {
+      val backend = sc.schedulerBackend
+      val drained = if (sc.conf.contains("spark.default.parallelism")) Nil else currentHints.drain.toSeq.filter {
+        id => backend match {
+          case b: CoarseGrainedSchedulerBackend => b.isExecutorActive(id)
+          case _ => false
+        }
+      }
+      val cores = drained.flatMap(id => scala.util.Try(sc.statusStore.executorSummary(id).totalCores).toOption).sum
+      if (cores == 0) spark else math.max(spark - cores, 2)
+    }
+  }
 
   // Inside Spark's offer round: on an internal error, Spark's own queue.
   private def arrange(queue: ArrayBuffer[TaskSetManager]): ArrayBuffer[TaskSetManager] =
