@@ -8,7 +8,9 @@ nothing runs. The configurations run one after the other, each in its own proces
 figures are milliseconds of CPU per second of wall time.
 
 * ``none``: vanilla Spark (the reference);
-* ``tr``: the plugin with its engine, policy ``tr``, remote copies to a local directory.
+* ``tr``: the plugin with its engine, policy ``tr``, remote copies to a local directory;
+* ``tr-aws``: ``tr`` whose executors also poll AWS's spot notice endpoint every second
+  (``notice.source=aws``), answered by an imitation on 127.0.0.1.
 
 Usage::
 
@@ -31,7 +33,7 @@ import psutil
 
 from jobs.reports.render import append_row
 
-CONFIGS = ("none", "tr")
+CONFIGS = ("none", "tr", "tr-aws")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -72,18 +74,20 @@ def measure(config: str, executors: int, settle: float, window: float) -> dict[s
     from pyspark.sql import SparkSession
 
     from jobs.harness.executors import driver_pid
+    from jobs.harness.notice_endpoints import NoticeServer
 
-    with tempfile.TemporaryDirectory(prefix=f"trspark-idle-{config}-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"trspark-idle-{config}-") as tmp, NoticeServer() as metadata:
         builder = (
             SparkSession.builder.master(f"local-cluster[{executors},1,1024]").appName(f"trspark-idle-{config}")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
             .config("spark.sql.shuffle.partitions", "8")
         )
-        if config == "tr":
+        if config != "none":
             import trspark
 
-            builder = trspark.configure(builder, mode="tr", remote_path=(Path(tmp) / "backups").as_uri())
+            notices = {"notice_source": "aws", "notice_url": metadata.url} if config == "tr-aws" else {}
+            builder = trspark.configure(builder, mode="tr", remote_path=(Path(tmp) / "backups").as_uri(), **notices)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         try:
@@ -102,16 +106,19 @@ def measure(config: str, executors: int, settle: float, window: float) -> dict[s
 @click.option("--window", type=click.FloatRange(1), default=30.0, show_default=True, help="Seconds measured.")
 @click.option("--repeat", type=click.IntRange(1), default=3, show_default=True,
               help="Rounds; each runs every configuration once, in turn.")
+@click.option("--configs", default=",".join(CONFIGS), show_default=True, callback=lambda _c, _p, v: _configs(v),
+              help="Comma-separated configurations; the first one is the reference.")
 @click.option("--csv", "csv_path", type=click.Path(path_type=Path), help="Append one row per run.")
 @click.option("--worker", type=click.Choice(CONFIGS), hidden=True)
-def main(executors: int, settle: float, window: float, repeat: int, csv_path: Path | None, worker: str | None) -> None:
+def main(executors: int, settle: float, window: float, repeat: int, configs: list[str], csv_path: Path | None,
+         worker: str | None) -> None:
     if worker is not None:
         print(json.dumps(measure(worker, executors, settle, window)), flush=True)
         return
-    medians: dict[str, list[float]] = {config: [] for config in CONFIGS}
-    drivers: dict[str, list[float]] = {config: [] for config in CONFIGS}
+    medians: dict[str, list[float]] = {config: [] for config in configs}
+    drivers: dict[str, list[float]] = {config: [] for config in configs}
     for round_ in range(repeat):
-        for config in CONFIGS:
+        for config in configs:
             args = [sys.executable, __file__, "--worker", config, "--executors", str(executors),
                     "--settle", str(settle), "--window", str(window)]
             out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
@@ -126,10 +133,20 @@ def main(executors: int, settle: float, window: float, repeat: int, csv_path: Pa
                                       "window_s": window, "driver_ms_per_s": f"{used['driver']:.1f}",
                                       "other_ms_per_s": f"{used['other']:.1f}",
                                       "executor_median_ms_per_s": f"{result['executor_median']:.1f}"})
+    first = configs[0]
     for name, figures in (("idle executor", medians), ("driver", drivers)):
-        none, tr = (statistics.median(figures[c]) for c in CONFIGS)
-        click.echo(f"{name}, median of {repeat} (min-max): none {none:.1f} ({_span(figures['none'])}), "
-                   f"tr {tr:.1f} ({_span(figures['tr'])}) ms CPU per s; tr - none {tr - none:+.1f} ms/s")
+        reference = statistics.median(figures[first])
+        click.echo(f"{name}, median of {repeat} ms CPU per s (min-max): {first} {reference:.1f} ({_span(figures[first])})"
+                   + "".join(f"; {c} {statistics.median(figures[c]):.1f} ({_span(figures[c])}), "
+                             f"{statistics.median(figures[c]) - reference:+.1f} over {first}" for c in configs[1:]))
+
+
+def _configs(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in CONFIGS]
+    if unknown or not names:
+        raise click.BadParameter(f"{', '.join(unknown) or 'none given'}; allowed: {', '.join(CONFIGS)}")
+    return list(dict.fromkeys(names))
 
 
 def _span(values: list[float]) -> str:

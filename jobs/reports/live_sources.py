@@ -146,7 +146,7 @@ against DuckDB. Between jobs (`idle_cpu.csv`): the CPU an application uses while
            MACHINE + ", 3 executors x 1 core; event log and metrics (CsvSink every second) on for both; "
            "nothing else running",
            overhead),
-    Source("idle_cpu.csv", "python bench/idle_cpu.py --repeat 3 --csv docs/results/idle_cpu.csv",
+    Source("idle_cpu.csv", "python bench/idle_cpu.py --configs none,tr --repeat 3 --csv docs/results/idle_cpu.csv",
            "2026-12-05, 11:21-11:28 UTC", "f0b2433",
            MACHINE + ", 2 executors x 1 core, no CPU cap; nothing else running",
            idle_cpu,

@@ -145,17 +145,19 @@ def overhead(path: Path) -> str:
 
 
 def idle_cpu(path: Path) -> str:
-    """``bench/idle_cpu.py``: each run's CPU, then per process the median over rounds and ``tr`` minus ``none``."""
+    """``bench/idle_cpu.py``: each run's CPU, then per process and configuration the median over rounds
+    and what it adds to vanilla Spark's (``none``)."""
     rows = read_rows(path)
     text = columns("round", "config", "executors", "driver_ms_per_s", "executor_median_ms_per_s",
                    "other_ms_per_s", digits=1)(path)
+    configs = list(dict.fromkeys(r["config"] for r in rows))
     lines = []
     for measure, label in (("executor_median_ms_per_s", "one executor JVM"), ("driver_ms_per_s", "driver JVM")):
-        by_config = {c: [float(r[measure]) for r in rows if r["config"] == c] for c in ("none", "tr")}
-        if all(by_config.values()):
-            none, tr = (statistics.median(v) for v in by_config.values())
-            lines.append(f"| {label} | {none:.1f} | {tr:.1f} | {tr - none:+.1f} |")
-    return (text + "\nMedians over the rounds, ms of CPU per s idle:\n\n| process | none | tr | tr - none |\n"
+        median = {c: statistics.median(float(r[measure]) for r in rows if r["config"] == c) for c in configs}
+        lines += [f"| {label} | {c} | {median[c]:.1f} | "
+                  + ("-" if c == "none" or "none" not in median else f"{median[c] - median['none']:+.1f}") + " |"
+                  for c in configs]
+    return (text + "\nMedians over the rounds, ms of CPU per s idle:\n\n| process | config | median | over `none` |\n"
             "|---|---|---|---|\n" + "\n".join(lines) + "\n")
 
 
