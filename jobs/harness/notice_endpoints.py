@@ -138,6 +138,8 @@ class _Handler(BaseHTTPRequestHandler):
     """The endpoints' HTTP handler; ``notices`` is the :class:`NoticeServer` whose state it serves."""
 
     notices: NoticeServer
+    # Instance metadata services keep a connection open between requests, as HTTP/1.1 does.
+    protocol_version = "HTTP/1.1"
 
     def log_message(self, *args: object) -> None:  # keep test output clean
         pass

@@ -80,6 +80,9 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
   @volatile private var awsToken: Option[(String, Long)] = None // (token, expiry ms)
   @volatile private var azureVmName: Option[String] = None
   private lazy val http = HttpClient.newBuilder()
+    // Metadata services speak HTTP/1.1: no HTTP/2 upgrade offered on every request, and the
+    // connection is kept open from one poll to the next.
+    .version(HttpClient.Version.HTTP_1_1)
     .connectTimeout(ConnectTimeout)
     .followRedirects(HttpClient.Redirect.NEVER)
     .proxy(HttpClient.Builder.NO_PROXY) // metadata services must never be asked through a proxy
