@@ -1,4 +1,4 @@
-"""CPU an idle Spark application uses, with and without trspark, measured side by side.
+"""CPU an idle Spark application uses, with and without trspark, measured in turn.
 
 Each configuration starts its own ``local-cluster``, runs a small two-shuffle job twice (so the
 JVMs are warm and the plugin has backed outputs up), waits ``--settle`` seconds, then reads the
@@ -14,7 +14,8 @@ figures are milliseconds of CPU per second of wall time.
 
 Usage::
 
-    python bench/idle_cpu.py [--executors 2] [--settle 10] [--window 30] [--csv results.csv]
+    python bench/idle_cpu.py [--executors 2] [--settle 10] [--window 30] [--repeat 3]
+        [--configs none,tr,tr-aws] [--csv results.csv]
 """
 
 from __future__ import annotations
@@ -121,8 +122,10 @@ def main(executors: int, settle: float, window: float, repeat: int, configs: lis
         for config in configs:
             args = [sys.executable, __file__, "--worker", config, "--executors", str(executors),
                     "--settle", str(settle), "--window", str(window)]
-            out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
-            result = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+            done = subprocess.run(args, check=False, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise click.ClickException(f"{config} failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+            result = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("{")))
             used = result["used"]
             medians[config].append(result["executor_median"])
             drivers[config].append(used["driver"])

@@ -107,6 +107,33 @@ def test_aws_answers(jvm: Jvm) -> None:
         assert "Unusable" in endpoints.parseAws(status, body).toString()
 
 
+def test_the_watcher_keeps_one_connection_to_the_metadata_service(jvm: Jvm, server: NoticeServer) -> None:
+    w, _ = watcher(jvm, "aws", server.url)
+    try:
+        wait_for(lambda: server.requests >= 20, what="20 requests from the watcher", timeout=30.0)
+    finally:
+        w.stop()
+    # HTTP/1.1 with the connection kept, as instance metadata services allow: not one connection a request.
+    assert len(server.clients) <= 2, server.clients
+
+
+def test_a_connection_dropped_by_a_killed_client_prints_nothing(server: NoticeServer,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    import struct
+    import threading
+
+    before = set(threading.enumerate())
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as client:
+        client.sendall(b"GET /latest/meta-data/instance-life-cycle HTTP/1.1\r\nHost: metadata\r\n\r\n")
+        assert client.recv(1000).startswith(b"HTTP/1.1 200")
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+    # The connection's handler thread ends once it has handled the reset.
+    wait_for(lambda: not [t for t in threading.enumerate() if t not in before and "process_request" in t.name],
+             what="the dropped connection's handler to end")
+    assert "Traceback" not in capsys.readouterr().err
+
+
 def test_gcp_answers(jvm: Jvm) -> None:
     endpoints = jvm.trspark.NoticeEndpoints
     assert endpoints.parseGcp(200, "TRUE", 1000, 30000).deadlineEpochMillis() == 31000

@@ -285,7 +285,6 @@ def poll_rates(app: App, seconds: float) -> dict[str, float]:
         return {e: found[e]["polls"] for e in app.alive() if "polls" in found.get(e, {})}
 
     first = wait_for(polls, what="the executors' poll counts in the sink")
-    time.sleep(seconds)  # the window the rate is taken over, not a wait for a condition
     last = wait_for(lambda: (now := polls()) and all(now[e][0] >= first[e][0] + seconds for e in first) and now,
                     what=f"a report of every executor {seconds} s later")
     return {e: (last[e][1] - first[e][1]) / (last[e][0] - first[e][0]) for e in first}
@@ -308,8 +307,9 @@ def test_executors_poll_once_a_second_while_the_application_is_quiet_and_every_b
     finally:
         job.join()
     print("polls per second, a job running:", busy)
-    # A task start ends an executor's quiet wait, and the driver answers "not quiet" while a job runs.
-    assert min(busy.values()) > 4.0
+    # A task start ends an executor's quiet wait, and the driver answers "not quiet" while a job runs
+    # (a poll every 150 ms plus the ask's own time: about 6.5 a second here, fewer on a loaded host).
+    assert min(busy.values()) > 3.0
 
 
 def test_a_drained_executors_cores_leave_the_default_parallelism_until_the_drain_ends(app: App) -> None:

@@ -33,10 +33,12 @@ without their metadata header (403 / 400).
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 AWS_PATH = "/latest/meta-data/spot/instance-action"
 GCP_PATH = "/computeMetadata/v1/instance/preempted"
@@ -58,6 +60,8 @@ class NoticeServer:
                  azure_resources: tuple[str, ...] = ("executor-vm",)) -> None:
         self.deadline: datetime | None = None
         self.requests = 0
+        self.clients: set[tuple[str, int]] = set()
+        """The (host, port) each request came from: one per connection the clients opened."""
         self.aws_require_token = aws_require_token
         self.aws_tokens: set[str] = set()
         self.azure_vm_name = azure_vm_name
@@ -73,7 +77,7 @@ class NoticeServer:
         """Notices for one VM only: path prefix (``/vm-1``) -> deadline; see :meth:`post_notice`."""
         self._incarnation = 1
         handler = type("Handler", (_Handler,), {"notices": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd = _Server(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property
@@ -134,6 +138,13 @@ class NoticeServer:
         self._httpd.server_close()
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Connections stay open between polls, so a killed executor drops one: as a VM taken away does.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class _Handler(BaseHTTPRequestHandler):
     """The endpoints' HTTP handler; ``notices`` is the :class:`NoticeServer` whose state it serves."""
 
@@ -146,6 +157,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         self.notices.requests += 1
+        self.notices.clients.add(self.client_address[:2])
         prefix, path = self.notices.split_path(self.path.split("?", 1)[0])
         deadline = self.notices.vm_deadlines.get(prefix, self.notices.deadline)
         spot = self.notices.vm_pools.get(prefix, self.notices.pool) == "spot"
@@ -214,6 +226,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_PUT(self) -> None:  # noqa: N802 (http.server's name)
         self.notices.requests += 1
+        self.notices.clients.add(self.client_address[:2])
         ttl = self.headers.get("X-aws-ec2-metadata-token-ttl-seconds", "")
         if self.notices.split_path(self.path)[1] != AWS_TOKEN_PATH or not ttl.isdigit() or not 1 <= int(ttl) <= 21600:
             return self._reply(400, "text/plain", "Bad Request")

@@ -146,15 +146,16 @@ against DuckDB. Between jobs (`idle_cpu.csv`): the CPU an application uses while
            MACHINE + ", 3 executors x 1 core; event log and metrics (CsvSink every second) on for both; "
            "nothing else running",
            overhead),
-    Source("idle_cpu.csv", "python bench/idle_cpu.py --configs none,tr --repeat 3 --csv docs/results/idle_cpu.csv",
-           "2026-12-05, 11:21-11:28 UTC", "f0b2433",
+    Source("idle_cpu.csv", "python bench/idle_cpu.py --repeat 3 --csv docs/results/idle_cpu.csv",
+           "2026-12-05, 12:40-12:51 UTC", "20a8e0d",
            MACHINE + ", 2 executors x 1 core, no CPU cap; nothing else running",
            idle_cpu,
            note="What an application costs while it runs nothing: CPU per second of wall time over a 30 s "
                 "window, 10 s after its last job, vanilla Spark (`none`) and `tr` started one after the other "
                 "(method in `bench/idle_cpu.py`). A quiet application's executors ask the driver for work "
-                "once a second instead of every 150 ms. The driver's figures vary from round to round (vanilla "
-                "Spark's alone from 5.0 to 13.3 ms/s) and the two ranges overlap: its difference is within noise."),
+                "once a second instead of every 150 ms; with `notice.source=aws` each executor also asks the "
+                "metadata service for a spot notice and a rebalance recommendation every second. The driver's "
+                "figures vary from round to round more than the executors' do."),
 ))
 
 NOTICES = Report("notices", "Termination notices against Spark's decommissioning", """
