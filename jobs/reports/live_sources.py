@@ -151,7 +151,7 @@ against DuckDB. Between jobs (`idle_cpu.csv`): the CPU an application uses while
            MACHINE + ", 2 executors x 1 core, no CPU cap; nothing else running",
            idle_cpu,
            note="What an application costs while it runs nothing: CPU per second of wall time over a 30 s "
-                "window, 10 s after its last job, vanilla Spark (`none`) and `tr` started one after the other "
+                "window, 10 s after its last job, vanilla Spark (`none`), `tr` and `tr-aws` started one after the other "
                 "(method in `bench/idle_cpu.py`). A quiet application's executors ask the driver for work "
                 "once a second instead of every 150 ms; with `notice.source=aws` each executor also asks the "
                 "metadata service for a spot notice and a rebalance recommendation every second. The driver's "
