@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import struct
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -119,9 +121,6 @@ def test_the_watcher_keeps_one_connection_to_the_metadata_service(jvm: Jvm, serv
 
 def test_a_connection_dropped_by_a_killed_client_prints_nothing(server: NoticeServer,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    import struct
-    import threading
-
     before = set(threading.enumerate())
     host, port = server.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port))) as client:

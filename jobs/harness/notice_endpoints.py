@@ -139,6 +139,8 @@ class NoticeServer:
 
 
 class _Server(ThreadingHTTPServer):
+    """A thread per connection, as :class:`ThreadingHTTPServer`; dropped connections are no error."""
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Connections stay open between polls, so a killed executor drops one: as a VM taken away does.
         if not isinstance(sys.exc_info()[1], ConnectionError):
