@@ -43,7 +43,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
   // While the driver reports a quiet application, polls wait until `quietUntil` (System.nanoTime);
   // a task start or a notice here ends the wait at the next beat (see `wake`).
   @volatile private var quietUntil = 0L
-  @volatile private var taskStarted = false
+  @volatile private var woken = false
 
   private var notices: Option[NoticeWatcher] = None
   /** Set when this executor shuts down: a copy interrupted by that is no store failure to report. */
@@ -94,24 +94,24 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
 
   /** Poll at the next beat: a task started here (its output may need a copy) or a notice came. */
   private def wake(): Unit = {
-    taskStarted = true
+    woken = true
     quietUntil = 0L
   }
 
-  /** Poll, unless the driver said the application is quiet and no task started here since. */
+  /** Poll, unless the driver said the application is quiet and nothing woke this executor since. */
   private def beat(): Unit = {
     val until = quietUntil
-    if (taskStarted || until == 0L || System.nanoTime() - until >= 0) pollOnce()
+    if (woken || until == 0L || System.nanoTime() - until >= 0) pollOnce()
   }
 
   private def pollOnce(): Unit = try {
-    taskStarted = false
+    woken = false
     metrics.polls.inc()
     // Take at most a couple of tasks: the rest stay on the driver, where cancelling is free.
     val capacity = math.max(0, TRExecutorPlugin.MaxInFlight - inFlight.size())
     Wire.decode(ctx.ask(Wire.encode(PollWork(ctx.executorID(), capacity))).asInstanceOf[String]) match {
       case Work(tasks, cancels, deletes, checks, quiet) =>
-        quietUntil = if (quiet && !taskStarted) System.nanoTime() + TRExecutorPlugin.QuietPollMs * 1000000L else 0L
+        quietUntil = if (quiet && !woken) System.nanoTime() + TRExecutorPlugin.QuietPollMs * 1000000L else 0L
         forgetStaleCancels()
         cancels.foreach(output => cancelled.put(output, handedOut.get()))
         deletes.foreach { case (shuffleId, mapId) => deletePeerCopy(shuffleId, mapId) }
