@@ -32,6 +32,7 @@ from typing import Any
 import click
 import psutil
 
+from jobs.harness.sample_job import two_shuffle_checksum
 from jobs.reports.render import append_row
 
 CONFIGS = ("none", "tr", "tr-aws")
@@ -62,14 +63,6 @@ def idle_usage(driver: int, window: float) -> dict[str, Any]:
     return {"used": used, "executor_median": statistics.median(per_executor), "executors": len(per_executor)}
 
 
-def small_job(spark: Any) -> int:
-    """Two shuffles and a join over 2 M rows; a checksum of the answer."""
-    facts = spark.range(0, 2_000_000, numPartitions=8).selectExpr("id % 5003 AS k", "id * 7 % 1000003 AS v")
-    totals = facts.groupBy("k").agg({"v": "sum"}).withColumnRenamed("sum(v)", "total")
-    joined = totals.join(facts.groupBy("k").count(), "k").selectExpr("sum(total % 1000003 * count) AS c")
-    return int(joined.collect()[0]["c"])
-
-
 def measure(config: str, executors: int, settle: float, window: float) -> dict[str, Any]:
     """Start ``config``'s application, run the job twice, let it settle, measure the idle window."""
     from pyspark.sql import SparkSession
@@ -93,7 +86,7 @@ def measure(config: str, executors: int, settle: float, window: float) -> dict[s
         spark.sparkContext.setLogLevel("ERROR")
         try:
             for _ in range(2):
-                small_job(spark)
+                two_shuffle_checksum(spark, 2_000_000, 8)
             time.sleep(settle)
             return {"config": config, **idle_usage(driver_pid(spark.sparkContext), window)}
         finally:

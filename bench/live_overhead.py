@@ -35,6 +35,7 @@ from typing import Any
 
 import click
 
+from jobs.harness.sample_job import two_shuffle_checksum
 from jobs.reports.render import append_row
 
 CONFIGS = ("none", "never", "tr")
@@ -42,15 +43,6 @@ TARGET_NEVER = 1.03
 
 
 # ---- worker: one SparkSession, runs the job on request ------------------------------------------
-
-
-def run_job(spark: Any, rows: int, partitions: int) -> int:
-    """A 3-stage job (two shuffles and a join); returns a checksum of its answer."""
-    facts = spark.range(0, rows, numPartitions=partitions).selectExpr("id % 5003 AS k", "id * 7 % 1000003 AS v")
-    by_key = facts.groupBy("k").agg({"v": "sum"}).withColumnRenamed("sum(v)", "total")
-    sizes = facts.groupBy("k").count()
-    joined = by_key.join(sizes, "k").selectExpr("sum(total % 1000003 * count) AS checksum")
-    return int(joined.collect()[0]["checksum"])
 
 
 def worker_conf(config: str, backup_dir: Path) -> dict[str, str]:
@@ -91,13 +83,13 @@ def serve_worker(config: str, executors: int, memory_mb: int, rows: int, partiti
         spark.sparkContext.setLogLevel("ERROR")
         try:
             for _ in range(warmup):
-                run_job(spark, rows, partitions)
+                two_shuffle_checksum(spark, rows, partitions)
             print(json.dumps({"ready": config, "mode": spark.conf.get("spark.trspark.mode", "none")}), flush=True)
             for line in sys.stdin:
                 if line.strip() != "run":
                     break
                 start = time.perf_counter()
-                checksum = run_job(spark, rows, partitions)
+                checksum = two_shuffle_checksum(spark, rows, partitions)
                 print(json.dumps({"seconds": time.perf_counter() - start, "checksum": checksum}), flush=True)
         finally:
             spark.stop()

@@ -56,16 +56,15 @@ trait HintedScheduling extends TaskSchedulerImpl {
    */
   override def defaultParallelism(): Int = {
     val spark = super.defaultParallelism()
-    Guard.orElse("HintedScheduling.defaultParallelism", spark) {
-      val backend = sc.schedulerBackend
-      val drained = if (sc.conf.contains("spark.default.parallelism")) Nil else currentHints.drain.toSeq.filter {
-        id => backend match {
-          case b: CoarseGrainedSchedulerBackend => b.isExecutorActive(id)
-          case _ => false
-        }
+    if (sc.conf.contains("spark.default.parallelism")) spark
+    else Guard.orElse("HintedScheduling.defaultParallelism", spark) {
+      sc.schedulerBackend match {
+        case backend: CoarseGrainedSchedulerBackend =>
+          val cores = currentHints.drain.toSeq.filter(backend.isExecutorActive)
+            .flatMap(id => scala.util.Try(sc.statusStore.executorSummary(id).totalCores).toOption).sum
+          if (cores == 0) spark else math.max(spark - cores, 2)
+        case _ => spark
       }
-      val cores = drained.flatMap(id => scala.util.Try(sc.statusStore.executorSummary(id).totalCores).toOption).sum
-      if (cores == 0) spark else math.max(spark - cores, 2)
     }
   }
 
