@@ -201,7 +201,10 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
         bar = progress.add_task("sweep", total=len(points))
         done: list[dict[str, Any]] = []
 
+        settings = " ".join(item.strip() for item in kw["confs"])
+
         def advance(point: Any, row: dict[str, Any]) -> None:
+            row["settings"] = settings
             done.append(row)
             sweeping.write_csv(done, out)  # the rows so far: a sweep cut short keeps what it measured
             share = "" if point.on_demand_share is None else f" {point.on_demand_share:g}% od"
@@ -214,6 +217,8 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
 
         rows = sweeping.run_sweep(jobs, points, world, config, kw["runs"], kw["seed"], kw["workers"],
                                   believed_lifetime=kw["believed_lifetime"], on_point=advance, prices=prices, shape=shape)
+    for row in rows:
+        row["settings"] = settings
     sweeping.write_csv(rows, out)
     click.echo(f"wrote {out} ({len(rows)} rows)")
     if plot_path is not None:

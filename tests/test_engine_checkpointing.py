@@ -52,13 +52,14 @@ def test_algorithm2_rule(c_redo: float, c_bl: float, c_br: float, peer: str | No
 
 def _one_block_job(mean_lifetime: float, *, targets: str = "both", knowledge: str = "indeterministic",
                    notices: dict[str, float] | None = None, latency: float = 0.05,
-                   stall_weight: bool = False) -> list:  # type: ignore[type-arg]
+                   stall_weight: bool = False, cost_per_gb: float = 0.0) -> list:  # type: ignore[type-arg]
     """Executors a, b, c; stage 0 (2 tasks: the second still to run) writes shuffle 0 read by stage 1.
 
     The paper's unweighted costs unless ``stall_weight`` (stage 1's 2 tasks would weigh them x2).
     """
     config = TRConfig(lifetime=f"exponential:mean={mean_lifetime}", targets=targets, knowledge=knowledge,
-                      duplication=False, scheduling=False, backup_latency=latency, stall_weight=stall_weight)
+                      duplication=False, scheduling=False, backup_latency=latency, stall_weight=stall_weight,
+                      backup_cost_per_gb=cost_per_gb)
     policy = make_policy("tr", config)
     events = add_executors(["a", "b", "c"], cores=1)
     events += [ExecutorNotice(time=0.0, executor_id=e, deadline=d, kind="lifetime") for e, d in (notices or {}).items()]
@@ -85,6 +86,36 @@ def test_risky_executor_backs_its_block_up() -> None:
 def test_per_copy_latency_stops_insurance_copies_of_small_outputs(mean_lifetime: float, latency: float,
                                                                  copied: bool) -> None:
     assert bool(_one_block_job(mean_lifetime, latency=latency)) is copied
+
+
+@pytest.mark.parametrize(("mean_lifetime", "cost_per_gb", "copied"), [
+    # Near-certain loss of a 20 s output: C_Redo ~ 20 s, the remote copy ~ 0.45 s.
+    (10.0, 0.0, True),
+    (10.0, 100.0, True),  # + 1 core-second for its 10 MB: still far below 20 s
+    (10.0, 3000.0, False),  # + 30 core-seconds: more than re-running it
+    # ~1 % risk: C_Redo ~ 0.59 s, the peer copy ~ 0.09 s.
+    (2000.0, 0.0, True),
+    (2000.0, 30.0, True),  # 0.09 + 0.3 < 0.59
+    (2000.0, 100.0, False),  # 0.09 + 1 > 0.59
+])
+def test_a_byte_price_copies_only_outputs_whose_expected_loss_exceeds_it(mean_lifetime: float, cost_per_gb: float,
+                                                                      copied: bool) -> None:
+    assert bool(_one_block_job(mean_lifetime, cost_per_gb=cost_per_gb)) is copied
+
+
+def test_a_byte_price_adds_price_times_gigabytes_to_both_backup_costs_and_nothing_to_c_redo() -> None:
+    costs = {}
+    for price in (0.0, 7.0):
+        policy = make_policy("tr", TRConfig(lifetime="exponential:mean=10", duplication=False, scheduling=False,
+                                            backup_cost_per_gb=price))
+        feed(policy, [*add_executors(["a", "b"], cores=2), *_chain_events()])
+        block = policy.state.outputs[(1, 0)]
+        costs[price] = policy.costs.costs(block, policy.state, 60.0, weight=1.0, remote_in_flight=0)
+    free, priced, extra = costs[0.0], costs[7.0], 7.0 * MB / 1e9
+    assert math.isfinite(free.c_bl) and math.isfinite(free.c_br)
+    assert priced.c_redo == free.c_redo and priced.peer == free.peer
+    assert priced.c_bl == pytest.approx(free.c_bl + extra, rel=1e-12)
+    assert priced.c_br == pytest.approx(free.c_br + extra, rel=1e-12)
 
 
 def test_stall_weight_copies_what_the_paper_would_leave_when_readers_wait_on_it() -> None:

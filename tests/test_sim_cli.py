@@ -110,6 +110,21 @@ def test_sweep_over_shapes_pairs_every_policy_with_tr(tmp_path: Path) -> None:
     assert float(rows[0]["tr_ratio"]) == pytest.approx(float(rows[1]["slowdown_mean"]) / float(rows[0]["slowdown_mean"]))
 
 
+def test_sweep_records_its_settings_and_a_byte_price_copies_fewer_bytes(tmp_path: Path) -> None:
+    rows = {}
+    for settings in ((), ("--conf", "backup.costPerGb=1000")):
+        out = tmp_path / f"s{len(settings)}.csv"
+        code, text = invoke("simulate", "sweep", "--workloads", "bing", "--policies", "always,tr", "--stabilities", "20",
+                            "--on-demand-shares", "25", *settings, *SMALL, "--out", str(out))
+        assert code == 0, text
+        rows[settings[1:]] = {r["policy"]: r for r in csv.DictReader(out.open())}
+    free, priced = rows[()], rows[("backup.costPerGb=1000",)]
+    assert {r["settings"] for r in free.values()} == {""}
+    assert {r["settings"] for r in priced.values()} == {"backup.costPerGb=1000"}
+    assert priced["always"]["bytes_copied_mean"] == free["always"]["bytes_copied_mean"]  # the price is tr's alone
+    assert 0 < float(priced["tr"]["bytes_copied_mean"]) < 0.8 * float(free["tr"]["bytes_copied_mean"])
+
+
 @pytest.mark.parametrize("args, fragment", [
     (["--shapes", "exp,x"], "--shapes"),
     (["--shapes", "0,1"], "--shapes"),

@@ -226,6 +226,10 @@ KEYS: tuple[Key, ...] = (
     Key("backup.latency", "backup_latency", 0.05, _number(0.0), "seconds >= 0",
         "Fixed time of one backup copy whatever its size (open, commit, register with the driver); "
         "priced into every backup so that tiny outputs are copied only when their loss is likely."),
+    Key("backup.costPerGb", "backup_cost_per_gb", 0.0, _number(0.0), "core-seconds >= 0",
+        "What one GB copied costs beyond the copy's own time, in core-seconds (the network and disk a copy takes "
+        "from the job, or the store's bill at the price of a core-second); added to every backup's cost, so fewer "
+        "bytes are copied for a little more expected re-computation. 0 = the paper's rule."),
     Key("stallWeight", "stall_weight", True, _bool, "true | false",
         "TR-Checkpointing: weight a lost output's re-computation by the cores it holds up (its readers' waiting tasks, "
         "up to the cluster's cores; beyond the paper, see trspark/engine/tr/stall.py). false = the paper's task-seconds."),

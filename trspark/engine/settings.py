@@ -30,6 +30,7 @@ class TRConfig:
     remote_bandwidth: float = 100e6
     remote_cap: float = 10e9
     backup_latency: float = 0.05
+    backup_cost_per_gb: float = 0.0
     stall_weight: bool = True
     scheduling: bool = True
     scheduling_order: str = "reduction"

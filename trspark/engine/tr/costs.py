@@ -16,8 +16,11 @@ Two readings of the paper that are ours, not the cost model's:
   copy only has to survive until the block is consumed).
 * Remote concurrency: the cap share uses the remote backups in flight now.
 
-And one that goes beyond the paper: re-computation is weighted by the cores a loss holds up
-(:mod:`trspark.engine.tr.stall`, ``spark.trspark.stallWeight``).
+And two that go beyond the paper: re-computation is weighted by the cores a loss holds up
+(:mod:`trspark.engine.tr.stall`, ``spark.trspark.stallWeight``), and every backup cost carries a
+price per byte copied, :math:`c \\cdot \\text{size}` with :math:`c` in core-seconds per GB
+(``spark.trspark.backup.costPerGb``, 0 by default): what a copy takes beyond its own time (the
+network and disk it shares with the job, or the store's bill), which the terms above leave out.
 """
 
 from __future__ import annotations
@@ -123,13 +126,15 @@ class CostEstimator:
         :math:`BT \\cdot P(BT < T_X \\le T)` -- no backup can win Algorithm 2, so the backup
         costs are not computed and reported as ``inf`` (same decision, a fraction of the work).
         Likewise ``C_BR`` is reported as ``inf`` when its ``C_B2`` alone exceeds both
-        ``C_Redo`` and ``C_BL`` (:meth:`_remote_cannot_win`).
+        ``C_Redo`` and ``C_BL`` (:meth:`_remote_cannot_win`). ``C_BL`` and ``C_BR`` include the
+        byte price :math:`c \\cdot \\text{size}` (core-seconds; ``backup.costPerGb``).
         """
         sid, idx = block.block_id
         c_redo = weight * self.recompute.c_redo(sid, idx, t_max)
+        price = self.config.backup_cost_per_gb * block.bytes / 1e9
         # The bound never exceeds the cheapest copy time, so only a small C_Redo can be pruned.
-        fastest = self.backup.copy_seconds(block.bytes, self._fastest_bandwidth(remote_in_flight))
-        if c_redo < fastest and c_redo < self._backup_lower_bound(block, state, remote_in_flight):
+        fastest = self.backup.copy_seconds(block.bytes, self._fastest_bandwidth(remote_in_flight)) + price
+        if c_redo < fastest and c_redo < self._backup_lower_bound(block, state, remote_in_flight) + price:
             return Costs(c_redo=c_redo, c_bl=math.inf, c_br=math.inf, peer=None)
         targets = self.config.targets
         c_bl, peer = math.inf, None
@@ -139,7 +144,8 @@ class CostEstimator:
         if targets in ("both", "remote") and not self._remote_cannot_win(block, min(c_redo, c_bl), remote_in_flight):
             remote = self.backup.remote(sid, idx, LIFE_HORIZON, concurrent=remote_in_flight)
             c_br = remote.b1 + weight * remote.redo + remote.b2
-        return Costs(c_redo=c_redo, c_bl=c_bl, c_br=c_br, peer=peer)
+        # The same price on both targets: it moves the line between copying and not, not the target.
+        return Costs(c_redo=c_redo, c_bl=c_bl + price, c_br=c_br + price, peer=peer)
 
     def _remote_cannot_win(self, block: MapOutput, best: float, remote_in_flight: int) -> bool:
         """Whether ``C_BR`` is certainly above ``best`` (s), the lower of ``C_Redo`` and ``C_BL``.
