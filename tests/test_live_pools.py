@@ -116,3 +116,23 @@ def test_the_environment_variable_wins_over_the_metadata() -> None:
             assert shuffle_job(spark) == sum(range(6000))
             first = pools_seen_first(engine_events(trace))
     assert first == {"0": "reserved", "1": "reserved"}
+
+
+def test_a_byte_price_stops_the_copies_the_same_job_makes_without_one() -> None:
+    from tests.jvm_gateway import wait_for
+
+    backups, priced = {}, {}
+    for price in (0.0, 1e9):  # 1e9 core-s/GB: even a KB-sized output's copy costs more than any re-run
+        with NoticeServer() as server:
+            server.set_pool("ondemand", vm="vm-0")
+            settings = dict(mode="tr", duplication=False, notice_source="aws", notice_url=server.url + "/vm-{executorId}",
+                            pool_lifetimes={"ondemand": "stable", "spot": "exponential:mean=5"}, backup_cost_per_gb=price)
+            with live_cluster(3, settings) as (spark, trace):
+                assert shuffle_job(spark) == sum(range(6000))
+                # The job's end reaches the engine after its task ends, whose commands are traced first.
+                wait_for(lambda: any(e["type"] == "JobEnded" for e in engine_events(trace)), what="JobEnded", timeout=30)
+                lines = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+        backups[price] = [line for line in lines if line.get("type") == "Backup"]
+        priced[price] = [line for line in lines if "backup_cost_per_gb" in json.dumps(line)]
+    assert backups[0.0] and {b["source"] for b in backups[0.0]} <= {"1", "2"}  # spot outputs only
+    assert backups[1e9] == [] and priced[1e9]  # the engine was told the price

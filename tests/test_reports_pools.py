@@ -89,3 +89,25 @@ def test_notices_are_judged_by_the_paired_interval(tmp_path: Path) -> None:
     text = pools.notices(plain)(longer)
     assert "sweep's tr" not in text
     assert text.rstrip().endswith("| 10 | 1.000 [0.980, 1.020] | 1.100 [1.080, 1.120] | +9.1% [+5.0%, +12.0%] | PASS |")
+
+
+def test_the_byte_price_report_counts_cells_under_half_of_always_and_slower_than_price_zero(tmp_path: Path) -> None:
+    from jobs.reports.byte_price import byte_price
+
+    base = (cell(20, 25, 1.10, {"always": 1.2, "efm": 1.15, "tr": 1.10, "oracle": 1.0}, {"always": 4.0, "tr": 3.0})
+            + cell(200, 25, 1.01, {"always": 1.02, "tr": 1.01}, {"always": 4.0, "tr": 3.0})
+            + cell(20, 0, 1.30, {"always": 1.3, "tr": 1.3}, {"always": 4.0, "tr": 4.0}))  # share 0: not in the report
+    sweep = write(tmp_path / "sweep.csv", base)
+    priced = []
+    for price, (slow20, gb20), (slow200, gb200) in ((100, (1.11, 2.5), (1.01, 1.5)), (300, (1.15, 1.8), (1.04, 0.8))):
+        for r in cell(20, 25, slow20, {"tr": slow20}, {"tr": gb20}) + cell(200, 25, slow200, {"tr": slow200}, {"tr": gb200}):
+            priced.append({**r, "settings": f"backup.costPerGb={price}"})
+    text = byte_price(sweep)(write(tmp_path / "priced.csv", priced, (*FIELDS, "settings")))
+    assert "- 0 core-s/GB: bytes <= 50% of always's in 0 of 2 cells; mean slowdown above price 0's interval in 0, above always's or efm's mean in 0" in text
+    assert "- 100 core-s/GB: bytes <= 50% of always's in 1 of 2 cells; mean slowdown above price 0's interval in 0, above always's or efm's mean in 0" in text
+    # 1.15 lies above tr's interval at price 0 (1.10 + 0.02) and not above efm's 1.15; 1.04 lies above
+    # both its interval (1.01 + 0.02) and always's 1.02
+    assert ("- 300 core-s/GB: bytes <= 50% of always's in 2 of 2 cells; mean slowdown above price 0's interval in 2, "
+            "above always's or efm's mean in 1" in text)
+    assert "| tpcds | exponential | 25 | 20 | 1.100 / 75% | 1.110 / 62% | 1.150 / 45% | 1.200 | 1.150 | 0% |" in text
+    assert "| 0 | 20 |" not in text

@@ -58,12 +58,15 @@ def read(path: Path) -> dict[Cell, dict[str, dict[str, str]]]:
         rows = list(csv.DictReader(fh))
     cells: dict[Cell, dict[str, dict[str, str]]] = {}
     for r in rows:
-        key = (r["workload"], r.get("shape", ""), float(r["on_demand_share"] or 0), float(r["stability"]))
-        cells.setdefault(key, {})[r["policy"]] = r
+        cells.setdefault(cell_of(r), {})[r["policy"]] = r
     return dict(sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1] != "", kv[0][1], kv[0][2], kv[0][3])))
 
 
-def _f(row: dict[str, str], name: str) -> float:
+def cell_of(row: dict[str, str]) -> Cell:
+    return row["workload"], row.get("shape", ""), float(row["on_demand_share"] or 0), float(row["stability"])
+
+
+def number(row: dict[str, str], name: str) -> float:
     raw = row.get(name, "")
     return float(raw) if raw not in ("", None) else math.nan
 
@@ -72,7 +75,7 @@ def lifetimes(shape: str) -> str:
     return "exponential" if shape == "" else f"Weibull k={float(shape):g}"
 
 
-def _head(cell: Cell, by: dict[str, dict[str, str]]) -> list[str]:
+def cell_head(cell: Cell, by: dict[str, dict[str, str]]) -> list[str]:
     workload, shape, share, stability = cell
     return [workload, lifetimes(shape), _share(share, by), f"{stability:g}"]
 
@@ -88,7 +91,7 @@ def _share(share: float, by: dict[str, dict[str, str]]) -> str:
     return f"{share:g}" if real == share else f"{share:g} (ran {real:g}: {on_demand} of {on_demand + spot} VMs)"
 
 
-def _markdown(head: list[str], body: list[list[str]]) -> str:
+def markdown(head: list[str], body: list[list[str]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in body]) + "\n"
 
@@ -100,22 +103,22 @@ def _policies(cells: dict[Cell, dict[str, dict[str, str]]]) -> list[str]:
 
 def _table(cells: dict[Cell, dict[str, dict[str, str]]], value: Callable[[dict[str, str]], str]) -> str:
     policies = _policies(cells)
-    body = [_head(cell, by) + [value(by[p]) if p in by else "-" for p in policies] for cell, by in cells.items()]
-    return _markdown(["workload", "spot lifetimes", "on-demand %", "stability", *policies], body)
+    body = [cell_head(cell, by) + [value(by[p]) if p in by else "-" for p in policies] for cell, by in cells.items()]
+    return markdown(["workload", "spot lifetimes", "on-demand %", "stability", *policies], body)
 
 
 def _slowdown(row: dict[str, str]) -> str:
     failed = int(float(row["failed_runs"] or 0))
-    text = f"{_f(row, 'slowdown_mean'):.3f} [{_f(row, 'slowdown_boot_low'):.3f}, {_f(row, 'slowdown_boot_high'):.3f}]"
+    text = f"{number(row, 'slowdown_mean'):.3f} [{number(row, 'slowdown_boot_low'):.3f}, {number(row, 'slowdown_boot_high'):.3f}]"
     return text + (f" ({failed} failed)" if failed else "")
 
 
 def _gigabytes(row: dict[str, str]) -> str:
-    return f"{_f(row, 'backup_bytes_local_mean') / 1e9:.2f} / {_f(row, 'backup_bytes_remote_mean') / 1e9:.2f}"
+    return f"{number(row, 'backup_bytes_local_mean') / 1e9:.2f} / {number(row, 'backup_bytes_remote_mean') / 1e9:.2f}"
 
 
-def _copied(row: dict[str, str]) -> float:
-    return _f(row, "backup_bytes_local_mean") + _f(row, "backup_bytes_remote_mean")
+def copied(row: dict[str, str]) -> float:
+    return number(row, "backup_bytes_local_mean") + number(row, "backup_bytes_remote_mean")
 
 
 def tables(path: Path) -> str:
@@ -125,7 +128,7 @@ def tables(path: Path) -> str:
         "Mean slowdown [bootstrap 95 % interval of the mean] (failed runs count with the slowdown at which "
         "they stopped):", "", _table(cells, _slowdown),
         "GB copied per job, to peers / to the remote store (means):", "", _table(cells, _gigabytes),
-        "$ per job (mean):", "", _table(cells, lambda r: f"{_f(r, 'cost_usd_mean'):.4f}")])
+        "$ per job (mean):", "", _table(cells, lambda r: f"{number(r, 'cost_usd_mean'):.4f}")])
 
 
 # ------------------------------------------------------------------------------------ targets
@@ -136,7 +139,7 @@ Verdict = tuple[str, bool | None, str]
 def _ratio(by: dict[str, dict[str, str]], other: str) -> tuple[float, float, float]:
     """``mean(tr) / mean(other)`` and its paired interval, from ``other``'s row."""
     row = by[other]
-    return _f(row, "tr_ratio"), _f(row, "tr_ratio_ci95_low"), _f(row, "tr_ratio_ci95_high")
+    return number(row, "tr_ratio"), number(row, "tr_ratio_ci95_low"), number(row, "tr_ratio_ci95_high")
 
 
 def _baselines(by: dict[str, dict[str, str]]) -> Verdict:
@@ -161,14 +164,14 @@ def _clairvoyant(stability: float, by: dict[str, dict[str, str]]) -> Verdict:
 
 def _share_of_always(by: dict[str, dict[str, str]], policy: str) -> float:
     """``policy``'s mean bytes copied over ``always``'s (both must be in ``by``)."""
-    mine, always = _copied(by[policy]), _copied(by["always"])
+    mine, always = copied(by[policy]), copied(by["always"])
     return mine / always if always > 0 else (0.0 if mine == 0 else math.inf)
 
 
 def _bytes(by: dict[str, dict[str, str]]) -> Verdict:
     if "always" not in by or "tr" not in by:
         return "bytes", None, "no always or tr"
-    share, always = _share_of_always(by, "tr"), _copied(by["always"])
+    share, always = _share_of_always(by, "tr"), copied(by["always"])
     detail = f"tr {share * always / 1e9:.2f} GB = {share:.0%} of always's {always / 1e9:.2f} GB"
     if "oracle" in by:
         detail += f"; oracle {_share_of_always(by, 'oracle'):.0%}"
@@ -191,7 +194,7 @@ def _regression(cell: Cell, by: dict[str, dict[str, str]], engine: dict[tuple[st
         return "no regression", None, "no engine-sweep point (it has exponential lifetimes only)"
     mean, low, high = engine[(workload, stability)]
     tr = by["tr"]
-    ours, our_low, our_high = _f(tr, "slowdown_mean"), _f(tr, "slowdown_boot_low"), _f(tr, "slowdown_boot_high")
+    ours, our_low, our_high = number(tr, "slowdown_mean"), number(tr, "slowdown_boot_low"), number(tr, "slowdown_boot_high")
     met = ours <= mean or (our_low <= high and low <= our_high)
     return "no regression", met, f"tr {ours:.3f} [{our_low:.3f}, {our_high:.3f}], engine sweep {mean:.3f} [{low:.3f}, {high:.3f}]"
 
@@ -218,7 +221,7 @@ def target_check(engine_csv: Path) -> Callable[[Path], str]:
         beyond = 0  # failed bytes verdicts where the oracle, too, copies over the share
         for cell, by in read(path).items():
             for name, met, detail in verdicts(cell, by, engine):
-                body.append(_head(cell, by) + [name, _mark(met), detail])
+                body.append(cell_head(cell, by) + [name, _mark(met), detail])
                 passed, total = counts.get(name, (0, 0))
                 counts[name] = (passed + bool(met), total + (met is not None))
                 beyond += (name == "bytes" and met is False and "oracle" in by
@@ -228,7 +231,7 @@ def target_check(engine_csv: Path) -> Callable[[Path], str]:
             summary.append(f"- bytes: in {beyond} of the failing cells the clairvoyant `oracle` itself copies more "
                            f"than {BYTES_SHARE:.0%} of `always`'s bytes")
         return ("### Target check\n\n" + "\n".join(summary) + "\n\n"
-                + _markdown(["workload", "spot lifetimes", "on-demand %", "stability", "target", "verdict", "detail"], body))
+                + markdown(["workload", "spot lifetimes", "on-demand %", "stability", "target", "verdict", "detail"], body))
     return render
 
 
@@ -247,13 +250,13 @@ def notices(without: Path) -> Callable[[Path], str]:
             if "tr" not in by or NOTICES_OFF not in by:
                 continue
             deaf = by[NOTICES_OFF]
-            ratio, low, high = (_f(deaf, k) for k in ("tr_ratio", "tr_ratio_ci95_low", "tr_ratio_ci95_high"))
+            ratio, low, high = (number(deaf, k) for k in ("tr_ratio", "tr_ratio_ci95_low", "tr_ratio_ci95_high"))
             verdict = "PASS" if high < 1.0 else "**FAIL**" if low > 1.0 else "within noise"
             verdicts[verdict] += 1
             swept = base.get(cell, {}).get("tr")
-            same = (_same(_f(swept, "slowdown_mean"), _f(deaf, "slowdown_mean"))
+            same = (_same(number(swept, "slowdown_mean"), number(deaf, "slowdown_mean"))
                     if swept is not None and swept.get("runs") == deaf.get("runs") else "-")
-            body.append(_head(cell, by) + [_slowdown(by["tr"]), _slowdown(deaf), f"{1 - ratio:+.1%} [{1 - high:+.1%}, {1 - low:+.1%}]",
+            body.append(cell_head(cell, by) + [_slowdown(by["tr"]), _slowdown(deaf), f"{1 - ratio:+.1%} [{1 - high:+.1%}, {1 - low:+.1%}]",
                                        verdict + (" (slower)" if verdict == "within noise" and ratio >= 1 else ""), same])
         if not body:
             return f"No cell of this CSV has both tr and {NOTICES_OFF}.\n"
@@ -262,8 +265,8 @@ def notices(without: Path) -> Callable[[Path], str]:
         columns = ["workload", "spot lifetimes", "on-demand %", "stability", "tr with notices", "tr without",
                    "gain [95 % interval]", "verdict", "sweep's tr"]
         if all(line[-1] == "-" for line in body):
-            return head + _markdown(columns[:-1], [line[:-1] for line in body])
-        return head + SAME_COLUMN + _markdown(columns, body)
+            return head + markdown(columns[:-1], [line[:-1] for line in body])
+        return head + SAME_COLUMN + markdown(columns, body)
     return render
 
 
@@ -297,9 +300,9 @@ def draw(path: Path, png: Path) -> None:
             if not pts:
                 continue
             xs = [s for s, _ in pts]
-            ys = [_f(r, "slowdown_mean") for _, r in pts]
-            err = [[y - _f(r, "slowdown_boot_low") for y, (_, r) in zip(ys, pts, strict=True)],
-                   [_f(r, "slowdown_boot_high") - y for y, (_, r) in zip(ys, pts, strict=True)]]
+            ys = [number(r, "slowdown_mean") for _, r in pts]
+            err = [[y - number(r, "slowdown_boot_low") for y, (_, r) in zip(ys, pts, strict=True)],
+                   [number(r, "slowdown_boot_high") - y for y, (_, r) in zip(ys, pts, strict=True)]]
             ax.errorbar(xs, ys, yerr=err, marker="o", markersize=3, capsize=2, label=policy,
                         color=colours[policies.index(policy) % len(colours)])
         ax.set_xscale("log")
