@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from jobs.harness.notice_endpoints import NoticeServer
+from jobs.harness.notice_endpoints import AWS_REBALANCE_PATH, NoticeServer
 from tests.jvm_gateway import Jvm, plain_jvm
 from trspark.engine.pool_baselines import EFMPolicy, PadoPolicy
 from trspark.keys import ConfigError
@@ -150,12 +150,16 @@ def test_aws_rebalance_recommendation_is_reported_once_and_is_no_notice(jvm: Jvm
             assert rebalances.calls() == 0
             server.post_rebalance(vm="vm-2")  # another VM's recommendation
             polls = watcher.polls()
-            wait_for(lambda: watcher.polls() >= polls + 3, what="three more polls")
+            every = jvm.trspark.NoticeWatcher.RebalanceEveryPolls()
+            wait_for(lambda: watcher.polls() >= polls + 2 * every, what="two rebalance polls")
             assert rebalances.calls() == 0
+            # The first poll asks for a recommendation, then every `every`-th (counts taken while polling).
+            polled, asked = watcher.polls(), server.asked[AWS_REBALANCE_PATH]
+            assert polled // every <= asked <= polled // every + 2, (polled, asked)
             since = server.post_rebalance(vm="vm-1")
             wait_for(lambda: rebalances.calls() == 1, what="the rebalance recommendation")
             polls = watcher.polls()
-            wait_for(lambda: watcher.polls() >= polls + 3, what="three more polls")
+            wait_for(lambda: watcher.polls() >= polls + 2 * every, what="two more rebalance polls")
         finally:
             watcher.stop()
     assert rebalances.calls() == 1 and rebalances.source() == "aws-rebalance"

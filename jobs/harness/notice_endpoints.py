@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -60,6 +61,8 @@ class NoticeServer:
                  azure_resources: tuple[str, ...] = ("executor-vm",)) -> None:
         self.deadline: datetime | None = None
         self.requests = 0
+        self.asked: Counter[str] = Counter()
+        """GET requests per endpoint path (without the ``/<vm>`` prefix)."""
         self.clients: set[tuple[str, int]] = set()
         """The (host, port) each request came from: one per connection the clients opened."""
         self.aws_require_token = aws_require_token
@@ -161,6 +164,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.notices.requests += 1
         self.notices.clients.add(self.client_address[:2])
         prefix, path = self.notices.split_path(self.path.split("?", 1)[0])
+        self.notices.asked[path] += 1
         deadline = self.notices.vm_deadlines.get(prefix, self.notices.deadline)
         spot = self.notices.vm_pools.get(prefix, self.notices.pool) == "spot"
         if path == AWS_REBALANCE_PATH:

@@ -155,7 +155,7 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
       case PollResult.NoNotice =>
         lastProblem = ""
         lastClearMs = Some(started)
-        if (settings.source == "aws" && !rebalanced.get()) pollRebalance()
+        if (settings.source == "aws" && !rebalanced.get() && pollCount.get() % RebalanceEveryPolls == 0) pollRebalance()
       case PollResult.Unusable(reason) =>
         if (reason != lastProblem) logInfo(s"trspark: no termination notice: $reason (further repeats at DEBUG)")
         else logDebug(s"trspark: no termination notice: $reason")
@@ -165,7 +165,7 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
     pollCount.incrementAndGet()
   }
 
-  /** AWS only: one request for a rebalance recommendation; reported once. */
+  /** AWS only: one request for a rebalance recommendation (every [[RebalanceEveryPolls]] polls); reported once. */
   private def pollRebalance(): Unit = {
     val seen = try {
       val (status, body) = get(NoticeEndpoints.AwsRebalancePath, awsHeaders())
@@ -257,6 +257,12 @@ object NoticeWatcher {
   val ConnectTimeout: Duration = Duration.ofMillis(500)
   val RequestTimeout: Duration = Duration.ofMillis(1000)
   val AwsTokenTtlS = 21600
+  /**
+   * AWS: notice polls per rebalance-recommendation poll (the first poll asks for both). A
+   * recommendation comes minutes before an interruption, if at all, so asking every 5 s at the
+   * default interval loses little of it and saves an idle executor most of a request a second.
+   */
+  val RebalanceEveryPolls = 5
 
   /** Daemon threads, so a watcher never keeps an executor JVM alive. */
   private def daemon(name: String): ThreadFactory = (r: Runnable) => {
