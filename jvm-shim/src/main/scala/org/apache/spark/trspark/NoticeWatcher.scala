@@ -1,8 +1,8 @@
 package org.apache.spark.trspark
 
-import java.net.URI
-import java.net.http.{HttpClient, HttpRequest, HttpResponse}
-import java.time.{Duration, Instant}
+import java.net.{HttpURLConnection, Proxy, URI}
+import java.nio.charset.StandardCharsets
+import java.time.Instant
 import java.util.concurrent.{Executors, ScheduledExecutorService, ThreadFactory, TimeUnit}
 import java.util.concurrent.atomic.{AtomicBoolean, AtomicInteger, AtomicLong}
 
@@ -79,14 +79,6 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
   @volatile private var lastProblem = ""
   @volatile private var awsToken: Option[(String, Long)] = None // (token, expiry ms)
   @volatile private var azureVmName: Option[String] = None
-  private lazy val http = HttpClient.newBuilder()
-    // Metadata services speak HTTP/1.1: no HTTP/2 upgrade offered on every request, and the
-    // connection is kept open from one poll to the next.
-    .version(HttpClient.Version.HTTP_1_1)
-    .connectTimeout(ConnectTimeout)
-    .followRedirects(HttpClient.Redirect.NEVER)
-    .proxy(HttpClient.Builder.NO_PROXY) // metadata services must never be asked through a proxy
-    .build()
   private def clock(): Long = System.currentTimeMillis()
   private val periodMs = math.max(1L, (settings.intervalS * 1000).round)
   // When the last poll that saw no notice started. A notice that carries no time (GCP's
@@ -222,11 +214,9 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
   private def awsHeaders(): Seq[(String, String)] = {
     val now = clock()
     val token = awsToken.filter(_._2 > now).map(_._1).orElse {
-      val request = HttpRequest.newBuilder(uri(NoticeEndpoints.AwsTokenPath)).timeout(RequestTimeout)
-        .header("X-aws-ec2-metadata-token-ttl-seconds", AwsTokenTtlS.toString)
-        .PUT(HttpRequest.BodyPublishers.noBody()).build()
-      val fresh = Try(http.send(request, HttpResponse.BodyHandlers.ofString())).toOption
-        .filter(_.statusCode() == 200).map(_.body().trim).filter(_.nonEmpty)
+      val ttl = Seq("X-aws-ec2-metadata-token-ttl-seconds" -> AwsTokenTtlS.toString)
+      val fresh = Try(request("PUT", NoticeEndpoints.AwsTokenPath, ttl)).toOption
+        .collect { case (200, body) => body.trim }.filter(_.nonEmpty)
       // Renew a minute before expiry so a poll never carries a token about to lapse.
       awsToken = fresh.map(t => (t, now + (AwsTokenTtlS - 60) * 1000L))
       fresh
@@ -244,18 +234,34 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
 
   private def uri(path: String): URI = URI.create(settings.baseUrl + path)
 
-  private def get(path: String, headers: Seq[(String, String)]): (Int, String) = {
-    val builder = HttpRequest.newBuilder(uri(path)).timeout(RequestTimeout).GET()
-    headers.foreach { case (k, v) => builder.header(k, v) }
-    val response = http.send(builder.build(), HttpResponse.BodyHandlers.ofString())
-    (response.statusCode(), response.body())
+  private def get(path: String, headers: Seq[(String, String)]): (Int, String) = request("GET", path, headers)
+
+  /**
+   * One request: (status, body). Through `HttpURLConnection`, not `java.net.http.HttpClient`,
+   * whose asynchronous machinery cost an idle executor several ms of CPU per second at a poll a
+   * second (mostly JIT compilation that had not settled after minutes). Reading the whole body
+   * and closing the stream, without `disconnect()`, returns the connection to the JDK's
+   * keep-alive cache for the next poll. Metadata services must never be asked through a proxy.
+   */
+  private def request(method: String, path: String, headers: Seq[(String, String)]): (Int, String) = {
+    val connection = uri(path).toURL.openConnection(Proxy.NO_PROXY).asInstanceOf[HttpURLConnection]
+    connection.setConnectTimeout(ConnectTimeoutMs)
+    connection.setReadTimeout(RequestTimeoutMs)
+    connection.setInstanceFollowRedirects(false)
+    connection.setUseCaches(false)
+    connection.setRequestMethod(method)
+    headers.foreach { case (k, v) => connection.setRequestProperty(k, v) }
+    val status = connection.getResponseCode
+    val stream = Option(if (status >= 400) connection.getErrorStream else connection.getInputStream)
+    val body = stream.map { in => try new String(in.readAllBytes(), StandardCharsets.UTF_8) finally in.close() }
+    (status, body.getOrElse(""))
   }
 }
 
 object NoticeWatcher {
   /** Metadata services are link-local and answer in milliseconds; anything slower is "no answer". */
-  val ConnectTimeout: Duration = Duration.ofMillis(500)
-  val RequestTimeout: Duration = Duration.ofMillis(1000)
+  val ConnectTimeoutMs = 500
+  val RequestTimeoutMs = 1000
   val AwsTokenTtlS = 21600
   /**
    * AWS: notice polls per rebalance-recommendation poll (the first poll asks for both). A
