@@ -1,29 +1,4 @@
-"""Pure cost math of TR-Spark (§4): lifetimes, cascading recomputation, backup costs. No Spark, no I/O."""
+"""Pure cost math of TR-Spark (§4): lifetimes, cascading recomputation, backup costs. No Spark, no I/O.
 
-from .lifetimes import (
-    Bathtub,
-    Capped,
-    Deterministic,
-    Empirical,
-    Exponential,
-    LifetimeModel,
-    LogNormal,
-    Notice,
-    Weibull,
-    from_spec,
-    with_notice,
-)
-
-__all__ = [
-    "Bathtub",
-    "Capped",
-    "Deterministic",
-    "Empirical",
-    "Exponential",
-    "LifetimeModel",
-    "LogNormal",
-    "Notice",
-    "Weibull",
-    "from_spec",
-    "with_notice",
-]
+The lifetime models are in :mod:`cost_model.lifetimes`, the costs in the modules beside it.
+"""

@@ -53,7 +53,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.optimize import brentq
 
 from .lifetimes.base import FloatArray, LifetimeModel, as_float_array
 
@@ -169,6 +168,8 @@ def largest_task_seconds(where: LifetimeModel | Placement, fraction: float, *, r
     first = int(over[0])
     if first == 0:
         return 0.0
+    from scipy.optimize import brentq  # imported here: the engine's start-up should not pay for it
+
     lo, hi = float(grid[first - 1]), float(grid[first])
     return float(brentq(excess, lo, hi, xtol=1e-9 * hi, rtol=1e-12))
 

@@ -40,7 +40,6 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.integrate import quad, simpson
 
 FloatArray = NDArray[np.float64]
 
@@ -284,6 +283,8 @@ class LifetimeModel(ABC):
         geometric when it is long, which keeps heavy tails and long windows accurate (~1e-5
         relative). Models with jumps override it exactly.
         """
+        from scipy.integrate import simpson  # imported here: the engine's start-up should not pay for it
+
         a_a = np.maximum(as_float_array(a), 0.0)
         b_a = np.maximum(as_float_array(b), a_a)
         age_a = as_float_array(age)
@@ -327,6 +328,8 @@ class LifetimeModel(ABC):
         scale, 1e-12 s or 1e12 s, old or young, are resolved), plus the tail past the last one.
         Models override it with closed forms where they exist.
         """
+        from scipy.integrate import quad  # imported here: models with closed forms never need it
+
         ages = as_float_array(age)
         out = np.zeros(ages.shape, dtype=np.float64)
         probs = np.array([0.5, 0.99, 1.0 - 1e-6, 1.0 - 1e-12])

@@ -13,7 +13,6 @@ import math
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.integrate import quad
 
 from .base import (
     FloatArray,
@@ -103,6 +102,8 @@ class _BathtubRisks(LifetimeModel):
 
 def _integrate_sf(model: LifetimeModel, lo: float, hi: float, breaks: list[float]) -> float:
     """:math:`\\int_{lo}^{hi} S(u)\\,du` (s) by adaptive quadrature, with breakpoints inside (lo, hi)."""
+    from scipy.integrate import quad  # imported here: the engine's start-up should not pay for it
+
     inside = sorted(b for b in breaks if lo < b < hi)
     value, _ = quad(lambda u: float(model.sf(u)), lo, hi, points=inside or None, limit=200)
     return float(value)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.stats import CensoredData, ecdf
 
 from .base import FloatArray, LifetimeModel, as_float_array
 
@@ -62,6 +61,8 @@ class Empirical(LifetimeModel):
     continuous = False
 
     def __init__(self, durations: ArrayLike, observed: ArrayLike | None = None) -> None:
+        from scipy.stats import CensoredData, ecdf  # imported here: only a fitted model needs scipy.stats
+
         self._durations, self._observed = _validate(durations, observed)
         result = ecdf(
             CensoredData(uncensored=self._durations[self._observed], right=self._durations[~self._observed])

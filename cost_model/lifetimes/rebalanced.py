@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.integrate import quad
 
 from .base import FloatArray, LifetimeModel, as_float_array, check_nonnegative, check_positive
 
@@ -98,6 +97,8 @@ class Raised(LifetimeModel):
 
     def _raised_tail(self, start: float) -> float:
         """:math:`\\int_0^\\infty S_{0,start}(u)^k\\,du` (s), in units of the base's residual life there."""
+        from scipy.integrate import quad  # imported here: the engine's start-up should not pay for it
+
         scale = max(float(self.base_.mean_residual_life(start)), 1e-12)
         if not np.isfinite(scale):
             return float("inf")

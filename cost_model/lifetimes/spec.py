@@ -26,25 +26,21 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from importlib import import_module
 
 from .base import LifetimeModel
-from .bathtub import Bathtub
-from .deterministic import Deterministic
-from .empirical import Empirical
-from .exponential import Exponential
-from .lognormal import LogNormal
 from .notice import Notice
-from .stable import Stable
-from .weibull import Weibull
 
-_REGISTRY: dict[str, Callable[..., LifetimeModel]] = {
-    "exponential": Exponential,
-    "weibull": Weibull,
-    "lognormal": LogNormal,
-    "deterministic": Deterministic,
-    "bathtub": Bathtub,
-    "empirical": Empirical,
-    "stable": Stable,
+#: Model name (also its module in this package) -> class. Imported on first use: the Weibull and
+#: log-normal laws need scipy.special, which an engine that never uses them should not pay for.
+_REGISTRY = {
+    "exponential": "Exponential",
+    "weibull": "Weibull",
+    "lognormal": "LogNormal",
+    "deterministic": "Deterministic",
+    "bathtub": "Bathtub",
+    "empirical": "Empirical",
+    "stable": "Stable",
 }
 
 _Value = float | list[float]
@@ -69,7 +65,7 @@ def from_spec(spec: str) -> LifetimeModel:
     if name not in _REGISTRY:
         known = ", ".join([*sorted(_REGISTRY), Notice.name])
         raise ValueError(f"unknown lifetime model {name!r} in spec {spec!r}; known: {known}")
-    factory = _REGISTRY[name]
+    factory: Callable[..., LifetimeModel] = getattr(import_module(f".{name}", __package__), _REGISTRY[name])
     kwargs = _parse_params(spec, args)
     _check_names(spec, name, factory, kwargs)
     return factory(**kwargs)

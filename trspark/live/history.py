@@ -30,7 +30,6 @@ from dataclasses import asdict, dataclass
 
 import fsspec
 import numpy as np
-from scipy import stats
 
 from cost_model.lifetimes import LifetimeModel, from_spec
 from trspark.engine.events import ExecutorAdded, ExecutorLost, ExecutorNotice
@@ -287,6 +286,8 @@ def fit_lifetime(records: Iterable[LifetimeRecord], configured: str | LifetimeMo
         from cost_model.lifetimes import Empirical
 
         return FitResult(Empirical.fit(durations, observed), "kaplan-meier", events, censored)
+    from scipy import stats  # imported here: only a fit from history needs scipy.stats
+
     from cost_model.lifetimes import Weibull
 
     data = stats.CensoredData(uncensored=durations[observed], right=durations[~observed])
