@@ -146,16 +146,19 @@ against DuckDB. Between jobs (`idle_cpu.csv`): the CPU an application uses while
            MACHINE + ", 3 executors x 1 core; event log and metrics (CsvSink every second) on for both; "
            "nothing else running",
            overhead),
-    Source("idle_cpu.csv", "python bench/idle_cpu.py --repeat 3 --csv docs/results/idle_cpu.csv",
-           "2026-12-05, 12:40-12:51 UTC", "20a8e0d",
+    Source("idle_cpu.csv", "python bench/idle_cpu.py --repeat 5 --csv docs/results/idle_cpu.csv",
+           "2026-12-05, 15:29-15:47 UTC", "d431787",
            MACHINE + ", 2 executors x 1 core, no CPU cap; nothing else running",
            idle_cpu,
            note="What an application costs while it runs nothing: CPU per second of wall time over a 30 s "
                 "window, 10 s after its last job, vanilla Spark (`none`), `tr` and `tr-aws` started one after the other "
                 "(method in `bench/idle_cpu.py`). A quiet application's executors ask the driver for work "
                 "once a second instead of every 150 ms; with `notice.source=aws` each executor also asks the "
-                "metadata service for a spot notice and a rebalance recommendation every second. The driver's "
-                "figures vary from round to round more than the executors' do."),
+                "metadata service for a spot notice every second (over a kept-alive `HttpURLConnection`) and for a "
+                "rebalance recommendation every fifth second. The driver's figures vary from round to round more "
+                "than the executors' do (10.7-32.7 ms/s for `tr`). Per thread (`/proc/<pid>/task`, one "
+                "application), the JIT compiler's threads were the largest users of an idle executor's and "
+                "driver's CPU 10 s after a job, and still among them 90 s after it."),
 ))
 
 NOTICES = Report("notices", "Termination notices against Spark's decommissioning", """

@@ -239,7 +239,7 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
   /**
    * One request: (status, body). Through `HttpURLConnection`, not `java.net.http.HttpClient`,
    * whose asynchronous machinery cost an idle executor several ms of CPU per second at a poll a
-   * second (mostly JIT compilation that had not settled after minutes). Reading the whole body
+   * second (much of it JIT compilation, still at work 90 s after a job). Reading the whole body
    * and closing the stream, without `disconnect()`, returns the connection to the JDK's
    * keep-alive cache for the next poll. Metadata services must never be asked through a proxy.
    */
