@@ -166,7 +166,8 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "   --shapes exp,0.6 --on-demand-shares 10,25,50 --stabilities 5,10,20,50,200 --policies tr'\n"
            "for p in 30 100 300; do $S --conf backup.costPerGb=$p --out p$p.csv; done\n"
            "# pools_bytes.csv: the rows of all three",
-           "2026-12-05, 14:36-14:48 UTC", "07d91d6", MACHINE + ", nothing else running (simulated times do not depend on it)",
+           "2026-12-05, 14:36-14:48 UTC", "07d91d6",
+           MACHINE + ", at times beside a live test and the unit tests (simulated times do not depend on the load)",
            byte_price(RESULTS / "pools_sweep.csv"),
            "`tr` with a price on every GB it copies (`spark.trspark.backup.costPerGb`, core-seconds per GB), on the "
            "worlds of the pools sweep above (the same seeds; price 0 is that sweep's `tr`, reproduced to the last "
