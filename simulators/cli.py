@@ -204,7 +204,7 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
         settings = " ".join(item.strip() for item in kw["confs"])
 
         def advance(point: Any, row: dict[str, Any]) -> None:
-            row["settings"] = settings
+            row["settings"] = settings  # the row run_sweep returns: every row passes through here
             done.append(row)
             sweeping.write_csv(done, out)  # the rows so far: a sweep cut short keeps what it measured
             share = "" if point.on_demand_share is None else f" {point.on_demand_share:g}% od"
@@ -217,8 +217,6 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
 
         rows = sweeping.run_sweep(jobs, points, world, config, kw["runs"], kw["seed"], kw["workers"],
                                   believed_lifetime=kw["believed_lifetime"], on_point=advance, prices=prices, shape=shape)
-    for row in rows:
-        row["settings"] = settings
     sweeping.write_csv(rows, out)
     click.echo(f"wrote {out} ({len(rows)} rows)")
     if plot_path is not None:
