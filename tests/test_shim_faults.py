@@ -161,23 +161,35 @@ def test_repeated_kills_of_one_slot_then_of_the_oldest_and_the_youngest_lose_no_
     assert all(during_job), during_job  # every kill landed while the job ran
 
 
-def slow_reduce_sums(sc: Any) -> Any:
-    """Sums by key over 8 map tasks of 1 s, then 3 reduce tasks of 4 s: a reduce task re-run after
-    its executor died must read the map outputs lost with the executors, so Spark retries the
-    map stage."""
+def held_reduce_sums(sc: Any, release: Path) -> Any:
+    """Sums by key over 8 map tasks of 1 s, then 3 reduce tasks that each hold until the file
+    ``release`` exists (at most 300 s). A reduce task re-run after its executor died must read
+    the map outputs lost with the executors, so Spark retries the map stage; the test decides
+    when the reduce tasks may finish, so no kill can come too late."""
+    path = str(release)
 
-    def slow_read(rows: Iterator[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    def held_read(rows: Iterator[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+        import os
         import time
 
-        time.sleep(4.0)  # a reduce task long enough for the kills to land while it runs
+        deadline = time.monotonic() + 300.0
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling the test's release file, bounded by the deadline
         return iter(list(rows))
 
-    return slow_sums(sc, 6000, 8, 1.0).mapPartitions(slow_read)
+    return slow_sums(sc, 6000, 8, 1.0).mapPartitions(held_read)
 
 
-def test_kills_during_a_stage_retry_lose_no_job(app: App) -> None:
-    """Every executor killed while the reduce stage waits makes its reads fail and Spark retry the
-    map stage; an executor is killed during that retry. The answer is right.
+def stage_attempts(app: App) -> set[tuple[int, int]]:
+    """``(stage id, attempt)`` of every stage attempt Spark's status store has seen, finished ones too."""
+    gateway = app.sc._gateway
+    stages = app.sc._jsc.sc().statusStore().stageList(None, False, False, gateway.new_array(gateway.jvm.double, 0), None)
+    return {(int(stages.apply(i).stageId()), int(stages.apply(i).attemptId())) for i in range(stages.size())}
+
+
+def test_kills_during_a_stage_retry_lose_no_job(app: App, tmp_path: Path) -> None:
+    """Every executor killed while the reduce stage runs makes its re-run reads fail and Spark
+    retry the map stage; an executor is killed during that retry. The answer is right.
 
     Copies are throttled to 1 byte/s for this job, so none commits: the kills lose map outputs
     that have no backup yet, as a kill does before the copies finish. The executors that ran
@@ -186,30 +198,28 @@ def test_kills_during_a_stage_retry_lose_no_job(app: App) -> None:
 
     app.wait_full(EXECUTORS)
     app.status.setBuiltin("never", "both", 1.0)
+    before = stage_attempts(app)
+    release = tmp_path / "release-the-reduce-tasks"
     result: dict[str, Any] = {}
-    job = threading.Thread(target=lambda: result.update(answer=dict(slow_reduce_sums(app.sc).collect())))
+    job = threading.Thread(target=lambda: result.update(answer=dict(held_reduce_sums(app.sc, release).collect())))
     job.start()
-    wait_for(lambda: active(app, lambda i: i.numTasks == 3 and i.numActiveTasks > 0), what="the reduce stage running",
-             timeout=TIMEOUT)
-    # All at once: the engine's hints may have placed every map task on one executor.
-    app.kill_all_executors()
-    retries: list[int] = []
-
-    def retry_running() -> bool:
-        if active(app, lambda i: i.currentAttemptId >= 1 and i.numActiveTasks > 0):
-            retries.append(1)
-            return True
-        return not job.is_alive()
-
-    wait_for(retry_running, what="a retried stage running", timeout=TIMEOUT)
-    if retries:
+    try:
+        wait_for(lambda: active(app, lambda i: i.numTasks == 3 and i.numActiveTasks > 0),
+                 what="the reduce stage running", timeout=TIMEOUT)
+        # All at once: the engine's hints may have placed every map task on one executor.
+        app.kill_all_executors()
+        # The held reduce tasks keep a retried stage running until the release, so polling sees it.
+        wait_for(lambda: active(app, lambda i: i.currentAttemptId >= 1 and i.numActiveTasks > 0),
+                 what="a retried stage running", timeout=TIMEOUT)
         app.kill_one_executor()
-    job.join(timeout=600)
-    app.status.setBuiltin("never", "both", 0.0)
+    finally:
+        release.touch()
+        job.join(timeout=600)
+        app.status.setBuiltin("never", "both", 0.0)
     app.kill_all_executors()
     app.wait_full(EXECUTORS)
     assert result.get("answer") == EXPECTED
-    assert retries, "no stage was retried: the kills did not make the reduce stage's reads fail"
+    assert any(attempt >= 1 for _, attempt in stage_attempts(app) - before)
 
 
 @pytest.mark.parametrize("path", PATHS)
