@@ -25,3 +25,29 @@ def test_a_weibull_lifetime_still_loads_its_model_on_first_use() -> None:
             "print(type(m) is Weibull, round(float(m.mean()), 3))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
     assert done.stdout.split() == ["True", "45.137"]
+
+
+def test_after_hello_the_engine_loads_the_numerics_before_any_event() -> None:
+    """The first executor's events would otherwise import scipy's root search on the event path
+    (seconds of wall time while executors start, against an ``engine.timeout`` of 2 s)."""
+    import json
+    import os
+    import socket
+    from pathlib import Path
+
+    from jvm_gateway import wait_for
+
+    def loaded(pid: int) -> bool:
+        return "/scipy/optimize/" in Path(f"/proc/{pid}/maps").read_text()
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        env = dict(os.environ, TRSPARK_TOKEN="t", TRSPARK_CONF=json.dumps({"spark.trspark.mode": "tr", "spark.app.id": "t"}))
+        engine = subprocess.Popen([sys.executable, "-m", "trspark.live", "--connect", f"127.0.0.1:{server.getsockname()[1]}"],
+                                  env=env, stderr=subprocess.DEVNULL)
+        try:
+            connection, _ = server.accept()
+            with connection, connection.makefile(encoding="utf-8") as lines:
+                assert '"Hello"' in lines.readline()
+                wait_for(lambda: loaded(engine.pid), what="scipy.optimize loaded by the engine", timeout=60)
+        finally:
+            engine.wait(timeout=60)

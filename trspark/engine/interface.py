@@ -33,3 +33,11 @@ class Policy(ABC):
     def summary(self) -> dict[str, object]:
         """Counters worth reporting at the end of a run (backups planned, safety belt, ...)."""
         return {}
+
+    def prepare(self) -> None:
+        """Do the one-time work the first decisions would otherwise pay for (default: none).
+
+        A long-lived driver may call it once, from another thread, before the events come;
+        it must not touch the policy's state.
+        """
+        return None

@@ -144,17 +144,28 @@ def watch_parent(sock: socket.socket, parent_pid: int) -> None:
 
 
 def serve(sock: socket.socket, bridge: Bridge, token: str) -> None:
-    """Send Hello, then answer each event line until end of input."""
+    """Send Hello, start the policy's :meth:`~trspark.engine.interface.Policy.prepare` beside the
+    event loop, then answer each event line until end of input."""
     with sock.makefile("r", encoding="utf-8", errors="replace", newline="\n") as reader, sock.makefile(
         "w", encoding="utf-8", newline="\n"
     ) as writer:
         writer.write(hello_line(token) + "\n")
         writer.flush()
+        # After Hello, so that the application does not wait for it: executors take seconds to
+        # register, and the first events do not pay for the policy's set-up any more.
+        threading.Thread(target=_prepare, args=(bridge.policy,), name="trspark-prepare", daemon=True).start()
         for line in reader:
             if not line.strip():
                 continue  # keep-alive blank lines carry no seq
             writer.write("".join(out + "\n" for out in bridge.handle_line(line)))
             writer.flush()
+
+
+def _prepare(policy: Policy) -> None:
+    try:
+        policy.prepare()
+    except Exception:  # the first decisions then do the work themselves; nothing is lost
+        log.exception("policy %r could not prepare; its first decisions will", policy.name)
 
 
 def main(argv: list[str] | None = None) -> int:

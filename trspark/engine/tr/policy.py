@@ -40,6 +40,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from cost_model import numerics
 from cost_model.lineage import Lineage
 from trspark.engine.commands import Command, DropBackup, SchedulingHints
 from trspark.engine.events import (
@@ -335,6 +336,11 @@ class TRPolicy(NoticeRules, Replanning, Policy):
                 out.append(self.hints)
         out += self.splitter.check(state)
         return out
+
+    def prepare(self) -> None:
+        # The first executor's task-size search and the first quadrature would import scipy
+        # on the event path: about 0.5 s of CPU, seconds of wall time while executors start.
+        numerics.load()
 
     def summary(self) -> dict[str, object]:
         return {
