@@ -27,7 +27,7 @@ go once every output it holds that may still be read is saved elsewhere
     repeat, in reversed order every other repeat, so a drift in the machine's load does not
     favour the one that always runs first.
 
-    python -m jobs.elastic --out elastic.csv [--gap 30] [--idle-timeout 5] [--executors 3] [--repeat 3]
+    python -m jobs.elastic --out elastic.csv [--policies never,tr] [--gap 30] [--idle-timeout 5] [--executors 3] [--repeat 3]
 """
 
 from __future__ import annotations

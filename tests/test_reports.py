@@ -48,3 +48,18 @@ def test_elastic_report_pairs_the_policies_by_repeat(tmp_path):
     assert "| executor_seconds | 1.00x" in text and "| 1 of 2 |" in text  # ratios 0.8 and 1.2
     assert "| q2_seconds | 4.00x" in text and "| 0 of 2 |" in text
     assert "| q1_seconds | 1.00x" in text
+
+
+def test_elastic_report_gives_each_policy_its_own_ratios_against_never(tmp_path):
+    from jobs.reports.render import elastic
+
+    head = ("policy,repeat,executor_seconds,q1_seconds,q2_seconds,app_seconds,executors_started,executors_removed,"
+            "executors_released,evictions,stage_resubmissions,map_tasks_rerun,engine_fallback,answers_equal\n")
+    rows = ["never,0,100,10,2,50,3,3,0,0,0,0,False,True", "always,0,100,11,2,50,3,3,0,0,0,0,False,True",
+            "tr,0,80,12,8,60,6,3,3,0,0,0,False,True"]
+    path = tmp_path / "elastic.csv"
+    path.write_text(head + "\n".join(rows) + "\n")
+    text = elastic(path)
+    always, tr = text.split("Paired ratio `always`/`never`")[1].split("Paired ratio `tr`/`never`")
+    assert "| q1_seconds | 1.10x" in always and "repeats with `always` lower" in always
+    assert "| q1_seconds | 1.20x" in tr and "| executor_seconds | 0.80x" in tr

@@ -182,9 +182,9 @@ def verdicts(path: Path) -> str:
 
 
 def elastic(path: Path) -> str:
-    """``python -m jobs.elastic``: its rows, then per measure the paired ratio ``tr``/``never`` over
-    repeats (median, bootstrap 95 % interval, and in how many repeats ``tr`` was lower)."""
-    from trspark.stats import median_interval
+    """``python -m jobs.elastic``: its rows, then for each policy but ``never`` and per measure the
+    paired ratio policy/``never`` over repeats (median, bootstrap 95 % interval, and in how many
+    repeats the policy was lower)."""
     names = ("policy", "repeat", "executor_seconds", "q1_seconds", "q2_seconds", "app_seconds",
              "executors_started", "executors_removed", "executors_released", "evictions",
              "stage_resubmissions", "map_tasks_rerun", "engine_fallback", "answers_equal")
@@ -193,16 +193,24 @@ def elastic(path: Path) -> str:
     by_repeat: dict[str, dict[str, dict[str, str]]] = {}
     for r in rows:
         by_repeat.setdefault(r["repeat"], {})[r["policy"]] = r
+    for policy in dict.fromkeys(r["policy"] for r in rows if r["policy"] != "never"):
+        text += _paired_ratios(policy, by_repeat)
+    return text
+
+
+def _paired_ratios(policy: str, by_repeat: dict[str, dict[str, dict[str, str]]]) -> str:
+    """The table of ``policy``/``never`` ratios per measure ("" when no repeat has both)."""
+    from trspark.stats import median_interval
     lines = []
     for measure in ("executor_seconds", "q1_seconds", "q2_seconds", "app_seconds"):
-        ratios = [float(p["tr"][measure]) / float(p["never"][measure]) for p in by_repeat.values()
-                  if "tr" in p and "never" in p and float(p["never"][measure]) > 0]
+        ratios = [float(p[policy][measure]) / float(p["never"][measure]) for p in by_repeat.values()
+                  if policy in p and "never" in p and float(p["never"][measure]) > 0]
         if ratios:
             lower = sum(x < 1 for x in ratios)
             lines.append(f"| {measure} | {median_interval(ratios).text()} | {lower} of {len(ratios)} |")
     if not lines:
-        return text
-    return (text + "\nPaired ratio `tr`/`never` per repeat:\n\n| measure | median [95 %] | repeats with `tr` lower |\n"
+        return ""
+    return (f"\nPaired ratio `{policy}`/`never` per repeat:\n\n| measure | median [95 %] | repeats with `{policy}` lower |\n"
             "|---|---|---|\n" + "\n".join(lines) + "\n")
 
 
