@@ -252,8 +252,8 @@ KEYS: tuple[Key, ...] = (
         "Longest wait for the engine's answer to an event before the shim falls back to always-checkpoint "
         "(start-up has its own limit, engine.startTimeout)."),
     Key("engine.startTimeout", "engine_start_timeout", 120.0, _number(0.0, None, lo_open=True), "seconds > 0",
-        "Longest wait for the engine process to start, connect and say Hello (it imports numpy: slow on a "
-        "loaded machine) before the shim falls back to always-checkpoint for the application."),
+        "Longest wait for the engine process to start, connect and say Hello (it imports numpy, and scipy when it fits "
+        "the lifetime history: slow on a loaded machine) before the shim falls back to always-checkpoint for the application."),
     Key("history.url", "history_url", "", _text, "an fsspec URL (local path, file://, abfs://...)",
         "Lifetime history store: observed executor lifetimes are appended here and fitted by the next application."),
     Key("pool", "pool", "default", _pool_name, f"a pool name: {POOL_NAME_RULE}",

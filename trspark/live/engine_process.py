@@ -151,8 +151,8 @@ def serve(sock: socket.socket, bridge: Bridge, token: str) -> None:
     ) as writer:
         writer.write(hello_line(token) + "\n")
         writer.flush()
-        # After Hello, so that the application does not wait for it: executors take seconds to
-        # register, and the first events do not pay for the policy's set-up any more.
+        # After Hello, so that the application does not wait for it; executors take seconds to
+        # register, so the first events find the policy's set-up done.
         threading.Thread(target=_prepare, args=(bridge.policy,), name="trspark-prepare", daemon=True).start()
         for line in reader:
             if not line.strip():
