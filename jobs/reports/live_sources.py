@@ -268,8 +268,8 @@ mistaken for one.
            "repeats) are bought with a slower second query and a longer application (1.30x). `tr`'s first query "
            "is within noise of vanilla Spark's (1.05x [0.93, 1.23]). `always` runs the same plugin without the "
            "policy engine and copies every map output; its first query is no faster (1.17x [0.98, 1.18], within "
-           "noise), so what a first query pays for trspark comes from the plugin's executor side and its copies, "
-           "not from the engine. Five repeats, the three policies back to back in each, the order reversed "
+           "noise), so the engine is not what slows a first query; the plugin's executor side and its copies "
+           "remain, not measured apart. Five repeats, the three policies back to back in each, the order reversed "
            "every other repeat."),
     Source("elastic_gap60.csv",
            "python -m jobs.elastic --out docs/results/elastic_gap60.csv --gap 60 --idle-timeout 3 --repeat 5",
