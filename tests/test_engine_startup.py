@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 PROBE = """
 import sys
 import trspark.live.engine_process
@@ -27,9 +29,11 @@ def test_a_weibull_lifetime_still_loads_its_model_on_first_use() -> None:
     assert done.stdout.split() == ["True", "45.137"]
 
 
-def test_after_hello_the_engine_loads_the_numerics_before_any_event() -> None:
+@pytest.mark.parametrize(("knowledge", "stats"), [("notices", False), ("fitted", True)])
+def test_after_hello_the_engine_loads_the_numerics_before_any_event(knowledge: str, stats: bool) -> None:
     """The first executor's events would otherwise import scipy's root search on the event path
-    (seconds of wall time while executors start, against an ``engine.timeout`` of 2 s)."""
+    (seconds of wall time while executors start, against an ``engine.timeout`` of 2 s), and with
+    knowledge ``fitted`` the first refit after evictions would import ``scipy.stats``."""
     import json
     import os
     import socket
@@ -37,17 +41,21 @@ def test_after_hello_the_engine_loads_the_numerics_before_any_event() -> None:
 
     from jvm_gateway import wait_for
 
-    def loaded(pid: int) -> bool:
-        return "/scipy/optimize/" in Path(f"/proc/{pid}/maps").read_text()
+    def maps(pid: int) -> str:
+        return Path(f"/proc/{pid}/maps").read_text()
 
+    conf = {"spark.trspark.mode": "tr", "spark.app.id": "t", "spark.trspark.lifetime.knowledge": knowledge}
     with socket.create_server(("127.0.0.1", 0)) as server:
-        env = dict(os.environ, TRSPARK_TOKEN="t", TRSPARK_CONF=json.dumps({"spark.trspark.mode": "tr", "spark.app.id": "t"}))
+        env = dict(os.environ, TRSPARK_TOKEN="t", TRSPARK_CONF=json.dumps(conf))
         engine = subprocess.Popen([sys.executable, "-m", "trspark.live", "--connect", f"127.0.0.1:{server.getsockname()[1]}"],
                                   env=env, stderr=subprocess.DEVNULL)
         try:
             connection, _ = server.accept()
             with connection, connection.makefile(encoding="utf-8") as lines:
                 assert '"Hello"' in lines.readline()
-                wait_for(lambda: loaded(engine.pid), what="scipy.optimize loaded by the engine", timeout=60)
+                wanted = ("/scipy/optimize/", "/scipy/integrate/", *(("/scipy/stats/",) if stats else ()))
+                wait_for(lambda: all(w in maps(engine.pid) for w in wanted), what=f"{wanted} loaded by the engine",
+                         timeout=60)
+                assert ("/scipy/stats/" in maps(engine.pid)) == stats
         finally:
             engine.wait(timeout=60)

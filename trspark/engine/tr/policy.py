@@ -338,9 +338,10 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         return out
 
     def prepare(self) -> None:
-        # The first executor's task-size search and the first quadrature would import scipy
-        # on the event path: about 0.5 s of CPU, seconds of wall time while executors start.
-        numerics.load()
+        # The first executor's task-size search, the first quadrature and (knowledge "fitted")
+        # the first refit after evictions would import scipy on the event path: 0.5-1.3 s of
+        # CPU, seconds of wall time while executors start or die.
+        numerics.load(fits=self.knowledge.mode == "fitted")
 
     def summary(self) -> dict[str, object]:
         return {
