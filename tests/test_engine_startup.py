@@ -34,28 +34,17 @@ def test_after_hello_the_engine_loads_the_numerics_before_any_event(knowledge: s
     """The first executor's events would otherwise import scipy's root search on the event path
     (seconds of wall time while executors start, against an ``engine.timeout`` of 2 s), and with
     knowledge ``fitted`` the first refit after evictions would import ``scipy.stats``."""
-    import json
-    import os
-    import socket
     from pathlib import Path
 
+    from engine_session import engine_session
     from jvm_gateway import wait_for
 
     def maps(pid: int) -> str:
         return Path(f"/proc/{pid}/maps").read_text()
 
     conf = {"spark.trspark.mode": "tr", "spark.app.id": "t", "spark.trspark.lifetime.knowledge": knowledge}
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        env = dict(os.environ, TRSPARK_TOKEN="t", TRSPARK_CONF=json.dumps(conf))
-        engine = subprocess.Popen([sys.executable, "-m", "trspark.live", "--connect", f"127.0.0.1:{server.getsockname()[1]}"],
-                                  env=env, stderr=subprocess.DEVNULL)
-        try:
-            connection, _ = server.accept()
-            with connection, connection.makefile(encoding="utf-8") as lines:
-                assert '"Hello"' in lines.readline()
-                wanted = ("/scipy/optimize/", "/scipy/integrate/", *(("/scipy/stats/",) if stats else ()))
-                wait_for(lambda: all(w in maps(engine.pid) for w in wanted), what=f"{wanted} loaded by the engine",
-                         timeout=60)
-                assert ("/scipy/stats/" in maps(engine.pid)) == stats
-        finally:
-            engine.wait(timeout=60)
+    with engine_session(conf) as (shim, engine):
+        assert shim.read()["type"] == "Hello"
+        wanted = ("/scipy/optimize/", "/scipy/integrate/", *(("/scipy/stats/",) if stats else ()))
+        wait_for(lambda: all(w in maps(engine.pid) for w in wanted), what=f"{wanted} loaded by the engine", timeout=60)
+        assert ("/scipy/stats/" in maps(engine.pid)) == stats
