@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -290,3 +292,23 @@ def test_a_hung_store_never_holds_up_the_engine_and_gets_every_record_in_the_end
     observer.close()  # censors "2" and waits for the writer to write it all
     assert sorted((r.executor_id, r.observed) for r in store.records) == [("0", True), ("1", True), ("2", False)]
     assert threading.current_thread() not in store.threads and not observer.recorder.pending
+
+
+def test_a_store_that_never_answers_delays_the_end_only_within_the_plugins_grace(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from trspark.engine.events import ExecutorAdded
+    from trspark.live import history
+    from trspark.live.history import HistoryObserver
+
+    # The plugin stops an engine that has not ended StopGraceS seconds after the socket closed.
+    scala = (Path(__file__).parents[1] / "jvm-shim/src/main/scala/org/apache/spark/trspark/EngineBridge.scala").read_text()
+    grace = float(re.search(r"val StopGraceS = (\d+)L", scala).group(1))  # type: ignore[union-attr]
+    assert grace > history.FINISH_WAIT_SECONDS
+    monkeypatch.setattr(history, "FINISH_WAIT_SECONDS", 0.2)
+    store = HungStore()
+    observer = HistoryObserver(LifetimeRecorder(store, pool="p", app_id="a", background=True))  # type: ignore[arg-type]
+    observer(ExecutorAdded(0.0, "1"))
+    with caplog.at_level(logging.WARNING):
+        observer.close()  # the store hangs: the wait ends, the record is counted as not written
+    store.release.set()
+    assert any("gave no answer within 0.2 s; 1 record(s) not written" in m for m in caplog.messages)

@@ -57,7 +57,7 @@ def cli() -> None:
 
 
 @click.command("conf")
-@click.option("--markdown", is_flag=True, help="Print the table in Markdown (as in the README).")
+@click.option("--markdown", is_flag=True, help="Print the table in Markdown (as in docs/configure.md).")
 def conf_command(markdown: bool) -> None:
     """List every spark.trspark.* setting with its default and allowed values."""
     from trspark.keys import KEYS, markdown_table, spark_text

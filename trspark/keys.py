@@ -6,7 +6,7 @@ simulator's ``--conf`` and the CLI; each key fills one field of the engine's set
 :class:`ConfigError` naming the key and what is allowed -- before any job starts.
 
 To add a key: append a :class:`Key` to ``KEYS`` and a field of the same (snake_case) name to
-:class:`~trspark.engine.settings.TRConfig`. The README's configuration table is generated from ``KEYS``
+:class:`~trspark.engine.settings.TRConfig`. The table in ``docs/configure.md`` is generated from ``KEYS``
 (``trspark conf --markdown``); keep them in step.
 """
 
@@ -236,8 +236,8 @@ KEYS: tuple[Key, ...] = (
     Key("scheduling", "scheduling", True, _bool, "true | false", "TR-Scheduling (stage order and the gamma rule) on/off."),
     Key("scheduling.order", "scheduling_order", "reduction", _choice("reduction", "fifo"), "reduction | fifo",
         "With TR-Scheduling: which runnable stage gets a free core first. reduction = the paper's Algorithm 1, largest "
-        "data-size reduction rate first (live TPC-DS SF 1: 12 % less total time than fifo); fifo = Spark's own order "
-        "(better on the simulator's synthetic tpcds DAG at stability <= 20). See docs/results/engine.md."),
+        "data-size reduction rate first; fifo = Spark's own order, which did better on the simulator's synthetic "
+        "tpcds DAG at stability <= 20 (docs/results/engine.md)."),
     Key("scheduling.warmFirst", "warm_first", False, _bool, "true | false",
         "With TR-Scheduling: an executor that has not finished a task yet (a fresh JVM, several times slower at first) "
         "takes a task only when no other executor has a free slot for it (off by default: it slowed TR in the simulator)."),

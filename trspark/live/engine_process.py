@@ -193,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"trspark engine: cannot connect to the trspark plugin at {host}:{port}: {exc}", file=sys.stderr)
         return EXIT_CONNECT
     bridge.write_trace([trace_settings_line(config)])  # a session in the trace starts with its settings
-    # The plugin ends the engine with SIGTERM right after closing the socket at application end:
-    # unwind normally so the session summary (and, later, the lifetime history) is written.
+    # At application end the plugin closes the socket, and sends SIGTERM if the engine is still
+    # running 10 s later: unwind normally so the session summary and the lifetime history are written.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(EXIT_OK))
     sock.settimeout(None)  # events may be minutes apart; the parent watch ends a dead session
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # one small write per event

@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 MIN_EVENTS_PARAMETRIC = 5
 #: At least this many observed evictions: Kaplan--Meier (no shape assumed) instead of Weibull.
 MIN_EVENTS_NONPARAMETRIC = 30
+#: Seconds the engine waits at the application's end for the last records to be written. The
+#: plugin gives it 10 s to end on its own once the socket is closed (``EngineBridge.StopGraceS``),
+#: then stops it: the wait and its warning must fit in that.
+FINISH_WAIT_SECONDS = 8.0
 
 
 @dataclass(frozen=True)
@@ -184,9 +188,12 @@ class LifetimeRecorder:
         else:
             self.flush()
 
-    def finish(self, time: float, timeout: float = 30.0) -> None:
+    def finish(self, time: float, timeout: float | None = None) -> None:
         """End of the application: every executor still alive is a right-censored observation.
-        Waits at most ``timeout`` seconds for a background writer to write everything."""
+        Waits at most ``timeout`` seconds (default :data:`FINISH_WAIT_SECONDS`) for a background
+        writer to write everything."""
+        if timeout is None:
+            timeout = FINISH_WAIT_SECONDS
         with self._pending_lock:
             for executor_id, start in sorted(self._started.items()):
                 pool = self._pools.pop(executor_id, self.pool)
@@ -195,7 +202,7 @@ class LifetimeRecorder:
         if self._writer is None:
             self.flush()
         elif not self._writer.stop(timeout) and self.store is not None:
-            log.warning("lifetime history store %s gave no answer within %.0f s; %d record(s) not written",
+            log.warning("lifetime history store %s gave no answer within %g s; %d record(s) not written",
                         self.store.url, timeout, len(self.pending))
 
     def flush(self) -> bool:

@@ -30,7 +30,7 @@ def _prices(values: tuple[str, ...]) -> dict[str, float]:
               help="Executor price of a pool (repeat per pool); adds the cost to the summary.")
 def report(eventlog: str, out_dir: str, prices: tuple[str, ...]) -> None:
     """Summarise what trspark did in the application of EVENTLOG (a Spark event log: a file or a
-    rolling log's directory; plain, zstd or lz4)."""
+    rolling log's directory; plain, zstd, lz4 or gzip)."""
     try:
         summary = write_report(eventlog, out_dir, _prices(prices))
     except (EventLogError, ValueError) as exc:

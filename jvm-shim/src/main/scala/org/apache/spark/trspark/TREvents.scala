@@ -20,7 +20,7 @@ case class TRExecutorStarted(time: Long, executorId: String, host: String, pool:
  */
 case class TRExecutorPool(time: Long, executorId: String, pool: String, source: String) extends SparkListenerEvent
 
-/** An executor left; `reason` is trspark's kind: evicted, released, decommissioned, killed or app. */
+/** An executor left; `reason` is trspark's kind: evicted, released, removed, decommissioned, killed or app. */
 case class TRExecutorEnded(time: Long, executorId: String, reason: String) extends SparkListenerEvent
 
 /** A termination notice: `executorId` ends at `deadline` (epoch ms); `source` names the notice channel. */

@@ -81,7 +81,7 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
     // A plain job's shuffles are consumed when the stages that read them end, or the job does.
     // A SQL query's are consumed only when the query ends: adaptive execution runs each query
     // stage as a job of its own, and a later job can read a shuffle again (a reused exchange),
-    // so "its readers ended" came too early: outputs that job read were taken as no longer needed.
+    // so "its readers ended" would come too early and take outputs still needed for consumed.
     shufflesOfJob(job.jobId) = if (execution.isDefined) Seq.empty else reads.map(_._1).distinct
     for (id <- execution) {
       val written = job.stageInfos.flatMap(_.shuffleDepId)
