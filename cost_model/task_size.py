@@ -142,8 +142,11 @@ def loss_fraction(where: LifetimeModel | Placement, length: ArrayLike, *, restar
 def largest_task_seconds(where: LifetimeModel | Placement, fraction: float, *, restart: float = 0.0) -> float:
     """:math:`L^*`: the longest task (s) whose expected loss fraction stays within ``fraction``.
 
-    ``inf`` when no length up to :data:`MAX_SECONDS` exceeds it (stable capacity); 0 when even
-    the shortest task does (the restart cost alone exceeds it).
+    ``inf`` when nothing is ever lost (stable capacity); 0 when even the shortest task exceeds
+    ``fraction`` (the restart cost alone exceeds it, or executors live less than
+    :data:`MIN_SECONDS`). Raises :class:`FractionTooLarge` when ``fraction`` is not below the
+    peak of :math:`r` and no executor is stable: every length would pass, as :math:`r` falls for
+    tasks far longer than a lifetime.
 
     Parameters
     ----------
@@ -160,11 +163,10 @@ def largest_task_seconds(where: LifetimeModel | Placement, fraction: float, *, r
     def excess(length: float) -> float:
         return float(loss_fraction(where, length, restart=restart)) - fraction
 
-    steps = math.ceil(math.log(MAX_SECONDS / MIN_SECONDS) / math.log(_GRID_RATIO))
-    grid = MIN_SECONDS * _GRID_RATIO ** np.arange(steps + 1)
-    over = np.flatnonzero(loss_fraction(where, grid, restart=restart) > fraction)
+    grid, ratios = _loss_on_grid(where, restart)
+    over = np.flatnonzero(ratios > fraction)
     if over.size == 0:
-        return math.inf
+        return _nothing_over(where, fraction, ratios)
     first = int(over[0])
     if first == 0:
         return 0.0
@@ -172,6 +174,52 @@ def largest_task_seconds(where: LifetimeModel | Placement, fraction: float, *, r
 
     lo, hi = float(grid[first - 1]), float(grid[first])
     return float(brentq(excess, lo, hi, xtol=1e-9 * hi, rtol=1e-12))
+
+
+def check_fraction(where: LifetimeModel | Placement, fraction: float, *, restart: float = 0.0) -> None:
+    """Raise :class:`FractionTooLarge` where :func:`largest_task_seconds` would, without its root search."""
+    _grid, ratios = _loss_on_grid(where, restart)
+    if not np.any(ratios > fraction):
+        _nothing_over(where, fraction, ratios)
+
+
+def _loss_on_grid(where: LifetimeModel | Placement, restart: float) -> tuple[FloatArray, FloatArray]:
+    """Task lengths (s) from :data:`MIN_SECONDS` to :data:`MAX_SECONDS`, ratio :data:`_GRID_RATIO`, and ``r`` there."""
+    steps = math.ceil(math.log(MAX_SECONDS / MIN_SECONDS) / math.log(_GRID_RATIO))
+    grid = np.asarray(MIN_SECONDS * _GRID_RATIO ** np.arange(steps + 1), dtype=np.float64)
+    return grid, loss_fraction(where, grid, restart=restart)
+
+
+def _nothing_over(where: LifetimeModel | Placement, fraction: float, ratios: FloatArray) -> float:
+    """:math:`L^*` (s) when ``r`` stays within ``fraction`` at every length searched."""
+    peak = float(np.max(ratios))
+    if peak <= 0.0:
+        return math.inf  # nothing is ever lost: stable capacity
+    if ratios[1] < ratios[0]:
+        return 0.0  # r peaked below the shortest task searched: executors live less than a millisecond
+    if _has_stable_capacity(where):
+        return math.inf  # a task that keeps being lost on evictable executors ends on a stable one
+    # r(L) falls again for tasks far longer than a lifetime (an attempt loses at most one
+    # lifetime of work), so a fraction above its peak would pass tasks that rarely finish.
+    raise FractionTooLarge(fraction, peak)
+
+
+class FractionTooLarge(ValueError):
+    """The loss fraction asked for is not below the peak of :math:`r` (dimensionless) for these lifetimes."""
+
+    def __init__(self, fraction: float, peak: float) -> None:
+        super().__init__(f"task size: 'fraction' {fraction:g} is not below the largest expected loss fraction "
+                         f"these lifetimes give ({peak:.3f}): every task length would pass")
+        self.fraction = fraction
+        self.peak = peak
+
+
+def _has_stable_capacity(where: LifetimeModel | Placement) -> bool:
+    """Whether a task may land on an executor that is never evicted (a model with no loss at any length)."""
+    place = where if isinstance(where, Placement) else Placement([where])
+    probe = np.array([MAX_SECONDS])
+    return any(weight > 0.0 and float(expected_loss(model, probe, age=age)[0]) == 0.0
+               for model, age, weight in zip(place.models, place.ages or (), place.weights or (), strict=True))
 
 
 def partition_bytes(task_seconds: float, rate: float) -> float:

@@ -31,11 +31,11 @@ from simulators.report import money_options, print_table, public_summary, with_m
 from simulators.splitting import apply_split, split_options
 
 
-def _policy(name: str) -> str:
+def _policy(name: str, option: str = "--policy") -> str:
     from simulators.runner import all_policy_names
 
     if name not in all_policy_names():
-        fail(f"--policy={name!r} is not a policy; allowed: {', '.join(all_policy_names())}")
+        fail(f"{option}={name!r} is not a policy; allowed: {', '.join(all_policy_names())}")
     return name
 
 
@@ -75,11 +75,12 @@ def _check_on_demand_shares(shares: list[float | None], vms: int) -> None:
                        f"({100.0 * count / vms:g} %)", err=True)
 
 
-def _make_job(workload: str, scale: float, task_seconds: float, write_mb: float, seed: int) -> Any:
+def _make_job(workload: str, scale: float, task_seconds: float, write_mb: float, seed: int,
+              option: str = "--workload") -> Any:
     from simulators.workloads import WorkloadParams, make_workload, workload_names
 
     if workload not in workload_names():
-        fail(f"--workload={workload!r} is not a workload; allowed: {', '.join(workload_names())}")
+        fail(f"{option}={workload!r} is not a workload; allowed: {', '.join(workload_names())}")
     for name, value in (("--scale", scale), ("--task-seconds", task_seconds), ("--write-mb", write_mb)):
         positive(name, value)
     return make_workload(workload, WorkloadParams(scale=scale, task_seconds=task_seconds, write_mb=write_mb), seed=seed)
@@ -173,7 +174,7 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
     if any(parent.get(k) is not None for k in ("lambda_", "lifetime", "stability")):
         fail("simulate sweep sets lifetimes from --stabilities; drop --stability/--lambda/--lifetime")
     names = _split("--workloads", workloads)
-    pols = [_policy(p) for p in _split("--policies", policies)]
+    pols = [_policy(p, "--policies") for p in _split("--policies", policies)]
     stabs = _split("--stabilities", stabilities, float)
     for s in stabs:
         positive("--stabilities", s)
@@ -191,7 +192,7 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
     prices = build_prices(kw)
     config = build_config(kw["confs"])
     _check_writable(("--out", out), ("--plot", plot_path), ("--cost-plot", cost_plot_path))
-    jobs = {w: _make_job(w, kw["scale"], kw["task_seconds"], kw["write_mb"], kw["seed"]) for w in names}
+    jobs = {w: _make_job(w, kw["scale"], kw["task_seconds"], kw["write_mb"], kw["seed"], "--workloads") for w in names}
     points = sweeping.sweep_points(names, pols, stabs, shares, _shapes(shape, shapes))
     console = Console()
     started = time.monotonic()

@@ -140,6 +140,9 @@ def build_prices(kw: dict[str, Any]) -> Any:
             fail(f"--price {item!r}: expected POOL=USD_PER_VM_HOUR, e.g. spot=0.08")
         if not eq or not name.strip():
             fail(f"--price {item!r}: expected POOL=USD_PER_VM_HOUR, e.g. spot=0.08")
+    for option, value in (("--remote-gb-price", kw["remote_gb_price"]), ("--remote-request-price", kw["remote_request_price"])):
+        if not (math.isfinite(value) and value >= 0.0):
+            fail(f"{option}={value!r} is not valid; allowed: a finite number of USD >= 0")
     try:
         return Prices(vm=vm, remote_gb=kw["remote_gb_price"], remote_1k_requests=kw["remote_request_price"])
     except ValueError as exc:
@@ -223,7 +226,7 @@ def build_world(kw: dict[str, Any], *, vms: int = 100, cores: int = 4) -> Any:
 #: Settings another option sets (the world tells the policy its own, ``Experiment.policy_config``), and that
 #: option: a ``--conf`` value for them would be replaced without a word.
 SET_BY_OPTIONS = {
-    "mode": "--policy",
+    "mode": "--policy (--policies in a sweep)",
     "lifetime": "--believed-lifetime",
     "local_bandwidth": "--local-bw",
     "remote_bandwidth": "--remote-bw",
@@ -245,6 +248,9 @@ def build_config(confs: tuple[str, ...]) -> TRConfig:
         name, eq, raw = item.partition("=")
         if not eq:
             fail(f"--conf {item!r}: expected KEY=VALUE, e.g. beta=0.3")
+        if name.strip().removeprefix("spark.trspark.").startswith("pool."):
+            fail(f"--conf {name.strip()}: the simulator's pools and their lifetimes come from --pool NAME=COUNT@SPEC; "
+                 "use that option")
         try:
             key = key_for_option(name.strip().removeprefix("spark.trspark."))
             values[key.field] = parse_value(key, raw)

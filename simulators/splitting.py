@@ -24,9 +24,9 @@ import click
 import numpy as np
 
 from cost_model.lifetimes import Stable, from_spec
-from cost_model.task_size import Placement, largest_task_seconds
+from cost_model.task_size import FractionTooLarge, Placement, largest_task_seconds
 from simulators.dag import JobSpec, StageSpec
-from simulators.options import FiniteFloatRange
+from simulators.options import FiniteFloatRange, fail
 from simulators.world import WorldSpec
 
 SPLITS = ("none", "lifetime")
@@ -70,7 +70,11 @@ def apply_split(job: JobSpec, world: WorldSpec, split: str, fraction: float, ove
     """The job as the ``--split`` option asks: unchanged for ``none``, else split by the world's :math:`L^*`."""
     if split == "none":
         return job
-    limit = lifetime_limit(world, fraction)
+    try:
+        limit = lifetime_limit(world, fraction)
+    except FractionTooLarge as exc:
+        fail(f"--split-fraction={fraction:g} is not below the largest expected loss fraction the world's lifetimes "
+             f"give ({exc.peak:.3f}); allowed: a number in (0, {exc.peak:.3f})")
     return job if limit == 0.0 or not math.isfinite(limit) else split_job(job, limit, overhead)
 
 

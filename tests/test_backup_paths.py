@@ -78,6 +78,47 @@ def test_gc_deletes_only_directories_named_like_an_application(tmp_path: Path) -
     assert all(o.exists() for o in others)
 
 
+def age(root: Path, hours: float = 2.0) -> None:
+    """Every file and folder under ``root`` (itself included) last modified ``hours`` ago."""
+    stamp = time.time() - hours * 3600
+    for path in [*root.rglob("*"), root]:
+        os.utime(path, (stamp, stamp))
+
+
+def test_gc_leaves_every_directory_that_holds_anything_but_backups(tmp_path: Path) -> None:
+    """A wrong ``--path`` (``/tmp``, a home folder) must find nothing: only the plugin's layout goes."""
+    def make(name: str, *files: str) -> Path:
+        for file in files:
+            (tmp_path / name / file).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name / file).write_bytes(b"x")
+        (tmp_path / name).mkdir(exist_ok=True)
+        return tmp_path / name
+
+    crashed = make("local-1795309018899", "3/17/shuffle_3_8_0.index", "3/17/shuffle_3_8_0.data",
+                   "3/9/shuffle_3_8_0.trspark-ok", "3/40/.shuffle_3_9_0.data.0f8fad5b-d9cb-469f-a165-70867728950e.trspark-tmp")
+    kept = [make("Documents", "report.txt"), make("projects", "trspark/README.md"),
+            make("app-20240101010101-0001", "0/12/shuffle_0_1_0.data", "notes.txt"),  # one foreign file
+            make("spark-0123456789abcdef0123456789abcdef", "blockmgr-1/0c/shuffle_0_1_0.data"),
+            make("app-20240101010101-0002", "4/12/shuffle_5_1_0.data"),  # shuffle ids disagree
+            make("app-20240101010101-0003")]  # empty: nothing to reclaim
+    age(tmp_path)
+    result = CliRunner().invoke(cli, ["gc", "--path", tmp_path.as_uri(), "--older-than", "1h"])
+    assert result.exit_code == 0, result.output
+    assert "1 application directory deleted" in result.output
+    assert not crashed.exists() and all(k.exists() for k in kept)
+
+
+@pytest.mark.parametrize("what", ["missing", "a file"])
+def test_gc_on_a_path_that_is_no_directory_stops_naming_it(tmp_path: Path, what: str) -> None:
+    path = tmp_path / "backups"
+    if what == "a file":
+        path.write_text("x")
+    result = CliRunner().invoke(cli, ["gc", "--path", path.as_uri()])
+    assert result.exit_code == 2, result.output
+    assert "--path" in result.output and "is not a directory" in result.output
+    assert "Traceback" not in result.output
+
+
 @pytest.mark.azurite
 def test_gc_on_azurite_deletes_a_crashed_applications_backups_and_keeps_the_rest(
         azurite: str, monkeypatch: pytest.MonkeyPatch) -> None:

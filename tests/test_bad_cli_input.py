@@ -112,6 +112,20 @@ def test_infinite_and_nan_numbers_are_refused_in_one_line(tmp_path: Path, args: 
     assert message in result.output
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    # The loss fraction r(L) of an exponential law peaks at ~0.298: above it every length would pass.
+    (RUN_FOR_REAL[("size",)] + ["--fraction", "0.3"], "sizing.lossFraction=0.3 is not below"),
+    (RUN_FOR_REAL[("simulate",)] + ["--split", "lifetime", "--split-fraction", "0.5"], "--split-fraction=0.5 is not below"),
+    (RUN_FOR_REAL[("report",)] + ["--price", "default=-1"], "Invalid value for --price"),
+    (RUN_FOR_REAL[("report",)] + ["--out", str(LOG / "report")], "Invalid value for --out: cannot make the folder"),
+])
+def test_values_the_command_cannot_use_are_refused_in_one_line_naming_the_option(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    _one_error_line(result.output)
+    assert message in result.output
+
+
 @pytest.mark.parametrize(("path", "option", "message"), [
     (("demo",), "--sf", "is not a finite number"), (("demo",), "--notice", "is not a finite number"),
     (("bench", "tpcds"), "--sf", "is not a scale factor"), (("bench", "tpcds"), "--notice", "is not a finite number"),

@@ -6,12 +6,14 @@ import gzip
 from pathlib import Path
 
 import pytest
+from lz4_stream import END_MARK, lz4_block_stream
 
 from simulators.eventlog import load_eventlog
 from simulators.eventlog import read_events as replay_events
 from trspark.eventlog import EventLogError, read_events
 
 PLAIN = Path(__file__).parent / "fixtures" / "eventlogs" / "join_agg.json"
+ZSTD = PLAIN.with_suffix(".zstd")
 UNFINISHED = b'{"Event":"SparkListenerTaskStart","Stage '
 
 
@@ -51,3 +53,22 @@ def test_an_empty_log_has_no_events_and_is_not_a_log_to_replay(tmp_path: Path) -
 def test_a_missing_path_is_an_event_log_error(tmp_path: Path) -> None:
     with pytest.raises(EventLogError, match="no such file"):
         list(read_events(tmp_path / "nothing"))
+
+
+def test_a_compressed_log_cut_between_blocks_is_read_as_in_progress_and_refused_by_the_replay(tmp_path: Path) -> None:
+    """A cut on a block boundary decodes to whole lines: only the codec's missing end mark tells."""
+    whole_lz4 = lz4_block_stream(PLAIN.read_bytes(), block=4096)
+    cut = {"zstd": ZSTD.read_bytes()[:40000], "lz4": whole_lz4[:-len(END_MARK)]}
+    for codec, data in cut.items():
+        path = tmp_path / f"app-1.{codec}"
+        path.write_bytes(data)
+        events = list(read_events(path))
+        assert 0 < len(events) <= len(list(read_events(ZSTD if codec == "zstd" else PLAIN))), codec
+        with pytest.raises(EventLogError, match="ends without its end mark: the log is cut off"):
+            list(read_events(path, unfinished_last_line=False))
+        with pytest.raises(EventLogError, match="ends without its end mark"):
+            load_eventlog(path)
+    whole = tmp_path / "app-2.lz4"
+    whole.write_bytes(whole_lz4)
+    assert list(read_events(whole, unfinished_last_line=False)) == list(read_events(PLAIN))
+    assert list(read_events(ZSTD, unfinished_last_line=False)) == list(read_events(ZSTD))  # another application

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import base64
 import gzip
-import io
 import json
 import re
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from lz4_stream import lz4_block_stream
 
 import trspark
 from trspark.cli import cli
-from trspark.eventlog import LZ4_MAGIC, read_events
+from trspark.eventlog import read_events
 from trspark.reporting import EventLogError, summarize, write_report
 from trspark.reporting.summary import summarize_events
 
@@ -36,20 +36,6 @@ def prometheus() -> dict[str, int]:
 
 def plain_lines() -> bytes:
     return b"".join(json.dumps(e).encode() + b"\n" for e in read_events(LOG))
-
-
-def lz4_block_stream(data: bytes, block: int = 64 * 1024) -> bytes:
-    """``data`` as lz4-java's ``LZ4BlockOutputStream`` writes it (Spark's lz4 codec), checksums zero."""
-    import lz4.block
-
-    out = io.BytesIO()
-    for i in range(0, len(data), block):
-        chunk = data[i:i + block]
-        body = lz4.block.compress(chunk, store_size=False)
-        out.write(LZ4_MAGIC + bytes([0x20 | 4]) + len(body).to_bytes(4, "little")
-                  + len(chunk).to_bytes(4, "little") + bytes(4) + body)
-    out.write(LZ4_MAGIC + bytes([0x10]) + bytes(12))  # end mark
-    return out.getvalue()
 
 
 def test_summary_of_the_committed_log_matches_the_golden_text() -> None:

@@ -44,6 +44,10 @@ def test_simulate_table_and_lambda_and_believed_lifetime() -> None:
     [
         (["--workload", "nope", "--policy", "never"], "--workload='nope'"),
         (["--workload", "tpcds", "--policy", "bogus"], "--policy='bogus'"),
+        (["--workload", "tpcds", "--policy", "tr", "--conf", "pool.spot.lifetime=stable"], "use that option"),
+        (["--workload", "tpcds", "--policy", "tr", "--remote-gb-price", "-1"], "--remote-gb-price=-1.0 is not valid"),
+        (["sweep", "--workloads", "nope", "--out", "x.csv"], "--workloads='nope'"),
+        (["sweep", "--policies", "bogus", "--out", "x.csv"], "--policies='bogus'"),
         (["--workload", "tpcds", "--policy", "never", "--stability", "5", "--lambda", "1"], "only one of"),
         (["--workload", "tpcds", "--policy", "never", "--lifetime", "weird:x=1"], "--lifetime"),
         (["--workload", "tpcds", "--policy", "never", "--believed-lifetime", "exponential:mean=-1"], "--believed-lifetime"),

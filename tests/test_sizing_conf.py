@@ -86,3 +86,14 @@ def test_the_size_follows_the_trspark_settings_the_target_already_holds(held: di
     trspark.configure(conf, **options)
     assert conf.get(ADVISORY) == SIZE
     assert trspark.configure(dict(held), **options)[ADVISORY] == SIZE
+
+
+def test_a_loss_fraction_above_the_lifetimes_peak_stops_start_up_naming_the_key() -> None:
+    from trspark.keys import ConfigError
+    from trspark.live.config import check_settings
+
+    settings = {"spark.trspark.lifetime": "exponential:mean=60", "spark.trspark.sizing.lossFraction": "0.3"}
+    with pytest.raises(ConfigError, match=r"spark.trspark.sizing.lossFraction=0.3 .*allowed: a number in \(0, 0.298\)"):
+        check_settings(settings)
+    result = CliRunner().invoke(size_command, ["--lifetime", "exponential:mean=60", "--fraction", "0.3"])
+    assert result.exit_code == 2 and "sizing.lossFraction" in result.output and "Traceback" not in result.output

@@ -9,7 +9,9 @@ import pytest
 
 from cost_model.lifetimes import Deterministic, Exponential, Stable, Weibull
 from cost_model.task_size import (
+    FractionTooLarge,
     Placement,
+    check_fraction,
     expected_loss,
     largest_task_seconds,
     loss_fraction,
@@ -116,3 +118,36 @@ def test_bad_input_is_rejected(call):
 def test_loss_fraction_is_vectorised():
     out = loss_fraction(Exponential(rate=0.01), np.array([0.0, 100.0]))
     assert out.shape == (2,) and out[0] == 0.0 and out[1] == pytest.approx(ONE_MINUS_TWO_OVER_E)
+
+
+def exponential_peak() -> float:
+    """The largest r(x) = (1 - e^-x (1 + x)) / x of an exponential law (no restart cost), by golden search."""
+    from scipy.optimize import minimize_scalar
+
+    found = minimize_scalar(lambda x: -(1.0 - math.exp(-x) * (1.0 + x)) / x, bounds=(0.1, 10.0), method="bounded",
+                            options={"xatol": 1e-10})
+    return float(-found.fun)
+
+
+def test_a_fraction_above_the_peak_loss_is_refused_not_read_as_no_limit():
+    # r rises to ~0.298 at x ~ 1.8 and falls again (an attempt loses at most one lifetime of work):
+    # above the peak every length would pass, though a long task would rarely finish.
+    model, peak = Exponential(rate=1 / 60), exponential_peak()
+    assert 0.29 < peak < 0.3
+    assert math.isfinite(largest_task_seconds(model, peak - 1e-3))
+    for call in (largest_task_seconds, check_fraction):
+        with pytest.raises(FractionTooLarge) as raised:
+            call(model, peak + 1e-3)
+        assert raised.value.peak == pytest.approx(peak, abs=1e-3)
+    check_fraction(model, peak - 1e-3)  # no error below the peak
+
+
+def test_with_stable_capacity_above_the_peak_there_is_no_limit():
+    # Three stable cores to one evictable: the mixture's r peaks at a quarter of the exponential's.
+    mixture = Placement([Exponential(rate=1 / 60), Stable()], weights=[1.0, 3.0])
+    assert largest_task_seconds(mixture, 0.1) == math.inf
+
+
+@pytest.mark.parametrize("mean", [1e-5, 1e-6])
+def test_executors_living_less_than_a_millisecond_allow_no_task(mean: float):
+    assert largest_task_seconds(Exponential(rate=1 / mean), 0.05) == 0.0

@@ -28,19 +28,26 @@ class EventLogError(ValueError):
     """The path is not a readable Spark event log (the message says why)."""
 
 
-def _lz4_chunks(stream: IO[bytes]) -> Iterator[bytes]:
-    """Decoded blocks of lz4-java's ``LZ4BlockOutputStream`` (Spark's lz4 codec), up to the end mark."""
-    import lz4.block
+class _Lz4Blocks:
+    """Decoded blocks of lz4-java's ``LZ4BlockOutputStream`` (Spark's lz4 codec); :attr:`complete` at its end mark."""
 
-    while header := stream.read(LZ4_HEADER):
-        if len(header) < LZ4_HEADER or header[:8] != LZ4_MAGIC:
-            raise EventLogError("corrupt LZ4Block stream")
-        compressed = int.from_bytes(header[9:13], "little")
-        original = int.from_bytes(header[13:17], "little")
-        if original == 0:
-            return
-        body = stream.read(compressed)
-        yield body if header[8] & 0xF0 == LZ4_RAW else lz4.block.decompress(body, uncompressed_size=original)
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
+        self.complete = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        import lz4.block
+
+        while header := self.raw.read(LZ4_HEADER):
+            if len(header) < LZ4_HEADER or header[:8] != LZ4_MAGIC:
+                raise EventLogError("corrupt LZ4Block stream")
+            compressed = int.from_bytes(header[9:13], "little")
+            original = int.from_bytes(header[13:17], "little")
+            if original == 0:
+                self.complete = True
+                return
+            body = self.raw.read(compressed)
+            yield body if header[8] & 0xF0 == LZ4_RAW else lz4.block.decompress(body, uncompressed_size=original)
 
 
 class _ChunkReader(io.RawIOBase):
@@ -64,15 +71,42 @@ class _ChunkReader(io.RawIOBase):
         return n
 
 
-def _open(part: Path, raw: IO[bytes]) -> IO[bytes]:
-    head = raw.read(8)
-    raw.seek(0)
-    if head.startswith(ZSTD_MAGIC):
+class _ZstdFrames:
+    """Decoded chunks of concatenated zstd frames; :attr:`complete` once the stream ended on a frame's end.
+
+    A cut-off file may end on a whole line: the end mark of the last frame (of the last block
+    for lz4) is what tells a whole log from a cut one, or from one still being written.
+    """
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
+        self.complete = True
+
+    def __iter__(self) -> Iterator[bytes]:
         import zstandard
 
-        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-    if head.startswith(LZ4_MAGIC):
-        return io.BufferedReader(_ChunkReader(_lz4_chunks(raw)))
+        decoder = None
+        while chunk := self.raw.read(1 << 16):
+            while chunk:
+                decoder = decoder or zstandard.ZstdDecompressor().decompressobj()
+                if out := decoder.decompress(chunk):  # an empty chunk would read as the end of the stream
+                    yield out
+                chunk = decoder.unused_data if decoder.eof else b""
+                decoder = None if decoder.eof else decoder
+        self.complete = decoder is None
+
+
+def _open(part: Path, raw: IO[bytes]) -> tuple[IO[bytes], _ZstdFrames | _Lz4Blocks | None]:
+    """The decoded stream of one part, and for zstd and lz4 the decoder that tells whether it ended whole."""
+    head = raw.read(8)
+    raw.seek(0)
+    decoder = _ZstdFrames(raw) if head.startswith(ZSTD_MAGIC) else _Lz4Blocks(raw) if head.startswith(LZ4_MAGIC) else None
+    if decoder is not None:
+        return io.BufferedReader(_ChunkReader(iter(decoder))), decoder
+    return _open_other(part, raw, head), None
+
+
+def _open_other(part: Path, raw: IO[bytes], head: bytes) -> IO[bytes]:
     if head.startswith(GZIP_MAGIC):
         return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
     if part.suffix in (".snappy", ".lzf"):
@@ -113,7 +147,8 @@ def read_events(path: str | Path, *, unfinished_last_line: bool = True) -> Itera
 
 
 def _part_events(part: Path, raw: IO[bytes], unfinished_last_line: bool) -> Iterator[dict[str, Any]]:
-    lines = io.TextIOWrapper(_open(part, raw), encoding="utf-8", errors="replace")
+    stream, frames = _open(part, raw)
+    lines = io.TextIOWrapper(stream, encoding="utf-8", errors="replace")
     events = 0
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -132,3 +167,6 @@ def _part_events(part: Path, raw: IO[bytes], unfinished_last_line: bool) -> Iter
             raise EventLogError(f"{part}: line {number} has no \"Event\"; not a Spark listener event")
         events += 1
         yield event
+    if frames is not None and not frames.complete and not unfinished_last_line:
+        raise EventLogError(f"{part}: the compressed stream ends without its end mark: the log is cut off "
+                            "(its application is still running, or it crashed)")

@@ -387,7 +387,7 @@ def key_for_option(option: str) -> Key:
     for key in KEYS:
         if option in (key.field, key.name):
             return key
-    raise ConfigError(f"unknown trspark option {option!r}; known: {', '.join(k.field for k in KEYS)}")
+    raise ConfigError(f"unknown trspark option {option!r}; known: {', '.join(k.name for k in KEYS)}")
 
 
 def markdown_table() -> str:

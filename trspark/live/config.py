@@ -73,6 +73,7 @@ def check_settings(settings: Mapping[str, str]) -> TRConfig:
         As :func:`from_spark_conf`, or a history URL the driver cannot write.
     """
     config = from_spark_conf(settings)
+    check_sizing(config)
     if config.history_url:
         from trspark.live.history import HistoryError, check_url
 
@@ -81,6 +82,20 @@ def check_settings(settings: Mapping[str, str]) -> TRConfig:
         except HistoryError as exc:
             raise ConfigError(str(exc)) from exc
     return config
+
+
+def check_sizing(config: TRConfig) -> None:
+    """Raise :class:`ConfigError` unless ``sizing.lossFraction`` is below the peak loss fraction of every evictable lifetime."""
+    from cost_model.task_size import FractionTooLarge, check_fraction
+    from trspark.engine.tr.sizing import configured_models
+
+    try:
+        for model in configured_models(config):
+            check_fraction(model, config.sizing_fraction)
+    except FractionTooLarge as exc:
+        raise ConfigError(f"spark.trspark.sizing.lossFraction={exc.fraction:g} is not below the largest expected loss "
+                          f"fraction the configured lifetimes give ({exc.peak:.3f}); allowed: a number in "
+                          f"(0, {exc.peak:.3f})") from None
 
 
 def option_settings(**options: Any) -> dict[str, str]:

@@ -29,6 +29,7 @@ import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -197,6 +198,12 @@ def default_remote_path(local_dir: str | None = None) -> str:
 
 # An application id the plugin accepts as a backup directory name (RemoteBackups.isAppId).
 APP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+# What the plugin writes under <appId>: <shuffleId>/<hash>/shuffle_<shuffleId>_<mapId>_0.<kind>, and
+# while a file is being written, the same name hidden with a random suffix (RemoteBackups.place).
+BACKUP_FILE = re.compile(
+    r"(?P<shuffle>\d+)/\d+/(?P<hidden>\.)?shuffle_(?P=shuffle)_\d+_0\.(?:index|data|trspark-ok)"
+    r"(?(hidden)\.[0-9a-f-]+\.trspark-tmp)")
+BACKUP_DIR = re.compile(r"\d+(?:/\d+)?")
 
 
 def stale_app_dirs(url: str, older_than: float, now: float | None = None) -> list[str]:
@@ -204,26 +211,44 @@ def stale_app_dirs(url: str, older_than: float, now: float | None = None) -> lis
 
     The plugin writes backups to ``<url>/<appId>/<shuffleId>/<hash>/<file>`` and deletes
     ``<url>/<appId>`` when the application ends; what is left belongs to crashed applications.
-    Only directories named like an application id count (anything else is not the plugin's).
+    A directory counts only when it is named like an application id and holds nothing but that
+    layout, so a wrong ``--path`` (``/tmp``, a home folder) finds nothing to delete.
     """
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(url)
-    if not fs.exists(root):
-        return []
     now = time.time() if now is None else now
     stale = []
     for entry in fs.ls(root, detail=True):
         if entry["type"] != "directory" or not APP_ID.fullmatch(entry["name"].rstrip("/").rsplit("/", 1)[-1]):
             continue
-        newest = 0.0
-        for info in fs.find(entry["name"], detail=True, withdirs=True).values():
-            mtime = info.get("mtime") or info.get("last_modified") or info.get("created")
-            stamp = mtime.timestamp() if hasattr(mtime, "timestamp") else float(mtime or 0.0)
-            newest = max(newest, stamp)
-        if now - newest >= older_than:
+        newest = _newest_backup(fs, entry["name"])
+        if newest is not None and now - newest >= older_than:
             stale.append(fs.unstrip_protocol(entry["name"]))
     return stale
+
+
+def _newest_backup(fs: Any, app_dir: str) -> float | None:
+    """The newest modification time (epoch s) under ``app_dir``; None unless it holds backups and only backups."""
+    prefix = app_dir.rstrip("/") + "/"
+    newest, files = 0.0, 0
+    for name, info in fs.find(app_dir, detail=True, withdirs=True).items():
+        if name.rstrip("/") + "/" == prefix:  # the directory itself
+            relative = ""
+        elif name.startswith(prefix):
+            relative = name[len(prefix):]
+        else:
+            return None
+        if info["type"] == "directory":
+            if relative and not BACKUP_DIR.fullmatch(relative.rstrip("/")):
+                return None
+        elif BACKUP_FILE.fullmatch(relative):
+            files += 1
+        else:
+            return None
+        mtime = info.get("mtime") or info.get("last_modified") or info.get("created")
+        newest = max(newest, mtime.timestamp() if hasattr(mtime, "timestamp") else float(mtime or 0.0))
+    return newest if files else None
 
 
 @click.command("gc")
@@ -246,15 +271,29 @@ def gc_command(url: str | None, local_dir: str | None, older_than: str, dry_run:
         age = _parse_age(older_than)
     except ValueError:
         raise click.BadParameter(f"{older_than!r}; allowed: a duration like 90s, 30m, 12h, 7d", param_hint="--older-than") from None
+    given = url is not None
     url = url or default_remote_path(local_dir)
     click.echo(f"looking in {url}")
     try:
-        stale = stale_app_dirs(url, age)
+        fs, root = fsspec.core.url_to_fs(url)
+        if not fs.isdir(root):
+            if given or fs.exists(root):  # the default folder is only made by a first backup on this host
+                raise click.BadParameter(f"{url!r} is not a directory", param_hint="--path")
+            stale = []
+        else:
+            stale = stale_app_dirs(url, age)
     except (ValueError, ImportError, OSError) as exc:
         raise click.BadParameter(f"{url!r} cannot be listed ({exc})", param_hint="--path") from None
+    failed = 0
     for app_dir in stale:
         click.echo(("would delete " if dry_run else "deleting ") + app_dir)
         if not dry_run:
-            fs, path = fsspec.core.url_to_fs(app_dir)
-            fs.rm(path, recursive=True)
-    click.echo(f"{len(stale)} application director{'y' if len(stale) == 1 else 'ies'} {'found' if dry_run else 'deleted'}")
+            try:
+                fs.rm(fsspec.core.url_to_fs(app_dir)[1], recursive=True)
+            except OSError as exc:
+                failed += 1
+                click.echo(f"cannot delete {app_dir}: {exc}", err=True)
+    done = len(stale) - failed
+    click.echo(f"{done} application director{'y' if done == 1 else 'ies'} {'found' if dry_run else 'deleted'}")
+    if failed:
+        raise SystemExit(1)

@@ -16,6 +16,7 @@ set when AQE or its coalescing is switched off, or when the user chose the advis
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 
 import click
@@ -74,16 +75,23 @@ def size_command(lifetime: str, pools: tuple[str, ...], fraction: str, rate: str
         pairs = [tuple(p.split("=", 1)) for p in pools]
         if any(len(p) != 2 for p in pairs):
             raise ConfigError(f"--pool expects NAME=SPEC, got {', '.join(pools)}")
-        from trspark.live.config import from_spark_conf
+        from trspark.live.config import check_sizing, from_spark_conf
 
         settings = option_settings(lifetime=lifetime, sizing_fraction=fraction, sizing_rate=rate, pool_lifetimes=pairs)
         config = from_spark_conf(settings)
+        check_sizing(config)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    click.echo(f"longest task: {configured_limit(config):.1f} s (expected loss <= {config.sizing_fraction:.0%} of its work)")
+    limit = configured_limit(config)
+    click.echo(f"longest task: {limit:.1f} s (expected loss <= {config.sizing_fraction:.0%} of its work)")
     size = suggested_partition_bytes(config)
     if size is None:
-        click.echo("no partition size: give --rate (bytes/s per task), or the lifetimes set no limit")
+        if not math.isfinite(limit):
+            click.echo("no partition size: the lifetimes set no limit")
+        elif limit <= 0.0:
+            click.echo("no partition size: even the shortest task loses more than that to evictions")
+        else:
+            click.echo("no partition size: give --rate (bytes/s per task)")
         return
     click.echo(f"partition size: {size} bytes")
     for key, value in sql_settings(config, lambda _key: None).items():

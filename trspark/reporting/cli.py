@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import click
 
@@ -16,9 +17,11 @@ def _prices(values: tuple[str, ...]) -> dict[str, float]:
         try:
             prices[pool] = float(price)
         except ValueError:
-            raise click.BadParameter(f"{value!r}: expected POOL=USD_PER_HOUR, e.g. default=0.12") from None
+            raise click.BadParameter(f"{value!r}: expected POOL=USD_PER_HOUR, e.g. default=0.12",
+                                     param_hint="--price") from None
         if not sep or not pool or not (math.isfinite(prices[pool]) and prices[pool] >= 0):
-            raise click.BadParameter(f"{value!r}: expected POOL=USD_PER_HOUR, e.g. default=0.12")
+            raise click.BadParameter(f"{value!r}: expected POOL=USD_PER_HOUR with a finite price >= 0, "
+                                     "e.g. default=0.12", param_hint="--price")
     return prices
 
 
@@ -31,9 +34,14 @@ def _prices(values: tuple[str, ...]) -> dict[str, float]:
 def report(eventlog: str, out_dir: str, prices: tuple[str, ...]) -> None:
     """Summarise what trspark did in the application of EVENTLOG (a Spark event log: a file or a
     rolling log's directory; plain, zstd, lz4 or gzip)."""
+    parsed = _prices(prices)
     try:
-        summary = write_report(eventlog, out_dir, _prices(prices))
-    except (EventLogError, ValueError) as exc:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot make the folder {out_dir!r} ({exc.strerror or exc})", param_hint="--out") from None
+    try:
+        summary = write_report(eventlog, out_dir, parsed)
+    except (EventLogError, ValueError, OSError) as exc:
         raise click.UsageError(str(exc)) from exc
     click.echo(summary.text(), nl=False)
     click.echo(f"wrote {out_dir}/summary.txt, timeline.png, report.html")

@@ -21,7 +21,7 @@ import math
 import statistics
 
 from cost_model.lifetimes import LifetimeModel, Stable, from_spec
-from cost_model.task_size import Placement, largest_task_seconds, split_count
+from cost_model.task_size import FractionTooLarge, Placement, largest_task_seconds, split_count
 from trspark.engine.commands import Advice, Command
 from trspark.engine.settings import TRConfig
 from trspark.engine.state import JobState
@@ -33,11 +33,15 @@ from trspark.engine.views import ExecutorView, StageView
 REFRESH_SECONDS = 30.0
 
 
+def configured_models(config: TRConfig) -> list[LifetimeModel]:
+    """The configured lifetime laws: the default one and each pool's."""
+    specs = [config.lifetime, *(spec for _pool, spec in config.pool_lifetimes)]
+    return [Stable() if spec.strip().lower() == "stable" else from_spec(spec) for spec in specs]
+
+
 def configured_limit(config: TRConfig) -> float:
     """:math:`L^*` (s) of the configured lifetimes at age 0: the shortest over the default and each pool."""
-    specs = [config.lifetime, *(spec for _pool, spec in config.pool_lifetimes)]
-    models = [Stable() if spec.strip().lower() == "stable" else from_spec(spec) for spec in specs]
-    return min(largest_task_seconds(model, config.sizing_fraction) for model in models)
+    return min(largest_task_seconds(model, config.sizing_fraction) for model in configured_models(config))
 
 
 def suggested_partition_bytes(config: TRConfig) -> int | None:
@@ -99,7 +103,12 @@ class SizeAdvisor:
         models = [model for model, _ in groups.values()]
         ages = [statistics.median(e.age(now) for e in members) for _, members in groups.values()]
         weights = [float(sum(e.cores for e in members)) for _, members in groups.values()]
-        return largest_task_seconds(Placement(models, ages=ages, weights=weights), self.fraction)
+        try:
+            return largest_task_seconds(Placement(models, ages=ages, weights=weights), self.fraction)
+        except FractionTooLarge:
+            # The configured laws were checked before start-up; a refitted one may lose less per
+            # second of work than the fraction at every length: no length to advise then.
+            return math.inf
 
     def check(self, state: JobState) -> list[Command]:
         candidates = [s for s in state.active_stages() if s.stage_id not in self.advised and s.tasks_done > 0]
