@@ -114,7 +114,7 @@ def simulate(ctx: click.Context, /, workload: str | None, policy: str | None, st
     world = build_world(kw)
     job = _make_job(workload, kw["scale"], kw["task_seconds"], kw["write_mb"], kw["seed"])
     world = true_lifetime(job, world, stability, lambda_, lifetime)
-    prices = build_prices(kw)
+    prices = build_prices(kw, {name for name, _count, _spec in world.pool_table()})
     config = build_config(kw["confs"]).with_options(lifetime=kw["believed_lifetime"] or world.default_belief())
     names = [_policy(name) for name in _split("--policy", policy)]
     # A split job is measured against the unsplit job's stable time, so both slowdowns share a denominator.
@@ -132,13 +132,18 @@ def simulate(ctx: click.Context, /, workload: str | None, policy: str | None, st
 
 
 def _split(option: str, text: str, cast: Callable[[str], Any] = str) -> list[Any]:
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items:
+    items = [t.strip() for t in text.split(",")]
+    if not any(items):
         fail(f"{option} is empty; give a comma-separated list")
+    if not all(items):
+        fail(f"{option}={text!r} has an empty item; give a comma-separated list")
     try:
-        return [cast(t) for t in items]
+        values = [cast(t) for t in items]
     except ValueError:
         fail(f"{option}={text!r}: expected a comma-separated list of numbers")
+    if len(set(values)) < len(values):
+        fail(f"{option}={text!r} names an item twice")
+    return values
 
 
 @simulate.command("sweep")
@@ -189,7 +194,9 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
     if world.pools and all(p.lifetime is not None for p in world.pools):
         fail("--stabilities set the lifetime of the pools given without @SPEC, and every --pool has one; "
              "give e.g. --pool spot=8 without @SPEC")
-    prices = build_prices(kw)
+    # Shares of on-demand VMs make the pools "ondemand" and "spot" (sweep.with_on_demand_share).
+    pools = {name for name, _count, _spec in world.pool_table()} | ({"ondemand", "spot"} if on_demand_shares else set())
+    prices = build_prices(kw, pools)
     config = build_config(kw["confs"])
     _check_writable(("--out", out), ("--plot", plot_path), ("--cost-plot", cost_plot_path))
     jobs = {w: _make_job(w, kw["scale"], kw["task_seconds"], kw["write_mb"], kw["seed"], "--workloads") for w in names}
@@ -265,7 +272,7 @@ def whatif(eventlog: Path, policies: tuple[str, ...], stability: float | None, l
         fail(str(exc))
     world = build_world(kw, vms=replay.executors, cores=replay.cores)
     world = true_lifetime(replay.job, world, stability, lambda_, lifetime)
-    prices = build_prices(kw)
+    prices = build_prices(kw, {name for name, _count, _spec in world.pool_table()})
     config = build_config(kw["confs"]).with_options(lifetime=kw["believed_lifetime"] or world.default_belief())
     summaries = []
     for name in names:

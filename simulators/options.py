@@ -6,7 +6,7 @@ Bad input gives one ``Error: ...`` line naming the option and what is allowed, e
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import Any, NoReturn
 
@@ -128,7 +128,8 @@ def workload_options(f: F) -> F:
     return f
 
 
-def build_prices(kw: dict[str, Any]) -> Any:
+def build_prices(kw: dict[str, Any], pools: Collection[str]) -> Any:
+    """The prices of ``--price`` and the store's price options; a price for a pool not in ``pools`` is an error."""
     from simulators.pricing import Prices
 
     vm: dict[str, float] = {}
@@ -140,6 +141,8 @@ def build_prices(kw: dict[str, Any]) -> Any:
             fail(f"--price {item!r}: expected POOL=USD_PER_VM_HOUR, e.g. spot=0.08")
         if not eq or not name.strip():
             fail(f"--price {item!r}: expected POOL=USD_PER_VM_HOUR, e.g. spot=0.08")
+        if name.strip() not in pools:
+            fail(f"--price {item!r}: no pool {name.strip()!r} in this world; pools: {', '.join(sorted(pools))}")
     for option, value in (("--remote-gb-price", kw["remote_gb_price"]), ("--remote-request-price", kw["remote_request_price"])):
         if not (math.isfinite(value) and value >= 0.0):
             fail(f"{option}={value!r} is not valid; allowed: a finite number of USD >= 0")
@@ -152,7 +155,8 @@ def build_prices(kw: dict[str, Any]) -> Any:
 def lifetime_options(f: F) -> F:
     options = [
         click.option("--stability", type=float, default=None,
-                     help="Mean VM lifetime / mean task time (exponential); with --pool, for the pools without @SPEC."),
+                     help="Mean VM lifetime / mean task time (exponential); with --pool, for the pools without @SPEC. "
+                          "Default 100 when neither --lambda nor --lifetime is given."),
         click.option("--lambda", "lambda_", type=float, default=None, help="Evictions per second per VM (exponential)."),
         click.option("--lifetime", default=None, help="Any true lifetime model, e.g. weibull:shape=0.8,scale=300."),
     ]

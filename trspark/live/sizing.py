@@ -75,6 +75,8 @@ def size_command(lifetime: str, pools: tuple[str, ...], fraction: str, rate: str
         pairs = [tuple(p.split("=", 1)) for p in pools]
         if any(len(p) != 2 for p in pairs):
             raise ConfigError(f"--pool expects NAME=SPEC, got {', '.join(pools)}")
+        if len({name for name, _spec in pairs}) < len(pairs):
+            raise ConfigError(f"--pool names a pool twice: {', '.join(pools)}")
         from trspark.live.config import check_sizing, from_spark_conf
 
         settings = option_settings(lifetime=lifetime, sizing_fraction=fraction, sizing_rate=rate, pool_lifetimes=pairs)
