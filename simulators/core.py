@@ -199,6 +199,12 @@ class Simulator(ClusterDriver, StageDriver, BackupDriver, DuplicateDriver):
     def on_empty(self) -> None:
         self._fail("deadlock: nothing left to happen")
 
+    def on_stuck(self, entries: int) -> None:
+        # No task will succeed: the run would reach the job time cap, so it stops there.
+        if self.deadline is not None:
+            self.now = max(self.now, self.deadline)
+        self._fail(f"no task succeeded in {entries:,} events (lifetimes far shorter than the tasks)")
+
     # ------------------------------------------------------------------------------- plumbing
 
     def _emit(self, event: Event) -> None:
@@ -303,6 +309,7 @@ class Simulator(ClusterDriver, StageDriver, BackupDriver, DuplicateDriver):
         self._detach_task(tid)
         stage, p, e, start = rec[0], rec[1], rec[2], rec[3]
         self._last_progress = self.now
+        self.progressed()
         if stage.ever_done[p]:
             self.result.recomputed_tasks += 1
         stage.ever_done[p] = 1

@@ -17,6 +17,11 @@ from typing import Any
 
 Entry = tuple[float, int, int, int, object]
 
+#: Entries handled without progress (:meth:`EventKernel.progressed`) before a run is stuck. Lifetimes
+#: far below the float resolution of the clock, or far below the time a task takes, make the clock
+#: crawl or stop while VMs die and come back; a stall limit in simulated time then never comes.
+MAX_ENTRIES_WITHOUT_PROGRESS = 100_000
+
 
 class EventKernel:
     """Clock (``now``, s) and heap; a subclass supplies the handlers and the instant hooks."""
@@ -29,6 +34,7 @@ class EventKernel:
         """Set by the world model once nothing more should be processed."""
         self.processed = 0
         """Heap entries handled so far."""
+        self._progress_at = 0
 
     def _push(self, t: float, kind: int, payload: object) -> None:
         """Schedule ``payload`` for handler ``kind`` at absolute time ``t`` (s); ``kind`` is its tie priority."""
@@ -45,6 +51,13 @@ class EventKernel:
 
     def on_empty(self) -> None:
         """The heap ran dry before the run finished (nothing left to happen)."""
+
+    def on_stuck(self, entries: int) -> None:
+        """``entries`` entries were handled since the last :meth:`progressed`: the run makes none."""
+
+    def progressed(self) -> None:
+        """The world model made progress (e.g. a task succeeded): the count towards being stuck restarts."""
+        self._progress_at = self.processed
 
     # ---- the loop -------------------------------------------------------------------------------
     def run_events(self, handlers: Sequence[Callable[[Any], None]]) -> None:
@@ -64,5 +77,8 @@ class EventKernel:
                 _, kind, _, _, payload = pop(heap)
                 self.processed += 1
                 handlers[kind](payload)
+                if self.processed - self._progress_at > MAX_ENTRIES_WITHOUT_PROGRESS:
+                    self.on_stuck(MAX_ENTRIES_WITHOUT_PROGRESS)
+                    break
             if not self._finished:
                 after()

@@ -343,3 +343,21 @@ def test_oracle_backup_driver_plays_only_members_that_place_tasks_as_the_driver_
     times = best.policy_summary["job_times"]
     assert set(times) == {st.name for st in FAMILY if not st.scheduling} | {"always", "never"}
     assert best.job_time == pytest.approx(min(times.values()))
+
+
+@pytest.mark.parametrize("mean", [1e-300, 1e-9])
+def test_lifetimes_far_below_the_tasks_fail_the_run_at_the_cap_instead_of_spinning(
+        monkeypatch: pytest.MonkeyPatch, mean: float) -> None:
+    """VMs dying at the same instant (1e-300 s) or nanoseconds apart never let a task end nor the
+    clock reach the cap: after that many entries without a task succeeding, the run stops."""
+    import simulators.kernel
+
+    monkeypatch.setattr(simulators.kernel, "MAX_ENTRIES_WITHOUT_PROGRESS", 2000)
+    job = JobSpec(name="j", stages=(stage(0, [1.0, 1.0]),))
+    world = WorldSpec(vms=2, cores=1, lifetime=f"exponential:mean={mean}")
+    sim = Simulator(job, world, NeverPolicy(), np.random.default_rng(0), deadline=40.0, stall_seconds=100.0)
+    result = sim.run()
+    assert not result.succeeded
+    assert result.fail_reason == "no task succeeded in 2,000 events (lifetimes far shorter than the tasks)"
+    assert result.job_time == 40.0  # counted at the job time cap, which it would never reach
+    assert 2000 < sim.processed < 2100
