@@ -221,3 +221,17 @@ def test_whatif_replays_the_log_as_if_trspark_events_were_not_there(tmp_path: Pa
     assert (with_tr.executors, with_tr.cores, with_tr.recorded_seconds) == (
         without.executors, without.cores, without.recorded_seconds)
     assert with_tr.job.num_tasks == without.job.num_tasks > 0
+
+
+def test_status_without_the_plugin_or_after_stop_is_empty() -> None:
+    """Without the plugin's jar py4j resolves the class name to a package (calling it raised
+    ``TypeError: 'JavaPackage' object is not callable``); a stopped context has no JVM."""
+    from types import SimpleNamespace
+
+    from py4j.java_gateway import JavaPackage
+
+    package = JavaPackage("org.apache.spark.trspark.TRMetricsStatus", gateway_client=None)
+    jvm = SimpleNamespace(org=SimpleNamespace(apache=SimpleNamespace(spark=SimpleNamespace(
+        trspark=SimpleNamespace(TRMetricsStatus=package)))))
+    assert trspark.status(SimpleNamespace(sparkContext=SimpleNamespace(_jvm=jvm))) == {}
+    assert trspark.status(SimpleNamespace(sparkContext=SimpleNamespace(_jvm=None))) == {}

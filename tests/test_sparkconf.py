@@ -172,3 +172,15 @@ def test_configure_checks_a_dicts_python_values_as_spark_will_read_them(fake_jar
     assert conf["spark.trspark.scheduling"] is True  # the caller's own values are left as given
     with pytest.raises(ConfigError, match="spark.trspark.mode='None' is not valid"):
         trspark.configure({"spark.trspark.mode": None})
+
+
+def test_every_key_suffix_in_snake_case_is_an_option(fake_jar: str) -> None:
+    conf = trspark.spark_conf(lifetime_knowledge="fitted", backup_targets="remote", bandwidth_local="100m",
+                              sizing_loss_fraction=0.1, scheduling_warm_first=True)
+    assert conf["spark.trspark.lifetime.knowledge"] == "fitted"
+    assert conf["spark.trspark.backup.targets"] == "remote"
+    assert conf["spark.trspark.bandwidth.local"] == "100m"
+    assert conf["spark.trspark.sizing.lossFraction"] == "0.1"
+    assert conf["spark.trspark.scheduling.warmFirst"] == "true"
+    with pytest.raises(ConfigError, match=r"pool_lifetimes=\[\(NAME, SPEC\)"):
+        trspark.spark_conf(**{"spark.trspark.pool.spot.lifetime": "stable"})

@@ -13,6 +13,7 @@ To add a key: append a :class:`Key` to ``KEYS`` and a field of the same (snake_c
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -383,11 +384,21 @@ def parse_value(key: Key, raw: str) -> Any:
 
 
 def key_for_option(option: str) -> Key:
-    """Look up a key by TRConfig field name (``recursion_depth``) or Spark suffix (``recursionDepth``)."""
+    """Look up a key by its Spark suffix (``sizing.lossFraction``), that suffix in snake_case
+    (``sizing_loss_fraction``, a Python keyword argument) or its TRConfig field (``sizing_fraction``)."""
     for key in KEYS:
-        if option in (key.field, key.name):
+        if option in (key.field, key.name, _snake_case(key.name)):
             return key
-    raise ConfigError(f"unknown trspark option {option!r}; known: {', '.join(k.name for k in KEYS)}")
+    if option.startswith("pool.") or option.startswith("pool_") and option != "pool":
+        raise ConfigError(f"unknown trspark option {option!r}: a pool's lifetime is set with "
+                          "pool_lifetimes=[(NAME, SPEC), ...] (spark.trspark.pool.NAME.lifetime)")
+    raise ConfigError(f"unknown trspark option {option!r}; known: {', '.join(k.name for k in KEYS)} "
+                      "(in Python, dots and capitals as underscores: lifetime.knowledge = lifetime_knowledge)")
+
+
+def _snake_case(name: str) -> str:
+    """``sizing.lossFraction`` -> ``sizing_loss_fraction``."""
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).replace(".", "_").lower()
 
 
 def markdown_table() -> str:

@@ -99,7 +99,7 @@ def check_sizing(config: TRConfig) -> None:
 
 
 def option_settings(**options: Any) -> dict[str, str]:
-    """``spark.trspark.*`` settings for ``options`` (field names or Spark key suffixes), checked.
+    """``spark.trspark.*`` settings for ``options`` (key suffixes, in snake_case or not, or field names), checked.
 
     An option given as ``None`` is left unset (its default holds), as a Python caller means it.
 

@@ -13,7 +13,14 @@ def status(spark: Any) -> dict[str, int]:
     the application started, and the ``engine_fallback`` / ``safety_belt`` gauges (1 = on).
     Empty when the trspark plugin is not active in this application.
     """
+    from py4j.java_gateway import JavaClass
+
     context = getattr(spark, "sparkContext", spark)
     jvm = context._jvm  # noqa: SLF001 - py4j is the only way into the driver's JVM from PySpark
-    raw = jvm.org.apache.spark.trspark.TRMetricsStatus.snapshotJson()
-    return {str(k): int(v) for k, v in json.loads(raw).items()}
+    if jvm is None:
+        return {}  # the context was stopped
+    # Without the plugin's jar py4j resolves the name to an empty package, not a class.
+    holder = jvm.org.apache.spark.trspark.TRMetricsStatus
+    if not isinstance(holder, JavaClass):
+        return {}
+    return {str(k): int(v) for k, v in json.loads(holder.snapshotJson()).items()}
