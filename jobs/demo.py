@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING
 import click
 
 from jobs.demo_table import DemoLine, demo_lines, summary, table
+from jobs.tpcds.options import writable_path
 from simulators.options import FiniteFloatRange
 
 if TYPE_CHECKING:
@@ -284,6 +285,7 @@ def run_demo(plan: DemoPlan, out_dir: Path, console: Console) -> list[DemoLine]:
 
 @click.command("demo")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("trspark-demo"),
+              callback=writable_path,
               show_default=True, help=f"Where results.csv, slowdown.png and {CONSOLE_LOG} are written.")
 @click.option("--sf", type=FiniteFloatRange(min=0, min_open=True), default=0.1, show_default=True,
               help="TPC-DS scale factor.")

@@ -11,6 +11,7 @@ happens to be valid.
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import click
@@ -124,6 +125,26 @@ def test_values_the_command_cannot_use_are_refused_in_one_line_naming_the_option
     assert result.exit_code == 2, result.output
     _one_error_line(result.output)
     assert message in result.output
+
+
+@pytest.mark.parametrize(("path", "option", "value", "message"), [
+    # The policy and the pools are the benchmark's; a bad trspark value would fail each session after datagen.
+    (("bench", "tpcds"), "--conf", "spark.trspark.mode=never", "set by --policies"),
+    (("bench", "tpcds"), "--conf", "spark.trspark.pool.spot.lifetime=stable", "set by --pool"),
+    (("bench", "tpcds"), "--conf", "spark.trspark.gamma=-1", "allowed: a number > 0"),
+    (("bench", "tpcds"), "--conf", "spark.trspark.recursion_depth=4", "unknown setting"),
+    # /proc is a folder where root passes os.access but can make nothing.
+    (("bench", "tpcds"), "--out", "/proc/trspark/results.csv", "nothing can be written in '/proc'"),
+    (("bench", "tpcds"), "--spark-log", "/proc/trspark/spark.log", "nothing can be written in '/proc'"),
+    (("demo",), "--out-dir", "/proc/trspark-demo", "nothing can be written in '/proc'"),
+])
+def test_commands_that_start_spark_refuse_settings_they_cannot_use_before_any_work(
+        path: tuple[str, ...], option: str, value: str, message: str) -> None:
+    command: click.Command = cli
+    for part in path:
+        command = command.get_command(click.Context(command), part)  # type: ignore[attr-defined]
+    with pytest.raises(click.BadParameter, match=re.escape(message)):
+        command.make_context(" ".join(path), [option, value])
 
 
 @pytest.mark.parametrize(("path", "option", "message"), [

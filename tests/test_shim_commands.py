@@ -330,6 +330,36 @@ def test_a_copy_that_lands_after_spark_gave_up_on_its_source_keeps_its_readers(c
     assert rerun_partitions(cluster, f"a-again-{tag}") == others
 
 
+def test_a_peer_that_dies_holding_an_unchecked_copy_gives_the_output_back_to_its_source(cluster: Cluster) -> None:
+    """A peer copy's index lands on the peer before the copy is checked, and Spark then points the
+    output at the peer. When that peer dies before the check answers, the output goes back to its
+    living source: the loss must not forget the copy before it looks where the output is."""
+    cluster.full_strength()
+    tag = f"unchecked-{time.monotonic_ns()}"
+    rdd = shuffled(cluster)
+    known = shuffle_ids(cluster)
+    assert run_job(cluster, rdd, f"first-{tag}") == expected_sums(60_000)
+    (shuffle,) = shuffle_ids(cluster) - known
+    output = cluster.map_tasks(cluster.job_stages(f"first-{tag}")[0])[0]
+    source, map_id, index = output["executorId"], int(output["taskId"]), output["partitionId"]
+    peer = next(e for e in sorted(cluster.alive()) if e != source)
+    (path,) = data_files(cluster, shuffle, map_id)
+    started = cluster.stat("backups_started")
+    cluster.status.setBuiltin("never", "local", os.path.getsize(path) / 60)  # a copy of about a minute
+    try:
+        command(cluster, "Backup", shuffle_id=shuffle, map_index=index, source=source, target=peer)
+        wait_for(lambda: cluster.stat("backups_started") > started, what="the copy to start")
+    finally:
+        cluster.status.setBuiltin("never", "remote", 0.0)
+    cluster.status.pointMapOutputAt(shuffle, index, peer)  # as the copy's index landing on the peer does
+    assert tracked(cluster, shuffle, index) == (map_id, peer)
+    cluster.kill(peer)
+    wait_for(lambda: tracked(cluster, shuffle, index) == (map_id, source), what="the output back on its source")
+    cluster.full_strength()
+    assert run_job(cluster, rdd, f"again-{tag}") == expected_sums(60_000)
+    assert index not in rerun_partitions(cluster, f"again-{tag}")
+
+
 def test_an_output_moved_to_a_copy_after_spark_dropped_it_moves_again_when_that_copy_dies(cluster: Cluster) -> None:
     """Spark brings back an output the plugin moves after Spark dropped it (as a copy that passes
     its check after its source died is), but leaves its map id out of the tracker's index and then

@@ -131,6 +131,7 @@ def submissions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subproces
              for name, (key, value, _, _) in BAD_SETTINGS.items() if name in SUBMITTED_BAD_SETTINGS}
     cases["good"] = {"spark.trspark.mode": "never", "spark.trspark.gamma": "2"}
     cases["no-interpreter"] = {"spark.trspark.mode": "never", "spark.trspark.python": str(tmp / "no-such-python")}
+    cases["no-filesystem"] = {"spark.trspark.mode": "always", "spark.trspark.remote.path": "foo://bucket/backups"}
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {name: pool.submit(spark_submit, app, settings) for name, settings in cases.items()}
         return {name: future.result() for name, future in futures.items()}
@@ -165,3 +166,17 @@ def test_spark_submit_without_a_usable_interpreter_warns_and_runs(submissions: d
     assert "ANSWER 45" in run.stdout
     warnings = [line for line in run.stderr.splitlines() if "cannot run" in line and "trspark.live.confcheck" in line]
     assert len(warnings) == 1 and "WARN" in warnings[0] and "going on without that check" in warnings[0]
+
+
+@pytest.mark.spark
+def test_spark_submit_stops_on_a_remote_path_whose_scheme_has_no_filesystem(
+        submissions: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    """The Python check sees a URL with a scheme; only the driver knows whether Hadoop has a
+    FileSystem for it. Without one every backup would fail and no output be protected."""
+    run = submissions["no-filesystem"]
+    output = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert ("spark.trspark.remote.path='foo://bucket/backups' is not valid; allowed: a Hadoop FileSystem URL whose "
+            "scheme has a FileSystem on the classpath") in output
+    assert 'No FileSystem for scheme "foo"' in output
+    assert "ANSWER" not in run.stdout

@@ -20,6 +20,7 @@ from jobs.tpcds.options import (
     check_queries,
     check_sf,
     cluster_options,
+    writable_path,
 )
 from jobs.tpcds.session import POLICIES
 from jobs.tpcds.settings import KILL_CLOCKS, STABLE_RUNS
@@ -79,9 +80,9 @@ def datagen_command(sf: float, cache: Path | None) -> None:
                    "has finished (a query plans for a second or so first, when no executor holds map outputs).")
 @click.option("--time-cap", type=POSITIVE, default=600.0, show_default=True,
               help="Seconds after which a run is cancelled and recorded as failed.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("results.csv"),
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), callback=writable_path, default=Path("results.csv"),
               show_default=True, help="CSV to append one row per run to.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), callback=writable_path, default=None,
               help="Also write a slowdown chart (PNG) from --out.")
 @click.option("--master", default=None,
               help="Run on this existing cluster (spark://host:7077) instead of a local-cluster; no kills are injected.")
@@ -125,7 +126,7 @@ def datagen_command(sf: float, cache: Path | None) -> None:
                    "executor ran on its own VM: an idle executor's share is then lost, and a replacement "
                    "starting up does not slow the others. Local-cluster only; needs a writable cgroup CPU "
                    "controller. [default: executors share the machine's cores]")
-@click.option("--spark-log", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--spark-log", type=click.Path(dir_okay=False, path_type=Path), callback=writable_path, default=None,
               help="Append what each policy's driver JVM prints (Spark's log, JVM warnings, the trspark "
                    "engine's lines) to this file instead of the console.")
 def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...], lifetime: str | None,
@@ -263,7 +264,7 @@ def _line_hooks(console: Console) -> Progress:
 @cluster_options
 @click.option("--time-cap", type=POSITIVE, default=600.0, show_default=True,
               help="Seconds after which a run is cancelled and recorded as failed.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("overhead.csv"),
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), callback=writable_path, default=Path("overhead.csv"),
               show_default=True, help="CSV to append one row per run to.")
 @click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, help="TPC-DS data cache root.")
 @click.option("--conf", "spark_conf", multiple=True, callback=check_confs,
@@ -324,7 +325,7 @@ def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime:
 @cluster_options
 @click.option("--time-cap", type=POSITIVE, default=600.0, show_default=True,
               help="Seconds after which a query is cancelled and fails.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), callback=writable_path,
               default=Path(__file__).with_name("QUERIES.md"), show_default="jobs/tpcds/QUERIES.md",
               help="Markdown file whose verification table is (re)written.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -413,7 +414,7 @@ def targets_command(csv_path: Path, executors: int, pools: tuple[tuple[str, int]
 
 @bench.command("plot")
 @click.argument("csv_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("slowdown.png"), show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), callback=writable_path, default=Path("slowdown.png"), show_default=True)
 def plot_command(csv_path: Path, out: Path) -> None:
     """Plot median slowdown per query and policy from a results CSV."""
     from jobs.tpcds.plot import plot

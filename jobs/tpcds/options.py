@@ -7,6 +7,8 @@ error names the option and what it allows.
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -86,8 +88,28 @@ def check_confs(ctx: click.Context, param: click.Parameter, values: tuple[str, .
         if not eq or not key.strip().startswith("spark."):
             raise click.BadParameter(f"{value!r}; allowed: KEY=VALUE with a spark.* key, e.g. "
                                      "spark.sql.autoBroadcastJoinThreshold=-1")
+        _check_trspark_conf(value, key.strip(), setting.strip())
         pairs.append((key.strip(), setting.strip()))
     return tuple(pairs)
+
+
+def _check_trspark_conf(value: str, key: str, setting: str) -> None:
+    """A ``spark.trspark.*`` value is checked now, not after the data is generated; the policy is the benchmark's."""
+    from trspark.keys import KEYS, PREFIX, ConfigError, parse_value
+
+    if not key.startswith(PREFIX):
+        return
+    if key == PREFIX + "mode":
+        raise click.BadParameter(f"{value!r}: the policy of each row is set by --policies")
+    if key.startswith(PREFIX + "pool."):
+        raise click.BadParameter(f"{value!r}: the executors' pools are set by --pool")
+    known = {k.full: k for k in KEYS}
+    if key not in known:
+        raise click.BadParameter(f"{value!r}: unknown setting {key!r}; known: {', '.join(known)}")
+    try:
+        parse_value(known[key], setting)
+    except ConfigError as exc:
+        raise click.BadParameter(f"{value!r}: {exc}") from None
 
 
 def check_pools(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
@@ -118,3 +140,21 @@ def cluster_options(command: Callable[..., None]) -> Callable[..., None]:
     for option in reversed(options):
         command = option(command)
     return command
+
+
+def writable_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """An output path whose folder exists or can be made (its nearest existing ancestor is a
+    writable folder): checked before data generation and clusters, not at the first write. For
+    ``--out-dir`` the path is that folder itself."""
+    if value is None:
+        return None
+    try:
+        ancestor = value.resolve() if param.name == "out_dir" else value.resolve().parent
+        while not ancestor.exists():
+            ancestor = ancestor.parent
+        # Made and removed at once: os.access says yes to root where nothing can be made (/proc).
+        os.rmdir(tempfile.mkdtemp(prefix=".trspark-probe-", dir=ancestor))
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        where = str(ancestor) if isinstance(exc, OSError) else "that path"
+        raise click.BadParameter(f"{str(value)!r}: nothing can be written in {where!r}") from None
+    return value

@@ -189,9 +189,11 @@ trait BackupFlow extends DriverBase {
                 case Some(bm) => moveOutput(record, bm)
                 case None => blockManagers.get(task.target).foreach(tracker.unregisterMapOutput(record.shuffleId, record.mapIndex, _))
               }
-              tracker.incrementEpoch()
             }
           }
+          // Also when the tracker has moved on: readers may have cached the peer while it held the
+          // output, and must look again before its files go.
+          tracker.incrementEpoch()
           deletePeerCopy(task.target, task.shuffleId, task.mapId)
         }
         backupFailed(task, done.executorId, s"peer copy failed verification (${checked.problem})", sourceMissing = false,

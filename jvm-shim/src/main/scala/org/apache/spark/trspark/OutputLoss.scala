@@ -3,7 +3,7 @@ package org.apache.spark.trspark
 import java.util.concurrent.{Callable, TimeUnit}
 
 import scala.collection.mutable
-import scala.util.Try
+import scala.util.{Failure, Success, Try}
 
 import org.apache.spark.FetchFailed
 import org.apache.spark.storage.{BlockManagerId, FallbackStorage}
@@ -29,11 +29,14 @@ trait OutputLoss extends BackupFlow {
     val (moved, lost, remoteOnly) = synchronized {
       // A fetch failure loses the executor's outputs (Spark unregisters them all), not the executor.
       val firstTime = dead && deadExecutors.add(executorId)
+      // Listed before the copies to it are abandoned: that forgets them, yet the tracker may point
+      // at a copy whose index just landed there and whose check has not answered.
+      val touched = ledger.touching(executorId)
       if (dead) abandonBackups(executorId)
       val moved = mutable.Buffer.empty[Long]
       val lost = mutable.Buffer.empty[OutputRecord]
       val remoteOnly = mutable.Buffer.empty[OutputRecord]
-      for (record <- ledger.touching(executorId)) {
+      for (record <- touched) {
         if (dead) record.peers.remove(executorId)
         if (!dead && record.source == executorId) record.sourceLost = true
         if (TRDriverPlugin.isOn(tracker, record, executorId)) localSurvivor(record, executorId) match {
@@ -140,7 +143,7 @@ trait OutputLoss extends BackupFlow {
    * a copy damaged or removed since counts as missing (deleted; the output is recomputed). A data
    * file unchanged since its writer read it back is not read again: an executor's outputs
    * can take minutes to download, and the scheduler thread waits here. A copy not checked within
-   * `RestoreCheckSeconds` counts as missing too: a hung store must not hold that thread.
+   * `RestoreCheckSeconds` is not used either (a hung store must not hold that thread), but kept.
    */
   private def remoteIntact(records: Seq[OutputRecord]): OutputRecord => Boolean = {
     if (records.isEmpty) return _ => false
@@ -152,14 +155,20 @@ trait OutputLoss extends BackupFlow {
     }
     val deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(OutputLoss.RestoreCheckSeconds)
     val intact = checks.filter { case (record, check) =>
-      val problem = Try(check.get(math.max(deadline - System.nanoTime(), 0L), TimeUnit.NANOSECONDS))
-        .getOrElse { check.cancel(true); Some(s"not read within ${OutputLoss.RestoreCheckSeconds} s") }
-      problem.foreach { p =>
-        damaged("remote", p, record.toString, "treated as missing, the output is recomputed")
-        synchronized(record.remote = CopyState.None)
-        storeWork.execute(() => remote.delete(record.shuffleId, record.mapId))
+      Try(check.get(math.max(deadline - System.nanoTime(), 0L), TimeUnit.NANOSECONDS)) match {
+        case Success(None) => true
+        case Success(Some(problem)) =>
+          damaged("remote", problem, record.toString, "treated as missing, the output is recomputed")
+          synchronized(record.remote = CopyState.None)
+          storeWork.execute(() => remote.delete(record.shuffleId, record.mapId))
+          false
+        case Failure(_) =>
+          // Unread is not damaged: the copy is not used for this loss, but it is kept.
+          check.cancel(true)
+          logWarning(s"trspark: remote copy of $record not read within ${OutputLoss.RestoreCheckSeconds} s; " +
+            "not used, the output is recomputed if read again")
+          false
       }
-      problem.isEmpty
     }.map(_._1).toSet
     intact.contains
   }

@@ -4,7 +4,10 @@ import java.net.URI
 
 import scala.util.Try
 
+import org.apache.hadoop.fs.FileSystem
+
 import org.apache.spark.SparkConf
+import org.apache.spark.deploy.SparkHadoopUtil
 
 /**
  * The `spark.trspark.*` settings the JVM side acts on, validated once at plugin start-up.
@@ -78,6 +81,19 @@ object TRConf {
       val ok = Try(new URI(raw)).toOption.exists(u => u.getScheme != null && u.getPath != null)
       if (!ok) fail("remote.path", raw, "a Hadoop FileSystem URL (file://, hdfs://, s3a://, abfs://)")
       raw.stripSuffix("/")
+    }
+  }
+
+  /**
+   * Stop the driver's start-up when `spark.trspark.remote.path`'s scheme has no Hadoop FileSystem
+   * on the classpath: every backup would fail, with one warning at the first, and the application
+   * would run with no output protected. The driver only: an executor would fail to start instead.
+   */
+  def checkRemoteFileSystem(conf: SparkConf, path: String): Unit = {
+    val scheme = new URI(path).getScheme
+    Try(FileSystem.getFileSystemClass(scheme, SparkHadoopUtil.get.newConfiguration(conf))).failed.foreach { e =>
+      fail("remote.path", path, s"a Hadoop FileSystem URL whose scheme has a FileSystem on the classpath " +
+        s"(file://, hdfs://; s3a:// needs hadoop-aws, abfs:// hadoop-azure): ${e.getMessage}")
     }
   }
 

@@ -63,6 +63,7 @@ class TRDriverPlugin extends EngineCommands {
       case None => sc.conf.set(TRConf.FallbackPathKey, conf.remotePath + "/")
     }
     sc.conf.set(TRConf.Prefix + "remote.path", conf.remotePath)
+    if (conf.backupsEnabled) TRConf.checkRemoteFileSystem(sc.conf, conf.remotePath)
     // Before the settings are checked and handed to the engine: they include the release keys.
     Guard.run("Elastic.configure")(Elastic.configure(sc.conf))
     builtinAlways.set(conf.mode == "always")
@@ -144,7 +145,10 @@ class TRDriverPlugin extends EngineCommands {
     releaser.shutdownNow()
     bridge.foreach(_.stop())
     if (remote != null && conf.backupsEnabled) remote.deleteApp()
-    logInfo(s"trspark: ${synchronized(stats.map { case (k, v) => s"$k=$v" }.mkString(" "))}")
+    // By the metrics' names (docs/observability.md), then the counters no metric shows.
+    val shown = TRMetrics.Counters.map(_._2).toSet
+    val extra = synchronized(stats.toSeq.filterNot { case (k, _) => shown(k) })
+    logInfo(s"trspark: ${(obs.snapshot ++ extra).map { case (k, v) => s"$k=$v" }.mkString(" ")}")
     TRDriverPlugin.active = None
   }
 
@@ -316,6 +320,13 @@ object TRStatus {
   def mapOutputLocation(shuffleId: Int, mapIndex: Int): String =
     TRDriverPlugin.liveStatus(tracker, shuffleId, mapIndex)
       .map(status => s"${status.mapId} ${status.location.executorId}").getOrElse("")
+
+  /** Point one map output at `executorId`, as Spark does when a peer copy's index lands there. */
+  def pointMapOutputAt(shuffleId: Int, mapIndex: Int, executorId: String): Unit =
+    for {
+      status <- TRDriverPlugin.liveStatus(tracker, shuffleId, mapIndex)
+      bm <- org.apache.spark.SparkEnv.get.blockManager.master.getMemoryStatus.keys.find(_.executorId == executorId)
+    } tracker.updateMapOutput(shuffleId, status.mapId, bm)
 
   /** Remove one map output from the tracker, as Spark does when it counts the output lost. */
   def unregisterMapOutput(shuffleId: Int, mapIndex: Int): Unit =
