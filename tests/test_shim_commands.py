@@ -330,12 +330,11 @@ def test_a_copy_that_lands_after_spark_gave_up_on_its_source_keeps_its_readers(c
     assert rerun_partitions(cluster, f"a-again-{tag}") == others
 
 
-def test_a_peer_that_dies_holding_an_unchecked_copy_gives_the_output_back_to_its_source(cluster: Cluster) -> None:
-    """A peer copy's index lands on the peer before the copy is checked, and Spark then points the
-    output at the peer. When that peer dies before the check answers, the output goes back to its
-    living source: the loss must not forget the copy before it looks where the output is."""
+def one_output(cluster: Cluster, name: str) -> tuple[Any, str, int, str, int, int, str]:
+    """After a first job on a fresh shuffle: its rdd, the job tag, the shuffle, and one map output's
+    source executor, map id and partition, with a peer to copy it to."""
     cluster.full_strength()
-    tag = f"unchecked-{time.monotonic_ns()}"
+    tag = f"{name}-{time.monotonic_ns()}"
     rdd = shuffled(cluster)
     known = shuffle_ids(cluster)
     assert run_job(cluster, rdd, f"first-{tag}") == expected_sums(60_000)
@@ -343,6 +342,14 @@ def test_a_peer_that_dies_holding_an_unchecked_copy_gives_the_output_back_to_its
     output = cluster.map_tasks(cluster.job_stages(f"first-{tag}")[0])[0]
     source, map_id, index = output["executorId"], int(output["taskId"]), output["partitionId"]
     peer = next(e for e in sorted(cluster.alive()) if e != source)
+    return rdd, tag, shuffle, source, map_id, index, peer
+
+
+def test_a_peer_that_dies_holding_an_unchecked_copy_gives_the_output_back_to_its_source(cluster: Cluster) -> None:
+    """A peer copy's index lands on the peer before the copy is checked, and Spark then points the
+    output at the peer. When that peer dies before the check answers, the output goes back to its
+    living source: the loss must not forget the copy before it looks where the output is."""
+    rdd, tag, shuffle, source, map_id, index, peer = one_output(cluster, "unchecked")
     (path,) = data_files(cluster, shuffle, map_id)
     started = cluster.stat("backups_started")
     cluster.status.setBuiltin("never", "local", os.path.getsize(path) / 60)  # a copy of about a minute
@@ -365,15 +372,7 @@ def test_an_output_moved_to_a_copy_after_spark_dropped_it_moves_again_when_that_
     its check after its source died is), but leaves its map id out of the tracker's index and then
     ignores every later move of it ("untracked map status"). When the executor holding that copy
     died too, the output was not moved to its next copy, and was recomputed."""
-    cluster.full_strength()
-    tag = f"moves-again-{time.monotonic_ns()}"
-    rdd = shuffled(cluster)
-    known = shuffle_ids(cluster)
-    assert run_job(cluster, rdd, f"first-{tag}") == expected_sums(60_000)
-    (shuffle,) = shuffle_ids(cluster) - known
-    output = cluster.map_tasks(cluster.job_stages(f"first-{tag}")[0])[0]
-    source, map_id, index = output["executorId"], int(output["taskId"]), output["partitionId"]
-    peer = next(e for e in sorted(cluster.alive()) if e != source)
+    rdd, tag, shuffle, source, map_id, index, peer = one_output(cluster, "moves-again")
     done = cluster.stat("backups_done")
     for target in (peer, "remote"):
         command(cluster, "Backup", shuffle_id=shuffle, map_index=index, source=source, target=target)
