@@ -79,7 +79,8 @@ def test_parse_list() -> None:
     assert len(parse_list("all")) == len(available()) - len(EXCLUDED)
     with pytest.raises(QueryError, match="unknown query 'q999'"):
         parse_list("q3,q999")
-    with pytest.raises(QueryError, match="empty list"):
-        parse_list(",")
+    for empty in (",", "", "  "):  # an empty --queries is a mistake, not the default set
+        with pytest.raises(QueryError, match="empty list"):
+            parse_list(empty)
     with pytest.raises(QueryError, match="unknown query"):
         load("q1000")

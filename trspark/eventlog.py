@@ -147,7 +147,7 @@ def read_events(path: str | Path, *, unfinished_last_line: bool = True) -> Itera
 
 
 def _part_events(part: Path, raw: IO[bytes], unfinished_last_line: bool) -> Iterator[dict[str, Any]]:
-    stream, frames = _open(part, raw)
+    stream, decoder = _open(part, raw)
     lines = io.TextIOWrapper(stream, encoding="utf-8", errors="replace")
     events = 0
     for number, line in enumerate(lines, 1):
@@ -167,6 +167,6 @@ def _part_events(part: Path, raw: IO[bytes], unfinished_last_line: bool) -> Iter
             raise EventLogError(f"{part}: line {number} has no \"Event\"; not a Spark listener event")
         events += 1
         yield event
-    if frames is not None and not frames.complete and not unfinished_last_line:
+    if decoder is not None and not decoder.complete and not unfinished_last_line:
         raise EventLogError(f"{part}: the compressed stream ends without its end mark: the log is cut off "
                             "(its application is still running, or it crashed)")

@@ -134,7 +134,7 @@ def parse_list(text: str, *, default: tuple[str, ...] = DEFAULT_QUERIES) -> tupl
     A list may also name a long-lineage chain job, ``chainN`` (:mod:`jobs.tpcds.chain`).
     """
     text = text.strip().lower()
-    if text in ("", "default"):
+    if text == "default":
         return default
     if text == "all":
         return runnable()
@@ -145,7 +145,8 @@ def parse_list(text: str, *, default: tuple[str, ...] = DEFAULT_QUERIES) -> tupl
             continue
         name = part if part.startswith("q") else "q" + part
         if name not in available():
-            raise QueryError(f"--queries: unknown query {part!r}; allowed: all, default, or names like q3,q14a")
+            raise QueryError(f"--queries: unknown query {part!r}; allowed: all, default, or names like q3,q14a "
+                             f"and chainN (N from 1 to {chain.MAX_ITERATIONS})")
         if name in EXCLUDED:
             raise QueryError(f"--queries: {name} cannot run here: {EXCLUDED[name]}")
         names.append(name)
