@@ -219,7 +219,7 @@ def test_a_pool_the_executors_reported_gets_its_own_model_once_its_history_suppo
 
 
 BAD_CONFIGS = [
-    ({"lifetime": "bogus"}, "spark.trspark.lifetime='bogus' is not valid", "allowed: a lifetime spec"),
+    ({"lifetime": "bogus"}, "spark.trspark.lifetime='bogus' is not valid", "allowed: stable (never evicted) or a lifetime spec"),
     ({"gamma": "-1"}, "spark.trspark.gamma='-1' is not valid", "allowed: a number > 0"),
     ({"history_url": "file:///proc/trspark-history"}, "spark.trspark.history.url='file:///proc/trspark-history' is not reachable",
      "allowed: an fsspec URL"),

@@ -26,7 +26,7 @@ REPO_ROOT = Path(trspark.__file__).resolve().parents[1]
 UNWRITABLE = "file:///proc/trspark-history"  # /proc takes no new directories, not even as root
 
 BAD_SETTINGS = {
-    "lifetime": ("spark.trspark.lifetime", "bogus", "spark.trspark.lifetime='bogus' is not valid", "allowed: a lifetime spec"),
+    "lifetime": ("spark.trspark.lifetime", "bogus", "spark.trspark.lifetime='bogus' is not valid", "allowed: stable (never evicted) or a lifetime spec"),
     "gamma": ("spark.trspark.gamma", "-1", "spark.trspark.gamma='-1' is not valid", "allowed: a number > 0"),
     "unknown": ("spark.trspark.bogus", "1", "unknown setting 'spark.trspark.bogus'", "known settings: spark.trspark.mode"),
     "pool": ("spark.trspark.pool.spot.lifetime", "sometimes", "spark.trspark.pool.spot.lifetime='sometimes' is not valid",
@@ -132,6 +132,7 @@ def submissions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subproces
     cases["good"] = {"spark.trspark.mode": "never", "spark.trspark.gamma": "2"}
     cases["no-interpreter"] = {"spark.trspark.mode": "never", "spark.trspark.python": str(tmp / "no-such-python")}
     cases["no-filesystem"] = {"spark.trspark.mode": "always", "spark.trspark.remote.path": "foo://bucket/backups"}
+    cases["old-fetch-protocol"] = {"spark.trspark.mode": "tr", "spark.shuffle.useOldFetchProtocol": "true"}
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {name: pool.submit(spark_submit, app, settings) for name, settings in cases.items()}
         return {name: future.result() for name, future in futures.items()}
@@ -179,4 +180,15 @@ def test_spark_submit_stops_on_a_remote_path_whose_scheme_has_no_filesystem(
     assert ("spark.trspark.remote.path='foo://bucket/backups' is not valid; allowed: a Hadoop FileSystem URL whose "
             "scheme has a FileSystem on the classpath") in output
     assert 'No FileSystem for scheme "foo"' in output
+    assert "ANSWER" not in run.stdout
+
+
+@pytest.mark.spark
+def test_spark_submit_stops_when_map_ids_cannot_tell_attempts_apart(
+        submissions: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    run = submissions["old-fetch-protocol"]
+    output = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert "spark.shuffle.useOldFetchProtocol=true gives every attempt of a map task the same map id" in output
+    assert "allowed with it: spark.trspark.mode=never" in output
     assert "ANSWER" not in run.stdout

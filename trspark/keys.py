@@ -194,7 +194,8 @@ KEYS: tuple[Key, ...] = (
     Key("mode", "mode", "tr", _choice(*MODES), " | ".join(MODES),
         "Checkpointing policy: TR-Spark, or a baseline (never = vanilla Spark, always = every map output to remote)."),
     Key("lifetime", "lifetime", "exponential:mean=3600", _lifetime,
-        "a lifetime spec: exponential:mean=S (or rate=1/S), weibull:shape=K,scale=S, lognormal:median=S,sigma=X, "
+        "stable (never evicted) or a lifetime spec: exponential:mean=S (or rate=1/S), weibull:shape=K,scale=S, "
+        "lognormal:median=S,sigma=X, "
         "deterministic:at=S, bathtub[:early_prob=P,early_mean=S,mid_rate=R,late_prob=P,late_scale=S,cap=S], "
         "empirical:durations=S;S;…,observed=1;0;…",
         "Executor lifetime model the engine starts from (seconds)."),

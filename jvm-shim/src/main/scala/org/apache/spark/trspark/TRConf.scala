@@ -97,6 +97,17 @@ object TRConf {
     }
   }
 
+  /**
+   * Backups need Spark's map ids (task attempt ids). With `spark.shuffle.useOldFetchProtocol` a map
+   * output's id is its partition, the same for every attempt, so a late copy of an old attempt
+   * would pass for the new one's: after a re-point an indeterminate stage's readers would read it.
+   */
+  def checkFetchProtocol(conf: SparkConf): Unit =
+    if (conf.getBoolean("spark.shuffle.useOldFetchProtocol", false)) {
+      throw new IllegalArgumentException("spark.shuffle.useOldFetchProtocol=true gives every attempt of a map task " +
+        s"the same map id, so trspark cannot tell their copies apart; allowed with it: ${Prefix}mode=never")
+    }
+
   /** A pool name: part of a key and of a history folder (`trspark/keys.py` is_pool_name). */
   def isPoolName(name: String): Boolean = name.matches("[A-Za-z0-9_-][A-Za-z0-9_.-]*")
   val PoolNameRule = "letters, digits, _, - and . (not first)"

@@ -63,7 +63,10 @@ class TRDriverPlugin extends EngineCommands {
       case None => sc.conf.set(TRConf.FallbackPathKey, conf.remotePath + "/")
     }
     sc.conf.set(TRConf.Prefix + "remote.path", conf.remotePath)
-    if (conf.backupsEnabled) TRConf.checkRemoteFileSystem(sc.conf, conf.remotePath)
+    if (conf.backupsEnabled) {
+      TRConf.checkRemoteFileSystem(sc.conf, conf.remotePath)
+      TRConf.checkFetchProtocol(sc.conf)
+    }
     // Before the settings are checked and handed to the engine: they include the release keys.
     Guard.run("Elastic.configure")(Elastic.configure(sc.conf))
     builtinAlways.set(conf.mode == "always")

@@ -2,8 +2,7 @@ package org.apache.spark.trspark
 
 import scala.collection.mutable
 
-import org.apache.spark.{ExceptionFailure, ExecutorLostFailure, FetchFailed, SparkContext, SparkEnv, Success,
-  TaskKilled}
+import org.apache.spark.{ExceptionFailure, ExecutorLostFailure, FetchFailed, SparkContext, Success, TaskKilled}
 import org.apache.spark.scheduler._
 import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd
 
@@ -134,7 +133,8 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
     val info = end.taskInfo
     val shuffle = shuffleOfStage.get(end.stageId)
     val success = end.reason == Success
-    val mapId = shuffle.filter(_ => success).map(id => TRListener.mapIdOf(id, info.partitionId, info.taskId))
+    // Spark's map id is the task attempt id (the old fetch protocol, whose ids are partitions, is refused at start-up).
+    val mapId = shuffle.filter(_ => success).map(_ => info.taskId)
     val node = ev("TaskEnded").put("stage_id", end.stageId).put("partition", info.partitionId)
       .put("executor_id", info.executorId).put("duration", info.duration / 1000.0).put("successful", success)
       .put("attempt", info.attemptNumber).put("reason", TRListener.taskEndKind(end.reason))
@@ -224,8 +224,4 @@ object TRListener {
     case _: ExceptionFailure => "exception"
     case _ => "exception"
   }
-
-  /** Spark's unique map id of a map task's output: its task attempt id (Spark >= 3.0). */
-  def mapIdOf(shuffleId: Int, mapIndex: Int, taskId: Long): Long =
-    if (SparkEnv.get.conf.getBoolean("spark.shuffle.useOldFetchProtocol", false)) mapIndex.toLong else taskId
 }
