@@ -6,7 +6,6 @@ Bad input gives one ``Error: ...`` line naming the option and what is allowed, e
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from simulators.options import (
     build_config,
     build_prices,
     build_world,
+    can_write_in,
     fail,
     lifetime_options,
     positive,
@@ -55,7 +55,7 @@ def _check_writable(*paths: tuple[str, Path | None]) -> None:
         if path is None:
             continue
         folder = path.resolve().parent
-        if not folder.is_dir() or not os.access(folder, os.W_OK):
+        if not folder.is_dir() or not can_write_in(folder):
             fail(f"{option}={str(path)!r}: the folder {str(folder)!r} does not exist or cannot be written")
 
 
@@ -114,7 +114,7 @@ def simulate(ctx: click.Context, /, workload: str | None, policy: str | None, st
     world = build_world(kw)
     job = _make_job(workload, kw["scale"], kw["task_seconds"], kw["write_mb"], kw["seed"])
     world = true_lifetime(job, world, stability, lambda_, lifetime)
-    prices = build_prices(kw, {name for name, _count, _spec in world.pool_table()})
+    prices = build_prices(kw, world.pool_names())
     config = build_config(kw["confs"]).with_options(lifetime=kw["believed_lifetime"] or world.default_belief())
     names = [_policy(name) for name in _split("--policy", policy)]
     # A split job is measured against the unsplit job's stable time, so both slowdowns share a denominator.
@@ -195,7 +195,7 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
         fail("--stabilities set the lifetime of the pools given without @SPEC, and every --pool has one; "
              "give e.g. --pool spot=8 without @SPEC")
     # Shares of on-demand VMs make the pools "ondemand" and "spot" (sweep.with_on_demand_share).
-    pools = {name for name, _count, _spec in world.pool_table()} | ({"ondemand", "spot"} if on_demand_shares else set())
+    pools = {*world.pool_names(), *(("ondemand", "spot") if on_demand_shares else ())}
     prices = build_prices(kw, pools)
     config = build_config(kw["confs"])
     _check_writable(("--out", out), ("--plot", plot_path), ("--cost-plot", cost_plot_path))
@@ -272,7 +272,7 @@ def whatif(eventlog: Path, policies: tuple[str, ...], stability: float | None, l
         fail(str(exc))
     world = build_world(kw, vms=replay.executors, cores=replay.cores)
     world = true_lifetime(replay.job, world, stability, lambda_, lifetime)
-    prices = build_prices(kw, {name for name, _count, _spec in world.pool_table()})
+    prices = build_prices(kw, world.pool_names())
     config = build_config(kw["confs"]).with_options(lifetime=kw["believed_lifetime"] or world.default_belief())
     summaries = []
     for name in names:

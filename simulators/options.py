@@ -6,8 +6,11 @@ Bad input gives one ``Error: ...`` line naming the option and what is allowed, e
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 from collections.abc import Callable, Collection
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, NoReturn
 
 import click
@@ -34,6 +37,16 @@ class FiniteFloatRange(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+def can_write_in(folder: Path) -> bool:
+    """Whether files can be made in ``folder``: a probe folder is made and removed at once, since
+    ``os.access`` says yes to root where nothing can be made (``/proc``)."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".trspark-probe-", dir=folder))
+    except OSError:
+        return False
+    return True
 
 
 def fail(message: str) -> NoReturn:

@@ -148,6 +148,10 @@ class WorldSpec:
             return ((DEFAULT_POOL, self.vms, self.lifetime),)
         return tuple((p.name, p.count, self.lifetime if p.lifetime is None else p.lifetime) for p in self.pools)
 
+    def pool_names(self) -> tuple[str, ...]:
+        """Names of every pool, in VM order (``default`` without ``--pool``)."""
+        return tuple(name for name, _, _ in self.pool_table())
+
     @staticmethod
     def evictable(spec: str | None) -> bool:
         """Can a VM with lifetime ``spec`` be evicted, :math:`S(\\infty) < 1`? (None and ``stable`` cannot.)"""

@@ -7,15 +7,13 @@ error names the option and what it allows.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from jobs.tpcds.session import parse_policies
-from simulators.options import FiniteFloatRange
+from simulators.options import FiniteFloatRange, can_write_in
 
 
 def check_policies(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -81,35 +79,33 @@ def check_fractions(ctx: click.Context, param: click.Parameter, value: str | Non
 
 
 def check_confs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    """``--conf KEY=VALUE`` pairs with ``spark.*`` keys."""
+    """``--conf KEY=VALUE`` pairs with ``spark.*`` keys; ``spark.trspark.*`` ones checked as the plugin checks them."""
     pairs = []
     for value in values:
         key, eq, setting = value.partition("=")
         if not eq or not key.strip().startswith("spark."):
             raise click.BadParameter(f"{value!r}; allowed: KEY=VALUE with a spark.* key, e.g. "
                                      "spark.sql.autoBroadcastJoinThreshold=-1")
-        _check_trspark_conf(value, key.strip(), setting.strip())
         pairs.append((key.strip(), setting.strip()))
+    _check_trspark_confs(pairs)
     return tuple(pairs)
 
 
-def _check_trspark_conf(value: str, key: str, setting: str) -> None:
-    """A ``spark.trspark.*`` value is checked now, not after the data is generated; the policy is the benchmark's."""
-    from trspark.keys import KEYS, PREFIX, ConfigError, parse_value
+def _check_trspark_confs(pairs: list[tuple[str, str]]) -> None:
+    """The ``spark.trspark.*`` settings are checked now, not after the data is generated; the
+    policy and the pools are the benchmark's."""
+    from trspark.keys import PREFIX, ConfigError, is_pool_key
+    from trspark.live.config import from_spark_conf
 
-    if not key.startswith(PREFIX):
-        return
-    if key == PREFIX + "mode":
-        raise click.BadParameter(f"{value!r}: the policy of each row is set by --policies")
-    if key.startswith(PREFIX + "pool."):
-        raise click.BadParameter(f"{value!r}: the executors' pools are set by --pool")
-    known = {k.full: k for k in KEYS}
-    if key not in known:
-        raise click.BadParameter(f"{value!r}: unknown setting {key!r}; known: {', '.join(known)}")
+    for key, setting in pairs:
+        if key == PREFIX + "mode":
+            raise click.BadParameter(f"'{key}={setting}': the policy of each row is set by --policies")
+        if is_pool_key(key):
+            raise click.BadParameter(f"'{key}={setting}': the executors' pools are set by --pool")
     try:
-        parse_value(known[key], setting)
+        from_spark_conf(dict(pairs))
     except ConfigError as exc:
-        raise click.BadParameter(f"{value!r}: {exc}") from None
+        raise click.BadParameter(str(exc)) from None
 
 
 def check_pools(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
@@ -152,9 +148,8 @@ def writable_path(ctx: click.Context, param: click.Parameter, value: Path | None
         ancestor = value.resolve() if param.name == "out_dir" else value.resolve().parent
         while not ancestor.exists():
             ancestor = ancestor.parent
-        # Made and removed at once: os.access says yes to root where nothing can be made (/proc).
-        os.rmdir(tempfile.mkdtemp(prefix=".trspark-probe-", dir=ancestor))
-    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
-        where = str(ancestor) if isinstance(exc, OSError) else "that path"
-        raise click.BadParameter(f"{str(value)!r}: nothing can be written in {where!r}") from None
+    except (OSError, ValueError):  # ValueError: a NUL in the path
+        raise click.BadParameter(f"{str(value)!r}: nothing can be written in that path") from None
+    if not can_write_in(ancestor):
+        raise click.BadParameter(f"{str(value)!r}: nothing can be written in {str(ancestor)!r}")
     return value
