@@ -224,8 +224,8 @@ def test_whatif_replays_the_log_as_if_trspark_events_were_not_there(tmp_path: Pa
 
 
 def test_status_without_the_plugin_or_after_stop_is_empty() -> None:
-    """Without the plugin's jar py4j resolves the class name to a package (calling it raised
-    ``TypeError: 'JavaPackage' object is not callable``); a stopped context has no JVM."""
+    """Without the plugin's jar py4j resolves the class name to a package, which cannot be
+    called (``TypeError: 'JavaPackage' object is not callable``); a stopped context has no JVM."""
     from types import SimpleNamespace
 
     from py4j.java_gateway import JavaPackage
