@@ -49,6 +49,15 @@ def _refuse_options_before(ctx: click.Context, subcommand: str, allowed: tuple[s
         fail(f"{names} given before `{subcommand}`, where it would be ignored; put it after `{subcommand}`")
 
 
+def _refuse_split_settings_without_split(ctx: click.Context, split: str) -> None:
+    """``--split-fraction`` and ``--split-overhead`` only shape a split: without one they would be ignored."""
+    given = [name for name in ("split_fraction", "split_overhead") if ctx.get_parameter_source(name) in
+             (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)]
+    if split == "none" and given:
+        names = ", ".join("--" + name.replace("_", "-") for name in given)
+        fail(f"{names} given without --split lifetime, where it would be ignored; add --split lifetime")
+
+
 def _check_writable(*paths: tuple[str, Path | None]) -> None:
     """Fail now, not after the sweep has run, when an output's folder is missing or read-only."""
     for option, path in paths:
@@ -111,6 +120,7 @@ def simulate(ctx: click.Context, /, workload: str | None, policy: str | None, st
         fail("simulate needs --workload and --policy (or a subcommand: sweep)")
     from simulators.runner import Experiment, run_experiment, stable_job_time
 
+    _refuse_split_settings_without_split(ctx, kw["split"])
     world = build_world(kw)
     job = _make_job(workload, kw["scale"], kw["task_seconds"], kw["write_mb"], kw["seed"])
     world = true_lifetime(job, world, stability, lambda_, lifetime)

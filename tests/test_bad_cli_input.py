@@ -96,6 +96,7 @@ def test_any_text_for_any_option_is_accepted_or_refused_in_one_line_with_exit_2(
 @pytest.mark.parametrize(("args", "message"), [
     (RUN_FOR_REAL[("simulate",)] + ["--stability", "inf"], "--stability=inf is not valid; allowed: a finite number > 0"),
     (RUN_FOR_REAL[("simulate",)] + ["--local-bw", "inf"], "--local-bw"),
+    (RUN_FOR_REAL[("simulate",)] + ["--split-overhead", "0.1"], "--split-overhead given without --split lifetime"),
     (RUN_FOR_REAL[("size",)] + ["--rate", "inf"], "sizing.rate='inf' is not valid"),
     (RUN_FOR_REAL[("report",)] + ["--price", "default=nan"], "expected POOL=USD_PER_HOUR"),
     # NaN passes every "< 0" check: a replacement at time NaN stalled the event loop for good.
@@ -137,6 +138,9 @@ def test_values_the_command_cannot_use_are_refused_in_one_line_naming_the_option
     (("bench", "tpcds"), "--out", "/proc/trspark/results.csv", "nothing can be written in '/proc'"),
     (("bench", "tpcds"), "--spark-log", "/proc/trspark/spark.log", "nothing can be written in '/proc'"),
     (("demo",), "--out-dir", "/proc/trspark-demo", "nothing can be written in '/proc'"),
+    # Spark would refuse it only after the data is generated; a bare scheme names no cluster.
+    (("bench", "tpcds"), "--master", "foo", "allowed: a running cluster's master URL"),
+    (("bench", "tpcds"), "--master", "spark://", "allowed: a running cluster's master URL"),
 ])
 def test_commands_that_start_spark_refuse_settings_they_cannot_use_before_any_work(
         path: tuple[str, ...], option: str, value: str, message: str) -> None:
@@ -145,6 +149,12 @@ def test_commands_that_start_spark_refuse_settings_they_cannot_use_before_any_wo
         command = command.get_command(click.Context(command), part)  # type: ignore[attr-defined]
     with pytest.raises(click.BadParameter, match=re.escape(message)):
         command.make_context(" ".join(path), [option, value])
+
+
+@pytest.mark.parametrize("master", ["spark://h:7077", "spark-tr://h1:7077,h2:7077", "k8s://https://h:6443", "yarn"])
+def test_bench_takes_the_master_urls_of_running_clusters(master: str) -> None:
+    command = cli.get_command(click.Context(cli), "bench").get_command(click.Context(cli), "tpcds")  # type: ignore[attr-defined]
+    assert command.make_context("bench tpcds", ["--master", master]).params["master"] == master
 
 
 @pytest.mark.parametrize(("path", "option", "message"), [

@@ -386,3 +386,26 @@ def test_an_output_moved_to_a_copy_after_spark_dropped_it_moves_again_when_that_
     cluster.full_strength()
     assert run_job(cluster, rdd, f"second-{tag}") == expected_sums(60_000)
     assert index not in rerun_partitions(cluster, f"second-{tag}")
+
+
+def test_a_drop_stops_the_copies_still_running_and_leaves_none_behind(cluster: Cluster) -> None:
+    """``DropBackup`` while a peer and a remote copy of the output are under way: both are stopped
+    and end as cancelled, and neither lands afterwards as a backup nobody reads."""
+    rdd, tag, shuffle, source, map_id, index, peer = one_output(cluster, "drop-running")
+    (path,) = data_files(cluster, shuffle, map_id)
+    started, cancelled, done = (cluster.stat(name) for name in ("backups_started", "backups_cancelled", "backups_done"))
+    cluster.status.setBuiltin("never", "local", os.path.getsize(path) / 20)  # copies of about 20 s each
+    try:
+        for target in (peer, "remote"):
+            command(cluster, "Backup", shuffle_id=shuffle, map_index=index, source=source, target=target)
+        wait_for(lambda: cluster.stat("backups_started") > started, what="a copy to start")
+    finally:
+        cluster.status.setBuiltin("never", "remote", 0.0)
+    command(cluster, "DropBackup", shuffle_id=shuffle, map_index=index)
+    wait_for(lambda: cluster.stat("backups_cancelled") >= cancelled + 2, what="both copies to end as cancelled")
+    remote_files = f"{cluster.root}/{cluster.app_id}/{shuffle}/*/*shuffle_{shuffle}_{map_id}_0.*"
+    wait_for(lambda: not glob.glob(remote_files), what="no remote copy left")
+    assert cluster.stat("backups_done") == done
+    assert tracked(cluster, shuffle, index) == (map_id, source)
+    assert run_job(cluster, rdd, f"again-{tag}") == expected_sums(60_000)
+    assert index not in rerun_partitions(cluster, f"again-{tag}")

@@ -15,6 +15,7 @@ from jobs.tpcds.options import (
     check_confs,
     check_fractions,
     check_lifetime,
+    check_master,
     check_policies,
     check_pools,
     check_queries,
@@ -84,8 +85,8 @@ def datagen_command(sf: float, cache: Path | None) -> None:
               show_default=True, help="CSV to append one row per run to.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), callback=writable_path, default=None,
               help="Also write a slowdown chart (PNG) from --out.")
-@click.option("--master", default=None,
-              help="Run on this existing cluster (spark://host:7077) instead of a local-cluster; no kills are injected.")
+@click.option("--master", default=None, callback=check_master,
+              help="Run on this existing cluster (spark://HOST:PORT, k8s://..., yarn) instead of a local-cluster; no kills are injected.")
 @click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, help="TPC-DS data cache root.")
 @click.option("--conf", "spark_conf", multiple=True, callback=check_confs,
               help="Extra Spark setting KEY=VALUE for every session (repeatable), e.g. "

@@ -125,6 +125,21 @@ def check_pools(ctx: click.Context, param: click.Parameter, values: tuple[str, .
     return tuple(sorted(pools.items(), key=lambda kv: kv[0] != "ondemand"))
 
 
+#: Master URLs of a running cluster, as Spark spells them (``yarn`` alone, the others with an address).
+CLUSTER_MASTERS = ("spark://", "spark-tr://", "k8s://", "yarn")
+
+
+def check_master(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--master``: a running cluster's master URL; Spark itself would only refuse it once the data is generated."""
+    if value is None:
+        return None
+    url = value.strip()
+    if url == "yarn" or any(url.startswith(prefix) and len(url) > len(prefix) for prefix in CLUSTER_MASTERS[:3]):
+        return url
+    raise click.BadParameter(f"{value!r}; allowed: a running cluster's master URL, spark://HOST:PORT, "
+                             "spark-tr://HOST:PORT, k8s://https://HOST:PORT or yarn (without --master: a local-cluster)")
+
+
 def cluster_options(command: Callable[..., None]) -> Callable[..., None]:
     """``--executors``, ``--cores`` and ``--memory`` of a local cluster (every live command has them)."""
     options = (

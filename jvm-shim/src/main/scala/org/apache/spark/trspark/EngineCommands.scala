@@ -56,16 +56,21 @@ trait EngineCommands extends OutputLoss {
 
   /** `CancelBackup`: drop the queued copy, or tell its source to abandon the running one. */
   private def cancelBackup(shuffleId: Int, mapIndex: Int): Unit = synchronized {
-    ledger.get(shuffleId, mapIndex).foreach { record =>
-      cancelCopies(record)
-      if (record.remote == CopyState.Running) record.remote = CopyState.None
-      record.peers.filterInPlace((_, s) => s != CopyState.Running)
-    }
+    ledger.get(shuffleId, mapIndex).foreach(stopUnfinishedCopies)
+  }
+
+  /** Drop the queued copies of `record` and have its source abandon the running ones. */
+  private def stopUnfinishedCopies(record: OutputRecord): Unit = {
+    cancelCopies(record)
+    if (record.remote == CopyState.Running) record.remote = CopyState.None
+    record.peers.filterInPlace((_, s) => s != CopyState.Running)
   }
 
   /** `DropBackup`: delete the copies of an output nobody will read again (keeping the one that *is* the output). */
   private def dropBackup(shuffleId: Int, mapIndex: Int): Unit = synchronized {
     ledger.get(shuffleId, mapIndex).foreach { record =>
+      // A copy still running would land after the drop and be kept as a backup nobody reads.
+      stopUnfinishedCopies(record)
       // With its source gone and the tracker re-pointed to the store, the remote copy *is* the
       // output (a later job may still read it): it stays, like the newest peer copy below.
       val remoteIsTheOutput = TRDriverPlugin.isOn(tracker, record, FallbackStorage.FALLBACK_BLOCK_MANAGER_ID.executorId)
