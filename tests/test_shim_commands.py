@@ -409,3 +409,22 @@ def test_a_drop_stops_the_copies_still_running_and_leaves_none_behind(cluster: C
     assert tracked(cluster, shuffle, index) == (map_id, source)
     assert run_job(cluster, rdd, f"again-{tag}") == expected_sums(60_000)
     assert index not in rerun_partitions(cluster, f"again-{tag}")
+
+
+def test_a_success_spark_ignored_leaves_the_registered_output_and_its_copies_alone(cluster: Cluster) -> None:
+    """Spark ignores some successful map tasks (one launched before a fetch failure blamed its
+    executor, an older attempt of an indeterminate stage) and keeps the output it registered. The
+    plugin must not record the ignored one in that output's place: it deleted the registered
+    output's copies, so the output was recomputed when its executor died."""
+    rdd, tag, shuffle, source, map_id, index, peer = one_output(cluster, "ignored")
+    done = cluster.stat("backups_done")
+    command(cluster, "Backup", shuffle_id=shuffle, map_index=index, source=source, target=peer)
+    wait_for(lambda: cluster.stat("backups_done") > done, what="the peer copy")
+    assert len(data_files(cluster, shuffle, map_id)) == 2
+    stage = cluster.job_stages(f"first-{tag}")[0]
+    cluster.status.endIgnoredMapTask(stage, index, peer, 10**9 + map_id)
+    cluster.kill(source)
+    wait_for(lambda: tracked(cluster, shuffle, index) == (map_id, peer), what="the output on its peer copy")
+    cluster.full_strength()
+    assert run_job(cluster, rdd, f"again-{tag}") == expected_sums(60_000)
+    assert index not in rerun_partitions(cluster, f"again-{tag}")

@@ -162,7 +162,8 @@ class TaskEnded:
     """Spark's unique map id of the output (live only; the shim needs it to re-point outputs)."""
     attempt: int = 0
     reason: str = "success"
-    """``success``, ``fetch_failed``, ``executor_lost``, ``killed``, ``exception``."""
+    """``success``, ``fetch_failed``, ``executor_lost``, ``killed``, ``exception``; ``ignored``: the
+    task succeeded but Spark did not register its map output (a superseded or possibly bogus attempt)."""
 
 
 @dataclass(frozen=True, slots=True)

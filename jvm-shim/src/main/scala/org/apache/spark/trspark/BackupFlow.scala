@@ -86,6 +86,24 @@ trait BackupFlow extends DriverBase {
   protected def recordOf(task: BackupTask): Option[OutputRecord] =
     ledger.get(task.shuffleId, task.mapIndex).filter(_.mapId == task.mapId)
 
+  /**
+   * Whether Spark registered the output of map task `mapId` (and may have removed it since). The
+   * DAG scheduler posts a task's end just before it registers the output, so the listener can
+   * look too soon, and waits up to [[TRDriverPlugin.RegistrationWaitMs]]. Spark ignores some
+   * successes for good: an older attempt of an indeterminate stage, a task launched before a
+   * fetch failure blamed its executor. Recorded, such an output would replace the one Spark did
+   * register in the ledger and delete that one's copies.
+   */
+  def awaitRegistered(shuffleId: Int, mapIndex: Int, mapId: Long): Boolean = {
+    val deadline = System.nanoTime() + TRDriverPlugin.RegistrationWaitMs * 1000000L
+    var found = TRDriverPlugin.registered(tracker, shuffleId, mapIndex, mapId)
+    while (!found && System.nanoTime() < deadline) {
+      Thread.sleep(1)
+      found = TRDriverPlugin.registered(tracker, shuffleId, mapIndex, mapId)
+    }
+    found
+  }
+
   /** A map task succeeded: record its output and, in always mode, back it up. */
   def mapOutputCreated(record: OutputRecord): Unit = synchronized {
     ledger.add(record).foreach(dropCopies)

@@ -7,10 +7,11 @@ import scala.util.control.NonFatal
 
 import com.fasterxml.jackson.databind.node.ObjectNode
 
-import org.apache.spark.{CleanerListener, MapOutputTrackerMaster, SparkContext}
+import org.apache.spark.{CleanerListener, MapOutputTrackerMaster, SparkContext, Success, TaskState}
 import org.apache.spark.api.plugin.PluginContext
 import org.apache.spark.deploy.SparkHadoopUtil
-import org.apache.spark.scheduler.MapStatus
+import org.apache.spark.executor.ExecutorMetrics
+import org.apache.spark.scheduler.{MapStatus, SparkListenerTaskEnd, TaskInfo, TaskLocality}
 import org.apache.spark.storage.BlockManagerId
 
 /**
@@ -295,6 +296,15 @@ object TRDriverPlugin {
       status.mapStatuses(mapIndex) == null && Option(status.mapStatusesDeleted(mapIndex)).exists(_.mapId == mapId)
     }
 
+  /** True when the tracker has this map attempt registered, on any executor, or has just removed it. */
+  def registered(tracker: MapOutputTrackerMaster, shuffleId: Int, mapIndex: Int, mapId: Long): Boolean =
+    tracker.shuffleStatuses.get(shuffleId).exists { status =>
+      Option(status.mapStatuses(mapIndex)).orElse(Option(status.mapStatusesDeleted(mapIndex))).exists(_.mapId == mapId)
+    }
+
+  /** How long (ms) the listener waits for the DAG scheduler to register a successful map task's output. */
+  val RegistrationWaitMs = 50L
+
   /** True when the tracker has this map attempt registered (not removed) on `executorId`. */
   def liveOn(tracker: MapOutputTrackerMaster, shuffleId: Int, mapIndex: Int, mapId: Long, executorId: String): Boolean =
     liveStatus(tracker, shuffleId, mapIndex).exists(live => live.mapId == mapId && live.location.executorId == executorId)
@@ -330,6 +340,20 @@ object TRStatus {
       status <- TRDriverPlugin.liveStatus(tracker, shuffleId, mapIndex)
       bm <- org.apache.spark.SparkEnv.get.blockManager.master.getMemoryStatus.keys.find(_.executorId == executorId)
     } tracker.updateMapOutput(shuffleId, status.mapId, bm)
+
+  /**
+   * The listener hears that map task `taskId` of `stageId` wrote `partition` on `executorId`, a
+   * success the DAG scheduler ignored (as it ignores a task launched before a fetch failure blamed
+   * its executor): Spark registered no such output.
+   */
+  def endIgnoredMapTask(stageId: Int, partition: Int, executorId: String, taskId: Long): Unit = {
+    val now = System.currentTimeMillis()
+    val info = new TaskInfo(taskId, partition, 0, partition, now - 1000, executorId, "localhost", TaskLocality.ANY, false)
+    info.markFinished(TaskState.FINISHED, now)
+    for (plugin <- TRDriverPlugin.active; listener <- plugin.listener) {
+      listener.onTaskEnd(SparkListenerTaskEnd(stageId, 0, "ShuffleMapTask", Success, info, new ExecutorMetrics, null))
+    }
+  }
 
   /** Remove one map output from the tracker, as Spark does when it counts the output lost. */
   def unregisterMapOutput(shuffleId: Int, mapIndex: Int): Unit =

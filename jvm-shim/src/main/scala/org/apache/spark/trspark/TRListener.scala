@@ -132,12 +132,13 @@ class TRListener(plugin: TRDriverPlugin, sc: SparkContext) extends SparkListener
   override def onTaskEnd(end: SparkListenerTaskEnd): Unit = guarded {
     val info = end.taskInfo
     val shuffle = shuffleOfStage.get(end.stageId)
-    val success = end.reason == Success
     // Spark's map id is the task attempt id (the old fetch protocol, whose ids are partitions, is refused at start-up).
+    val ignored = end.reason == Success && shuffle.exists(id => !plugin.awaitRegistered(id, info.partitionId, info.taskId))
+    val success = end.reason == Success && !ignored
     val mapId = shuffle.filter(_ => success).map(_ => info.taskId)
     val node = ev("TaskEnded").put("stage_id", end.stageId).put("partition", info.partitionId)
       .put("executor_id", info.executorId).put("duration", info.duration / 1000.0).put("successful", success)
-      .put("attempt", info.attemptNumber).put("reason", TRListener.taskEndKind(end.reason))
+      .put("attempt", info.attemptNumber).put("reason", if (ignored) "ignored" else TRListener.taskEndKind(end.reason))
     Option(end.taskMetrics).foreach { m =>
       node.put("input_bytes", m.inputMetrics.bytesRead)
         .put("shuffle_read_bytes", m.shuffleReadMetrics.totalBytesRead)
