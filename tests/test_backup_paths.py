@@ -108,6 +108,22 @@ def test_gc_leaves_every_directory_that_holds_anything_but_backups(tmp_path: Pat
     assert not crashed.exists() and all(k.exists() for k in kept)
 
 
+def test_gc_deletes_backups_the_plugin_wrote_through_hadoops_local_file_system(jvm: Jvm, tmp_path: Path) -> None:
+    """Hadoop's file:// store (the default path) writes a hidden checksum file beside each file."""
+    index, data = tmp_path / "shuffle_2_7_0.index", tmp_path / "shuffle_2_7_0.data"
+    index.write_bytes(bytes(16))
+    data.write_bytes(b"rows" * 100)
+    root = tmp_path / "root"
+    assert backups(jvm, root, "app-20261126073754-0007").writeFiles(2, 7, str(index), str(data)) == 416  # type: ignore[attr-defined]
+    written = {p.name for p in (root / "app-20261126073754-0007").rglob("*") if p.is_file()}
+    assert ".shuffle_2_7_0.data.crc" in written
+    age(root)
+    result = CliRunner().invoke(cli, ["gc", "--path", root.as_uri(), "--older-than", "1h"])
+    assert result.exit_code == 0, result.output
+    assert "1 application directory deleted" in result.output
+    assert not (root / "app-20261126073754-0007").exists()
+
+
 @pytest.mark.parametrize("what", ["missing", "a file"])
 def test_gc_on_a_path_that_is_no_directory_stops_naming_it(tmp_path: Path, what: str) -> None:
     path = tmp_path / "backups"

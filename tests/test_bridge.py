@@ -136,6 +136,8 @@ def test_result_task_and_never_policy_get_only_the_ack() -> None:
     ("line", "why"),
     [
         ("garbage\n", "not JSON"),
+        ('{"type": "Tick", "seq": 2, "time": ' + "9" * 5000 + "}\n", "not JSON"),  # past Python's 4,300 digits
+        ("[" * 100_000 + "]" * 100_000 + "\n", "not JSON"),  # deeper than the recursion limit
         ("[1, 2]\n", "not a JSON object"),
         ('{"type": "Nope", "seq": 2}\n', "unknown message type"),
         ('{"type": "Tick", "seq": 2, "time": 1, "extra": 3}\n', "bad fields"),

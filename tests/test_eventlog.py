@@ -72,3 +72,26 @@ def test_a_compressed_log_cut_between_blocks_is_read_as_in_progress_and_refused_
     whole.write_bytes(whole_lz4)
     assert list(read_events(whole, unfinished_last_line=False)) == list(read_events(PLAIN))
     assert list(read_events(ZSTD, unfinished_last_line=False)) == list(read_events(ZSTD))  # another application
+
+
+@pytest.mark.parametrize("cut", [5, 20, 600])  # inside the magic's header, the rest of the header, a block's body
+def test_an_lz4_log_cut_inside_a_block_is_read_as_in_progress_and_refused_by_the_replay(tmp_path: Path, cut: int) -> None:
+    whole = lz4_block_stream(PLAIN.read_bytes(), block=4096)
+    blocks = whole.count(b"LZ4Block") - 1  # the end mark is a block header too
+    second = whole.index(b"LZ4Block", 1)
+    path = tmp_path / "app-1.lz4"
+    path.write_bytes(whole[:second + cut])
+    events = list(read_events(path))
+    assert blocks > 2 and 0 < len(events) < len(list(read_events(PLAIN)))
+    with pytest.raises(EventLogError, match="is unfinished|ends without its end mark"):
+        list(read_events(path, unfinished_last_line=False))
+
+
+def test_a_rolling_logs_newest_part_that_begins_with_a_half_written_event_is_read_as_in_progress(tmp_path: Path) -> None:
+    rolling = tmp_path / "eventlog_v2_app-1"
+    rolling.mkdir()
+    (rolling / "events_1_app-1").write_bytes(PLAIN.read_bytes())
+    (rolling / "events_2_app-1").write_bytes(UNFINISHED)
+    assert list(read_events(rolling)) == list(read_events(PLAIN))
+    with pytest.raises(EventLogError, match="is unfinished"):
+        list(read_events(rolling, unfinished_last_line=False))

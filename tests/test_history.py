@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -312,3 +313,31 @@ def test_a_store_that_never_answers_delays_the_end_only_within_the_plugins_grace
         observer.close()  # the store hangs: the wait ends, the record is counted as not written
     store.release.set()
     assert any("gave no answer within 0.2 s; 1 record(s) not written" in m for m in caplog.messages)
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_records_a_failing_store_did_not_take_at_the_end_are_counted_in_a_warning(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, background: bool) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the store's folder should be")
+    recorder = LifetimeRecorder(HistoryStore(str(blocker / "hist")), pool="p", app_id="a", background=background)
+    for i in range(2):
+        recorder.executor_added(str(i), 0.0)
+    recorder.executor_lost("0", 5.0, evicted=True)
+    with caplog.at_level(logging.WARNING, logger="trspark.live.history"):
+        recorder.finish(10.0)  # the store refuses again: the censored "1" and the lost "0" go unwritten
+    assert any("did not take the application's last 2 record(s)" in m for m in caplog.messages)
+
+
+def test_a_damaged_or_newer_record_is_skipped_or_read_and_the_rest_of_the_pool_kept(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    store = HistoryStore(str(tmp_path / "hist"))
+    store.append([LifetimeRecord("p", "a", str(i), 10.0 + i, True) for i in range(3)])
+    newer = {"pool": "p", "app_id": "b", "executor_id": "9", "duration": 7.5, "observed": False, "host": "h1"}
+    bad = ['{"pool": "p"', '{"pool": "p", "app_id": "b", "executor_id": "8", "duration": -1, "observed": true}', "[1]"]
+    (tmp_path / "hist" / "p" / "b").mkdir()
+    (tmp_path / "hist" / "p" / "b" / "part-000001-x.jsonl").write_text("\n".join([json.dumps(newer), *bad]) + "\n")
+    with caplog.at_level(logging.WARNING, logger="trspark.live.history"):
+        records = store.load("p")
+    assert sorted(r.executor_id for r in records) == ["0", "1", "2", "9"]
+    assert any("3 record(s) of pool 'p' unreadable, skipped" in m for m in caplog.messages)

@@ -178,6 +178,18 @@ def test_an_unfinished_last_line_of_a_running_log_is_skipped(tmp_path: Path) -> 
     assert len(list(read_events(path))) == data.count(b"\n")
 
 
+@pytest.mark.parametrize("events", [17, 40, 200])
+def test_a_log_cut_anywhere_lasts_past_everything_it_saw_and_bills_no_negative_time(tmp_path: Path, events: int) -> None:
+    lines = plain_lines().splitlines(keepends=True)
+    path = tmp_path / "app-1.inprogress"
+    path.write_bytes(b"".join(lines[:events]))
+    cut, whole = summarize(path), summarize(LOG)
+    seen = [e.start for e in cut.executors.values()] + [e.end for e in cut.executors.values() if e.end is not None]
+    seen += [end for *_, end in cut.stages] + [t for t, *_ in cut.backups + cut.restores + cut.notices]
+    assert max(seen) <= cut.duration <= whole.duration
+    assert cut.executor_seconds >= 0
+
+
 def test_a_file_that_is_not_an_event_log_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "notes.txt"
     path.write_text("hello\nworld\n")
@@ -235,3 +247,23 @@ def test_status_without_the_plugin_or_after_stop_is_empty() -> None:
         trspark=SimpleNamespace(TRMetricsStatus=package)))))
     assert trspark.status(SimpleNamespace(sparkContext=SimpleNamespace(_jvm=jvm))) == {}
     assert trspark.status(SimpleNamespace(sparkContext=SimpleNamespace(_jvm=None))) == {}
+
+
+def test_the_timeline_of_thousands_of_stages_keeps_its_size_and_leaves_the_callers_pyplot_alone(tmp_path: Path) -> None:
+    import matplotlib
+    import matplotlib.image
+    from matplotlib import pyplot as plt
+
+    from trspark.reporting.timeline import MAX_ROWS, draw
+
+    summary = summarize(LOG)
+    summary.stages = summary.stages * (3000 // len(summary.stages) + 1)
+    before = matplotlib.get_backend()
+    matplotlib.use("svg")
+    try:
+        out = draw(summary, tmp_path / "timeline.png")
+        assert matplotlib.get_backend() == "svg" and plt.get_fignums() == []
+    finally:
+        matplotlib.use(before)
+    height = matplotlib.image.imread(out).shape[0]
+    assert height <= (3 + 0.35 * MAX_ROWS) * 90

@@ -49,6 +49,12 @@ def test_the_users_advisory_size_or_switched_off_aqe_wins(user: dict[str, str]) 
     assert INITIAL not in conf and (ADVISORY in user or ADVISORY not in conf)
 
 
+@pytest.mark.parametrize(("user", "sized"), [({AQE: False}, False), ({COALESCE: False}, False), ({AQE: True}, True)])
+def test_a_dicts_python_values_for_spark_sql_are_read_as_spark_will_read_them(user: dict[str, object], sized: bool) -> None:
+    conf = trspark.configure(dict(user), **OPTIONS)
+    assert (ADVISORY in conf) == sized
+
+
 @pytest.mark.parametrize("user", [{SHUFFLE_PARTITIONS: "64"}, {INITIAL: "300"}])
 def test_the_users_partition_count_wins(user: dict[str, str]) -> None:
     conf = trspark.configure(dict(user), **OPTIONS)
@@ -97,3 +103,13 @@ def test_a_loss_fraction_above_the_lifetimes_peak_stops_start_up_naming_the_key(
         check_settings(settings)
     result = CliRunner().invoke(size_command, ["--lifetime", "exponential:mean=60", "--fraction", "0.3"])
     assert result.exit_code == 2 and "sizing.lossFraction" in result.output and "Traceback" not in result.output
+
+
+def test_a_lifetime_that_loses_more_than_the_default_fraction_is_named_in_the_refusal() -> None:
+    from trspark.keys import ConfigError
+    from trspark.live.config import check_settings
+
+    settings = {"spark.trspark.lifetime": "stable", "spark.trspark.pool.spot.lifetime": "weibull:shape=0.01,scale=1"}
+    with pytest.raises(ConfigError, match=r"lossFraction=0.05 \(its default\) is not below the largest expected loss "
+                                          r"fraction spark.trspark.pool.spot.lifetime='weibull:shape=0.01,scale=1' gives"):
+        check_settings(settings)

@@ -39,14 +39,18 @@ class _Lz4Blocks:
         import lz4.block
 
         while header := self.raw.read(LZ4_HEADER):
-            if len(header) < LZ4_HEADER or header[:8] != LZ4_MAGIC:
+            if header[:8] != LZ4_MAGIC[:len(header)]:
                 raise EventLogError("corrupt LZ4Block stream")
+            if len(header) < LZ4_HEADER:
+                return  # cut inside a block's header: a log being written, or its crashed application's
             compressed = int.from_bytes(header[9:13], "little")
             original = int.from_bytes(header[13:17], "little")
             if original == 0:
                 self.complete = True
                 return
             body = self.raw.read(compressed)
+            if len(body) < compressed:
+                return  # cut inside a block
             yield body if header[8] & 0xF0 == LZ4_RAW else lz4.block.decompress(body, uncompressed_size=original)
 
 
@@ -134,10 +138,11 @@ def read_events(path: str | Path, *, unfinished_last_line: bool = True) -> Itera
     JSON lines of Spark listener events. An unfinished last line (an in-progress log) is skipped,
     or refused with ``unfinished_last_line=False``.
     """
+    read = [0]  # events of the parts before: a rolling log's newest part may begin with a half-written line
     for part in parts(Path(path)):
         try:
             with part.open("rb") as raw:
-                yield from _part_events(part, raw, unfinished_last_line)
+                yield from _part_events(part, raw, unfinished_last_line, read)
         except EventLogError:
             raise
         except OSError as exc:  # unreadable file, or a corrupt gzip stream (BadGzipFile)
@@ -146,10 +151,10 @@ def read_events(path: str | Path, *, unfinished_last_line: bool = True) -> Itera
             raise EventLogError(f"{part}: cannot decompress ({type(exc).__name__}: {exc})") from exc
 
 
-def _part_events(part: Path, raw: IO[bytes], unfinished_last_line: bool) -> Iterator[dict[str, Any]]:
+def _part_events(part: Path, raw: IO[bytes], unfinished_last_line: bool, read: list[int]) -> Iterator[dict[str, Any]]:
+    """The events of one part; ``read[0]`` counts the events of the log so far."""
     stream, decoder = _open(part, raw)
     lines = io.TextIOWrapper(stream, encoding="utf-8", errors="replace")
-    events = 0
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -157,7 +162,7 @@ def _part_events(part: Path, raw: IO[bytes], unfinished_last_line: bool) -> Iter
             event = json.loads(line)
         except json.JSONDecodeError:
             # Cut off after whole events: a log still being written (or its crashed application's).
-            if not line.endswith("\n") and events:
+            if not line.endswith("\n") and read[0]:
                 if unfinished_last_line:
                     break
                 raise EventLogError(f"{part}: line {number} is unfinished: the log ends in the middle of an event "
@@ -165,7 +170,7 @@ def _part_events(part: Path, raw: IO[bytes], unfinished_last_line: bool) -> Iter
             raise EventLogError(f"{part}: line {number} is not JSON; not a Spark event log") from None
         if not isinstance(event, dict) or "Event" not in event:
             raise EventLogError(f"{part}: line {number} has no \"Event\"; not a Spark listener event")
-        events += 1
+        read[0] += 1
         yield event
     if decoder is not None and not decoder.complete and not unfinished_last_line:
         raise EventLogError(f"{part}: the compressed stream ends without its end mark: the log is cut off "

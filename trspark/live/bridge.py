@@ -176,7 +176,7 @@ class Bridge:
         fallback_seq = self._last_seq + 1
         try:
             data = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (ValueError, RecursionError):  # JSONDecodeError; also a number of over 4,300 digits, deep nesting
             return fallback_seq, None, f"not JSON: {line.strip()[:200]!r}"
         if not isinstance(data, dict):
             return fallback_seq, None, f"not a JSON object: {line.strip()[:200]!r}"

@@ -89,13 +89,17 @@ def check_sizing(config: TRConfig) -> None:
     from cost_model.task_size import FractionTooLarge, check_fraction
     from trspark.engine.tr.sizing import configured_models
 
-    try:
-        for model in configured_models(config):
+    keys = [(PREFIX + "lifetime", config.lifetime)]
+    keys += [(f"{PREFIX}pool.{pool}.lifetime", spec) for pool, spec in config.pool_lifetimes]
+    for (key, spec), model in zip(keys, configured_models(config), strict=True):
+        try:
             check_fraction(model, config.sizing_fraction)
-    except FractionTooLarge as exc:
-        raise ConfigError(f"spark.trspark.sizing.lossFraction={exc.fraction:g} is not below the largest expected loss "
-                          f"fraction the configured lifetimes give ({exc.peak:.3f}); allowed: a number in "
-                          f"(0, {exc.peak:.3f})") from None
+        except FractionTooLarge as exc:
+            default = " (its default)" if config.sizing_fraction == TRConfig().sizing_fraction else ""
+            raise ConfigError(
+                f"spark.trspark.sizing.lossFraction={exc.fraction:g}{default} is not below the largest expected loss "
+                f"fraction {key}={spec!r} gives ({exc.peak:.3f}); allowed: a number in (0, {exc.peak:.3f}), "
+                "or a lifetime that loses less of a task's work") from None
 
 
 def option_settings(**options: Any) -> dict[str, str]:

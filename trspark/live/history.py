@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 import uuid
@@ -129,6 +130,7 @@ class HistoryStore:
         if not fs.exists(folder):
             return []
         out: list[LifetimeRecord] = []
+        unreadable = 0
         for path in sorted(fs.find(folder)):
             name = path.rsplit("/", 1)[-1]
             if not (name.startswith("part-") and name.endswith(".jsonl")):
@@ -136,8 +138,26 @@ class HistoryStore:
             with fs.open(path, "r") as fh:
                 for line in fh:
                     if line.strip():
-                        out.append(LifetimeRecord(**json.loads(line)))
+                        record = _parse_record(line)
+                        out += [record] if record is not None else []
+                        unreadable += record is None
+        if unreadable:  # one damaged line must not cost the pool its whole history
+            log.warning("lifetime history %s: %d record(s) of pool %r unreadable, skipped", self.url, unreadable, pool)
         return out
+
+
+def _parse_record(line: str) -> LifetimeRecord | None:
+    """One line of a part, or None if it is no record. Fields a newer trspark may add are ignored."""
+    try:
+        data = json.loads(line)
+        record = LifetimeRecord(**{name: data[name] for name in LifetimeRecord.__dataclass_fields__})
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return None
+    duration = record.duration
+    valid = (isinstance(record.pool, str) and isinstance(record.app_id, str) and isinstance(record.executor_id, str)
+             and isinstance(record.observed, bool) and isinstance(duration, (int, float))
+             and not isinstance(duration, bool) and math.isfinite(duration) and duration >= 0)
+    return record if valid else None
 
 
 def _safe(name: str) -> str:
@@ -199,11 +219,19 @@ class LifetimeRecorder:
                 pool = self._pools.pop(executor_id, self.pool)
                 self.pending.append(LifetimeRecord(pool, self.app_id, executor_id, max(time - start, 0.0), False))
         self._started.clear()
+        if self.store is None:
+            return
         if self._writer is None:
             self.flush()
-        elif not self._writer.stop(timeout) and self.store is not None:
+        elif not self._writer.stop(timeout):
             log.warning("lifetime history store %s gave no answer within %g s; %d record(s) not written",
                         self.store.url, timeout, len(self.pending))
+            return
+        with self._pending_lock:
+            lost = len(self.pending)
+        if lost:  # the last flush failed: nothing will retry it
+            log.warning("lifetime history store %s did not take the application's last %d record(s); not written",
+                        self.store.url, lost)
 
     def flush(self) -> bool:
         """Write every pending record, one part per pool; True when none is left pending."""

@@ -144,8 +144,9 @@ def build(force: bool = False) -> Path:
     # Older jars may still be served to the executors of a running application: keep them a day
     # after their last use (a cached jar's time is renewed whenever it is handed out).
     for stale in target.parent.glob("trspark-shim-*.jar"):
-        if stale != target and time.time() - stale.stat().st_mtime > STALE_JAR_SECONDS:
-            stale.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):  # another build may have just removed it
+            if stale != target and time.time() - stale.stat().st_mtime > STALE_JAR_SECONDS:
+                stale.unlink()
     return target
 
 
@@ -200,9 +201,11 @@ def default_remote_path(local_dir: str | None = None) -> str:
 APP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 # What the plugin writes under <appId>: <shuffleId>/<hash>/shuffle_<shuffleId>_<mapId>_0.<kind>, and
 # while a file is being written, the same name hidden with a random suffix (RemoteBackups.place).
+# Hadoop's local file system (file://) checksums each of them in a hidden ".<name>.crc" beside it.
+_BACKUP_NAME = r"shuffle_(?P=shuffle)_\d+_0\.(?:index|data|trspark-ok)"
+_WRITING = r"\.[0-9a-f-]+\.trspark-tmp"
 BACKUP_FILE = re.compile(
-    r"(?P<shuffle>\d+)/\d+/(?P<hidden>\.)?shuffle_(?P=shuffle)_\d+_0\.(?:index|data|trspark-ok)"
-    r"(?(hidden)\.[0-9a-f-]+\.trspark-tmp)")
+    rf"(?P<shuffle>\d+)/\d+/(?:{_BACKUP_NAME}|\.{_BACKUP_NAME}(?:\.crc|{_WRITING})|\.\.{_BACKUP_NAME}{_WRITING}\.crc)")
 BACKUP_DIR = re.compile(r"\d+(?:/\d+)?")
 
 

@@ -87,9 +87,13 @@ def configure(target: T, **options: Any) -> T:
         put(name, merge_list(get(name), value) if name in _LIST_KEYS else value)
     # A dict may hold Python values (True, 2, None): check them spelled as Spark will read them.
     ours = {name: spark_text(value) for name, value in items() if name.startswith(PREFIX)}
-    for name, value in sql_settings(from_spark_conf(ours), get).items():
+    for name, value in sql_settings(from_spark_conf(ours), lambda key: _as_spark_text(get(key))).items():
         put(name, value)
     return target
+
+
+def _as_spark_text(value: Any) -> str | None:
+    return None if value is None else spark_text(value)
 
 
 def _accessors(

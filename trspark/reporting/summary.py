@@ -150,6 +150,8 @@ class _Builder:
         self.map_tasks: list[tuple[int, int, int, float]] = []
         """(stage id, partition, task id, run time in s) of each successful map task attempt."""
         self.released_at: dict[str, float] = {}
+        self.latest = 0.0
+        """Epoch seconds of the latest event with a time: where an unfinished log ends."""
 
     @staticmethod
     def t(ms: Any) -> float:
@@ -159,6 +161,7 @@ class _Builder:
 
     def add(self, e: dict[str, Any]) -> None:
         kind = e["Event"].rsplit(".", 1)[-1]
+        self.latest = max(self.latest, _event_time(e))
         if kind == "SparkListenerApplicationStart":
             self.start = self.t(e["Timestamp"])
             self.s.app_name, self.s.app_id = e.get("App Name", ""), e.get("App ID", "")
@@ -270,9 +273,7 @@ class _Builder:
         s.backups = [(t - t0, src, target, n) for t, src, target, n in s.backups]
         s.restores = [(t - t0, x, n) for t, x, n in s.restores]
         # An unfinished log (no ApplicationEnd) lasts until the last thing it saw.
-        seen = [0.0] + [ex.end for ex in s.executors.values() if ex.end is not None]
-        seen += [end for *_, end in s.stages] + [t for t, *_ in s.backups]
-        s.duration = self.end - t0 if self.end else max(seen)
+        s.duration = self.end - t0 if self.end else max(self.latest - t0, 0.0)
         outputs = [(self._output_key(stage_id), partition, task_id, seconds)
                    for stage_id, partition, task_id, seconds in self.map_tasks]
         self._count_recomputed(outputs)
@@ -317,6 +318,14 @@ class _Builder:
         self.s.outputs_restored_read = len(restored)
         seconds_of_task = {task_id: seconds for _, _, task_id, seconds in outputs}
         self.s.rerun_avoided_task_seconds = sum(seconds_of_task.get(i, 0.0) for i in restored)
+
+
+def _event_time(e: dict[str, Any]) -> float:
+    """Epoch seconds an event happened at, by the fields Spark's and trspark's events carry; 0 if none."""
+    times = [e.get(key) for key in ("Timestamp", "Completion Time", "Submission Time", "time")]
+    task, stage = e.get("Task Info") or {}, e.get("Stage Info") or {}
+    times += [task.get("Launch Time"), task.get("Finish Time"), stage.get("Submission Time"), stage.get("Completion Time")]
+    return max((float(t) / 1000.0 for t in times if isinstance(t, (int, float)) and not isinstance(t, bool)), default=0.0)
 
 
 def _rdd_key(info: dict[str, Any]) -> int:

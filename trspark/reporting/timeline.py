@@ -8,6 +8,7 @@ since the application started.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from trspark.reporting.summary import KILL_REASONS, Summary
 
@@ -18,24 +19,32 @@ def _executor_rows(summary: Summary) -> list[str]:
     return [e.executor_id for e in executors]
 
 
+#: Rows (stages and executors) the picture grows for; more share its height, so a long
+#: application does not give a picture tens of thousands of pixels high.
+MAX_ROWS = 120
+#: Labelled ticks per axis at most; with more rows every n-th is labelled.
+MAX_LABELS = 60
+
+
 def draw(summary: Summary, path: str | Path) -> Path:
     """Write the timeline PNG of ``summary`` to ``path`` and return the path."""
+    # A Figure of its own, not pyplot's: the caller's backend and figures are left alone.
     import matplotlib
-
-    matplotlib.use("Agg")  # files only: no display, no GUI toolkit
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     rows = _executor_rows(summary)
     row_of = {eid: i for i, eid in enumerate(rows)}
-    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(11, 3 + 0.35 * (len(rows) + len(summary.stages))),
-                                      gridspec_kw={"height_ratios": [max(1, len(summary.stages)), max(1, len(rows))]})
+    height = 3 + 0.35 * min(len(rows) + len(summary.stages), MAX_ROWS)
+    fig = Figure(figsize=(11, height))
+    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={
+        "height_ratios": [max(1, min(len(summary.stages), MAX_ROWS)), max(1, min(len(rows), MAX_ROWS))]})
     for i, (_, _, start, end) in enumerate(summary.stages):
         top.broken_barh([(start, max(end - start, 0.05))], (i - 0.4, 0.8), color="tab:gray")
-    top.set_yticks(range(len(summary.stages)), [f"stage {s[0]}" for s in summary.stages], fontsize=7)
+    _label_rows(top, [f"stage {s[0]}" for s in summary.stages])
     top.set_title(f"{summary.app_name}: stages")
 
     pools = sorted({e.pool for e in summary.executors.values()})
-    colors = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(pools)}
+    colors = {p: matplotlib.colormaps["tab10"](i % 10) for i, p in enumerate(pools)}
     for eid in rows:
         e = summary.executors[eid]
         end = summary.duration if e.end is None else e.end
@@ -49,15 +58,20 @@ def draw(summary: Summary, path: str | Path) -> Path:
     bottom.plot([], [], "x", color="red", label="kill")
     for pool in pools:
         bottom.broken_barh([], (0, 0), color=colors[pool], alpha=0.45, label=f"pool {pool}")
-    bottom.set_yticks(range(len(rows)), [f"exec {r}" for r in rows], fontsize=7)
+    _label_rows(bottom, [f"exec {r}" for r in rows])
     bottom.set_xlabel("seconds since application start")
     bottom.set_title("executors")
     bottom.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     fig.tight_layout()
     out = Path(path)
     fig.savefig(out, dpi=90)
-    plt.close(fig)
     return out
+
+
+def _label_rows(ax: Any, labels: list[str]) -> None:
+    """Tick labels for the rows, every n-th one when there are more than :data:`MAX_LABELS`."""
+    step = max(1, -(-len(labels) // MAX_LABELS))
+    ax.set_yticks(range(0, len(labels), step), labels[::step], fontsize=7)
 
 
 def _marks(ax: object, points: list[tuple[float, int]], marker: str, color: str, label: str) -> None:

@@ -63,6 +63,10 @@ class RemoteBackups(root: String, appId: String, hadoopConf: Configuration) {
     (indexLen + dataLen, indexCrc, dataCrc)
   }
 
+  /** [[write]] of the files at two local paths, never cancelled; the bytes written (for tools and tests). */
+  def writeFiles(shuffleId: Int, mapId: Long, index: String, data: String): Long =
+    write(shuffleId, mapId, new File(index), new File(data), 0.0, () => false)._1
+
   /** Write `target` via a temporary sibling and a rename, so `target` is complete or absent. */
   private def commit[T](target: Path)(body: OutputStream => T): T = {
     val tmp = new Path(target.getParent, s".${target.getName}.${UUID.randomUUID()}.trspark-tmp")
