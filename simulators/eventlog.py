@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from simulators.dag import JobSpec, StageSpec
-from trspark.eventlog import EventLogError
+from trspark.eventlog import EventLogError, partition_of
 from trspark.eventlog import read_events as _read_log
 
 __all__ = ["EventLogError", "Replay", "load_eventlog", "read_events"]
@@ -178,7 +178,7 @@ def _task_end(event: dict[str, Any], stages: dict[int, _Stage], tasks: dict[int,
     sid = int(event["Stage ID"])
     inp, read, write = _metrics(event)
     task = _Task(float(info["Launch Time"]) / 1000.0, float(info["Finish Time"]) / 1000.0, inp, read, write)
-    tasks.setdefault(sid, {})[int(info["Index"])] = task
+    tasks.setdefault(sid, {})[partition_of(info)] = task
     all_tasks.append(task)
     if event.get("Task Type") == "ShuffleMapTask":
         stages.setdefault(sid, _Stage(sid)).is_map = True

@@ -516,9 +516,10 @@ def test_noticed_executor_is_released_once_it_has_no_room_and_its_needed_output_
     assert policy.summary()["executors_released"] == 1
 
 
-def test_a_noticed_executor_is_not_released_while_a_task_reads_its_output() -> None:
-    # A task that started before the release fetches the output from where it was at its start:
-    # a, even once the output has a copy. a may go only after that reader ended.
+def test_a_noticed_executor_is_not_released_while_a_stage_reads_its_output() -> None:
+    # The executors of a stage keep the output's location their first task fetched (a), and
+    # its later tasks carry the stage's epoch, which does not clear it: a may go only once the
+    # reading stage completed, even after the output has a copy and between two of its tasks.
     config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", duplication=False)
     policy = make_policy("tr", config)
     events = add_executors(["a", "b"], cores=1) + [map_stage(0, 1, 0)]
@@ -531,7 +532,11 @@ def test_a_noticed_executor_is_not_released_while_a_task_reads_its_output() -> N
     assert _released(out + feed(policy, [done, Tick(time=3.7)])) == [], "b's task still reads from a"
     ended = TaskEnded(time=3.8, stage_id=1, partition=0, executor_id="b", duration=1.7,
                       shuffle_read_bytes=8 * MB)
-    assert _released(feed(policy, [ended])) == ["a"]
+    assert _released(feed(policy, [ended, Tick(time=3.9)])) == [], "stage 1's next task would read from a"
+    events = [TaskStarted(time=3.9, stage_id=1, partition=1, executor_id="b"),
+              TaskEnded(time=4.0, stage_id=1, partition=1, executor_id="b", duration=0.1, shuffle_read_bytes=8 * MB),
+              StageCompleted(time=4.0, stage_id=1)]
+    assert _released(feed(policy, events)) == ["a"]
 
 
 def test_a_noticed_executor_with_room_for_a_task_is_not_released_while_idle() -> None:

@@ -341,3 +341,16 @@ def test_a_damaged_or_newer_record_is_skipped_or_read_and_the_rest_of_the_pool_k
         records = store.load("p")
     assert sorted(r.executor_id for r in records) == ["0", "1", "2", "9"]
     assert any("3 record(s) of pool 'p' unreadable, skipped" in m for m in caplog.messages)
+
+
+def test_an_unreachable_store_is_read_and_warned_about_once_however_many_pools(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from trspark.engine.settings import TRConfig
+    from trspark.live.engine_process import with_history_prior
+
+    (tmp_path / "hist").write_text("a file where the store's folder should be")
+    config = TRConfig(history_url=str(tmp_path / "hist"), lifetime="exponential:mean=100",
+                      pool_lifetimes=(("spot", "exponential:mean=600"), ("spot2", "exponential:mean=900")))
+    with caplog.at_level(logging.WARNING, logger="trspark.live.engine_process"):
+        assert with_history_prior(config) == config
+    assert sum("unreachable" in m for m in caplog.messages) == 1

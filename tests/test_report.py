@@ -102,6 +102,21 @@ def test_recomputation_counts_outputs_by_shuffle_not_by_the_rdds_two_shuffles_sh
     assert summarize_events(_map_stage_log(with_shuffle_ids=False)).recomputed_tasks == 3
 
 
+def test_a_stage_retry_that_runs_the_partitions_left_over_is_no_recomputation() -> None:
+    # Attempt 0 wrote partitions 0-2, then a fetch failure; attempt 1 ran partitions 3-5 as its
+    # tasks 0-2 (a task's index counts within its stage attempt). Only a partition written twice counts.
+    def map_task(partition: int, index: int, task_id: int) -> dict:
+        return {"Event": "SparkListenerTaskEnd", "Stage ID": 7, "Task Type": "ShuffleMapTask",
+                "Task End Reason": {"Reason": "Success"},
+                "Task Info": {"Task ID": task_id, "Index": index, "Partition ID": partition,
+                              "Launch Time": 0, "Finish Time": 1_000}}
+
+    events = [{"Event": "SparkListenerApplicationStart", "Timestamp": 0, "App Name": "a", "App ID": "app-1"},
+              *(map_task(p, p, 40 + p) for p in range(3)), *(map_task(p, p - 3, 50 + p) for p in range(3, 6)),
+              map_task(4, 3, 60), {"Event": "SparkListenerApplicationEnd", "Timestamp": 9_000}]
+    assert summarize_events(events).recomputed_tasks == 1
+
+
 def test_prices_add_the_cost_of_each_pools_executor_hours() -> None:
     summary = summarize(LOG, prices={"default": 0.5})
     hours = summary.vm_hours()
@@ -109,6 +124,8 @@ def test_prices_add_the_cost_of_each_pools_executor_hours() -> None:
     assert summary.cost() == pytest.approx(0.5 * hours["default"])
     assert summarize(LOG).cost() is None
     assert summarize(LOG, prices={"other": 1.0}).cost() is None
+    assert ("cost", "unknown: no --price for pool default (priced: other)") in summarize(LOG, prices={"other": 1.0}).lines()
+    assert all(label != "cost" for label, _ in summarize(LOG).lines())
 
 
 

@@ -99,24 +99,28 @@ def with_history_prior(config: TRConfig) -> TRConfig:
     from trspark.live.history import prior_from_history, priors_of_other_pools
 
     spec, account = prior_from_history(config.history_url, config.pool, config.lifetime)
-    _log_account(account)
+    if not _logged(account):  # the configured models hold; a hung store is not waited on once per pool
+        return config
     # Each pool with its own model fits it to its own history; stable pools have nothing to fit.
     pools = []
     for pool, configured in config.pool_lifetimes:
         fitted = configured
         if configured.strip().lower() != "stable":
             fitted, pool_account = prior_from_history(config.history_url, pool, configured)
-            _log_account(pool_account)
+            if not _logged(pool_account):
+                return config
         pools.append((pool, fitted))
     others, accounts = priors_of_other_pools(config.history_url, [config.pool, *(p for p, _ in pools)], config.lifetime)
-    for account in accounts:
-        _log_account(account)
+    if not all(_logged(account) for account in accounts):
+        return config
     return config.with_options(lifetime=spec, pool_lifetimes=tuple(sorted([*pools, *others])))
 
 
-def _log_account(account: str) -> None:
-    """Log a history account: a warning when the store was unreachable (the configured model holds)."""
-    (log.warning if "unreachable" in account else log.info)("%s", account)
+def _logged(account: str) -> bool:
+    """Log a history account; False, with a warning, when the store was unreachable."""
+    reachable = "unreachable" not in account
+    (log.info if reachable else log.warning)("%s", account)
+    return reachable
 
 
 def build_policy(config: TRConfig) -> Policy:

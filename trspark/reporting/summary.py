@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from trspark.eventlog import partition_of
+
 # trspark's executor end reasons that mean the executor was taken away, not let go.
 KILL_REASONS = ("evicted", "decommissioned")
 # Spark's loss messages for an executor the driver removed itself (dynamic allocation's scale-down,
@@ -124,6 +126,9 @@ class Summary:
         rows += [(f"VM-hours ({pool})", f"{h:.4f}") for pool, h in self.vm_hours().items()]
         if (cost := self.cost()) is not None:
             rows.append(("cost", f"${cost:.4f}"))
+        elif self.prices:  # a price was asked for: say which pools it misses rather than print nothing
+            missing = ", ".join(p for p in self.vm_hours() if p not in self.prices)
+            rows.append(("cost", f"unknown: no --price for pool {missing} (priced: {', '.join(sorted(self.prices))})"))
         return rows
 
     def text(self) -> str:
@@ -243,7 +248,7 @@ class _Builder:
         if e.get("Task Type") != "ShuffleMapTask" or e["Task End Reason"].get("Reason") != "Success":
             return
         seconds = (info["Finish Time"] - info["Launch Time"]) / 1000.0
-        self.map_tasks.append((e["Stage ID"], int(info["Index"]), int(info["Task ID"]), seconds))
+        self.map_tasks.append((e["Stage ID"], partition_of(info), int(info["Task ID"]), seconds))
 
     def _output_key(self, stage_id: int) -> tuple[str, int]:
         """What a map stage writes, the same for every stage that writes it again: its shuffle

@@ -160,10 +160,11 @@ class NoticeRules:
         remote storage), has another live holder, or is no longer needed (its readers finished
         and their outputs are covered, paper §2.3). A block Algorithm 2 chose to leave there
         (its readers come before the deadline) or that still waits for its last responsible
-        moment keeps the executor. So does an output that a running task reads: that task took
-        the output's location when it started, so it would fetch from this executor after it
-        is gone (Spark then counts a FetchFailed, unregisters the executor's outputs and re-runs
-        their stages), whatever copy the output has.
+        moment keeps the executor. So does an output that a stage reads once its first task
+        started, until the stage completes, whatever copy the output has: an executor keeps the
+        locations a task of the stage fetched, and the stage's later tasks carry the epoch of its
+        start, which does not clear them. Those tasks would fetch from this executor after it is
+        gone, and Spark would count a FetchFailed and run the stage again.
         """
         state = self.state
         ex = state.executors[executor_id]
@@ -172,7 +173,7 @@ class NoticeRules:
         if any(executor_id in (plan.source, plan.target) for plan in self.stack.in_flight.values()):
             return False
         held = state.outputs_on(executor_id)
-        if any(stage.running for shuffle_id in {b.shuffle_id for b in held}
+        if any(stage.active and (stage.running or stage.tasks_done) for shuffle_id in {b.shuffle_id for b in held}
                for stage in state.reader_stages(shuffle_id)):
             return False
         for block in held:

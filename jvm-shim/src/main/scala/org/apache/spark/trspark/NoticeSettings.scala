@@ -43,7 +43,7 @@ object NoticeSettings {
   }
 
   private def fail(key: String, raw: String, allowed: String): Nothing =
-    throw new IllegalArgumentException(s"$Prefix$key='$raw' is not valid; allowed: $allowed")
+    throw new IllegalArgumentException(s"trspark: $Prefix$key='$raw' is not valid; allowed: $allowed")
 
   private def seconds(conf: SparkConf, key: String, default: Double): Double = {
     val raw = conf.get(Prefix + key, default.toString)

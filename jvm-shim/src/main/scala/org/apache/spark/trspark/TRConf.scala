@@ -43,7 +43,7 @@ object TRConf {
   val EngineStartTimeoutS = 120.0
 
   def fail(key: String, raw: String, allowed: String): Nothing =
-    throw new IllegalArgumentException(s"$Prefix$key='$raw' is not valid; allowed: $allowed")
+    throw new IllegalArgumentException(s"trspark: $Prefix$key='$raw' is not valid; allowed: $allowed")
 
   private def choice(conf: SparkConf, key: String, default: String, options: Seq[String]): String = {
     val raw = conf.get(Prefix + key, default)
@@ -104,7 +104,7 @@ object TRConf {
    */
   def checkFetchProtocol(conf: SparkConf): Unit =
     if (conf.getBoolean("spark.shuffle.useOldFetchProtocol", false)) {
-      throw new IllegalArgumentException("spark.shuffle.useOldFetchProtocol=true gives every attempt of a map task " +
+      throw new IllegalArgumentException("trspark: spark.shuffle.useOldFetchProtocol=true gives every attempt of a map task " +
         s"the same map id, so trspark cannot tell their copies apart; allowed with it: ${Prefix}mode=never")
     }
 
@@ -126,7 +126,7 @@ object TRConf {
   private def checkPoolLifetime(suffix: String, raw: String): Unit = {
     val name = suffix.stripSuffix(".lifetime")
     if (!suffix.endsWith(".lifetime") || !isPoolName(name)) {
-      throw new IllegalArgumentException(s"'${Prefix}pool.$suffix' is not a valid pool setting; allowed: " +
+      throw new IllegalArgumentException(s"trspark: '${Prefix}pool.$suffix' is not a valid pool setting; allowed: " +
         s"${Prefix}pool.<name>.lifetime with <name> of $PoolNameRule")
     }
     if (raw.trim.isEmpty) fail(s"pool.$suffix", raw, "stable (never evicted) or a lifetime spec as for spark.trspark.lifetime")
