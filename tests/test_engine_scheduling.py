@@ -540,15 +540,16 @@ def test_a_noticed_executor_is_not_released_while_a_stage_reads_its_output() -> 
 
 
 def test_a_noticed_executor_with_room_for_a_task_is_not_released_while_idle() -> None:
-    # 30 s left: idle now (between stages), but the next tasks fit there -- it stays; with the
-    # room (time left less the copy's reported end, 1 s) down to less than a task (the job's
-    # mean, 1 s, when nothing is runnable) it goes.
+    # 30 s left: idle now (no job runs), but the next job's tasks fit there -- it stays. No task
+    # event comes between jobs, only ticks (every 5 s): once the room (time left less the copy's
+    # reported end, 1 s) is less than a task (the job's mean, 1 s, when nothing is runnable) plus
+    # a tick, it goes, before its deadline rather than after it.
     for release, expected in ((True, ["a"]), (False, [])):
         config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", notice_release=release)
         policy = make_policy("tr", config)
         out = feed(policy, add_executors(["a", "b"]) + [ExecutorNotice(time=1.0, executor_id="a", deadline=31.0)])
-        assert _released(out + feed(policy, [Tick(time=5.0), Tick(time=28.5)])) == []
-        assert _released(feed(policy, [Tick(time=29.5)])) == expected
+        assert _released(out + feed(policy, [Tick(time=5.0), Tick(time=23.5)])) == []
+        assert _released(feed(policy, [Tick(time=24.5)])) == expected
 
 
 def test_an_idle_noticed_executor_is_judged_by_warm_tasks_not_by_cold_first_ones() -> None:
@@ -557,7 +558,8 @@ def test_an_idle_noticed_executor_is_judged_by_warm_tasks_not_by_cold_first_ones
     # all-task mean, 3.5 s, would not fit and would let a go).
     config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", duplication=False)
     policy = make_policy("tr", config)
-    events = add_executors(["a", "b"]) + [map_stage(0, 4, 0)]
+    job = JobSubmitted(time=0.0, job_id=0, stage_ids=(0, 1), num_tasks=(4, 4), shuffle_ids=(0, None), parents=((), (0,)))
+    events = add_executors(["a", "b"]) + [job, map_stage(0, 4, 0)]
     for p, (ex, start, seconds) in enumerate([("a", 0.0, 6.0), ("b", 0.0, 6.0), ("a", 6.0, 1.0), ("b", 6.0, 1.0)]):
         events += run_task(0, p, ex, start=start, seconds=seconds, write=MB, shuffle_id=0)
     events += [StageCompleted(time=7.0, stage_id=0), ShuffleConsumed(time=7.0, shuffle_id=0)]

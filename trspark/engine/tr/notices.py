@@ -141,11 +141,15 @@ class NoticeRules:
         allowance = self._notice_allowance()
         # (A released executor had a notice: it counts as noticed until the driver reports it lost.)
         unnoticed = not every_one_noticed(state.alive_executors())
+        # Between jobs no task event comes, only the next tick: an executor whose room ends before
+        # then goes now, not after its deadline.
+        until_next_look = 0.0 if state.job_stages or state.active_stages() else self.config.period
         for executor_id in sorted(self._draining):
             ex = state.executors.get(executor_id)
             if ex is None or not ex.alive:
                 self._draining.discard(executor_id)
-            elif (self.config.notice_release and unnoticed and not has_room(ex, state.now, allowance, shortest)
+            elif (self.config.notice_release and unnoticed
+                  and not has_room(ex, state.now, allowance, shortest + until_next_look)
                   and self._idle_and_empty(executor_id)):
                 self._draining.discard(executor_id)
                 self.released.add(executor_id)
