@@ -354,3 +354,13 @@ def test_an_unreachable_store_is_read_and_warned_about_once_however_many_pools(
     with caplog.at_level(logging.WARNING, logger="trspark.live.engine_process"):
         assert with_history_prior(config) == config
     assert sum("unreachable" in m for m in caplog.messages) == 1
+
+
+def test_a_stable_shared_lifetime_is_kept_whatever_the_pools_history(tmp_path: Path) -> None:
+    from trspark.engine.settings import TRConfig
+    from trspark.live.engine_process import with_history_prior
+
+    url = str(tmp_path / "hist")
+    HistoryStore(url).append(_weibull_records(20, seed=13))
+    assert with_history_prior(TRConfig(history_url=url, pool="pool-a", lifetime="stable")).lifetime == "stable"
+    assert with_history_prior(TRConfig(history_url=url, pool="pool-a")).lifetime.startswith("weibull:")

@@ -98,14 +98,17 @@ def with_history_prior(config: TRConfig) -> TRConfig:
         return config
     from trspark.live.history import prior_from_history, priors_of_other_pools
 
-    spec, account = prior_from_history(config.history_url, config.pool, config.lifetime)
-    if not _logged(account):  # the configured models hold; a hung store is not waited on once per pool
-        return config
+    # A stable (never evicted) model has nothing to fit, shared or a pool's.
+    spec = config.lifetime
+    if not _stable(spec):
+        spec, account = prior_from_history(config.history_url, config.pool, config.lifetime)
+        if not _logged(account):  # the configured models hold; a hung store is not waited on once per pool
+            return config
     # Each pool with its own model fits it to its own history; stable pools have nothing to fit.
     pools = []
     for pool, configured in config.pool_lifetimes:
         fitted = configured
-        if configured.strip().lower() != "stable":
+        if not _stable(configured):
             fitted, pool_account = prior_from_history(config.history_url, pool, configured)
             if not _logged(pool_account):
                 return config
@@ -114,6 +117,10 @@ def with_history_prior(config: TRConfig) -> TRConfig:
     if not all(_logged(account) for account in accounts):
         return config
     return config.with_options(lifetime=spec, pool_lifetimes=tuple(sorted([*pools, *others])))
+
+
+def _stable(spec: str) -> bool:
+    return spec.strip().lower() == "stable"
 
 
 def _logged(account: str) -> bool:
