@@ -89,7 +89,7 @@ def test_bad_setting_names_key_and_allowed_values(jvm: Jvm, key: str, value: str
     with pytest.raises(Py4JJavaError) as info:
         jvm.trspark.NoticeSettings.apply(spark_conf(jvm, **{key: value}))
     message = info.value.java_exception.getMessage()
-    assert message.startswith(f"spark.trspark.notice.{key}='{value}' is not valid")
+    assert message.startswith(f"trspark: spark.trspark.notice.{key}='{value}' is not valid")
     assert allowed in message
 
 
