@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from jobs.harness.executors import driver_pid
-from jobs.harness.notice_endpoints import NoticeServer
+from jobs.harness.notice_endpoints import AZURE_NAME_PATH, NoticeServer
 from tests.jvm_gateway import Jvm, plain_jvm, wait_for
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGPWR"), reason="SIGPWR is Linux-only")
@@ -237,6 +237,19 @@ def test_azure_notice_for_another_vm_is_ignored(jvm: Jvm) -> None:
             w.stop()
 
 
+def test_a_throttled_azure_vm_name_is_asked_again_before_another_vms_event_can_count(jvm: Jvm) -> None:
+    with NoticeServer(azure_vm_name="executor-vm", azure_resources=("other-vm",)) as server:
+        server.throttle_azure_name = 2
+        server.post_notice(30)
+        w, recorder = watcher(jvm, "azure", server.url)
+        try:
+            wait_for(lambda: w.polls() >= 6, "six polls while another VM's event is posted")
+            assert recorder.calls() == 0
+            assert server.asked[AZURE_NAME_PATH] == 3  # 429, 429, then the name, kept
+        finally:
+            w.stop()
+
+
 @pytest.mark.parametrize("source", SOURCES)
 def test_notice_for_one_executor_only(jvm: Jvm, server: NoticeServer, source: str) -> None:
     """``{executorId}`` in the URL lets executors on one host stand for different VMs."""
@@ -313,6 +326,42 @@ def test_silent_service_times_out(jvm: Jvm) -> None:
             assert recorder.calls() == 0
         finally:
             w.stop()
+
+
+def test_a_service_that_trickles_its_answer_is_cut_off_at_the_request_timeout(jvm: Jvm) -> None:
+    """The read timeout bounds each read only: a byte every 0.5 s would hold a poll for ever."""
+    stop = threading.Event()
+
+    def trickle(listener: socket.socket) -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            with connection:
+                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n")
+                for _ in range(100):
+                    if stop.wait(0.5):
+                        return
+                    try:
+                        connection.sendall(b"F")
+                    except OSError:
+                        break
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        threading.Thread(target=trickle, args=(listener,), daemon=True).start()
+        w, recorder = watcher(jvm, "gcp", f"http://127.0.0.1:{listener.getsockname()[1]}")
+        try:
+            started = time.monotonic()
+            wait_for(lambda: w.polls() >= 1, "one poll")
+            assert time.monotonic() - started < 5
+            assert "no whole answer within 1000 ms" in w.problem()
+            assert recorder.calls() == 0
+        finally:
+            w.stop()
+            stop.set()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -212,6 +212,25 @@ def test_kill_duplicate_takes_the_copy_back_and_the_original_finishes(cluster: C
     assert by_executor == {original["executorId"]: "SUCCESS", idle: "KILLED"}
 
 
+def test_a_copy_wanted_on_an_executor_being_released_is_not_started(cluster: Cluster) -> None:
+    """A ``DuplicateTask`` aimed at an executor that a release has since closed to tasks (Spark
+    still offers it until the kill registers) is dropped: the copy would die with the executor."""
+    cluster.full_strength()
+    launched = cluster.stat("duplicates_launched")
+    thread, result = one_slow_task(cluster, 8.0)
+    (original,) = wait_for(lambda: running_attempts(cluster), what="the task to start")
+    leaving = sorted(cluster.alive() - {original["executorId"]})[0]
+    cluster.sc._jsc.sc().taskScheduler().exclude(leaving)  # the release's first step, alone
+    command(cluster, "DuplicateTask", stage_id=original["stageId"], partition=0, executor_id=leaving)
+    thread.join(timeout=TIMEOUT)
+    assert result.get("answer") == [42]
+    assert [t["executorId"] for t in attempts_of(cluster, original["stageId"])] == [original["executorId"]]
+    assert cluster.stat("duplicates_launched") == launched
+    command(cluster, "ReleaseExecutor", executor_id=leaving, reason="test")
+    wait_for(lambda: leaving not in cluster.alive(), what=f"executor {leaving} released")
+    cluster.full_strength()
+
+
 def test_a_released_executor_takes_no_task_while_spark_still_lists_it(cluster: Cluster) -> None:
     """``ReleaseExecutor`` first closes the executor to tasks, then asks the cluster manager to kill it
     (on another thread). Closed but not yet killed here: every task of a job goes to the others."""

@@ -70,6 +70,8 @@ class NoticeServer:
         self.azure_vm_name = azure_vm_name
         self.azure_resources = list(azure_resources)
         self.refuse_metadata = False
+        self.throttle_azure_name = 0
+        """Requests for the Azure VM name still to answer 429 Too Many Requests (IMDS throttling)."""
         self.pool = "spot"
         self.vm_pools: dict[str, str] = {}
         """Pools of single VMs: path prefix (``/vm-1``) -> ``spot`` | ``ondemand``; see :meth:`set_pool`."""
@@ -189,6 +191,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._reply(403, "text/plain", "Missing Metadata-Flavor:Google header")
             return self._reply(200, "text/plain", "TRUE" if deadline else "FALSE")
         if path == AZURE_NAME_PATH and self.headers.get("Metadata", "").lower() == "true":
+            if self.notices.throttle_azure_name > 0:
+                self.notices.throttle_azure_name -= 1
+                return self._reply(429, "text/plain", "Too many requests")
             return self._reply(200, "text/plain", self.notices.azure_vm_name)
         if path == AZURE_PATH:
             if self.headers.get("Metadata", "").lower() != "true" or self.notices.refuse_metadata:

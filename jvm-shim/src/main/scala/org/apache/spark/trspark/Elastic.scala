@@ -46,6 +46,11 @@ object Elastic extends Logging {
    * (as `ExecutorAllocationManager.removeExecutors` checks; the default resource profile).
    */
   def idle(sc: SparkContext, executorId: String): Boolean = sc.executorAllocationManager.exists { eam =>
+    // Under the allocation manager's lock, as it reads and changes its target and removals itself.
+    eam.synchronized(idleNow(sc, eam, executorId))
+  }
+
+  private def idleNow(sc: SparkContext, eam: org.apache.spark.ExecutorAllocationManager, executorId: String): Boolean = {
     val busy = sc.taskScheduler match {
       case scheduler: TaskSchedulerImpl => scheduler.isExecutorBusy(executorId)
       case _ => true
@@ -60,14 +65,20 @@ object Elastic extends Logging {
    * Remove `executorId` as `ExecutorAllocationManager.removeExecutors` does: through the
    * scheduler backend, without lowering the target (dynamic allocation keeps its own) and
    * without `force`, so an executor that took a task meanwhile is kept. True when it goes; dynamic
-   * allocation's monitor then counts it as pending removal, as for its own removals.
+   * allocation's monitor then counts it as pending removal, as for its own removals. The test of
+   * [[idle]] is made again here, under the allocation manager's lock and in the same step as the
+   * kill, as `removeExecutors` does: moving the outputs took time, and dynamic allocation may have
+   * removed another executor meanwhile.
    */
   def remove(sc: SparkContext, executorId: String): Boolean = (sc.schedulerBackend, sc.executorAllocationManager) match {
-    case (backend: CoarseGrainedSchedulerBackend, Some(eam)) =>
-      val killed = backend.killExecutors(Seq(executorId), adjustTargetNumExecutors = false, countFailures = false,
-        force = false)
-      if (killed.contains(executorId)) eam.executorMonitor.executorsKilled(Seq(executorId))
-      killed.contains(executorId)
+    case (backend: CoarseGrainedSchedulerBackend, Some(eam)) => eam.synchronized {
+      idleNow(sc, eam, executorId) && {
+        val killed = backend.killExecutors(Seq(executorId), adjustTargetNumExecutors = false, countFailures = false,
+          force = false)
+        if (killed.contains(executorId)) eam.executorMonitor.executorsKilled(Seq(executorId))
+        killed.contains(executorId)
+      }
+    }
     case _ => false
   }
 }

@@ -43,6 +43,9 @@ trait HintedScheduling extends TaskSchedulerImpl {
   /** No task starts on `executorId` from now on (the engine released it; executor ids are never reused). */
   def exclude(executorId: String): Unit = leaving.add(executorId)
 
+  /** Whether `executorId` may be offered tasks: not released, not drained by the hints. */
+  def takesTasks(executorId: String): Boolean = !leaving.contains(executorId) && !currentHints.drain.contains(executorId)
+
   /** Replace the hints (each engine `SchedulingHints` replaces the previous ones). */
   def setHints(hints: SchedulingHints): Unit = currentHints = hints
 

@@ -79,6 +79,7 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
   @volatile private var lastProblem = ""
   @volatile private var awsToken: Option[(String, Long)] = None // (token, expiry ms)
   @volatile private var azureVmName: Option[String] = None
+  private var azureNameFailures = 0 // only the poll thread reads the name
   private def clock(): Long = System.currentTimeMillis()
   private val periodMs = math.max(1L, (settings.intervalS * 1000).round)
   // When the last poll that saw no notice started. A notice that carries no time (GCP's
@@ -118,7 +119,7 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
     // Spark logs a warning itself when the signal cannot be watched (e.g. not on UNIX).
     SignalUtils.register(settings.signal) {
       fire(clock() + settings.windowMillis, s"signal:${settings.signal}")
-      true
+      !stopped // once stopped, the signal goes on to the handlers before it (or terminates the JVM)
     }
   }
 
@@ -183,7 +184,10 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
       NoticeEndpoints.parseGcp(status, body, postedAfter, settings.windowMillis)
     case "azure" =>
       val (status, body) = get(NoticeEndpoints.AzurePath, Seq("Metadata" -> "true"))
-      NoticeEndpoints.parseAzure(status, body, vmName(), postedAfter, settings.windowMillis)
+      vmName() match {
+        case Some(name) => NoticeEndpoints.parseAzure(status, body, name, postedAfter, settings.windowMillis)
+        case None => PollResult.Unusable("Azure metadata gave no VM name yet, so its scheduled events are not read")
+      }
     case other => PollResult.Unusable(s"unknown notice source '$other'")
   }
 
@@ -224,12 +228,22 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
     token.map(t => Seq("X-aws-ec2-metadata-token" -> t)).getOrElse(Nil)
   }
 
-  /** This VM's name (Azure events list every VM of the availability set); "" = unknown = accept all. */
-  private def vmName(): String = azureVmName.getOrElse {
+  /**
+   * This VM's name (Azure events list every VM of the scale set), read until the service gives
+   * it. Meanwhile this VM's events cannot be told from the others': a transient failure (a 429
+   * under throttling) would otherwise let another VM's event drain this one. After
+   * [[AzureNameAttempts]] failed reads it is given up on: "" = unknown = accept every event.
+   */
+  private def vmName(): Option[String] = azureVmName.orElse {
     val name = Try(get(NoticeEndpoints.AzureNamePath, Seq("Metadata" -> "true"))).toOption
-      .collect { case (200, body) => body.trim }.getOrElse("")
-    azureVmName = Some(name)
-    name
+      .collect { case (200, body) if body.trim.nonEmpty => body.trim }
+    azureNameFailures = if (name.isEmpty) azureNameFailures + 1 else 0
+    azureVmName = name.orElse(if (azureNameFailures >= AzureNameAttempts) Some("") else None)
+    if (name.isEmpty && azureVmName.contains("")) {
+      logWarning(s"trspark: Azure metadata gave no VM name in $AzureNameAttempts tries; every scheduled " +
+        "Preempt or Terminate event of the scale set counts as this executor's notice")
+    }
+    azureVmName
   }
 
   private def uri(path: String): URI = URI.create(settings.baseUrl + path)
@@ -251,18 +265,44 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
     connection.setUseCaches(false)
     connection.setRequestMethod(method)
     headers.foreach { case (k, v) => connection.setRequestProperty(k, v) }
+    // The read timeout bounds each read only: a service that trickles its answer is cut off here.
+    val deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(RequestTimeoutMs)
     val status = connection.getResponseCode
     val stream = Option(if (status >= 400) connection.getErrorStream else connection.getInputStream)
-    val body = stream.map { in => try new String(in.readAllBytes(), StandardCharsets.UTF_8) finally in.close() }
+    val body = stream.map { in =>
+      try new String(readBefore(in, deadline), StandardCharsets.UTF_8)
+      catch { case e: java.net.SocketTimeoutException => connection.disconnect(); throw e }
+      finally in.close()
+    }
     (status, body.getOrElse(""))
   }
 }
 
 object NoticeWatcher {
+  /** All of `in`, unless it is not over by `deadline` (System.nanoTime) or longer than [[MaxAnswerBytes]]. */
+  private def readBefore(in: java.io.InputStream, deadline: Long): Array[Byte] = {
+    val out = new java.io.ByteArrayOutputStream()
+    val buffer = new Array[Byte](4096)
+    var n = in.read(buffer)
+    while (n >= 0) {
+      out.write(buffer, 0, n)
+      if (System.nanoTime() - deadline > 0 || out.size() > MaxAnswerBytes) {
+        throw new java.net.SocketTimeoutException(s"no whole answer within $RequestTimeoutMs ms")
+      }
+      n = in.read(buffer)
+    }
+    out.toByteArray
+  }
+
+  /** Metadata answers are a few hundred bytes; a larger one is no metadata service's. */
+  val MaxAnswerBytes = 1 << 20
+
   /** Metadata services are link-local and answer in milliseconds; anything slower is "no answer". */
   val ConnectTimeoutMs = 500
   val RequestTimeoutMs = 1000
   val AwsTokenTtlS = 21600
+  /** Reads of the Azure VM name before it counts as unknown for good. */
+  val AzureNameAttempts = 5
   /**
    * AWS: notice polls per rebalance-recommendation poll (the first poll asks for both). A
    * recommendation comes minutes before an interruption, if at all, so asking every 5 s at the

@@ -61,6 +61,8 @@ class TRClusterManager extends ExternalClusterManager with Logging {
  */
 class TRTaskScheduler(sc: SparkContext) extends TaskSchedulerImpl(sc) with HintedScheduling with TaskDuplication {
 
+  override protected def takesCopies(executorId: String): Boolean = takesTasks(executorId)
+
   override def executorLost(executorId: String, reason: ExecutorLossReason): Unit = {
     val rewritten = TRTaskScheduler.asEviction(reason)
     if (rewritten ne reason) logInfo(s"trspark: executor $executorId lost by eviction ($reason)")
@@ -86,7 +88,9 @@ object TRTaskScheduler {
    * the stage running on the lost executor marks its finished map tasks there as lost and
    * re-runs them (`TaskSetManager.executorLost`), even those whose outputs the plugin has just
    * re-pointed to a copy; only for a decommissioning does it look where each output is now, and
-   * re-run only those still on the lost executor's host, so a backed-up output is not re-run.
+   * re-run only those on the lost executor's host: an output copied to the remote store or to a
+   * peer on another host is not re-run, one copied to a peer on the same host still is (Spark
+   * compares hosts, not executors).
    * Nothing else differs: the DAGScheduler drops
    * the outputs left on the executor as before, and its running tasks are not the application's
    * fault, as for any eviction. An exit caused by the application keeps its reason (and blame).

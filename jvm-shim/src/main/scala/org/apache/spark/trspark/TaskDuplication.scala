@@ -24,6 +24,9 @@ trait TaskDuplication extends TaskSchedulerImpl {
     wanted((stageId, partition)) = executorId
   }
 
+  /** Whether a copy may start on `executorId`: a scheduler that releases or drains executors says no for those. */
+  protected def takesCopies(executorId: String): Boolean = true
+
   /** Forget every copy asked for and not launched yet (the engine that asked is gone). */
   def forgetWanted(): Unit = synchronized(wanted.clear())
 
@@ -56,6 +59,10 @@ trait TaskDuplication extends TaskSchedulerImpl {
         case None =>
           wanted.remove((stageId, partition)) // finished, failed or never ran
           logInfo(s"trspark: duplicate of stage $stageId partition $partition dropped: the task is not running")
+        case Some(_) if !takesCopies(executorId) =>
+          // Released or drained since the copy was asked for: it would die with the executor.
+          wanted.remove((stageId, partition))
+          logInfo(s"trspark: duplicate of stage $stageId partition $partition dropped: executor $executorId is leaving")
         case Some((manager, index)) =>
           val host = offers.find(_.executorId == executorId).map(_.host)
           if (host.isDefined && free.getOrElse(executorId, BigDecimal(0)) >= CPUS_PER_TASK) {
