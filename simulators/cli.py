@@ -20,6 +20,7 @@ from simulators.options import (
     build_prices,
     build_world,
     can_write_in,
+    check_notices_expected,
     fail,
     lifetime_options,
     positive,
@@ -59,13 +60,29 @@ def _refuse_split_settings_without_split(ctx: click.Context, split: str) -> None
 
 
 def _check_writable(*paths: tuple[str, Path | None]) -> None:
-    """Fail now, not after the sweep has run, when an output's folder is missing or read-only."""
+    """Fail now, not after the sweep has run, when an output's folder is missing or read-only, a
+    picture's name has no format matplotlib writes, or two outputs share one path."""
+    seen: dict[Path, str] = {}
     for option, path in paths:
         if path is None:
             continue
         folder = path.resolve().parent
         if not folder.is_dir() or not can_write_in(folder):
             fail(f"{option}={str(path)!r}: the folder {str(folder)!r} does not exist or cannot be written")
+        if path.resolve() in seen:
+            fail(f"{option}={str(path)!r} is also {seen[path.resolve()]}'s path; give each output its own")
+        seen[path.resolve()] = option
+        if option != "--out":
+            _check_picture_format(option, path)
+
+
+def _check_picture_format(option: str, path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    formats = Figure().canvas.get_supported_filetypes()
+    if path.suffix.lower().lstrip(".") not in formats:
+        fail(f"{option}={str(path)!r}: no picture format named by its extension; allowed: "
+             f"{', '.join('.' + f for f in sorted(formats))}")
 
 
 def _check_on_demand_shares(shares: list[float | None], vms: int) -> None:
@@ -126,6 +143,7 @@ def simulate(ctx: click.Context, /, workload: str | None, policy: str | None, st
     world = true_lifetime(job, world, stability, lambda_, lifetime)
     prices = build_prices(kw, world.pool_names())
     config = build_config(kw["confs"]).with_options(lifetime=kw["believed_lifetime"] or world.default_belief())
+    check_notices_expected(config, kw["notice"])
     names = [_policy(name) for name in _split("--policy", policy)]
     # A split job is measured against the unsplit job's stable time, so both slowdowns share a denominator.
     stable = None if kw["split"] == "none" else stable_job_time(job, world, config.period)
@@ -208,6 +226,7 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
     pools = {*world.pool_names(), *(("ondemand", "spot") if on_demand_shares else ())}
     prices = build_prices(kw, pools)
     config = build_config(kw["confs"])
+    check_notices_expected(config, kw["notice"])
     _check_writable(("--out", out), ("--plot", plot_path), ("--cost-plot", cost_plot_path))
     jobs = {w: _make_job(w, kw["scale"], kw["task_seconds"], kw["write_mb"], kw["seed"], "--workloads") for w in names}
     points = sweeping.sweep_points(names, pols, stabs, shares, _shapes(shape, shapes))
@@ -276,6 +295,8 @@ def whatif(eventlog: Path, policies: tuple[str, ...], stability: float | None, l
     from simulators.runner import Experiment, run_experiment
 
     names = [_policy(name) for name in policies or ("never", "always", "oracle")]
+    check_notices_expected(build_config(kw["confs"]), kw["notice"])
+    build_world(kw, vms=1, cores=1)  # every option is checked before a long log is read
     try:
         replay = load_eventlog(eventlog)
     except EventLogError as exc:

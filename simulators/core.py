@@ -228,6 +228,8 @@ class Simulator(ClusterDriver, StageDriver, BackupDriver, DuplicateDriver):
             limits.append((self._last_progress + self.stall_seconds, f"no task succeeded for {self.stall_seconds:.6g} s"))
         for limit, reason in sorted(limits):
             if t > limit:
+                if self.deadline is not None:  # a run that stopped making progress would not finish: it counts at the cap
+                    limit = max(limit, self.deadline)
                 self.now = max(self.now, limit)
                 self._fail(reason)
                 return True

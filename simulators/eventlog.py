@@ -120,6 +120,9 @@ def load_eventlog(path: str | Path, local_bandwidth: float = 400e6) -> Replay:
     job_order: list[int] = []
     stage_span: dict[int, tuple[float, float]] = {}
     executors: dict[str, int] = {}
+    # Replacements of evicted executors are added too: the cluster is the most alive at once.
+    alive: set[str] = set()
+    most_alive = 0
     master = ""
     app_name = ""
     for event in read_events(path):
@@ -139,6 +142,10 @@ def load_eventlog(path: str | Path, local_bandwidth: float = 400e6) -> Replay:
                                                      float(info["Completion Time"]) / 1000.0)
         elif kind == "SparkListenerExecutorAdded":
             executors[str(event["Executor ID"])] = int((event.get("Executor Info") or {}).get("Total Cores", 1))
+            alive.add(str(event["Executor ID"]))
+            most_alive = max(most_alive, len(alive - {"driver"}))
+        elif kind == "SparkListenerExecutorRemoved":
+            alive.discard(str(event["Executor ID"]))
         elif kind == "SparkListenerEnvironmentUpdate":
             master = str((event.get("Spark Properties") or {}).get("spark.master", ""))
         elif kind == "SparkListenerApplicationStart":
@@ -147,7 +154,7 @@ def load_eventlog(path: str | Path, local_bandwidth: float = 400e6) -> Replay:
         raise EventLogError(f"{path}: the log has no successful tasks to replay")
     overheads = _overheads(stages, tasks, stage_span, job_spans)
     job = _build_job(Path(path).name, stages, tasks, job_order, local_bandwidth, overheads)
-    n_exec, cores = _cluster(executors, master, all_tasks)
+    n_exec, cores = _cluster(executors, most_alive, master, all_tasks)
     recorded = sum(end - start for start, end in job_spans.values() if end == end)
     return Replay(job=job, executors=n_exec, cores=cores, recorded_seconds=recorded, app_name=app_name)
 
@@ -184,10 +191,11 @@ def _task_end(event: dict[str, Any], stages: dict[int, _Stage], tasks: dict[int,
         stages.setdefault(sid, _Stage(sid)).is_map = True
 
 
-def _cluster(executors: dict[str, int], master: str, tasks: list[_Task]) -> tuple[int, int]:
+def _cluster(executors: dict[str, int], most_alive: int, master: str, tasks: list[_Task]) -> tuple[int, int]:
+    """(executors, cores each): the most executors alive at once and the most cores one had."""
     workers = {k: v for k, v in executors.items() if k != "driver"}
     if workers:
-        return len(workers), max(workers.values())
+        return most_alive, max(workers.values())
     match = re.fullmatch(r"local\[(\d+)(?:,\d+)?\]", master.strip())
     if match:
         return 1, int(match.group(1))

@@ -2,7 +2,8 @@
 
 Slowdown of a run = job time / stable job time (the same job on the same cluster without
 evictions, under ``never``, i.e. vanilla Spark on stable resources as in the paper). A failed run
-contributes the job time at which it was declared failed, so its slowdown is a lower bound.
+contributes the job time at which it was declared failed: the job time cap for a run past it or
+without progress, else (too many stage attempts) a lower bound.
 """
 
 from __future__ import annotations

@@ -215,6 +215,8 @@ def build_world(kw: dict[str, Any], *, vms: int = 100, cores: int = 4) -> Any:
 
     for name in ("vms", "cores", "runs", "max_slowdown", "max_stage_attempts", "workers", "stall_seconds"):
         positive("--" + name.replace("_", "-"), kw.get(name), integer=name not in ("max_slowdown", "stall_seconds"))
+    if kw.get("max_slowdown") is not None and kw["max_slowdown"] <= 1.0:  # no run could finish under the cap
+        fail(f"--max-slowdown={kw['max_slowdown']!r} is not valid; allowed: a number > 1 (times the stable job time)")
     for name, value in (("replace-delay", kw["replace_delay"]), ("backup-latency", kw.get("backup_latency", 0.0)),
                         ("notice", kw["notice"])):
         if value is not None and not (math.isfinite(value) and value >= 0):
@@ -256,6 +258,13 @@ LIVE_ONLY_SETTINGS = frozenset({
     "remote_path", "python", "engine_timeout", "engine_start_timeout", "history_url", "notice_source",
     "notice_url", "notice_interval", "notice_signal", "backup_throttle", "pool",
 })
+
+
+def check_notices_expected(config: TRConfig, notice: float | None) -> None:
+    """``notice.expected=true`` leaves outputs to notices: in a world without ``--notice`` none comes."""
+    if config.notice_expected and notice is None:
+        fail("--conf notice.expected=true waits for termination notices, and this world gives none; "
+             "add --notice SECONDS")
 
 
 def build_config(confs: tuple[str, ...]) -> TRConfig:

@@ -183,6 +183,12 @@ def _save(fig: Any, axes: Any, panels: int, title: str, path: Path) -> None:
     plt.close(fig)
 
 
+def _shape(row: dict[str, Any]) -> str:
+    """The row's lifetime shape as a label ("" when not given)."""
+    value = row.get("shape")
+    return "" if value is None or value == "" else str(value)
+
+
 def _share(row: dict[str, Any]) -> str:
     """The row's on-demand share as a label ("" when the sweep had none; a CSV gives strings)."""
     value = row.get("on_demand_share")
@@ -202,20 +208,26 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
     Hollow markers flag points where some runs failed (their slowdown is a lower bound).
     """
     workloads = sorted({str(r["workload"]) for r in rows})
-    # one line per policy, and per on-demand share when the sweep had them
-    lines = sorted({(str(r["policy"]), _share(r)) for r in rows}, key=lambda x: (x[0], float(x[1] or -1)))
+    # One line per policy, and per on-demand share and lifetime shape when the sweep had several.
+    shaped = len({_shape(r) for r in rows}) > 1
+    lines = sorted({(str(r["policy"]), _share(r), _shape(r) if shaped else "") for r in rows},
+                   key=lambda x: (x[0], float(x[1] or -1), x[2]))
     fig, axes = _figure(len(workloads), 6.0, 4.2)
     for ax, workload in zip(axes.flat, workloads, strict=False):
-        for policy, share in lines:
+        for index, (policy, share, shape) in enumerate(lines):
             pts = sorted(
                 (float(r["stability"]), float(r["slowdown_mean"]), int(r["failed_runs"]))
                 for r in rows if r["workload"] == workload and r["policy"] == policy
-                and _share(r) == share
+                and _share(r) == share and (not shaped or _shape(r) == shape)
             )
             if not pts:
                 continue
             xs, ys, failed = zip(*pts, strict=True)
-            (line,) = ax.plot(xs, ys, marker="o", label=f"{policy}, {share}% on-demand" if share else policy)
+            label = ", ".join(part for part in (policy, f"{share}% on-demand" if share else "",
+                                                f"shape {shape}" if shape else "exponential" if shaped else "")
+                             if part)
+            # Past ten lines colours repeat: the line style tells those apart.
+            (line,) = ax.plot(xs, ys, marker="o", label=label, linestyle=("-", "--", ":", "-.")[index // 10 % 4])
             bad = [(x, y) for x, y, f in pts if f > 0]
             if bad:
                 ax.scatter(*zip(*bad, strict=True), s=90, facecolors="white", edgecolors=line.get_color(), zorder=3)

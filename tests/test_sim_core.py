@@ -361,3 +361,14 @@ def test_lifetimes_far_below_the_tasks_fail_the_run_at_the_cap_instead_of_spinni
     assert result.fail_reason == "no task succeeded in 2,000 events (lifetimes far shorter than the tasks)"
     assert result.job_time == 40.0  # counted at the job time cap, which it would never reach
     assert 2000 < sim.processed < 2100
+
+
+def test_a_run_that_stops_making_progress_counts_at_the_job_time_cap() -> None:
+    """No task succeeds for stall_seconds: the run would never finish, so it counts at the cap,
+    not at the moment it was given up (which made a stalling policy look faster)."""
+    job = JobSpec(name="j", stages=(stage(0, [10.0, 10.0]),))
+    world = WorldSpec(vms=2, cores=1, lifetime="exponential:mean=2")
+    sim = Simulator(job, world, NeverPolicy(), np.random.default_rng(0), deadline=400.0, stall_seconds=50.0)
+    result = sim.run()
+    assert not result.succeeded and result.fail_reason == "no task succeeded for 50 s"
+    assert result.job_time == 400.0

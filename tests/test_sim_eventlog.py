@@ -68,6 +68,15 @@ def test_stable_replay_reproduces_the_recorded_job_time() -> None:
         assert simulated == pytest.approx(replay.recorded_seconds, rel=0.15)
 
 
+def test_a_log_with_evictions_replays_on_as_many_executors_as_were_alive_at_once() -> None:
+    """Three executors, each killed and replaced (six added in all): the replay keeps three."""
+    log = next((Path(__file__).parent / "fixtures" / "observability" / "eventlog").iterdir())
+    replay = load_eventlog(log)
+    assert (replay.executors, replay.cores) == (3, 1)
+    simulated = stable_job_time(replay.job, WorldSpec(vms=replay.executors, cores=replay.cores))
+    assert simulated == pytest.approx(replay.recorded_seconds, rel=0.15)
+
+
 def test_rolling_log_directory(tmp_path: Path) -> None:
     rolled = tmp_path / "eventlog_v2_local-1"
     rolled.mkdir()
@@ -125,3 +134,10 @@ def test_whatif_bad_input_is_one_line_exit_2(tmp_path: Path, args: list[str]) ->
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("Error: ")
+
+
+def test_whatif_checks_its_options_before_it_reads_the_log(tmp_path: Path) -> None:
+    not_a_log = tmp_path / "notes.txt"
+    not_a_log.write_text("hello\n")
+    result = CliRunner().invoke(cli, ["whatif", str(not_a_log), "--runs", "0"])
+    assert result.exit_code == 2 and "--runs=0 is not valid" in result.output, result.output

@@ -109,7 +109,25 @@ def test_a_lifetime_that_loses_more_than_the_default_fraction_is_named_in_the_re
     from trspark.keys import ConfigError
     from trspark.live.config import check_settings
 
-    settings = {"spark.trspark.lifetime": "stable", "spark.trspark.pool.spot.lifetime": "weibull:shape=0.01,scale=1"}
+    settings = {"spark.trspark.lifetime": "exponential:mean=600", "spark.trspark.pool.spot.lifetime": "weibull:shape=0.01,scale=1"}
     with pytest.raises(ConfigError, match=r"lossFraction=0.05 \(its default\) is not below the largest expected loss "
                                           r"fraction spark.trspark.pool.spot.lifetime='weibull:shape=0.01,scale=1' gives"):
         check_settings(settings)
+
+
+def test_with_stable_capacity_a_fraction_over_a_spot_pools_peak_sets_no_limit_from_that_pool() -> None:
+    from trspark.live.config import check_settings
+
+    # A task lost again and again on a spot executor ends on an on-demand one (docs/task-sizing.md).
+    settings = {"spark.trspark.lifetime": "exponential:mean=600", "spark.trspark.pool.od.lifetime": "stable",
+                "spark.trspark.sizing.lossFraction": "0.3"}
+    check_settings(settings)
+    result = CliRunner().invoke(size_command, ["--lifetime", "exponential:mean=600", "--fraction", "0.3", "--pool", "od=stable"])
+    assert result.exit_code == 0, result.output
+    assert "the lifetimes set no limit" in result.output
+
+
+def test_a_partition_size_never_exceeds_what_a_spark_setting_holds() -> None:
+    result = CliRunner().invoke(size_command, ["--lifetime", "exponential:mean=600", "--rate", "1e30"])
+    assert result.exit_code == 0, result.output
+    assert f"--conf {ADVISORY}={2**63 - 1}" in result.output

@@ -85,13 +85,18 @@ def check_settings(settings: Mapping[str, str]) -> TRConfig:
 
 
 def check_sizing(config: TRConfig) -> None:
-    """Raise :class:`ConfigError` unless ``sizing.lossFraction`` is below the peak loss fraction of every evictable lifetime."""
+    """Raise :class:`ConfigError` unless ``sizing.lossFraction`` is below the peak loss fraction of every evictable
+    lifetime, or some configured lifetime is ``stable``."""
+    from cost_model.lifetimes import Stable
     from cost_model.task_size import FractionTooLarge, check_fraction
     from trspark.engine.tr.sizing import configured_models
 
     keys = [(PREFIX + "lifetime", config.lifetime)]
     keys += [(f"{PREFIX}pool.{pool}.lifetime", spec) for pool, spec in config.pool_lifetimes]
-    for (key, spec), model in zip(keys, configured_models(config), strict=True):
+    models = configured_models(config)
+    if any(isinstance(model, Stable) for model in models):
+        return  # a task lost again and again on evictable executors ends on a stable one: no limit
+    for (key, spec), model in zip(keys, models, strict=True):
         try:
             check_fraction(model, config.sizing_fraction)
         except FractionTooLarge as exc:

@@ -28,6 +28,9 @@ from trspark.engine.state import JobState
 from trspark.engine.tr.knowledge import LifetimeKnowledge
 from trspark.engine.views import ExecutorView, StageView
 
+#: The largest byte count a Spark setting holds (a Java long).
+JAVA_LONG_MAX = 2**63 - 1
+
 #: Seconds of driver time a computed limit is reused while the executors stay the same: ages
 #: move slowly against lifetimes, and the limit is a mixture over every executor.
 REFRESH_SECONDS = 30.0
@@ -40,8 +43,23 @@ def configured_models(config: TRConfig) -> list[LifetimeModel]:
 
 
 def configured_limit(config: TRConfig) -> float:
-    """:math:`L^*` (s) of the configured lifetimes at age 0: the shortest over the default and each pool."""
-    return min(largest_task_seconds(model, config.sizing_fraction) for model in configured_models(config))
+    """:math:`L^*` (s) of the configured lifetimes at age 0: the shortest over the default and each pool.
+
+    A lifetime whose loss never stays under the fraction sets no limit when some configured
+    capacity is stable (a task lost there again and again ends on a stable executor); without
+    stable capacity it raises :class:`~cost_model.task_size.FractionTooLarge`.
+    """
+    models = configured_models(config)
+    stable = any(isinstance(model, Stable) for model in models)
+    limits = []
+    for model in models:
+        try:
+            limits.append(largest_task_seconds(model, config.sizing_fraction))
+        except FractionTooLarge:
+            if not stable:
+                raise
+            limits.append(math.inf)
+    return min(limits)
 
 
 def suggested_partition_bytes(config: TRConfig) -> int | None:
@@ -49,7 +67,7 @@ def suggested_partition_bytes(config: TRConfig) -> int | None:
     limit = configured_limit(config)
     if config.sizing_rate <= 0.0 or not math.isfinite(limit) or limit <= 0.0:
         return None
-    return max(1, int(limit * config.sizing_rate))
+    return min(max(1, int(limit * config.sizing_rate)), JAVA_LONG_MAX)
 
 
 class SizeAdvisor:
