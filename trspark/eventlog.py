@@ -122,7 +122,7 @@ def _open_other(part: Path, raw: IO[bytes], head: bytes) -> IO[bytes]:
 def partition_of(task_info: dict[str, Any]) -> int:
     """The partition a task ran, from its ``Task Info``: its index counts within its stage
     attempt only (a retry that runs partitions 3 to 5 numbers them 0 to 2). Logs from before
-    Spark 3.3 have no partition id, and no such retries."""
+    Spark 3.3 have no partition id: there the index stands in for it."""
     partition = task_info.get("Partition ID", -1)
     return int(partition) if isinstance(partition, int) and partition >= 0 else int(task_info["Index"])
 
