@@ -9,7 +9,7 @@ from __future__ import annotations
 from engine_world import MB, add_executors, feed, map_stage, run_task
 
 from trspark.engine.commands import DuplicateTask, KillDuplicate, SchedulingHints
-from trspark.engine.events import Event, ExecutorNotice, StageSubmitted, TaskStarted, Tick
+from trspark.engine.events import Event, ExecutorLost, ExecutorNotice, StageSubmitted, TaskStarted, Tick
 from trspark.engine.interface import Policy
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
@@ -115,6 +115,16 @@ def test_copy_killed_when_the_original_wins_and_when_cores_are_needed() -> None:
     # The original of stage 1's task wins on a: no copy of it exists, nothing to kill.
     done = feed(policy, run_task(1, 1, "a", start=10.0, seconds=4.0, write=MB, shuffle_id=1)[1:])
     assert not [c for c in done if isinstance(c, KillDuplicate)]
+
+
+def test_a_copy_whose_original_died_is_the_task_now_and_is_not_killed_for_cores() -> None:
+    policy = _policy()
+    feed(policy, _two_stages_on_a_dying_executor() + [Tick(time=11.0)])
+    feed(policy, [TaskStarted(time=11.0, stage_id=0, partition=1, executor_id="c")])
+    # a dies: the original attempt goes with it and the copy on c runs alone.
+    feed(policy, [ExecutorLost(time=11.2, executor_id="a", reason="evicted")])
+    out = feed(policy, [StageSubmitted(time=11.5, stage_id=2, num_tasks=2, shuffle_id=2)])
+    assert not [c for c in out if isinstance(c, KillDuplicate)]
 
 
 def test_idle_executors_follow_the_gamma_rule() -> None:

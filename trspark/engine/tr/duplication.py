@@ -64,14 +64,16 @@ class Duplicator:
         return [KillDuplicate(stage_id=stage_id, partition=partition, executor_id=e) for e in others]
 
     def forget_lost(self, state: JobState) -> None:
-        """Drop copies whose executor died or whose task no longer runs anywhere.
+        """Drop copies whose executor died, whose task no longer runs anywhere, or that run alone.
 
-        A copy just asked for is kept although its ``TaskStarted`` has not arrived yet.
+        A copy just asked for is kept although its ``TaskStarted`` has not arrived yet. A copy
+        whose original ended (its executor died) is the task's only attempt: it is never killed.
         """
         for key, executor in list(self.copies.items()):
             stage = state.stages.get(key[0])
             ex = state.executors.get(executor)
-            if stage is None or key[1] not in stage.running or ex is None or not ex.alive:
+            running = stage.running.get(key[1]) if stage is not None else None
+            if not running or ex is None or not ex.alive or running == {executor}:
                 del self.copies[key]
 
     def kill_if_needed(self, state: JobState) -> list[Command]:
