@@ -45,6 +45,8 @@ class EngineBridge(
   @volatile private var stopping = false
   @volatile private var process: Process = _
   @volatile private var socket: Socket = _
+  /** The socket the engine connects to, while it is awaited: [[stop]] closes it to end the wait. */
+  @volatile private var listening: ServerSocket = _
   private val token = {
     val bytes = new Array[Byte](16)
     new SecureRandom().nextBytes(bytes)
@@ -63,6 +65,7 @@ class EngineBridge(
   // closure Scala turns them into a NonLocalReturnControl thrown out of the thread).
   private def connect(): Unit = {
     val server = new ServerSocket(0, 1, InetAddress.getLoopbackAddress)
+    listening = server
     try {
       server.setSoTimeout(startTimeoutMs)
       val command = Seq(python, "-m", "trspark.live", "--connect", s"127.0.0.1:${server.getLocalPort}")
@@ -80,6 +83,8 @@ class EngineBridge(
         case NonFatal(_) => fail(s"engine did not connect within $startTimeoutS s (spark.trspark.engine.startTimeout)"); return
       }
     } finally server.close()
+    // The application stopped while the engine was starting: its socket is closed here, not left open.
+    if (stopping) { close(); return }
     socket.setSoTimeout(startTimeoutMs)
     val in = new BufferedReader(new InputStreamReader(socket.getInputStream, StandardCharsets.UTF_8))
     val hello = try Option(in.readLine()).map(Json.parse) catch { case NonFatal(_) => None }
@@ -112,6 +117,7 @@ class EngineBridge(
   def stop(): Unit = {
     stopping = true
     failed.set(true)
+    Option(listening).foreach(s => try s.close() catch { case NonFatal(_) => })
     Option(socket).foreach(s => try s.close() catch { case NonFatal(_) => })
     Option(process).foreach(p => p.waitFor(StopGraceS, TimeUnit.SECONDS))
     close()
