@@ -162,3 +162,14 @@ def test_a_straggler_past_its_stage_mean_is_copied() -> None:
     feed(policy, events)
     ended = run_task(0, 0, "c", start=2.0, seconds=10.0, write=MB, shuffle_id=0)
     assert _duplicates(policy, ended) == [DuplicateTask(stage_id=0, partition=1, executor_id="c")]
+
+
+def test_a_success_reported_after_its_executor_was_lost_kills_no_surviving_copy() -> None:
+    # The output went with a; the copy still running on b is the partition's only run now.
+    policy = _policy()
+    events = add_executors(["a", "b"]) + [map_stage(0, 1, 0),
+                                          TaskStarted(time=0.0, stage_id=0, partition=0, executor_id="a"),
+                                          TaskStarted(time=0.0, stage_id=0, partition=0, executor_id="b", speculative=True)]
+    feed(policy, events + [ExecutorLost(time=4.0, executor_id="a", reason="evicted")])
+    late = run_task(0, 0, "a", start=0.0, seconds=4.0, write=MB, shuffle_id=0)[1:]
+    assert not [c for c in feed(policy, late) if isinstance(c, KillDuplicate)]

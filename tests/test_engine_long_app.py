@@ -138,3 +138,20 @@ def test_a_query_stages_inputs_keep_their_backups_until_its_own_output_is_read()
     assert dropped == set(), "shuffle 1 is unread: shuffle 0 may be needed to re-make it"
     dropped = run(stage(4.5, 2, 2, None, 1) + [ShuffleConsumed(6.5, 1), JobEnded(6.5, True, job_id=2)])
     assert dropped == backed_up and {s for s, _ in dropped} == {0, 1}
+
+
+@pytest.mark.parametrize("name", ["stage", "interval"])
+def test_the_checkpointing_baselines_keep_nothing_of_consumed_shuffles(name: str) -> None:
+    from trspark.engine.registry import make_policy
+
+    policy = make_policy(name, TRConfig(lifetime="exponential:mean=5", remote_bandwidth=1e9, local_bandwidth=1e9))
+    for i in range(3):
+        policy.handle(ExecutorAdded(0.0, str(i), host=f"h{i}"))
+    t = 0.0
+    for j in range(60):
+        for event in _job(j, t):
+            policy.handle(event)
+        t += 6.0
+    assert policy.summary()["backups_planned"] > 0  # the short lifetimes flag every stage
+    assert not policy.released  # type: ignore[attr-defined]
+    assert not getattr(policy, "holders", {}) and not getattr(policy, "flagged", set())

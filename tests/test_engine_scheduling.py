@@ -605,6 +605,17 @@ def test_a_noticed_executor_running_a_task_is_released_after_it_ends_and_its_out
     assert _released(feed(policy, [done])) == ["a"]
 
 
+def test_an_executor_added_under_a_released_ones_id_takes_tasks() -> None:
+    policy = make_policy("tr", TRConfig(lifetime="exponential:mean=3600"))
+    events = add_executors(["0", "1"]) + [ExecutorNotice(time=10.0, executor_id="1", deadline=10.5), Tick(time=10.1)]
+    assert _released(feed(policy, events)) == ["1"]
+    feed(policy, [ExecutorLost(time=11.0, executor_id="1", reason="released")] + add_executors(["1"], time=60.0))
+    out = feed(policy, [map_stage(0, 8, 0, time=61.0), Tick(time=62.0)])
+    hints = [c for c in out if isinstance(c, SchedulingHints)]
+    assert hints and hints[-1].drain == ()
+    assert policy.summary()["executors_released"] == 1
+
+
 def test_a_released_executor_takes_no_task_until_it_is_gone() -> None:
     state = JobState()
     for event in add_executors(["a", "b"]) + [map_stage(0, 4, 0), ExecutorNotice(time=1.0, executor_id="a", deadline=31.0)]:

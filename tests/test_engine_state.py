@@ -325,3 +325,67 @@ def test_a_map_output_reported_after_its_executor_was_lost_is_no_output() -> Non
     assert list(state.outputs) == [(0, 0)]
     assert state.stages[0].finished == {0} and state.stages[0].pending_count == 1
     assert state.lost_work_seconds == pytest.approx(2.0)  # a's task, counted once, when a went
+
+
+def _state_with_lineage() -> tuple[JobState, object]:
+    from cost_model.lifetimes import Exponential
+    from cost_model.lineage import Lineage
+
+    lineage = Lineage()
+    return JobState(lineage=lineage, lifetime_of=lambda view: Exponential(mean=100.0)), lineage
+
+
+def test_a_block_lost_report_takes_every_copy_the_engine_knew_of() -> None:
+    # The driver reports an output lost when no copy it can serve is left: the store's copy
+    # unreadable, or a peer copy Spark would not use. The state and the lineage both follow.
+    state, lineage = _state_with_lineage()
+    for group in (add_executors(["a", "b"], time=0.0), [map_stage(0, 2, 0, time=0.0)],
+                  run_task(0, 0, "a", start=0.0, seconds=2.0, write=MB, shuffle_id=0),
+                  run_task(0, 1, "a", start=0.0, seconds=2.0, write=MB, shuffle_id=0),
+                  [BlockBackedUp(time=3.0, shuffle_id=0, map_index=0, target=REMOTE, bytes=MB),
+                   BlockBackedUp(time=3.0, shuffle_id=0, map_index=1, target="b", bytes=MB)]):
+        for event in group:
+            state.apply(event)
+    state.apply(BlockLost(time=4.0, shuffle_id=0, map_index=0))
+    state.apply(BlockLost(time=4.0, shuffle_id=0, map_index=1))
+    assert state.outputs == {} and state.stages[0].finished == set()
+    for index in (0, 1):
+        out = lineage.output(0, index)  # type: ignore[attr-defined]
+        assert out.locations == set() and not out.remote  # lost: charged as re-runs from now on
+
+
+def test_a_consumed_shuffle_a_later_job_reads_stays_out_of_the_lineage() -> None:
+    # Iterative jobs: each reads the shuffle the job before wrote and consumed. Losing it costs
+    # nothing, and keeping it would grow the lineage by one shuffle per job.
+    state, lineage = _state_with_lineage()
+    for event in add_executors(["a"], time=0.0):
+        state.apply(event)
+    t = 1.0
+    for job in range(20):
+        parents = [job - 1] if job else []
+        events = [map_stage(job, 1, job, time=t, parents=parents, parent_shuffles=parents)]
+        events += run_task(job, 0, "a", start=t, seconds=1.0, write=MB, shuffle_id=job)
+        events += [StageCompleted(time=t + 1, stage_id=job), ShuffleConsumed(time=t + 1, shuffle_id=job),
+                   JobEnded(time=t + 1, succeeded=True, job_id=job)]
+        for event in events:
+            state.apply(event)
+        t += 2
+    assert len(lineage.shuffle_ids()) <= 1  # type: ignore[attr-defined]
+
+
+def test_the_lifetime_knowledge_forgets_executors_that_came_and_went() -> None:
+    # An application that runs for days sees thousands of executors noticed or flagged and lost.
+    from trspark.engine.events import ExecutorRebalance
+    from trspark.engine.settings import TRConfig
+    from trspark.engine.tr.policy import TRPolicy
+
+    policy = TRPolicy(TRConfig(lifetime="exponential:mean=3600", rebalance_hazard_factor=4.0))
+    t = 0.0
+    for k in range(50):
+        noticed, flagged = f"n{k}", f"r{k}"
+        for event in [*add_executors([noticed, flagged], time=t), ExecutorNotice(time=t + 1, executor_id=noticed, deadline=t + 30),
+                      ExecutorRebalance(time=t + 1, executor_id=flagged), Tick(time=t + 1.5),
+                      ExecutorLost(time=t + 2, executor_id=noticed), ExecutorLost(time=t + 2, executor_id=flagged, reason="removed")]:
+            policy.handle(event)
+        t += 3
+    assert not policy.knowledge._known and not policy.knowledge._raised  # type: ignore[attr-defined]

@@ -65,12 +65,15 @@ class AlwaysPolicy(Policy):
         return {"backups_planned": self.backups}
 
 
-def _forget_released(event: Event, released: set[tuple[int, int]]) -> None:
-    """A re-created or failed block may be released again."""
+def _forget_released(event: Event, released: set[tuple[int, int]], consumed: Sequence[int]) -> None:
+    """A re-created or failed block may be released again; a consumed shuffle's blocks never are."""
     if isinstance(event, TaskEnded) and event.successful and event.shuffle_id is not None:
         released.discard((event.shuffle_id, event.partition))
     elif isinstance(event, BackupFailed):
         released.discard((event.shuffle_id, event.map_index))
+    if consumed:  # an application that runs for days would otherwise keep every block it backed up
+        gone = set(consumed)
+        released.difference_update([block for block in released if block[0] in gone])
 
 
 def _remote_backups(blocks: Iterable[MapOutput], released: set[tuple[int, int]]) -> list[Command]:
@@ -126,26 +129,37 @@ class StagePolicy(Policy):
         self.state = JobState()
         self.flagged: set[int] = set()
         self.released: set[tuple[int, int]] = set()
+        self.planned = 0
+        self.stages_flagged = 0
         self.holders: dict[int, set[str]] = {}
         """stage -> executors that ran (or run) its tasks, i.e. hold or will hold its outputs."""
 
     def handle(self, event: Event) -> Sequence[Command]:
         self.state.apply(event)
-        _forget_released(event, self.released)
+        _forget_released(event, self.released, self.state.consumed_now)
         if isinstance(event, TaskStarted):
             self.holders.setdefault(event.stage_id, set()).add(event.executor_id)
         elif isinstance(event, TaskEnded) and event.successful and event.shuffle_id is not None:
             if event.stage_id not in self.flagged:
                 # Only the new holder's risk is new; the others were checked before (and on ticks).
                 return self._flag_if_risky(event.stage_id, {event.executor_id})
-            return _remote_backups(self._stage_outputs(event.stage_id), self.released)
+            return self._backups(self._stage_outputs(event.stage_id))
         elif isinstance(event, Tick):
+            # Stages the state retired (their shuffle consumed) are checked no more.
+            for stage_id in [s for s in self.holders if s not in self.state.stages]:
+                del self.holders[stage_id]
+                self.flagged.discard(stage_id)
             out: list[Command] = []
             for stage_id, holders in list(self.holders.items()):
                 if stage_id not in self.flagged:
                     out += self._flag_if_risky(stage_id, holders)
             return out
         return ()
+
+    def _backups(self, blocks: Iterable[MapOutput]) -> list[Command]:
+        out = _remote_backups(blocks, self.released)
+        self.planned += len(out)
+        return out
 
     def _stage_outputs(self, stage_id: int) -> list[MapOutput]:
         stage = self.state.stages.get(stage_id)
@@ -166,10 +180,11 @@ class StagePolicy(Policy):
         if float(np.max(risk)) < self.risk:
             return []
         self.flagged.add(stage_id)
-        return _remote_backups(self._stage_outputs(stage_id), self.released)
+        self.stages_flagged += 1
+        return self._backups(self._stage_outputs(stage_id))
 
     def summary(self) -> dict[str, object]:
-        return {"backups_planned": len(self.released), "stages_flagged": len(self.flagged)}
+        return {"backups_planned": self.planned, "stages_flagged": self.stages_flagged}
 
 
 class IntervalPolicy(Policy):
@@ -196,6 +211,7 @@ class IntervalPolicy(Policy):
         self.remote_cap = remote_cap
         self.state = JobState()
         self.released: set[tuple[int, int]] = set()
+        self.planned = 0
         self.last_checkpoint = 0.0
         self.checkpoints = 0
         self.period: float | None = None
@@ -213,7 +229,7 @@ class IntervalPolicy(Policy):
 
     def handle(self, event: Event) -> Sequence[Command]:
         self.state.apply(event)
-        _forget_released(event, self.released)
+        _forget_released(event, self.released, self.state.consumed_now)
         if isinstance(event, TaskEnded) and event.successful and event.shuffle_id is not None:
             self._output_bytes += event.shuffle_write_bytes
             self._outputs += 1
@@ -227,7 +243,9 @@ class IntervalPolicy(Policy):
             return ()
         self.last_checkpoint = self.state.now
         self.checkpoints += 1
-        return _remote_backups(list(self.state.live_outputs()), self.released)
+        out = _remote_backups(list(self.state.live_outputs()), self.released)
+        self.planned += len(out)
+        return out
 
     def summary(self) -> dict[str, object]:
-        return {"backups_planned": len(self.released), "checkpoints": self.checkpoints, "period_s": self.period}
+        return {"backups_planned": self.planned, "checkpoints": self.checkpoints, "period_s": self.period}

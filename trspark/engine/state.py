@@ -257,8 +257,10 @@ class JobState(JobRecords):
             )
             self._by_shuffle.setdefault(shuffle, {})[block.block_id] = block
             if self.lineage is not None:
+                # A consumed parent (a later job read it) costs nothing to lose: it stays out of the lineage.
+                parents = [s for s in stage.parent_shuffle_ids if s not in self.consumed_shuffles]
                 self.lineage.add_output(shuffle, e.partition, e.executor_id, e.duration, float(e.shuffle_write_bytes),
-                                        parents=stage.parent_shuffle_ids)
+                                        parents=parents)
 
     def _stop_copy(self, stage: StageView, partition: int, executor_id: str, now: float, *, lost: bool) -> bool:
         """Forget one running attempt; whether it was still known as running."""
@@ -302,9 +304,16 @@ class JobState(JobRecords):
             lineage.remove_location(block_id[0], block_id[1], holder)
 
     def _block_lost(self, e: BlockLost) -> None:
+        """The driver has no copy of the output it can serve (none left, or the store's copy turned
+        out unreadable): every copy is gone, in the state and in the lineage, whatever was known."""
         block = self.outputs.get((e.shuffle_id, e.map_index))
-        if block is not None and not block.on_remote:
+        if block is not None:
             self._drop_output(block)
+        lineage = self.lineage
+        if lineage is not None and lineage.has_output(e.shuffle_id, e.map_index):
+            out = lineage.output(e.shuffle_id, e.map_index)
+            for holder in [*sorted(out.locations), *([REMOTE] if out.remote else [])]:
+                lineage.remove_location(e.shuffle_id, e.map_index, holder)
 
     def _forget_copies(self, block: MapOutput) -> None:
         for holder in [block.executor_id, *block.backups]:

@@ -94,6 +94,11 @@ class LifetimeKnowledge:
             self._known[key] = model
         return model
 
+    def forget(self, executor_id: str) -> None:
+        """Drop what is kept for a lost executor (an application that runs for days sees many)."""
+        for key in [key for key in self._known if key[0] == executor_id]:
+            del self._known[key]
+
     def never_fails(self, executor: ExecutorView) -> bool:
         """P(``executor`` is ever evicted) = 0 under its current model (stable capacity, no notice)."""
         return never_evicted(self.model(executor))

@@ -139,6 +139,7 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         # can free them), and those released.
         self._draining: set[str] = set()
         self.released: set[str] = set()
+        self.released_gone = 0
         self.idle = IdleRelease(config.release_idle, config.release_min_executors)
         # How long a block must survive: until its readers finished and their outputs are covered.
         self.horizon = NeedHorizon(config.alpha, self._covered, ttl=min(0.5, config.period))
@@ -157,7 +158,11 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         elif isinstance(event, BackupFailed):
             self._on_backup_failed(event)
         elif isinstance(event, ExecutorLost):
+            if event.executor_id in self.released:  # gone: an executor added later under its id is another
+                self.released.discard(event.executor_id)
+                self.released_gone += 1
             self.stack.executor_lost(event.executor_id)
+            self.knowledge.forget(event.executor_id)
             if self.knowledge.observe(state):
                 state.refresh_lifetimes()
             self._replan_lost_copies(event.executor_id)
@@ -208,11 +213,15 @@ class TRPolicy(NoticeRules, Replanning, Policy):
     def _on_task_ended(self, event: TaskEnded) -> list[Command]:
         if not event.successful:
             return []
+        stage = self.state.stages.get(event.stage_id)
+        shuffle = event.shuffle_id if event.shuffle_id is not None else (stage.shuffle_id if stage else None)
+        if shuffle is not None and event.executor_id not in self.state.executors:
+            # Reported after its executor was lost, the output went with it and runs again: a copy
+            # of it still running elsewhere is that run, not a duplicate to kill.
+            return []
         out: list[Command] = []
         if self.config.duplication:
             out += self.duplicator.on_task_succeeded(self.state, event.stage_id, event.partition)
-        stage = self.state.stages.get(event.stage_id)
-        shuffle = event.shuffle_id if event.shuffle_id is not None else (stage.shuffle_id if stage else None)
         block = self.state.outputs.get((shuffle, event.partition)) if shuffle is not None else None
         if block is not None:
             self._plan(block)
@@ -350,7 +359,7 @@ class TRPolicy(NoticeRules, Replanning, Policy):
             "decisions_none": self.decisions["none"],
             "decisions_deferred": self.decisions["deferred"],
             "decisions_left_to_notice": self.decisions["left_to_notice"],
-            "executors_released": len(self.released),
+            "executors_released": self.released_gone + len(self.released),
             "executors_released_idle": self.idle.gone + len(self.idle.released),
             "backups_released": self.stack.released,
             "backups_dropped_consumers_safe": self.stack.dropped,

@@ -50,6 +50,10 @@ class RebalanceKnowledge(LifetimeKnowledge):
         self.factor = factor
         self._raised: dict[str, tuple[float, LifetimeModel, LifetimeModel]] = {}
 
+    def forget(self, executor_id: str) -> None:
+        super().forget(executor_id)
+        self._raised.pop(executor_id, None)
+
     def model(self, executor: ExecutorView) -> LifetimeModel:
         base = super().model(executor)
         noticed = executor.notice_deadline is not None and self.uses_notices
