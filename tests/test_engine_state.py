@@ -389,3 +389,11 @@ def test_the_lifetime_knowledge_forgets_executors_that_came_and_went() -> None:
             policy.handle(event)
         t += 3
     assert not policy.knowledge._known and not policy.knowledge._raised  # type: ignore[attr-defined]
+
+
+def test_a_repeated_executor_added_naming_its_pool_keeps_a_rebalance_seen_before() -> None:
+    from trspark.engine.events import ExecutorRebalance
+
+    state = _state(add_executors(["a"], time=0.0), [ExecutorRebalance(time=2.0, executor_id="a", since=1.5)])
+    state.apply(ExecutorAdded(time=3.0, executor_id="a", pool="spot"))
+    assert state.executors["a"].pool == "spot" and state.executors["a"].rebalance_at == 1.5

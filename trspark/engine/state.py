@@ -80,6 +80,7 @@ class JobState(JobRecords):
             # A repeated ExecutorAdded names the pool found later: what happened meanwhile stays.
             view.running, view.tasks_done = old.running, old.tasks_done
             view.notice_deadline, view.draining = old.notice_deadline, old.draining
+            view.rebalance_at = old.rebalance_at
         self.executors[e.executor_id] = view
         lineage, lifetime_of = self.lineage, self._lifetime_of
         if lineage is None or lifetime_of is None:
