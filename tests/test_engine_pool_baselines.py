@@ -11,7 +11,7 @@ from simulators.dag import JobSpec
 from simulators.world import Pool, WorldSpec
 from tests.test_sim_core import Recorder, stage
 from trspark.engine import placement
-from trspark.engine.commands import Backup, SchedulingHints
+from trspark.engine.commands import Advice, Backup, SchedulingHints
 from trspark.engine.events import (
     REMOTE,
     ExecutorAdded,
@@ -62,8 +62,12 @@ def test_efm_falls_back_to_remote_without_an_on_demand_peer() -> None:
     assert backups(feed(policy, events)) == [(0, "s", REMOTE)]
     # a homogeneous cluster (no pool named on-demand) sends everything to the remote store
     homogeneous = feed(EFMPolicy(), [added("x", "default"), map_stage(0, 1, 0),
-                                     *run_task(0, 0, "x", start=0.0, seconds=1.0, write=MB, shuffle_id=0)])
-    assert backups(homogeneous) == [(0, "x", REMOTE)]
+                                     *run_task(0, 0, "x", start=0.0, seconds=1.0, write=MB, shuffle_id=0),
+                                     *run_task(0, 1, "x", start=1.0, seconds=1.0, write=MB, shuffle_id=0)])
+    assert backups(homogeneous) == [(0, "x", REMOTE), (1, "x", REMOTE)]
+    # The user hears once that efm is copying what always-checkpoint copies.
+    (advice,) = [c for c in homogeneous if isinstance(c, Advice)]
+    assert "no on-demand executor is alive" in advice.message and "ondemand" in advice.message
 
 
 def graph() -> JobSubmitted:

@@ -133,6 +133,10 @@ def submissions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subproces
     cases["no-interpreter"] = {"spark.trspark.mode": "never", "spark.trspark.python": str(tmp / "no-such-python")}
     cases["no-filesystem"] = {"spark.trspark.mode": "always", "spark.trspark.remote.path": "foo://bucket/backups"}
     cases["old-fetch-protocol"] = {"spark.trspark.mode": "tr", "spark.shuffle.useOldFetchProtocol": "true"}
+    # Spark's fallback storage takes a path without a scheme (the default file system's).
+    fallback = "spark.storage.decommission.fallbackStorage.path"
+    cases["fallback-without-scheme"] = {"spark.trspark.mode": "always", fallback: f"{tmp}/fallback/"}
+    cases["fallback-unknown-scheme"] = {"spark.trspark.mode": "always", fallback: "nosuch://x/y/"}
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {name: pool.submit(spark_submit, app, settings) for name, settings in cases.items()}
         return {name: future.result() for name, future in futures.items()}
@@ -192,3 +196,15 @@ def test_spark_submit_stops_when_map_ids_cannot_tell_attempts_apart(
     assert "spark.shuffle.useOldFetchProtocol=true gives every attempt of a map task the same map id" in output
     assert "allowed with it: spark.trspark.mode=never" in output
     assert "ANSWER" not in run.stdout
+
+
+@pytest.mark.spark
+def test_a_fallback_storage_path_the_user_set_is_taken_as_spark_takes_it_and_named_when_it_fails(
+        submissions: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    run = submissions["fallback-without-scheme"]
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "ANSWER 45" in run.stdout
+    run = submissions["fallback-unknown-scheme"]
+    output = run.stdout + run.stderr
+    assert run.returncode != 0 and "ANSWER" not in run.stdout
+    assert "trspark: spark.storage.decommission.fallbackStorage.path='nosuch://x/y' is not valid" in output

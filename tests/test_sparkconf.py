@@ -83,6 +83,10 @@ def test_an_option_given_as_none_is_left_unset(fake_jar: str) -> None:
         ({"local_bandwidth": "inf"}, "spark.trspark.bandwidth.local='inf' is not valid; allowed:"),
         ({"remote_cap": "1e400"}, "spark.trspark.bandwidth.remoteCap='1e400' is not valid"),
         ({"sizing_rate": "nan"}, "spark.trspark.sizing.rate='nan' is not valid"),
+        # Python reads 1_0 as 10, the plugin's JVM does not read it at all.
+        ({"period": "1_0"}, "spark.trspark.period='1_0' is not valid"),
+        ({"backup_throttle": "5_0m"}, "spark.trspark.backup.throttle='5_0m' is not valid"),
+        ({"recursion_depth": "1_0"}, "spark.trspark.recursionDepth='1_0' is not valid"),
         ({"remote_path": "/mnt/backups"}, "spark.trspark.remote.path='/mnt/backups' is not valid (a URL with a scheme"),
         ({"notice_signal": "PRW"}, "spark.trspark.notice.signal='PRW' is not valid; allowed: none or a signal name: ALRM"),
         ({"notice_signal": "KILL"}, "spark.trspark.notice.signal='KILL' is not valid"),

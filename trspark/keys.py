@@ -54,9 +54,16 @@ def _choice(*options: str) -> Callable[[str], str]:
     return parse
 
 
+def _java_number(raw: str) -> str:
+    """``raw`` unless the plugin's JVM would not read it as a number: Python takes ``1_0``, Java does not."""
+    if "_" in raw:
+        raise ValueError
+    return raw
+
+
 def _number(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> Callable[[str], float]:
     def parse(raw: str) -> float:
-        value = float(raw)
+        value = float(_java_number(raw))
         if value != value or value in (float("inf"), float("-inf")):
             raise ValueError
         if lo is not None and (value < lo or (lo_open and value == lo)):
@@ -70,7 +77,7 @@ def _number(lo: float | None = None, hi: float | None = None, *, lo_open: bool =
 
 def _int(lo: int, hi: int) -> Callable[[str], int]:
     def parse(raw: str) -> int:
-        value = int(raw)
+        value = int(_java_number(raw))
         if not lo <= value <= hi:
             raise ValueError
         return value
@@ -121,7 +128,7 @@ def is_pool_name(name: str) -> bool:
 
 def _bytes_per_second(raw: str) -> float:
     """Bytes/s >= 0 from ``"100m"``, ``"1.5g"``, ``"400000000"`` (k/m/g = 10^3/10^6/10^9 bytes/s); finite."""
-    text = raw.strip().lower().removesuffix("b/s").removesuffix("/s")
+    text = _java_number(raw).strip().lower().removesuffix("b/s").removesuffix("/s")
     scale = {"k": 1e3, "m": 1e6, "g": 1e9}.get(text[-1:], 1.0)
     value = float(text[:-1] if scale != 1.0 else text) * scale
     if not (math.isfinite(value) and value >= 0.0):
@@ -144,7 +151,7 @@ def _rate_or_zero(raw: str) -> float:
 
 def _open_fraction(raw: str) -> float:
     """A number strictly between 0 and 1."""
-    value = float(raw)
+    value = float(_java_number(raw))
     if not 0.0 < value < 1.0:
         raise ValueError
     return value
@@ -251,13 +258,14 @@ KEYS: tuple[Key, ...] = (
     Key("python", "python", "", _text, "path to a Python interpreter",
         "Interpreter that runs the engine (python -m trspark.live); empty = the PySpark driver's."),
     Key("engine.timeout", "engine_timeout", 2.0, _number(0.0, None, lo_open=True), "seconds > 0",
-        "Longest wait for the engine's answer to an event before the shim falls back to always-checkpoint "
-        "(start-up has its own limit, engine.startTimeout)."),
+        "Longest wait for the engine's answer to an event before the shim falls back to always-checkpoint, "
+        "checked every spark.trspark.period (start-up has its own limit, engine.startTimeout)."),
     Key("engine.startTimeout", "engine_start_timeout", 120.0, _number(0.0, None, lo_open=True), "seconds > 0",
         "Longest wait for the engine process to start, connect and say Hello (it imports numpy, and scipy when it fits "
         "the lifetime history: slow on a loaded machine) before the shim falls back to always-checkpoint for the application."),
     Key("history.url", "history_url", "", _text, "an fsspec URL (local path, file://, abfs://...)",
-        "Lifetime history store: observed executor lifetimes are appended here and fitted by the next application."),
+        "Lifetime history store: the engine appends observed executor lifetimes here and fits the next application's "
+        "models to them (every mode but never and always, which run no engine)."),
     Key("pool", "pool", "default", _pool_name, f"a pool name: {POOL_NAME_RULE}",
         "Pool of the executors that name none themselves (TRSPARK_POOL, instance metadata); the lifetime history is kept per pool."),
     Key("backup.throttle", "backup_throttle", 0.0, _rate_or_zero, "bytes/s >= 0 (0 = unlimited), e.g. 50m",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from trspark.engine.commands import Backup, Command, SchedulingHints
+from trspark.engine.commands import Advice, Backup, Command, SchedulingHints
 from trspark.engine.events import (
     REMOTE,
     BlockBackedUp,
@@ -90,13 +90,17 @@ class EFMPolicy(Policy):
         if event.executor_id in self.pools.on_demand:
             return ()  # already on stable capacity
         target = min(self.pools.on_demand, key=lambda e: self.sent.get(e, 0), default=REMOTE)
+        advice: tuple[Command, ...] = ()
         if target == REMOTE:
+            if not self.to_remote:  # said once: efm then copies what always-checkpoint copies
+                advice = (Advice("info", "efm: no on-demand executor is alive, so map outputs are copied to the remote "
+                                         f"store (on-demand pools: {', '.join(sorted(self.pools.on_demand_pools))})"),)
             self.to_remote += 1
         else:
             self.to_peer += 1
             self.sent[target] = self.sent.get(target, 0) + event.shuffle_write_bytes
-        return (Backup(shuffle_id=event.shuffle_id, map_index=event.partition, source=event.executor_id,
-                       target=target, bytes=event.shuffle_write_bytes, map_id=event.map_id),)
+        return (*advice, Backup(shuffle_id=event.shuffle_id, map_index=event.partition, source=event.executor_id,
+                                target=target, bytes=event.shuffle_write_bytes, map_id=event.map_id))
 
     def wants(self, event_type: type) -> bool:
         return event_type not in (TaskStarted, BlockBackedUp)

@@ -4,7 +4,7 @@ import java.net.URI
 
 import scala.util.Try
 
-import org.apache.hadoop.fs.FileSystem
+import org.apache.hadoop.fs.{FileSystem, Path}
 
 import org.apache.spark.SparkConf
 import org.apache.spark.deploy.SparkHadoopUtil
@@ -89,13 +89,24 @@ object TRConf {
    * on the classpath: every backup would fail, with one warning at the first, and the application
    * would run with no output protected. The driver only: an executor would fail to start instead.
    */
-  def checkRemoteFileSystem(conf: SparkConf, path: String): Unit = {
-    val scheme = new URI(path).getScheme
-    Try(FileSystem.getFileSystemClass(scheme, SparkHadoopUtil.get.newConfiguration(conf))).failed.foreach { e =>
-      fail("remote.path", path, s"a Hadoop FileSystem URL whose scheme has a FileSystem on the classpath " +
-        s"(file://, hdfs://; s3a:// needs hadoop-aws, abfs:// hadoop-azure): ${e.getMessage}")
+  def checkRemoteFileSystem(conf: SparkConf, path: String, key: String = Prefix + "remote.path"): Unit = {
+    Try(FileSystem.getFileSystemClass(new URI(path).getScheme, SparkHadoopUtil.get.newConfiguration(conf))).failed.foreach { e =>
+      throw new IllegalArgumentException(s"trspark: $key='$path' is not valid; allowed: a Hadoop FileSystem URL " +
+        s"whose scheme has a FileSystem on the classpath (file://, hdfs://; s3a:// needs hadoop-aws, abfs:// " +
+        s"hadoop-azure): ${e.getMessage}")
     }
   }
+
+  /**
+   * `path` with the default Hadoop file system's scheme when it names none, as Spark's fallback
+   * storage reads such a path (`file:` locally, the cluster's `fs.defaultFS` elsewhere).
+   */
+  def qualified(conf: SparkConf, path: String): String =
+    if (Try(new URI(path).getScheme).toOption.flatMap(Option(_)).isDefined) path
+    else Try {
+      val p = new Path(path)
+      p.getFileSystem(SparkHadoopUtil.get.newConfiguration(conf)).makeQualified(p).toString
+    }.getOrElse(path)
 
   /**
    * Backups need Spark's map ids (task attempt ids). With `spark.shuffle.useOldFetchProtocol` a map

@@ -59,13 +59,15 @@ class TRDriverPlugin extends EngineCommands {
     NoticeSettings(sc.conf) // validate spark.trspark.notice.* at start-up, not on each executor
     // Executors read re-pointed outputs through Spark's fallback storage, so it must point at
     // our remote root. A root the user already set wins (backups go there).
-    sc.conf.getOption(TRConf.FallbackPathKey) match {
-      case Some(path) => conf = conf.copy(remotePath = path.stripSuffix("/"))
+    val usersFallback = sc.conf.getOption(TRConf.FallbackPathKey)
+    usersFallback match {
+      case Some(path) => conf = conf.copy(remotePath = TRConf.qualified(sc.conf, path.stripSuffix("/")))
       case None => sc.conf.set(TRConf.FallbackPathKey, conf.remotePath + "/")
     }
     sc.conf.set(TRConf.Prefix + "remote.path", conf.remotePath)
     if (conf.backupsEnabled) {
-      TRConf.checkRemoteFileSystem(sc.conf, conf.remotePath)
+      // A path the user gave Spark's fallback storage is reported under that key.
+      TRConf.checkRemoteFileSystem(sc.conf, conf.remotePath, usersFallback.fold(TRConf.Prefix + "remote.path")(_ => TRConf.FallbackPathKey))
       TRConf.checkFetchProtocol(sc.conf)
     }
     // Before the settings are checked and handed to the engine: they include the release keys.
