@@ -109,6 +109,8 @@ def stable_guess(workload: str) -> float:
 
 
 CONSOLE_LOG = "spark-console.log"
+#: Seconds after which a demo run counts as failed; a notice must come within it.
+DEMO_TIME_CAP = 240.0
 """In the output directory: what the policies' driver JVMs print (Spark's log, the engine's lines), kept off the demo's screen."""
 SMALL_HOST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 """The demo's driver and executor JVMs: the C1 compiler only and a single-threaded collector.
@@ -215,7 +217,7 @@ class DemoPlan:
                              stable_repeat=self.stable_runs, seed=self.seed, max_kills=self.max_kills,
                              first_kill_within=self.first_kill_within, reclaim_within=self.reclaim_within,
                              kill_clock="first-task",
-                             time_cap=240.0, warmup_rounds=self.warmup_rounds, stable_runs="all",
+                             time_cap=DEMO_TIME_CAP, warmup_rounds=self.warmup_rounds, stable_runs="all",
                              rewarm=self.rewarm, pools=self.pools, hold_replacements=self.hold_replacements,
                              usable_executors=self.usable_executors,
                              tr_notices=self.notice > 0, notice=self.notice, spark_conf=DEMO_SPARK_CONF,
@@ -253,8 +255,12 @@ def run_demo(plan: DemoPlan, out_dir: Path, console: Console) -> list[DemoLine]:
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path = out_dir / "results.csv"
-    csv_path.unlink(missing_ok=True)  # the demo's table shows this run only
-    (out_dir / CONSOLE_LOG).unlink(missing_ok=True)
+    # The demo's table shows this run only; what an earlier run (or a benchmark) left is kept aside.
+    for earlier in (csv_path, out_dir / CONSOLE_LOG):
+        if earlier.exists():
+            kept = earlier.with_name(f"{earlier.stem}.{time.strftime('%Y%m%d-%H%M%S')}{earlier.suffix}")
+            earlier.rename(kept)
+            console.print(f"kept the earlier {earlier.name} as {kept}")
     console.print(f"[bold]trspark demo[/]: {', '.join(plan.workloads)} at SF {plan.sf:g}; policies "
                   f"{', '.join(plan.policies)}; reference = median of {plan.stable_runs} warm runs of vanilla Spark; "
                   f"{plan.seeds} kill schedules (seed {plan.seed}), the same for every policy"
@@ -295,9 +301,9 @@ def run_demo(plan: DemoPlan, out_dir: Path, console: Console) -> list[DemoLine]:
               help="Kill schedules per workload (each replayed for every policy).")
 @click.option("--stable-runs", type=click.IntRange(3, 20), default=3, show_default=True,
               help="Warm runs of vanilla Spark without kills; their median is the reference.")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the kill schedules (schedule r of a workload is drawn from seed, workload, r).")
-@click.option("--notice", type=FiniteFloatRange(min=0), default=DemoPlan.notice, show_default=True,
+@click.option("--notice", type=FiniteFloatRange(min=0, max=DEMO_TIME_CAP, max_open=True), default=DemoPlan.notice, show_default=True,
               help="Seconds of termination notice tr gets before each kill (0: none).")
 @click.option("--on-demand", type=click.IntRange(0, DemoPlan.executors - 1), default=DemoPlan.on_demand,
               show_default=True, help=f"On-demand executors (never killed) of the {DemoPlan.executors}; 0: all spot.")

@@ -33,10 +33,10 @@ class FiniteFloatRange(click.FloatRange):
     every comparison with NaN is false, so NaN passes any range (and inf any open one)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):  # before the bounds, so that the message says what is wrong
             self.fail(f"{value!r} is not a finite number", param, ctx)
-        return number
+        return super().convert(number, param, ctx)
 
 
 def can_write_in(folder: Path) -> bool:

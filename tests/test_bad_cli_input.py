@@ -142,6 +142,14 @@ def test_values_the_command_cannot_use_are_refused_in_one_line_naming_the_option
     # Spark would refuse it only after the data is generated; a bare scheme names no cluster.
     (("bench", "tpcds"), "--master", "foo", "allowed: a running cluster's master URL"),
     (("bench", "tpcds"), "--master", "spark://", "allowed: a running cluster's master URL"),
+    (("bench", "tpcds"), "--pool", "spot=20", "20 executors in all; allowed: at most 16"),
+    (("bench", "tpcds"), "--pool", "ondemand=1@stable", "no spot pool, so nothing would be killed"),
+    # A negative seed failed only when the kill schedules were drawn, after the stable runs.
+    (("bench", "tpcds"), "--seed", "-1", "-1 is not in the range x>=0"),
+    (("demo",), "--seed", "-1", "-1 is not in the range x>=0"),
+    (("demo",), "--notice", "1e9", "is not in the range 0<=x<240"),
+    (("bench", "tpcds"), "--out", "", "is a folder; allowed: a file's path"),
+    (("bench", "verify"), "--csv", "/proc/trspark/verdicts.csv", "nothing can be written in '/proc'"),
 ])
 def test_commands_that_start_spark_refuse_settings_they_cannot_use_before_any_work(
         path: tuple[str, ...], option: str, value: str, message: str) -> None:
@@ -242,3 +250,10 @@ def test_whatif_refuses_an_unknown_policy_before_running_the_others(monkeypatch:
     _one_error_line(result.output)
     assert "--policy='nevr' is not a policy" in result.output
     assert ran == []
+
+
+def test_bench_refuses_a_notice_that_would_outlast_the_time_cap_before_any_work() -> None:
+    result = CliRunner().invoke(cli, ["bench", "tpcds", "--notice", "700", "--time-cap", "600"])
+    assert result.exit_code == 2, result.output
+    _one_error_line(result.output)
+    assert "Invalid value for '--notice': 700 s is not below --time-cap 600 s" in result.output

@@ -35,3 +35,14 @@ def test_relative_links_of_the_readme_and_the_guide_resolve():
         for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
             if "://" not in target:
                 assert (page.parent / target).exists(), f"{page.relative_to(ROOT)} links to missing {target}"
+
+
+def test_the_plain_setting_list_names_every_key_of_the_table():
+    from click.testing import CliRunner
+
+    from trspark.cli import cli
+
+    listed = {line.split()[0] for line in CliRunner().invoke(cli, ["conf"]).output.splitlines()
+              if line.startswith("spark.trspark.")}
+    in_table = set(re.findall(r"^\| `(spark\.trspark\.[^`]+)`", markdown_table(), re.M))
+    assert listed == in_table

@@ -60,13 +60,24 @@ def cli() -> None:
 @click.option("--markdown", is_flag=True, help="Print the table in Markdown (as in docs/configure.md).")
 def conf_command(markdown: bool) -> None:
     """List every spark.trspark.* setting with its default and allowed values."""
-    from trspark.keys import KEYS, markdown_table, spark_text
+    from trspark.keys import (
+        KEYS,
+        POOL_KEY_PREFIX,
+        POOL_KEY_SUFFIX,
+        POOL_LIFETIME_ALLOWED,
+        POOL_LIFETIME_DOC,
+        markdown_table,
+        spark_text,
+    )
 
     if markdown:
         click.echo(markdown_table())
         return
     for key in KEYS:
         click.echo(f"{key.full} = {spark_text(key.default)}\n    allowed: {key.allowed}\n    {key.doc}")
+        if key.name == "pool":  # one key per pool, as in the table
+            click.echo(f"{POOL_KEY_PREFIX}<name>{POOL_KEY_SUFFIX} (unset)\n    allowed: {POOL_LIFETIME_ALLOWED}\n"
+                       f"    {POOL_LIFETIME_DOC}")
 
 
 def _stop_like_ctrl_c(signum: int, frame: FrameType | None) -> None:

@@ -66,7 +66,7 @@ def datagen_command(sf: float, cache: Path | None) -> None:
               help="Runs per (query, policy, scenario). Evicted run r of a query replays the kill schedule "
                    "drawn from (seed, query, r): a different schedule per repeat, the same for every "
                    "policy, so `trspark bench targets` can pair the policies' runs.")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the kill schedules (each repeat and query derives its own from it).")
 @click.option("--notice", type=FiniteFloatRange(min=0), default=30.0, show_default=True,
               help="Seconds of termination notice (SIGPWR) before each kill, for the decommission and tr policies.")
@@ -141,6 +141,8 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
     """Run TPC-DS queries per policy, stable and under the same executor kills; one CSV row per run."""
     if lifetime is not None and stability is not None:
         raise click.UsageError("give --lifetime or --stability, not both")
+    if notice >= time_cap:  # each noticed run would wait for a deadline past its own cap
+        raise click.BadParameter(f"{notice:g} s is not below --time-cap {time_cap:g} s", param_hint="'--notice'")
     if pools and master is not None:
         raise click.BadParameter("pools are local-cluster slots; not with --master", param_hint="'--pool'")
     if pools:
@@ -329,7 +331,7 @@ def overhead_command(sf: float, queries: tuple[str, ...], rounds: int, lifetime:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), callback=writable_path,
               default=Path(__file__).with_name("QUERIES.md"), show_default="jobs/tpcds/QUERIES.md",
               help="Markdown file whose verification table is (re)written.")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), callback=writable_path, default=None,
               help="Append each verdict to this CSV as soon as it is known (query, verdict, kind, reason, "
                    "seconds); queries it already has a verdict for are skipped, so a cut run resumes.")
 @click.option("--rerun", multiple=True, type=click.Choice(["differs", "unsupported", "equal"]),

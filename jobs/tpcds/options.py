@@ -122,6 +122,12 @@ def check_pools(ctx: click.Context, param: click.Parameter, values: tuple[str, .
                 f"{value!r}; allowed: ondemand=COUNT@stable (never killed) or spot=COUNT (killed), each once: "
                 "each executor learns its pool from its own imitated AWS metadata, which names only these two")
         pools[name] = int(count)
+    if pools and "spot" not in pools:
+        raise click.BadParameter("no spot pool, so nothing would be killed; allowed: spot=COUNT, with or without "
+                                 "ondemand=COUNT@stable")
+    if sum(pools.values()) > MAX_EXECUTORS:
+        raise click.BadParameter(f"{sum(pools.values())} executors in all; allowed: at most {MAX_EXECUTORS}, "
+                                 "as for --executors")
     return tuple(sorted(pools.items(), key=lambda kv: kv[0] != "ondemand"))
 
 
@@ -140,10 +146,15 @@ def check_master(ctx: click.Context, param: click.Parameter, value: str | None) 
                              "spark-tr://HOST:PORT, k8s://https://HOST:PORT or yarn (without --master: a local-cluster)")
 
 
+#: Executor JVMs a local cluster on this host may have.
+MAX_EXECUTORS = 16
+
+
 def cluster_options(command: Callable[..., None]) -> Callable[..., None]:
     """``--executors``, ``--cores`` and ``--memory`` of a local cluster (every live command has them)."""
     options = (
-        click.option("--executors", type=click.IntRange(1, 16), default=3, show_default=True),
+        click.option("--executors", type=click.IntRange(1, MAX_EXECUTORS), default=3, show_default=True,
+                     help="Executor JVMs of the local cluster."),
         click.option("--cores", type=click.IntRange(1, 8), default=1, show_default=True, help="Cores per executor."),
         click.option("--memory", "memory_mb", type=click.IntRange(512, 65536), default=2048, show_default=True,
                      help="Memory per executor (MB)."),
@@ -159,6 +170,8 @@ def writable_path(ctx: click.Context, param: click.Parameter, value: Path | None
     ``--out-dir`` the path is that folder itself."""
     if value is None:
         return None
+    if param.name != "out_dir" and (str(value) in ("", ".") or value.is_dir()):  # Path("") is "."
+        raise click.BadParameter(f"{str(value)!r} is a folder; allowed: a file's path")
     try:
         ancestor = value.resolve() if param.name == "out_dir" else value.resolve().parent
         while not ancestor.exists():

@@ -364,6 +364,22 @@ trait BackupFlow extends DriverBase {
     if (gone.exists(_.remote != CopyState.None)) storeWork.execute(() => remote.deleteShuffle(shuffleId))
   }
 
+  /**
+   * End the peer copies of `record` that landed and wait for their peer's check, as cancelled, and
+   * delete them: the check would otherwise commit a copy the engine no longer wants. Not while
+   * the source is gone: then such a copy may be the output itself. Readers the index upload sent
+   * to the peer go back to the source first.
+   */
+  protected def cancelUnchecked(record: OutputRecord): Unit = if (!sourceGone(record)) {
+    for (key @ (peer, shuffle, mapId) <- unchecked.keys.toSeq if shuffle == record.shuffleId && mapId == record.mapId;
+         done <- unchecked.remove(key)) {
+      endBackup(done.task, "backups_cancelled")
+      if (TRDriverPlugin.isOn(tracker, record, peer)) sourceBlockManager(record).foreach(moveOutput(record, _))
+      tracker.incrementEpoch()
+      deletePeerCopy(peer, shuffle, mapId)
+    }
+  }
+
   /** Have `source` stop its handed-out copies of this output (sent with its next [[Work]]). */
   protected def cancelAt(source: String, shuffleId: Int, mapId: Long): Unit =
     cancels.getOrElseUpdate(source, mutable.Buffer.empty) += ((shuffleId, mapId))

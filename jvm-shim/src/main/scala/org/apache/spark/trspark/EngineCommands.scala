@@ -62,6 +62,7 @@ trait EngineCommands extends OutputLoss {
   /** Drop the queued copies of `record` and have its source abandon the running ones. */
   private def stopUnfinishedCopies(record: OutputRecord): Unit = {
     cancelCopies(record)
+    cancelUnchecked(record)
     if (record.remote == CopyState.Running) record.remote = CopyState.None
     record.peers.filterInPlace((_, s) => s != CopyState.Running)
   }
@@ -176,12 +177,21 @@ trait EngineCommands extends OutputLoss {
         count("executors_released_idle")
         obs.releaseDone(id, reason)
       }
-      else {
+      else if (stillActive(id)) {
         deadExecutors.remove(id)
         released.remove(id)
         logInfo(s"trspark: executor $id kept: Spark did not remove it (it took a task)")
+      } else {
+        released.remove(id) // lost meanwhile (an eviction, or dynamic allocation's own removal): it stays dead
+        logInfo(s"trspark: executor $id was lost before its idle release")
       }
     }
+  }
+
+  /** Whether Spark still counts `id` among its live executors. */
+  private def stillActive(id: String): Boolean = sc.schedulerBackend match {
+    case backend: CoarseGrainedSchedulerBackend => backend.isExecutorActive(id)
+    case _ => false
   }
 
   /** `SchedulingHints`: replace the task scheduler's hints (a master without the hook ignores them). */

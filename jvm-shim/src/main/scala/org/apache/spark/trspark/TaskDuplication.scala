@@ -27,8 +27,15 @@ trait TaskDuplication extends TaskSchedulerImpl {
   /** Whether a copy may start on `executorId`: a scheduler that releases or drains executors says no for those. */
   protected def takesCopies(executorId: String): Boolean = true
 
-  /** Forget every copy asked for and not launched yet (the engine that asked is gone). */
-  def forgetWanted(): Unit = synchronized(wanted.clear())
+  // Set by forgetWanted, applied under the scheduler's lock by the next offer round.
+  @volatile private var forgetting = false
+
+  /**
+   * Forget every copy asked for and not launched yet (the engine that asked is gone). It takes
+   * no lock: the caller may hold the driver plugin's, which an offer round takes inside the
+   * scheduler's (to count a launch), so waiting here for the scheduler's could deadlock.
+   */
+  def forgetWanted(): Unit = forgetting = true
 
   /** Kill the attempts of (`stageId`, `partition`) running on `executorId`; returns how many. */
   def killDuplicate(stageId: Int, partition: Int, executorId: String): Int = synchronized {
@@ -41,6 +48,7 @@ trait TaskDuplication extends TaskSchedulerImpl {
 
   override def resourceOffers(offers: IndexedSeq[WorkerOffer],
       isAllFreeResources: Boolean): Seq[Seq[TaskDescription]] = synchronized {
+    if (forgetting) { wanted.clear(); forgetting = false }
     val launched = super.resourceOffers(offers, isAllFreeResources)
     // Copies launched before an internal error are still handed out: Spark counts them as running.
     val copies = mutable.Buffer.empty[TaskDescription]
