@@ -178,6 +178,7 @@ def test_trspark_demo_runs_the_plan_through_the_bench_and_prints_table_and_summa
 
     monkeypatch.setattr(bench_cli, "run_with_progress", fake_run)
     monkeypatch.setenv("COLUMNS", "250")  # rich's width; narrower terminals abbreviate cells
+    (tmp_path / "results.csv").write_text("rows of an earlier benchmark\n")  # kept aside, not lost
     result = CliRunner().invoke(cli, ["demo", "--out-dir", str(tmp_path), "--seed", "5"])
     assert result.exit_code == 0, result.output
     (settings,) = seen
@@ -193,3 +194,5 @@ def test_trspark_demo_runs_the_plan_through_the_bench_and_prints_table_and_summa
     assert "demo took" in text and "budget 10 min" in text
     assert (tmp_path / "slowdown.png").read_bytes()[:4] == b"\x89PNG"
     assert len(results.read(tmp_path / "results.csv")) == 6 + 12
+    (kept,) = tmp_path.glob("results.*-*.csv")
+    assert kept.read_text() == "rows of an earlier benchmark\n"
