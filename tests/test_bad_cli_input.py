@@ -257,3 +257,15 @@ def test_bench_refuses_a_notice_that_would_outlast_the_time_cap_before_any_work(
     assert result.exit_code == 2, result.output
     _one_error_line(result.output)
     assert "Invalid value for '--notice': 700 s is not below --time-cap 600 s" in result.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--master", "spark://h:7077", "--max-kills", "2", "--stability", "3"],
+     "--max-kills, --stability: no kills are injected on --master's cluster"),
+    (["--reclaim-within", "0.3,0.6", "--lifetime", "exponential:mean=60"], "--reclaim-within times the kills instead"),
+])
+def test_bench_refuses_kill_options_it_would_ignore_before_any_work(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(cli, ["bench", "tpcds", *args])
+    assert result.exit_code == 2, result.output
+    _one_error_line(result.output)
+    assert message in result.output

@@ -143,6 +143,14 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
         raise click.UsageError("give --lifetime or --stability, not both")
     if notice >= time_cap:  # each noticed run would wait for a deadline past its own cap
         raise click.BadParameter(f"{notice:g} s is not below --time-cap {time_cap:g} s", param_hint="'--notice'")
+    if reclaim_within is not None and (lifetime is not None or stability is not None):
+        raise click.UsageError("--reclaim-within times the kills instead of --lifetime/--stability; give one of them")
+    kill_options = {"--reclaim-within": reclaim_within is not None, "--max-kills": max_kills is not None,
+                    "--stability": stability is not None, "--lifetime": lifetime is not None,
+                    "--hold-replacements": hold_replacements, "--kill-clock": kill_clock != "query"}
+    if master is not None and any(kill_options.values()):
+        given = ", ".join(name for name, set_ in kill_options.items() if set_)
+        raise click.UsageError(f"{given}: no kills are injected on --master's cluster, so these would be ignored")
     if pools and master is not None:
         raise click.BadParameter("pools are local-cluster slots; not with --master", param_hint="'--pool'")
     if pools:
