@@ -279,8 +279,11 @@ def run_demo(plan: DemoPlan, out_dir: Path, console: Console) -> list[DemoLine]:
     for policy, reason in result.skipped.items():
         console.print(f"[yellow]skipped {policy}[/]: {reason}")
     if result.rows:
-        console.print(f"rows: {csv_path}; chart: {plot(csv_path, out_dir / 'slowdown.png')}; "
-                      f"Spark's console output: {out_dir / CONSOLE_LOG}")
+        try:
+            chart = str(plot(csv_path, out_dir / "slowdown.png"))
+        except ValueError as exc:  # no run under kills finished: the rows say why
+            chart = f"none ({exc})"
+        console.print(f"rows: {csv_path}; chart: {chart}; Spark's console output: {out_dir / CONSOLE_LOG}")
     bad = [r for r in result.rows if not r.result_ok]
     if bad:
         console.print(f"[red]{len(bad)} run(s) did not give DuckDB's answer or failed[/] (see {csv_path})")

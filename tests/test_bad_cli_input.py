@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import re
+import shlex
 from pathlib import Path
 
 import click
@@ -139,20 +140,31 @@ def test_values_the_command_cannot_use_are_refused_in_one_line_naming_the_option
     (("bench", "tpcds"), "--out", "/proc/trspark/results.csv", "nothing can be written in '/proc'"),
     (("bench", "tpcds"), "--spark-log", "/proc/trspark/spark.log", "nothing can be written in '/proc'"),
     (("demo",), "--out-dir", "/proc/trspark-demo", "nothing can be written in '/proc'"),
-    # Spark would refuse it only after the data is generated; a bare scheme names no cluster.
-    (("bench", "tpcds"), "--master", "foo", "allowed: a running cluster's master URL"),
-    (("bench", "tpcds"), "--master", "spark://", "allowed: a running cluster's master URL"),
-    (("bench", "tpcds"), "--pool", "spot=20", "20 executors in all; allowed: at most 16"),
-    (("bench", "tpcds"), "--pool", "ondemand=1@stable", "no spot pool, so nothing would be killed"),
-    # A negative seed failed only when the kill schedules were drawn, after the stable runs.
-    (("bench", "tpcds"), "--seed", "-1", "-1 is not in the range x>=0"),
-    (("demo",), "--seed", "-1", "-1 is not in the range x>=0"),
-    (("demo",), "--notice", "1e9", "is not in the range 0<=x<240"),
-    (("bench", "tpcds"), "--out", "", "is a folder; allowed: a file's path"),
-    (("bench", "verify"), "--csv", "/proc/trspark/verdicts.csv", "nothing can be written in '/proc'"),
 ])
 def test_commands_that_start_spark_refuse_settings_they_cannot_use_before_any_work(
         path: tuple[str, ...], option: str, value: str, message: str) -> None:
+    command: click.Command = cli
+    for part in path:
+        command = command.get_command(click.Context(command), part)  # type: ignore[attr-defined]
+    with pytest.raises(click.BadParameter, match=re.escape(message)):
+        command.make_context(" ".join(path), [option, value])
+
+
+@pytest.mark.parametrize(("command_line", "message"), [
+    # Spark would refuse it only after the data is generated; a bare scheme names no cluster.
+    ("bench tpcds --master foo", "allowed: a running cluster's master URL"),
+    ("bench tpcds --master spark://", "allowed: a running cluster's master URL"),
+    ("bench tpcds --pool spot=20", "20 executors in all; allowed: at most 16"),
+    ("bench tpcds --pool ondemand=1@stable", "no spot pool, so nothing would be killed"),
+    # A negative seed failed only when the kill schedules were drawn, after the stable runs.
+    ("bench tpcds --seed -1", "-1 is not in the range x>=0"),
+    ("demo --seed -1", "-1 is not in the range x>=0"),
+    ("demo --notice 1e9", "is not in the range 0<=x<240"),
+    ("bench tpcds --out ''", "is a folder; allowed: a file's path"),
+    ("bench verify --csv /proc/trspark/verdicts.csv", "nothing can be written in '/proc'"),
+])
+def test_bench_and_demo_options_that_would_fail_late_are_refused_before_any_work(command_line: str, message: str) -> None:
+    *path, option, value = shlex.split(command_line)
     command: click.Command = cli
     for part in path:
         command = command.get_command(click.Context(command), part)  # type: ignore[attr-defined]
@@ -269,3 +281,11 @@ def test_bench_refuses_kill_options_it_would_ignore_before_any_work(args: list[s
     assert result.exit_code == 2, result.output
     _one_error_line(result.output)
     assert message in result.output
+
+
+def test_bench_plot_of_a_csv_without_runs_under_kills_says_so() -> None:
+    overhead = Path(__file__).parent.parent / "docs" / "results" / "overhead.csv"
+    result = CliRunner().invoke(cli, ["bench", "plot", str(overhead), "--out", "/tmp/trspark-never-written.png"])
+    assert result.exit_code == 2, result.output
+    _one_error_line(result.output)
+    assert "no runs under kills or on a real cluster, so no slowdown to plot" in result.output

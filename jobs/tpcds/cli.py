@@ -222,7 +222,10 @@ def _show(result: BenchResult, sf: float, out: Path, plot_path: Path | None, con
     if plot_path is not None:
         from jobs.tpcds.plot import plot
 
-        click.echo(f"wrote {plot(out, plot_path)}")
+        try:
+            click.echo(f"wrote {plot(out, plot_path)}")
+        except ValueError as exc:  # the rows are written: say why there is no chart
+            console.print(f"[yellow]no chart:[/] {exc}")
 
 
 def run_with_progress(settings: BenchSettings, console: Console) -> BenchResult:

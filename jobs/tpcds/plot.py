@@ -46,6 +46,8 @@ def plot(csv_path: Path, png_path: Path, *, title: str | None = None) -> Path:
     rows = read(csv_path)
     scenario = "evicted" if any(r.scenario == "evicted" for r in rows) else "real"
     medians = median_slowdowns(rows, scenario)
+    if not medians:  # only stable runs (an overhead CSV): there is no slowdown under kills to draw
+        raise ValueError(f"{csv_path}: no runs under kills or on a real cluster, so no slowdown to plot")
     queries = sorted({q for q, _ in medians}, key=lambda q: (len(q), q))
     policies = [p for p in POLICY_ORDER if any(pp == p for _, pp in medians)]
     policies += sorted({p for _, p in medians} - set(policies))
