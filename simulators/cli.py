@@ -295,7 +295,8 @@ def whatif(eventlog: Path, policies: tuple[str, ...], stability: float | None, l
     from simulators.runner import Experiment, run_experiment
 
     names = [_policy(name) for name in policies or ("never", "always", "oracle")]
-    check_notices_expected(build_config(kw["confs"]), kw["notice"])
+    settings = build_config(kw["confs"])
+    check_notices_expected(settings, kw["notice"])
     build_world(kw, vms=1, cores=1)  # every option is checked before a long log is read
     try:
         replay = load_eventlog(eventlog)
@@ -304,7 +305,7 @@ def whatif(eventlog: Path, policies: tuple[str, ...], stability: float | None, l
     world = build_world(kw, vms=replay.executors, cores=replay.cores)
     world = true_lifetime(replay.job, world, stability, lambda_, lifetime)
     prices = build_prices(kw, world.pool_names())
-    config = build_config(kw["confs"]).with_options(lifetime=kw["believed_lifetime"] or world.default_belief())
+    config = settings.with_options(lifetime=kw["believed_lifetime"] or world.default_belief())
     summaries = []
     for name in names:
         exp = Experiment(replay.job, world, name, config, runs=kw["runs"], seed=kw["seed"])

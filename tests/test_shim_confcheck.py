@@ -173,29 +173,31 @@ def test_spark_submit_without_a_usable_interpreter_warns_and_runs(submissions: d
     assert len(warnings) == 1 and "WARN" in warnings[0] and "going on without that check" in warnings[0]
 
 
+def stopped_saying(run: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    """The submission stopped at start-up, before the app's job gave an answer, saying each fragment."""
+    output = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert "ANSWER" not in run.stdout
+    for fragment in fragments:
+        assert fragment in output
+
+
 @pytest.mark.spark
 def test_spark_submit_stops_on_a_remote_path_whose_scheme_has_no_filesystem(
         submissions: dict[str, subprocess.CompletedProcess[str]]) -> None:
     """The Python check sees a URL with a scheme; only the driver knows whether Hadoop has a
     FileSystem for it. Without one every backup would fail and no output be protected."""
-    run = submissions["no-filesystem"]
-    output = run.stdout + run.stderr
-    assert run.returncode != 0
-    assert ("spark.trspark.remote.path='foo://bucket/backups' is not valid; allowed: a Hadoop FileSystem URL whose "
-            "scheme has a FileSystem on the classpath") in output
-    assert 'No FileSystem for scheme "foo"' in output
-    assert "ANSWER" not in run.stdout
+    stopped_saying(submissions["no-filesystem"],
+                   "spark.trspark.remote.path='foo://bucket/backups' is not valid; allowed: a Hadoop FileSystem URL "
+                   "whose scheme has a FileSystem on the classpath", 'No FileSystem for scheme "foo"')
 
 
 @pytest.mark.spark
 def test_spark_submit_stops_when_map_ids_cannot_tell_attempts_apart(
         submissions: dict[str, subprocess.CompletedProcess[str]]) -> None:
-    run = submissions["old-fetch-protocol"]
-    output = run.stdout + run.stderr
-    assert run.returncode != 0
-    assert "spark.shuffle.useOldFetchProtocol=true gives every attempt of a map task the same map id" in output
-    assert "allowed with it: spark.trspark.mode=never" in output
-    assert "ANSWER" not in run.stdout
+    stopped_saying(submissions["old-fetch-protocol"],
+                   "spark.shuffle.useOldFetchProtocol=true gives every attempt of a map task the same map id",
+                   "allowed with it: spark.trspark.mode=never")
 
 
 @pytest.mark.spark
@@ -204,7 +206,5 @@ def test_a_fallback_storage_path_the_user_set_is_taken_as_spark_takes_it_and_nam
     run = submissions["fallback-without-scheme"]
     assert run.returncode == 0, run.stderr[-2000:]
     assert "ANSWER 45" in run.stdout
-    run = submissions["fallback-unknown-scheme"]
-    output = run.stdout + run.stderr
-    assert run.returncode != 0 and "ANSWER" not in run.stdout
-    assert "trspark: spark.storage.decommission.fallbackStorage.path='nosuch://x/y' is not valid" in output
+    stopped_saying(submissions["fallback-unknown-scheme"],
+                   "trspark: spark.storage.decommission.fallbackStorage.path='nosuch://x/y' is not valid")

@@ -12,6 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 
+def is_stable_spec(spec: str) -> bool:
+    """Whether a lifetime spec is ``stable``: never evicted (on-demand capacity)."""
+    return spec.strip().lower() == "stable"
+
+
 @dataclass(frozen=True)
 class TRConfig:
     """Engine/plugin configuration; each field's meaning and allowed values are in ``trspark.keys.KEYS``."""
@@ -62,7 +67,7 @@ class TRConfig:
 
     def stable_pools(self) -> tuple[str, ...]:
         """Pools whose executors are never evicted (lifetime ``stable``)."""
-        return tuple(pool for pool, spec in self.pool_lifetimes if spec.strip().lower() == "stable")
+        return tuple(pool for pool, spec in self.pool_lifetimes if is_stable_spec(spec))
 
     def with_options(self, **options: Any) -> TRConfig:
         return dataclasses.replace(self, **options)

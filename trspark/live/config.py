@@ -87,14 +87,14 @@ def check_settings(settings: Mapping[str, str]) -> TRConfig:
 def check_sizing(config: TRConfig) -> None:
     """Raise :class:`ConfigError` unless ``sizing.lossFraction`` is below the peak loss fraction of every evictable
     lifetime, or some configured lifetime is ``stable``."""
-    from cost_model.lifetimes import Stable
     from cost_model.task_size import FractionTooLarge, check_fraction
     from trspark.engine.tr.sizing import configured_models
+    from trspark.engine.views import never_evicted
 
     keys = [(PREFIX + "lifetime", config.lifetime)]
     keys += [(f"{PREFIX}pool.{pool}.lifetime", spec) for pool, spec in config.pool_lifetimes]
     models = configured_models(config)
-    if any(isinstance(model, Stable) for model in models):
+    if any(never_evicted(model) for model in models):
         return  # a task lost again and again on evictable executors ends on a stable one: no limit
     for (key, spec), model in zip(keys, models, strict=True):
         try:

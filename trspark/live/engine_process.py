@@ -34,7 +34,7 @@ from typing import TextIO
 from trspark.engine.interface import Policy
 from trspark.engine.pool_baselines import ON_DEMAND_POOLS
 from trspark.engine.registry import make_policy
-from trspark.engine.settings import TRConfig
+from trspark.engine.settings import TRConfig, is_stable_spec
 from trspark.keys import ConfigError
 from trspark.live.bridge import Bridge, EventObserver, hello_line, trace_settings_line
 from trspark.live.config import from_spark_conf, read_env
@@ -100,7 +100,7 @@ def with_history_prior(config: TRConfig) -> TRConfig:
 
     # A stable (never evicted) model has nothing to fit, shared or a pool's.
     spec = config.lifetime
-    if not _stable(spec):
+    if not is_stable_spec(spec):
         spec, account = prior_from_history(config.history_url, config.pool, config.lifetime)
         if not _logged(account):  # the configured models hold; a hung store is not waited on once per pool
             return config
@@ -108,7 +108,7 @@ def with_history_prior(config: TRConfig) -> TRConfig:
     pools = []
     for pool, configured in config.pool_lifetimes:
         fitted = configured
-        if not _stable(configured):
+        if not is_stable_spec(configured):
             fitted, pool_account = prior_from_history(config.history_url, pool, configured)
             if not _logged(pool_account):
                 return config
@@ -117,10 +117,6 @@ def with_history_prior(config: TRConfig) -> TRConfig:
     if not all(_logged(account) for account in accounts):
         return config
     return config.with_options(lifetime=spec, pool_lifetimes=tuple(sorted([*pools, *others])))
-
-
-def _stable(spec: str) -> bool:
-    return spec.strip().lower() == "stable"
 
 
 def _logged(account: str) -> bool:

@@ -23,10 +23,10 @@ import statistics
 from cost_model.lifetimes import LifetimeModel, Stable, from_spec
 from cost_model.task_size import FractionTooLarge, Placement, largest_task_seconds, split_count
 from trspark.engine.commands import Advice, Command
-from trspark.engine.settings import TRConfig
+from trspark.engine.settings import TRConfig, is_stable_spec
 from trspark.engine.state import JobState
 from trspark.engine.tr.knowledge import LifetimeKnowledge
-from trspark.engine.views import ExecutorView, StageView
+from trspark.engine.views import ExecutorView, StageView, never_evicted
 
 #: The largest byte count a Spark setting holds (a Java long).
 JAVA_LONG_MAX = 2**63 - 1
@@ -39,7 +39,7 @@ REFRESH_SECONDS = 30.0
 def configured_models(config: TRConfig) -> list[LifetimeModel]:
     """The configured lifetime laws: the default one and each pool's."""
     specs = [config.lifetime, *(spec for _pool, spec in config.pool_lifetimes)]
-    return [Stable() if spec.strip().lower() == "stable" else from_spec(spec) for spec in specs]
+    return [Stable() if is_stable_spec(spec) else from_spec(spec) for spec in specs]
 
 
 def configured_limit(config: TRConfig) -> float:
@@ -50,7 +50,7 @@ def configured_limit(config: TRConfig) -> float:
     stable capacity it raises :class:`~cost_model.task_size.FractionTooLarge`.
     """
     models = configured_models(config)
-    stable = any(isinstance(model, Stable) for model in models)
+    stable = any(never_evicted(model) for model in models)
     limits = []
     for model in models:
         try:

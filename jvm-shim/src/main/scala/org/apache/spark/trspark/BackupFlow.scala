@@ -352,11 +352,7 @@ trait BackupFlow extends DriverBase {
         deletePeerCopies(record)
       }
       // Copies received but not yet checked have no finished state in their record: delete them here.
-      for (key @ (peer, shuffle, mapId) <- unchecked.keys.toSeq if shuffle == shuffleId;
-           done <- unchecked.remove(key)) {
-        endBackup(done.task, "backups_cancelled")
-        deletePeerCopy(peer, shuffle, mapId)
-      }
+      cancelLanded((shuffle, _) => shuffle == shuffleId)(_ => ())
       retried.filterInPlace { case (shuffle, _) => shuffle != shuffleId }
       count("outputs_forgotten", records.size.toLong)
       records
@@ -371,14 +367,22 @@ trait BackupFlow extends DriverBase {
    * to the peer go back to the source first.
    */
   protected def cancelUnchecked(record: OutputRecord): Unit = if (!sourceGone(record)) {
-    for (key @ (peer, shuffle, mapId) <- unchecked.keys.toSeq if shuffle == record.shuffleId && mapId == record.mapId;
-         done <- unchecked.remove(key)) {
-      endBackup(done.task, "backups_cancelled")
+    cancelLanded((shuffle, mapId) => shuffle == record.shuffleId && mapId == record.mapId) { peer =>
       if (TRDriverPlugin.isOn(tracker, record, peer)) sourceBlockManager(record).foreach(moveOutput(record, _))
       tracker.incrementEpoch()
-      deletePeerCopy(peer, shuffle, mapId)
     }
   }
+
+  /**
+   * End as cancelled the copies of the outputs `of` (shuffle, map id) holds for that landed and
+   * wait for their peer's check, and have their peers delete them; `beforeDelete(peer)` runs first.
+   */
+  private def cancelLanded(of: (Int, Long) => Boolean)(beforeDelete: String => Unit): Unit =
+    for (key @ (peer, shuffle, mapId) <- unchecked.keys.toSeq if of(shuffle, mapId); done <- unchecked.remove(key)) {
+      endBackup(done.task, "backups_cancelled")
+      beforeDelete(peer)
+      deletePeerCopy(peer, shuffle, mapId)
+    }
 
   /** Have `source` stop its handed-out copies of this output (sent with its next [[Work]]). */
   protected def cancelAt(source: String, shuffleId: Int, mapId: Long): Unit =
