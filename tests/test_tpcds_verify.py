@@ -66,7 +66,7 @@ def test_verify_on_spark_with_the_plugin_catches_a_wrong_answer(tmp_path: Path,
     assert "| q7 | pass | " in text and "equal to DuckDB's |" in text
     assert f"| {WRONG} | fail | answer differs from DuckDB's: " in text
     assert "`trspark bench verify --sf 0.01 --queries q7,q42`" in text
-    assert [(v.query, v.kind) for v in verify.read_csv(rows)] == [("q7", "equal"), (WRONG, "differs")]
+    assert [(v.query, v.kind) for v in verify.read_csv(rows, 0.01)] == [("q7", "equal"), (WRONG, "differs")]
     doc.unlink()
     again = CliRunner().invoke(cli, args)  # every query has a verdict: nothing runs, the table comes from the CSV
     assert again.exit_code == 1 and "2 of 2 queries keep the verdict they have; 0 to run" in again.output
@@ -82,14 +82,33 @@ def test_verdicts_stream_to_a_csv_with_their_kind(tmp_path: Path) -> None:
                 verify.QueryVerdict("q3", False, "Spark cannot run it: a column is missing"),
                 verify.QueryVerdict("q4", False, "Spark cannot run it: exceeded the time cap of 180 s", 180.0)]
     for v in verdicts:
-        verify.append_csv(path, v)
+        verify.append_csv(path, v, 1.0)
     assert [v.kind for v in verdicts] == ["equal", "differs", "unsupported", "timed out"]
-    assert path.read_text().splitlines()[0] == "query,verdict,kind,reason,spark_seconds"
-    back = verify.read_csv(path)
+    assert path.read_text().splitlines()[0] == "query,sf,verdict,kind,reason,spark_seconds"
+    back = verify.read_csv(path, 1.0)
     assert [(v.query, v.ok, v.reason) for v in back] == [(v.query, v.ok, v.reason) for v in verdicts]
     assert back[0].seconds == 2.5 and back[2].seconds != back[2].seconds  # NaN: it did not run
-    verify.append_csv(path, verify.QueryVerdict("q2", True, "1 row equal to DuckDB's", 1.1))  # a re-run
-    assert [v.ok for v in verify.read_csv(path)] == [True, True, False, False]
+    verify.append_csv(path, verify.QueryVerdict("q2", True, "1 row equal to DuckDB's", 1.1), 1.0)  # a re-run
+    assert [v.ok for v in verify.read_csv(path, 1.0)] == [True, True, False, False]
+
+
+def test_a_verdict_counts_only_at_the_scale_factor_it_was_reached_at(tmp_path: Path) -> None:
+    path = tmp_path / "verify.csv"
+    verify.append_csv(path, verify.QueryVerdict("q1", True, "3 rows equal to DuckDB's", 2.5), 1.0)
+    verify.append_csv(path, verify.QueryVerdict("q1", False, "answer differs from DuckDB's: row 0", 9.0), 3.0)
+    assert [(v.query, v.ok) for v in verify.read_csv(path, 1.0)] == [("q1", True)]
+    assert [(v.query, v.ok) for v in verify.read_csv(path, 3.0)] == [("q1", False)]
+    assert verify.pending(("q1",), verify.read_csv(path, 10.0)) == ("q1",)  # no verdict at SF 10: it runs
+
+
+def test_a_csv_without_a_scale_factor_column_is_refused_before_any_work(tmp_path: Path) -> None:
+    path = tmp_path / "old.csv"
+    path.write_text("query,verdict,kind,reason,spark_seconds\nq1,pass,equal,3 rows equal to DuckDB's,2.50\n")
+    result = CliRunner().invoke(cli, ["bench", "verify", "--sf", "3", "--queries", "q1", "--csv", str(path),
+                                      "--out", str(tmp_path / "QUERIES.md")])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--csv'" in result.output and "no 'sf' column" in result.output
+    assert "starting Spark" not in result.output and not (tmp_path / "QUERIES.md").exists()
 
 
 def test_pending_skips_verdicts_and_runs_timeouts_last() -> None:
@@ -123,14 +142,14 @@ def test_a_cut_run_resumes_from_its_csv(tmp_path: Path, monkeypatch: pytest.Monk
     settings = verify.VerifySettings(sf=0.01, queries=("q1", "q2", "q3", "q4"))
     with pytest.raises(KeyboardInterrupt):
         verify.resume(settings, rows, verify.progress(said.append, settings, rows))
-    assert [v.query for v in verify.read_csv(rows)] == ["q1", "q2"]
+    assert [v.query for v in verify.read_csv(rows, settings.sf)] == ["q1", "q2"]
     assert said[-1] == "[2/4] q2: equal, 2 s (1 row equal to DuckDB's)"
     said.clear()
     back = verify.resume(settings, rows, verify.progress(said.append, settings, rows))
     assert ran == [("q1", "q2", "q3", "q4"), ("q3", "q4")]
     assert [v.query for v in back] == ["q1", "q2", "q3", "q4"] and all(v.ok for v in back)
     assert said[0] == f"{rows}: 2 of 4 queries keep the verdict they have; 2 to run"
-    assert [v.query for v in verify.read_csv(rows)] == ["q1", "q2", "q3", "q4"]
+    assert [v.query for v in verify.read_csv(rows, settings.sf)] == ["q1", "q2", "q3", "q4"]
     assert verify.resume(settings, rows) == back and len(ran) == 2  # nothing left: Spark is not started
 
 
@@ -144,7 +163,7 @@ def test_report_counts_verdicts_and_names_the_queries_without_one(tmp_path: Path
               verify.QueryVerdict("q3", False, "answer differs from DuckDB's: row 0 column 1", 1.0),
               verify.QueryVerdict("q4", False, "Spark cannot run it: exceeded the time cap of 600 s", 600.0),
               verify.QueryVerdict("q4", True, "1 row equal to DuckDB's", 700.0)]:  # q4 re-run with a longer cap
-        verify.append_csv(path, v)
+        verify.append_csv(path, v, 1.0)
     text = verdicts(path)
     total = len(runnable())
     assert text.startswith(f"**3 of {total} query texts have a verdict**: 2 equal, 1 differ, 0 unsupported. "

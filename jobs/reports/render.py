@@ -166,7 +166,7 @@ def verdicts(path: Path) -> str:
     the query texts still without a verdict: those timed out (no verdict on their answer) and those not run."""
     from jobs.tpcds.queries import runnable
     from jobs.tpcds.verify import read_csv
-    rows = read_csv(path)
+    rows = read_csv(path, 1.0)  # the report's verdicts are SF 1's (verify_sf1.csv)
     kinds = {k: [r.query for r in rows if r.kind == k] for k in ("equal", "differs", "unsupported", "timed out")}
     judged = len(rows) - len(kinds["timed out"])
     missing = [q for q in runnable() if q not in {r.query for r in rows}]

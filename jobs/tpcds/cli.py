@@ -367,6 +367,11 @@ def verify_command(sf: float, queries: tuple[str, ...], executors: int, cores: i
     settings = verify.VerifySettings(sf=sf, queries=queries, executors=executors, cores=cores,
                                      memory_mb=memory_mb, time_cap=time_cap, cache=cache, rerun=frozenset(rerun))
     console = Console(stderr=True)
+    if csv_path is not None and csv_path.exists():
+        try:  # a CSV whose verdicts cannot be matched to this SF is refused before any work
+            verify.read_csv(csv_path, sf)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--csv'") from None
 
     def say(text: str) -> None:  # a reason may hold brackets that are not markup; a log wants whole lines
         console.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -381,7 +386,7 @@ def verify_command(sf: float, queries: tuple[str, ...], executors: int, cores: i
             console.print(f"[yellow]interrupted[/]: no verdict was kept (give --csv to keep them); {out} unchanged")
             sys.exit(130)
         console.print("[yellow]interrupted[/]: the table shows the verdicts written so far")
-        verdicts = verify.merged(queries, verify.read_csv(csv_path), [])
+        verdicts = verify.merged(queries, verify.read_csv(csv_path, sf), [])
     for v in verdicts:
         if not v.ok:
             console.print(f"[red]{v.query} fails[/]: {v.reason}")

@@ -156,7 +156,7 @@ def resume(settings: VerifySettings, csv_path: Path | None, hooks: Hooks | None 
     same command continues where it stopped (:func:`pending`).
     """
     hooks = hooks or Hooks()
-    earlier = read_csv(csv_path) if csv_path is not None and csv_path.exists() else []
+    earlier = read_csv(csv_path, settings.sf) if csv_path is not None and csv_path.exists() else []
     todo = pending(settings.queries, earlier, settings.rerun)
     if not todo:
         return merged(settings.queries, earlier, [])
@@ -164,7 +164,7 @@ def resume(settings: VerifySettings, csv_path: Path | None, hooks: Hooks | None 
 
     def record(verdict: QueryVerdict) -> None:
         if csv_path is not None:
-            append_csv(csv_path, verdict)
+            append_csv(csv_path, verdict, settings.sf)
         shown(verdict)
 
     new = verify(replace(settings, queries=todo), replace(hooks, verdict=record))
@@ -173,7 +173,7 @@ def resume(settings: VerifySettings, csv_path: Path | None, hooks: Hooks | None 
 
 def progress(say: Callable[[str], None], settings: VerifySettings, csv_path: Path | None) -> Hooks:
     """Progress of :func:`resume` through ``say``: each phase, every 20th step, one line per verdict."""
-    earlier = read_csv(csv_path) if csv_path is not None and csv_path.exists() else []
+    earlier = read_csv(csv_path, settings.sf) if csv_path is not None and csv_path.exists() else []
     todo = len(pending(settings.queries, earlier, settings.rerun))
     if csv_path is not None:
         say(f"{csv_path}: {len(settings.queries) - todo} of {len(settings.queries)} queries keep the verdict "
@@ -197,30 +197,44 @@ def progress(say: Callable[[str], None], settings: VerifySettings, csv_path: Pat
     return Hooks(phase=phase, done=done, verdict=verdict)
 
 
-CSV_FIELDS = ("query", "verdict", "kind", "reason", "spark_seconds")
+CSV_FIELDS = ("query", "sf", "verdict", "kind", "reason", "spark_seconds")
 
 
-def append_csv(path: Path, verdict: QueryVerdict) -> None:
-    """Append one verdict to ``path`` (:data:`CSV_FIELDS`; the header first)."""
+def append_csv(path: Path, verdict: QueryVerdict, sf: float) -> None:
+    """Append one verdict at scale factor ``sf`` to ``path`` (:data:`CSV_FIELDS`; the header first)."""
     new = not path.exists() or path.stat().st_size == 0
     with path.open("a", newline="") as fh:
         out = csv.writer(fh)
         if new:
             out.writerow(CSV_FIELDS)
         seconds = "" if math.isnan(verdict.seconds) else f"{verdict.seconds:.2f}"
-        out.writerow([verdict.query, "pass" if verdict.ok else "fail", verdict.kind, verdict.reason, seconds])
+        out.writerow([verdict.query, f"{sf:g}", "pass" if verdict.ok else "fail", verdict.kind, verdict.reason, seconds])
 
 
-def read_csv(path: Path) -> list[QueryVerdict]:
-    """The verdicts :func:`append_csv` wrote, in file order (a later row of a query replaces an earlier one).
+def read_csv(path: Path, sf: float) -> list[QueryVerdict]:
+    """The verdicts at scale factor ``sf`` that :func:`append_csv` wrote, in file order (a later row of a
+    query replaces an earlier one).
 
-    A row cut short (a run killed while it wrote it) has no verdict: that query runs again.
+    A verdict at one scale factor says nothing of another, so their rows are left out. A row cut
+    short (a run killed while it wrote it) has no verdict: that query runs again. ValueError when
+    the file has no ``sf`` column: its verdicts cannot be matched to a scale factor.
     """
     with path.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        if reader.fieldnames is not None and "sf" not in reader.fieldnames:
+            raise ValueError(f"{path} has no 'sf' column, so its verdicts cannot be matched to a scale factor; "
+                             "give --csv a new file (or add the column)")
         rows = {r["query"]: QueryVerdict(r["query"], r["verdict"] == "pass", r["reason"],
                                          float(r["spark_seconds"]) if r["spark_seconds"] else math.nan)
-                for r in csv.DictReader(fh) if None not in (r.get(field) for field in CSV_FIELDS)}
+                for r in reader if None not in (r.get(field) for field in CSV_FIELDS) and _same_sf(r["sf"], sf)}
     return list(rows.values())
+
+
+def _same_sf(text: str, sf: float) -> bool:
+    try:
+        return float(text) == float(f"{sf:g}")
+    except ValueError:  # a damaged cell: no verdict, as for a row cut short
+        return False
 
 
 def pending(names: tuple[str, ...], earlier: list[QueryVerdict], rerun: frozenset[str] = frozenset()) -> tuple[str, ...]:
