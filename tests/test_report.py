@@ -105,16 +105,34 @@ def test_recomputation_counts_outputs_by_shuffle_not_by_the_rdds_two_shuffles_sh
 def test_a_stage_retry_that_runs_the_partitions_left_over_is_no_recomputation() -> None:
     # Attempt 0 wrote partitions 0-2, then a fetch failure; attempt 1 ran partitions 3-5 as its
     # tasks 0-2 (a task's index counts within its stage attempt). Only a partition written twice counts.
-    def map_task(partition: int, index: int, task_id: int) -> dict:
-        return {"Event": "SparkListenerTaskEnd", "Stage ID": 7, "Task Type": "ShuffleMapTask",
-                "Task End Reason": {"Reason": "Success"},
+    def map_task(partition: int, index: int, task_id: int, attempt: int) -> dict:
+        return {"Event": "SparkListenerTaskEnd", "Stage ID": 7, "Stage Attempt ID": attempt,
+                "Task Type": "ShuffleMapTask", "Task End Reason": {"Reason": "Success"},
                 "Task Info": {"Task ID": task_id, "Index": index, "Partition ID": partition,
                               "Launch Time": 0, "Finish Time": 1_000}}
 
     events = [{"Event": "SparkListenerApplicationStart", "Timestamp": 0, "App Name": "a", "App ID": "app-1"},
-              *(map_task(p, p, 40 + p) for p in range(3)), *(map_task(p, p - 3, 50 + p) for p in range(3, 6)),
-              map_task(4, 3, 60), {"Event": "SparkListenerApplicationEnd", "Timestamp": 9_000}]
+              *(map_task(p, p, 40 + p, 0) for p in range(3)), *(map_task(p, p - 3, 50 + p, 1) for p in range(3, 6)),
+              map_task(4, 0, 60, 2), {"Event": "SparkListenerApplicationEnd", "Timestamp": 9_000}]
     assert summarize_events(events).recomputed_tasks == 1
+
+
+def test_a_duplicate_that_also_succeeded_is_no_recomputation_but_a_resubmitted_partition_is() -> None:
+    # Partition 0 ran twice at once (a duplicate) and both attempts succeeded: Spark kept one
+    # output. Partition 1's executor was lost: Spark marked its success Resubmitted and ran it again.
+    def task_end(partition: int, task_id: int, reason: str, finish: int) -> dict:
+        return {"Event": "SparkListenerTaskEnd", "Stage ID": 3, "Stage Attempt ID": 0,
+                "Task Type": "ShuffleMapTask", "Task End Reason": {"Reason": reason},
+                "Task Info": {"Task ID": task_id, "Index": partition, "Partition ID": partition,
+                              "Launch Time": 0, "Finish Time": finish}}
+
+    events = [{"Event": "SparkListenerApplicationStart", "Timestamp": 0, "App Name": "a", "App ID": "app-1"},
+              task_end(0, 10, "Success", 1_000), task_end(0, 11, "Success", 1_500),
+              task_end(1, 12, "Success", 2_000), task_end(1, 12, "Resubmitted", 2_000),
+              task_end(1, 13, "Success", 6_000),
+              {"Event": "SparkListenerApplicationEnd", "Timestamp": 9_000}]
+    summary = summarize_events(events)
+    assert (summary.recomputed_tasks, summary.recomputed_task_seconds) == (1, 6.0)
 
 
 def test_prices_add_the_cost_of_each_pools_executor_hours() -> None:

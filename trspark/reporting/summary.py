@@ -154,6 +154,8 @@ class _Builder:
         self.job_end: dict[int, float] = {}
         self.map_tasks: list[tuple[int, int, int, float]] = []
         """(stage id, partition, task id, run time in s) of each successful map task attempt."""
+        self.written: set[tuple[int, int, int]] = set()
+        """(stage id, stage attempt, partition) written by a success Spark kept."""
         self.released_at: dict[str, float] = {}
         self.latest = 0.0
         """Epoch seconds of the latest event with a time: where an unfinished log ends."""
@@ -245,8 +247,20 @@ class _Builder:
 
     def _on_SparkListenerTaskEnd(self, e: dict[str, Any]) -> None:
         info = e["Task Info"]
-        if e.get("Task Type") != "ShuffleMapTask" or e["Task End Reason"].get("Reason") != "Success":
+        if e.get("Task Type") != "ShuffleMapTask":
             return
+        reason = e["Task End Reason"].get("Reason")
+        written = (e["Stage ID"], e.get("Stage Attempt ID", 0), partition_of(info))
+        if reason == "Resubmitted":  # its executor was lost: the stage runs the partition again
+            self.written.discard(written)
+            return
+        if reason != "Success":
+            return
+        if written in self.written:
+            # Both attempts of a duplicated (speculative) task succeeded: Spark keeps the first
+            # output and ignores this one. Wasted work, but no output was written again.
+            return
+        self.written.add(written)
         seconds = (info["Finish Time"] - info["Launch Time"]) / 1000.0
         self.map_tasks.append((e["Stage ID"], partition_of(info), int(info["Task ID"]), seconds))
 
