@@ -30,13 +30,14 @@ COLUMNS = (
     "backup_bytes_local_mean", "backup_bytes_remote_mean", "evictions_mean", "safety_belt_firings_mean",
     *MONEY_COLUMNS, "on_demand_share",
     "shape", "slowdown_boot_low", "slowdown_boot_high", "tr_ratio", "tr_ratio_ci95_low", "tr_ratio_ci95_high",
-    "settings",
+    "settings", "notice",
 )
 """``slowdown_boot_*``: the percentile bootstrap 95 % interval of the mean slowdown (``slowdown_ci95_*``
 is Student's t). ``tr_ratio``: ``tr``'s mean slowdown over this row's, on the same worlds (paired runs),
 with its paired bootstrap interval (empty without a ``tr`` row in the cell). ``shape``: the Weibull
 shape of the lifetimes the stability sets (empty: exponential). ``settings``: the ``--conf KEY=VALUE``
-items the sweep ran with, space-separated (empty: the defaults)."""
+items the sweep ran with, space-separated (empty: the defaults). ``notice``: seconds of warning before
+each death (``--notice``; empty: none)."""
 
 #: What a cell of the sweep is: the rows of every policy on the same worlds.
 Cell = tuple[str, str, str, float]
@@ -135,6 +136,7 @@ def run_sweep(
         row.update(workload=point.workload, policy=point.policy, stability=point.stability,
                    on_demand_share="" if point.on_demand_share is None else point.on_demand_share,
                    shape="" if point_shape is None else point_shape,
+                   notice="" if point_world.notice is None else point_world.notice,
                    slowdown_ci95_low=summary["slowdown_ci95"][0], slowdown_ci95_high=summary["slowdown_ci95"][1],
                    slowdown_boot_low=boot_low, slowdown_boot_high=boot_high)
         cell = cells.setdefault(point.cell(), {})

@@ -155,7 +155,10 @@ class WorldSpec:
     @staticmethod
     def evictable(spec: str | None) -> bool:
         """Can a VM with lifetime ``spec`` be evicted, :math:`S(\\infty) < 1`? (None and ``stable`` cannot.)"""
-        return spec is not None and float(from_spec(spec).sf(1e300)) < 1.0
+        if spec is None:
+            return False
+        with np.errstate(over="ignore"):  # a very short lifetime: rate x 1e300 overflows to S = 0, as it should
+            return float(from_spec(spec).sf(1e300)) < 1.0
 
     def stable_pools(self) -> tuple[str, ...]:
         """Names of the pools whose VMs are never evicted (the on-demand capacity)."""

@@ -96,10 +96,19 @@ def test_sweep_writes_csv_and_plot(tmp_path: Path) -> None:
         (w, p, s) for w in ("bing", "pagerank") for p in ("never", "oracle") for s in (20.0, 200.0)
     }
     assert all(float(r["slowdown_mean"]) >= 1.0 for r in rows)
+    assert {r["notice"] for r in rows} == {""}  # no --notice
     # Not a terminal: one progress line per point, as it finishes.
     progress = [line for line in out.splitlines() if re.fullmatch(r"\[\d+:\d\d\] \w+ \w+ S=\d+: [\d.]+x \(\d/8\)", line)]
     assert [line.rsplit(" ", 1)[1] for line in progress] == [f"({i}/8)" for i in range(1, 9)], out
     assert out_png.stat().st_size > 10_000 and out_png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_sweep_records_the_notice_its_worlds_give(tmp_path: Path) -> None:
+    out = tmp_path / "s.csv"
+    code, text = invoke("simulate", "sweep", "--workloads", "bing", "--policies", "tr", "--stabilities", "20",
+                        "--notice", "2.5", *SMALL, "--out", str(out))
+    assert code == 0, text
+    assert [float(r["notice"]) for r in csv.DictReader(out.open())] == [2.5]
 
 
 def test_sweep_rejects_bad_lists(tmp_path: Path) -> None:
@@ -133,6 +142,7 @@ def test_sweep_records_its_settings_and_a_byte_price_copies_fewer_bytes(tmp_path
     free, priced = rows[()], rows[("backup.costPerGb=1000",)]
     assert {r["settings"] for r in free.values()} == {""}
     assert {r["settings"] for r in priced.values()} == {"backup.costPerGb=1000"}
+    assert {r["notice"] for r in priced.values()} == {""}
     assert priced["always"]["bytes_copied_mean"] == free["always"]["bytes_copied_mean"]  # the price is tr's alone
     assert 0 < float(priced["tr"]["bytes_copied_mean"]) < 0.8 * float(free["tr"]["bytes_copied_mean"])
 

@@ -49,6 +49,12 @@ def test_pool_syntax() -> None:
         WorldSpec(vms=2, pools=(Pool("a", 1), Pool("a", 1)))
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_a_lifetime_is_evictable_whatever_its_scale() -> None:
+    assert WorldSpec.evictable("exponential:mean=1e-9") and WorldSpec.evictable("weibull:shape=0.6,scale=1e-9")
+    assert not WorldSpec.evictable("stable") and not WorldSpec.evictable(None)
+
+
 def test_each_vm_carries_its_pool_and_is_replaced_in_it() -> None:
     sim, rec = pool_run((Pool("ondemand", 2, "stable"), Pool("spot", 3, "exponential:mean=2")), replace_delay=0.5)
     added = rec.of(ExecutorAdded)
