@@ -114,13 +114,11 @@ class Recompute:
         """(clock, executors version) of a rebuild put off until the table is next read."""
         self._table_executors = -1
         self._occupants: dict[int, str] = {}
-        self._table_build = 0
-        """Bumped whenever the table's arrays may differ (keys the per-shuffle products)."""
         self._table_version = 0
-        """Bumped only when a grid value a memoised ``Er`` can have read changed (keys ``Er``)."""
-        self._shared: dict[Hashable, tuple[tuple[int, int], ShuffleTerms]] = {}
+        """Bumped only when a grid value a memoised ``Er`` or per-shuffle term can have read changed."""
+        self._shared: dict[Hashable, tuple[tuple[int, int, int], ShuffleTerms]] = {}
         self._given: dict[tuple[Hashable, int | None], tuple[int, GivenFailure]] = {}
-        self._given_build = -1
+        self._given_stamp: tuple[int, int] | None = None
         self._ancestry: dict[Hashable, tuple[int, Ancestry]] = {}
         self._rest: dict[tuple[Hashable, int | None], tuple[tuple[int, ...], FloatArray, tuple[int, int, int]]] = {}
         # The last output's Er and the last ends-free window: one decision asks for each several times.
@@ -207,8 +205,7 @@ class Recompute:
         self._table, self._occupants = table, occupants
         self._table_executors = self.lineage.executors_version
         if old is not None and occupants == old_occupants and np.array_equal(old.cdf, table.cdf):
-            return  # the same arrays: the products stay valid too
-        self._table_build += 1
+            return  # the same arrays: every derived term stays valid
         if old is None or not self._grid_values_kept(old, old_occupants, table, occupants):
             self._table_version += 1
 
@@ -358,12 +355,13 @@ class Recompute:
         """One ancestor's terms given X, cached per (shuffle, X) until the table or the shuffle changes.
 
         Shared by every shuffle below it and kept when another ancestor changes, so a miss of
-        the memoised ``Er`` recomputes only what depends on what changed. Emptied when the
-        table's arrays change (the entries would all be stale, and they hold the table's rows).
+        the memoised ``Er`` recomputes only what depends on what changed. Emptied when a grid
+        value they can have read changed (:meth:`_terms_stamp`).
         """
-        if self._given_build != self._table_build:
+        stamp = self._terms_stamp()
+        if self._given_stamp != stamp:
             self._given.clear()
-            self._given_build = self._table_build
+            self._given_stamp = stamp
         cached = self._given.get((sid, slot))
         if cached is not None and cached[0] == state.version:
             return cached[1]
@@ -372,14 +370,24 @@ class Recompute:
         return given
 
     def _shared_of(self, sid: Hashable, state: ShuffleState) -> ShuffleTerms:
-        """The failing-executor-independent terms of a shuffle, cached per (failure table, shuffle version)."""
-        key = (self._table_build, state.version)
+        """The failing-executor-independent terms of a shuffle, cached per (:meth:`_terms_stamp`, shuffle version)."""
+        key = (*self._terms_stamp(), state.version)
         cached = self._shared.get(sid)
         if cached is not None and cached[0] == key:
             return cached[1]
         shared = ShuffleTerms.build(state, self.table)
         self._shared[sid] = (key, shared)
         return shared
+
+    def _terms_stamp(self) -> tuple[int, int]:
+        """What the per-shuffle terms read of the table: ``(table version, rows)``.
+
+        A shuffle's terms read the rows of the slots holding its outputs (and X's row only when
+        X holds some), each weighted by what the slot holds, so, like ``Er``
+        (:meth:`_rebuild_table`), they stay valid while those rows keep their values; the arrays
+        they keep are as long as the table.
+        """
+        return self._table_version, self.table.cdf.shape[0]
 
     def _ancestry_of(self, shuffle_id: Hashable) -> Ancestry:
         cached = self._ancestry.get(shuffle_id)

@@ -96,6 +96,31 @@ def test_memoryless_refresh_and_new_executor_keep_the_memo(monkeypatch: pytest.M
     assert built
 
 
+def test_executor_churn_under_a_memoryless_law_keeps_the_terms_of_unchanged_shuffles(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # An executor leaves and another takes its slot: the rows of every executor that stayed keep
+    # their values, so a shuffle nobody changed keeps its terms when one below it is re-priced.
+    lineage = _three_stage_lineage(Exponential(mean=200.0))
+    rc = Recompute(lineage, GRID, now=0.0, max_staleness=5.0)
+    for m in range(4):
+        rc.er("c", m)
+    built: list[object] = []
+    original = shuffle_terms.GivenFailure.__init__
+
+    def counting(self: shuffle_terms.GivenFailure, shared: object, state: object, *args: object) -> None:
+        built.append(state)
+        original(self, shared, state, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(shuffle_terms.GivenFailure, "__init__", counting)
+    lineage.remove_executor("e3")  # held only c3
+    lineage.add_executor("new", Exponential(mean=200.0), started=0.0)  # takes e3's slot
+    lineage.add_location("b", 2, "new")  # b changes: c's Er is priced again
+    for m in range(3):
+        rc.er("c", m)
+    assert built and all(state is lineage.shuffle("b") for state in built)  # a's terms were kept
+    _assert_matches_fresh(rc, lineage, 0.0)
+
+
 @pytest.mark.parametrize("model", [Exponential(mean=200.0), Weibull(shape=2.0, scale=300.0)], ids=["exponential", "weibull"])
 def test_forgetting_a_consumed_shuffle_changes_no_cost(model: LifetimeModel) -> None:
     """A long application forgets consumed shuffles: every Er / C_Redo below them stays what it was."""
