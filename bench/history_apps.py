@@ -211,7 +211,7 @@ def experiment(store: str, apps: int, truth: str, seconds: float, seed: int) -> 
         os.environ.update(extra_env)  # the store is read here too (prior and fit)
         env = {**os.environ, **extra_env}
         for app in range(1, apps + 1):
-            prior_spec, _ = prior_from_history(url, pool, CONFIGURED)
+            prior_spec = prior_from_history(url, pool, CONFIGURED).spec
             prior_method = fit_lifetime(HistoryStore(url).load(pool), CONFIGURED).method
             result = run_app_in_subprocess(AppSpec(url, pool, truth, seed * 100 + app, seconds), env)
             records = HistoryStore(url).load(pool)

@@ -127,15 +127,15 @@ def test_observer_records_evicted_and_censored_from_engine_events(tmp_path):
     obs.close()
     got = {r.executor_id: (r.duration, r.observed) for r in store.load("p")}
     assert got == {"0": (40.0, True), "1": (89.0, False), "2": (38.0, False)}
-    spec, account = prior_from_history(str(tmp_path), "p", "exponential:mean=100")
-    assert spec.startswith("exponential") and "configured" in account  # 1 eviction < 5: keep configured
+    spec, account, reachable = prior_from_history(str(tmp_path), "p", "exponential:mean=100")
+    assert spec.startswith("exponential") and "configured" in account and reachable  # 1 eviction < 5: keep configured
 
 
 def test_prior_from_history_fits_once_enough_evictions(tmp_path):
     from trspark.live.history import prior_from_history
 
     HistoryStore(str(tmp_path)).append(_weibull_records(20, seed=11))
-    spec, account = prior_from_history(str(tmp_path), "pool-a", "exponential:mean=100")
+    spec, account, _ = prior_from_history(str(tmp_path), "pool-a", "exponential:mean=100")
     assert spec.startswith("weibull:") and "weibull" in account
 
 
@@ -336,11 +336,12 @@ def test_a_damaged_or_newer_record_is_skipped_or_read_and_the_rest_of_the_pool_k
     newer = {"pool": "p", "app_id": "b", "executor_id": "9", "duration": 7.5, "observed": False, "host": "h1"}
     bad = ['{"pool": "p"', '{"pool": "p", "app_id": "b", "executor_id": "8", "duration": -1, "observed": true}', "[1]"]
     (tmp_path / "hist" / "p" / "b").mkdir()
-    (tmp_path / "hist" / "p" / "b" / "part-000001-x.jsonl").write_text("\n".join([json.dumps(newer), *bad]) + "\n")
+    part = "\n".join([json.dumps(newer), *bad]).encode() + b"\n\xff\xfe not UTF-8\n"
+    (tmp_path / "hist" / "p" / "b" / "part-000001-x.jsonl").write_bytes(part)
     with caplog.at_level(logging.WARNING, logger="trspark.live.history"):
         records = store.load("p")
     assert sorted(r.executor_id for r in records) == ["0", "1", "2", "9"]
-    assert any("3 record(s) of pool 'p' unreadable, skipped" in m for m in caplog.messages)
+    assert any("4 record(s) of pool 'p' unreadable, skipped" in m for m in caplog.messages)
 
 
 def test_an_unreachable_store_is_read_and_warned_about_once_however_many_pools(
@@ -354,6 +355,19 @@ def test_an_unreachable_store_is_read_and_warned_about_once_however_many_pools(
     with caplog.at_level(logging.WARNING, logger="trspark.live.engine_process"):
         assert with_history_prior(config) == config
     assert sum("unreachable" in m for m in caplog.messages) == 1
+
+
+def test_a_pool_whose_name_says_unreachable_keeps_the_fits_of_a_store_that_answered(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from trspark.engine.settings import TRConfig
+    from trspark.live.engine_process import with_history_prior
+
+    url = str(tmp_path / "hist")
+    HistoryStore(url).append(_weibull_records(20, seed=13))
+    HistoryStore(url).append([LifetimeRecord("zone-unreachable-b", "app-2", str(i), 50.0, False) for i in range(2)])
+    with caplog.at_level(logging.WARNING, logger="trspark.live.engine_process"):
+        assert with_history_prior(TRConfig(history_url=url, pool="pool-a")).lifetime.startswith("weibull:")
+    assert not caplog.messages
 
 
 def test_a_stable_shared_lifetime_is_kept_whatever_the_pools_history(tmp_path: Path) -> None:

@@ -101,27 +101,30 @@ def with_history_prior(config: TRConfig) -> TRConfig:
     # A stable (never evicted) model has nothing to fit, shared or a pool's.
     spec = config.lifetime
     if not is_stable_spec(spec):
-        spec, account = prior_from_history(config.history_url, config.pool, config.lifetime)
-        if not _logged(account):  # the configured models hold; a hung store is not waited on once per pool
+        prior = prior_from_history(config.history_url, config.pool, config.lifetime)
+        spec = prior.spec
+        if not _logged(prior.account, prior.reachable):  # the configured models hold; a hung store is not waited on once per pool
             return config
     # Each pool with its own model fits it to its own history; stable pools have nothing to fit.
     pools = []
     for pool, configured in config.pool_lifetimes:
         fitted = configured
         if not is_stable_spec(configured):
-            fitted, pool_account = prior_from_history(config.history_url, pool, configured)
-            if not _logged(pool_account):
+            pool_prior = prior_from_history(config.history_url, pool, configured)
+            if not _logged(pool_prior.account, pool_prior.reachable):
                 return config
+            fitted = pool_prior.spec
         pools.append((pool, fitted))
-    others, accounts = priors_of_other_pools(config.history_url, [config.pool, *(p for p, _ in pools)], config.lifetime)
-    if not all(_logged(account) for account in accounts):
+    others = priors_of_other_pools(config.history_url, [config.pool, *(p for p, _ in pools)], config.lifetime)
+    for account in others.accounts:
+        _logged(account, others.reachable)
+    if not others.reachable:
         return config
-    return config.with_options(lifetime=spec, pool_lifetimes=tuple(sorted([*pools, *others])))
+    return config.with_options(lifetime=spec, pool_lifetimes=tuple(sorted([*pools, *others.fitted])))
 
 
-def _logged(account: str) -> bool:
-    """Log a history account; False, with a warning, when the store was unreachable."""
-    reachable = "unreachable" not in account
+def _logged(account: str, reachable: bool) -> bool:
+    """Log a history account, with a warning when the store was unreachable; returns ``reachable``."""
     (log.info if reachable else log.warning)("%s", account)
     return reachable
 

@@ -28,6 +28,7 @@ import threading
 import uuid
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 import fsspec
 import numpy as np
@@ -135,7 +136,7 @@ class HistoryStore:
             name = path.rsplit("/", 1)[-1]
             if not (name.startswith("part-") and name.endswith(".jsonl")):
                 continue
-            with fs.open(path, "r") as fh:
+            with fs.open(path, "rb") as fh:  # bytes: a line that is not UTF-8 is one unreadable record
                 for line in fh:
                     if line.strip():
                         record = _parse_record(line)
@@ -146,10 +147,10 @@ class HistoryStore:
         return out
 
 
-def _parse_record(line: str) -> LifetimeRecord | None:
+def _parse_record(line: bytes) -> LifetimeRecord | None:
     """One line of a part, or None if it is no record. Fields a newer trspark may add are ignored."""
     try:
-        data = json.loads(line)
+        data = json.loads(line)  # UnicodeDecodeError, for bytes that are not UTF-8, is a ValueError
         record = LifetimeRecord(**{name: data[name] for name in LifetimeRecord.__dataclass_fields__})
     except (ValueError, TypeError, KeyError, RecursionError):
         return None
@@ -367,7 +368,24 @@ class HistoryObserver:
         self.recorder.finish(self.last_time)
 
 
-def priors_of_other_pools(url: str, known: Collection[str], configured: str) -> tuple[list[tuple[str, str]], list[str]]:
+class Prior(NamedTuple):
+    """The lifetime spec an application starts from, a one-line account of the choice, and whether the store answered."""
+
+    spec: str
+    account: str
+    reachable: bool = True
+
+
+class OtherPools(NamedTuple):
+    """``(pool, fitted spec)`` of the pools :func:`priors_of_other_pools` fitted, one account per pool, and
+    whether the store answered."""
+
+    fitted: list[tuple[str, str]]
+    accounts: list[str]
+    reachable: bool = True
+
+
+def priors_of_other_pools(url: str, known: Collection[str], configured: str) -> OtherPools:
     """``(pool, fitted spec)`` for each pool in the store but ``known`` whose records support a fit, and accounts.
 
     Executors record under the pool they report (``TRSPARK_POOL``, instance metadata) even when
@@ -378,7 +396,8 @@ def priors_of_other_pools(url: str, known: Collection[str], configured: str) -> 
         store, known_folders = HistoryStore(url), {_safe(pool) for pool in known}
         found = [(name, store.load(name)) for name in store.pools() if name not in known_folders]
     except Exception as exc:  # the store is optional at run time
-        return [], [f"lifetime history {url} unreachable ({type(exc).__name__}: {exc}); other pools use {configured}"]
+        return OtherPools([], [f"lifetime history {url} unreachable ({type(exc).__name__}: {exc}); "
+                               f"other pools use {configured}"], reachable=False)
     fitted, accounts = [], []
     for folder, records in found:
         fit = fit_lifetime(records, configured)
@@ -386,10 +405,10 @@ def priors_of_other_pools(url: str, known: Collection[str], configured: str) -> 
         accounts.append(_account(pool, len(records), fit))
         if fit.method != "configured" and is_pool_name(pool):
             fitted.append((pool, fit.model.spec()))
-    return fitted, accounts
+    return OtherPools(fitted, accounts)
 
 
-def prior_from_history(url: str, pool: str, configured: str) -> tuple[str, str]:
+def prior_from_history(url: str, pool: str, configured: str) -> Prior:
     """The lifetime spec the next application starts from, and a one-line account of the choice.
 
     An unreachable store at run time degrades to ``configured`` (the caller logs the account as
@@ -398,9 +417,10 @@ def prior_from_history(url: str, pool: str, configured: str) -> tuple[str, str]:
     try:
         records = HistoryStore(url).load(pool)
     except Exception as exc:  # the store is optional at run time
-        return configured, f"lifetime history {url} unreachable ({type(exc).__name__}: {exc}); using {configured}"
+        return Prior(configured, f"lifetime history {url} unreachable ({type(exc).__name__}: {exc}); using {configured}",
+                     reachable=False)
     fit = fit_lifetime(records, configured)
-    return fit.model.spec(), _account(pool, len(records), fit)
+    return Prior(fit.model.spec(), _account(pool, len(records), fit))
 
 
 def _account(pool: str, records: int, fit: FitResult) -> str:
