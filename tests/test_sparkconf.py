@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -97,6 +98,22 @@ def test_bad_options_raise_config_error_naming_the_key(fake_jar: str, options: d
     with pytest.raises(ConfigError) as info:
         trspark.spark_conf(**options)
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "held, message",
+    [
+        ({"spark.trspark.sizing.lossFraction": "0.9"}, "spark.trspark.sizing.lossFraction=0.9"),
+        ({"spark.trspark.pool.lifetime": "stable"}, "'spark.trspark.pool.lifetime' is not a valid pool setting"),
+        ({"spark.trspark.history.url": "/proc/no-such-dir/history"}, "history"),
+    ],
+)
+def test_configure_checks_the_settings_a_target_holds_and_leaves_it_as_it_was_when_they_fail(
+        fake_jar: str, held: dict[str, str], message: str) -> None:
+    target = dict(held)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        trspark.configure(target, mode="tr")
+    assert target == held
 
 
 def test_configure_appends_to_existing_jars_and_plugins_of_a_dict(fake_jar: str) -> None:

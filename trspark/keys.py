@@ -335,8 +335,9 @@ def parse_pool_lifetime(full: str, raw: str) -> tuple[str, str]:
         Not a ``.lifetime`` key, a pool name :func:`is_pool_name` refuses, or a spec that is
         neither ``stable`` nor a lifetime spec (names the key and what is allowed).
     """
-    name = full.removeprefix(POOL_KEY_PREFIX).removesuffix(POOL_KEY_SUFFIX)
-    if not full.endswith(POOL_KEY_SUFFIX) or not is_pool_name(name):
+    rest = full.removeprefix(POOL_KEY_PREFIX)  # the suffix must follow a name: "spark.trspark.pool.lifetime" has none
+    name = rest.removesuffix(POOL_KEY_SUFFIX)
+    if not rest.endswith(POOL_KEY_SUFFIX) or not is_pool_name(name):
         raise ConfigError(f"{full!r} is not a valid pool setting; allowed: {POOL_KEY_PREFIX}<name>{POOL_KEY_SUFFIX} "
                           f"with <name> of {POOL_NAME_RULE}")
     try:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any, TypeVar
 
 from trspark.keys import PREFIX, spark_text
-from trspark.live.config import from_spark_conf, option_settings
+from trspark.live.config import check_settings, option_settings
 from trspark.live.sizing import sql_settings
 
 PLUGIN_CLASS = "org.apache.spark.trspark.TRSparkPlugin"
@@ -83,11 +83,15 @@ def configure(target: T, **options: Any) -> T:
     """
     get, put, items = _accessors(target)
     settings = _with_plugin(option_settings(**options), default_python=not get(PYTHON_KEY))
+    # The target's own settings with the options over them are checked as a whole before any is
+    # written, so a call that raises leaves the target as it was. A dict may hold Python values
+    # (True, 2, None): they are checked spelled as Spark will read them.
+    ours = {name: spark_text(value) for name, value in items() if name.startswith(PREFIX)}
+    ours.update((name, value) for name, value in settings.items() if name.startswith(PREFIX))
+    config = check_settings(ours)
     for name, value in settings.items():
         put(name, merge_list(get(name), value) if name in _LIST_KEYS else value)
-    # A dict may hold Python values (True, 2, None): check them spelled as Spark will read them.
-    ours = {name: spark_text(value) for name, value in items() if name.startswith(PREFIX)}
-    for name, value in sql_settings(from_spark_conf(ours), lambda key: _as_spark_text(get(key))).items():
+    for name, value in sql_settings(config, lambda key: _as_spark_text(get(key))).items():
         put(name, value)
     return target
 
