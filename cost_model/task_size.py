@@ -199,6 +199,8 @@ def _nothing_over(where: LifetimeModel | Placement, fraction: float, ratios: Flo
         return 0.0  # r peaked below the shortest task searched: executors live less than a millisecond
     if _has_stable_capacity(where):
         return math.inf  # a task that keeps being lost on evictable executors ends on a stable one
+    if ratios[-1] >= ratios[-2]:
+        return math.inf  # r still rises at the longest length searched: its peak, past ~30 years, limits nothing
     # r(L) falls again for tasks far longer than a lifetime (an attempt loses at most one
     # lifetime of work), so a fraction above its peak would pass tasks that rarely finish.
     raise FractionTooLarge(fraction, peak)

@@ -142,6 +142,13 @@ def test_a_fraction_above_the_peak_loss_is_refused_not_read_as_no_limit():
     check_fraction(model, peak - 1e-3)  # no error below the peak
 
 
+def test_a_lifetime_whose_loss_peaks_past_the_longest_length_searched_sets_no_limit():
+    # r of an exponential peaks at ~1.8 means: past the search's ~30 years for a mean of 1e10 s.
+    model = Exponential(mean=1e10)
+    check_fraction(model, 0.05)
+    assert largest_task_seconds(model, 0.05) == math.inf
+
+
 def test_with_stable_capacity_above_the_peak_there_is_no_limit():
     # Three stable cores to one evictable: the mixture's r peaks at a quarter of the exponential's.
     mixture = Placement([Exponential(rate=1 / 60), Stable()], weights=[1.0, 3.0])
