@@ -92,6 +92,8 @@ def test_an_option_given_as_none_is_left_unset(fake_jar: str) -> None:
         ({"notice_signal": "PRW"}, "spark.trspark.notice.signal='PRW' is not valid; allowed: none or a signal name: ALRM"),
         ({"notice_signal": "KILL"}, "spark.trspark.notice.signal='KILL' is not valid"),
         ({"pool_lifetimes": "spot=stable"}, "pool_lifetimes='spot=stable' is not valid; allowed: a mapping"),
+        # Each value allowed by its key, but no finite time grid for the engine.
+        ({"lifetime": "deterministic:at=1e308"}, "these spark.trspark settings leave the engine unable to start"),
     ],
 )
 def test_bad_options_raise_config_error_naming_the_key(fake_jar: str, options: dict[str, object], message: str) -> None:

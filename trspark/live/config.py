@@ -15,6 +15,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from trspark.engine.interface import Policy
+from trspark.engine.pool_baselines import ON_DEMAND_POOLS
+from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 from trspark.keys import (
     BY_FULL,
@@ -74,6 +77,11 @@ def check_settings(settings: Mapping[str, str]) -> TRConfig:
     """
     config = from_spark_conf(settings)
     check_sizing(config)
+    try:  # values each key allows may still, together, leave the engine no finite time grid
+        build_policy(config)
+    except (ValueError, ArithmeticError) as exc:
+        raise ConfigError(f"these spark.trspark settings leave the engine unable to start ({exc}); "
+                          "allowed: lifetimes whose times stay finite") from exc
     if config.history_url:
         from trspark.live.history import HistoryError, check_url
 
@@ -82,6 +90,12 @@ def check_settings(settings: Mapping[str, str]) -> TRConfig:
         except HistoryError as exc:
             raise ConfigError(str(exc)) from exc
     return config
+
+
+def build_policy(config: TRConfig) -> Policy:
+    """The policy ``config.mode``; ``efm`` and ``pado`` count the pools whose lifetime is
+    ``stable`` as on-demand (the default on-demand pool name when no pool is stable)."""
+    return make_policy(config.mode, config, config.stable_pools() or ON_DEMAND_POOLS)
 
 
 def check_sizing(config: TRConfig) -> None:

@@ -32,12 +32,10 @@ from collections.abc import Mapping
 from typing import TextIO
 
 from trspark.engine.interface import Policy
-from trspark.engine.pool_baselines import ON_DEMAND_POOLS
-from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig, is_stable_spec
 from trspark.keys import ConfigError
 from trspark.live.bridge import Bridge, EventObserver, hello_line, trace_settings_line
-from trspark.live.config import from_spark_conf, read_env
+from trspark.live.config import build_policy, from_spark_conf, read_env
 
 log = logging.getLogger(__name__)
 
@@ -129,12 +127,6 @@ def _logged(account: str, reachable: bool) -> bool:
     return reachable
 
 
-def build_policy(config: TRConfig) -> Policy:
-    """The policy ``config.mode``; ``efm`` and ``pado`` count the pools whose lifetime is
-    ``stable`` as on-demand (the default on-demand pool name when no pool is stable)."""
-    return make_policy(config.mode, config, config.stable_pools() or ON_DEMAND_POOLS)
-
-
 def watch_parent(sock: socket.socket, parent_pid: int) -> None:
     """End the session when the process that started us is gone.
 
@@ -189,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         token, config, app_id = read_settings(os.environ)
         config = with_history_prior(config)
         policy = build_policy(config)
-    except (StartupError, ValueError) as exc:
+    except (StartupError, ValueError, ArithmeticError) as exc:
         # make_policy raises ValueError naming the mode and the policies that exist.
         print(f"trspark engine: {exc}", file=sys.stderr)
         return EXIT_USAGE
