@@ -40,12 +40,21 @@ MAPS = 4
 
 
 class App(LiveApp):
-    def __init__(self, spark: Any, log: Path, store: Path, sink: Path, corrupt_remote: Path) -> None:
+    def __init__(self, spark: Any, log: Path, store: Path, sink: Path, corrupt_remote: Path, events: Path) -> None:
         super().__init__(spark, log)
         self.driver_log = log  # never None here, unlike the base class's
         self.store = store
         self.sink = sink
         self.corrupt_remote = corrupt_remote
+        self.events = events
+
+    def lost_in_event_log(self, why: str) -> int:
+        """Map outputs the application's event log (so far) records as lost for ``why``."""
+        from trspark.eventlog import read_events
+
+        (log,) = self.events.iterdir()
+        return sum(len(e["lostMapIds"]) for e in read_events(log)
+                   if e["Event"].endswith("TRRestore") and e["why"] == why)
 
     def warnings(self, text: str) -> list[str]:
         return [line for line in log_lines(self.driver_log) if line.startswith("WARN") and text in line]
@@ -65,12 +74,15 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
     java_options, log = driver_log(root)
     store, sink, corrupt_remote = root / "backups", root / "executor-metrics", root / "corrupt-remote-copies"
     sink.mkdir()
+    events = root / "events"
+    events.mkdir()
     builder = trcluster_builder("trspark-copies", EXECUTORS, java_options).config(
         "spark.executor.extraJavaOptions",
-        f"-Dtrspark.test.corruptPeerCopy=true -Dtrspark.test.corruptRemoteCopyWhile={corrupt_remote}")
+        f"-Dtrspark.test.corruptPeerCopy=true -Dtrspark.test.corruptRemoteCopyWhile={corrupt_remote}").config(
+        "spark.eventLog.enabled", "true").config("spark.eventLog.dir", events.as_uri())
     spark = trspark.configure(with_csv_sink(builder, sink), mode="always", remote_path=store.as_uri()).getOrCreate()
     try:
-        yield App(spark, log, store, sink, corrupt_remote)
+        yield App(spark, log, store, sink, corrupt_remote, events)
     finally:
         spark.stop()
 
@@ -153,9 +165,13 @@ def test_a_remote_copy_lost_after_readers_were_sent_to_it_is_recomputed(app: App
              timeout=TIMEOUT)
     for path in data:  # the store loses them after the loss check let readers go to them
         path.unlink()
+    recorded = app.lost_in_event_log("remote copy unreadable")
     assert run() == expected(30000)
     assert app.stat("outputs_lost") > before["outputs_lost"]
     assert app.warnings(" is not readable by a reducer; unregistered, the output is recomputed")
+    # The event log, and so `trspark report`, counts the outputs the plugin counted as lost.
+    wait_for(lambda: app.lost_in_event_log("remote copy unreadable") - recorded
+             == app.stat("outputs_lost") - before["outputs_lost"], what="the losses in the event log", timeout=TIMEOUT)
 
 
 def driver_bytes_read(app: App) -> int:

@@ -109,16 +109,24 @@ trait OutputLoss extends BackupFlow {
       storeWork.execute(() => remote.delete(r.shuffleId, r.mapId))
       blockLost(r)
     }
+    storeLoss(failed.toSeq)
     if (others.nonEmpty) {
       // remoteIntact deletes each copy it finds damaged; what is still served from it goes too.
       def recheck(): Unit = {
         val intact = remoteIntact(others)
         val gone = synchronized(others.filter(r => !intact(r) && servedFromStore(r)).map { r => unregisterFromStore(r); r })
         gone.foreach(blockLost)
+        storeLoss(gone)
       }
       if (wait) Guard.run("TRDriverPlugin.recheckStore")(recheck())
       else storeWork.execute(() => Guard.run("TRDriverPlugin.recheckStore")(recheck()))
     }
+  }
+
+  /** Record in the event log, as a loss at the store, the outputs lost because their copy there could not be read. */
+  private def storeLoss(records: Seq[OutputRecord]): Unit = if (records.nonEmpty) {
+    obs.post(TRRestore(System.currentTimeMillis(), FallbackStorage.FALLBACK_BLOCK_MANAGER_ID.executorId,
+      "remote copy unreadable", Nil, records.map(_.mapId)))
   }
 
   private def servedFromStore(record: OutputRecord): Boolean = TRDriverPlugin.liveOn(tracker, record.shuffleId,
