@@ -250,6 +250,35 @@ def test_the_command_rejects_a_malformed_price(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["report", str(LOG), "--out", str(tmp_path), "--price", "default"])
     assert result.exit_code == 2
     assert "POOL=USD_PER_HOUR" in result.output
+    twice = CliRunner().invoke(cli, ["report", str(LOG), "--out", str(tmp_path), "--price", "default=0.1",
+                                     "--price", "default=0.2"])
+    assert twice.exit_code == 2 and "pool 'default' is priced twice" in twice.output
+
+
+def test_a_log_without_an_application_start_is_refused_naming_the_file(tmp_path: Path) -> None:
+    empty, cut = tmp_path / "empty", tmp_path / "cut"
+    empty.write_bytes(b"")
+    cut.write_text('{"Event":"SparkListenerLogStart","Spark Version":"4.3.0"}\n')
+    with pytest.raises(EventLogError, match=f"{empty}: the event log is empty"):
+        summarize(empty)
+    with pytest.raises(EventLogError, match=f"{cut}: the event log has no SparkListenerApplicationStart in its 1 event"):
+        summarize(cut)
+
+
+def test_a_folder_of_event_logs_is_refused_naming_them(tmp_path: Path) -> None:
+    for name in ("app-1", "app-2.inprogress", "notes.txt"):
+        (tmp_path / name).write_text("")
+    with pytest.raises(EventLogError, match=r"it holds 2 event logs \(app-1, app-2.inprogress\): give one of them"):
+        summarize(tmp_path)
+
+
+def test_an_lz4_frame_is_refused_as_the_lz4_tools_format(tmp_path: Path) -> None:
+    import lz4.frame
+
+    path = tmp_path / "app-1.lz4"
+    path.write_bytes(lz4.frame.compress(b'{"Event":"SparkListenerLogStart","Spark Version":"4.3.0"}\n'))
+    with pytest.raises(EventLogError, match="an lz4 frame"):
+        summarize(path)
 
 
 def test_python_api_returns_the_same_summary(tmp_path: Path) -> None:

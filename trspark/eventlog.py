@@ -19,6 +19,7 @@ from typing import IO, Any, cast
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 LZ4_MAGIC = b"LZ4Block"
 GZIP_MAGIC = b"\x1f\x8b"
+LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"  # the lz4 command-line tool's format, which Spark never writes
 # LZ4Block header after the magic: token (1), compressed length (4), original length (4), checksum (4).
 LZ4_HEADER = 8 + 1 + 4 + 4 + 4
 LZ4_RAW = 0x10
@@ -113,6 +114,9 @@ def _open(part: Path, raw: IO[bytes]) -> tuple[IO[bytes], _ZstdFrames | _Lz4Bloc
 def _open_other(part: Path, raw: IO[bytes], head: bytes) -> IO[bytes]:
     if head.startswith(GZIP_MAGIC):
         return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
+    if head.startswith(LZ4_FRAME_MAGIC):
+        raise EventLogError(f"{part}: an lz4 frame (the lz4 tool's format) is not a Spark event log codec; "
+                            "decompress it (lz4 -d) or give the log Spark wrote")
     if part.suffix in (".snappy", ".lzf"):
         raise EventLogError(f"{part}: codec {part.suffix[1:]} is not supported; re-run with "
                             "spark.eventLog.compression.codec=zstd (or lz4), or uncompressed")
@@ -132,11 +136,21 @@ def parts(path: Path) -> list[Path]:
     if path.is_dir():
         numbered = [(int(m.group(1)), p) for p in path.iterdir() if (m := re.match(r"events_(\d+)_", p.name))]
         if not numbered:
-            raise EventLogError(f"{path}: no events_<n>_* files; not a rolling Spark event log")
+            raise EventLogError(f"{path}: no events_<n>_* files; not a rolling Spark event log" + _logs_in(path))
         return [p for _, p in sorted(numbered)]
     if not path.is_file():
         raise EventLogError(f"{path}: no such file")
     return [path]
+
+
+def _logs_in(folder: Path) -> str:
+    """``; it holds N event logs (names): give one`` for a folder of logs, such as ``spark.eventLog.dir``."""
+    logs = sorted(p.name for p in folder.iterdir()
+                  if p.name.startswith(("eventlog_v2_", "app-", "local-", "application_")) or p.name.endswith(".inprogress"))
+    if not logs:
+        return ""
+    shown = ", ".join(logs[:5]) + (", ..." if len(logs) > 5 else "")
+    return f"; it holds {len(logs)} event log{'s' * (len(logs) != 1)} ({shown}): give one of them"
 
 
 def read_events(path: str | Path, *, unfinished_last_line: bool = True) -> Iterator[dict[str, Any]]:

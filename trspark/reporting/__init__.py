@@ -7,16 +7,29 @@ page holds the picture, so it is one file to share).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from trspark.eventlog import EventLogError, read_events
-from trspark.reporting.summary import Summary, summarize_events
+from trspark.reporting.summary import NoApplicationStart, Summary, summarize_events
 
 
 def summarize(path: str | Path, prices: Mapping[str, float] | None = None) -> Summary:
     """The summary of the event log at ``path`` (``prices``: pool -> $ per executor-hour)."""
-    return summarize_events(read_events(path), prices)
+    read = [0]
+
+    def counted() -> Iterator[dict[str, Any]]:
+        for event in read_events(path):
+            read[0] += 1
+            yield event
+
+    try:
+        return summarize_events(counted(), prices)
+    except NoApplicationStart:
+        what = "is empty" if not read[0] else f"has no SparkListenerApplicationStart in its {read[0]} event(s)"
+        raise EventLogError(f"{path}: the event log {what}; it was cut before its application started, "
+                            "or is not a Spark application's log") from None
 
 
 def write_report(path: str | Path, out_dir: str | Path, prices: Mapping[str, float] | None = None) -> Summary:

@@ -14,6 +14,9 @@ def _prices(values: tuple[str, ...]) -> dict[str, float]:
     prices = {}
     for value in values:
         pool, sep, price = value.partition("=")
+        if pool in prices:
+            raise click.BadParameter(f"{value!r}: pool {pool!r} is priced twice; give one --price per pool",
+                                     param_hint="--price")
         try:
             prices[pool] = float(price)
         except ValueError:

@@ -136,6 +136,10 @@ class Summary:
         return "\n".join(f"{label:<{width}}  {value}" for label, value in self.lines()) + "\n"
 
 
+class NoApplicationStart(ValueError):
+    """The events hold no ``SparkListenerApplicationStart``: an empty log, or one cut before its application started."""
+
+
 class _Builder:
     """Folds events into a :class:`Summary` (one pass, events in log order)."""
 
@@ -275,7 +279,7 @@ class _Builder:
 
     def finish(self) -> Summary:
         if self.start is None:
-            raise ValueError("the event log has no SparkListenerApplicationStart")
+            raise NoApplicationStart("the event log has no SparkListenerApplicationStart")
         s, t0 = self.s, self.start
         for ex in s.executors.values():
             # A released executor's process is gone at its release; Spark may list it for a few

@@ -126,7 +126,7 @@ object TRMetrics {
     ("backups_started", "backups_started", "backups handed to their source executor"),
     ("backups_finished", "backups_done", "backups committed (remote ones verified)"),
     ("backups_failed", "backups_failed", "backups that ended without a copy"),
-    ("backups_rejected", "backups_rejected", "copies that failed their checksum check (also in backups_failed)"),
+    ("backups_rejected", "backups_rejected", "copies found damaged or missing by a check (when written, also in backups_failed)"),
     ("backups_cancelled", "backups_cancelled", "backups cancelled before they ended (by the policy, a newer output, or the shuffle cleaned up)"),
     ("backups_to_peers", "backups_local", "committed copies on peer executors"),
     ("backups_to_remote", "backups_remote", "committed copies in the remote store"),
