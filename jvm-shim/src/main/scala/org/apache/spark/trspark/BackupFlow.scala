@@ -101,6 +101,8 @@ trait BackupFlow extends DriverBase {
       Thread.sleep(1)
       found = TRDriverPlugin.registered(tracker, shuffleId, mapIndex, mapId)
     }
+    if (!found) logInfo(s"trspark: Spark did not register the output of map task $mapId (shuffle $shuffleId, " +
+      s"partition $mapIndex) within ${TRDriverPlugin.RegistrationWaitMs} ms: a success it ignored, not recorded")
     found
   }
 

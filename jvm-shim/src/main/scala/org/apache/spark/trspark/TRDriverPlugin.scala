@@ -304,8 +304,13 @@ object TRDriverPlugin {
       Option(status.mapStatuses(mapIndex)).orElse(Option(status.mapStatusesDeleted(mapIndex))).exists(_.mapId == mapId)
     }
 
-  /** How long (ms) the listener waits for the DAG scheduler to register a successful map task's output. */
-  val RegistrationWaitMs = 50L
+  /**
+   * How long (ms) the listener waits for the DAG scheduler to register a successful map task's
+   * output. The wait ends as soon as it is registered, so only a success Spark ignores (rare)
+   * waits it all; a busy driver (a GC pause, starved cores) must not make a registered output
+   * look ignored, for then it is never backed up.
+   */
+  val RegistrationWaitMs = 500L
 
   /** True when the tracker has this map attempt registered (not removed) on `executorId`. */
   def liveOn(tracker: MapOutputTrackerMaster, shuffleId: Int, mapIndex: Int, mapId: Long, executorId: String): Boolean =
