@@ -15,7 +15,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.tpcds.session import PolicyUnavailable, jvm_console_to, parse_policies, policy_conf, spark_ddl
+from jobs.tpcds.session import (
+    ClusterSpec,
+    PolicyUnavailable,
+    jvm_console_to,
+    parse_policies,
+    policy_conf,
+    spark_ddl,
+)
 
 
 def test_parse_policies() -> None:
@@ -24,6 +31,15 @@ def test_parse_policies() -> None:
         parse_policies("never,sometimes")
     with pytest.raises(ValueError, match="empty"):
         parse_policies(" , ")
+
+
+def test_the_plugins_policies_run_with_trsparks_scheduler_and_vanilla_spark_on_the_master_as_given() -> None:
+    local, standalone, yarn = ClusterSpec(executors=2), ClusterSpec(master="spark://h:7077"), ClusterSpec(master="yarn")
+    assert [local.master_for(p) for p in ("tr", "always", "never")] == [
+        "local-trcluster[2,1,2048]", "local-trcluster[2,1,2048]", "local-cluster[2,1,2048]"]
+    assert [standalone.master_for(p) for p in ("tr", "never", "decommission")] == [
+        "spark-tr://h:7077", "spark://h:7077", "spark://h:7077"]
+    assert yarn.master_for("tr") == "yarn"
 
 
 def test_decommission_uses_spark_fallback_storage(tmp_path: Path) -> None:

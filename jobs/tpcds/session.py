@@ -75,12 +75,17 @@ class ClusterSpec:
         The plugin policies get ``local-trcluster[N,C,M]``: the same executor JVMs, but with the
         plugin's task scheduler, which re-points lost map outputs to their backups synchronously
         and does not count a signal-killed executor towards ``spark.task.maxFailures`` (see
-        ``jvm-shim/README.md``). ``never`` and ``decommission`` are vanilla Spark and keep
-        ``local-cluster``, so the comparison is with Spark as users run it.
+        ``jvm-shim/README.md``). On a standalone cluster (``spark://``) they get ``spark-tr://``,
+        the same cluster with that scheduler. ``never`` and ``decommission`` are vanilla Spark and
+        keep the master as given, so the comparison is with Spark as users run it.
         """
-        if self.master is None and policy in PLUGIN_POLICIES:
+        if policy not in PLUGIN_POLICIES:
+            return self.master_url
+        if self.master is None:
             return f"local-trcluster[{self.executors},{self.cores},{self.memory_mb}]"
-        return self.master_url
+        if self.master.startswith("spark://"):
+            return "spark-tr://" + self.master.removeprefix("spark://")
+        return self.master
 
 
 def spark_home() -> Path:
