@@ -10,7 +10,7 @@ from engine_world import MB, add_executors, feed, map_stage, run_task
 from cost_model.lifetimes import Exponential
 from cost_model.task_size import largest_task_seconds
 from trspark.engine.commands import Advice
-from trspark.engine.events import ExecutorAdded, ExecutorLost, ExecutorNotice, Tick
+from trspark.engine.events import ExecutorAdded, ExecutorLost, ExecutorNotice, StageCompleted, Tick
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 from trspark.engine.tr import sizing
@@ -31,6 +31,17 @@ def test_long_tasks_get_one_line_with_the_partition_size_at_the_measured_rate() 
     assert len(advice) == 1 and advice[0].kind == "split" and advice[0].stage_id == 0
     assert f"{limit:.1f} s" in advice[0].message and "at least 2x" in advice[0].message
     assert f"advisoryPartitionSizeInBytes={int(limit * 10 * MB)}" in advice[0].message  # 1000 MB / 100 s
+
+
+def test_a_stage_of_one_wave_is_advised_when_its_last_task_ends() -> None:
+    # Both tasks run at once and end together: the stage is over before a tick or a stage event
+    # could see a finished task of it while it was active.
+    config = TRConfig(lifetime="exponential:mean=600", duplication=False)
+    events = add_executors(["a", "b"]) + [map_stage(0, 2, 0)]
+    first, second = (run_task(0, p, e, start=0.0, seconds=100.0, write=MB, shuffle_id=0) for p, e in ((0, "a"), (1, "b")))
+    events += [first[0], second[0], first[1], second[1], StageCompleted(time=100.0, stage_id=0)]
+    advice = _advice(config, events)
+    assert [(a.kind, a.stage_id) for a in advice] == [("split", 0)]
 
 
 def test_tasks_within_the_limit_get_no_advice() -> None:

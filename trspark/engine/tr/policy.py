@@ -226,6 +226,7 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         if block is not None:
             self._plan(block)
             self._planned_now = True
+        out += self.splitter.stage_done(self.state, event.stage_id)
         out += self._check_belt()
         if self.config.duplication:  # a core just freed: idle if nothing waiting may use it
             out += self.duplicator.duplicate_on_idle(self.state, self.hints, self.config.warm_first)

@@ -129,7 +129,18 @@ class SizeAdvisor:
             return math.inf
 
     def check(self, state: JobState) -> list[Command]:
-        candidates = [s for s in state.active_stages() if s.stage_id not in self.advised and s.tasks_done > 0]
+        """Advice for the active stages not advised yet whose finished tasks outlast :math:`L^*`."""
+        return self._advise(state, [s for s in state.active_stages() if s.stage_id not in self.advised and s.tasks_done > 0])
+
+    def stage_done(self, state: JobState, stage_id: int) -> list[Command]:
+        """Advice for a stage whose last task just ended: a stage of one wave is over before
+        any :meth:`check` (on stage and executor events, ticks) sees a finished task of it."""
+        stage = state.stages.get(stage_id)
+        if stage is None or stage.stage_id in self.advised or stage.unfinished or not stage.tasks_done:
+            return []
+        return self._advise(state, [stage])
+
+    def _advise(self, state: JobState, candidates: list[StageView]) -> list[Command]:
         if not candidates:
             return []
         limit = self.limit(state)
