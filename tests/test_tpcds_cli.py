@@ -49,6 +49,7 @@ def test_options_reach_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (["--pool", "spot=2@stable"], "allowed: ondemand=COUNT@stable"),
     (["--pool", "spot=0"], "allowed: ondemand=COUNT@stable"),
     (["--pool", "spot=1", "--master", "spark://h:7077"], "pools are local-cluster slots"),
+    (["--pool", "spot=3", "--executors", "5"], "5, but the pools hold 3 executors"),
     (["--interleave", "--master", "spark://h:7077"], "policies take turns on local clusters"),
     (["--stable-runs", "rounds"], "it needs --interleave and no --reference"),
 ])
@@ -183,7 +184,10 @@ def test_pools_set_the_executors_spare_the_on_demand_slots_and_draw_kills_for_sp
     result = CliRunner().invoke(cli, ["bench", "tpcds", "--queries", "q3", "--out", str(tmp_path / "r.csv"),
                                       "--pool", "spot=3", "--pool", "ondemand=1@stable"])
     assert result.exit_code == 0, result.output
-    (s,) = seen
+    agreeing = CliRunner().invoke(cli, ["bench", "tpcds", "--queries", "q3", "--out", str(tmp_path / "r.csv"),
+                                        "--pool", "spot=3", "--pool", "ondemand=1@stable", "--executors", "4"])
+    assert agreeing.exit_code == 0, agreeing.output
+    (s, _) = seen
     assert (s.pools, s.executors) == ((("ondemand", 1), ("spot", 3)), 4)
     spare = pools.spare(s.pools)
     assert spare is not None and spare("0") and not spare("1") and not spare("4")

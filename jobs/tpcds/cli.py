@@ -21,6 +21,7 @@ from jobs.tpcds.options import (
     check_queries,
     check_sf,
     cluster_options,
+    executors_of_pools,
     writable_path,
 )
 from jobs.tpcds.session import POLICIES
@@ -154,9 +155,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
     if pools and master is not None:
         raise click.BadParameter("pools are local-cluster slots; not with --master", param_hint="'--pool'")
     if pools:
-        from jobs.tpcds.pools import executor_count
-
-        executors = executor_count(pools)
+        executors = executors_of_pools(pools, executors)
     if executor_cpus is not None:
         _check_executor_cpus(master)
     if interleave and master is not None:
@@ -425,9 +424,7 @@ def targets_command(csv_path: Path, executors: int, pools: tuple[tuple[str, int]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="CSV_PATH") from exc
     if pools:
-        from jobs.tpcds.pools import executor_count
-
-        executors = executor_count(pools)
+        executors = executors_of_pools(pools, executors)
     click.echo(markdown(rows, executors) + "\n" + stats.markdown(rows, executors, pools), nl=False)
 
 

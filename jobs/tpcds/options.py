@@ -131,6 +131,18 @@ def check_pools(ctx: click.Context, param: click.Parameter, values: tuple[str, .
     return tuple(sorted(pools.items(), key=lambda kv: kv[0] != "ondemand"))
 
 
+def executors_of_pools(pools: tuple[tuple[str, int], ...], executors: int) -> int:
+    """The executor count ``pools`` make; an ``--executors`` given on the command line with another count is refused."""
+    from jobs.tpcds.pools import executor_count
+
+    count = executor_count(pools)
+    given = click.get_current_context().get_parameter_source("executors")
+    if given not in (None, click.core.ParameterSource.DEFAULT) and executors != count:
+        raise click.BadParameter(f"{executors}, but the pools hold {count} executors: the pools set the count; "
+                                 "drop --executors or make them agree", param_hint="'--executors'")
+    return count
+
+
 #: Master URLs of a running cluster, as Spark spells them (``yarn`` alone, the others with an address).
 CLUSTER_MASTERS = ("spark://", "spark-tr://", "k8s://", "yarn")
 
