@@ -30,7 +30,7 @@ def test_long_tasks_get_one_line_with_the_partition_size_at_the_measured_rate() 
     limit = largest_task_seconds(Exponential(mean=600.0), 0.05)  # about 2 f x 600 s = 60 s
     assert len(advice) == 1 and advice[0].kind == "split" and advice[0].stage_id == 0
     assert f"{limit:.1f} s" in advice[0].message and "at least 2x" in advice[0].message
-    assert f"advisoryPartitionSizeInBytes={int(limit * 10 * MB)}" in advice[0].message  # 1000 MB / 100 s
+    assert f"advisoryPartitionSizeInBytes={round(limit * 10 * MB)}" in advice[0].message  # 1000 MB / 100 s
 
 
 def test_a_stage_of_one_wave_is_advised_when_its_last_task_ends() -> None:
@@ -62,8 +62,10 @@ def test_the_configured_rate_sets_the_size() -> None:
     config = TRConfig(lifetime="exponential:mean=600", sizing_rate=50e6)
     limit = largest_task_seconds(Exponential(mean=600.0), 0.05)
     assert configured_limit(config) == pytest.approx(limit)
-    assert suggested_partition_bytes(config) == int(limit * 50e6)
+    assert suggested_partition_bytes(config) == round(limit * 50e6)
     assert suggested_partition_bytes(TRConfig(lifetime="exponential:mean=600")) is None
+    # A known end D gives L* = D, found by a root search: D x R to the byte, not one byte under it.
+    assert suggested_partition_bytes(TRConfig(lifetime="deterministic:at=100", sizing_rate=1e6)) == 100_000_000
 
 
 def test_the_least_stable_configured_pool_sets_the_limit() -> None:

@@ -20,7 +20,7 @@ from trspark.live.sizing import (
 )
 
 OPTIONS = {"lifetime": "exponential:mean=600", "sizing_rate": "50m"}
-SIZE = str(int(largest_task_seconds(Exponential(mean=600.0), 0.05) * 50e6))  # ~60 s x 50 MB/s ~ 3 GB
+SIZE = str(round(largest_task_seconds(Exponential(mean=600.0), 0.05) * 50e6))  # ~60 s x 50 MB/s ~ 3 GB
 
 
 @pytest.fixture(autouse=True)

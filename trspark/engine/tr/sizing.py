@@ -67,7 +67,7 @@ def suggested_partition_bytes(config: TRConfig) -> int | None:
     limit = configured_limit(config)
     if config.sizing_rate <= 0.0 or not math.isfinite(limit) or limit <= 0.0:
         return None
-    return min(max(1, int(limit * config.sizing_rate)), JAVA_LONG_MAX)
+    return min(max(1, round(limit * config.sizing_rate)), JAVA_LONG_MAX)  # nearest: L* is a root, found to ~1e-9
 
 
 class SizeAdvisor:
@@ -163,7 +163,7 @@ class SizeAdvisor:
         rate = self.rate if self.rate > 0.0 else read / seconds
         if rate <= 0.0:
             return head
-        size = max(1, int(limit * rate))
+        size = max(1, round(limit * rate))
         source = "the configured" if self.rate > 0.0 else "the measured"
         return (f"{head}; at {source} {rate / 1e6:.1f} MB/s per task that is partitions of at most {size} bytes "
                 f"(SQL: spark.sql.adaptive.advisoryPartitionSizeInBytes={size}; RDD: repartition or numPartitions)")
