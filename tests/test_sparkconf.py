@@ -82,6 +82,9 @@ def test_an_option_given_as_none_is_left_unset(fake_jar: str) -> None:
         ({"engine.startTimeout": "soon"}, "spark.trspark.engine.startTimeout='soon' is not valid"),
         ({"engine_start_timeout": "inf"}, "spark.trspark.engine.startTimeout='inf' is not valid; allowed: seconds > 0"),
         ({"local_bandwidth": "inf"}, "spark.trspark.bandwidth.local='inf' is not valid; allowed:"),
+        # Finite, but a copy's time or a stage's start estimate would overflow in the engine.
+        ({"local_bandwidth": "1e-300"}, "spark.trspark.bandwidth.local='1e-300' is not valid; allowed: bytes/s >= 1"),
+        ({"alpha": "1e308"}, "spark.trspark.alpha='1e308' is not valid; allowed: a number 1..1000000"),
         ({"remote_cap": "1e400"}, "spark.trspark.bandwidth.remoteCap='1e400' is not valid"),
         ({"sizing_rate": "nan"}, "spark.trspark.sizing.rate='nan' is not valid"),
         # Python reads 1_0 as 10, the plugin's JVM does not read it at all.

@@ -137,9 +137,13 @@ def _bytes_per_second(raw: str) -> float:
 
 
 def parse_bandwidth(raw: str) -> float:
-    """Bytes/s > 0 from ``"100m"``, ``"1.5g"``, ``"400000000"`` (k/m/g = 10^3/10^6/10^9 bytes/s)."""
+    """Bytes/s >= 1 from ``"100m"``, ``"1.5g"``, ``"400000000"`` (k/m/g = 10^3/10^6/10^9 bytes/s).
+
+    Below a byte a second no network moves data, and a copy's time in the cost model would
+    overflow to infinity.
+    """
     value = _bytes_per_second(raw)
-    if not value > 0.0:
+    if not value >= 1.0:
         raise ValueError
     return value
 
@@ -218,7 +222,7 @@ KEYS: tuple[Key, ...] = (
         "Safety belt: switch to always-checkpoint once re-computation exceeds beta x the job's time before re-computation started."),
     Key("gamma", "gamma", 1.0, _number(0.0, None, lo_open=True), "a number > 0",
         "TR-Scheduling: start a task on executor v only if ET / v.E(t,T) < gamma."),
-    Key("alpha", "alpha", 1.5, _number(1.0), "a number >= 1",
+    Key("alpha", "alpha", 1.5, _number(1.0, 1e6), "a number 1..1000000",
         "Next-stage start estimate alpha * sum(N_i * T_i) / #cores; larger on less stable capacity."),
     Key("recursionDepth", "recursion_depth", 8, _int(0, 64), "an integer 0..64",
         "Depth limit of the cascading re-computation estimate Er."),
@@ -226,11 +230,11 @@ KEYS: tuple[Key, ...] = (
         "Time-grid points used to integrate C_Redo and the backup costs."),
     Key("period", "period", 5.0, _number(0.0, None, lo_open=True), "seconds > 0",
         "Periodic re-planning interval (seconds)."),
-    Key("bandwidth.local", "local_bandwidth", 400e6, parse_bandwidth, "bytes/s > 0, e.g. 400m",
+    Key("bandwidth.local", "local_bandwidth", 400e6, parse_bandwidth, "bytes/s >= 1, e.g. 400m",
         "Peer-to-peer copy bandwidth per executor (bytes/s)."),
-    Key("bandwidth.remote", "remote_bandwidth", 100e6, parse_bandwidth, "bytes/s > 0, e.g. 100m",
+    Key("bandwidth.remote", "remote_bandwidth", 100e6, parse_bandwidth, "bytes/s >= 1, e.g. 100m",
         "Remote-store write bandwidth per executor (bytes/s)."),
-    Key("bandwidth.remoteCap", "remote_cap", 10e9, parse_bandwidth, "bytes/s > 0, e.g. 10g",
+    Key("bandwidth.remoteCap", "remote_cap", 10e9, parse_bandwidth, "bytes/s >= 1, e.g. 10g",
         "Total remote-store bandwidth shared by all concurrent backups (bytes/s)."),
     Key("backup.latency", "backup_latency", 0.05, _number(0.0), "seconds >= 0",
         "Fixed time of one backup copy whatever its size (open, commit, register with the driver); "
