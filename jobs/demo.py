@@ -25,8 +25,8 @@ on-demand one as stable (:mod:`jobs.tpcds.pools`). Then:
   that vanilla Spark must then recompute on the one executor left. ``tr``
   gets the termination notice ``notice`` s ahead (SIGPWR, as a spot VM's notice; 0.5 s here, a
   sixth to a third of these jobs as the clouds' 30-120 s are of jobs of minutes, and short enough
-  that the floor rarely overrides the drawn time: 1 s is above 0.6 of ``q29``'s stable time, so
-  every ``q29`` kill came at the floor, near the end of the job); ``never`` and
+  that the floor rarely overrides the drawn time: a notice above 0.6 of a job's stable time would
+  put every kill at the floor, near its end); ``never`` and
   ``always`` meet the same kills unannounced. Killed executors are replaced once the run has
   ended (``hold_replacements``), and warmed by one unrecorded run (``rewarm``) before the next
   schedule. ``always`` backs up every output; ``tr`` never backs up what the
@@ -81,20 +81,18 @@ DEMO_POLICIES = ("never", "always", "tr")
 DEMO_WORKLOADS = ("q29", "chain4")
 BUDGET_S = 600.0
 SESSION_START_S = 20.0
-"""A local cluster's start-up with :data:`SMALL_HOST_JVM_OPTIONS` (17-23 s measured, :mod:`jobs.tpcds.session`)."""
+"""A local cluster's start-up with :data:`SMALL_HOST_JVM_OPTIONS` (s, :mod:`jobs.tpcds.session`)."""
 COLD_START_S = 15.0
-"""What a session's two warm-up rounds take beyond two warm passes: its JVMs start cold. Measured
-on the default plan: 35-47 s for the two rounds, against 25 s of warm passes."""
+"""What a session's two warm-up rounds take beyond two warm passes (s): its JVMs start cold."""
 REPLACEMENT_S = 5.0
-"""Waiting for replacements around one run with kills: each registers some seconds after its
-kill, and only a kill late in a run, or just after it, holds the next run back (measured on the
-default plan: 10-17 s of waiting over a policy's four runs with kills)."""
+"""Waiting for replacements around one run with kills (s): each registers some seconds after its
+kill, and only a kill late in a run, or just after it, holds the next run back."""
 DATA_S = 30.0
 """SF 0.1 data (generated once, then cached) and DuckDB's answers."""
 STABLE_GUESS_S = {"q29": 2.5, "chain5": 5.0}
 """Stable seconds at SF 0.1 used for the budget before anything ran (see the module doc)."""
 OTHER_GUESS_S = 5.0
-"""Another TPC-DS query at SF 0.1 (2.6-3.9 s measured for q3 and q68, more for fact-to-fact joins)."""
+"""Another TPC-DS query at SF 0.1 (s; fact-to-fact joins take more)."""
 
 
 def stable_guess(workload: str) -> float:
@@ -115,12 +113,9 @@ DEMO_TIME_CAP = 240.0
 SMALL_HOST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 """The demo's driver and executor JVMs: the C1 compiler only and a single-threaded collector.
 Four JVMs share 2 cores here, and C2's compile threads and a parallel collector's threads take
-CPU from the queries for minutes while the JVMs warm up. Measured on the default plan, against
-the JVMs' defaults: a session's start took 17-23 s instead of 22-36 s, its two warm-up rounds
-35-47 s instead of about 90 s, vanilla Spark's stable q29 runs 3.6-4.7 s instead of 5.9-7.5 s,
-and the whole demo 8.0-8.1 minutes instead of 12.2 (the two options were measured together).
-At SF 1 the defaults win once warm (``bench/jvm_warmup.py``: 13-14 % faster by a fifth pass), so
-the bench keeps them."""
+CPU from the queries for minutes while the JVMs warm up: with these options the demo's sessions
+start, warm up and run faster. At SF 1 the defaults win once warm (``bench/jvm_warmup.py``
+measures both), so the bench keeps them."""
 SMALL_HOST_JVM_CONF = (("spark.driver.extraJavaOptions", SMALL_HOST_JVM_OPTIONS),
                        ("spark.executor.extraJavaOptions", SMALL_HOST_JVM_OPTIONS))
 """The Spark settings that give :data:`SMALL_HOST_JVM_OPTIONS` to the driver's and the executors' JVMs."""

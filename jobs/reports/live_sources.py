@@ -84,11 +84,7 @@ reference in every round.
         "+0.11, `never` +0.14, `decommission` +0.32. Of the queries vanilla Spark slowed by 1.5x or "
         "more, `tr` is within 0.10 of the floor on q7 and q50, not on q29 (+0.14), q93 (+0.33) and q97 "
         "(+0.25). `tr`'s runs met fewer kills (23 against 28 to 31): a kill due after a run's end is "
-        "not the run's, and `tr`'s runs were the shortest. The previous run of this command, before "
-        "the plugin told the engine of the executors that registered while it started (every "
-        "executor of a fresh cluster), had `tr` at 1.29x with tr/never not significant "
-        "(`git show bcb2e9d:docs/results/tpcds_sf1_c1_rounds.csv`); this host also ran faster this "
-        "time (q29's reference 9.5 s against 12.7 s).",
+        "not the run's, and `tr`'s runs were the shortest.",
         stable="rounds"),
     _c1("tpcds_sf1_c1_immediate.csv",
         "2026-12-04, 20:25-21:29 UTC", "de91d36",
@@ -185,11 +181,7 @@ as a table; the CSV holds them as printed (MB to one decimal).
            "against 44.3-46.9 s with one. It moved more bytes than decommissioning in every row but "
            "those of schedule 4:0,24:1 (8.6-17.3 MB against 5.4-6.5 MB; 8.6 against 9.7-10.8; 8.6 "
            "against 1.1): its engine backs up about a dozen outputs ahead of the kills, where "
-           "decommissioning migrates only what the noticed executor holds when it leaves. The "
-           "previous run of these commands (a3ac071, 2026-11-25) had trspark at 33.6-41.2 s with "
-           "4.3 MB in every row; a single run of schedule 4:0 at de91d36, before this run's plugin "
-           "changes, copied 8.6 MB (13 outputs) as here, so the doubling comes from the engine's "
-           "decisions between the two versions, not from the plugin. The 17.3 and 14.0 MB rows of "
+           "decommissioning migrates only what the noticed executor holds when it leaves. The 17.3 and 14.0 MB rows of "
            "schedule 4:0,12:1 are single runs; the other runs of that schedule moved 8.6 MB."),
 ))
 

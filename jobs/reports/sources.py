@@ -82,12 +82,8 @@ the sweep against the design targets.
                    "backups_remote_mean"),
            "`tr` (safety belt off) told a mean lifetime from 0.5x to 1000x the true one, with the "
            "stall weight on (weighted) or off, next to `never` and `always`. Stability 5 stops "
-           "after the x100 point. Against the run of the tpcds rows at e4cc443, on the same seeds: "
-           "every point told the true mean, or less, came out within that run's interval, as did every "
-           "weighted point up to x10; 13 points told a mean 2x to 1000x too long lie above it, 12 of them with more "
-           "tasks re-run (stability 20, x100, weighted: 1.83x and 75 tasks, against 1.46x and 43). The cause is "
-           "the one `engine_belt.csv` shows, peer copies priced at a shared peer's bandwidth: that point gives "
-           "1.46x at the parent of f0c6237 and 1.83x at f0c6237, to the last digit of each run."),
+           "after the x100 point. A `tr` told a mean far too long prices peer copies at a shared peer's "
+           "bandwidth and re-runs more tasks, as `engine_belt.csv` shows."),
     Source("engine_robustness.csv",
            "python bench/engine_sweep.py --exp robustness --runs 20 --workers 1 --period 1 --no-duplication",
            "2026-11-28, 21:55-22:12 UTC", "8e68d35", MACHINE + ", shared with a simulator sweep (simulated times do not "
@@ -101,16 +97,12 @@ the sweep against the design targets.
            columns("stability", "policy", "variant", "slowdown_mean", "slowdown_ci_lo", "slowdown_ci_hi",
                    "failed_runs", "recomputed_tasks_mean", "safety_belt_firings_mean"),
            "tpcds on 20 VMs; `tr` told the VMs are 100x more stable than they are, safety belt on or off. "
-           "Peer copies are priced at the bandwidth a peer shares among the copies it receives; priced at full "
-           "bandwidth instead (the parent of commit f0c6237), this misled `tr` re-ran less work on the same "
-           "seeds: 1.63x (belt off) and 1.65x (on) at stability 20, 2.92x and 2.16x at 5. "
+           "Peer copies are priced at the bandwidth a peer shares among the copies it receives. "
            "The simulator shares a VM's peer bandwidth among the copies it sends, not among those a peer "
-           "receives, so a peer's load costs nothing there while the engine prices it. At stability 20 the "
-           "shared pricing made 910 peer and 35 remote copies a run with the belt off (full bandwidth: 762 and "
-           "29) and 677 and 235 with it on (737 and 64); the remote store is 4x slower than a peer. "
-           "With the belt on, both pricings stay within its bound of twice `always`'s time (2.43x at 20, 3.73x at 5). "
-           "With a correct belief it changed nothing here: the engine sweep's `tr` points for tpcds and bing at "
-           "stabilities 20 and 5, re-run at fcbf2dc, came out identical to the last digit."),
+           "receives, so a peer's load costs nothing there while the engine prices it, and this misled `tr` "
+           "re-runs more work than one that priced every peer copy at full bandwidth would; the remote "
+           "store is 4x slower than a peer. With the belt on, `tr` stays within its bound of twice "
+           "`always`'s time."),
     Source("engine_ablation.csv",
            "python bench/engine_ablation.py --workloads tpcds --scale 0.01 --stabilities 5 20 --runs 20",
            "2026-11-29, 01:28-01:38 UTC", "2a034e9", MACHINE + ", shared with other work (simulated times do not depend on it)",
