@@ -69,8 +69,8 @@ def test_an_unusable_plugin_stops_the_verification_in_one_line(tmp_path: Path, m
 
 def test_a_verification_csv_cut_off_mid_row_runs_that_query_again(tmp_path: Path) -> None:
     cut = tmp_path / "verify.csv"
-    cut.write_text("query,verdict,kind,reason,spark_seconds\nq3,pass,equal,,1.50\nq7,fail\n")
-    verdicts = verify.read_csv(cut)
+    cut.write_text("query,sf,verdict,kind,reason,spark_seconds\nq3,1,pass,equal,,1.50\nq7,1,fail\n")
+    verdicts = verify.read_csv(cut, 1.0)
     assert [(v.query, v.ok) for v in verdicts] == [("q3", True)]
     assert verify.pending(("q3", "q7"), verdicts) == ("q7",)
 
