@@ -284,6 +284,9 @@ trait BackupFlow extends DriverBase {
       to.foreach { bm =>
         repoint(record.shuffleId, record.mapIndex, record.mapId, bm)
         stats("outputs_repointed") += 1
+        // Counted as lost at the loss; the event log records the restore too, as the counters do.
+        obs.post(TRRestore(System.currentTimeMillis(), record.source, "copy checked after its source was lost",
+          Seq(record.mapId), Nil))
       }
     }
 
