@@ -134,19 +134,13 @@ them for backups only and schedules as `tr` does. How each target is judged:
 `jobs/reports/pools.py`.
 """, (
     Source("pools_sweep.csv",
-           "S='nice -n 10 trspark simulate sweep --vms 10 --scale 0.01 --runs 50 --workers 2 --workloads tpcds,bing'\n"
-           "$S --shapes exp,0.6 --on-demand-shares 10,25,50 --policies never,always,efm,pado,tr,oracle,oracle-backup \\\n"
-           "   --stabilities 5,10 --out low.csv\n"
-           "$S --shapes exp,0.6 --on-demand-shares 10,25,50 --policies never,always,efm,pado,tr,oracle \\\n"
-           "   --stabilities 20,50,200 --out high.csv\n"
-           "$S --shapes 0.6 --on-demand-shares 0 ...  # the same two commands: Weibull, no on-demand VM\n"
-           "$S --shapes exp --on-demand-shares 0 ...  # the same two commands at 2a7b501, 2026-11-26 11:25-12:09 UTC\n"
-           "# pools_sweep.csv: the rows of all six",
-           "2026-11-29, 00:44-01:19 UTC; exponential lifetimes without on-demand VMs: 2026-11-26",
-           "2a034e9; exponential lifetimes without on-demand VMs: 2a7b501 (one memoryless law and no stable "
-           "pool: no later change alters a decision there; `tr`'s tpcds row at stability 5 came out identical "
-           "at 2a034e9)",
-           MACHINE + ", shared with other work (simulated times do not depend on it)",
+           "make pools-sweep   # these two sweeps, their rows joined into docs/results/pools_sweep.csv:\n"
+           "S='nice -n 10 trspark simulate sweep --vms 10 --scale 0.01 --shapes exp,0.6 --on-demand-shares 0,10,25,50 \\\n"
+           "   --workers 2 --workloads tpcds,bing --runs 50'\n"
+           "$S --policies never,always,efm,pado,tr,oracle,oracle-backup --stabilities 5,10 --out low.csv\n"
+           "$S --policies never,always,efm,pado,tr,oracle --stabilities 20,50,200 --out high.csv",
+           "2026-12-06, 02:01-02:35 UTC", "d359252",
+           MACHINE + ", beside a live test suite for part of the time (simulated times do not depend on the load)",
            _pools_sweep,
            "![slowdowns](pools.png)\n\nThe acceptance grid of `make pools` (50 paired runs; stabilities 5, 10, 20, "
            "50 and 200; on-demand shares 0, 10, 25 and 50 %; exponential and Weibull 0.6 spot lifetimes), with "
@@ -158,17 +152,15 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "   --shapes exp,0.6 --on-demand-shares 10,25,50 --stabilities 5,10,20,50,200 --policies tr'\n"
            "for p in 30 100 300; do $S --conf backup.costPerGb=$p --out p$p.csv; done\n"
            "# pools_bytes.csv: the rows of all three",
-           "2026-12-05, 14:36-14:48 UTC", "07d91d6",
-           MACHINE + ", at times beside a live test and the unit tests (simulated times do not depend on the load)",
+           "2026-12-06, 02:35-02:45 UTC", "d359252", MACHINE,
            byte_price(RESULTS / "pools_sweep.csv"),
            "`tr` with a price on every GB it copies (`spark.trspark.backup.costPerGb`, core-seconds per GB), on the "
-           "worlds of the pools sweep above (the same seeds; price 0 is that sweep's `tr`, reproduced to the last "
-           "digit at 07d91d6). Each entry is the mean slowdown / bytes copied as a share of `always`'s. Copies to "
+           "worlds of the pools sweep above (the same seeds and code; price 0 is that sweep's `tr`). Each entry is the mean slowdown / bytes copied as a share of `always`'s. Copies to "
            "an on-demand peer are cheap in time, and a lost output stalls its readers, so at price 0 `tr` copies "
            "most outputs of spot executors: 55-90 % of `always`'s bytes with 10-25 % of the VMs on-demand. "
            "100 core-s/GB cuts them where executors are steady (stability 50-200) and leaves the mean slowdown "
            "within its interval in 56 of 60 cells; 300 core-s/GB brings 36 cells to half of `always`'s bytes or "
-           "less, but the mean slowdown then exceeds `always`'s or `efm`'s in 16 cells (4 at price 0). The "
+           "less, but the mean slowdown then exceeds `always`'s or `efm`'s in 14 cells (4 at price 0). The "
            "bytes target of the pools report and its baselines target pull apart here: none of these four "
            "prices meets both in every cell."),
     Source("pools_notice.csv",
