@@ -82,17 +82,26 @@ def demo_lines(rows: list[RunRow], executors: float) -> list[DemoLine]:
     return lines
 
 
+HEADERS = ("workload", "policy", "runs", "slowdown (min-max)", "tasks re-run", "backed up", "capacity lost s",
+           "excess over floor")
+"""The table's columns (:func:`cells` gives a row's)."""
+
+
+def cells(line: DemoLine) -> list[str]:
+    """One row of the table, as text under :data:`HEADERS`."""
+    return [line.workload, line.policy, str(line.runs), line.slowdown.text(), _num(line.rerun, 0),
+            _mib(line.backup_bytes), _num(line.lost_seconds, 1), _num(line.excess, 2, signed=True)]
+
+
 def table(lines: list[DemoLine], title: str) -> Table:
     """The demo's rich table."""
     from rich.table import Table
 
     out = Table(title=title)
-    for header in ("workload", "policy", "runs", "slowdown (min-max)", "tasks re-run", "backed up",
-                   "capacity lost s", "excess over floor"):
+    for header in HEADERS:
         out.add_column(header, justify="left" if header in ("workload", "policy") else "right")
     for line in lines:
-        out.add_row(line.workload, line.policy, str(line.runs), line.slowdown.text(), _num(line.rerun, 0),
-                    _mib(line.backup_bytes), _num(line.lost_seconds, 1), _num(line.excess, 2, signed=True))
+        out.add_row(*cells(line))
     return out
 
 
