@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs.reports import pools, soak
+from jobs.reports import demo, pools, soak
 from jobs.reports.byte_price import byte_price
 from jobs.reports.live_sources import ELASTIC, HISTORY, NOTICES, OVERHEAD, TPCDS, VERIFICATION
 from jobs.reports.render import MACHINE, RESULTS, Report, Source, columns, pivot, tpcds_targets
@@ -299,4 +299,4 @@ loses half of every shuffle, so its rows show no effect either way.
 ))
 
 REPORTS: tuple[Report, ...] = (SIMULATOR, ENGINE, TPCDS, OVERHEAD, NOTICES, HISTORY, POOLS, SIZING, VERIFICATION, ELASTIC,
-                               soak.report())
+                               soak.report(), demo.report())
