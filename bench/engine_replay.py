@@ -27,8 +27,7 @@ from pathlib import Path
 from trspark.engine.settings import TRConfig
 from trspark.keys import PREFIX, ConfigError
 from trspark.live.bridge import TRACE_SETTINGS, Bridge, recorded, traced_settings
-from trspark.live.config import from_spark_conf
-from trspark.live.engine_process import build_policy
+from trspark.live.config import build_policy, from_spark_conf
 
 
 def replay(lines: list[str], config: TRConfig, gap: float = 0.0) -> tuple[dict[str, object], list[int], list[tuple[float, str]]]:

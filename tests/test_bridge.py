@@ -27,7 +27,7 @@ from trspark.engine.protocol import from_dict, from_json, to_dict
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 from trspark.live.bridge import PROTOCOL_VERSION, Bridge, ack_line, hello_line, recorded, traced_settings
-from trspark.live.engine_process import build_policy
+from trspark.live.config import build_policy
 
 LIVE_TRACE = Path(__file__).parent / "fixtures" / "live" / "tr_session_with_kills.jsonl"
 """``TRSPARK_TRACE`` of a live ``tr`` session: 8 TPC-DS queries at SF 0.1 on 3 one-core executors, 8 of

@@ -16,8 +16,7 @@ from tests.jvm_gateway import Jvm, plain_jvm
 from trspark.engine.pool_baselines import EFMPolicy, PadoPolicy
 from trspark.keys import ConfigError
 from trspark.live import confcheck
-from trspark.live.config import from_spark_conf, option_settings
-from trspark.live.engine_process import build_policy
+from trspark.live.config import build_policy, from_spark_conf, option_settings
 
 SOURCES = ("aws", "gcp", "azure")
 
