@@ -253,7 +253,7 @@ KEYS: tuple[Key, ...] = (
         "tpcds DAG at stability <= 20 (docs/results/engine.md)."),
     Key("scheduling.warmFirst", "warm_first", False, _bool, "true | false",
         "With TR-Scheduling: an executor that has not finished a task yet (a fresh JVM, several times slower at first) "
-        "takes a task only when no other executor has a free slot for it (off by default: it slowed TR in the simulator)."),
+        "takes a task only when no other executor has a free slot for it (off by default: it leaves a fresh executor idle while tasks wait)."),
     Key("safetyBelt", "safety_belt", True, _bool, "true | false", "Safety belt on/off."),
     Key("duplication", "duplication", True, _bool, "true | false", "Duplicate running tasks on idle executors (paper §5)."),
     Key("remote.path", "remote_path", "", _filesystem_url, "a Hadoop FileSystem URL (file://, hdfs://, s3a://, abfs://)",
