@@ -131,6 +131,14 @@ def option_settings(**options: Any) -> dict[str, str]:
     ConfigError
         An unknown option, one given twice, or anything :func:`check_settings` rejects.
     """
+    out = unchecked_option_settings(**options)
+    check_settings(out)
+    return out
+
+
+def unchecked_option_settings(**options: Any) -> dict[str, str]:
+    """:func:`option_settings` without :func:`check_settings`, for a caller that checks them with
+    settings of its own (ConfigError still for an unknown option or one given twice)."""
     out: dict[str, str] = {}
     for option, value in options.items():
         if value is None:
@@ -144,7 +152,6 @@ def option_settings(**options: Any) -> dict[str, str]:
         if key.full in out:
             raise ConfigError(f"{key.full} is given twice (as {option!r} and another spelling)")
         out[key.full] = spark_text(value)
-    check_settings(out)
     return out
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any, TypeVar
 
 from trspark.keys import PREFIX, spark_text
-from trspark.live.config import check_settings, option_settings
+from trspark.live.config import check_settings, option_settings, unchecked_option_settings
 from trspark.live.sizing import sql_settings
 
 PLUGIN_CLASS = "org.apache.spark.trspark.TRSparkPlugin"
@@ -82,8 +82,8 @@ def configure(target: T, **options: Any) -> T:
     ``target`` does not set it already, from every ``spark.trspark.*`` setting ``target`` then holds.
     """
     get, put, items = _accessors(target)
-    settings = _with_plugin(option_settings(**options), default_python=not get(PYTHON_KEY))
-    # The target's own settings with the options over them are checked as a whole before any is
+    settings = _with_plugin(unchecked_option_settings(**options), default_python=not get(PYTHON_KEY))
+    # The target's own settings with the options over them are checked once, as a whole, before any is
     # written, so a call that raises leaves the target as it was. A dict may hold Python values
     # (True, 2, None): they are checked spelled as Spark will read them.
     ours = {name: spark_text(value) for name, value in items() if name.startswith(PREFIX)}
