@@ -222,8 +222,9 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
     if world.pools and all(p.lifetime is not None for p in world.pools):
         fail("--stabilities set the lifetime of the pools given without @SPEC, and every --pool has one; "
              "give e.g. --pool spot=8 without @SPEC")
-    # Shares of on-demand VMs make the pools "ondemand" and "spot" (sweep.with_on_demand_share).
-    pools = {*world.pool_names(), *(("ondemand", "spot") if on_demand_shares else ())}
+    # Shares of on-demand VMs make the pools "ondemand" and "spot" (sweep.with_on_demand_share); the 0 % point's
+    # VMs are all spot VMs and pay the spot pool's price.
+    pools = world.pool_names() if on_demand_shares is None else ("ondemand", "spot")
     prices = build_prices(kw, pools)
     config = build_config(kw["confs"])
     check_notices_expected(config, kw["notice"])

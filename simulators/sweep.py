@@ -19,7 +19,7 @@ import numpy as np
 from simulators.dag import JobSpec
 from simulators.pricing import MONEY_COLUMNS, Prices, money_summary
 from simulators.runner import Experiment, run_experiment, stable_job_time, with_stability
-from simulators.world import Pool, WorldSpec
+from simulators.world import DEFAULT_POOL, Pool, WorldSpec
 from trspark.engine.settings import TRConfig
 from trspark.stats import bootstrap_ci, mean_ratio_ci
 
@@ -96,6 +96,14 @@ def with_on_demand_share(world: WorldSpec, percent: float | None) -> WorldSpec:
     return replace(world, pools=pools)
 
 
+def share_prices(prices: Prices, world: WorldSpec, percent: float | None) -> Prices:
+    """``prices`` for a point of on-demand share ``percent``: at 0 % every VM is a spot VM of the
+    homogeneous world's ``default`` pool, so a ``spot`` price given for the sweep is its price too."""
+    if percent is None or world.pools or "spot" not in prices.vm or DEFAULT_POOL in prices.vm:
+        return prices
+    return replace(prices, vm={**prices.vm, DEFAULT_POOL: prices.vm["spot"]})
+
+
 def run_sweep(
     jobs: dict[str, JobSpec],
     points: Iterable[SweepPoint],
@@ -114,7 +122,8 @@ def run_sweep(
     A point's stability sets the world's lifetime: of every VM in a homogeneous world, of the
     pools without their own lifetime in a world of pools. The policy believes
     ``believed_lifetime`` if given, else the world's :meth:`~simulators.world.WorldSpec.default_belief`.
-    Each row is priced with ``prices`` (default: :class:`simulators.pricing.Prices`). With
+    Each row is priced with ``prices`` (default: :class:`simulators.pricing.Prices`; a 0 % on-demand
+    point's VMs at the ``spot`` price, :func:`share_prices`). With
     ``shape``, the lifetimes are Weibull of that shape with the stability's mean.
     """
     stable: dict[str, float] = {}
@@ -129,7 +138,8 @@ def run_sweep(
         believed = config.with_options(lifetime=believed_lifetime or point_world.default_belief())
         exp = Experiment(job, point_world, point.policy, believed, runs=runs, seed=seed)
         summary = run_experiment(exp, workers=workers, stable_time=stable[point.workload])
-        summary.update(money_summary(summary["rows"], point_world, prices or Prices()))
+        summary.update(money_summary(summary["rows"], point_world, share_prices(prices or Prices(), point_world,
+                                                                                point.on_demand_share)))
         slowdowns = [float(r["slowdown"]) for r in summary["rows"]]
         row = {c: summary.get(c) for c in COLUMNS}
         boot_low, boot_high = bootstrap_ci((slowdowns,), np.mean)

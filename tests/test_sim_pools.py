@@ -184,6 +184,7 @@ def test_simulate_with_pools_reports_money_per_policy() -> None:
         (["--pool", "a=2@stable", "--stability", "5"], "every --pool has its own lifetime"),
         (["--pool", "a=2", "--price", "a"], "--price 'a': expected POOL=USD_PER_VM_HOUR"),
         (["--pool", "a=2", "--price", "a=-2"], "must be a finite number of USD"),
+        (["--price", "default=0.1", "--price", "default=0.2"], "pool 'default' is priced twice"),
     ],
 )
 def test_bad_pool_or_price_is_one_error_line(args: list[str], fragment: str) -> None:
@@ -317,3 +318,18 @@ def test_tr_without_notices_in_a_noticed_world_is_tr_in_a_world_without_notices(
     ratio = float(with_notices["slowdown_mean"]) / float(deaf["slowdown_mean"])
     assert float(deaf["tr_ratio"]) == pytest.approx(ratio)
     assert float(deaf["tr_ratio_ci95_low"]) <= ratio <= float(deaf["tr_ratio_ci95_high"])
+
+
+def test_a_spot_price_also_prices_the_all_spot_point_of_a_sweep_over_on_demand_shares(tmp_path: Path) -> None:
+    """At 0 % on demand every VM is a spot VM: ``--price spot=X`` is its price as at the other shares."""
+    out = tmp_path / "sweep.csv"
+    code, text = invoke("simulate", "sweep", "--workloads", "bing", "--policies", "never", "--stabilities", "20",
+                        "--scale", "0.02", "--cores", "2", "--vms", "4", "--runs", "2", "--workers", "1",
+                        "--on-demand-shares", "0,25", "--price", "spot=0.01", "--out", str(out))
+    assert code == 0, text
+    rows = {row["on_demand_share"]: row for row in csv.DictReader(out.open())}
+    all_spot = rows["0.0"]
+    assert float(all_spot["cost_usd_mean"]) == pytest.approx(float(all_spot["vm_hours_mean"]) * 0.01)
+    code, text = invoke("simulate", "sweep", "--workloads", "bing", "--policies", "never", "--stabilities", "20",
+                        "--vms", "4", "--on-demand-shares", "25", "--price", "default=0.01", "--out", str(out))
+    assert code == 2 and "no pool 'default' in this world; pools: ondemand, spot" in text, text
