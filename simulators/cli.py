@@ -20,6 +20,7 @@ from simulators.options import (
     build_prices,
     build_world,
     can_write_in,
+    check_lifetime_options,
     check_notices_expected,
     fail,
     lifetime_options,
@@ -298,14 +299,16 @@ def whatif(eventlog: Path, policies: tuple[str, ...], stability: float | None, l
     names = [_policy(name) for name in policies or ("never", "always", "oracle")]
     settings = build_config(kw["confs"])
     check_notices_expected(settings, kw["notice"])
-    build_world(kw, vms=1, cores=1)  # every option is checked before a long log is read
+    # every option is checked before a long log is read: the pools come from --pool, not from the log
+    probe = build_world(kw, vms=1, cores=1)
+    check_lifetime_options(probe, stability, lambda_, lifetime)
+    prices = build_prices(kw, probe.pool_names())
     try:
         replay = load_eventlog(eventlog)
     except EventLogError as exc:
         fail(str(exc))
     world = build_world(kw, vms=replay.executors, cores=replay.cores)
     world = true_lifetime(replay.job, world, stability, lambda_, lifetime)
-    prices = build_prices(kw, world.pool_names())
     config = settings.with_options(lifetime=kw["believed_lifetime"] or world.default_belief())
     summaries = []
     for name in names:

@@ -294,21 +294,26 @@ def build_config(confs: tuple[str, ...]) -> TRConfig:
         fail(f"--conf: {exc}")
 
 
-def true_lifetime(job: Any, world: Any, stability: float | None, lambda_: float | None, lifetime: str | None,
-                  default_stability: float | None = 100.0) -> Any:
-    """Apply exactly one of --stability / --lambda / --lifetime (default: --stability 100)."""
-    from simulators.runner import with_stability
-
+def check_lifetime_options(world: Any, stability: float | None, lambda_: float | None, lifetime: str | None) -> None:
+    """Fail unless at most one of --stability / --lambda / --lifetime is given, valid, and applies to some pool."""
     given = [n for n, v in (("--stability", stability), ("--lambda", lambda_), ("--lifetime", lifetime)) if v is not None]
     if len(given) > 1:
         fail(f"give only one of --stability, --lambda, --lifetime (got {', '.join(given)})")
     positive("--stability", stability)
     positive("--lambda", lambda_)
     _check_spec("--lifetime", lifetime)
+    if given and world.pools and all(p.lifetime is not None for p in world.pools):
+        fail(f"every --pool has its own lifetime (@SPEC), so {given[0]} applies to none; drop it or give "
+             "a pool without @SPEC")
+
+
+def true_lifetime(job: Any, world: Any, stability: float | None, lambda_: float | None, lifetime: str | None,
+                  default_stability: float | None = 100.0) -> Any:
+    """Apply exactly one of --stability / --lambda / --lifetime (default: --stability 100)."""
+    from simulators.runner import with_stability
+
+    check_lifetime_options(world, stability, lambda_, lifetime)
     if world.pools and all(p.lifetime is not None for p in world.pools):
-        if given:
-            fail(f"every --pool has its own lifetime (@SPEC), so {given[0]} applies to none; drop it or give "
-                 "a pool without @SPEC")
         return replace(world, lifetime=None)
     if lifetime is not None:
         return replace(world, lifetime=lifetime)

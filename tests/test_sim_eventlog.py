@@ -141,3 +141,20 @@ def test_whatif_checks_its_options_before_it_reads_the_log(tmp_path: Path) -> No
     not_a_log.write_text("hello\n")
     result = CliRunner().invoke(cli, ["whatif", str(not_a_log), "--runs", "0"])
     assert result.exit_code == 2 and "--runs=0 is not valid" in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--stability", "-1"], "--stability=-1.0 is not valid"),
+        (["--stability", "5", "--lambda", "1"], "give only one of --stability, --lambda, --lifetime"),
+        (["--lifetime", "bogus"], "--lifetime='bogus'"),
+        (["--pool", "od=1@stable", "--stability", "5"], "every --pool has its own lifetime"),
+        (["--price", "spot=1"], "no pool 'spot' in this world"),
+    ],
+)
+def test_whatif_checks_lifetime_and_price_options_before_it_reads_the_log(tmp_path: Path, args: list[str],
+                                                                          message: str) -> None:
+    """Neither the lifetime options nor the pools' names depend on the log: a mistake stops before a long read."""
+    result = CliRunner().invoke(cli, ["whatif", str(tmp_path / "missing-log"), *args])
+    assert result.exit_code == 2 and message in result.output, result.output
