@@ -15,6 +15,9 @@ What is taken from the log:
 * the cluster: executors and cores (``ExecutorAdded``, else ``spark.master`` = ``local[N]``,
   else the largest number of tasks seen running at once).
 
+A log with a Spark job that starts but never ends is refused: it was cut off (an application
+still running, or one that crashed), and its unfinished job would be replayed in part.
+
 A task's compute time is its recorded duration minus the shuffle read time the simulator will
 add back (its read bytes at the local bandwidth). A stage's driver overhead
 (``StageSpec.overhead_seconds``) is the time from its submission (or from the last task end
@@ -152,6 +155,10 @@ def load_eventlog(path: str | Path, local_bandwidth: float = 400e6) -> Replay:
             app_name = str(event.get("App Name", ""))
     if not all_tasks:
         raise EventLogError(f"{path}: the log has no successful tasks to replay")
+    unfinished = [job_id for job_id, (_start, end) in job_spans.items() if end != end]
+    if unfinished:
+        raise EventLogError(f"{path}: Spark job {unfinished[0]} starts but never ends: the log is cut off (its "
+                            "application is still running, or it crashed); give a finished application's log")
     overheads = _overheads(stages, tasks, stage_span, job_spans)
     job = _build_job(Path(path).name, stages, tasks, job_order, local_bandwidth, overheads)
     n_exec, cores = _cluster(executors, most_alive, master, all_tasks)

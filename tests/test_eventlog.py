@@ -42,6 +42,19 @@ def test_an_unfinished_last_line_is_skipped_by_the_report_and_refused_by_the_rep
         load_eventlog(path)
 
 
+def test_a_plain_log_cut_between_lines_inside_a_job_is_refused_by_the_replay(tmp_path: Path) -> None:
+    """An in-progress plain log usually ends on a whole line: its unfinished job tells that it was cut."""
+    lines = PLAIN.read_bytes().splitlines(keepends=True)
+    first_end = next(i for i, line in enumerate(lines) if b'"SparkListenerJobEnd"' in line)
+    second_start = next(i for i, line in enumerate(lines) if b'"SparkListenerJobStart"' in line and i > first_end)
+    path = tmp_path / "app-1.inprogress"
+    path.write_bytes(b"".join(lines[:second_start + 20]))  # job 1 started, some of its tasks ended
+    with pytest.raises(EventLogError, match="Spark job 1 starts but never ends: the log is cut off"):
+        load_eventlog(path)
+    path.write_bytes(b"".join(lines[:second_start]))  # cut between jobs: job 0 whole, and nothing of job 1
+    assert load_eventlog(path).job.num_tasks > 0
+
+
 def test_an_empty_log_has_no_events_and_is_not_a_log_to_replay(tmp_path: Path) -> None:
     path = tmp_path / "app-1"
     path.write_bytes(b"\n")
