@@ -33,6 +33,14 @@ def test_long_tasks_get_one_line_with_the_partition_size_at_the_measured_rate() 
     assert f"advisoryPartitionSizeInBytes={round(limit * 10 * MB)}" in advice[0].message  # 1000 MB / 100 s
 
 
+def test_the_advice_states_a_small_loss_fraction_as_configured() -> None:
+    config = TRConfig(lifetime="exponential:mean=60000", sizing_fraction=0.001, duplication=False)
+    events = add_executors(["a", "b"]) + [map_stage(0, 4, 0)]
+    events += run_task(0, 0, "a", start=0.0, seconds=1000.0, write=MB, shuffle_id=0) + [Tick(time=1001.0)]
+    advice = _advice(config, events)
+    assert len(advice) == 1 and "loses more than 0.1% of its work" in advice[0].message, advice
+
+
 def test_a_stage_of_one_wave_is_advised_when_its_last_task_ends() -> None:
     # Both tasks run at once and end together: the stage is over before a tick or a stage event
     # could see a finished task of it while it was active.

@@ -127,6 +127,13 @@ def test_with_stable_capacity_a_fraction_over_a_spot_pools_peak_sets_no_limit_fr
     assert "the lifetimes set no limit" in result.output
 
 
+@pytest.mark.parametrize(("fraction", "shown"), [("0.001", "0.1%"), ("0.025", "2.5%"), ("0.05", "5%")])
+def test_size_command_states_the_loss_fraction_it_used(fraction: str, shown: str) -> None:
+    result = CliRunner().invoke(size_command, ["--lifetime", "exponential:mean=600", "--fraction", fraction])
+    assert result.exit_code == 0, result.output
+    assert f"(expected loss <= {shown} of its work)" in result.output, result.output
+
+
 def test_a_partition_size_never_exceeds_what_a_spark_setting_holds() -> None:
     result = CliRunner().invoke(size_command, ["--lifetime", "exponential:mean=600", "--rate", "1e30"])
     assert result.exit_code == 0, result.output

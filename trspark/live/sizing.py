@@ -22,7 +22,7 @@ from collections.abc import Callable
 import click
 
 from trspark.engine.settings import TRConfig
-from trspark.engine.tr.sizing import configured_limit, suggested_partition_bytes
+from trspark.engine.tr.sizing import configured_limit, percent, suggested_partition_bytes
 
 ADVISORY = "spark.sql.adaptive.advisoryPartitionSizeInBytes"
 INITIAL = "spark.sql.adaptive.coalescePartitions.initialPartitionNum"
@@ -85,7 +85,7 @@ def size_command(lifetime: str, pools: tuple[str, ...], fraction: str, rate: str
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     limit = configured_limit(config)
-    click.echo(f"longest task: {limit:.1f} s (expected loss <= {config.sizing_fraction:.0%} of its work)")
+    click.echo(f"longest task: {limit:.1f} s (expected loss <= {percent(config.sizing_fraction)} of its work)")
     size = suggested_partition_bytes(config)
     if size is None:
         if not math.isfinite(limit):

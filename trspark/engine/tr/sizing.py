@@ -36,6 +36,12 @@ JAVA_LONG_MAX = 2**63 - 1
 REFRESH_SECONDS = 30.0
 
 
+def percent(fraction: float) -> str:
+    """A loss fraction as a percentage to three significant digits: ``0.05`` -> ``5%``, ``0.001`` -> ``0.1%``
+    (``{:.0%}`` would print ``0%`` for any fraction below 0.005, and ``2%`` for 0.025)."""
+    return f"{fraction * 100:.3g}%"
+
+
 def configured_models(config: TRConfig) -> list[LifetimeModel]:
     """The configured lifetime laws: the default one and each pool's."""
     specs = [config.lifetime, *(spec for _pool, spec in config.pool_lifetimes)]
@@ -157,7 +163,7 @@ class SizeAdvisor:
 
     def _message(self, stage: StageView, seconds: float, limit: float) -> str:
         head = (f"stage {stage.stage_id}: tasks take {seconds:.1f} s on average, but with these executors' lifetimes "
-                f"a task longer than {limit:.1f} s loses more than {self.fraction:.0%} of its work to evictions "
+                f"a task longer than {limit:.1f} s loses more than {percent(self.fraction)} of its work to evictions "
                 f"on average; split them (at least {split_count(seconds, limit)}x as many partitions)")
         read = stage.mean_read_bytes() or 0.0
         rate = self.rate if self.rate > 0.0 else read / seconds
