@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,30 @@ def _make_job(workload: str, scale: float, task_seconds: float, write_mb: float,
     return make_workload(workload, WorkloadParams(scale=scale, task_seconds=task_seconds, write_mb=write_mb), seed=seed)
 
 
+def _progress_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+@contextmanager
+def _run_progress(runs: int) -> Iterator[Callable[[str], Callable[[], None]]]:
+    """A bar of the runs of every policy, on stderr while it is a terminal (stdout keeps only the table or
+    the JSON), gone when they end; gives ``for_policy(name)``, the ``on_run`` of that policy's runs."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = _progress_console()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=not console.is_terminal) as progress:
+        bar = progress.add_task("runs", total=runs)
+
+        def for_policy(name: str) -> Callable[[], None]:
+            progress.update(bar, description=f"{name}: runs")
+            return lambda: progress.update(bar, advance=1)
+
+        yield for_policy
+
+
 # -------------------------------------------------------------------------------------- commands
 @click.group("simulate", cls=Group, invoke_without_command=True)
 @click.option("--workload", default=None, help="tpcds | bing | cortana | pagerank.")
@@ -150,9 +175,11 @@ def simulate(ctx: click.Context, /, workload: str | None, policy: str | None, st
     stable = None if kw["split"] == "none" else stable_job_time(job, world, config.period)
     job = apply_split(job, world, kw["split"], kw["split_fraction"], kw["split_overhead"])
     summaries = []
-    for name in names:
-        exp = Experiment(job, world, name, config, runs=kw["runs"], seed=kw["seed"])
-        summaries.append(with_money(run_experiment(exp, workers=kw["workers"], stable_time=stable), world, prices))
+    with _run_progress(len(names) * kw["runs"]) as for_policy:
+        for name in names:
+            exp = Experiment(job, world, name, config, runs=kw["runs"], seed=kw["seed"])
+            summary = run_experiment(exp, workers=kw["workers"], stable_time=stable, on_run=for_policy(name))
+            summaries.append(with_money(summary, world, prices))
     if fmt == "json":
         out: Any = [public_summary(s, rows) for s in summaries]
         click.echo(json.dumps(out[0] if len(out) == 1 else out, indent=2, sort_keys=True))
@@ -311,9 +338,10 @@ def whatif(eventlog: Path, policies: tuple[str, ...], stability: float | None, l
     world = true_lifetime(replay.job, world, stability, lambda_, lifetime)
     config = settings.with_options(lifetime=kw["believed_lifetime"] or world.default_belief())
     summaries = []
-    for name in names:
-        exp = Experiment(replay.job, world, name, config, runs=kw["runs"], seed=kw["seed"])
-        summaries.append(with_money(run_experiment(exp, workers=kw["workers"]), world, prices))
+    with _run_progress(len(names) * kw["runs"]) as for_policy:
+        for name in names:
+            exp = Experiment(replay.job, world, name, config, runs=kw["runs"], seed=kw["seed"])
+            summaries.append(with_money(run_experiment(exp, workers=kw["workers"], on_run=for_policy(name)), world, prices))
     if fmt == "json":
         click.echo(json.dumps({"eventlog": str(eventlog), "recorded_job_time": replay.recorded_seconds,
                                "results": [public_summary(s, False) for s in summaries]}, indent=2, sort_keys=True))

@@ -150,8 +150,9 @@ class WorkerDied(RuntimeError):
 
 
 def _run_pool(exp: Experiment, stable: float, seeds: list[np.random.SeedSequence], indexes: Sequence[int],
-              workers: int, rows: dict[int, dict[str, Any]]) -> None:
-    """Run ``indexes`` on a fresh pool of ``workers`` processes, storing each row in ``rows`` as it ends.
+              workers: int, rows: dict[int, dict[str, Any]], on_run: Callable[[], None] | None = None) -> None:
+    """Run ``indexes`` on a fresh pool of ``workers`` processes, storing each row in ``rows`` as it ends
+    (then calling ``on_run``).
 
     Raises ``BrokenProcessPool`` soon after a worker dies. On any exception (Ctrl-C and SIGTERM
     included) the workers are killed and reaped before it propagates, so none is left behind.
@@ -162,6 +163,8 @@ def _run_pool(exp: Experiment, stable: float, seeds: list[np.random.SeedSequence
         futures = {pool.submit(_run_index, i): i for i in indexes}
         for future in as_completed(futures):
             rows[futures[future]] = future.result()
+            if on_run is not None:
+                on_run()
     except BaseException:
         for process in list((pool._processes or {}).values()):
             process.kill()
@@ -170,12 +173,13 @@ def _run_pool(exp: Experiment, stable: float, seeds: list[np.random.SeedSequence
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _pool_rows(exp: Experiment, stable: float, seeds: list[np.random.SeedSequence], workers: int) -> list[dict[str, Any]]:
+def _pool_rows(exp: Experiment, stable: float, seeds: list[np.random.SeedSequence], workers: int,
+               on_run: Callable[[], None] | None = None) -> list[dict[str, Any]]:
     """Every run's row in run order; the runs lost with a dead worker are redone once on a new pool."""
     rows: dict[int, dict[str, Any]] = {}
     for attempt in (1, 2):
         try:
-            _run_pool(exp, stable, seeds, [i for i in range(exp.runs) if i not in rows], workers, rows)
+            _run_pool(exp, stable, seeds, [i for i in range(exp.runs) if i not in rows], workers, rows, on_run)
             break
         except BrokenProcessPool:
             if attempt == 2:
@@ -189,8 +193,10 @@ def _run_index(i: int) -> dict[str, Any]:
     return run_row(result, _WORKER["stable"])
 
 
-def run_experiment(exp: Experiment, workers: int | None = None, stable_time: float | None = None) -> dict[str, Any]:
-    """Simulate ``exp.runs`` runs on ``workers`` processes (default: all cores).
+def run_experiment(exp: Experiment, workers: int | None = None, stable_time: float | None = None,
+                   on_run: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Simulate ``exp.runs`` runs on ``workers`` processes (default: all cores); ``on_run`` is called
+    as each run ends (for a progress display; it does not change the runs).
 
     Returns the summary (see :func:`simulators.metrics.summarize`) with ``rows`` (one per run,
     in run order) and the experiment's identity (workload, policy, lifetimes, seed).
@@ -202,9 +208,13 @@ def run_experiment(exp: Experiment, workers: int | None = None, stable_time: flo
     workers = max(1, min(workers or os.cpu_count() or 1, exp.runs))
     if workers == 1:
         _init_worker(exp, stable, seeds)
-        rows = [_run_index(i) for i in range(exp.runs)]
+        rows = []
+        for i in range(exp.runs):
+            rows.append(_run_index(i))
+            if on_run is not None:
+                on_run()
     else:
-        rows = _pool_rows(exp, stable, seeds, workers)
+        rows = _pool_rows(exp, stable, seeds, workers, on_run)
     summary = summarize(rows)
     summary = {
         "workload": exp.job.name,

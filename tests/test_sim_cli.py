@@ -173,3 +173,33 @@ def test_conf_keys_refused_are_the_ones_the_world_replaces() -> None:
     replaced = {f.name for f in fields(TRConfig) if getattr(given, f.name) != getattr(told, f.name)}
     # mode and lifetime are set by --policy and --believed-lifetime before the world is consulted.
     assert replaced == set(SET_BY_OPTIONS) - {"mode", "lifetime"}
+
+
+def test_simulate_shows_its_runs_on_a_terminal_and_keeps_stdout_for_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    import simulators.cli
+
+    shown = io.StringIO()
+    monkeypatch.setattr(simulators.cli, "_progress_console", lambda: Console(file=shown, force_terminal=True, width=100))
+    code, out = invoke("simulate", "--workload", "cortana", "--policy", "never,tr", "--stability", "20", *SMALL,
+                       "--format", "json")
+    assert code == 0, out
+    assert [s["policy"] for s in json.loads(out)] == ["never", "tr"]  # nothing but the JSON on stdout
+    assert "tr: runs" in shown.getvalue() and "6/6" in shown.getvalue(), shown.getvalue()
+
+
+def test_run_experiment_reports_each_run_as_it_ends() -> None:
+    from simulators.runner import Experiment, run_experiment
+    from simulators.workloads import WorkloadParams, make_workload
+    from simulators.world import WorldSpec
+
+    job = make_workload("cortana", WorkloadParams(scale=0.02), seed=0)
+    exp = Experiment(job, WorldSpec(vms=4, cores=2, lifetime="exponential:mean=100"), "never", runs=3)
+    ended: list[int] = []
+    for workers in (1, 2):
+        ended.clear()
+        run_experiment(exp, workers=workers, on_run=lambda: ended.append(1))
+        assert len(ended) == 3
