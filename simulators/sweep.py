@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable, Iterable, Sequence
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -191,8 +193,11 @@ def _save(fig: Any, axes: Any, panels: int, title: str, path: Path) -> None:
         ax.set_visible(False)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        with _replacing(path) as partial:
+            fig.savefig(partial, dpi=120)
+    finally:
+        plt.close(fig)
 
 
 def _shape(row: dict[str, Any]) -> str:
@@ -207,8 +212,20 @@ def _share(row: dict[str, Any]) -> str:
     return "" if value is None or value == "" else f"{float(value):g}"
 
 
+@contextmanager
+def _replacing(path: Path) -> Iterator[Path]:
+    """A file beside ``path`` to write, that replaces ``path`` once written whole: an error or Ctrl-C while
+    writing leaves ``path`` as it was (the sweep's rows so far, or a picture), never cut short."""
+    partial = path.with_name(f".{path.stem}.partial{path.suffix}")
+    try:
+        yield partial
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
-    with path.open("w", newline="") as handle:
+    with _replacing(path) as partial, partial.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         writer.writeheader()
         writer.writerows(rows)

@@ -203,3 +203,38 @@ def test_run_experiment_reports_each_run_as_it_ends() -> None:
         ended.clear()
         run_experiment(exp, workers=workers, on_run=lambda: ended.append(1))
         assert len(ended) == 3
+
+
+def test_a_write_cut_short_leaves_the_sweeps_csv_and_picture_as_they_were(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CSV is rewritten after every point: Ctrl-C inside a rewrite must not leave it cut short."""
+    from simulators import sweep
+
+    out = tmp_path / "sweep.csv"
+    row = {column: "1" for column in sweep.COLUMNS}
+    sweep.write_csv([row, row], out)
+    before = out.read_bytes()
+
+    def interrupted(self: object, rows: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(csv.DictWriter, "writerows", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.write_csv([row, row, row], out)
+    assert out.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep.csv"]
+    monkeypatch.undo()
+
+    picture = tmp_path / "sweep.png"
+    picture.write_bytes(b"an earlier picture")
+    import matplotlib.figure
+
+    def failing(self: object, fname: object, **kw: object) -> None:
+        Path(str(fname)).write_bytes(b"half a pic")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", failing)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.plot([{**row, "workload": "tpcds", "policy": "tr"}], picture)
+    assert picture.read_bytes() == b"an earlier picture"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep.csv", "sweep.png"]
