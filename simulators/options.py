@@ -215,10 +215,11 @@ def _pools(kw: dict[str, Any]) -> tuple[Any, ...]:
 def build_world(kw: dict[str, Any], *, vms: int = 100, cores: int = 4) -> Any:
     from simulators.world import WorldSpec
 
-    for name in ("vms", "cores", "runs", "max_slowdown", "max_stage_attempts", "workers", "stall_seconds"):
-        positive("--" + name.replace("_", "-"), kw.get(name), integer=name not in ("max_slowdown", "stall_seconds"))
-    if kw.get("max_slowdown") is not None and kw["max_slowdown"] <= 1.0:  # no run could finish under the cap
-        fail(f"--max-slowdown={kw['max_slowdown']!r} is not valid; allowed: a number > 1 (times the stable job time)")
+    for name in ("vms", "cores", "runs", "max_stage_attempts", "workers", "stall_seconds"):
+        positive("--" + name.replace("_", "-"), kw.get(name), integer=name != "stall_seconds")
+    cap = kw.get("max_slowdown")
+    if cap is not None and not (math.isfinite(cap) and cap > 1.0):  # no run could finish under a cap of 1 or less
+        fail(f"--max-slowdown={cap!r} is not valid; allowed: a finite number > 1 (times the stable job time)")
     for name, value in (("replace-delay", kw["replace_delay"]), ("backup-latency", kw.get("backup_latency", 0.0)),
                         ("notice", kw["notice"])):
         if value is not None and not (math.isfinite(value) and value >= 0):
@@ -281,13 +282,17 @@ def build_config(confs: tuple[str, ...]) -> TRConfig:
                  "use that option")
         try:
             key = key_for_option(name.strip().removeprefix("spark.trspark."))
-            values[key.field] = parse_value(key, raw)
         except ConfigError as exc:
             fail(f"--conf: {exc}")
+        # before the value: fixing the value of a key the simulator refuses anyway would be wasted
         if key.field in SET_BY_OPTIONS:
             fail(f"--conf {name.strip()}: the simulator sets this from {SET_BY_OPTIONS[key.field]}; use that option")
         if key.field in LIVE_ONLY_SETTINGS:
             fail(f"--conf {name.strip()}: only a live Spark application reads this; the simulator has no such setting")
+        try:
+            values[key.field] = parse_value(key, raw)
+        except ConfigError as exc:
+            fail(f"--conf: {exc}")
     try:
         return validate(TRConfig(**values))
     except ConfigError as exc:

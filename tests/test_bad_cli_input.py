@@ -97,7 +97,7 @@ def test_any_text_for_any_option_is_accepted_or_refused_in_one_line_with_exit_2(
 @pytest.mark.parametrize(("args", "message"), [
     (RUN_FOR_REAL[("simulate",)] + ["--stability", "inf"], "--stability=inf is not valid; allowed: a finite number > 0"),
     (RUN_FOR_REAL[("simulate",)] + ["--local-bw", "inf"], "--local-bw"),
-    (RUN_FOR_REAL[("simulate",)] + ["--max-slowdown", "0.5"], "--max-slowdown=0.5 is not valid; allowed: a number > 1"),
+    (RUN_FOR_REAL[("simulate",)] + ["--max-slowdown", "0.5"], "--max-slowdown=0.5 is not valid; allowed: a finite number > 1"),
     (RUN_FOR_REAL[("simulate",)] + ["--split-overhead", "0.1"], "--split-overhead given without --split lifetime"),
     (RUN_FOR_REAL[("size",)] + ["--rate", "inf"], "sizing.rate='inf' is not valid"),
     (RUN_FOR_REAL[("report",)] + ["--price", "default=nan"], "expected POOL=USD_PER_HOUR"),
