@@ -52,6 +52,8 @@ ON_DEMAND_USD_PER_HOUR = 0.192
 SPOT_USD_PER_HOUR = 0.0768
 REMOTE_USD_PER_GB = 0.0
 REMOTE_USD_PER_1K_REQUESTS = 0.005
+GB = 2**30
+"""Bytes of the GB that ``remote_gb`` is charged per (and that the simulator's tables show)."""
 
 #: Columns :func:`money_summary` adds to a summary (means over the runs).
 MONEY_COLUMNS = ("vm_hours_mean", "bytes_copied_mean", "cost_usd_mean")
@@ -85,7 +87,7 @@ class Prices:
     def job_cost(self, row: Mapping[str, Any], per_vm_hour: Mapping[str, float]) -> float:
         """USD of one run (a :func:`simulators.metrics.run_row` record); equation in the module docstring."""
         vms = sum(seconds / 3600.0 * per_vm_hour[pool] for pool, seconds in row["vm_seconds"].items())
-        remote = row["backup_bytes_remote"] / 2**30 * self.remote_gb + row["backups_remote"] / 1000.0 * self.remote_1k_requests
+        remote = row["backup_bytes_remote"] / GB * self.remote_gb + row["backups_remote"] / 1000.0 * self.remote_1k_requests
         return float(vms + remote)
 
 

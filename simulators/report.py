@@ -56,8 +56,11 @@ _TABLE = (
 
 
 def print_table(summaries: list[dict[str, Any]], title: str) -> None:
+    """The summaries side by side; bytes in the GB that ``--remote-gb-price`` is charged per (2^30 bytes)."""
     from rich.console import Console
     from rich.table import Table
+
+    from simulators.pricing import GB
 
     table = Table(title=title)
     table.add_column("metric")
@@ -68,7 +71,7 @@ def print_table(summaries: list[dict[str, Any]], title: str) -> None:
         for s in summaries:
             value = s[key]
             if key.startswith("backup_bytes") or key == "bytes_copied_mean":
-                value = value / 1e9
+                value = value / GB
             cells.append(fmt.format(value))
         table.add_row(label, *cells)
     Console().print(table)

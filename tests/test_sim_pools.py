@@ -333,3 +333,13 @@ def test_a_spot_price_also_prices_the_all_spot_point_of_a_sweep_over_on_demand_s
     code, text = invoke("simulate", "sweep", "--workloads", "bing", "--policies", "never", "--stabilities", "20",
                         "--vms", "4", "--on-demand-shares", "25", "--price", "default=0.01", "--out", str(out))
     assert code == 2 and "no pool 'default' in this world; pools: ondemand, spot" in text, text
+
+
+def test_the_tables_gb_are_the_gb_the_remote_store_is_priced_per() -> None:
+    """With only remote GB priced (at 1 USD), $ per job is the table's backup GB remote."""
+    code, out = invoke("simulate", *SMALL, "--policy", "always", "--stability", "1000", "--price", "default=0",
+                       "--remote-gb-price", "1", "--remote-request-price", "0")
+    assert code == 0, out
+    cells = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in out.splitlines() if line.count("│") == 3}
+    assert float(cells["backup GB remote"]) > 0
+    assert float(cells["$ per job"]) == pytest.approx(float(cells["backup GB remote"]), rel=0.01)  # 3 digits shown
