@@ -29,6 +29,7 @@ the recorded job times; ``recorded_seconds`` sums the Spark jobs' durations (sub
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -155,7 +156,7 @@ def load_eventlog(path: str | Path, local_bandwidth: float = 400e6) -> Replay:
             app_name = str(event.get("App Name", ""))
     if not all_tasks:
         raise EventLogError(f"{path}: the log has no successful tasks to replay")
-    unfinished = [job_id for job_id, (_start, end) in job_spans.items() if end != end]
+    unfinished = [job_id for job_id, (_start, end) in job_spans.items() if math.isnan(end)]
     if unfinished:
         raise EventLogError(f"{path}: Spark job {unfinished[0]} starts but never ends: the log is cut off (its "
                             "application is still running, or it crashed); give a finished application's log")
