@@ -79,6 +79,12 @@ def test_size_command_prints_the_settings() -> None:
     assert bad.exit_code == 2 and "sizing.lossFraction" in bad.output
 
 
+def test_size_command_says_when_the_lifetimes_set_no_limit() -> None:
+    out = CliRunner().invoke(size_command, ["--lifetime", "stable", "--rate", "50m"])
+    assert out.exit_code == 0, out.output
+    assert "longest task: no limit" in out.output and "inf" not in out.output
+
+
 @pytest.mark.parametrize("held", [
     {"spark.trspark.lifetime": "exponential:mean=600"},
     {"spark.trspark.lifetime": "exponential:mean=600", "spark.trspark.sizing.rate": "50m"},

@@ -85,7 +85,8 @@ def size_command(lifetime: str, pools: tuple[str, ...], fraction: str, rate: str
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     limit = configured_limit(config)
-    click.echo(f"longest task: {limit:.1f} s (expected loss <= {percent(config.sizing_fraction)} of its work)")
+    longest = f"{limit:.1f} s" if math.isfinite(limit) else "no limit"
+    click.echo(f"longest task: {longest} (expected loss <= {percent(config.sizing_fraction)} of its work)")
     size = suggested_partition_bytes(config)
     if size is None:
         if not math.isfinite(limit):
