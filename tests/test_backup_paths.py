@@ -135,6 +135,21 @@ def test_gc_on_a_path_that_is_no_directory_stops_naming_it(tmp_path: Path, what:
     assert "Traceback" not in result.output
 
 
+
+def test_gc_on_a_store_whose_library_cannot_load_gives_its_first_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    # pyarrow's hdfs:// without a JVM raises one error listing each of some 90 paths it tried
+    import fsspec
+
+    tried = "\n".join(f"dlopen(/usr/java/{n}/libjvm.so) failed" for n in range(90))
+
+    def unloadable(url: str, **_options: object) -> None:
+        raise OSError(f"Unable to load libjvm\n{tried}")
+
+    monkeypatch.setattr(fsspec.core, "url_to_fs", unloadable)
+    result = CliRunner().invoke(cli, ["gc", "--path", "hdfs://127.0.0.1:9/backups"])
+    assert result.exit_code == 2, result.output
+    assert "cannot be listed (Unable to load libjvm)" in result.output and "dlopen" not in result.output
+
 @pytest.mark.azurite
 def test_gc_on_azurite_deletes_a_crashed_applications_backups_and_keeps_the_rest(
         azurite: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -286,7 +286,9 @@ def gc_command(url: str | None, local_dir: str | None, older_than: str, dry_run:
         else:
             stale = stale_app_dirs(url, age)
     except (ValueError, ImportError, OSError) as exc:
-        raise click.BadParameter(f"{url!r} cannot be listed ({exc})", param_hint="--path") from None
+        # A library that cannot load its native part (libjvm for hdfs://) lists every path it tried: its first line says it.
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise click.BadParameter(f"{url!r} cannot be listed ({reason})", param_hint="--path") from None
     failed = 0
     for app_dir in stale:
         click.echo(("would delete " if dry_run else "deleting ") + app_dir)
