@@ -15,6 +15,7 @@ from trspark.engine.settings import TRConfig
 from trspark.engine.state import JobState
 from trspark.engine.tr.backup_stack import BackupStack
 from trspark.engine.tr.costs import CostEstimator
+from trspark.engine.tr.elastic import IdleRelease
 from trspark.engine.tr.knowledge import LifetimeKnowledge
 from trspark.engine.tr.scheduling import every_one_noticed, expected_task_seconds, has_room, shortest_task
 from trspark.engine.views import BlockId, MapOutput
@@ -36,6 +37,7 @@ class NoticeRules:
     stack: BackupStack
     decisions: dict[str, int]
     released: set[str]
+    idle: IdleRelease
     _deferred: dict[BlockId, float]
     _deferred_due: list[tuple[float, BlockId]]
     _copy_totals: tuple[float, dict[str, float]]
@@ -161,8 +163,8 @@ class NoticeRules:
 
         It runs no task (running tasks finish under a notice, as under Spark's decommissioning),
         no backup reads from or writes to it, and each output it holds is safe (consumed or on
-        remote storage), has another live holder, or is no longer needed (its readers finished
-        and their outputs are covered, paper §2.3). A block Algorithm 2 chose to leave there
+        remote storage), has another live holder that is not being released itself, or is no
+        longer needed (its readers finished and their outputs are covered, paper §2.3). A block Algorithm 2 chose to leave there
         (its readers come before the deadline) or that still waits for its last responsible
         moment keeps the executor. So does an output that a stage reads once its first task
         started, until the stage completes, whatever copy the output has: an executor keeps the
@@ -180,8 +182,10 @@ class NoticeRules:
         if any(stage.active and (stage.running or stage.tasks_done) for shuffle_id in {b.shuffle_id for b in held}
                for stage in state.reader_stages(shuffle_id)):
             return False
+        # A holder told to go (on a notice or idle) keeps no copy for long: its copy saves nothing.
+        going = self.released | self.idle.released
         for block in held:
-            if state.is_safe(block) or any(h != executor_id for h in block.holders()):
+            if state.is_safe(block) or any(h != executor_id and h not in going for h in block.holders()):
                 continue
             if not state.consumers_safe(block.shuffle_id):
                 return False
