@@ -38,3 +38,12 @@ def test_a_copy_on_a_released_executor_does_not_let_the_other_holder_go() -> Non
     assert backup.target == "c"
     done = BlockBackedUp(time=3.5, shuffle_id=0, map_index=0, target="c", bytes=8 * MB)
     assert _released(feed(policy, [done])) == ["b"], "saved on c: b has nothing left to keep"
+
+
+def test_a_backup_is_read_from_a_holder_that_stays() -> None:
+    # a (the writer) is released; when b's notice asks for a copy, it is read from b: a's JVM is
+    # being killed, and a copy from it would fail and be asked for again once a is gone.
+    policy = _output_on_a_and_b()
+    feed(policy, [ExecutorNotice(time=3.0, executor_id="a", deadline=4.5)])
+    out = feed(policy, [ExecutorNotice(time=3.0, executor_id="b", deadline=4.5)])
+    assert [(c.source, c.target) for c in out if isinstance(c, Backup)] == [("b", "c")]

@@ -6,7 +6,7 @@ Times are seconds on the driver's clock; bytes are bytes. A record changes only 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from cost_model.lifetimes import LifetimeModel
@@ -135,14 +135,21 @@ class MapOutput:
     def on_remote(self) -> bool:
         return REMOTE in self.backups
 
-    def backup_source(self) -> str | None:
-        """Where to copy from: the writer while it lives, else the newest peer copy."""
-        if not self.source_lost:
+    def backup_source(self, avoid: Collection[str] = ()) -> str | None:
+        """Where to copy from: the writer while it lives, else the newest peer copy.
+
+        A holder in ``avoid`` (told to go, its loss not reported yet) is the source only when no
+        other holder is left: a copy read from an executor being killed would fail with it.
+        """
+        if not self.source_lost and not avoid:
             return self.executor_id
         holders = self.holders()
-        if self.last_peer in holders:
+        candidates = ([h for h in holders if h not in avoid] or holders) if avoid else holders
+        if not self.source_lost and self.executor_id in candidates:
+            return self.executor_id
+        if self.last_peer in candidates:
             return self.last_peer
-        return holders[0] if holders else None
+        return candidates[0] if candidates else None
 
     def holders(self) -> list[str]:
         """Executors holding a copy (the writer unless lost, then peer backups)."""

@@ -50,7 +50,7 @@ class NoticeRules:
         unconsumed output the executor holds one after the other at the slower target's speed
         (they share its bandwidth), ``period`` allows for the tick that brings the engine back.
         """
-        source = self.state.executors.get(block.backup_source() or "")
+        source = self.state.executors.get(self._source(block) or "")
         if source is None or not source.draining or source.notice_deadline is None:
             return False
         config = self.config
@@ -78,13 +78,21 @@ class NoticeRules:
         config = self.config
         if not config.notice_expected or not self.knowledge.uses_notices:
             return False
-        source = self.state.executors.get(block.backup_source() or "")
+        source = self.state.executors.get(self._source(block) or "")
         if source is None or source.notice_deadline is not None:
             return False
         if self._copy_total(source.executor_id) + config.notice_margin > config.notice_window:
             return False
         self.decisions["left_to_notice"] += 1
         return True
+
+    def _going(self) -> set[str]:
+        """Executors told to go (on a notice or idle) whose loss the driver has not reported yet."""
+        return self.released | self.idle.released
+
+    def _source(self, block: MapOutput) -> str | None:
+        """The holder a copy of ``block`` is read from: one that is not going, while there is one."""
+        return block.backup_source(self._going())
 
     def _slowest_bandwidth(self) -> float:
         """The slower of the allowed backup targets' bandwidths (bytes/s)."""
@@ -183,7 +191,7 @@ class NoticeRules:
                for stage in state.reader_stages(shuffle_id)):
             return False
         # A holder told to go (on a notice or idle) keeps no copy for long: its copy saves nothing.
-        going = self.released | self.idle.released
+        going = self._going()
         for block in held:
             if state.is_safe(block) or any(h != executor_id and h not in going for h in block.holders()):
                 continue

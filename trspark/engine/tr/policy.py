@@ -303,7 +303,7 @@ class TRPolicy(NoticeRules, Replanning, Policy):
             self.stack.unplan(block.block_id)
             return
         self.decisions["remote" if target == REMOTE else "local"] += 1
-        source = block.backup_source()
+        source = self._source(block)
         if source is None or source == target:
             return
         self.stack.push(plan_for(block, source, target))
