@@ -5,9 +5,10 @@ from __future__ import annotations
 from engine_world import MB, add_executors, feed, map_stage, run_task
 
 from trspark.engine.commands import Backup, ReleaseExecutor
-from trspark.engine.events import BlockBackedUp, ExecutorNotice, StageSubmitted
+from trspark.engine.events import BlockBackedUp, ExecutorNotice, StageSubmitted, TaskEnded, TaskStarted
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
+from trspark.engine.views import BlockId
 
 
 def _released(commands: list) -> list[str]:  # type: ignore[type-arg]
@@ -47,3 +48,30 @@ def test_a_backup_is_read_from_a_holder_that_stays() -> None:
     feed(policy, [ExecutorNotice(time=3.0, executor_id="a", deadline=4.5)])
     out = feed(policy, [ExecutorNotice(time=3.0, executor_id="b", deadline=4.5)])
     assert [(c.source, c.target) for c in out if isinstance(c, Backup)] == [("b", "c")]
+
+
+def _two_outputs_after_a_notice(gap: float) -> list[BlockId]:
+    """a (2 cores) gets a 60 s notice at 3 s while two map tasks run there; they end ``gap`` s apart
+    at 10 s with 500 MB each (5.05 s per copy at 100 MB/s): the blocks copied once the moment comes."""
+    config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", duplication=False,
+                      notice_margin=10.0)
+    policy = make_policy("tr", config)
+    events = add_executors(["a"], cores=2) + add_executors(["b", "c"]) + [map_stage(0, 60, 0)]
+    events += [StageSubmitted(time=0.0, stage_id=1, num_tasks=2, parent_stage_ids=(0,), parent_shuffle_ids=(0,))]
+    events += [TaskStarted(time=0.0, stage_id=0, partition=p, executor_id="a") for p in (0, 1)]
+    events += [ExecutorNotice(time=3.0, executor_id="a", deadline=63.0)]
+    events += [TaskEnded(time=10.0 + p * gap, stage_id=0, partition=p, executor_id="a", duration=10.0,
+                         shuffle_write_bytes=500 * MB, shuffle_id=0) for p in (0, 1)]
+    assert not [c for c in feed(policy, events) if isinstance(c, Backup)]
+    # No tick in between: the deferred plans alone bring the copies (a tick would re-plan one block per event).
+    started = TaskStarted(time=38.0, stage_id=0, partition=2, executor_id="b")
+    return [(c.shuffle_id, c.map_index) for c in feed(policy, [started]) if isinstance(c, Backup)]
+
+
+def test_outputs_written_at_the_same_instant_count_in_each_others_copy_time() -> None:
+    # Last responsible moment of the second output: 63 - margin 10 - period 5 - two copies of 5.05 s = 37.9 s.
+    # Its copy time must count the first output whether the two ended at one instant or not.
+    apart = _two_outputs_after_a_notice(gap=1e-6)
+    together = _two_outputs_after_a_notice(gap=0.0)
+    assert apart == [(0, 1)]
+    assert together == apart

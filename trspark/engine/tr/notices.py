@@ -40,7 +40,7 @@ class NoticeRules:
     idle: IdleRelease
     _deferred: dict[BlockId, float]
     _deferred_due: list[tuple[float, BlockId]]
-    _copy_totals: tuple[float, dict[str, float]]
+    _copy_totals: dict[str, float]
     _draining: set[str]
 
     def _defer(self, block: MapOutput) -> bool:
@@ -116,16 +116,14 @@ class NoticeRules:
         return self.costs.copy_seconds(largest, self._slowest_bandwidth()) + NOTICE_COPY_LATENCY
 
     def _copy_total(self, executor_id: str) -> float:
-        """``BT_total`` (s) of the executor's unconsumed outputs not on the store yet, once per executor and instant.
+        """``BT_total`` (s) of the executor's unconsumed outputs not on the store yet, once per executor and event.
 
         (Listing an executor's outputs scans the job's outputs; a notice plans every block of the
-        executor at the same instant, and with ``notice.expected`` every plan asks for its
-        source's total, so the sums are cached per executor for that instant.)
+        executor in one event, and with ``notice.expected`` every plan asks for its source's
+        total, so the sums are cached per executor until the next event, which may add or save
+        an output at the same instant: the policy empties the cache then.)
         """
-        at, totals = self._copy_totals
-        if at != self.state.now:
-            totals = {}
-            self._copy_totals = (self.state.now, totals)
+        totals = self._copy_totals
         if executor_id not in totals:
             slowest = self._slowest_bandwidth()
             totals[executor_id] = sum(self.costs.copy_seconds(b.bytes, slowest)

@@ -134,7 +134,7 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         # and a heap of (time, block) to find the due ones (stale heap entries are skipped).
         self._deferred: dict[BlockId, float] = {}
         self._deferred_due: list[tuple[float, BlockId]] = []
-        self._copy_totals: tuple[float, dict[str, float]] = (-1.0, {})  # (instant, executor -> BT_total)
+        self._copy_totals: dict[str, float] = {}  # executor -> BT_total, for the event being handled
         # Executors under a notice not yet released (checked for release after the events that
         # can free them), and those released.
         self._draining: set[str] = set()
@@ -148,6 +148,8 @@ class TRPolicy(NoticeRules, Replanning, Policy):
     def handle(self, event: Event) -> Sequence[Command]:
         state = self.state
         state.apply(event)
+        if self._copy_totals:  # an event at the same instant may have added or saved an output
+            self._copy_totals.clear()
         self.costs.advance(state.now, tick=isinstance(event, Tick), forgotten=state.consumed_now,
                            deadlines_pending=bool(state.with_deadline))
         out: list[Command] = []
