@@ -9,7 +9,15 @@ from __future__ import annotations
 from engine_world import MB, add_executors, feed, map_stage, run_task
 
 from trspark.engine.commands import DuplicateTask, KillDuplicate, SchedulingHints
-from trspark.engine.events import Event, ExecutorLost, ExecutorNotice, StageSubmitted, TaskStarted, Tick
+from trspark.engine.events import (
+    Event,
+    ExecutorLost,
+    ExecutorNotice,
+    StageSubmitted,
+    TaskEnded,
+    TaskStarted,
+    Tick,
+)
 from trspark.engine.interface import Policy
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
@@ -173,3 +181,15 @@ def test_a_success_reported_after_its_executor_was_lost_kills_no_surviving_copy(
     feed(policy, events + [ExecutorLost(time=4.0, executor_id="a", reason="evicted")])
     late = run_task(0, 0, "a", start=0.0, seconds=4.0, write=MB, shuffle_id=0)[1:]
     assert not [c for c in feed(policy, late) if isinstance(c, KillDuplicate)]
+
+
+def test_a_copy_that_failed_is_forgotten_so_the_task_can_be_copied_again() -> None:
+    # The copy of stage 0's task on c fails by itself (an exception): the original still runs on
+    # a, which dies at 15 s. The copy no longer runs, so the task is a candidate again -- the one
+    # with the larger reduction rate -- and no later kill is spent on the copy that is gone.
+    policy = _policy()
+    feed(policy, _two_stages_on_a_dying_executor() + [Tick(time=11.0)])
+    feed(policy, [TaskStarted(time=11.0, stage_id=0, partition=1, executor_id="c"),
+                  TaskEnded(time=11.5, stage_id=0, partition=1, executor_id="c", duration=0.5, successful=False,
+                            reason="exception")])
+    assert _duplicates(policy, [Tick(time=12.0)]) == [DuplicateTask(stage_id=0, partition=1, executor_id="c")]

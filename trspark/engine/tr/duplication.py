@@ -63,6 +63,12 @@ class Duplicator:
         self.killed += len(others)
         return [KillDuplicate(stage_id=stage_id, partition=partition, executor_id=e) for e in others]
 
+    def attempt_failed(self, stage_id: int, partition: int, executor_id: str) -> None:
+        """An attempt of ``(stage_id, partition)`` on ``executor_id`` ended without success: if it
+        was our copy, it is gone (the task may get another one, and no kill is spent on it)."""
+        if self.copies.get((stage_id, partition)) == executor_id:
+            del self.copies[(stage_id, partition)]
+
     def forget_lost(self, state: JobState) -> None:
         """Drop copies whose executor died, whose task no longer runs anywhere, or that run alone.
 

@@ -214,6 +214,8 @@ class TRPolicy(NoticeRules, Replanning, Policy):
 
     def _on_task_ended(self, event: TaskEnded) -> list[Command]:
         if not event.successful:
+            if self.config.duplication:
+                self.duplicator.attempt_failed(event.stage_id, event.partition, event.executor_id)
             return []
         stage = self.state.stages.get(event.stage_id)
         shuffle = event.shuffle_id if event.shuffle_id is not None else (stage.shuffle_id if stage else None)
