@@ -75,3 +75,11 @@ def test_outputs_written_at_the_same_instant_count_in_each_others_copy_time() ->
     together = _two_outputs_after_a_notice(gap=0.0)
     assert apart == [(0, 1)]
     assert together == apart
+
+
+def test_a_repeated_notice_does_not_release_an_executor_twice() -> None:
+    # ReleaseExecutor is sent once: a notice repeated for an executor already let go (a second
+    # source of notices, a driver that reports the fact again) changes nothing.
+    policy = _output_on_a_and_b()
+    assert _released(feed(policy, [ExecutorNotice(time=3.0, executor_id="a", deadline=4.5)])) == ["a"]
+    assert _released(feed(policy, [ExecutorNotice(time=3.2, executor_id="a", deadline=4.5)])) == []

@@ -174,7 +174,9 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         elif isinstance(event, ExecutorNotice):
             if event.kind == "notice":
                 self._plan_noticed(event.executor_id)
-                if (noticed := state.executors.get(event.executor_id)) is not None and noticed.alive:
+                # One already released stays released: ReleaseExecutor is sent once.
+                noticed = state.executors.get(event.executor_id)
+                if noticed is not None and noticed.alive and event.executor_id not in self.released:
                     self._draining.add(event.executor_id)
         elif isinstance(event, ShuffleConsumed):
             self.critical.forget(state.consumed_now)
