@@ -5,13 +5,15 @@ from __future__ import annotations
 import pytest
 from engine_world import MB, add_executors, feed, map_stage, run_task
 
-from trspark.engine.commands import ReleaseExecutor
+from trspark.engine.commands import Backup, ReleaseExecutor
 from trspark.engine.events import (
     LOSS_REASONS,
     REMOTE,
     BlockBackedUp,
     ExecutorAdded,
     ExecutorLost,
+    ExecutorNotice,
+    JobSubmitted,
     ShuffleConsumed,
     StageCompleted,
     TaskStarted,
@@ -144,3 +146,21 @@ def test_release_keys_parse_and_refuse_bad_values() -> None:
     assert (config.release_idle, config.release_min_executors) == (2.5, 1)
     with pytest.raises(ConfigError, match="release.idle"):
         from_spark_conf({"spark.trspark.release.idle": "-1"})
+
+
+def test_no_copy_goes_to_an_executor_released_as_idle() -> None:
+    # a's output is read by stage 1, not submitted yet (no stage active): b and c, idle since 0 s,
+    # go at 4 s (d stays: minExecutors = 2). a dies at 12 s, known from the start: once the
+    # readers would outlast it, the output is copied -- to a holder that stays, not to b or c,
+    # which dynamic allocation is removing.
+    config = TRConfig(lifetime="exponential:mean=1e9", knowledge="deterministic", duplication=False,
+                      scheduling=False, safety_belt=False, release_idle=IDLE, release_min_executors=2)
+    policy = make_policy("tr", config)
+    graph = JobSubmitted(0.0, 0, (0, 1), (1, 4), (0, None), ((), (0,)))
+    events = add_executors(["a", "b", "c", "d"]) + [ExecutorNotice(0.0, "a", deadline=12.0, kind="lifetime"), graph]
+    events += [map_stage(0, 1, 0), *run_task(0, 0, "a", start=0.0, seconds=2.0, write=8 * MB, shuffle_id=0),
+               StageCompleted(time=2.0, stage_id=0)]
+    assert feed(policy, events) == []
+    assert _released(feed(policy, [Tick(time=4.0)])) == ["b", "c"]
+    backups = [c for c in feed(policy, [Tick(time=float(t)) for t in range(5, 12)]) if isinstance(c, Backup)]
+    assert backups and backups[0].target not in ("b", "c"), backups

@@ -26,7 +26,7 @@ network and disk it shares with the job, or the store's bill), which the terms a
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -113,14 +113,16 @@ class CostEstimator:
 
     # ---- costs --------------------------------------------------------------------------
     def costs(self, block: MapOutput, state: JobState, t_max: float, *, weight: float,
-              remote_in_flight: int, peer_loads: Mapping[str, int] | None = None) -> Costs:
+              remote_in_flight: int, peer_loads: Mapping[str, int] | None = None,
+              exclude: Collection[str] = ()) -> Costs:
         """``C_Redo``, best ``C_BL`` and ``C_BR`` (s) of ``block`` consumed ``t_max`` s from now.
 
         Every re-computation term (``C_Redo``, ``C_R``, ``C_P``) is multiplied by ``weight``, the
         cores a loss holds up (:func:`~trspark.engine.tr.stall.stall_width`, or 1); the copy
         terms (``C_B1``, ``C_B2``) are not. ``remote_in_flight`` remote backups share the
         store's bandwidth with this one; ``peer_loads[y]`` copies share peer ``y``'s
-        (:meth:`best_local`). ``state`` is only read (the holders' ages).
+        (:meth:`best_local`); the executors in ``exclude`` (told to go) receive no copy.
+        ``state`` is only read (the holders' ages).
 
         When ``C_Redo`` is below a lower bound of every allowed backup cost -- ``C_B2`` alone,
         :math:`BT \\cdot P(BT < T_X \\le T)` -- no backup can win Algorithm 2, so the backup
@@ -139,7 +141,7 @@ class CostEstimator:
         targets = self.config.targets
         c_bl, peer = math.inf, None
         if targets in ("both", "local"):
-            c_bl, peer = self.best_local(block, state, t_max, weight, peer_loads or {})
+            c_bl, peer = self.best_local(block, state, t_max, weight, peer_loads or {}, exclude)
         c_br = math.inf
         if targets in ("both", "remote") and not self._remote_cannot_win(block, min(c_redo, c_bl), remote_in_flight):
             remote = self.backup.remote(sid, idx, LIFE_HORIZON, concurrent=remote_in_flight)
@@ -160,8 +162,8 @@ class CostEstimator:
         return floor - best > 1e-9 * abs(floor)
 
     def best_local(self, block: MapOutput, state: JobState, t_max: float, weight: float,
-                   loads: Mapping[str, int]) -> tuple[float, str | None]:
-        """The lowest ``C_BL`` (s) and its peer, a peer receiving ``n`` other copies sharing its bandwidth.
+                   loads: Mapping[str, int], exclude: Collection[str] = ()) -> tuple[float, str | None]:
+        """The lowest ``C_BL`` (s) and its peer (none in ``exclude``), a peer receiving ``n`` other copies sharing its bandwidth.
 
         A copy to a peer that already receives ``n`` copies moves at ``local_bandwidth / (n + 1)``
         (the peer's link is shared): many evictable executors copying to one stable executor
@@ -175,13 +177,14 @@ class CostEstimator:
             return math.inf, None
         base, peers, peer_loss = priced.base, priced.peers, priced.peer_loss
         first = int(np.argmin(peer_loss))
-        if not loads.get(peers[first].executor_id):
+        if not loads.get(peers[first].executor_id) and peers[first].executor_id not in exclude:
             cheapest = with_peer(base, peers[first].executor_id, float(peer_loss[first]))
             return self._c_bl(block, state, cheapest, weight), cheapest.target
         # Within the grid a peer's C_P is its own row's: the unloaded group is a subset of the peers priced above.
         reuse = t_max <= self.grid.horizon
         out: tuple[float, str | None] = (math.inf, None)
-        for load, positions in _load_groups(priced, block.holders(), loads):
+        # An excluded peer is left out of every group, as a holder is.
+        for load, positions in _load_groups(priced, [*block.holders(), *exclude], loads):
             if load == 0 and reuse:
                 best = int(positions[int(np.argmin(peer_loss[positions]))])
                 option: BackupCost | None = with_peer(base, peers[best].executor_id, float(peer_loss[best]))
@@ -249,11 +252,11 @@ class CostEstimator:
 
 
 
-def _load_groups(priced: PeerPrices, holders: Sequence[str], loads: Mapping[str, int]) -> list[tuple[int, NDArray[np.int64]]]:
-    """The peers but ``holders``, grouped by the copies they receive: ``(load, positions in executor order)``, by load."""
+def _load_groups(priced: PeerPrices, skip: Sequence[str], loads: Mapping[str, int]) -> list[tuple[int, NDArray[np.int64]]]:
+    """The peers but ``skip`` (holders, executors told to go), grouped by the copies they receive: ``(load, positions in executor order)``, by load."""
     position = priced.position
     free = np.ones(len(priced.peers), dtype=bool)
-    free[[position[h] for h in holders if h in position]] = False
+    free[[position[h] for h in skip if h in position]] = False
     groups: dict[int, list[int]] = {}
     for executor_id, load in loads.items():
         at = position.get(executor_id)
