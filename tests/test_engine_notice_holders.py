@@ -5,7 +5,15 @@ from __future__ import annotations
 from engine_world import MB, add_executors, feed, map_stage, run_task
 
 from trspark.engine.commands import Backup, ReleaseExecutor
-from trspark.engine.events import BlockBackedUp, ExecutorNotice, StageSubmitted, TaskEnded, TaskStarted
+from trspark.engine.events import (
+    BlockBackedUp,
+    ExecutorLost,
+    ExecutorNotice,
+    StageSubmitted,
+    TaskEnded,
+    TaskStarted,
+    Tick,
+)
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 from trspark.engine.views import BlockId
@@ -15,29 +23,32 @@ def _released(commands: list) -> list[str]:  # type: ignore[type-arg]
     return [c.executor_id for c in commands if isinstance(c, ReleaseExecutor)]
 
 
-def _output_on_a_and_b():  # type: ignore[no-untyped-def]
-    """a wrote an output of stage 0 and b holds a peer copy; stage 1 reads it after five more 2 s tasks."""
+def _output_on_a_and_b(seconds: float = 2.0):  # type: ignore[no-untyped-def]
+    """a wrote an output of stage 0 in ``seconds`` and b holds a peer copy; stage 1 reads it after five more such tasks."""
     config = TRConfig(lifetime="exponential:mean=1e7", knowledge="deterministic", duplication=False)
     policy = make_policy("tr", config)
     events = add_executors(["a", "b", "c"], cores=1) + [map_stage(0, 6, 0)]
-    events += run_task(0, 0, "a", start=0.0, seconds=2.0, write=8 * MB, shuffle_id=0)
-    events += [BlockBackedUp(time=2.0, shuffle_id=0, map_index=0, target="b", bytes=8 * MB)]
-    events += [StageSubmitted(time=2.0, stage_id=1, num_tasks=2, parent_stage_ids=(0,), parent_shuffle_ids=(0,))]
+    events += run_task(0, 0, "a", start=0.0, seconds=seconds, write=8 * MB, shuffle_id=0)
+    events += [BlockBackedUp(time=seconds, shuffle_id=0, map_index=0, target="b", bytes=8 * MB)]
+    events += [StageSubmitted(time=seconds, stage_id=1, num_tasks=2, parent_stage_ids=(0,), parent_shuffle_ids=(0,))]
     feed(policy, events)
     return policy
 
 
 def test_a_copy_on_a_released_executor_does_not_let_the_other_holder_go() -> None:
-    # a gets a notice with no room for a task: b's copy keeps the output, so a may go. Then b gets
-    # one too: a is on its way out, so b now holds the only copy that stays -- b must keep it until
-    # the output is saved elsewhere, not go with a.
-    policy = _output_on_a_and_b()
-    assert _released(feed(policy, [ExecutorNotice(time=3.0, executor_id="a", deadline=4.5)])) == ["a"]
-    out = feed(policy, [ExecutorNotice(time=3.0, executor_id="b", deadline=4.5)])
-    assert _released(out) == [], "a is being released: b holds the only copy that stays"
-    (backup,) = [c for c in out if isinstance(c, Backup)]
-    assert backup.target == "c"
-    done = BlockBackedUp(time=3.5, shuffle_id=0, map_index=0, target="c", bytes=8 * MB)
+    # 70 s tasks. a gets a notice with no room for a task: b's copy keeps the output, so a may go.
+    # Then b gets a 60 s notice, no room for a 70 s task either: its copy waits for its last
+    # responsible moment (60 s - margin 3 - period 5 - the copy). a is on its way out, so b holds
+    # the only copy that stays: it must keep it until then, not go with a (gone at 72 s).
+    policy = _output_on_a_and_b(seconds=70.0)
+    assert _released(feed(policy, [ExecutorNotice(time=71.0, executor_id="a", deadline=72.5)])) == ["a"]
+    out = feed(policy, [ExecutorNotice(time=71.0, executor_id="b", deadline=131.0)])
+    assert not [c for c in out if isinstance(c, Backup)] and policy.decisions["deferred"] == 1
+    gone = ExecutorLost(time=72.0, executor_id="a", reason="released")
+    assert _released(out + feed(policy, [gone, Tick(time=75.0)])) == [], "b holds the only copy that stays"
+    (backup,) = [c for c in feed(policy, [Tick(time=123.0)]) if isinstance(c, Backup)]
+    assert (backup.source, backup.target) == ("b", "c")
+    done = BlockBackedUp(time=123.5, shuffle_id=0, map_index=0, target="c", bytes=8 * MB)
     assert _released(feed(policy, [done])) == ["b"], "saved on c: b has nothing left to keep"
 
 
