@@ -274,6 +274,18 @@ def test_an_ended_jobs_graph_is_forgotten_unless_a_running_job_shares_its_stages
     state.apply(JobEnded(time=3.0))  # a driver that does not name the job: nothing to forget, no error
 
 
+def test_a_reader_is_forgotten_although_its_writer_left_with_an_earlier_job() -> None:
+    # Job 1's graph lists stage 1 reading stage 0 without listing stage 0, which job 0 owns.
+    state = _state([
+        JobSubmitted(time=0.0, job_id=0, stage_ids=(0,), num_tasks=(2,), shuffle_ids=(0,), parents=((),)),
+        JobSubmitted(time=0.0, job_id=1, stage_ids=(1,), num_tasks=(1,), shuffle_ids=(None,), parents=((0,),)),
+    ])
+    state.apply(JobEnded(time=1.0, job_id=0))
+    state.apply(JobEnded(time=2.0, job_id=1))
+    assert (state.planned, state.planned_readers) == ({}, {})
+    assert state.unsubmitted_readers(0) == []
+
+
 def test_the_state_keeps_the_cost_models_lineage_in_step() -> None:
     # One model for every executor, a point mass for one with a notice: what lifetime_of says.
     from cost_model.lifetimes import Deterministic, Exponential

@@ -140,7 +140,7 @@ class JobRecords:
 
     def unsubmitted_readers(self, shuffle_id: int) -> list[PlannedStage]:
         """Stages a job's graph says will read ``shuffle_id`` that Spark has not submitted yet."""
-        # planned_readers holds only stages of a graph, each in self.planned (never pruned).
+        # planned_readers holds only stages in self.planned: both lose a graph's stages together.
         return [self.planned[s] for s in sorted(self.planned_readers.get(shuffle_id, ())) if s not in self.stages]
 
     def is_safe(self, block: MapOutput) -> bool:
@@ -216,15 +216,12 @@ class JobRecords:
         """An ended job's graph: its stages no longer planned unless a running job lists them too."""
         ended = self.job_stages.pop(job_id, ())
         still_listed = {s for stages in self.job_stages.values() for s in stages}
-        gone = [self.planned[s] for s in ended if s in self.planned and s not in still_listed]
-        for stage in gone:
-            for parent in stage.parent_stage_ids:
-                writer = self.planned.get(parent)
-                if writer is None or writer.shuffle_id is None:
-                    continue
-                readers = self.planned_readers.get(writer.shuffle_id, set())
-                readers.discard(stage.stage_id)
-                if not readers:
-                    self.planned_readers.pop(writer.shuffle_id, None)
-        for stage in gone:
-            del self.planned[stage.stage_id]
+        gone = {s for s in ended if s in self.planned and s not in still_listed}
+        # Through every shuffle, not the gone stages' parents: a parent may have left with an
+        # earlier job (a graph that does not list a reused stage), and its readers must go too.
+        for shuffle_id, readers in list(self.planned_readers.items()):
+            readers -= gone
+            if not readers:
+                del self.planned_readers[shuffle_id]
+        for stage_id in gone:
+            del self.planned[stage_id]

@@ -91,10 +91,11 @@ class Replanning:
         return [b for _, _, b in (keyed if limit is None else keyed[:limit])]
 
     def _replan_lost_copies(self, executor_id: str) -> None:
-        """Algorithm 2 at once for the blocks that lost a copy with ``executor_id`` and live on elsewhere.
+        """Algorithm 2 at once for the blocks whose writer or newest peer copy was on ``executor_id`` and that live on elsewhere.
 
         A block with a peer copy looked safe (both holders had to fail); with one copy gone its
-        risk is back to one executor's, and waiting for the next tick left it exposed.
+        risk is back to one executor's, and waiting for the next tick left it exposed. A block
+        that loses an older peer copy still has two holders and waits for the tick's re-plan.
         """
         # One pass over the outputs with the cheap tests first: planning changes none of these fields.
         lost_copy = [block for block in self.state.outputs.values() if not block.consumed and (
