@@ -176,10 +176,11 @@ class CostEstimator:
         if priced is None:
             return math.inf, None
         base, peers, peer_loss = priced.base, priced.peers, priced.peer_loss
+        source = block.backup_source(exclude)  # the holder the copy is read from: its life prices C_B2
         first = int(np.argmin(peer_loss))
         if not loads.get(peers[first].executor_id) and peers[first].executor_id not in exclude:
             cheapest = with_peer(base, peers[first].executor_id, float(peer_loss[first]))
-            return self._c_bl(block, state, cheapest, weight), cheapest.target
+            return self._c_bl(source, state, cheapest, weight), cheapest.target
         # Within the grid a peer's C_P is its own row's: the unloaded group is a subset of the peers priced above.
         reuse = t_max <= self.grid.horizon
         out: tuple[float, str | None] = (math.inf, None)
@@ -188,17 +189,17 @@ class CostEstimator:
             if load == 0 and reuse:
                 best = int(positions[int(np.argmin(peer_loss[positions]))])
                 option: BackupCost | None = with_peer(base, peers[best].executor_id, float(peer_loss[best]))
-            elif load and self._cannot_win(block, state, base, weight, load, out[0]):
+            elif load and self._cannot_win(block, source, state, base, weight, load, out[0]):
                 continue
             else:
                 bandwidth = self.config.local_bandwidth / (load + 1)
                 option = self.backup.best_local_destination(sid, idx, t_max, bandwidth=bandwidth,
                                                             candidates=[peers[p].executor_id for p in positions])
-            if option is not None and (cost := self._c_bl(block, state, option, weight)) < out[0]:
+            if option is not None and (cost := self._c_bl(source, state, option, weight)) < out[0]:
                 out = (cost, option.target)
         return out
 
-    def _cannot_win(self, block: MapOutput, state: JobState, base: BackupCost, weight: float, load: int,
+    def _cannot_win(self, block: MapOutput, source: str | None, state: JobState, base: BackupCost, weight: float, load: int,
                     best: float) -> bool:
         """Whether every peer receiving ``load`` copies costs at least ``best`` (s).
 
@@ -208,16 +209,16 @@ class CostEstimator:
         """
         size = self.lineage.output(block.shuffle_id, block.map_index).size
         seconds = self.backup.copy_seconds(size, self.config.local_bandwidth / (load + 1))
-        bound = base.b1 + weight * base.redo + self._life_b2(block, state, seconds)
+        bound = base.b1 + weight * base.redo + self._life_b2(source, state, seconds)
         return bound - best > 1e-9 * abs(best)
 
-    def _c_bl(self, block: MapOutput, state: JobState, option: BackupCost, weight: float) -> float:
-        """``C_BL`` (s) of one peer option: ``option.b2`` stops at T_max; over the source's life it is ``_life_b2``."""
-        return option.b1 + weight * (option.redo + option.peer_loss) + self._life_b2(block, state, option.seconds)
+    def _c_bl(self, source: str | None, state: JobState, option: BackupCost, weight: float) -> float:
+        """``C_BL`` (s) of one peer option: ``option.b2`` stops at T_max; over the ``source``'s life it is ``_life_b2``."""
+        return option.b1 + weight * (option.redo + option.peer_loss) + self._life_b2(source, state, option.seconds)
 
-    def _life_b2(self, block: MapOutput, state: JobState, seconds: float) -> float:
-        """:math:`C_{B2} = BT \\cdot P(BT < T_X \\le T)` with ``T`` = the source's life (``LIFE_HORIZON``)."""
-        holder = state.executors.get(block.backup_source() or "")
+    def _life_b2(self, source: str | None, state: JobState, seconds: float) -> float:
+        """:math:`C_{B2} = BT \\cdot P(BT < T_X \\le T)` with ``T`` = the life of executor ``source`` (``LIFE_HORIZON``)."""
+        holder = state.executors.get(source or "")
         if holder is None:
             return seconds
         model = self.knowledge.model(holder)
