@@ -9,15 +9,7 @@ from __future__ import annotations
 from engine_world import MB, add_executors, feed, map_stage, run_task
 
 from trspark.engine.commands import DuplicateTask, KillDuplicate, SchedulingHints
-from trspark.engine.events import (
-    Event,
-    ExecutorLost,
-    ExecutorNotice,
-    StageSubmitted,
-    TaskEnded,
-    TaskStarted,
-    Tick,
-)
+from trspark.engine.events import Event, ExecutorLost, ExecutorNotice, StageSubmitted, TaskStarted, Tick
 from trspark.engine.interface import Policy
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
@@ -184,6 +176,8 @@ def test_a_success_reported_after_its_executor_was_lost_kills_no_surviving_copy(
 
 
 def test_a_copy_that_failed_is_forgotten_so_the_task_can_be_copied_again() -> None:
+    from trspark.engine.events import TaskEnded
+
     # The copy of stage 0's task on c fails by itself (an exception): the original still runs on
     # a, which dies at 15 s. The copy no longer runs, so the task is a candidate again -- the one
     # with the larger reduction rate -- and no later kill is spent on the copy that is gone.
