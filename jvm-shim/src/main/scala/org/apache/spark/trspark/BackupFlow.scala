@@ -13,7 +13,7 @@ import org.apache.spark.storage.{BlockManagerId, FallbackStorage}
  * gone abandoned. Each requested backup ends exactly once, as done, failed or cancelled, so
  * `backups_requested` = `backups_done` + `backups_failed` + `backups_cancelled` + those still open.
  */
-trait BackupFlow extends DriverBase {
+trait BackupFlow extends RemoteDeletes {
   protected val ledger = new BackupLedger
   protected val work = mutable.HashMap.empty[String, mutable.Queue[BackupTask]]
   /** Backups handed to their source executor and not yet reported back (by source executor). */
@@ -155,7 +155,9 @@ trait BackupFlow extends DriverBase {
 
   protected def poll(executorId: String, capacity: Int): Work = synchronized {
     val queue = work.getOrElse(executorId, mutable.Queue.empty)
-    val tasks = (0 until math.min(capacity, queue.size)).map(_ => queue.dequeue())
+    // A remote copy stays queued while its output's earlier copy is still to be deleted (RemoteDeletes).
+    val tasks = queue.iterator.filterNot(waitsForDelete).take(capacity).toVector
+    queue.filterInPlace(t => !tasks.contains(t))
     if (tasks.nonEmpty) running.getOrElseUpdate(executorId, mutable.Set.empty) ++= tasks
     count("backups_started", tasks.size.toLong)
     Work(tasks, cancels.remove(executorId).map(_.toSeq).getOrElse(Nil),
@@ -413,13 +415,13 @@ trait BackupFlow extends DriverBase {
    * index upload may have made a peer copy the tracker's location: it goes back to its living
    * `source` first; with the source gone the copy is the output, and it stays.
    */
-  private def dropStaleCopy(task: BackupTask, source: String): Unit = {
-    val reused = synchronized(recordOf(task).exists { r =>
+  private def dropStaleCopy(task: BackupTask, source: String): Unit = synchronized {
+    val reused = recordOf(task).exists { r =>
       if (task.target == Target.Remote) r.remote != CopyState.None else r.peers.contains(task.target)
-    })
+    }
     if (!reused) {
-      if (task.target == Target.Remote) storeWork.execute(() => remote.delete(task.shuffleId, task.mapId))
-      else synchronized {
+      if (task.target == Target.Remote) deleteRemoteCopy(task.shuffleId, task.mapId)
+      else {
         val onThePeer = TRDriverPlugin.liveOn(tracker, task.shuffleId, task.mapIndex, task.mapId, task.target)
         // `source` ran the copy, so it is the output's source; a record still kept also knows
         // whether Spark counts the source's files lost.
@@ -443,7 +445,7 @@ trait BackupFlow extends DriverBase {
   /** Forget a superseded output's copies (a re-run replaced it). */
   private def dropCopies(record: OutputRecord): Unit = {
     count("maps_rerun")
-    if (record.remote != CopyState.None) storeWork.execute(() => remote.delete(record.shuffleId, record.mapId))
+    if (record.remote != CopyState.None) deleteRemoteCopy(record.shuffleId, record.mapId)
     cancelCopies(record)
     deletePeerCopies(record)
   }

@@ -77,7 +77,7 @@ trait EngineCommands extends OutputLoss {
       val remoteIsTheOutput = TRDriverPlugin.isOn(tracker, record, FallbackStorage.FALLBACK_BLOCK_MANAGER_ID.executorId)
       if (record.remote != CopyState.None && !remoteIsTheOutput) {
         record.remote = CopyState.None
-        storeWork.execute(() => remote.delete(record.shuffleId, record.mapId))
+        deleteRemoteCopy(record.shuffleId, record.mapId)
       }
       if (!sourceGone(record) && record.peers.nonEmpty) dropPeerCopies(record)
     }

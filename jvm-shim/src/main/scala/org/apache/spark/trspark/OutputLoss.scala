@@ -100,13 +100,12 @@ trait OutputLoss extends BackupFlow {
   private def remoteReadFailed(shuffleId: Int, mapIndex: Int, reducer: String, blamed: String, wait: Boolean): Unit = {
     val (failed, others) = synchronized {
       val failed = ledger.get(shuffleId, mapIndex).filter(r => mapIndex >= 0 && blamed == reducer && servedFromStore(r))
-      failed.foreach(unregisterFromStore)
+      failed.foreach { r => unregisterFromStore(r); deleteRemoteCopy(r.shuffleId, r.mapId) }
       val others = if (failed.isEmpty) Nil else ledger.all.filter(r => r.shuffleId == shuffleId && servedFromStore(r)).toSeq
       (failed, others)
     }
     failed.foreach { r =>
       damaged("remote", "not readable by a reducer", r.toString, "unregistered, the output is recomputed")
-      storeWork.execute(() => remote.delete(r.shuffleId, r.mapId))
       blockLost(r)
     }
     storeLoss(failed.toSeq)
@@ -167,8 +166,7 @@ trait OutputLoss extends BackupFlow {
         case Success(None) => true
         case Success(Some(problem)) =>
           damaged("remote", problem, record.toString, "treated as missing, the output is recomputed")
-          synchronized(record.remote = CopyState.None)
-          storeWork.execute(() => remote.delete(record.shuffleId, record.mapId))
+          synchronized { record.remote = CopyState.None; deleteRemoteCopy(record.shuffleId, record.mapId) }
           false
         case Failure(_) =>
           // Unread is not damaged: the copy is not used for this loss, but it is kept.

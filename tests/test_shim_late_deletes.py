@@ -1,0 +1,108 @@
+"""Deletes that come after a copy ended, on a real ``local-trcluster[3,1,1024]`` (the cluster of
+``test_shim_commands.py``, commands through ``TRStatus.applyCommand``).
+
+A map output's remote copy always has the same path, and the driver deletes a copy it no longer
+wants on its store thread, which can be busy for seconds with other deletes: a newer copy of the
+same output written meanwhile must survive that delete.
+
+Which copy ran first is known without sleeps: an executor runs the copies handed to it one at a
+time, in order, so once a later copy from the same executor is done, the earlier one has ended.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+import test_shim_commands
+from test_shim_commands import command, shuffle_ids
+from test_shim_live import TIMEOUT, Cluster, expected_sums, run_job, shuffled, wait_for
+
+pytestmark = pytest.mark.spark
+
+# The same module-scoped fixture: this module gets a cluster of its own, set up the same way.
+cluster = test_shim_commands.cluster
+
+
+def two_outputs(cluster: Cluster, name: str) -> tuple[int, str, list[tuple[int, int]], str]:
+    """After a first job on a fresh shuffle: the shuffle, an executor that wrote two of its map
+    outputs, their (map id, partition), and a peer to copy them to."""
+    cluster.full_strength()
+    known = shuffle_ids(cluster)
+    tag = f"{name}-{time.monotonic_ns()}"
+    assert run_job(cluster, shuffled(cluster), tag) == expected_sums(60_000)
+    (shuffle,) = shuffle_ids(cluster) - known
+    by_source: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for task in cluster.map_tasks(cluster.job_stages(tag)[0]):
+        by_source[task["executorId"]].append((int(task["taskId"]), task["partitionId"]))
+    # Six outputs on three executors: one wrote at least two.
+    source, outputs = next((e, o) for e, o in sorted(by_source.items()) if len(o) >= 2)
+    peer = next(e for e in sorted(cluster.alive()) if e != source)
+    return shuffle, source, sorted(outputs)[:2], peer
+
+
+def remote_files(cluster: Cluster, shuffle: int, map_id: int) -> list[str]:
+    """The committed files of one output's remote copy (marker, index, data), no temporary ones."""
+    return sorted(glob.glob(f"{cluster.root}/{cluster.app_id}/{shuffle}/*/shuffle_{shuffle}_{map_id}_0.*"))
+
+
+class StoreThreadStep:
+    """A step run on the driver's store thread (py4j calls it back): ``hold`` keeps the thread
+    busy until ``release``, as a slow delete on a blob store does; the step after it marks the
+    point by which every earlier task on that thread has run."""
+
+    def __init__(self, hold: bool) -> None:
+        self.hold = hold
+        self.started = threading.Event()
+        self.released = threading.Event()
+
+    def run(self) -> None:
+        self.started.set()
+        if self.hold:
+            self.released.wait(TIMEOUT)
+
+    class Java:
+        implements = ["java.lang.Runnable"]
+
+
+def on_store_thread(cluster: Cluster, hold: bool) -> StoreThreadStep:
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    ensure_callback_server_started(cluster.sc._gateway)
+    step = StoreThreadStep(hold)
+    cluster.sc._jvm.org.apache.spark.trspark.TRDriverPlugin.active().get().storeWork().execute(step)
+    return step
+
+
+def test_a_late_delete_of_a_dropped_remote_copy_spares_the_copy_made_after_it(cluster: Cluster) -> None:
+    """``DropBackup`` of an output's remote copy, then ``Backup`` of it again while the store thread
+    is still busy: the new copy is committed and counted, and the drop's delete, when it runs,
+    must not remove it (the driver would re-point a lost output to a copy that is not there)."""
+    shuffle, source, ((map_a, index_a), (map_b, index_b)), _ = two_outputs(cluster, "late-remote-delete")
+    done = cluster.stat("backups_done")
+    command(cluster, "Backup", shuffle_id=shuffle, map_index=index_a, source=source, target="remote")
+    wait_for(lambda: cluster.stat("backups_done") > done, what="the first remote copy")
+    assert len(remote_files(cluster, shuffle, map_a)) == 3
+
+    busy = on_store_thread(cluster, hold=True)
+    try:
+        assert busy.started.wait(TIMEOUT), "the store thread did not take the holding step"
+        command(cluster, "DropBackup", shuffle_id=shuffle, map_index=index_a)
+        command(cluster, "Backup", shuffle_id=shuffle, map_index=index_a, source=source, target="remote")
+        command(cluster, "Backup", shuffle_id=shuffle, map_index=index_b, source=source, target="remote")
+        # The second output's copy comes from the same executor and was requested after the first
+        # one's: once it is committed, that one was either written or held back by the driver.
+        wait_for(lambda: len(remote_files(cluster, shuffle, map_b)) == 3, what="the other output's remote copy")
+    finally:
+        busy.released.set()
+    drained = on_store_thread(cluster, hold=False)
+    assert drained.started.wait(TIMEOUT), "the store thread did not run the drop's delete"
+    wait_for(lambda: cluster.stat("backups_done") >= done + 3 and cluster.backups_ended(),
+             what="the new copies committed")
+    assert sorted(os.path.basename(p) for p in remote_files(cluster, shuffle, map_a)) == [
+        f"shuffle_{shuffle}_{map_a}_0.data", f"shuffle_{shuffle}_{map_a}_0.index", f"shuffle_{shuffle}_{map_a}_0.trspark-ok"]
+
