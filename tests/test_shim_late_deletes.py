@@ -3,7 +3,8 @@
 
 A map output's remote copy always has the same path, and the driver deletes a copy it no longer
 wants on its store thread, which can be busy for seconds with other deletes: a newer copy of the
-same output written meanwhile must survive that delete.
+same output written meanwhile must survive that delete. A peer copy sends its data block first,
+so one cancelled after that block landed leaves files on the peer: the peer must delete them.
 
 Which copy ran first is known without sleeps: an executor runs the copies handed to it one at a
 time, in order, so once a later copy from the same executor is done, the earlier one has ended.
@@ -19,13 +20,15 @@ from collections import defaultdict
 
 import pytest
 import test_shim_commands
-from test_shim_commands import command, shuffle_ids
+from test_shim_commands import command, data_files, shuffle_ids
 from test_shim_live import TIMEOUT, Cluster, expected_sums, run_job, shuffled, wait_for
 
 pytestmark = pytest.mark.spark
 
 # The same module-scoped fixture: this module gets a cluster of its own, set up the same way.
 cluster = test_shim_commands.cluster
+
+MiB = 1 << 20
 
 
 def two_outputs(cluster: Cluster, name: str) -> tuple[int, str, list[tuple[int, int]], str]:
@@ -106,3 +109,27 @@ def test_a_late_delete_of_a_dropped_remote_copy_spares_the_copy_made_after_it(cl
     assert sorted(os.path.basename(p) for p in remote_files(cluster, shuffle, map_a)) == [
         f"shuffle_{shuffle}_{map_a}_0.data", f"shuffle_{shuffle}_{map_a}_0.index", f"shuffle_{shuffle}_{map_a}_0.trspark-ok"]
 
+
+def test_a_peer_copy_cancelled_after_its_data_block_landed_leaves_no_file_on_the_peer(cluster: Cluster) -> None:
+    """``CancelBackup`` while a throttled peer copy paces its data block: the block still goes (the
+    pacing comes after it is read whole), the copy stops before its index, and the peer must not
+    keep the data file."""
+    shuffle, source, ((map_a, index_a), (map_b, index_b)), peer = two_outputs(cluster, "cancel-peer-copy")
+    (path,) = data_files(cluster, shuffle, map_a)
+    size = os.path.getsize(path)
+    assert 0 < size < MiB, "one chunk: a larger block is checked for a cancel between its chunks"
+    started, cancelled, done = (cluster.stat(n) for n in ("backups_started", "backups_cancelled", "backups_done"))
+    cluster.status.setBuiltin("never", "local", size / 10.0)  # the data block is paced for about 10 s
+    try:
+        command(cluster, "Backup", shuffle_id=shuffle, map_index=index_a, source=source, target=peer)
+        wait_for(lambda: cluster.stat("backups_started") > started, what="the peer copy to start")
+    finally:
+        cluster.status.setBuiltin("never", "remote", 0.0)
+    command(cluster, "CancelBackup", shuffle_id=shuffle, map_index=index_a)
+    assert cluster.stat("backups_cancelled") == cancelled + 1
+    command(cluster, "Backup", shuffle_id=shuffle, map_index=index_b, source=source, target="remote")
+    # The source runs its copies in order: with this one committed, the cancelled one has ended.
+    wait_for(lambda: cluster.stat("backups_done") > done, what="the source's next copy")
+    wait_for(lambda: len(data_files(cluster, shuffle, map_a)) == 1, what="no copy of the output left on the peer")
+    assert data_files(cluster, shuffle, map_a) == [path]
+    assert cluster.stat("backups_done") == done + 1

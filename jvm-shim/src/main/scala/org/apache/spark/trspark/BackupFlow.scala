@@ -410,12 +410,12 @@ trait BackupFlow extends RemoteDeletes {
   }
 
   /**
-   * Delete the copy of a backup that ended before its report came (cancelled, or its output
-   * forgotten or re-run), unless a newer backup of the same output writes the same files. The
-   * index upload may have made a peer copy the tracker's location: it goes back to its living
+   * Delete the copy of a backup that ended without being committed (cancelled, failed, or its
+   * output forgotten or re-run), unless a newer backup of the same output writes the same files.
+   * The index upload may have made a peer copy the tracker's location: it goes back to its living
    * `source` first; with the source gone the copy is the output, and it stays.
    */
-  private def dropStaleCopy(task: BackupTask, source: String): Unit = synchronized {
+  protected def dropStaleCopy(task: BackupTask, source: String): Unit = synchronized {
     val reused = recordOf(task).exists { r =>
       if (task.target == Target.Remote) r.remote != CopyState.None else r.peers.contains(task.target)
     }

@@ -136,7 +136,7 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
   /** Copy `task`, the `number`-th handed to this executor, unless a cancel of its output came after it. */
   private def run(task: BackupTask, number: Long): Unit = {
     val isCancelled = () => Option(cancelled.get((task.shuffleId, task.mapId))).exists(number <= _)
-    if (isCancelled()) { metrics.copiesCancelled.inc(); return }
+    if (isCancelled()) { stopped(task); return }
     val started = System.nanoTime()
     try {
       val (bytes, indexCrc, dataCrc, verified) =
@@ -146,9 +146,9 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
       metrics.written(task.target, bytes, nanos)
     } catch {
       case _: RemoteBackups.Cancelled =>
-        metrics.copiesCancelled.inc()
-        // Only a remote copy leaves files behind; a peer copy's remote twin may be committed and in use.
+        // The files a cancelled remote copy wrote are deleted here; not for a peer copy, whose remote twin may be in use.
         if (task.target == Target.Remote) remote.delete(task.shuffleId, task.mapId)
+        stopped(task)
       case NonFatal(_) if stopping =>
       case rejected: RemoteBackups.Rejected =>
         metrics.copiesFailed.inc()
@@ -159,6 +159,17 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
         val missing = e.isInstanceOf[RemoteBackups.SourceMissing] // this executor lost the output's files
         Try(ctx.send(Wire.encode(BackupFailedMsg(ctx.executorID(), task, e.toString, missing))))
     }
+  }
+
+  /**
+   * `task` stopped on a cancel. A peer copy sends its data block first, so the peer may hold that
+   * block (or an earlier cancelled copy's): the driver, told so, has the peer delete what is not
+   * wanted. Only this executor knows when the copy stopped sending; a delete before then could
+   * come before the block lands.
+   */
+  private def stopped(task: BackupTask): Unit = {
+    metrics.copiesCancelled.inc()
+    if (task.target != Target.Remote) Try(ctx.send(Wire.encode(BackupFailedMsg(ctx.executorID(), task, "cancelled"))))
   }
 
   /** Delete the files of another executor's map output that this executor holds as a peer copy. */

@@ -128,6 +128,9 @@ class TRDriverPlugin extends EngineCommands {
             backupFailed(failed.task, failed.executorId, failed.reason, failed.sourceMissing)
           }
         }
+        // A peer copy ended without a commit (failed, or stopped on a cancel) may have left its
+        // data block on the peer: its source sent it first.
+        if (failed.task.target != Target.Remote) dropStaleCopy(failed.task, failed.executorId)
         null
       case checked: PeerChecked => peerChecked(checked); null
       case notice: TerminationNotice => noticed(notice); null
