@@ -111,9 +111,10 @@ class StageDriver(WorldModel):
         if stage.state == COMPLETE:
             stage.state = IDLE
         elif stage.state == ACTIVE:
-            for p in parts:
-                if not stage.running[p]:
-                    stage.pending.append(p)
+            # An eviction that loses a child's outputs before its parent's resubmits the parent
+            # first, which already queued these partitions: queue each once, or it runs twice.
+            queued = set(stage.pending)
+            stage.pending.extend(p for p in parts if not stage.running[p] and p not in queued)
         needed = False
         for child in stage.children:
             if child.state == ACTIVE:

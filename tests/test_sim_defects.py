@@ -1,0 +1,52 @@
+"""Stage and block rules on tiny hand-timed worlds where an eviction's order of losses matters.
+
+Conventions as in ``tests/test_sim_core.py``: sizes in MB, 400 MB/s local, 100 MB/s remote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from simulators.core import Simulator
+from simulators.dag import JobSpec
+from simulators.world import WorldSpec
+from tests.test_sim_core import Recorder, stage
+from trspark.engine.commands import Backup, Command
+from trspark.engine.events import Event, TaskEnded, TaskStarted
+from trspark.engine.interface import Policy
+
+
+class PeerCopy(Policy):
+    """Copies every map output of shuffle ``shuffle`` to the peer ``target`` as soon as it exists."""
+
+    name = "peer-copy"
+
+    def __init__(self, shuffle: int, target: str) -> None:
+        self.shuffle = shuffle
+        self.target = target
+
+    def handle(self, event: Event) -> Sequence[Command]:
+        if (isinstance(event, TaskEnded) and event.successful and event.shuffle_id == self.shuffle
+                and event.executor_id != self.target):
+            return (Backup(event.shuffle_id, event.partition, event.executor_id, self.target, event.shuffle_write_bytes),)
+        return ()
+
+
+def test_a_parent_lost_after_its_child_is_rerun_once_per_lost_partition() -> None:
+    # A -> B -> C on two one-core VMs. A runs on VM0 (0-1); B on VM1 (1-2.25), its output copied
+    # to VM0 (2.25-2.5); C on VM0 from 2.25. VM1 dies at 5 (B's output survives on VM0); VM0 dies
+    # at 10 holding A's output and the only copy of B's. Both stages lose their one partition,
+    # whatever order the eviction finds them in: A re-runs once, then B, then C.
+    job = JobSpec("chain", (stage(0, [1.0], write_mb=100), stage(1, [1.0], write_mb=100, parents=(0,)),
+                            stage(2, [20.0], parents=(1,))))
+    rec = Recorder(PeerCopy(shuffle=1, target="0"))
+    sim = Simulator(job, WorldSpec(vms=2, cores=1, lifetime=None), rec, np.random.default_rng(0), period=1.0,
+                    stall_seconds=100.0, lifetimes=[10.0, 5.0])
+    sim.run()
+    started = [(e.time, e.stage_id) for e in rec.of(TaskStarted) if e.time >= 10.0]  # type: ignore[attr-defined]
+    assert started == [(10.0, 0), (11.0, 1), pytest.approx((12.25, 2))]
+    assert sim.result.recomputed_tasks == 2  # A's and B's partition, once each
+    assert sim.result.job_time == pytest.approx(12.25 + 0.25 + 20.0)
