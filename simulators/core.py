@@ -14,10 +14,12 @@ Model (Spark semantics, paper §6)
   blocks survive only remotely at the remote bandwidth, the rest at the local (peer) bandwidth.
 * A map output lives on the VM that wrote it and, once backed up, on a peer VM and/or the remote
   store. A VM eviction kills its running tasks and loses every block it holds; a block with no
-  surviving copy is lost. A lost block of a shuffle that a running stage reads fails that
-  stage's attempt (like a FetchFailed): its tasks still in their read phase fail, the parent
-  stage re-runs the missing partitions (cascading through lost grand-parents, as Spark's
-  ``submitStage`` does), then the consumer is re-submitted for its unfinished partitions.
+  surviving copy is lost. A lost block of a shuffle that a running stage still fetches (it has
+  a pending task, or one in its read phase) fails that stage's attempt (a FetchFailed): its
+  tasks still in their read phase fail, the parent stage re-runs the missing partitions
+  (cascading through lost grand-parents, as Spark's ``submitStage`` does), then the consumer is
+  re-submitted for its unfinished partitions. A stage whose tasks all read their input already
+  runs on, as in Spark; a task of it that is queued again later fails the attempt then.
 * A backup holds one core of its source VM for the copy (the paper backs a block up right after
   the task that wrote it; the next task starts only on a free core), so backups cost job time.
   Backups queued on a busy VM start before new tasks there, in the order received.
@@ -293,14 +295,14 @@ class Simulator(ClusterDriver, StageDriver, BackupDriver, DuplicateDriver):
             return
         stage, p, e, start = rec[0], rec[1], rec[2], rec[3]
         self.result.killed_tasks += 1
-        if stage.state == ACTIVE and not stage.done[p] and not stage.running[p]:
-            stage.pending.append(p)
         if self._want_ended:
             self._emit(TaskEnded(self.now, stage.id, p, e.id, self.now - start, successful=False,
                                  shuffle_id=stage.spec.shuffle_id, attempt=rec[5], reason=reason))
         if e.alive:
             e.free += 1
             self._release_slot(e)
+        if stage.state == ACTIVE and not stage.done[p] and not stage.running[p]:
+            self._requeue(stage, [p])
 
     def _on_task_done(self, tid: Any) -> None:
         rec = self._tasks.get(tid)

@@ -59,6 +59,9 @@ class WorldModel(EventKernel):
     def _outputs_lost(self, stage: Stage, parts: list[int]) -> None:
         raise NotImplementedError
 
+    def _requeue(self, stage: Stage, parts: list[int]) -> None:
+        raise NotImplementedError
+
     def _count_vm_time(self) -> None:
         raise NotImplementedError
 

@@ -114,16 +114,35 @@ class StageDriver(WorldModel):
             # An eviction that loses a child's outputs before its parent's resubmits the parent
             # first, which already queued these partitions: queue each once, or it runs twice.
             queued = set(stage.pending)
-            stage.pending.extend(p for p in parts if not stage.running[p] and p not in queued)
+            self._requeue(stage, [p for p in parts if not stage.running[p] and p not in queued])
+            if self._finished:
+                return
         needed = False
         for child in stage.children:
-            if child.state == ACTIVE:
+            # A FetchFailed needs a task that fetches: a reader whose tasks all read their input
+            # runs on, and the lost outputs re-run only once something needs them again.
+            if child.state == ACTIVE and (child.pending or self._running_in_read_phase(child)):
                 self._fail_attempt(child)
                 if self._finished:
                     return
             needed = needed or child.state == WAITING
         if needed:
             self._submit(stage)
+
+    def _requeue(self, stage: Stage, parts: list[int]) -> None:
+        """Queue ``parts`` of an active ``stage`` again; if a parent lost a block, their retries fail the attempt.
+
+        A parent may be missing outputs that no task of ``stage`` fetched since they were lost
+        (:meth:`_outputs_lost`); a retry fetches them, so, as on a FetchFailed, the attempt fails
+        and the parent re-runs them first.
+        """
+        stage.pending.extend(parts)
+        if not parts or all(parent.n_done == parent.n for parent in stage.parents):
+            return
+        self._fail_attempt(stage)
+        for parent in stage.parents:
+            if parent.n_done < parent.n and not self._finished:
+                self._submit(parent)
 
     def _fail_attempt(self, stage: Stage) -> None:
         """A consumer hit missing parent outputs (FetchFailed): this attempt fails and waits."""
@@ -140,7 +159,8 @@ class StageDriver(WorldModel):
             self._fail(f"stage {stage.id} failed {stage.failures} consecutive attempts (lost parent outputs)")
 
     def _running_in_read_phase(self, stage: Stage) -> list[int]:
-        return [tid for tid, rec in self._tasks.items() if rec[0] is stage and rec[4] > self.now]
+        # A read ending at the very instant a block is lost did not get it (the eviction wins ties).
+        return [tid for tid, rec in self._tasks.items() if rec[0] is stage and rec[4] >= self.now]
 
     # ---- blocks ------------------------------------------------------------------------------
     def _refresh_block(self, stage: Stage, p: int, lost: dict[Stage, list[int]] | None = None) -> None:

@@ -50,3 +50,34 @@ def test_a_parent_lost_after_its_child_is_rerun_once_per_lost_partition() -> Non
     assert started == [(10.0, 0), (11.0, 1), pytest.approx((12.25, 2))]
     assert sim.result.recomputed_tasks == 2  # A's and B's partition, once each
     assert sim.result.job_time == pytest.approx(12.25 + 0.25 + 20.0)
+
+
+def test_a_block_lost_after_every_reader_fetched_it_fails_no_attempt() -> None:
+    # Maps 0-1 s on VM0 and VM1; the reducer starts at 1 s on VM0 and has read both outputs
+    # (200 MB at 400 MB/s) by 1.5 s. VM1 dies at 3 s: no task will read its output again, so, as
+    # in Spark (a stage fails on a FetchFailed, and none comes), the reducer ends at 11.5 s
+    # without waiting for map 1 to re-run (on VM0 after 11.5 s: the replacement comes at 23 s).
+    job = JobSpec("read", (stage(0, [1.0, 1.0], write_mb=100), stage(1, [10.0], parents=(0,))))
+    rec = Recorder()
+    sim = Simulator(job, WorldSpec(vms=2, cores=1, lifetime=None, replace_delay=20.0), rec,
+                    np.random.default_rng(0), period=1.0, stall_seconds=100.0, lifetimes=[float("inf"), 3.0])
+    sim.run()
+    assert sim.result.job_time == pytest.approx(11.5)
+    assert sim.result.stage_resubmissions == 0
+    assert sim.result.recomputed_tasks == 0
+
+
+def test_a_reader_task_requeued_after_a_silent_loss_fails_its_attempt_and_reruns_the_parent() -> None:
+    # Three one-core VMs: maps 0-1 s on VM0 and VM1; reducers 1-11.25 s on VM2 and VM0 (each reads
+    # 100 MB: done by 1.25 s). VM1 dies at 3 s: nobody fetches map 1 any more, nothing re-runs. VM2 dies at 5 s,
+    # killing reducer 0: its retry must fetch map 1, so (a FetchFailed) map 1 re-runs 5-6 s on a
+    # replacement and reducer 0 then runs 6-16.25 s; it never starts reading a lost block.
+    job = JobSpec("requeue", (stage(0, [1.0, 1.0], write_mb=100), stage(1, [10.0, 10.0], parents=(0,))))
+    rec = Recorder()
+    sim = Simulator(job, WorldSpec(vms=3, cores=1, lifetime=None), rec, np.random.default_rng(0), period=1.0,
+                    stall_seconds=100.0, lifetimes=[float("inf"), 3.0, 5.0])
+    sim.run()
+    started = [(e.time, e.stage_id, e.partition) for e in rec.of(TaskStarted)]  # type: ignore[attr-defined]
+    assert started == [(0.0, 0, 0), (0.0, 0, 1), (1.0, 1, 0), (1.0, 1, 1), (5.0, 0, 1), (6.0, 1, 0)]
+    assert sim.result.job_time == pytest.approx(16.25)
+    assert sim.result.recomputed_tasks == 1
