@@ -258,8 +258,8 @@ class Simulator(ClusterDriver, StageDriver, BackupDriver, DuplicateDriver):
             self._order = [by_id[i] for i in order]
             self._order_dirty = False
         placement.place(self._free, [s.id for s in self._order], self.hints, _Slots(self, {s.id: s for s in self._order}))
-        if self._wanted:
-            self._launch_wanted()
+        if self._wanted and self._launch_wanted():
+            self._schedule()  # a copy's fetch failed: the parents re-run now, on the cores still free
 
     def _start_task(self, stage: Stage, p: int, e: Executor, *, speculative: bool) -> int:
         read = self._read_seconds(stage)

@@ -12,6 +12,7 @@ running until its task ends, so a copy the world dropped would never be asked fo
 from __future__ import annotations
 
 from simulators.model import WorldModel
+from simulators.state import ACTIVE
 from trspark.engine.commands import DuplicateTask, KillDuplicate
 
 
@@ -37,8 +38,12 @@ class DuplicateDriver(WorldModel):
             and (executor_id is None or rec[2].id == executor_id)
         )
 
-    def _launch_wanted(self) -> None:
-        """Start the wanted copies whose executor has a free core now (after the placement of pending tasks)."""
+    def _launch_wanted(self) -> bool:
+        """Start the wanted copies whose executor has a free core now (after the placement of pending tasks).
+
+        Returns whether a copy's fetch failed (its stage's attempt failed and its parents were re-submitted).
+        """
+        failed = False
         for key, executor_id in list(self._wanted.items()):
             running = self._find_task(*key)
             idx = int(executor_id) if executor_id.isdigit() else -1
@@ -52,5 +57,12 @@ class DuplicateDriver(WorldModel):
             stage = self._tasks[running[0]][0]
             if len(running) > 1 or any(self._tasks[tid][2] is e for tid in running):
                 continue  # as the shim: one attempt running, none on that executor already
+            if self._parent_missing(stage):
+                # The copy would fetch a block lost since the original read its input.
+                if stage.state == ACTIVE:
+                    self._fetch_failed(stage)
+                    failed = True
+                continue
             tid = self._start_task(stage, key[1], e, speculative=True)
             self._dups.setdefault((stage.index, key[1]), set()).update(running + [tid])
+        return failed

@@ -62,6 +62,12 @@ class WorldModel(EventKernel):
     def _requeue(self, stage: Stage, parts: list[int]) -> None:
         raise NotImplementedError
 
+    def _parent_missing(self, stage: Stage) -> bool:
+        raise NotImplementedError
+
+    def _fetch_failed(self, stage: Stage) -> None:
+        raise NotImplementedError
+
     def _count_vm_time(self) -> None:
         raise NotImplementedError
 

@@ -137,8 +137,15 @@ class StageDriver(WorldModel):
         and the parent re-runs them first.
         """
         stage.pending.extend(parts)
-        if not parts or all(parent.n_done == parent.n for parent in stage.parents):
-            return
+        if parts and self._parent_missing(stage):
+            self._fetch_failed(stage)
+
+    def _parent_missing(self, stage: Stage) -> bool:
+        """Some parent of ``stage`` lost outputs that no task fetched since: the next fetch fails."""
+        return not all(parent.n_done == parent.n for parent in stage.parents)
+
+    def _fetch_failed(self, stage: Stage) -> None:
+        """A task of ``stage`` fetches a lost parent block: the attempt fails and the parents re-run what they lost first."""
         self._fail_attempt(stage)
         for parent in stage.parents:
             if parent.n_done < parent.n and not self._finished:

@@ -14,8 +14,8 @@ from simulators.core import Simulator
 from simulators.dag import JobSpec
 from simulators.world import WorldSpec
 from tests.test_sim_core import Recorder, stage
-from trspark.engine.commands import Backup, Command
-from trspark.engine.events import Event, TaskEnded, TaskStarted
+from trspark.engine.commands import Backup, Command, DuplicateTask
+from trspark.engine.events import Event, ExecutorLost, TaskEnded, TaskStarted, Tick
 from trspark.engine.interface import Policy
 
 
@@ -81,3 +81,38 @@ def test_a_reader_task_requeued_after_a_silent_loss_fails_its_attempt_and_reruns
     assert started == [(0.0, 0, 0), (0.0, 0, 1), (1.0, 1, 0), (1.0, 1, 1), (5.0, 0, 1), (6.0, 1, 0)]
     assert sim.result.job_time == pytest.approx(16.25)
     assert sim.result.recomputed_tasks == 1
+
+
+class CopyReducerAt(Policy):
+    """At the first tick at or after ``at`` s, asks for a copy of stage 1's partition 0 on another live VM."""
+
+    name = "copy-reducer"
+
+    def __init__(self, at: float, vms: Sequence[str]) -> None:
+        self.at, self.vms = at, list(vms)
+        self.runs_on: str | None = None
+        self.sent = False
+
+    def handle(self, event: Event) -> Sequence[Command]:
+        if isinstance(event, TaskStarted) and event.stage_id == 1 and event.partition == 0:
+            self.runs_on = self.runs_on or event.executor_id
+        if isinstance(event, ExecutorLost) and event.executor_id in self.vms:
+            self.vms.remove(event.executor_id)
+        if isinstance(event, Tick) and event.time >= self.at and not self.sent and self.runs_on is not None:
+            self.sent = True
+            return (DuplicateTask(1, 0, next(v for v in self.vms if v != self.runs_on)),)
+        return ()
+
+
+def test_a_task_copy_that_would_fetch_a_lost_block_fails_the_attempt_and_reruns_the_parent() -> None:
+    # Maps 0-1 s on two VMs; the reducer has read both outputs by 1.5 s. VM1 dies at 3 s: nobody
+    # fetches map 1 any more. At 4 s a copy of the reducer is asked for on the idle VM: the copy
+    # must fetch map 1, so (a FetchFailed) the attempt fails and map 1 re-runs first.
+    job = JobSpec("copy", (stage(0, [1.0, 1.0], write_mb=100), stage(1, [10.0], parents=(0,))))
+    rec = Recorder(CopyReducerAt(4.0, ["0", "1", "2"]))
+    sim = Simulator(job, WorldSpec(vms=3, cores=1, lifetime=None, replace_delay=100.0), rec,
+                    np.random.default_rng(0), period=1.0, stall_seconds=100.0, lifetimes=[float("inf"), 3.0, float("inf")])
+    sim.run()
+    after = [(e.time, e.stage_id, e.partition) for e in rec.of(TaskStarted) if e.time >= 3.0]  # type: ignore[attr-defined]
+    assert after[0] == (4.0, 0, 1)  # map 1 re-runs; no copy of the reducer reads its lost block
+    assert sim.result.stage_resubmissions == 1
