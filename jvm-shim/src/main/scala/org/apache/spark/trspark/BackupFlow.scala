@@ -364,7 +364,7 @@ trait BackupFlow extends RemoteDeletes {
       count("outputs_forgotten", records.size.toLong)
       records
     }
-    if (gone.exists(_.remote != CopyState.None)) storeWork.execute(() => remote.deleteShuffle(shuffleId))
+    if (gone.exists(_.remote != CopyState.None)) offThread(storeWork, s"deleting shuffle $shuffleId's remote copies")(remote.deleteShuffle(shuffleId))
   }
 
   /**

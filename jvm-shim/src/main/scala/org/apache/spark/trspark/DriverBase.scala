@@ -1,6 +1,6 @@
 package org.apache.spark.trspark
 
-import java.util.concurrent.Executors
+import java.util.concurrent.{ExecutorService, Executors, RejectedExecutionException}
 import java.util.concurrent.atomic.AtomicBoolean
 
 import scala.collection.mutable
@@ -34,6 +34,14 @@ abstract class DriverBase extends DriverPlugin with Logging {
    * scheduler hook can still offer the leaving executor a task.
    */
   protected val releaser = Executors.newSingleThreadExecutor(Daemon.factory("trspark-release"))
+
+  /**
+   * `work` on `pool`, unless the plugin has shut its pools down: Spark still delivers listener
+   * events while the application stops, and the store's copies go with the application anyway.
+   */
+  protected def offThread(pool: ExecutorService, what: String)(work: => Unit): Unit =
+    try pool.execute(() => work)
+    catch { case _: RejectedExecutionException => logDebug(s"trspark: $what skipped: the application is stopping") }
   /**
    * Counters, read by tests and tools (`TRStatus.stat`) and printed at shutdown. Committed backups:
    * `backups_done` = `backups_local` (peer copies) + `backups_remote`; `backups_bytes` sums the

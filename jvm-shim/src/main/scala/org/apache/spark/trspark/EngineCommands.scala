@@ -124,7 +124,7 @@ trait EngineCommands extends OutputLoss {
       // Not on the bridge's reader thread: moving the outputs re-reads remote copies (seconds on a
       // blob store, while no Ack is read and the engine would count as unresponsive), and
       // killExecutors waits for the cluster manager's answer. The outputs still move first.
-      releaser.execute { () =>
+      offThread(releaser, s"releasing executor $id") {
         releaseOutputs(id)
         try {
           val killed = backend.killExecutors(Seq(id), adjustTargetNumExecutors = false, countFailures = false,
@@ -169,7 +169,7 @@ trait EngineCommands extends OutputLoss {
       return
     }
     logInfo(s"trspark: releasing idle executor $id ($reason)")
-    releaser.execute { () => // off the reader thread, as in releaseExecutor
+    offThread(releaser, s"releasing idle executor $id") { // off the reader thread, as in releaseExecutor
       releaseOutputs(id)
       val gone = Guard.orElse("Elastic.remove", false)(Elastic.remove(sc, id))
       if (gone) {

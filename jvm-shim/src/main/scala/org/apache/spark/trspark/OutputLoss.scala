@@ -118,7 +118,7 @@ trait OutputLoss extends BackupFlow {
         storeLoss(gone)
       }
       if (wait) Guard.run("TRDriverPlugin.recheckStore")(recheck())
-      else storeWork.execute(() => Guard.run("TRDriverPlugin.recheckStore")(recheck()))
+      else offThread(storeWork, "re-checking the remote store")(Guard.run("TRDriverPlugin.recheckStore")(recheck()))
     }
   }
 
@@ -153,7 +153,7 @@ trait OutputLoss extends BackupFlow {
    * `RestoreCheckSeconds` is not used either (a hung store must not hold that thread), but kept.
    */
   private def remoteIntact(records: Seq[OutputRecord]): OutputRecord => Boolean = {
-    if (records.isEmpty) return _ => false
+    if (records.isEmpty || restoreChecks.isShutdown) return _ => false // none, or the application is stopping
     val checks = records.map { record =>
       val (indexCrc, dataCrc, checked) = synchronized((record.remoteCrcs._1, record.remoteCrcs._2, record.remoteChecked))
       record -> restoreChecks.submit(new Callable[Option[String]] {
