@@ -170,9 +170,9 @@ class NoticeRules:
         It runs no task (running tasks finish under a notice, as under Spark's decommissioning),
         no backup reads from or writes to it, and each output it holds is safe (consumed or on
         remote storage), has another live holder that is not being released itself, or is no
-        longer needed (its readers finished and their outputs are covered, paper §2.3). A block Algorithm 2 chose to leave there
-        (its readers come before the deadline) or that still waits for its last responsible
-        moment keeps the executor. So does an output that a stage reads once its first task
+        longer needed (its readers finished and their outputs are covered, paper §2.3). A block
+        Algorithm 2 chose to leave there (its readers come before the deadline) or that still
+        waits for its last responsible moment keeps the executor. So does an output that a stage reads once its first task
         started, until the stage completes, whatever copy the output has: an executor keeps the
         locations a task of the stage fetched, and the stage's later tasks carry the epoch of its
         start, which does not clear them. Those tasks would fetch from this executor after it is
