@@ -148,16 +148,17 @@ def build_prices(kw: dict[str, Any], pools: Collection[str]) -> Any:
     vm: dict[str, float] = {}
     for item in kw["prices"]:
         name, eq, raw = item.partition("=")
+        pool = name.strip()
+        if pool in vm:
+            fail(f"--price {item!r}: pool {pool!r} is priced twice; give one --price per pool")
         try:
-            vm[name.strip()] = float(raw)
+            vm[pool] = float(raw)
         except ValueError:
             fail(f"--price {item!r}: expected POOL=USD_PER_VM_HOUR, e.g. spot=0.08")
-        if not eq or not name.strip():
+        if not eq or not pool:
             fail(f"--price {item!r}: expected POOL=USD_PER_VM_HOUR, e.g. spot=0.08")
-        if name.strip() not in pools:
-            fail(f"--price {item!r}: no pool {name.strip()!r} in this world; pools: {', '.join(sorted(pools))}")
-        if sum(1 for other in kw["prices"] if other.partition("=")[0].strip() == name.strip()) > 1:
-            fail(f"--price {item!r}: pool {name.strip()!r} is priced twice; give one --price per pool")
+        if pool not in pools:
+            fail(f"--price {item!r}: no pool {pool!r} in this world; pools: {', '.join(sorted(pools))}")
     for option, value in (("--remote-gb-price", kw["remote_gb_price"]), ("--remote-request-price", kw["remote_request_price"])):
         if not (math.isfinite(value) and value >= 0.0):
             fail(f"{option}={value!r} is not valid; allowed: a finite number of USD >= 0")

@@ -142,7 +142,7 @@ class StageDriver(WorldModel):
 
     def _parent_missing(self, stage: Stage) -> bool:
         """Some parent of ``stage`` lost outputs that no task fetched since: the next fetch fails."""
-        return not all(parent.n_done == parent.n for parent in stage.parents)
+        return any(parent.n_done < parent.n for parent in stage.parents)
 
     def _fetch_failed(self, stage: Stage) -> None:
         """A task of ``stage`` fetches a lost parent block: the attempt fails and the parents re-run what they lost first."""
