@@ -36,12 +36,12 @@ abstract class DriverBase extends DriverPlugin with Logging {
   protected val releaser = Executors.newSingleThreadExecutor(Daemon.factory("trspark-release"))
 
   /**
-   * `work` on `pool`, unless the plugin has shut its pools down: Spark still delivers listener
-   * events while the application stops, and the store's copies go with the application anyway.
+   * `work` on `pool`, unless the plugin has shut its pools down (then false): Spark still delivers
+   * listener events while the application stops, and the store's copies go with the application anyway.
    */
-  protected def offThread(pool: ExecutorService, what: String)(work: => Unit): Unit =
-    try pool.execute(() => work)
-    catch { case _: RejectedExecutionException => logDebug(s"trspark: $what skipped: the application is stopping") }
+  protected def offThread(pool: ExecutorService, what: String)(work: => Unit): Boolean =
+    try { pool.execute(() => work); true }
+    catch { case _: RejectedExecutionException => logDebug(s"trspark: $what skipped: the application is stopping"); false }
   /**
    * Counters, read by tests and tools (`TRStatus.stat`) and printed at shutdown. Committed backups:
    * `backups_done` = `backups_local` (peer copies) + `backups_remote`; `backups_bytes` sums the

@@ -1,7 +1,5 @@
 package org.apache.spark.trspark
 
-import java.util.concurrent.RejectedExecutionException
-
 import scala.collection.mutable
 
 /**
@@ -25,8 +23,7 @@ trait RemoteDeletes extends DriverBase {
     def ran(): Unit = synchronized {
       if (deleting(key) > 1) deleting(key) -= 1 else deleting.remove(key)
     }
-    try storeWork.execute(() => try remote.delete(shuffleId, mapId) finally ran())
-    catch { case _: RejectedExecutionException => ran() } // the application is stopping
+    if (!offThread(storeWork, s"deleting the remote copy of $key")(try remote.delete(shuffleId, mapId) finally ran())) ran()
   }
 
   /** True for a remote copy whose output's earlier copy is still to be deleted: it waits in its queue. */
