@@ -308,11 +308,8 @@ def run_demo(plan: DemoPlan, out_dir: Path, console: Console) -> list[DemoLine]:
 def demo(out_dir: Path, sf: float, workloads: str, seeds: int, stable_runs: int, seed: int, notice: float,
          on_demand: int) -> None:
     """Run the main job: TPC-DS and a long-lineage job on executors that get killed, per policy."""
-    import sys
-
-    from rich.console import Console
-
     from jobs.tpcds.queries import QueryError, parse_list
+    from simulators.report import stdout_console
 
     try:
         names = parse_list(workloads, default=DEMO_WORKLOADS)
@@ -320,4 +317,4 @@ def demo(out_dir: Path, sf: float, workloads: str, seeds: int, stable_runs: int,
         raise click.BadParameter(str(exc).removeprefix("--queries: "), param_hint="'--workloads'") from exc
     plan = DemoPlan(sf=sf, workloads=names, seeds=seeds, stable_runs=stable_runs, seed=seed, notice=notice,
                     on_demand=on_demand)
-    run_demo(plan, out_dir, Console() if sys.stdout.isatty() else Console(width=140))
+    run_demo(plan, out_dir, stdout_console())

@@ -30,7 +30,7 @@ from simulators.options import (
     workload_options,
     world_options,
 )
-from simulators.report import money_options, print_table, public_summary, with_money
+from simulators.report import money_options, print_table, public_summary, stdout_console, with_money
 from simulators.splitting import apply_split, split_options
 
 
@@ -226,7 +226,6 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
           cost_plot_path: Path | None, on_demand_shares: str | None, shape: float | None, shapes: str | None,
           **kw: Any) -> None:
     """Slowdown vs stability for workloads x policies (CSV; Figure-7-style PNG)."""
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from simulators import sweep as sweeping
@@ -259,7 +258,7 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
     _check_writable(("--out", out), ("--plot", plot_path), ("--cost-plot", cost_plot_path))
     jobs = {w: _make_job(w, kw["scale"], kw["task_seconds"], kw["write_mb"], kw["seed"], "--workloads") for w in names}
     points = sweeping.sweep_points(names, pols, stabs, shares, _shapes(shape, shapes))
-    console = Console()
+    console = stdout_console()
     started = time.monotonic()
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     # A log file or a pipe would show a live bar only at the end: there, one line per point.

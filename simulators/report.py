@@ -5,12 +5,35 @@ Kept apart from :mod:`simulators.cli` (the commands) and :mod:`simulators.option
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 F = Callable[..., Any]
+
+# Columns of stdout when it is neither a terminal nor given $COLUMNS: wider than any table printed,
+# which rich then draws at its natural width.
+UNWRAPPED_WIDTH = 10_000
+
+
+def stdout_console() -> Console:
+    """The console the commands print their tables on: a terminal's width; $COLUMNS when set;
+    else (a pipe or a file) :data:`UNWRAPPED_WIDTH`.
+
+    Rich falls back to 80 columns when stdout is no terminal and would wrap every wider table
+    over several lines, which a log or a ``grep`` cannot read back.
+    """
+    from rich.console import Console
+
+    console = Console()
+    if console.is_terminal or os.environ.get("COLUMNS", "").isdigit():
+        return console
+    return Console(width=UNWRAPPED_WIDTH)
 
 
 def money_options(f: F) -> F:
@@ -57,7 +80,6 @@ _TABLE = (
 
 def print_table(summaries: list[dict[str, Any]], title: str) -> None:
     """The summaries side by side; bytes in the GB that ``--remote-gb-price`` is charged per (2^30 bytes)."""
-    from rich.console import Console
     from rich.table import Table
 
     from simulators.pricing import GB
@@ -74,7 +96,7 @@ def print_table(summaries: list[dict[str, Any]], title: str) -> None:
                 value = value / GB
             cells.append(fmt.format(value))
         table.add_row(label, *cells)
-    Console().print(table)
+    stdout_console().print(table)
 
 
 def public_summary(summary: dict[str, Any], rows: bool) -> dict[str, Any]:

@@ -183,6 +183,23 @@ def test_conf_keys_refused_are_the_ones_the_world_replaces() -> None:
     assert replaced == set(SET_BY_OPTIONS) - {"mode", "lifetime"}
 
 
+def test_a_piped_table_keeps_each_row_on_one_line_unless_columns_says_otherwise(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    args = ["simulate", "--workload", "cortana", "--policy", "never,always,oracle,tr", "--stability", "20", *SMALL]
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, out = invoke(*args)
+    assert code == 0, out
+    (header,) = [line for line in out.splitlines() if "metric" in line]
+    assert len(header) > 80  # wider than rich's fallback for a pipe, yet whole
+    assert [cell.strip() for cell in header.split("┃")[1:-1]] == ["metric", "never", "always", "oracle", "tr"]
+    (row,) = [line for line in out.splitlines() if "slowdown (mean)" in line]
+    assert len(row.split("│")[1:-1]) == 5  # the label and the four policies' values
+    monkeypatch.setenv("COLUMNS", "60")  # a width asked for is kept: the table is squeezed into it
+    code, out = invoke(*args)
+    assert code == 0, out
+    assert max(len(line) for line in out.splitlines()) <= 60
+
+
 def test_simulate_shows_its_runs_on_a_terminal_and_keeps_stdout_for_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 

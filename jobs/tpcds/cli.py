@@ -211,11 +211,10 @@ def _check_executor_cpus(master: str | None) -> None:
 
 def _show(result: BenchResult, sf: float, out: Path, plot_path: Path | None, console: Console) -> None:
     """The summary table on stdout, skipped policies on stderr, and the chart if asked for."""
-    from rich.console import Console
-
     from jobs.tpcds.report import summary_table
+    from simulators.report import stdout_console
 
-    (Console() if sys.stdout.isatty() else Console(width=120)).print(summary_table(result.rows, title=f"TPC-DS SF {sf:g} on transient executors ({out})"))
+    stdout_console().print(summary_table(result.rows, title=f"TPC-DS SF {sf:g} on transient executors ({out})"))
     for policy, reason in result.skipped.items():
         console.print(f"[yellow]skipped policy {policy}:[/] {reason}")
     if plot_path is not None:
