@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -49,15 +50,46 @@ def test_engine_start_timeout_is_a_setting_of_its_own_with_a_generous_default(fa
     assert from_spark_conf({"spark.trspark.engine.startTimeout": "2.5"}).engine_start_timeout == 2.5
 
 
-def test_python_option_overrides_the_interpreter(fake_jar: str) -> None:
-    assert trspark.spark_conf(python="/usr/bin/python3")["spark.trspark.python"] == "/usr/bin/python3"
+@pytest.fixture
+def other_python(tmp_path: Path) -> str:
+    """An executable file that is not this interpreter."""
+    path = tmp_path / "bin" / "python"
+    path.parent.mkdir()
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return str(path)
 
 
-def test_configure_keeps_an_interpreter_the_target_names_unless_told_otherwise(fake_jar: str) -> None:
+def test_python_option_overrides_the_interpreter(fake_jar: str, other_python: str) -> None:
+    assert trspark.spark_conf(python=other_python)["spark.trspark.python"] == other_python
+
+
+def test_configure_keeps_an_interpreter_the_target_names_unless_told_otherwise(fake_jar: str, other_python: str) -> None:
     settings = {"spark.trspark.python": "/opt/engine-venv/bin/python"}
     assert trspark.configure(settings, mode="tr")["spark.trspark.python"] == "/opt/engine-venv/bin/python"
-    assert trspark.configure(settings, python="/usr/bin/python3")["spark.trspark.python"] == "/usr/bin/python3"
+    assert trspark.configure(settings, python=other_python)["spark.trspark.python"] == other_python
     assert trspark.configure({})["spark.trspark.python"] == sys.executable
+
+
+def test_a_python_that_cannot_be_run_is_refused_naming_the_argument_before_the_jar_is_built(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def no_build() -> str:
+        raise AssertionError("the jar was built for settings that are refused")
+
+    monkeypatch.setattr(sparkconf, "plugin_jar", no_build)
+    not_executable = tmp_path / "python"
+    not_executable.write_text("#!/bin/sh\n")
+    for bad in (str(tmp_path / "no-such-python"), str(not_executable), str(tmp_path), "no-such-command-on-path"):
+        with pytest.raises(ConfigError, match=re.escape(f"python={bad!r} (spark.trspark.python)")):
+            trspark.spark_conf(python=bad)
+        target: dict[str, str] = {}
+        with pytest.raises(ConfigError, match=re.escape(f"python={bad!r}")):
+            trspark.configure(target, python=bad)
+        assert target == {}
+    monkeypatch.setattr(sparkconf, "plugin_jar", lambda: FAKE_JAR)
+    python_on_path = Path(sys.executable).name  # a name the JVM finds on PATH is run as such
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
+    assert trspark.spark_conf(python=python_on_path)["spark.trspark.python"] == python_on_path
 
 
 def test_an_option_given_as_none_is_left_unset(fake_jar: str) -> None:

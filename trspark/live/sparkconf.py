@@ -17,11 +17,12 @@ and the allowed values.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any, TypeVar
 
-from trspark.keys import PREFIX, spark_text
+from trspark.keys import PREFIX, ConfigError, spark_text
 from trspark.live.config import check_settings, option_settings, unchecked_option_settings
 from trspark.live.sizing import sql_settings
 
@@ -54,7 +55,22 @@ def spark_conf(**options: Any) -> dict[str, str]:
     ``spark.trspark.python`` (this interpreter, so the engine runs with the trspark the user
     imported, unless ``python=`` is given) and the validated options.
     """
-    return _with_plugin(option_settings(**options), default_python=True)
+    given = option_settings(**options)
+    _check_python(given)
+    return _with_plugin(given, default_python=True)
+
+
+def _check_python(given: dict[str, str]) -> None:
+    """Refuse a ``python=`` that names no executable file here and no command on ``PATH``.
+
+    The plugin runs it (a path, or a name the JVM looks up on ``PATH``) only once Spark has started;
+    a bad one then shows only in the driver's log, and the application runs without its engine
+    (always-checkpoint). Checked here, the mistake is one exception at the call that made it.
+    """
+    python = given.get(PYTHON_KEY)
+    if python and shutil.which(python) is None:
+        raise ConfigError(f"python={python!r} ({PYTHON_KEY}) is neither an executable file nor a command on "
+                          f"PATH; give the interpreter that runs the engine, e.g. python={sys.executable!r}")
 
 
 def _with_plugin(given: dict[str, str], *, default_python: bool) -> dict[str, str]:
@@ -82,7 +98,9 @@ def configure(target: T, **options: Any) -> T:
     ``target`` does not set it already, from every ``spark.trspark.*`` setting ``target`` then holds.
     """
     get, put, items = _accessors(target)
-    settings = _with_plugin(unchecked_option_settings(**options), default_python=not get(PYTHON_KEY))
+    given = unchecked_option_settings(**options)
+    _check_python(given)
+    settings = _with_plugin(given, default_python=not get(PYTHON_KEY))
     # The target's own settings with the options over them are checked once, as a whole, before any is
     # written, so a call that raises leaves the target as it was. A dict may hold Python values
     # (True, 2, None): they are checked spelled as Spark will read them.
