@@ -2,7 +2,7 @@
 
 Reads Spark's JSON-lines event log as Spark writes it -- plain, or compressed with zstd (Spark 4's
 default event-log codec), lz4 (Spark's ``LZ4Block`` stream) or gzip -- a single file or a rolling
-log directory (``eventlog_v2_*`` holding ``events_*`` files).
+log directory (``eventlog_v2_*`` holding ``events_*`` files; one of them stands for the whole directory).
 
 What is taken from the log:
 

@@ -6,6 +6,7 @@ import gzip
 from pathlib import Path
 
 import pytest
+import zstandard
 from lz4_stream import END_MARK, lz4_block_stream
 
 from simulators.eventlog import load_eventlog
@@ -108,3 +109,24 @@ def test_a_rolling_logs_newest_part_that_begins_with_a_half_written_event_is_rea
     assert list(read_events(rolling)) == list(read_events(PLAIN))
     with pytest.raises(EventLogError, match="is unfinished"):
         list(read_events(rolling, unfinished_last_line=False))
+
+
+def test_one_part_of_a_rolling_log_cut_between_jobs_stands_for_the_whole_log(tmp_path: Path) -> None:
+    """Rolled over between two jobs, the first part alone would read as an application of one job."""
+    lines = PLAIN.read_bytes().splitlines(keepends=True)
+    first_end = next(i for i, line in enumerate(lines) if b'"SparkListenerJobEnd"' in line)
+    second_start = next(i for i, line in enumerate(lines) if b'"SparkListenerJobStart"' in line and i > first_end)
+    rolling = tmp_path / "eventlog_v2_app-1"
+    rolling.mkdir()
+    (rolling / "events_1_app-1").write_bytes(b"".join(lines[:second_start]))
+    (rolling / "events_2_app-1.zstd").write_bytes(zstandard.compress(b"".join(lines[second_start:])))
+    (rolling / "appstatus_app-1").write_bytes(b"")
+    whole = load_eventlog(PLAIN)
+    for part in sorted(rolling.glob("events_*")):
+        assert list(read_events(part)) == list(read_events(PLAIN))
+        replay = load_eventlog(part)
+        assert (replay.job.num_tasks, replay.recorded_seconds) == (whole.job.num_tasks, whole.recorded_seconds)
+    elsewhere = tmp_path / "copied" / "events_1_app-1"  # a part taken out of its log is all there is
+    elsewhere.parent.mkdir()
+    elsewhere.write_bytes((rolling / "events_1_app-1").read_bytes())
+    assert load_eventlog(elsewhere).job.num_tasks < whole.job.num_tasks

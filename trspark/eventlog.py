@@ -1,7 +1,7 @@
 """Streaming reader of Spark event logs: plain, zstd, lz4 (``LZ4Block``) or gzip, a single file or rolling.
 
 A rolling log is a directory ``eventlog_v2_<app>/`` of ``events_<n>_<app>[.<codec>]`` parts read
-in ``n`` order. The codec is recognised by the file's first bytes, not its name, and every part
+in ``n`` order; one of its parts stands for the whole log. The codec is recognised by the file's first bytes, not its name, and every part
 is decompressed as a stream, so a long application's log is never held in memory whole.
 ``trspark report`` and the simulator's ``whatif`` replay both read logs through :func:`read_events`.
 """
@@ -132,7 +132,13 @@ def partition_of(task_info: dict[str, Any]) -> int:
 
 
 def parts(path: Path) -> list[Path]:
-    """The files of the log at ``path``, in order."""
+    """The files of the log at ``path``, in order; every part of a rolling log when ``path`` is one of them.
+
+    A part read alone would pass for a whole log when Spark rolled it over between two jobs: the
+    application would seem to end there, with the jobs of the later parts never run.
+    """
+    if path.is_file() and (rolling := _rolling_log_of(path)) is not None:
+        path = rolling
     if path.is_dir():
         numbered = [(int(m.group(1)), p) for p in path.iterdir() if (m := re.match(r"events_(\d+)_", p.name))]
         if not numbered:
@@ -141,6 +147,17 @@ def parts(path: Path) -> list[Path]:
     if not path.is_file():
         raise EventLogError(f"{path}: no such file")
     return [path]
+
+
+def _rolling_log_of(part: Path) -> Path | None:
+    """The directory ``eventlog_v2_<app>`` that ``part``, named ``events_<n>_<app>[.<codec>]``, lies in; else None.
+
+    Spark spells ``<app>`` (the application id, and its attempt's) without dots, so a dot starts the codec.
+    """
+    named = re.fullmatch(r"events_\d+_([^.]+)(\..*)?", part.name)
+    if named is None or part.parent.name != f"eventlog_v2_{named.group(1)}":
+        return None
+    return part.parent
 
 
 def _logs_in(folder: Path) -> str:

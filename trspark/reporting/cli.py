@@ -35,8 +35,8 @@ def _prices(values: tuple[str, ...]) -> dict[str, float]:
 @click.option("--price", "prices", multiple=True, metavar="POOL=USD_PER_HOUR",
               help="Executor price of a pool (repeat per pool); adds the cost to the summary.")
 def report(eventlog: str, out_dir: str, prices: tuple[str, ...]) -> None:
-    """Summarise what trspark did in the application of EVENTLOG (a Spark event log: a file or a
-    rolling log's directory; plain, zstd, lz4 or gzip)."""
+    """Summarise what trspark did in the application of EVENTLOG (a Spark event log: a file, or a
+    rolling log's directory or any of its parts, which stands for the whole; plain, zstd, lz4 or gzip)."""
     parsed = _prices(prices)
     try:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
