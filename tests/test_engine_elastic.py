@@ -26,7 +26,8 @@ from trspark.engine.state import JobState
 from trspark.engine.views import observed_lifetime
 from trspark.keys import ConfigError
 from trspark.live.config import from_spark_conf
-from trspark.live.history import HistoryObserver, HistoryStore, LifetimeRecorder
+from trspark.live.history import HistoryStore
+from trspark.live.recorder import HistoryObserver, LifetimeRecorder
 
 IDLE = 3.0
 

@@ -630,7 +630,7 @@ def test_a_released_executor_takes_no_task_until_it_is_gone() -> None:
 
 def test_a_released_executor_lived_until_its_deadline() -> None:
     from trspark.engine.views import observed_lifetime
-    from trspark.live.history import HistoryObserver
+    from trspark.live.recorder import HistoryObserver
 
     state = JobState()
     for event in add_executors(["a", "b", "c"], time=2.0):

@@ -16,10 +16,10 @@ from trspark.live.history import (
     HistoryError,
     HistoryStore,
     LifetimeRecord,
-    LifetimeRecorder,
     check_url,
     fit_lifetime,
 )
+from trspark.live.recorder import LifetimeRecorder
 
 TRUE_SHAPE, TRUE_SCALE = 1.5, 600.0
 TRUE_MEAN = float(stats.weibull_min(TRUE_SHAPE, scale=TRUE_SCALE).mean())
@@ -114,7 +114,8 @@ def test_store_on_azurite(azurite, monkeypatch):
 
 def test_observer_records_evicted_and_censored_from_engine_events(tmp_path):
     from trspark.engine.events import ExecutorAdded, ExecutorLost, TaskStarted
-    from trspark.live.history import HistoryObserver, prior_from_history
+    from trspark.live.history import prior_from_history
+    from trspark.live.recorder import HistoryObserver
 
     store = HistoryStore(str(tmp_path))
     obs = HistoryObserver(LifetimeRecorder(store, pool="p", app_id="app-1"))
@@ -280,7 +281,7 @@ class HungStore:
 
 def test_a_hung_store_never_holds_up_the_engine_and_gets_every_record_in_the_end() -> None:
     from trspark.engine.events import ExecutorAdded, ExecutorLost
-    from trspark.live.history import HistoryObserver
+    from trspark.live.recorder import HistoryObserver
 
     store = HungStore()
     observer = HistoryObserver(LifetimeRecorder(store, pool="p", app_id="a", background=True))  # type: ignore[arg-type]
@@ -298,14 +299,14 @@ def test_a_hung_store_never_holds_up_the_engine_and_gets_every_record_in_the_end
 def test_a_store_that_never_answers_delays_the_end_only_within_the_plugins_grace(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     from trspark.engine.events import ExecutorAdded
-    from trspark.live import history
-    from trspark.live.history import HistoryObserver
+    from trspark.live import recorder
+    from trspark.live.recorder import HistoryObserver
 
     # The plugin stops an engine that has not ended StopGraceS seconds after the socket closed.
     scala = (Path(__file__).parents[1] / "jvm-shim/src/main/scala/org/apache/spark/trspark/EngineBridge.scala").read_text()
     grace = float(re.search(r"val StopGraceS = (\d+)L", scala).group(1))  # type: ignore[union-attr]
-    assert grace > history.FINISH_WAIT_SECONDS
-    monkeypatch.setattr(history, "FINISH_WAIT_SECONDS", 0.2)
+    assert grace > recorder.FINISH_WAIT_SECONDS
+    monkeypatch.setattr(recorder, "FINISH_WAIT_SECONDS", 0.2)
     store = HungStore()
     observer = HistoryObserver(LifetimeRecorder(store, pool="p", app_id="a", background=True))  # type: ignore[arg-type]
     observer(ExecutorAdded(0.0, "1"))

@@ -76,7 +76,8 @@ def event_observers(config: TRConfig, app_id: str) -> list[EventObserver]:
     """
     if not config.history_url:
         return []
-    from trspark.live.history import HistoryObserver, HistoryStore, LifetimeRecorder
+    from trspark.live.history import HistoryStore
+    from trspark.live.recorder import HistoryObserver, LifetimeRecorder
 
     store = HistoryStore(config.history_url)
     recorder = LifetimeRecorder(store, pool=config.pool, app_id=app_id or "unknown-app", background=True)

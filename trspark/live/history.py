@@ -14,8 +14,9 @@ one JSON object per line: ``{"pool", "app_id", "executor_id", "duration", "obser
 (``duration`` in seconds). Readers take the union of all parts, so nothing already written is
 ever rewritten or lost, and concurrent applications never collide.
 
-When the store cannot be reached at run time the recorder keeps the records in memory, warns
-once, and retries on the next flush; start-up validation (:func:`check_url`) fails fast instead.
+The application's records are written by :mod:`trspark.live.recorder`. When the store cannot be
+reached at run time the recorder keeps the records in memory, warns once, and retries on the next
+flush; start-up validation (:func:`check_url`) fails fast instead.
 """
 
 from __future__ import annotations
@@ -24,9 +25,8 @@ import json
 import logging
 import math
 import os
-import threading
 import uuid
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
@@ -34,7 +34,6 @@ import fsspec
 import numpy as np
 
 from cost_model.lifetimes import LifetimeModel, from_spec
-from trspark.engine.events import ExecutorAdded, ExecutorLost, ExecutorNotice
 from trspark.keys import is_pool_name
 
 log = logging.getLogger(__name__)
@@ -43,10 +42,6 @@ log = logging.getLogger(__name__)
 MIN_EVENTS_PARAMETRIC = 5
 #: At least this many observed evictions: Kaplan--Meier (no shape assumed) instead of Weibull.
 MIN_EVENTS_NONPARAMETRIC = 30
-#: Seconds the engine waits at the application's end for the last records to be written. The
-#: plugin gives it 10 s to end on its own once the socket is closed (``EngineBridge.StopGraceS``),
-#: then stops it: the wait and its warning must fit in that.
-FINISH_WAIT_SECONDS = 8.0
 
 
 @dataclass(frozen=True)
@@ -168,128 +163,6 @@ def _safe(name: str) -> str:
     return "_" + safe[1:] if safe.startswith(".") else safe or "_"
 
 
-class LifetimeRecorder:
-    """Collects executor lifetimes of one application and flushes them to a :class:`HistoryStore`.
-
-    Feed it :meth:`executor_added`, :meth:`executor_lost` and :meth:`finish`. Records that could
-    not be written stay pending (warned once) and are retried on every later flush. With
-    ``background``, each loss's flush runs on a writer thread of its own: the engine calls this
-    before it answers an event, and a slow or hung store must not delay that answer past
-    ``spark.trspark.engine.timeout`` (the plugin would fall back to copying everything).
-    """
-
-    def __init__(self, store: HistoryStore | None, *, pool: str, app_id: str, background: bool = False) -> None:
-        self.store = store
-        self.pool = pool
-        self.app_id = app_id
-        self._started: dict[str, float] = {}
-        self._pools: dict[str, str] = {}
-        self.pending: list[LifetimeRecord] = []
-        self.written = 0
-        self._warned = False
-        self._pending_lock = threading.Lock()  # ``pending`` is shared with the writer thread
-        self._flush_lock = threading.Lock()  # one flush at a time, so no record is written twice
-        self._writer = _Writer(self.flush) if background and store is not None else None
-
-    def executor_added(self, executor_id: str, time: float, pool: str | None = None) -> None:
-        """Start ``executor_id``'s clock (the first call wins); ``pool`` (default: the recorder's)
-        is where its lifetime is kept -- a later call may still correct it."""
-        self._started.setdefault(executor_id, time)
-        self._pools[executor_id] = pool or self.pool
-
-    def executor_lost(self, executor_id: str, time: float, *, evicted: bool) -> None:
-        start = self._started.pop(executor_id, None)
-        if start is None:
-            return
-        pool = self._pools.pop(executor_id, self.pool)
-        with self._pending_lock:
-            self.pending.append(LifetimeRecord(pool, self.app_id, executor_id, max(time - start, 0.0), evicted))
-        if self._writer is not None:
-            self._writer.wake()
-        else:
-            self.flush()
-
-    def finish(self, time: float, timeout: float | None = None) -> None:
-        """End of the application: every executor still alive is a right-censored observation.
-        Waits at most ``timeout`` seconds (default :data:`FINISH_WAIT_SECONDS`) for a background
-        writer to write everything."""
-        if timeout is None:
-            timeout = FINISH_WAIT_SECONDS
-        with self._pending_lock:
-            for executor_id, start in sorted(self._started.items()):
-                pool = self._pools.pop(executor_id, self.pool)
-                self.pending.append(LifetimeRecord(pool, self.app_id, executor_id, max(time - start, 0.0), False))
-        self._started.clear()
-        if self.store is None:
-            return
-        if self._writer is None:
-            self.flush()
-        elif not self._writer.stop(timeout):
-            log.warning("lifetime history store %s gave no answer within %g s; %d record(s) not written",
-                        self.store.url, timeout, len(self.pending))
-            return
-        with self._pending_lock:
-            lost = len(self.pending)
-        if lost:  # the last flush failed: nothing will retry it
-            log.warning("lifetime history store %s did not take the application's last %d record(s); not written",
-                        self.store.url, lost)
-
-    def flush(self) -> bool:
-        """Write every pending record, one part per pool; True when none is left pending."""
-        with self._flush_lock:
-            with self._pending_lock:
-                batch = list(self.pending)
-            if self.store is None or not batch:
-                return not batch
-            for pool in sorted({r.pool for r in batch}):
-                group = [r for r in batch if r.pool == pool]
-                try:
-                    self.store.append(group)
-                except Exception as exc:  # keep the records; the store may come back
-                    if not self._warned:
-                        log.warning(
-                            "lifetime history store %s unreachable (%s: %s); keeping %d record(s) and retrying",
-                            self.store.url, type(exc).__name__, exc, len(batch),
-                        )
-                        self._warned = True
-                    return False
-                self.written += len(group)
-                done = {id(r) for r in group}
-                with self._pending_lock:
-                    self.pending = [r for r in self.pending if id(r) not in done]
-            return True
-
-
-class _Writer:
-    """Runs ``flush`` on a daemon thread each time it is woken, and once more when stopped."""
-
-    def __init__(self, flush: Callable[[], object]) -> None:
-        self._flush = flush
-        self._wake = threading.Event()
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="trspark-history-writer", daemon=True)
-        self._thread.start()
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def stop(self, timeout: float) -> bool:
-        """Flush what is pending and end the thread; False if that took longer than ``timeout`` s."""
-        self._stopping = True
-        self._wake.set()
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    def _run(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            stopping = self._stopping  # read before the flush: a stop during it gets one more flush
-            self._flush()
-            if stopping:
-                return
-
-
 @dataclass(frozen=True)
 class FitResult:
     model: LifetimeModel
@@ -329,43 +202,6 @@ def fit_lifetime(records: Iterable[LifetimeRecord], configured: str | LifetimeMo
     data = stats.CensoredData(uncensored=durations[observed], right=durations[~observed])
     shape, _, scale = stats.weibull_min.fit(data, floc=0)
     return FitResult(Weibull(shape=float(shape), scale=float(scale)), "weibull", events, censored)
-
-
-class HistoryObserver:
-    """Engine-side event observer that records executor lifetimes of one live application.
-
-    ``ExecutorAdded`` starts an executor's clock; ``ExecutorLost`` with reason ``evicted`` is an
-    observed lifetime, any other reason a censored one -- except after a termination notice: an
-    executor that left early (released by the engine, decommissioned) would have been evicted at
-    the notice's deadline, so that is its observed lifetime (as in the engine's own fits,
-    :func:`trspark.engine.views.observed_lifetime`). :meth:`close` (end of the engine session)
-    censors every executor still alive at the last event time.
-    """
-
-    def __init__(self, recorder: LifetimeRecorder) -> None:
-        self.recorder = recorder
-        self.last_time = 0.0
-        self._deadlines: dict[str, float] = {}
-
-    def __call__(self, event: object) -> None:
-        time = getattr(event, "time", None)
-        if isinstance(time, int | float):
-            self.last_time = max(self.last_time, float(time))
-        if isinstance(event, ExecutorAdded):
-            start = event.vm_started if event.vm_started is not None else event.time
-            # "default" is the protocol's "no pool named": the recorder's own pool then.
-            self.recorder.executor_added(event.executor_id, start, None if event.pool == "default" else event.pool)
-        elif isinstance(event, ExecutorNotice) and event.kind == "notice":
-            self._deadlines[event.executor_id] = event.deadline
-        elif isinstance(event, ExecutorLost):
-            deadline = self._deadlines.pop(event.executor_id, None)
-            if deadline is not None and event.reason != "evicted":
-                self.recorder.executor_lost(event.executor_id, max(deadline, event.time), evicted=True)
-            else:
-                self.recorder.executor_lost(event.executor_id, event.time, evicted=event.reason == "evicted")
-
-    def close(self) -> None:
-        self.recorder.finish(self.last_time)
 
 
 class Prior(NamedTuple):
