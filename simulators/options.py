@@ -16,7 +16,8 @@ from typing import Any, NoReturn
 import click
 
 from trspark.engine.settings import TRConfig
-from trspark.keys import ConfigError, key_for_option, parse_bandwidth, parse_value, validate
+from trspark.keys import ConfigError, key_for_option, parse_value, validate
+from trspark.setting_parsers import parse_bandwidth
 
 F = Callable[..., Any]
 

@@ -34,7 +34,7 @@ import fsspec
 import numpy as np
 
 from cost_model.lifetimes import LifetimeModel, from_spec
-from trspark.keys import is_pool_name
+from trspark.setting_parsers import is_pool_name
 
 log = logging.getLogger(__name__)
 
