@@ -126,6 +126,8 @@ def test_an_option_given_as_none_is_left_unset(fake_jar: str) -> None:
         ({"remote_path": "/mnt/backups"}, "spark.trspark.remote.path='/mnt/backups' is not valid (a URL with a scheme"),
         ({"notice_signal": "PRW"}, "spark.trspark.notice.signal='PRW' is not valid; allowed: none or a signal name: ALRM"),
         ({"notice_signal": "KILL"}, "spark.trspark.notice.signal='KILL' is not valid"),
+        # Parsed by both checks, but every executor's poll would fail: "port out of range".
+        ({"notice_url": "http://169.254.169.254:99999"}, "spark.trspark.notice.url='http://169.254.169.254:99999' is not valid"),
         ({"pool_lifetimes": "spot=stable"}, "pool_lifetimes='spot=stable' is not valid; allowed: a mapping"),
         # Each value allowed by its key, but no finite time grid for the engine.
         ({"lifetime": "deterministic:at=1e308"}, "these spark.trspark settings leave the engine unable to start"),

@@ -142,10 +142,17 @@ def open_fraction(raw: str) -> float:
 
 
 def http_url(raw: str) -> str:
-    """An ``http(s)://host[:port]`` base URL without a trailing slash, or empty (= the default)."""
+    """An ``http(s)://host[:port]`` base URL without a trailing slash, or empty (= the default).
+
+    The port is checked as the executors read it, ``{executorId}`` as ``0``: a port out of range
+    would otherwise fail every poll of every executor, with no notice ever seen.
+    """
     text = raw.strip().rstrip("/")
-    if text and (urlsplit(text).scheme not in ("http", "https") or not urlsplit(text).hostname):
-        raise ValueError
+    if text:
+        parts = urlsplit(text.replace("{executorId}", "0"))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError
+        _ = parts.port  # raises ValueError for a port outside 0..65535 or not a number
     return text
 
 

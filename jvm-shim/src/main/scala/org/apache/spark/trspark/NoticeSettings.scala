@@ -57,8 +57,9 @@ object NoticeSettings {
     if (!Sources.contains(source)) fail("source", rawSource, Sources.mkString(" | "))
     val rawUrl = conf.get(Prefix + "url", "").trim
     val url = if (rawUrl.isEmpty) defaultUrl(source) else {
+      // URI takes any port number; the executors' connections refuse one above 65535 at every poll.
       val ok = Try(new URI(rawUrl.replace(ExecutorIdToken, "0"))).toOption
-        .exists(u => Set("http", "https").contains(u.getScheme) && u.getHost != null)
+        .exists(u => Set("http", "https").contains(u.getScheme) && u.getHost != null && u.getPort <= 65535)
       if (!ok) fail("url", rawUrl, "an http:// base URL, e.g. http://169.254.169.254 (empty = the cloud's default)")
       rawUrl.stripSuffix("/")
     }
