@@ -379,3 +379,22 @@ def test_a_stable_shared_lifetime_is_kept_whatever_the_pools_history(tmp_path: P
     HistoryStore(url).append(_weibull_records(20, seed=13))
     assert with_history_prior(TRConfig(history_url=url, pool="pool-a", lifetime="stable")).lifetime == "stable"
     assert with_history_prior(TRConfig(history_url=url, pool="pool-a")).lifetime.startswith("weibull:")
+
+
+def test_a_history_no_model_fits_leaves_the_configured_model_and_the_engine_starts(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from trspark.engine.settings import TRConfig
+    from trspark.live.config import build_policy
+    from trspark.live.engine_process import with_history_prior
+
+    url = str(tmp_path / "hist")
+    # Valid records each (finite, >= 0), but the Weibull fit's scale overflows: no model to build.
+    damaged = [LifetimeRecord(pool, "a", str(i), 1e308 if i == 0 else 0.0, True) for pool in ("p", "q") for i in range(5)]
+    HistoryStore(url).append([r for r in damaged if r.pool == "p"])
+    HistoryStore(url).append([r for r in damaged if r.pool == "q"])
+    config = TRConfig(history_url=url, pool="p", lifetime="exponential:mean=100")
+    with caplog.at_level(logging.WARNING, logger="trspark.live"):
+        started = with_history_prior(config)
+    assert started.lifetime == "exponential:mean=100" and started.pool_lifetimes == ()
+    build_policy(started)
+    assert sum("cannot be fitted" in m for m in caplog.messages) == 2

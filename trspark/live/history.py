@@ -236,8 +236,10 @@ def priors_of_other_pools(url: str, known: Collection[str], configured: str) -> 
                                f"other pools use {configured}"], reachable=False)
     fitted, accounts = [], []
     for folder, records in found:
-        fit = fit_lifetime(records, configured)
         pool = records[0].pool if records else folder
+        fit = _fitted(records, configured, pool)
+        if fit is None:
+            continue
         accounts.append(_account(pool, len(records), fit))
         if fit.method != "configured" and is_pool_name(pool):
             fitted.append((pool, fit.model.spec()))
@@ -255,8 +257,21 @@ def prior_from_history(url: str, pool: str, configured: str) -> Prior:
     except Exception as exc:  # the store is optional at run time
         return Prior(configured, f"lifetime history {url} unreachable ({type(exc).__name__}: {exc}); using {configured}",
                      reachable=False)
-    fit = fit_lifetime(records, configured)
+    fit = _fitted(records, configured, pool)
+    if fit is None:
+        return Prior(configured, f"lifetime model for pool {pool!r}: the configured {configured}")
     return Prior(fit.model.spec(), _account(pool, len(records), fit))
+
+
+def _fitted(records: list[LifetimeRecord], configured: str, pool: str) -> FitResult | None:
+    """:func:`fit_lifetime`, or None with a warning: records no model fits (a damaged store) must
+    leave the configured model, not stop the engine of every later application of the pool."""
+    try:
+        return fit_lifetime(records, configured)
+    except Exception as exc:  # an overflowing scale, a fit that does not converge
+        log.warning("lifetime history of pool %r: %d record(s) cannot be fitted (%s: %s); using %s",
+                    pool, len(records), type(exc).__name__, exc, configured)
+        return None
 
 
 def _account(pool: str, records: int, fit: FitResult) -> str:
