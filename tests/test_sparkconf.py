@@ -123,6 +123,10 @@ def test_an_option_given_as_none_is_left_unset(fake_jar: str) -> None:
         ({"period": "1_0"}, "spark.trspark.period='1_0' is not valid"),
         ({"backup_throttle": "5_0m"}, "spark.trspark.backup.throttle='5_0m' is not valid"),
         ({"recursion_depth": "1_0"}, "spark.trspark.recursionDepth='1_0' is not valid"),
+        # Python reads other scripts' digits and spaces too; the JVM refuses them at start-up.
+        ({"period": "\uff11\uff10"}, "spark.trspark.period='\uff11\uff10' is not valid"),
+        ({"engine_timeout": "5\u3000"}, "spark.trspark.engine.timeout='5\\u3000' is not valid"),
+        ({"backup_throttle": "\u0665m"}, "spark.trspark.backup.throttle='\u0665m' is not valid"),
         ({"remote_path": "/mnt/backups"}, "spark.trspark.remote.path='/mnt/backups' is not valid (a URL with a scheme"),
         ({"notice_signal": "PRW"}, "spark.trspark.notice.signal='PRW' is not valid; allowed: none or a signal name: ALRM"),
         ({"notice_signal": "KILL"}, "spark.trspark.notice.signal='KILL' is not valid"),

@@ -28,8 +28,9 @@ def choice(*options: str) -> Callable[[str], str]:
 
 
 def java_number(raw: str) -> str:
-    """``raw`` unless the plugin's JVM would not read it as a number: Python takes ``1_0``, Java does not."""
-    if "_" in raw:
+    """``raw`` unless the plugin's JVM would not read it as a number: Python takes ``1_0``, other
+    scripts' digits (``１０``) and spaces (U+3000), Java does not."""
+    if "_" in raw or not raw.isascii():
         raise ValueError
     return raw
 
