@@ -104,10 +104,16 @@ class HistoryStore:
         name = f"part-{self._seq:06d}-{self._token}.jsonl"
         body = "".join(json.dumps(asdict(r), separators=(",", ":")) + "\n" for r in records)
         # Write under a temporary name, then move: a reader never sees a half-written part.
-        tmp = f"{folder}/_tmp-{name}"
+        tmp, part = f"{folder}/_tmp-{name}", f"{folder}/{name}"
         with fs.open(tmp, "w") as fh:
             fh.write(body)
-        fs.mv(tmp, f"{folder}/{name}")
+        try:
+            fs.mv(tmp, part)
+        except Exception:
+            # An object store moves by copy, then delete: if only the delete failed the part is in
+            # place, and raising would have the recorder write its records twice.
+            if not fs.exists(part):
+                raise
 
     def pools(self) -> list[str]:
         """The pools with records in the store (their folder names), sorted."""
