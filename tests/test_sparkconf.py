@@ -127,6 +127,10 @@ def test_an_option_given_as_none_is_left_unset(fake_jar: str) -> None:
         ({"period": "\uff11\uff10"}, "spark.trspark.period='\uff11\uff10' is not valid"),
         ({"engine_timeout": "5\u3000"}, "spark.trspark.engine.timeout='5\\u3000' is not valid"),
         ({"backup_throttle": "\u0665m"}, "spark.trspark.backup.throttle='\u0665m' is not valid"),
+        # Python's strip() takes other spaces off too; the JVM's trim() only ASCII blanks and controls.
+        ({"mode": "tr\u3000"}, "spark.trspark.mode='tr\\u3000' is not valid"),
+        ({"pool": "spot\xa0"}, "spark.trspark.pool='spot\\xa0' is not valid"),
+        ({"notice_signal": "\u2003PWR"}, "spark.trspark.notice.signal='\\u2003PWR' is not valid"),
         ({"remote_path": "/mnt/backups"}, "spark.trspark.remote.path='/mnt/backups' is not valid (a URL with a scheme"),
         ({"notice_signal": "PRW"}, "spark.trspark.notice.signal='PRW' is not valid; allowed: none or a signal name: ALRM"),
         ({"notice_signal": "KILL"}, "spark.trspark.notice.signal='KILL' is not valid"),

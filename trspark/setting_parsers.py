@@ -15,11 +15,20 @@ POOL_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY
 POOL_NAME_RULE = "letters, digits, _, - and . (not first)"
 
 
+_JAVA_BLANKS = "".join(map(chr, range(0x21)))
+
+
+def java_trim(raw: str) -> str:
+    """``raw`` trimmed as the plugin's JVM trims it (``String.trim``: ASCII blanks and controls only),
+    so that a value this check takes is the value the plugin reads."""
+    return raw.strip(_JAVA_BLANKS)
+
+
 def choice(*options: str) -> Callable[[str], str]:
     """A parser of one of ``options``, in any case and spacing; gives it in lower case."""
 
     def parse(raw: str) -> str:
-        value = raw.strip().lower()
+        value = java_trim(raw).lower()
         if value not in options:
             raise ValueError
         return value
@@ -83,12 +92,12 @@ def lifetime_spec(raw: str) -> str:
 
 def stripped(raw: str) -> str:
     """Any text, without the spaces around it."""
-    return raw.strip()
+    return java_trim(raw)
 
 
 def filesystem_url(raw: str) -> str:
     """A URL with a scheme (``file:///mnt/b``, ``s3a://bucket/p``), or empty (= the default); as the plugin checks it."""
-    text = raw.strip()
+    text = java_trim(raw)
     if text and not urlsplit(text).scheme:
         raise ValueError("a URL with a scheme, e.g. file:///mnt/backups")
     return text
@@ -96,7 +105,7 @@ def filesystem_url(raw: str) -> str:
 
 def pool_name(raw: str) -> str:
     """A pool name (:func:`is_pool_name`)."""
-    text = raw.strip()
+    text = java_trim(raw)
     if not is_pool_name(text):
         raise ValueError
     return text
@@ -148,7 +157,7 @@ def http_url(raw: str) -> str:
     The port is checked as the executors read it, ``{executorId}`` as ``0``: a port out of range
     would otherwise fail every poll of every executor, with no notice ever seen.
     """
-    text = raw.strip().rstrip("/")
+    text = java_trim(raw).rstrip("/")
     if text:
         parts = urlsplit(text.replace("{executorId}", "0"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -166,7 +175,7 @@ SIGNALS = ("ALRM", "CONT", "HUP", "INT", "IO", "PIPE", "POLL", "PROF", "PWR", "S
 
 def signal_name(raw: str) -> str:
     """A POSIX signal name as the JVM spells it (``PWR`` for ``SIGPWR``), or ``none``."""
-    text = raw.strip().upper().removeprefix("SIG")
+    text = java_trim(raw).upper().removeprefix("SIG")
     if text == "NONE":
         return "none"
     if text not in SIGNALS:
