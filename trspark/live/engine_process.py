@@ -122,6 +122,23 @@ def with_history_prior(config: TRConfig) -> TRConfig:
     return config.with_options(lifetime=spec, pool_lifetimes=tuple(sorted([*pools, *others.fitted])))
 
 
+def policy_with_history(config: TRConfig) -> tuple[TRConfig, Policy]:
+    """The policy of ``config`` with its lifetimes fitted to the history (:func:`with_history_prior`).
+
+    Lifetimes fitted to a damaged store may leave no policy to build (an infinite mean): then the
+    configured ones, with a warning, for a bad history must not cost the application its engine.
+    """
+    fitted = with_history_prior(config)
+    if fitted == config:
+        return config, build_policy(config)
+    try:
+        return fitted, build_policy(fitted)
+    except (ValueError, ArithmeticError) as exc:
+        log.warning("the lifetimes fitted to the history leave the engine unable to start (%s); "
+                    "using the configured ones", exc)
+        return config, build_policy(config)
+
+
 def _logged(account: str, reachable: bool) -> bool:
     """Log a history account, with a warning when the store was unreachable; returns ``reachable``."""
     (log.info if reachable else log.warning)("%s", account)
@@ -180,8 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         host, port = parse_address(args.connect)
         token, config, app_id = read_settings(os.environ)
-        config = with_history_prior(config)
-        policy = build_policy(config)
+        config, policy = policy_with_history(config)
     except (StartupError, ValueError, ArithmeticError) as exc:
         # make_policy raises ValueError naming the mode and the policies that exist.
         print(f"trspark engine: {exc}", file=sys.stderr)
