@@ -7,7 +7,8 @@ import uuid
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
-from trspark.live.history import HistoryStore, LifetimeRecorder
+from trspark.live.history import HistoryStore
+from trspark.live.recorder import LifetimeRecorder
 
 
 def test_a_part_whose_temporary_copy_could_not_be_deleted_is_written_once(monkeypatch: pytest.MonkeyPatch) -> None:
