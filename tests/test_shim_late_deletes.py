@@ -4,7 +4,9 @@
 A map output's remote copy always has the same path, and the driver deletes a copy it no longer
 wants on its store thread, which can be busy for seconds with other deletes: a newer copy of the
 same output written meanwhile must survive that delete. A peer copy sends its data block first,
-so one cancelled after that block landed leaves files on the peer: the peer must delete them.
+so one cancelled after that block landed leaves files on the peer: the peer must delete them. A
+remote copy commits its data file first, so one that fails after that must not leave the file in
+the store.
 
 Which copy ran first is known without sleeps: an executor runs the copies handed to it one at a
 time, in order, so once a later copy from the same executor is done, the earlier one has ended.
@@ -17,6 +19,7 @@ import os
 import threading
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 import test_shim_commands
@@ -133,3 +136,34 @@ def test_a_peer_copy_cancelled_after_its_data_block_landed_leaves_no_file_on_the
     wait_for(lambda: len(data_files(cluster, shuffle, map_a)) == 1, what="no copy of the output left on the peer")
     assert data_files(cluster, shuffle, map_a) == [path]
     assert cluster.stat("backups_done") == done + 1
+
+
+def store_dir(cluster: Cluster, shuffle: int, name: str) -> Path:
+    """The store's directory for the file ``name`` of a remote copy (Spark's fallback-storage layout)."""
+    bucket = cluster.sc._jvm.org.apache.spark.network.util.JavaUtils.nonNegativeHash(name)
+    return Path(cluster.root) / cluster.app_id / str(shuffle) / str(bucket)
+
+
+def test_a_remote_copy_that_fails_after_committing_its_data_file_leaves_nothing_in_the_store(cluster: Cluster) -> None:
+    """A file stands where the store needs the directory of an output's index, so its remote copy
+    commits the data file and then fails: the driver deletes that file on its store thread (held
+    meanwhile, so the committed file is seen first)."""
+    shuffle, source, ((map_id, index), _), _ = two_outputs(cluster, "failed-remote-copy")
+    index_dir = store_dir(cluster, shuffle, f"shuffle_{shuffle}_{map_id}_0.index")
+    assert index_dir != store_dir(cluster, shuffle, f"shuffle_{shuffle}_{map_id}_0.data")
+    index_dir.parent.mkdir(parents=True, exist_ok=True)
+    index_dir.write_bytes(b"")
+    failed = cluster.stat("backups_failed")
+    busy = on_store_thread(cluster, hold=True)
+    try:
+        assert busy.started.wait(TIMEOUT), "the store thread did not take the holding step"
+        command(cluster, "Backup", shuffle_id=shuffle, map_index=index, source=source, target="remote")
+        wait_for(lambda: cluster.stat("backups_failed") > failed, what="the remote copy to fail")
+        assert [os.path.basename(p) for p in remote_files(cluster, shuffle, map_id)] == [f"shuffle_{shuffle}_{map_id}_0.data"]
+    finally:
+        busy.released.set()
+    drained = on_store_thread(cluster, hold=False)
+    assert drained.started.wait(TIMEOUT), "the store thread did not run the steps queued before it"
+    index_dir.unlink()
+    assert remote_files(cluster, shuffle, map_id) == []
+    assert cluster.backups_ended()

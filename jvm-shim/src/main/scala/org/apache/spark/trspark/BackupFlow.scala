@@ -188,6 +188,34 @@ trait BackupFlow extends RemoteDeletes {
     }
   }
 
+  /**
+   * An executor reports a copy that ended without a commit: failed, read back damaged, or (a peer
+   * copy) stopped on a cancel. Counted once: a backup the driver already ended (its target was
+   * lost, or it was cancelled) is not counted again. What the copy wrote is deleted.
+   */
+  protected def copyFailed(failed: BackupFailedMsg): Unit = {
+    val task = failed.task
+    val counted = synchronized {
+      val stillOpen = running.get(failed.executorId).exists(_.remove(task))
+      // A remote copy may have committed its data file before it failed (one read back damaged
+      // its writer deleted). Queued before the failure is counted, so a copy asked for again
+      // waits for this delete (RemoteDeletes); an open copy is its output's only remote one.
+      if (task.target == Target.Remote && !failed.rejected) {
+        if (stillOpen) deleteRemoteCopy(task.shuffleId, task.mapId) else dropStaleCopy(task, failed.executorId)
+      }
+      stillOpen
+    }
+    if (counted) {
+      if (failed.rejected) remoteRejected(task, failed.executorId, failed.reason)
+      else {
+        if (task.target == Target.Remote && !failed.sourceMissing) storeFailed(failed.reason)
+        backupFailed(task, failed.executorId, failed.reason, failed.sourceMissing)
+      }
+    }
+    // A peer copy ended without a commit may have left its data block on the peer: its source sent it first.
+    if (task.target != Target.Remote) dropStaleCopy(task, failed.executorId)
+  }
+
   /** The executor that wrote a remote copy read it back damaged, and deleted it: it is dropped like a failed copy. */
   protected def remoteRejected(task: BackupTask, source: String, problem: String): Unit = {
     damaged("remote", problem, s"shuffle ${task.shuffleId} map ${task.mapIndex}", "not used")
@@ -323,8 +351,12 @@ trait BackupFlow extends RemoteDeletes {
    * the engine waits for it.
    */
   protected def abandonBackups(executorId: String): Unit = synchronized {
-    val fromIt = work.remove(executorId).toSeq.flatten ++ running.remove(executorId).toSeq.flatten
-    fromIt.foreach(t => backupFailed(t, executorId, s"source executor $executorId lost", sourceMissing = true))
+    val handedOut = running.remove(executorId).toSeq.flatten
+    (work.remove(executorId).toSeq.flatten ++ handedOut).foreach { t =>
+      backupFailed(t, executorId, s"source executor $executorId lost", sourceMissing = true)
+    }
+    // A remote copy cut off by the loss may have committed its data file already.
+    handedOut.filter(_.target == Target.Remote).foreach(dropStaleCopy(_, executorId))
     for ((source, queue) <- work.toSeq; t <- queue.dequeueAll(_.target == executorId)) {
       backupFailed(t, source, s"target executor $executorId lost", sourceMissing = false)
     }

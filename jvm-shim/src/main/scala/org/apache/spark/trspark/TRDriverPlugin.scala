@@ -119,19 +119,7 @@ class TRDriverPlugin extends EngineCommands {
       case done: BackupDone =>
         synchronized(running.get(done.executorId).foreach(_ -= done.task))
         backupDone(done); null
-      case failed: BackupFailedMsg =>
-        // Reported once: a backup the driver already failed (its target was lost) or cancelled is not counted again.
-        if (synchronized(running.get(failed.executorId).exists(_.remove(failed.task)))) {
-          if (failed.rejected) remoteRejected(failed.task, failed.executorId, failed.reason)
-          else {
-            if (failed.task.target == Target.Remote && !failed.sourceMissing) storeFailed(failed.reason)
-            backupFailed(failed.task, failed.executorId, failed.reason, failed.sourceMissing)
-          }
-        }
-        // A peer copy ended without a commit (failed, or stopped on a cancel) may have left its
-        // data block on the peer: its source sent it first.
-        if (failed.task.target != Target.Remote) dropStaleCopy(failed.task, failed.executorId)
-        null
+      case failed: BackupFailedMsg => copyFailed(failed); null
       case checked: PeerChecked => peerChecked(checked); null
       case notice: TerminationNotice => noticed(notice); null
       case r: RebalanceRecommendation =>
