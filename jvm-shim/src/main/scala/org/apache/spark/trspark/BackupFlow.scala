@@ -35,6 +35,8 @@ trait BackupFlow extends RemoteDeletes {
   protected val peerRound = new AtomicLong(0)
   /** Backups requested and not yet ended, by id: a report of any other is stale. */
   protected val open = mutable.HashMap.empty[Long, BackupTask]
+  /** Engine `Backup` commands repeated while the copy they ask for was open, by its id: each gets that copy's answer. */
+  protected val repeats = mutable.HashMap.empty[Long, Int]
   private val backupIds = new AtomicLong(0)
   /** Jobs started and not ended, as the listener saw them. */
   private val runningJobs = java.util.concurrent.ConcurrentHashMap.newKeySet[Int]()
@@ -142,11 +144,16 @@ trait BackupFlow extends RemoteDeletes {
     stats("backups_requested") += 1
   }
 
-  /** `task` ends as `outcome` (a counter); false, and nothing counted, if it had ended already. */
-  protected def endBackup(task: BackupTask, outcome: String): Boolean = synchronized {
-    val ended = open.remove(task.id).isDefined
-    if (ended) count(outcome)
-    ended
+  /**
+   * `task` ends as `outcome` (a counter): returns how many engine commands its end answers (its
+   * own and the [[repeats]] it took on), or 0, and nothing counted, if it had ended already.
+   */
+  protected def endBackup(task: BackupTask, outcome: String): Int = synchronized {
+    if (open.remove(task.id).isEmpty) 0
+    else {
+      count(outcome)
+      1 + repeats.remove(task.id).getOrElse(0)
+    }
   }
 
   def jobStarted(jobId: Int): Unit = runningJobs.add(jobId)
@@ -275,11 +282,13 @@ trait BackupFlow extends RemoteDeletes {
 
   private def committed(done: BackupDone): Unit = {
     val task = done.task
+    var answers = 0
     val current = synchronized {
       val record = recordOf(task)
       // The output was forgotten or re-run while its copy ran: nothing will read the copy.
       if (record.isEmpty) endBackup(task, "backups_cancelled")
-      record.filter(_ => endBackup(task, "backups_done")).map { record =>
+      answers = record.fold(0)(_ => endBackup(task, "backups_done"))
+      record.filter(_ => answers > 0).map { record =>
         if (task.target == Target.Remote) {
           record.remote = CopyState.Done
           record.remoteCrcs = (done.indexCrc, done.dataCrc)
@@ -299,7 +308,7 @@ trait BackupFlow extends RemoteDeletes {
       count(if (task.target == Target.Remote) "backups_bytes_remote" else "backups_bytes_local", done.bytes)
       obs.post(TRBackup(System.currentTimeMillis(), task.shuffleId, task.mapIndex, task.mapId, record.source,
         task.target, done.bytes, done.seconds))
-      emit(event("BlockBackedUp").put("shuffle_id", task.shuffleId).put("map_index", task.mapIndex)
+      for (_ <- 1 to answers) emit(event("BlockBackedUp").put("shuffle_id", task.shuffleId).put("map_index", task.mapIndex)
         .put("target", task.target).put("bytes", done.bytes).put("seconds", done.seconds))
     }
   }
@@ -323,8 +332,9 @@ trait BackupFlow extends RemoteDeletes {
   /** One requested backup ended without a copy; `source` is the executor it was copied from. */
   protected def backupFailed(task: BackupTask, source: String, reason: String, sourceMissing: Boolean,
       rejected: Boolean = false): Unit = {
-    val ended = synchronized {
-      endBackup(task, "backups_failed") && {
+    val answers = synchronized {
+      val ended = endBackup(task, "backups_failed")
+      if (ended > 0) {
         obs.post(TRBackupFailed(System.currentTimeMillis(), task.shuffleId, task.mapIndex, task.target, reason))
         recordOf(task).foreach { record =>
           if (task.target == Target.Remote) record.remote = CopyState.None else record.peers.remove(task.target)
@@ -337,11 +347,11 @@ trait BackupFlow extends RemoteDeletes {
             backupBuiltin(record)
           }
         }
-        true
       }
+      ended
     }
-    // A cancelled backup that failed on its way out: the policy has forgotten it already.
-    if (ended) emit(event("BackupFailed").put("shuffle_id", task.shuffleId).put("map_index", task.mapIndex)
+    // One answer per engine command it stood for; none for one cancelled before it failed (the policy forgot it).
+    for (_ <- 1 to answers) emit(event("BackupFailed").put("shuffle_id", task.shuffleId).put("map_index", task.mapIndex)
       .put("target", task.target).put("reason", reason).put("source", source).put("source_missing", sourceMissing))
   }
 

@@ -49,10 +49,27 @@ trait EngineCommands extends OutputLoss {
         }
         else if (target != Target.Remote && (!blockManagers.contains(target) || deadExecutors.contains(target))) {
           refuse(s"target executor $target lost or unknown", missing = false)
-        } else request(record, target)
+        } else if (!answeredAsCopy(record, target)) request(record, target)
       case _ => refuse("no such map output (unknown or superseded)", missing = true)
     }
   }
+
+  /**
+   * A `Backup` of a copy already asked for is answered as that copy: when it ends, if it is open,
+   * or at once, if it is committed. A second copy would write the same files; the engine hears
+   * once of every command it sent, as the simulator answers each. False for no such copy.
+   */
+  private def answeredAsCopy(record: OutputRecord, target: String): Boolean =
+    (if (target == Target.Remote) record.remote else record.peers.getOrElse(target, CopyState.None)) match {
+      case CopyState.Done =>
+        emit(event("BlockBackedUp").put("shuffle_id", record.shuffleId).put("map_index", record.mapIndex)
+          .put("target", target).put("bytes", record.bytes).put("seconds", 0.0))
+        true
+      case CopyState.Running =>
+        open.values.find(t => t.shuffleId == record.shuffleId && t.mapId == record.mapId && t.target == target)
+          .exists { t => repeats(t.id) = repeats.getOrElse(t.id, 0) + 1; true }
+      case CopyState.None => false
+    }
 
   /** `CancelBackup`: drop the queued copy, or tell its source to abandon the running one. */
   private def cancelBackup(shuffleId: Int, mapIndex: Int): Unit = synchronized {

@@ -1,0 +1,88 @@
+"""Every ``Backup`` command the engine sends gets one answer, on a real ``local-trcluster[2,1,1024]``
+in ``tr`` mode.
+
+The engine is told that executors live 100 hours, so it asks for no backup itself: the test sends
+``Backup`` commands through the ``TRStatus.applyCommand`` test hook and reads the events the
+engine received from its trace (``TRSPARK_TRACE``). A ``Backup`` of a copy already asked for
+starts no second copy (it would write the same files): it is answered as that copy is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from driver_log import driver_log
+from jvm_gateway import wait_for
+from live_app import TIMEOUT, LiveApp, expected_sums, read_trace, slow_sums, traced_python, trcluster_builder
+from test_shim_copies import shuffle_id
+
+pytestmark = pytest.mark.spark
+
+EXECUTORS = 2
+TOLD = "exponential:mean=360000"  # the engine's belief: no executor ends within this test
+ROWS = 6000
+COPY_SECONDS = 5.0  # how long the throttled copy lasts: the repeated command comes while it runs
+
+
+class App(LiveApp):
+    def __init__(self, spark: Any, log: Path, trace: Path) -> None:
+        super().__init__(spark, log)
+        self.trace = trace
+
+    def backup(self, shuffle: int, map_index: int) -> None:
+        """The engine's ``Backup`` of one map output to the remote store, from where the tracker has it."""
+        _, source = str(self.status.mapOutputLocation(shuffle, map_index)).split()
+        self.status.applyCommand(json.dumps({"type": "Backup", "shuffle_id": shuffle, "map_index": map_index,
+                                             "source": source, "target": "remote"}))
+
+    def answers(self, shuffle: int, map_index: int) -> list[str]:
+        """The kinds of the answers to ``Backup`` commands of one output the engine received so far."""
+        return [e["type"] for e in read_trace(self.trace) if e["type"] in ("BlockBackedUp", "BackupFailed")
+                and (e["shuffle_id"], e["map_index"]) == (shuffle, map_index)]
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    import trspark
+
+    root = tmp_path_factory.mktemp("answers")
+    java_options, log = driver_log(root)
+    python, trace = traced_python(root)
+    builder = trcluster_builder("trspark-answers", EXECUTORS, java_options)
+    spark = trspark.configure(builder, mode="tr", lifetime=TOLD, python=str(python), engine_timeout=30,
+                              remote_path=(root / "backups").as_uri()).getOrCreate()
+    try:
+        yield App(spark, log, trace)
+    finally:
+        spark.stop()
+
+
+def test_a_backup_repeated_while_its_copy_runs_and_after_it_committed_is_answered_each_time(app: App) -> None:
+    app.wait_full(EXECUTORS)
+    rdd = slow_sums(app.sc, ROWS, 2, 0.0)
+    assert dict(rdd.collect()) == expected_sums(ROWS)
+    shuffle = shuffle_id(rdd)
+    # The outputs are alike (the same rows per partition): one unthrottled copy gives the bytes of the other.
+    done, written = app.stat("backups_done"), app.stat("backups_bytes")
+    app.backup(shuffle, 0)
+    wait_for(lambda: app.stat("backups_done") > done, what="the unthrottled copy", timeout=TIMEOUT)
+    per_copy = app.stat("backups_bytes") - written
+    requested = app.stat("backups_requested")
+    app.status.setBuiltin("never", "both", per_copy / COPY_SECONDS)
+    try:
+        app.backup(shuffle, 1)
+        app.backup(shuffle, 1)
+    finally:
+        app.status.setBuiltin("never", "both", 0.0)
+    wait_for(lambda: len(app.answers(shuffle, 1)) >= 2, what="an answer to each of the two commands", timeout=TIMEOUT)
+    assert app.stat("backups_requested") == requested + 1  # one copy made for both
+    app.backup(shuffle, 1)
+    wait_for(lambda: len(app.answers(shuffle, 1)) >= 3, what="the answer to the command after the commit",
+             timeout=TIMEOUT)
+    app.quiet()
+    assert app.answers(shuffle, 1) == ["BlockBackedUp"] * 3
+    assert app.stat("backups_requested") == requested + 1
