@@ -4,9 +4,9 @@
 A map output's remote copy always has the same path, and the driver deletes a copy it no longer
 wants on its store thread, which can be busy for seconds with other deletes: a newer copy of the
 same output written meanwhile must survive that delete. A peer copy sends its data block first,
-so one cancelled after that block landed leaves files on the peer: the peer must delete them. A
-remote copy commits its data file first, so one that fails after that must not leave the file in
-the store.
+so one cancelled, or cut off by its source's death, after that block landed leaves files on the
+peer: the peer must delete them. A remote copy commits its data file first, so one that fails
+after that must not leave the file in the store.
 
 Which copy ran first is known without sleeps: an executor runs the copies handed to it one at a
 time, in order, so once a later copy from the same executor is done, the earlier one has ended.
@@ -20,6 +20,7 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 import test_shim_commands
@@ -167,3 +168,48 @@ def test_a_remote_copy_that_fails_after_committing_its_data_file_leaves_nothing_
     index_dir.unlink()
     assert remote_files(cluster, shuffle, map_id) == []
     assert cluster.backups_ended()
+
+
+def index_files(cluster: Cluster, shuffle: int, map_id: int) -> list[str]:
+    """Every ``shuffle_S_M_0.index`` under the executors' local dirs (Spark files it apart from the data)."""
+    local_dir = cluster.local_dir  # type: ignore[attr-defined]
+    return glob.glob(f"{local_dir}/**/shuffle_{shuffle}_{map_id}_0.index", recursive=True)
+
+
+def map_stage_with_large_indexes(cluster: Cluster, partitions: int) -> tuple[Any, int]:
+    """(the RDD, its shuffle) after running only the map stage of a shuffle into ``partitions``
+    partitions: two outputs of a few rows each, so a small data file and an index of
+    ``partitions`` + 1 offsets. No reduce stage runs (it would have ``partitions`` tasks)."""
+    rdd = cluster.sc.parallelize(range(200), 2).map(lambda x: (x, x)).partitionBy(partitions)
+    jvm_rdd = rdd._jrdd.rdd()
+    while (dependency := jvm_rdd.dependencies().head()).getClass().getSimpleName() != "ShuffleDependency":
+        jvm_rdd = dependency.rdd()
+    cluster.sc._jsc.sc().submitMapStage(dependency).get()
+    return rdd, int(dependency.shuffleId())
+
+
+def test_a_peer_copy_cut_off_by_its_source_s_death_leaves_no_file_on_the_peer(cluster: Cluster) -> None:
+    """The source of a throttled peer copy is killed after the data block landed on the peer and
+    while the large index block is still paced: the peer must not keep the data file."""
+    cluster.full_strength()
+    rdd, shuffle = map_stage_with_large_indexes(cluster, 50_000)
+    map_id, source = str(cluster.status.mapOutputLocation(shuffle, 0)).split()
+    peer = next(e for e in sorted(cluster.alive()) if e != source)
+    (own,) = data_files(cluster, shuffle, int(map_id))
+    (own_index,) = index_files(cluster, shuffle, int(map_id))
+    index_bytes, data_bytes = os.path.getsize(own_index), os.path.getsize(own)
+    assert data_bytes * 20 < index_bytes, "the data block is sent at once, the index block is paced"
+    started, failed = cluster.stat("backups_started"), cluster.stat("backups_failed")
+    cluster.status.setBuiltin("never", "local", index_bytes / 30.0)  # the index block is paced for about 30 s
+    try:
+        command(cluster, "Backup", shuffle_id=shuffle, map_index=0, source=source, target=peer)
+        wait_for(lambda: cluster.stat("backups_started") > started, what="the peer copy to start")
+    finally:
+        cluster.status.setBuiltin("never", "remote", 0.0)
+    (landed,) = wait_for(lambda: [p for p in data_files(cluster, shuffle, int(map_id)) if p != own],
+                         what="the data block on the peer")
+    assert index_files(cluster, shuffle, int(map_id)) == [own_index]
+    cluster.kill(source)
+    wait_for(lambda: cluster.stat("backups_failed") == failed + 1, what="the copy failed at its source's loss")
+    wait_for(lambda: not os.path.exists(landed), what="the data block deleted from the peer")
+    assert rdd is not None  # the shuffle stays registered until here

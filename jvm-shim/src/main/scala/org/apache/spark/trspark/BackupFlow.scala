@@ -365,8 +365,9 @@ trait BackupFlow extends RemoteDeletes {
     (work.remove(executorId).toSeq.flatten ++ handedOut).foreach { t =>
       backupFailed(t, executorId, s"source executor $executorId lost", sourceMissing = true)
     }
-    // A remote copy cut off by the loss may have committed its data file already.
-    handedOut.filter(_.target == Target.Remote).foreach(dropStaleCopy(_, executorId))
+    // A copy cut off by the loss may have left files: a remote one its committed data file, a peer
+    // one the data block it sends first (kept if its index landed too: that copy is the output now).
+    handedOut.foreach(dropStaleCopy(_, executorId))
     for ((source, queue) <- work.toSeq; t <- queue.dequeueAll(_.target == executorId)) {
       backupFailed(t, source, s"target executor $executorId lost", sourceMissing = false)
     }
