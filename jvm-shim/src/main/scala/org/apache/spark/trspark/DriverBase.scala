@@ -12,9 +12,9 @@ import org.apache.spark.api.plugin.DriverPlugin
 import org.apache.spark.internal.Logging
 
 /**
- * What the parts of the driver plugin share ([[BackupFlow]], [[OutputLoss]], [[EngineCommands]],
- * [[TRDriverPlugin]]): the application, the settings, the remote store, the counters. Every part
- * locks the one plugin object (`synchronized`), as before the split.
+ * What the parts of the driver plugin share ([[BackupFlow]], [[BackupOutcomes]], [[OutputLoss]],
+ * [[EngineCommands]], [[TRDriverPlugin]]): the application, the settings, the remote store, the
+ * counters. Every part locks the one plugin object (`synchronized`), as before the split.
  */
 abstract class DriverBase extends DriverPlugin with Logging {
   protected var sc: SparkContext = _

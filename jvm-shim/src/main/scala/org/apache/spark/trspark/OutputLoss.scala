@@ -9,7 +9,7 @@ import org.apache.spark.FetchFailed
 import org.apache.spark.storage.{BlockManagerId, FallbackStorage}
 
 /** Loss: re-point outputs to a surviving copy before the DAGScheduler drops or re-runs them. */
-trait OutputLoss extends BackupFlow {
+trait OutputLoss extends BackupOutcomes {
   /** Outputs, (shuffle, map id), whose remote copy a loss is reading before it re-points them. */
   private val restoring = mutable.Set.empty[(Int, Long)]
 

@@ -22,8 +22,9 @@ import org.apache.spark.storage.BlockManagerId
  * `spark.trspark.backup.targets=local`). When the engine fails, it switches to `always`.
  *
  * This file holds the life cycle, the messages from executors, the events to the engine and the
- * fallback; the copy bookkeeping is in [[BackupFlow]], the re-pointing of lost outputs in
- * [[OutputLoss]], the engine's commands in [[EngineCommands]], the shared state in [[DriverBase]].
+ * fallback; the copy bookkeeping is in [[BackupFlow]], how copies end in [[BackupOutcomes]], the
+ * re-pointing of lost outputs in [[OutputLoss]], the engine's commands in [[EngineCommands]], the
+ * shared state in [[DriverBase]].
  */
 class TRDriverPlugin extends EngineCommands {
   @volatile private var bridge: Option[EngineBridge] = None
