@@ -33,11 +33,14 @@ class App(LiveApp):
         super().__init__(spark, log)
         self.trace = trace
 
-    def backup(self, shuffle: int, map_index: int) -> None:
-        """The engine's ``Backup`` of one map output to the remote store, from where the tracker has it."""
-        _, source = str(self.status.mapOutputLocation(shuffle, map_index)).split()
+    def source(self, shuffle: int, map_index: int) -> str:
+        """The executor the tracker has one map output on."""
+        return str(self.status.mapOutputLocation(shuffle, map_index)).split()[1]
+
+    def backup(self, shuffle: int, map_index: int, target: str = "remote") -> None:
+        """The engine's ``Backup`` of one map output to ``target``, from where the tracker has it."""
         self.status.applyCommand(json.dumps({"type": "Backup", "shuffle_id": shuffle, "map_index": map_index,
-                                             "source": source, "target": "remote"}))
+                                             "source": self.source(shuffle, map_index), "target": target}))
 
     def answers(self, shuffle: int, map_index: int) -> list[str]:
         """The kinds of the answers to ``Backup`` commands of one output the engine received so far."""
@@ -86,3 +89,16 @@ def test_a_backup_repeated_while_its_copy_runs_and_after_it_committed_is_answere
     app.quiet()
     assert app.answers(shuffle, 1) == ["BlockBackedUp"] * 3
     assert app.stat("backups_requested") == requested + 1
+
+
+def test_a_backup_to_the_executor_that_holds_the_output_is_answered_failed(app: App) -> None:
+    app.wait_full(EXECUTORS)
+    rdd = slow_sums(app.sc, ROWS, 2, 0.0)
+    assert dict(rdd.collect()) == expected_sums(ROWS)
+    shuffle = shuffle_id(rdd)
+    requested = app.stat("backups_requested")
+    app.backup(shuffle, 0, target=app.source(shuffle, 0))
+    wait_for(lambda: app.answers(shuffle, 0), what="an answer to the command", timeout=TIMEOUT)
+    app.quiet()
+    assert app.answers(shuffle, 0) == ["BackupFailed"]
+    assert app.stat("backups_requested") == requested

@@ -49,6 +49,8 @@ trait EngineCommands extends OutputLoss {
         }
         else if (target != Target.Remote && (!blockManagers.contains(target) || deadExecutors.contains(target))) {
           refuse(s"target executor $target lost or unknown", missing = false)
+        } else if (target == record.source) {
+          refuse(s"target executor $target holds the output itself", missing = false)
         } else if (!answeredAsCopy(record, target)) request(record, target)
       case _ => refuse("no such map output (unknown or superseded)", missing = true)
     }
