@@ -72,15 +72,18 @@ def event_observers(config: TRConfig, app_id: str) -> list[EventObserver]:
 
     When ``config.history_url`` is set: a recorder of observed executor lifetimes
     (``ExecutorAdded`` -> ``ExecutorLost``, survivors censored at ``JobEnded``/exit), keyed by
-    ``config.pool`` and ``app_id``.
+    ``config.pool`` and ``app_id``; and a compaction of the store's parts, off the engine's thread.
     """
     if not config.history_url:
         return []
     from trspark.live.history import HistoryStore
+    from trspark.live.history_compaction import compact_in_background
     from trspark.live.recorder import HistoryObserver, LifetimeRecorder
 
-    store = HistoryStore(config.history_url)
-    recorder = LifetimeRecorder(store, pool=config.pool, app_id=app_id or "unknown-app", background=True)
+    app = app_id or "unknown-app"
+    # A store object of its own: the counter in its part names is not shared with the recorder's thread.
+    compact_in_background(HistoryStore(config.history_url), app)
+    recorder = LifetimeRecorder(HistoryStore(config.history_url), pool=config.pool, app_id=app, background=True)
     return [HistoryObserver(recorder)]
 
 

@@ -11,8 +11,9 @@ Layout (append-only; object stores cannot append, so each flush writes one new o
     <url>/<pool>/<app_id>/part-<seq:06d>-<token>.jsonl
 
 one JSON object per line: ``{"pool", "app_id", "executor_id", "duration", "observed"}``
-(``duration`` in seconds). Readers take the union of all parts, so nothing already written is
-ever rewritten or lost, and concurrent applications never collide.
+(``duration`` in seconds). Readers take the union of all parts, so concurrent applications never
+collide. Many parts are merged into one under ``<url>/<pool>/_compacted/`` by
+:mod:`trspark.live.history_compaction`, which writes the merged part before it deletes any.
 
 The application's records are written by :mod:`trspark.live.recorder`. When the store cannot be
 reached at run time the recorder keeps the records in memory, warns once, and retries on the next
@@ -38,6 +39,8 @@ from trspark.setting_parsers import is_pool_name
 
 log = logging.getLogger(__name__)
 
+#: Listings of a pool's parts a load tries while compactions merge parts under it.
+LOAD_ATTEMPTS = 3
 #: Fewer observed evictions than this: keep the configured model (too little evidence).
 MIN_EVENTS_PARAMETRIC = 5
 #: At least this many observed evictions: Kaplan--Meier (no shape assumed) instead of Weibull.
@@ -59,7 +62,8 @@ class HistoryError(RuntimeError):
     """The history store URL cannot be used."""
 
 
-def _fs(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
+def store_fs(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
+    """The filesystem of a store URL and the store's root path on it."""
     if url.startswith(("abfs://", "az://")) and "AZURE_STORAGE_CONNECTION_STRING" in os.environ:
         fs = fsspec.filesystem("abfs", connection_string=os.environ["AZURE_STORAGE_CONNECTION_STRING"])
         return fs, url.split("://", 1)[1].rstrip("/")
@@ -70,7 +74,7 @@ def _fs(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
 def check_url(url: str) -> None:
     """Fail fast (``HistoryError`` naming the key) if ``spark.trspark.history.url`` is unusable."""
     try:
-        fs, root = _fs(url)
+        fs, root = store_fs(url)
         # Object stores have no real folders: prove we can write, list and delete one probe object.
         probe = f"{root}/_probe-{uuid.uuid4().hex}"
         fs.makedirs(root, exist_ok=True)
@@ -96,12 +100,11 @@ class HistoryStore:
         """Write ``records`` as one new part object (raises on any store error; nothing partial is read)."""
         if not records:
             return
-        fs, root = _fs(self.url)
+        fs, root = store_fs(self.url)
         pool, app_id = records[0].pool, records[0].app_id
-        folder = f"{root}/{_safe(pool)}/{_safe(app_id)}"
+        folder = f"{root}/{folder_name(pool)}/{folder_name(app_id)}"
         fs.makedirs(folder, exist_ok=True)
-        self._seq += 1
-        name = f"part-{self._seq:06d}-{self._token}.jsonl"
+        name = self.next_part_name()
         body = "".join(json.dumps(asdict(r), separators=(",", ":")) + "\n" for r in records)
         # Write under a temporary name, then move: a reader never sees a half-written part.
         tmp, part = f"{folder}/_tmp-{name}", f"{folder}/{name}"
@@ -115,37 +118,72 @@ class HistoryStore:
             if not fs.exists(part):
                 raise
 
+    def next_part_name(self) -> str:
+        """A part's name no other writer uses: this store's sequence number and a random token."""
+        self._seq += 1
+        return f"part-{self._seq:06d}-{self._token}.jsonl"
+
     def pools(self) -> list[str]:
         """The pools with records in the store (their folder names), sorted."""
-        fs, root = _fs(self.url)
+        fs, root = store_fs(self.url)
         if not fs.isdir(root):
             return []
         return sorted(path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(root, detail=False) if fs.isdir(path))
 
     def load(self, pool: str) -> list[LifetimeRecord]:
-        """All records of ``pool`` (every application, every part)."""
-        fs, root = _fs(self.url)
+        """All records of ``pool`` (every application, every part), each exact duplicate once.
+
+        Duplicates come from a compaction cut short or two at once
+        (:mod:`trspark.live.history_compaction`); two real lifetimes never match in every field.
+        """
+        fs, root = store_fs(self.url)
         if fs.exists(root) and not fs.isdir(root):
             # Something else sits where the store should be: unusable, not empty.
             raise NotADirectoryError(f"{self.url} is not a folder of lifetime records")
-        folder = f"{root}/{_safe(pool)}"
+        folder = f"{root}/{folder_name(pool)}"
         if not fs.exists(folder):
             return []
-        out: list[LifetimeRecord] = []
-        unreadable = 0
-        for path in sorted(fs.find(folder)):
-            name = path.rsplit("/", 1)[-1]
-            if not (name.startswith("part-") and name.endswith(".jsonl")):
-                continue
-            with fs.open(path, "rb") as fh:  # bytes: a line that is not UTF-8 is one unreadable record
-                for line in fh:
-                    if line.strip():
-                        record = _parse_record(line)
-                        out += [record] if record is not None else []
-                        unreadable += record is None
+        for attempt in range(1, LOAD_ATTEMPTS + 1):
+            try:
+                out, unreadable = _read_parts(fs, folder)
+                break
+            except FileNotFoundError:
+                # A compaction merged a listed part before it was read; its merged part is in place
+                # before any part goes, so a new listing finds every record.
+                if attempt == LOAD_ATTEMPTS:
+                    raise
         if unreadable:  # one damaged line must not cost the pool its whole history
             log.warning("lifetime history %s: %d record(s) of pool %r unreadable, skipped", self.url, unreadable, pool)
         return out
+
+
+def _read_parts(fs: fsspec.AbstractFileSystem, folder: str) -> tuple[list[LifetimeRecord], int]:
+    """The records of every part under ``folder``, each exact duplicate once, and the unreadable lines."""
+    out: dict[LifetimeRecord, None] = {}  # ordered, one of each
+    unreadable = 0
+    for path in sorted(p for p in fs.find(folder) if is_part(p)):
+        records, bad = read_part(fs, path)
+        out.update(dict.fromkeys(records))
+        unreadable += bad
+    return list(out), unreadable
+
+
+def is_part(path: str) -> bool:
+    """Whether ``path`` names a written part (not a temporary one, not another file)."""
+    name = path.rsplit("/", 1)[-1]
+    return name.startswith("part-") and name.endswith(".jsonl")
+
+
+def read_part(fs: fsspec.AbstractFileSystem, path: str) -> tuple[list[LifetimeRecord], int]:
+    """The records of one part, and how many of its lines are no record."""
+    records, unreadable = [], 0
+    with fs.open(path, "rb") as fh:  # bytes: a line that is not UTF-8 is one unreadable record
+        for line in fh:
+            if line.strip():
+                record = _parse_record(line)
+                records += [record] if record is not None else []
+                unreadable += record is None
+    return records, unreadable
 
 
 def _parse_record(line: bytes) -> LifetimeRecord | None:
@@ -162,7 +200,7 @@ def _parse_record(line: bytes) -> LifetimeRecord | None:
     return record if valid else None
 
 
-def _safe(name: str) -> str:
+def folder_name(name: str) -> str:
     """``name`` as one path component: other characters become ``_``, and so does a leading dot
     (``..`` would climb out of the store's root)."""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
@@ -235,7 +273,7 @@ def priors_of_other_pools(url: str, known: Collection[str], configured: str) -> 
     its history holds enough evictions (:func:`fit_lifetime`), else it keeps ``configured``, the shared model.
     """
     try:
-        store, known_folders = HistoryStore(url), {_safe(pool) for pool in known}
+        store, known_folders = HistoryStore(url), {folder_name(pool) for pool in known}
         found = [(name, store.load(name)) for name in store.pools() if name not in known_folders]
     except Exception as exc:  # the store is optional at run time
         return OtherPools([], [f"lifetime history {url} unreachable ({type(exc).__name__}: {exc}); "
