@@ -384,8 +384,8 @@ def test_sigpwr_is_a_notice_and_chains_handlers(jvm: Jvm) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Live: executor plugin -> driver plugin on a real local-trcluster (needs the wiring of
-# docs/notices-and-pools.md; skipped until the plugin handles TerminationNotice)
+# Live: executor plugin -> driver plugin on a real local-trcluster (the wiring of
+# docs/notices-and-pools.md)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -398,7 +398,7 @@ def live_notices() -> Iterator[tuple[Any, NoticeServer]]:
     from trspark.live.shim import jar_path
 
     with NoticeServer() as server:
-        # TRSPARK_TEST_SHIM_JAR: try a jar built from unmerged sources (e.g. with the wiring applied).
+        # TRSPARK_TEST_SHIM_JAR: a jar built elsewhere instead of this tree's.
         spark = (
             SparkSession.builder.master("local-trcluster[2,1,1024]")
             .appName("trspark-notices")

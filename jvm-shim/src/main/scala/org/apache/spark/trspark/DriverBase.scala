@@ -14,7 +14,7 @@ import org.apache.spark.internal.Logging
 /**
  * What the parts of the driver plugin share ([[BackupFlow]], [[BackupOutcomes]], [[OutputLoss]],
  * [[EngineCommands]], [[TRDriverPlugin]]): the application, the settings, the remote store, the
- * counters. Every part locks the one plugin object (`synchronized`), as before the split.
+ * counters. Every part locks the one plugin object (`synchronized`).
  */
 abstract class DriverBase extends DriverPlugin with Logging {
   protected var sc: SparkContext = _
