@@ -360,4 +360,6 @@ def test_the_event_log_and_its_report_agree_with_the_metrics(app: App, tmp_path:
         shutil.rmtree(fixture / "eventlog", ignore_errors=True)
         shutil.copytree(app.log_dir, fixture / "eventlog")
         (fixture / "metrics.prom").write_text(scrape)
+        # docs/observability.md names the price of its example report.
+        write_report(logs[0], tmp_path / "report", prices={"default": 0.1})
         shutil.copytree(tmp_path / "report", DOCS / "observability", dirs_exist_ok=True)
