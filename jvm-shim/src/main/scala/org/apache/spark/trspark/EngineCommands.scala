@@ -127,7 +127,6 @@ trait EngineCommands extends OutputLoss {
       // Killed without lowering the application's executor target, so the cluster manager starts
       // its replacement now (as after Spark's decommissioning).
       logInfo(s"trspark: releasing executor $id before its deadline ($reason)")
-      count("executors_released")
       // Its outputs move to their other copies *before* it goes, and it counts as dead from
       // now: a killed JVM takes a while to shut down, and until the driver hears of the loss
       // a reader could be sent to it, or to a peer copy on another executor that is leaving
@@ -148,7 +147,10 @@ trait EngineCommands extends OutputLoss {
         try {
           val killed = backend.killExecutors(Seq(id), adjustTargetNumExecutors = false, countFailures = false,
             force = true)
+          // Counted once Spark kills it, as the event log's release record: Spark refuses an
+          // executor it no longer knows (lost before the command came).
           if (killed.contains(id)) {
+            count("executors_released")
             obs.releaseDone(id, reason)
             removeNow(id)
           }
