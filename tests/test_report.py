@@ -169,6 +169,21 @@ def test_the_pool_an_executor_reports_after_it_joined_bills_its_hours() -> None:
     assert summary.cost() == pytest.approx(1.25)
 
 
+def test_the_reported_pool_wins_over_a_started_record_the_log_holds_after_it() -> None:
+    # The listener posts TRExecutorStarted with the pool it knew when it handled Spark's
+    # announcement; a report handled meanwhile on the driver's RPC thread is logged first.
+    events = [
+        {"Event": "SparkListenerApplicationStart", "Timestamp": 0, "App Name": "a", "App ID": "app-1"},
+        {"Event": "SparkListenerExecutorAdded", "Timestamp": 0, "Executor ID": "0"},
+        {"Event": "org.apache.spark.trspark.TRExecutorPool", "time": 10, "executorId": "0", "pool": "spot",
+         "source": "env"},
+        {"Event": "org.apache.spark.trspark.TRExecutorStarted", "time": 0, "executorId": "0", "host": "h",
+         "pool": "default"},
+        {"Event": "SparkListenerApplicationEnd", "Timestamp": 3_600_000},
+    ]
+    assert summarize_events(events).executors["0"].pool == "spot"
+
+
 def test_a_released_executor_is_billed_until_its_release_not_until_spark_lists_it_removed() -> None:
     # Standalone lists an executor it was told to kill for a few seconds more (here 5 s).
     events = [

@@ -161,6 +161,8 @@ class _Builder:
         self.written: set[tuple[int, int, int]] = set()
         """(stage id, stage attempt, partition) written by a success Spark kept."""
         self.released_at: dict[str, float] = {}
+        self.reported: set[str] = set()
+        """Executors whose own pool report was read: it overrides their TRExecutorStarted's pool."""
         self.latest = 0.0
         """Epoch seconds of the latest event with a time: where an unfinished log ends."""
 
@@ -192,11 +194,15 @@ class _Builder:
                 ex.reason = "removed"
 
     def _on_TRExecutorStarted(self, e: dict[str, Any]) -> None:
-        if (ex := self.s.executors.get(e["executorId"])) is not None:
+        # A pool report handled while the listener announced the executor is logged before this record.
+        if (ex := self.s.executors.get(e["executorId"])) is not None and ex.executor_id not in self.reported:
             ex.pool = e["pool"]
 
-    # An executor reports its pool (environment, instance metadata) after Spark announced it.
-    _on_TRExecutorPool = _on_TRExecutorStarted
+    def _on_TRExecutorPool(self, e: dict[str, Any]) -> None:
+        """An executor reports its pool (environment, instance metadata) after Spark announced it."""
+        if (ex := self.s.executors.get(e["executorId"])) is not None:
+            ex.pool = e["pool"]
+            self.reported.add(ex.executor_id)
 
     def _on_TRExecutorEnded(self, e: dict[str, Any]) -> None:
         if (ex := self.s.executors.get(e["executorId"])) is not None:
