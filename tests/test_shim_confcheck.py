@@ -54,7 +54,7 @@ def test_a_store_error_of_several_lines_still_gives_one_line_naming_the_key(
     def refused(url: str) -> None:  # as Azure's SDK words an authentication failure
         raise PermissionError("Server failed to authenticate the request.\nRequestId:1\nErrorCode:AuthenticationFailed")
 
-    monkeypatch.setattr(history, "_fs", refused)
+    monkeypatch.setattr(history, "store_fs", refused)
     assert main({"TRSPARK_CONF": '{"spark.trspark.history.url": "abfs://c/p"}'}) == EXIT_BAD
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "spark.trspark.history.url='abfs://c/p' is not reachable" in err
