@@ -8,6 +8,8 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,26 @@ def trcluster_builder(name: str, executors: int, java_options: str) -> Any:
         .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
         .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s")
     )
+
+
+@contextmanager
+def tr_session(root: Path, name: str, executors: int, lifetime: str) -> Iterator[tuple[Any, Path, Path]]:
+    """``(spark, driver log, engine trace)`` of a ``tr``-mode session on ``local-trcluster`` whose
+    engine believes ``lifetime``, with its files under ``root``; the session stops on exit."""
+    from driver_log import driver_log
+
+    import trspark
+
+    java_options, log = driver_log(root)
+    python, trace = traced_python(root)
+    builder = trcluster_builder(name, executors, java_options)
+    # A generous engine.timeout: a fallback must not come from the loaded machine.
+    spark = trspark.configure(builder, mode="tr", lifetime=lifetime, python=str(python), engine_timeout=30,
+                              remote_path=(root / "backups").as_uri()).getOrCreate()
+    try:
+        yield spark, log, trace
+    finally:
+        spark.stop()
 
 
 def traced_python(folder: Path) -> tuple[Path, Path]:

@@ -43,13 +43,18 @@ def test_store_roundtrip_local(tmp_path):
     assert store.load("other-pool") == []
 
 
-def test_recorder_censors_survivors_at_finish(tmp_path):
-    store = HistoryStore(f"file://{tmp_path}/h")
+def record_one_evicted_one_censored(store: HistoryStore) -> None:
+    """Application ``a`` of pool ``p``: executor 0 evicted at 30 s, executor 1 (from 5 s) alive at its end, 100 s."""
     rec = LifetimeRecorder(store, pool="p", app_id="a")
     rec.executor_added("0", 0.0)
     rec.executor_added("1", 5.0)
     rec.executor_lost("0", 30.0, evicted=True)
     rec.finish(100.0)
+
+
+def test_recorder_censors_survivors_at_finish(tmp_path):
+    store = HistoryStore(f"file://{tmp_path}/h")
+    record_one_evicted_one_censored(store)
     got = {r.executor_id: (r.duration, r.observed) for r in store.load("p")}
     assert got == {"0": (30.0, True), "1": (95.0, False)}
 

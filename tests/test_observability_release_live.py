@@ -12,7 +12,7 @@ import glob
 from pathlib import Path
 
 import pytest
-from live_app import LiveApp
+from live_app import LiveApp, trcluster_builder
 from test_shim_live import wait_for
 
 import trspark
@@ -21,25 +21,12 @@ pytestmark = pytest.mark.spark
 
 
 def test_a_release_spark_refuses_is_not_counted_and_the_report_agrees(tmp_path: Path) -> None:
-    from pyspark.sql import SparkSession
-
     from trspark.eventlog import read_events
-    from trspark.live.shim import jar_path
     from trspark.reporting import summarize
 
-    spark = (
-        SparkSession.builder.master("local-trcluster[2,1,1024]")
-        .appName("trspark-observability-release")
-        .config("spark.jars", jar_path())
-        .config("spark.plugins", "org.apache.spark.trspark.TRSparkPlugin")
-        .config("spark.trspark.mode", "always")
-        .config("spark.trspark.remote.path", f"file://{tmp_path / 'backups'}")
-        .config("spark.eventLog.enabled", "true")
-        .config("spark.eventLog.dir", f"file://{tmp_path}")
-        .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
+    builder = (trcluster_builder("trspark-observability-release", 2, "")
+               .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", f"file://{tmp_path}"))
+    spark = trspark.configure(builder, mode="always", remote_path=(tmp_path / "backups").as_uri()).getOrCreate()
     try:
         app = LiveApp(spark)
         app.wait_full(2)

@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from driver_log import driver_log
 from jvm_gateway import wait_for
-from live_app import TIMEOUT, LiveApp, expected_sums, read_trace, slow_sums, traced_python, trcluster_builder
+from live_app import TIMEOUT, LiveApp, expected_sums, read_trace, slow_sums, tr_session
 from test_shim_copies import shuffle_id
 
 pytestmark = pytest.mark.spark
@@ -50,18 +49,8 @@ class App(LiveApp):
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
-    import trspark
-
-    root = tmp_path_factory.mktemp("answers")
-    java_options, log = driver_log(root)
-    python, trace = traced_python(root)
-    builder = trcluster_builder("trspark-answers", EXECUTORS, java_options)
-    spark = trspark.configure(builder, mode="tr", lifetime=TOLD, python=str(python), engine_timeout=30,
-                              remote_path=(root / "backups").as_uri()).getOrCreate()
-    try:
+    with tr_session(tmp_path_factory.mktemp("answers"), "trspark-answers", EXECUTORS, TOLD) as (spark, log, trace):
         yield App(spark, log, trace)
-    finally:
-        spark.stop()
 
 
 def test_a_backup_repeated_while_its_copy_runs_and_after_it_committed_is_answered_each_time(app: App) -> None:

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from driver_log import driver_log, log_lines
+from driver_log import log_lines
 from jvm_gateway import wait_for
-from live_app import TIMEOUT, LiveApp, expected_sums, read_trace, slow_sums, traced_python, trcluster_builder
+from live_app import TIMEOUT, LiveApp, expected_sums, read_trace, slow_sums, tr_session
 
 pytestmark = pytest.mark.spark
 
@@ -55,19 +55,8 @@ class App(LiveApp):
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
-    import trspark
-
-    root = tmp_path_factory.mktemp("kills")
-    java_options, log = driver_log(root)
-    python, trace = traced_python(root)
-    builder = trcluster_builder("trspark-kills", EXECUTORS, java_options)
-    # A generous engine.timeout: the fallback must not come from the loaded machine.
-    spark = trspark.configure(builder, mode="tr", lifetime=TOLD, python=str(python), engine_timeout=30,
-                              remote_path=(root / "backups").as_uri()).getOrCreate()
-    try:
+    with tr_session(tmp_path_factory.mktemp("kills"), "trspark-kills", EXECUTORS, TOLD) as (spark, log, trace):
         yield App(spark, log, trace)
-    finally:
-        spark.stop()
 
 
 def successful_map_tasks(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
