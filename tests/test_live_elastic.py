@@ -5,11 +5,12 @@ no release makes a map task run again."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
-from jobs.elastic import ElasticSettings, read_csv, run_policy, write_csv
+from jobs.elastic import ElasticSettings, dynamic_allocation_conf, read_csv, run_policy, write_csv
 from trspark.live.history import HistoryStore
 
 
@@ -45,3 +46,27 @@ def test_executors_dynamic_allocation_removes_are_no_evictions(tmp_path: Path) -
     row = run_policy("tr", s, tmp_path)
     assert row.executors_removed >= 1 and row.executors_released == 0
     _check_no_eviction(row, history, tmp_path / "elastic.csv")
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(1800)
+def test_idle_executors_holding_cached_blocks_stay(tmp_path: Path) -> None:
+    # Dynamic allocation keeps an idle executor with cached blocks (cachedExecutorIdleTimeout,
+    # unbounded by default) whatever its shuffle data: an early release would drop the cache.
+    from jobs.tpcds import session
+
+    s = ElasticSettings(executors=2, idle_timeout=2.0, partitions=4)
+    events = tmp_path / "events"
+    events.mkdir()
+    spec = session.ClusterSpec(executors=2, cores=1, memory_mb=1024, extra_conf=dynamic_allocation_conf(s, events))
+    spark, work = session.start(spec, "tr", app_name="trspark-elastic-cache",
+                                trspark_options={"lifetime": "exponential:mean=3600"})
+    try:
+        cached = spark.range(0, 200_000, numPartitions=4).repartition(4).cache()
+        assert cached.count() == 200_000
+        time.sleep(12.0)  # idle: past the idle timeout, with the repartition's outputs no longer read
+        infos = spark.sparkContext._jsc.sc().getRDDStorageInfo()
+        kept = sum(info.numCachedPartitions() for info in infos)
+    finally:
+        session.stop(spark, work)
+    assert kept == 4, f"{kept} of 4 cached partitions left after the idle gap"

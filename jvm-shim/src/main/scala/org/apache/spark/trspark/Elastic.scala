@@ -42,8 +42,10 @@ object Elastic extends Logging {
   /**
    * May `executorId` go now as dynamic allocation would let it: it is idle for Spark (no task runs
    * there, no active job reads its shuffle data: dynamic allocation's own test, and the task
-   * scheduler has no task on it), and the executors left still meet dynamic allocation's target
-   * (as `ExecutorAllocationManager.removeExecutors` checks; the default resource profile).
+   * scheduler has no task on it), it holds no cached RDD blocks (the engine saves shuffle outputs
+   * only; dynamic allocation removes such an executor itself after `cachedExecutorIdleTimeout`),
+   * and the executors left still meet dynamic allocation's target (as
+   * `ExecutorAllocationManager.removeExecutors` checks; the default resource profile).
    */
   def idle(sc: SparkContext, executorId: String): Boolean = sc.executorAllocationManager.exists { eam =>
     // Under the allocation manager's lock, as it reads and changes its target and removals itself.
@@ -58,7 +60,8 @@ object Elastic extends Logging {
     val monitor = eam.executorMonitor
     val target = eam.numExecutorsTargetPerResourceProfileId.getOrElse(0, 0)
     val left = monitor.executorCount - monitor.pendingRemovalCount - 1
-    !busy && left >= target && TRMonitorAccess.isIdle(monitor, executorId)
+    !busy && left >= target && TRMonitorAccess.isIdle(monitor, executorId) &&
+      !TRMonitorAccess.holdsCachedBlocks(monitor, executorId)
   }
 
   /**
