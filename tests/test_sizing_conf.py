@@ -15,6 +15,7 @@ from trspark.live.sizing import (
     COALESCE,
     INITIAL,
     INITIAL_PARTITIONS,
+    MIN_PARTITION_SIZE,
     SHUFFLE_PARTITIONS,
     size_command,
 )
@@ -144,3 +145,26 @@ def test_a_partition_size_never_exceeds_what_a_spark_setting_holds() -> None:
     result = CliRunner().invoke(size_command, ["--lifetime", "exponential:mean=600", "--rate", "1e30"])
     assert result.exit_code == 0, result.output
     assert f"--conf {ADVISORY}={2**63 - 1}" in result.output
+
+
+def _spark_bytes(text: str) -> int:
+    """A Spark byte size as SQLConf reads it (binary units: 1m = 2**20)."""
+    units = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "m": 2**20, "mb": 2**20, "g": 2**30, "gb": 2**30}
+    digits = text.rstrip("bkmgBKMG")
+    return int(digits) * units[text[len(digits):].lower()]
+
+
+@pytest.mark.parametrize("rate", ["1k", "10k", "1"])
+def test_a_partition_size_below_aqes_minimum_partition_size_is_what_aqe_coalesces_to(rate: str) -> None:
+    # AQE's target is max(min(.., advisory), coalescePartitions.minPartitionSize) (default 1m):
+    # an advisory size below that minimum would still give partitions of 1 MiB.
+    conf = trspark.configure({}, lifetime="exponential:mean=600", sizing_rate=rate)
+    advisory = int(conf[ADVISORY])
+    assert advisory < 2**20
+    assert _spark_bytes(conf.get(MIN_PARTITION_SIZE, "1m")) <= advisory
+
+
+def test_the_users_minimum_partition_size_wins() -> None:
+    conf = trspark.configure({MIN_PARTITION_SIZE: "2m"}, lifetime="exponential:mean=600", sizing_rate="1k")
+    assert conf[MIN_PARTITION_SIZE] == "2m"
+    assert MIN_PARTITION_SIZE not in trspark.configure({}, **OPTIONS)

@@ -8,6 +8,8 @@ and neighbours are merged up to ``spark.sql.adaptive.advisoryPartitionSizeInByte
 splits a partition that is too large, so :func:`sql_settings` sets both: the advisory size to
 :math:`B^*`, and the initial number to :data:`INITIAL_PARTITIONS` so that a shuffle of up to
 ``INITIAL_PARTITIONS`` x :math:`B^*` bytes starts with partitions no larger than :math:`B^*`.
+AQE also merges partitions up to ``spark.sql.adaptive.coalescePartitions.minPartitionSize``
+(1 MiB by default) whatever the advisory size, so a :math:`B^*` below that lowers it too.
 
 The user's own settings always win: a setting already present is never replaced, and nothing is
 set when AQE or its coalescing is switched off, or when the user chose the advisory size.
@@ -29,9 +31,13 @@ INITIAL = "spark.sql.adaptive.coalescePartitions.initialPartitionNum"
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 AQE = "spark.sql.adaptive.enabled"
 COALESCE = "spark.sql.adaptive.coalescePartitions.enabled"
+MIN_PARTITION_SIZE = "spark.sql.adaptive.coalescePartitions.minPartitionSize"
 
 INITIAL_PARTITIONS = 1000
 """Initial shuffle partitions set with the advisory size (AQE merges the small ones back)."""
+
+SPARK_MIN_PARTITION_BYTES = 2**20
+"""Spark's default ``coalescePartitions.minPartitionSize`` (``1MB``, read in binary units)."""
 
 log = logging.getLogger("trspark")
 
@@ -41,7 +47,8 @@ def sql_settings(config: TRConfig, existing: Callable[[str], str | None]) -> dic
 
     Empty without ``sizing.rate``, without a finite limit (stable capacity), with AQE or its
     coalescing off, or with an advisory size already set; ``initialPartitionNum`` only when neither
-    it nor ``spark.sql.shuffle.partitions`` is set.
+    it nor ``spark.sql.shuffle.partitions`` is set; ``minPartitionSize`` only when unset and
+    Spark's default would exceed :math:`B^*`.
     """
     size = suggested_partition_bytes(config)
     if size is None:
@@ -56,6 +63,10 @@ def sql_settings(config: TRConfig, existing: Callable[[str], str | None]) -> dic
     out = {ADVISORY: str(size)}
     if existing(SHUFFLE_PARTITIONS) is None and existing(INITIAL) is None:
         out[INITIAL] = str(INITIAL_PARTITIONS)
+    if size < SPARK_MIN_PARTITION_BYTES and existing(MIN_PARTITION_SIZE) is None:
+        # AQE coalesces up to at least minPartitionSize whatever the advisory size; Spark's
+        # documentation asks for at most a fifth of the advisory size.
+        out[MIN_PARTITION_SIZE] = str(max(1, size // 5))
     log.info("trspark: tasks of at most %.1f s by the lifetime rule: %s", configured_limit(config),
              ", ".join(f"{k}={v}" for k, v in out.items()))
     return out
