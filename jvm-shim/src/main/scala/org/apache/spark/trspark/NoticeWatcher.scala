@@ -265,16 +265,25 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
     connection.setUseCaches(false)
     connection.setRequestMethod(method)
     headers.foreach { case (k, v) => connection.setRequestProperty(k, v) }
-    // The read timeout bounds each read only: a service that trickles its answer is cut off here.
+    // The read timeout bounds each read only: a service that trickles its answer is cut off here,
+    // and one that trickles its headers by the watchdog, which closes the connection at the deadline.
     val deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(RequestTimeoutMs)
-    val status = connection.getResponseCode
-    val stream = Option(if (status >= 400) connection.getErrorStream else connection.getInputStream)
-    val body = stream.map { in =>
-      try new String(readBefore(in, deadline), StandardCharsets.UTF_8)
-      catch { case e: java.net.SocketTimeoutException => connection.disconnect(); throw e }
-      finally in.close()
-    }
-    (status, body.getOrElse(""))
+    val cutOff = new AtomicBoolean(false)
+    val watchdog = Watchdog.schedule((() => { cutOff.set(true); connection.disconnect() }): Runnable,
+      RequestTimeoutMs.toLong, TimeUnit.MILLISECONDS)
+    try {
+      val status = connection.getResponseCode
+      val stream = Option(if (status >= 400) connection.getErrorStream else connection.getInputStream)
+      val body = stream.map { in =>
+        try new String(readBefore(in, deadline), StandardCharsets.UTF_8)
+        catch { case e: java.net.SocketTimeoutException => connection.disconnect(); throw e }
+        finally in.close()
+      }
+      (status, body.getOrElse(""))
+    } catch {
+      case NonFatal(_) if cutOff.get() =>
+        throw new java.net.SocketTimeoutException(s"no whole answer within $RequestTimeoutMs ms")
+    } finally watchdog.cancel(false)
   }
 }
 
@@ -309,6 +318,10 @@ object NoticeWatcher {
    * default interval loses little of it and saves an idle executor most of a request a second.
    */
   val RebalanceEveryPolls = 5
+
+  /** Closes connections whose answer is not over in time; one thread for every watcher of the JVM. */
+  private lazy val Watchdog: ScheduledExecutorService =
+    Executors.newSingleThreadScheduledExecutor(daemon("trspark-notice-watchdog"))
 
   /** Daemon threads, so a watcher never keeps an executor JVM alive. */
   private def daemon(name: String): ThreadFactory = (r: Runnable) => {

@@ -1,0 +1,78 @@
+"""Bounds of the executor-side notice watcher (``NoticeWatcher.scala``) that the happy-path tests in
+``test_notice_watcher.py`` do not reach: how long a request to a misbehaving metadata service may
+take, and which deadline a notice without a time gets when the polls before it saw nothing usable."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.jvm_gateway import Jvm, plain_jvm
+
+
+@pytest.fixture(scope="module")
+def jvm() -> Iterator[Jvm]:
+    with plain_jvm() as j:
+        yield j
+
+
+def idle_watcher(jvm: Jvm, source: str, url: str, *, interval: float = 0.05, window: float = 30.0) -> tuple[Any, Any]:
+    """A watcher that is not started: the test calls ``pollOnce`` itself, so each poll's timing is its own."""
+    settings = jvm.trspark.NoticeSettings(source, url, interval, window, "none")
+    recorder = jvm.trspark.NoticeRecorder()
+    return jvm.trspark.NoticeWatcher(settings, recorder), recorder
+
+
+@pytest.fixture()
+def trickling_headers() -> Iterator[str]:
+    """A service that sends its status line at once, then a header byte every 0.2 s for 20 s."""
+    stop = threading.Event()
+
+    def serve(listener: socket.socket) -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            with connection:
+                connection.sendall(b"HTTP/1.1 200 OK\r\n")
+                for _ in range(100):
+                    if stop.wait(0.2):
+                        return
+                    try:
+                        connection.sendall(b"X")
+                    except OSError:
+                        break
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        threading.Thread(target=serve, args=(listener,), daemon=True).start()
+        try:
+            yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+        finally:
+            stop.set()
+
+
+def test_a_poll_is_cut_off_while_the_headers_trickle(jvm: Jvm, trickling_headers: str) -> None:
+    """Each read gets the read timeout anew, so headers that trickle would hold a poll for ever."""
+    w, recorder = idle_watcher(jvm, "gcp", trickling_headers)
+    started = time.monotonic()
+    w.pollOnce()
+    assert time.monotonic() - started < 2.5
+    assert "1000 ms" in w.problem()
+    assert recorder.calls() == 0
+
+
+def test_the_pool_lookup_at_start_is_cut_off_while_the_headers_trickle(jvm: Jvm, trickling_headers: str) -> None:
+    """The executor's plugin start-up waits for this lookup: GCP asks twice, each ask bounded."""
+    w, _ = idle_watcher(jvm, "gcp", trickling_headers)
+    started = time.monotonic()
+    assert not w.metadataPool().isDefined()
+    assert time.monotonic() - started < 4.0
+
