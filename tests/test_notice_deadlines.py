@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from jobs.harness.notice_endpoints import NoticeServer
 from tests.jvm_gateway import Jvm, plain_jvm
 
 
@@ -76,3 +77,35 @@ def test_the_pool_lookup_at_start_is_cut_off_while_the_headers_trickle(jvm: Jvm,
     assert not w.metadataPool().isDefined()
     assert time.monotonic() - started < 4.0
 
+
+def test_a_notice_after_failed_polls_is_not_due_before_it_was_seen(jvm: Jvm) -> None:
+    """The window counts from the last poll that saw no notice; after a longer outage than the
+    window that poll is too old: the VM still runs when the notice is seen, so it ends no sooner."""
+    with NoticeServer() as server:
+        w, recorder = idle_watcher(jvm, "gcp", server.url, window=1.0)
+        w.pollOnce()
+        assert w.lastClear() > 0 and w.problem() == ""
+        server.refuse_metadata = True
+        outage_end = time.time() + 1.5
+        while time.time() < outage_end:
+            w.pollOnce()
+            time.sleep(0.05)  # polls of the refusing service, as the watcher's timer makes them
+        assert w.problem() != ""
+        server.post_notice(1.0)
+        server.refuse_metadata = False
+        seen = time.time() * 1000
+        w.pollOnce()
+        assert recorder.calls() == 1
+        assert recorder.deadline() >= seen - 5, (recorder.deadline(), w.lastClear())
+
+
+def test_a_notice_at_the_first_poll_may_be_a_window_old(jvm: Jvm) -> None:
+    """A VM can be preempted before its executor starts: with no poll before that saw none, the
+    notice may be a whole window old, never older, since the VM still runs."""
+    with NoticeServer() as server:
+        server.post_notice(30)
+        w, recorder = idle_watcher(jvm, "gcp", server.url, window=30.0)
+        seen = time.time() * 1000
+        w.pollOnce()
+        assert recorder.calls() == 1
+        assert seen - 5 <= recorder.deadline() <= seen + 1000

@@ -36,7 +36,7 @@ object PollResult {
  *    + window).
  *
  * `postedAfterMs` is the earliest time a notice without a time can have been posted: the
- * watcher passes the start of its last poll that saw none.
+ * watcher passes the start of its last poll that saw none, or one window before this poll if later.
  */
 object NoticeEndpoints {
   val AwsTokenPath = "/latest/api/token"

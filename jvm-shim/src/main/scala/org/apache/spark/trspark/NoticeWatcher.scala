@@ -84,8 +84,8 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
   private val periodMs = math.max(1L, (settings.intervalS * 1000).round)
   // When the last poll that saw no notice started. A notice that carries no time (GCP's
   // `preempted`, an Azure event without NotBefore) was posted after it, so its deadline is at the
-  // earliest `lastClearMs + window`; counting the window from when the notice is seen would put
-  // the deadline up to one interval (plus a request) late.
+  // earliest `lastClearMs + window` (and no earlier than the poll that sees it); counting the
+  // window from when the notice is seen would put the deadline up to one interval late.
   @volatile private var lastClearMs: Option[Long] = None
   private val timer: ScheduledExecutorService = Executors.newSingleThreadScheduledExecutor(daemon("trspark-notice"))
 
@@ -138,8 +138,9 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
   /** One poll; everything it can throw is caught (the thread must keep running). */
   def pollOnce(): Unit = if (!fired.get()) {
     val started = clock()
-    // No clear poll yet (the first poll, or only failed ones): the notice may be one interval old.
-    val postedAfter = lastClearMs.getOrElse(started - periodMs)
+    // The VM still runs, so a notice seen now is at most one window old: without a clear poll
+    // since (the first poll, or failed ones longer than the window) its deadline is this poll's start.
+    val postedAfter = math.max(lastClearMs.getOrElse(Long.MinValue), started - settings.windowMillis)
     val result = try poll(postedAfter) catch {
       case NonFatal(e) => PollResult.Unusable(s"${settings.source} metadata at ${settings.baseUrl} unreachable ($e)")
     }
