@@ -109,3 +109,37 @@ def test_a_notice_at_the_first_poll_may_be_a_window_old(jvm: Jvm) -> None:
         w.pollOnce()
         assert recorder.calls() == 1
         assert seen - 5 <= recorder.deadline() <= seen + 1000
+
+
+def test_an_unanswered_token_request_is_not_repeated_at_every_poll(jvm: Jvm) -> None:
+    """IMDSv1 after a token request that timed out: asking again at every poll would hold each poll
+    for the request timeout, a second interval in every poll."""
+    with NoticeServer() as server:
+        server.aws_token_unanswered = True
+        w, recorder = idle_watcher(jvm, "aws", server.url)
+        w.pollOnce()  # the first poll waits for the token that does not come
+        assert w.problem() == ""
+        started = time.monotonic()
+        for _ in range(3):
+            w.pollOnce()
+        assert time.monotonic() - started < 1.0
+        assert w.problem() == "" and server.token_requests == 1
+        server.post_notice(120)
+        w.pollOnce()
+        assert recorder.calls() == 1
+
+
+def test_a_refused_request_without_a_token_asks_for_one_at_once(jvm: Jvm) -> None:
+    """Once the service takes token requests and refuses IMDSv1, the next poll has a token again."""
+    with NoticeServer() as server:
+        server.aws_token_unanswered = True
+        w, recorder = idle_watcher(jvm, "aws", server.url)
+        w.pollOnce()
+        server.aws_token_unanswered = False
+        server.aws_require_token = True
+        w.pollOnce()  # refused without a token (401): the watcher drops IMDSv1
+        w.pollOnce()
+        assert w.problem() == "" and server.aws_tokens
+        server.post_notice(120)
+        w.pollOnce()
+        assert recorder.calls() == 1

@@ -25,7 +25,8 @@ Each also answers which pool the VM is in (its instance life cycle), ``spot`` un
 
 Options for the watcher's less common paths: ``aws_require_token`` makes the AWS imitation
 answer 401 without an IMDSv2 session token (``PUT /latest/api/token``, which it always offers);
-``azure_vm_name`` is served at ``/metadata/instance/compute/name`` and ``azure_resources`` lists
+``aws_token_unanswered`` leaves token requests unanswered (as an IMDSv2 hop limit of 1 does to a
+container's requests) while IMDSv1 requests are answered; ``azure_vm_name`` is served at ``/metadata/instance/compute/name`` and ``azure_resources`` lists
 the VMs the event concerns; ``refuse_metadata`` answers GCP and Azure as they answer a request
 without their metadata header (403 / 400).
 """
@@ -70,6 +71,10 @@ class NoticeServer:
         self.azure_vm_name = azure_vm_name
         self.azure_resources = list(azure_resources)
         self.refuse_metadata = False
+        self.aws_token_unanswered = False
+        self.token_requests = 0
+        """``PUT /latest/api/token`` requests received, answered or not."""
+        self._closing = threading.Event()
         self.throttle_azure_name = 0
         """Requests for the Azure VM name still to answer 429 Too Many Requests (IMDS throttling)."""
         self.pool = "spot"
@@ -139,6 +144,7 @@ class NoticeServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._closing.set()
         self._httpd.shutdown()
         self._httpd.server_close()
 
@@ -238,6 +244,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PUT(self) -> None:  # noqa: N802 (http.server's name)
         self.notices.requests += 1
         self.notices.clients.add(self.client_address[:2])
+        self.notices.token_requests += 1
+        if self.notices.aws_token_unanswered:
+            self.notices._closing.wait()  # the answer never reaches the client; the server may close
+            self.close_connection = True
+            return None
         ttl = self.headers.get("X-aws-ec2-metadata-token-ttl-seconds", "")
         if self.notices.split_path(self.path)[1] != AWS_TOKEN_PATH or not ttl.isdigit() or not 1 <= int(ttl) <= 21600:
             return self._reply(400, "text/plain", "Bad Request")

@@ -78,6 +78,9 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
   private val pollCount = new AtomicLong(0)
   @volatile private var lastProblem = ""
   @volatile private var awsToken: Option[(String, Long)] = None // (token, expiry ms)
+  // After a failed token request, IMDSv1 until then (epoch ms): an unanswered request (an IMDSv2
+  // hop limit of 1 in a container) would otherwise hold every poll for a whole request timeout.
+  @volatile private var awsTokenRetryAt = 0L
   @volatile private var azureVmName: Option[String] = None
   private var azureNameFailures = 0 // only the poll thread reads the name
   private def clock(): Long = System.currentTimeMillis()
@@ -178,7 +181,7 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
   private def poll(postedAfter: Long): PollResult = settings.source match {
     case "aws" =>
       val (status, body) = get(NoticeEndpoints.AwsPath, awsHeaders())
-      if (status == 401) awsToken = None // expired or revoked: ask for a new one next time
+      if (status == 401) { awsToken = None; awsTokenRetryAt = 0L } // expired, revoked or required: ask at once
       NoticeEndpoints.parseAws(status, body)
     case "gcp" =>
       val (status, body) = get(NoticeEndpoints.GcpPath, Seq("Metadata-Flavor" -> "Google"))
@@ -218,14 +221,15 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
   /** IMDSv2 session-token header when the service issues tokens; IMDSv1 (none) otherwise. */
   private def awsHeaders(): Seq[(String, String)] = {
     val now = clock()
-    val token = awsToken.filter(_._2 > now).map(_._1).orElse {
+    val token = awsToken.filter(_._2 > now).map(_._1).orElse(if (now < awsTokenRetryAt) None else {
       val ttl = Seq("X-aws-ec2-metadata-token-ttl-seconds" -> AwsTokenTtlS.toString)
       val fresh = Try(request("PUT", NoticeEndpoints.AwsTokenPath, ttl)).toOption
         .collect { case (200, body) => body.trim }.filter(_.nonEmpty)
       // Renew a minute before expiry so a poll never carries a token about to lapse.
       awsToken = fresh.map(t => (t, now + (AwsTokenTtlS - 60) * 1000L))
+      if (fresh.isEmpty) awsTokenRetryAt = clock() + AwsTokenRetryMs
       fresh
-    }
+    })
     token.map(t => Seq("X-aws-ec2-metadata-token" -> t)).getOrElse(Nil)
   }
 
@@ -311,6 +315,8 @@ object NoticeWatcher {
   val ConnectTimeoutMs = 500
   val RequestTimeoutMs = 1000
   val AwsTokenTtlS = 21600
+  /** IMDSv1 this long after a failed token request before asking for a token again (ms). */
+  val AwsTokenRetryMs = 60000L
   /** Reads of the Azure VM name before it counts as unknown for good. */
   val AzureNameAttempts = 5
   /**
