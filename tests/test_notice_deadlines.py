@@ -143,3 +143,13 @@ def test_a_refused_request_without_a_token_asks_for_one_at_once(jvm: Jvm) -> Non
         server.post_notice(120)
         w.pollOnce()
         assert recorder.calls() == 1
+
+
+def test_a_hibernate_action_is_due_when_seen(jvm: Jvm) -> None:
+    """AWS gives no two minutes' warning before hibernation, which starts at the notice."""
+    endpoints = jvm.trspark.NoticeEndpoints
+    body = '{"action": "%s", "time": "2026-11-22T01:02:00Z"}'
+    seen = 1795309200000  # 2026-11-22T01:00:00Z
+    assert endpoints.parseAws(200, body % "hibernate", seen).deadlineEpochMillis() == seen
+    assert endpoints.parseAws(200, body % "stop", seen).deadlineEpochMillis() == seen + 120_000
+    assert endpoints.parseAws(200, body % "terminate", seen).deadlineEpochMillis() == seen + 120_000

@@ -25,7 +25,8 @@ object PollResult {
  * answers (see `docs/notices-and-pools.md`):
  *
  *  - AWS `GET /latest/meta-data/spot/instance-action`: 404 = none; 200 JSON with `action`
- *    (terminate | stop | hibernate) and an ISO-8601 UTC `time` (two minutes ahead). IMDSv2
+ *    (terminate | stop | hibernate) and an ISO-8601 UTC `time` (two minutes ahead; `hibernate`
+ *    starts at once, so it is due by the poll that sees it). IMDSv2
  *    (session token from `PUT /latest/api/token`) when the service offers it, IMDSv1 otherwise.
  *  - GCP `GET /computeMetadata/v1/instance/preempted` with `Metadata-Flavor: Google`:
  *    `FALSE` / `TRUE`. No time is given: deadline = the last `FALSE` poll's start + window
@@ -96,13 +97,22 @@ object NoticeEndpoints {
       case _ => None
     }
 
-  /** AWS instance-action answer -> result. */
-  def parseAws(status: Int, body: String): PollResult = status match {
+  /** AWS instance-action answer -> result, as seen by a poll at an unknown time. */
+  def parseAws(status: Int, body: String): PollResult = parseAws(status, body, Long.MaxValue)
+
+  /**
+   * AWS instance-action answer seen by a poll that started at `seenMs` -> result. A `hibernate`
+   * action comes without the two minutes' warning (hibernation begins at the notice), so it is due
+   * no later than `seenMs`, whatever its `time` says.
+   */
+  def parseAws(status: Int, body: String, seenMs: Long): PollResult = status match {
     case 404 => PollResult.NoNotice
     case 200 =>
-      Try(mapper.readTree(body)).toOption.flatMap(n => Option(n).map(_.path("time").asText(""))) match {
+      val node = Try(mapper.readTree(body)).toOption.flatMap(Option(_))
+      val dueBy = if (node.exists(_.path("action").asText("") == "hibernate")) seenMs else Long.MaxValue
+      node.map(_.path("time").asText("")) match {
         case Some(time) if time.nonEmpty =>
-          parseIso(time).map(PollResult.Notice(_): PollResult)
+          parseIso(time).map(t => PollResult.Notice(math.min(t, dueBy)): PollResult)
             .getOrElse(PollResult.Unusable(s"AWS instance-action time '$time' is not ISO-8601"))
         case _ => PollResult.Unusable(s"AWS instance-action answer without a time: ${body.take(80)}")
       }

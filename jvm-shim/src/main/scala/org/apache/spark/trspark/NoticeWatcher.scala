@@ -144,7 +144,7 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
     // The VM still runs, so a notice seen now is at most one window old: without a clear poll
     // since (the first poll, or failed ones longer than the window) its deadline is this poll's start.
     val postedAfter = math.max(lastClearMs.getOrElse(Long.MinValue), started - settings.windowMillis)
-    val result = try poll(postedAfter) catch {
+    val result = try poll(started, postedAfter) catch {
       case NonFatal(e) => PollResult.Unusable(s"${settings.source} metadata at ${settings.baseUrl} unreachable ($e)")
     }
     result match {
@@ -177,12 +177,12 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
     }
   }
 
-  /** One request; `postedAfter`: the earliest time a notice seen now can have been posted (ms). */
-  private def poll(postedAfter: Long): PollResult = settings.source match {
+  /** One request at `started`; `postedAfter`: the earliest time a notice seen now can have been posted (ms). */
+  private def poll(started: Long, postedAfter: Long): PollResult = settings.source match {
     case "aws" =>
       val (status, body) = get(NoticeEndpoints.AwsPath, awsHeaders())
       if (status == 401) { awsToken = None; awsTokenRetryAt = 0L } // expired, revoked or required: ask at once
-      NoticeEndpoints.parseAws(status, body)
+      NoticeEndpoints.parseAws(status, body, started)
     case "gcp" =>
       val (status, body) = get(NoticeEndpoints.GcpPath, Seq("Metadata-Flavor" -> "Google"))
       NoticeEndpoints.parseGcp(status, body, postedAfter, settings.windowMillis)
