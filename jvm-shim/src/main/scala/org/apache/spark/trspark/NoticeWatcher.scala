@@ -284,6 +284,8 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
         catch { case e: java.net.SocketTimeoutException => connection.disconnect(); throw e }
         finally in.close()
       }
+      // A stream closed by the watchdog may end as if the answer were over: it is cut short.
+      if (cutOff.get()) throw new java.net.SocketTimeoutException(s"no whole answer within $RequestTimeoutMs ms")
       (status, body.getOrElse(""))
     } catch {
       case NonFatal(_) if cutOff.get() =>

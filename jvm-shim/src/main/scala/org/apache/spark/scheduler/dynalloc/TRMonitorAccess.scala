@@ -15,6 +15,11 @@ private[spark] object TRMonitorAccess {
    * `executorId` (known to the monitor) holds cached RDD blocks: dynamic allocation keeps such an
    * executor until `spark.dynamicAllocation.cachedExecutorIdleTimeout` (unbounded by default).
    */
-  def holdsCachedBlocks(monitor: ExecutorMonitor, executorId: String): Boolean =
-    monitor.ensureExecutorIsTracked(executorId, ResourceProfile.UNKNOWN_RESOURCE_PROFILE_ID).cachedBlocks.nonEmpty
+  def holdsCachedBlocks(monitor: ExecutorMonitor, executorId: String): Boolean = {
+    // Looked up under the executor's own profile, ensureExecutorIsTracked only finds its tracker;
+    // an unknown id, or the unknown profile, would be added to the monitor's counts.
+    val profile = monitor.getResourceProfileId(executorId)
+    profile != ResourceProfile.UNKNOWN_RESOURCE_PROFILE_ID &&
+      monitor.ensureExecutorIsTracked(executorId, profile).cachedBlocks.nonEmpty
+  }
 }
