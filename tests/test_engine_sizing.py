@@ -33,6 +33,19 @@ def test_long_tasks_get_one_line_with_the_partition_size_at_the_measured_rate() 
     assert f"advisoryPartitionSizeInBytes={round(limit * 10 * MB)}" in advice[0].message  # 1000 MB / 100 s
 
 
+@pytest.mark.parametrize(("rate", "size", "least"), [
+    (1e30, sizing.JAVA_LONG_MAX, None),  # a size Spark can read, not 6.4e31
+    (1e3, 64432, 12886),  # under 1 MiB: AQE would coalesce up to its 1 MiB minimum unless it is lowered
+])
+def test_the_advice_names_partition_settings_spark_applies(rate: float, size: int, least: int | None) -> None:
+    config = TRConfig(lifetime="exponential:mean=600", sizing_rate=rate, duplication=False)
+    events = add_executors(["a", "b"]) + [map_stage(0, 4, 0)]
+    events += run_task(0, 0, "a", start=0.0, seconds=100.0, write=MB, shuffle_id=0) + [Tick(time=101.0)]
+    (advice,) = _advice(config, events)
+    assert f"advisoryPartitionSizeInBytes={size}" in advice.message
+    assert (f"minPartitionSize={least}" in advice.message) == (least is not None)
+
+
 def test_the_advice_states_a_small_loss_fraction_as_configured() -> None:
     config = TRConfig(lifetime="exponential:mean=60000", sizing_fraction=0.001, duplication=False)
     events = add_executors(["a", "b"]) + [map_stage(0, 4, 0)]

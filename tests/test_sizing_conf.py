@@ -8,6 +8,7 @@ from click.testing import CliRunner
 import trspark
 from cost_model.lifetimes import Exponential
 from cost_model.task_size import largest_task_seconds
+from trspark.engine.tr.sizing import MIN_PARTITION_SIZE_KEY
 from trspark.live import sparkconf
 from trspark.live.sizing import (
     ADVISORY,
@@ -15,7 +16,6 @@ from trspark.live.sizing import (
     COALESCE,
     INITIAL,
     INITIAL_PARTITIONS,
-    MIN_PARTITION_SIZE,
     SHUFFLE_PARTITIONS,
     size_command,
 )
@@ -161,10 +161,10 @@ def test_a_partition_size_below_aqes_minimum_partition_size_is_what_aqe_coalesce
     conf = trspark.configure({}, lifetime="exponential:mean=600", sizing_rate=rate)
     advisory = int(conf[ADVISORY])
     assert advisory < 2**20
-    assert _spark_bytes(conf.get(MIN_PARTITION_SIZE, "1m")) <= advisory
+    assert _spark_bytes(conf.get(MIN_PARTITION_SIZE_KEY, "1m")) <= advisory
 
 
 def test_the_users_minimum_partition_size_wins() -> None:
-    conf = trspark.configure({MIN_PARTITION_SIZE: "2m"}, lifetime="exponential:mean=600", sizing_rate="1k")
-    assert conf[MIN_PARTITION_SIZE] == "2m"
-    assert MIN_PARTITION_SIZE not in trspark.configure({}, **OPTIONS)
+    conf = trspark.configure({MIN_PARTITION_SIZE_KEY: "2m"}, lifetime="exponential:mean=600", sizing_rate="1k")
+    assert conf[MIN_PARTITION_SIZE_KEY] == "2m"
+    assert MIN_PARTITION_SIZE_KEY not in trspark.configure({}, **OPTIONS)

@@ -24,20 +24,22 @@ from collections.abc import Callable
 import click
 
 from trspark.engine.settings import TRConfig
-from trspark.engine.tr.sizing import configured_limit, percent, suggested_partition_bytes
+from trspark.engine.tr.sizing import (
+    MIN_PARTITION_SIZE_KEY,
+    configured_limit,
+    min_partition_bytes,
+    percent,
+    suggested_partition_bytes,
+)
 
 ADVISORY = "spark.sql.adaptive.advisoryPartitionSizeInBytes"
 INITIAL = "spark.sql.adaptive.coalescePartitions.initialPartitionNum"
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 AQE = "spark.sql.adaptive.enabled"
 COALESCE = "spark.sql.adaptive.coalescePartitions.enabled"
-MIN_PARTITION_SIZE = "spark.sql.adaptive.coalescePartitions.minPartitionSize"
 
 INITIAL_PARTITIONS = 1000
 """Initial shuffle partitions set with the advisory size (AQE merges the small ones back)."""
-
-SPARK_MIN_PARTITION_BYTES = 2**20
-"""Spark's default ``coalescePartitions.minPartitionSize`` (``1MB``, read in binary units)."""
 
 log = logging.getLogger("trspark")
 
@@ -63,10 +65,8 @@ def sql_settings(config: TRConfig, existing: Callable[[str], str | None]) -> dic
     out = {ADVISORY: str(size)}
     if existing(SHUFFLE_PARTITIONS) is None and existing(INITIAL) is None:
         out[INITIAL] = str(INITIAL_PARTITIONS)
-    if size < SPARK_MIN_PARTITION_BYTES and existing(MIN_PARTITION_SIZE) is None:
-        # AQE coalesces up to at least minPartitionSize whatever the advisory size; Spark's
-        # documentation asks for at most a fifth of the advisory size.
-        out[MIN_PARTITION_SIZE] = str(max(1, size // 5))
+    if (least := min_partition_bytes(size)) is not None and existing(MIN_PARTITION_SIZE_KEY) is None:
+        out[MIN_PARTITION_SIZE_KEY] = str(least)
     log.info("trspark: tasks of at most %.1f s by the lifetime rule: %s", configured_limit(config),
              ", ".join(f"{k}={v}" for k, v in out.items()))
     return out

@@ -31,6 +31,17 @@ from trspark.engine.views import ExecutorView, StageView, never_evicted
 #: The largest byte count a Spark setting holds (a Java long).
 JAVA_LONG_MAX = 2**63 - 1
 
+#: Spark's default ``spark.sql.adaptive.coalescePartitions.minPartitionSize`` (``1MB``, read in binary units).
+SPARK_MIN_PARTITION_BYTES = 2**20
+MIN_PARTITION_SIZE_KEY = "spark.sql.adaptive.coalescePartitions.minPartitionSize"
+
+
+def min_partition_bytes(size: int) -> int | None:
+    """The ``minPartitionSize`` (bytes) a partition size of ``size`` bytes needs: a fifth of it, as
+    Spark's documentation asks, when Spark's default would be larger (AQE coalesces up to it
+    whatever the advisory size); else None."""
+    return max(1, size // 5) if size < SPARK_MIN_PARTITION_BYTES else None
+
 #: Seconds of driver time a computed limit is reused while the executors stay the same: ages
 #: move slowly against lifetimes, and the limit is a mixture over every executor.
 REFRESH_SECONDS = 30.0
@@ -169,7 +180,9 @@ class SizeAdvisor:
         rate = self.rate if self.rate > 0.0 else read / seconds
         if rate <= 0.0:
             return head
-        size = max(1, round(limit * rate))
+        size = min(max(1, round(limit * rate)), JAVA_LONG_MAX)  # a size Spark can read
         source = "the configured" if self.rate > 0.0 else "the measured"
+        # AQE coalesces up to minPartitionSize (1 MiB) whatever the advisory size; a fifth is Spark's advice.
+        smaller = "" if (least := min_partition_bytes(size)) is None else f", {MIN_PARTITION_SIZE_KEY}={least}"
         return (f"{head}; at {source} {rate / 1e6:.1f} MB/s per task that is partitions of at most {size} bytes "
-                f"(SQL: spark.sql.adaptive.advisoryPartitionSizeInBytes={size}; RDD: repartition or numPartitions)")
+                f"(SQL: spark.sql.adaptive.advisoryPartitionSizeInBytes={size}{smaller}; RDD: repartition or numPartitions)")
