@@ -56,23 +56,23 @@ The engine's policies driven by the simulator through `bench/engine_sweep.py` an
 tasks as the driver does. `python bench/engine_targets.py docs/results/engine_sweep.csv` judges
 the sweep against the design targets.
 
-These sweeps ran on the code each one names. Its simulator failed a running reader stage as soon as
-a block it reads was lost; today's fails it only when one of its tasks still fetches the block, as
-Spark does, and no longer runs a partition twice when one eviction loses it in parent and child.
-Runs that lose blocks come out differently under today's rule (`never`'s mostly shorter), so these
-figures are not today's; the simulator and pools reports are.
+These sweeps ran on the code each one names. `engine_sweep.csv` was measured with today's
+simulator, which fails a running reader stage only when one of its tasks still fetches a lost
+block, as Spark does. The other sweeps below predate that rule: their simulator failed such a
+stage as soon as a block it reads was lost, and ran a partition twice when one eviction lost it
+in parent and child. Runs that lose blocks come out differently under today's rule (`never`'s
+mostly shorter), so their figures are not today's; `engine_sweep.csv` is.
 """, (
     Source("engine_sweep.csv",
-           f"python bench/engine_sweep.py --exp stability --policies tr tr-det \\\n"
-           f"    --workloads tpcds bing cortana pagerank --stabilities 1000 200 100 50 20 10 5 \\\n"
-           f"    {_SWEEP_FLAGS} --csv tr.csv\n"
-           "# tr-local: the same with --runs 50; the baselines' rows come from the same script, --runs 50",
-           "2026-11-25", "aef7d88 (tr, tr-det, tr-local); baselines from an earlier commit of the same day; `tr` at "
-           "tpcds and bing, stabilities 20 and 5, re-run at fcbf2dc (2026-11-28), 4164ff6 (2026-12-03), "
-           "223e3f8 (2026-12-04) and 8a67711 (2026-12-05): identical to the last digit",
-           "2 cores shared with other work", pivot(("workload", "stability"), "policy"),
-           "![slowdowns](engine_sweep.png)\n\nMean slowdown; 200 paired runs per point for `tr` and `tr-det`, "
-           "50 for the others."),
+           "python bench/engine_sweep.py --exp stability \\\n"
+           "    --policies never always stage tr tr-det tr-local oracle oracle-backup-driver --policy-runs tr-local=50 \\\n"
+           "    --workloads tpcds bing cortana pagerank --stabilities 1000 200 100 50 20 10 5 \\\n"
+           "    --vms 10 --scale 0.01 --runs 200 --workers 2 --period 1 --no-duplication --out out\n"
+           "# out/engine_stability.csv and .png, committed as engine_sweep.csv and .png",
+           "2026-12-06, 06:54-08:20 UTC", "ee64617",
+           MACHINE + ", shared with live tests and other work (simulated times do not depend on the load)",
+           pivot(("workload", "stability"), "policy"),
+           "![slowdowns](engine_sweep.png)\n\nMean slowdown; 200 paired runs per point, 50 for `tr-local`."),
     Source("engine_frontier.csv",
            f"python bench/engine_sweep.py --exp frontier --workloads tpcds bing cortana --stabilities 50 \\\n"
            f"    {_SWEEP_FLAGS} --csv f50.csv\n"
@@ -190,7 +190,7 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "lifetimes, no on-demand VMs. `tr_ratio` = mean(tr) / mean(this row's policy), paired. "
            "Cut short: the load left no time for the oracle's point (seven clairvoyant strategies per run at 20,100 tasks); never, always and tr are complete. "
            "Re-run at 2a7b501 (per-pool knowledge, notices priced by default, lineage-critical placement) with never, always and tr: the CSV came out byte-identical, as with no on-demand pool and no notices the engine decides as before. "
-           "Like the engine report's sweeps, this point and the next predate the simulator's current fetch-failure rule, under which runs that lose blocks come out differently: not today's figures."),
+           "Like the engine report's frontier, robustness, belt and ablation sweeps, this point and the next predate the simulator's current fetch-failure rule, under which runs that lose blocks come out differently: not today's figures."),
     Source("pools_paper_od10.csv",
            "nice -n 19 trspark simulate sweep --workloads tpcds --policies never,always,efm,pado,tr,oracle \\\n"
            "    --on-demand-shares 10 --stabilities 100 --vms 100 --cores 4 --scale 1 --runs 8 --workers 1 \\\n"
