@@ -58,10 +58,11 @@ the sweep against the design targets.
 
 These sweeps ran on the code each one names. `engine_sweep.csv` was measured with today's
 simulator, which fails a running reader stage only when one of its tasks still fetches a lost
-block, as Spark does. So was `engine_belt.csv`. The other sweeps below predate that rule: their simulator failed such a
+block, as Spark does, and so were `engine_belt.csv` and `engine_ablation.csv`. The frontier and
+robustness sweeps predate that rule: their simulator failed such a
 stage as soon as a block it reads was lost, and ran a partition twice when one eviction lost it
 in parent and child. Runs that lose blocks come out differently under today's rule (`never`'s
-mostly shorter), so their figures are not today's; those two are.
+mostly shorter), so their figures are not today's; the other three are.
 """, (
     Source("engine_sweep.csv",
            "python bench/engine_sweep.py --exp stability \\\n"
@@ -109,7 +110,7 @@ mostly shorter), so their figures are not today's; those two are.
            "`always`'s time."),
     Source("engine_ablation.csv",
            "python bench/engine_ablation.py --workloads tpcds --scale 0.01 --stabilities 5 20 --runs 20",
-           "2026-11-29, 01:28-01:38 UTC", "2a034e9", MACHINE + ", shared with other work (simulated times do not depend on it)",
+           "2026-12-06, 08:21-08:29 UTC", "ee64617", MACHINE + ", shared with other work (simulated times do not depend on it)",
            columns("experiment", "lifetimes", "policy", "variant", "stability", "vms", "tasks",
                    "slowdown_mean", "slowdown_ci_lo", "slowdown_ci_hi", "recomputed_tasks_mean",
                    "backups_remote_mean", "stall_weight"),
@@ -190,7 +191,7 @@ them for backups only and schedules as `tr` does. How each target is judged:
            "lifetimes, no on-demand VMs. `tr_ratio` = mean(tr) / mean(this row's policy), paired. "
            "Cut short: the load left no time for the oracle's point (seven clairvoyant strategies per run at 20,100 tasks); never, always and tr are complete. "
            "Re-run at 2a7b501 (per-pool knowledge, notices priced by default, lineage-critical placement) with never, always and tr: the CSV came out byte-identical, as with no on-demand pool and no notices the engine decides as before. "
-           "Like the engine report's frontier, robustness and ablation sweeps, this point and the next predate the simulator's current fetch-failure rule, under which runs that lose blocks come out differently: not today's figures."),
+           "Like the engine report's frontier and robustness sweeps, this point and the next predate the simulator's current fetch-failure rule, under which runs that lose blocks come out differently: not today's figures."),
     Source("pools_paper_od10.csv",
            "nice -n 19 trspark simulate sweep --workloads tpcds --policies never,always,efm,pado,tr,oracle \\\n"
            "    --on-demand-shares 10 --stabilities 100 --vms 100 --cores 4 --scale 1 --runs 8 --workers 1 \\\n"
