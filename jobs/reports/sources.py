@@ -120,7 +120,6 @@ mostly shorter), so their figures are not today's; the other three are.
 ))
 
 
-
 def _pools_sweep(path: Path) -> str:
     return pools.tables(path) + "\n" + pools.target_check(RESULTS / "engine_sweep.csv")(path)
 
