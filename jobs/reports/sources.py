@@ -58,11 +58,11 @@ the sweep against the design targets.
 
 These sweeps ran on the code each one names. `engine_sweep.csv` was measured with today's
 simulator, which fails a running reader stage only when one of its tasks still fetches a lost
-block, as Spark does, and so were `engine_belt.csv` and `engine_ablation.csv`. The frontier and
-robustness sweeps predate that rule: their simulator failed such a
+block, as Spark does, and so were `engine_belt.csv`, `engine_robustness.csv` and
+`engine_ablation.csv`. The frontier sweep predates that rule: its simulator failed such a
 stage as soon as a block it reads was lost, and ran a partition twice when one eviction lost it
 in parent and child. Runs that lose blocks come out differently under today's rule (`never`'s
-mostly shorter), so their figures are not today's; the other three are.
+mostly shorter), so its figures are not today's; the other four are.
 """, (
     Source("engine_sweep.csv",
            "python bench/engine_sweep.py --exp stability \\\n"
@@ -91,7 +91,7 @@ mostly shorter), so their figures are not today's; the other three are.
            "bandwidth and re-runs more tasks, as `engine_belt.csv` shows."),
     Source("engine_robustness.csv",
            "python bench/engine_sweep.py --exp robustness --runs 20 --workers 1 --period 1 --no-duplication",
-           "2026-11-28, 21:55-22:12 UTC", "8e68d35", MACHINE + ", shared with a simulator sweep (simulated times do not "
+           "2026-12-06, 08:34-08:43 UTC", "ee64617", MACHINE + ", shared with other work (simulated times do not "
            "depend on it)",
            columns("vms", "variant", "slowdown_mean", "slowdown_ci_lo", "slowdown_ci_hi", "failed_runs"),
            "![robustness](engine_robustness.png)\n\ntpcds at stability 90; `tr` believes a mean lifetime off "
