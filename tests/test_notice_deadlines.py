@@ -4,8 +4,6 @@ take, and which deadline a notice without a time gets when the polls before it s
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -14,6 +12,7 @@ import pytest
 
 from jobs.harness.notice_endpoints import NoticeServer
 from tests.jvm_gateway import Jvm, plain_jvm
+from tests.trickling_service import trickling_service
 
 
 @pytest.fixture(scope="module")
@@ -32,32 +31,8 @@ def idle_watcher(jvm: Jvm, source: str, url: str, *, interval: float = 0.05, win
 @pytest.fixture()
 def trickling_headers() -> Iterator[str]:
     """A service that sends its status line at once, then a header byte every 0.2 s for 20 s."""
-    stop = threading.Event()
-
-    def serve(listener: socket.socket) -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = listener.accept()
-            except OSError:
-                return
-            with connection:
-                connection.sendall(b"HTTP/1.1 200 OK\r\n")
-                for _ in range(100):
-                    if stop.wait(0.2):
-                        return
-                    try:
-                        connection.sendall(b"X")
-                    except OSError:
-                        break
-
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(8)
-        threading.Thread(target=serve, args=(listener,), daemon=True).start()
-        try:
-            yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-        finally:
-            stop.set()
+    with trickling_service(b"HTTP/1.1 200 OK\r\n", 0.2) as url:
+        yield url
 
 
 def test_a_poll_is_cut_off_while_the_headers_trickle(jvm: Jvm, trickling_headers: str) -> None:

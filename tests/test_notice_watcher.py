@@ -17,6 +17,7 @@ import pytest
 from jobs.harness.executors import driver_pid
 from jobs.harness.notice_endpoints import AZURE_NAME_PATH, NoticeServer
 from tests.jvm_gateway import Jvm, plain_jvm, wait_for
+from tests.trickling_service import trickling_service
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGPWR"), reason="SIGPWR is Linux-only")
 
@@ -330,36 +331,15 @@ def test_silent_service_times_out(jvm: Jvm) -> None:
 
 def test_a_service_that_trickles_its_answer_is_cut_off_at_the_request_timeout(jvm: Jvm) -> None:
     """The read timeout bounds each read only: a byte every 0.5 s would hold a poll for ever."""
-    stop = threading.Event()
-
-    def trickle(listener: socket.socket) -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = listener.accept()
-            except OSError:
-                return
-            with connection:
-                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n")
-                for _ in range(100):
-                    if stop.wait(0.5):
-                        return
-                    try:
-                        connection.sendall(b"F")
-                    except OSError:
-                        break
-
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(8)
-        threading.Thread(target=trickle, args=(listener,), daemon=True).start()
-        w, recorder = watcher(jvm, "gcp", f"http://127.0.0.1:{listener.getsockname()[1]}")
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n"
+    with trickling_service(head, 0.5) as url:
+        w, recorder = watcher(jvm, "gcp", url)
         try:
             wait_for(lambda: w.polls() >= 1, "one poll")
             assert "no whole answer within 1000 ms" in w.problem()
             assert recorder.calls() == 0  # the whole answer takes 50 s: a poll that ended read only part of it
         finally:
             w.stop()
-            stop.set()
 
 
 # ---------------------------------------------------------------------------------------------
