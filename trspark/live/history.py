@@ -102,19 +102,21 @@ class HistoryStore:
             return
         fs, root = store_fs(self.url)
         pool, app_id = records[0].pool, records[0].app_id
-        folder = f"{root}/{folder_name(pool)}/{folder_name(app_id)}"
+        self.write_part(fs, f"{root}/{folder_name(pool)}/{folder_name(app_id)}", records)
+
+    def write_part(self, fs: fsspec.AbstractFileSystem, folder: str, records: Iterable[LifetimeRecord]) -> None:
+        """``records`` as one new part under ``folder``: written under a temporary name, then moved,
+        so that a reader never sees a half-written part (raises on any store error)."""
         fs.makedirs(folder, exist_ok=True)
         name = self.next_part_name()
-        body = "".join(json.dumps(asdict(r), separators=(",", ":")) + "\n" for r in records)
-        # Write under a temporary name, then move: a reader never sees a half-written part.
         tmp, part = f"{folder}/_tmp-{name}", f"{folder}/{name}"
         with fs.open(tmp, "w") as fh:
-            fh.write(body)
+            fh.write("".join(json.dumps(asdict(r), separators=(",", ":")) + "\n" for r in records))
         try:
             fs.mv(tmp, part)
         except Exception:
             # An object store moves by copy, then delete: if only the delete failed the part is in
-            # place, and raising would have the recorder write its records twice.
+            # place, and raising would have its records written twice.
             if not fs.exists(part):
                 raise
 
@@ -145,7 +147,7 @@ class HistoryStore:
             return []
         for attempt in range(1, LOAD_ATTEMPTS + 1):
             try:
-                out, unreadable = _read_parts(fs, folder)
+                out, unreadable = read_parts(fs, sorted(p for p in fs.find(folder) if is_part(p)))
                 break
             except FileNotFoundError:
                 # A compaction merged a listed part before it was read; its merged part is in place
@@ -157,11 +159,11 @@ class HistoryStore:
         return out
 
 
-def _read_parts(fs: fsspec.AbstractFileSystem, folder: str) -> tuple[list[LifetimeRecord], int]:
-    """The records of every part under ``folder``, each exact duplicate once, and the unreadable lines."""
+def read_parts(fs: fsspec.AbstractFileSystem, paths: Iterable[str]) -> tuple[list[LifetimeRecord], int]:
+    """The records of the parts at ``paths``, each exact duplicate once, and the unreadable lines."""
     out: dict[LifetimeRecord, None] = {}  # ordered, one of each
     unreadable = 0
-    for path in sorted(p for p in fs.find(folder) if is_part(p)):
+    for path in paths:
         records, bad = read_part(fs, path)
         out.update(dict.fromkeys(records))
         unreadable += bad

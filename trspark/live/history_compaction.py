@@ -16,12 +16,10 @@ one of each.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
-from dataclasses import asdict
 
-from trspark.live.history import HistoryStore, LifetimeRecord, folder_name, is_part, read_part, store_fs
+from trspark.live.history import HistoryStore, folder_name, is_part, read_parts, store_fs
 
 log = logging.getLogger("trspark.live.history")
 
@@ -44,15 +42,8 @@ def compact_pool(store: HistoryStore, pool_folder: str, keep_app: str, *, at_par
     parts = sorted(p for p in fs.find(folder) if is_part(p) and not p.startswith(own))
     if len(parts) < (COMPACT_AT_PARTS if at_parts is None else at_parts):
         return 0
-    records: dict[LifetimeRecord, None] = {}  # ordered, and one of each duplicate
-    for path in parts:
-        records.update(dict.fromkeys(read_part(fs, path)[0]))
-    target = f"{folder}/{COMPACTED_FOLDER}"
-    fs.makedirs(target, exist_ok=True)
-    name = f"part-{store.next_part_name()}"
-    with fs.open(f"{target}/_tmp-{name}", "w") as fh:
-        fh.write("".join(json.dumps(asdict(r), separators=(",", ":")) + "\n" for r in records))
-    fs.mv(f"{target}/_tmp-{name}", f"{target}/{name}")
+    records, _ = read_parts(fs, parts)
+    store.write_part(fs, f"{folder}/{COMPACTED_FOLDER}", records)
     for path in parts:
         try:
             fs.rm(path)
