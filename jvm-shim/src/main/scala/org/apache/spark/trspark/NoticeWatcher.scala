@@ -285,16 +285,19 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
         finally in.close()
       }
       // A stream closed by the watchdog may end as if the answer were over: it is cut short.
-      if (cutOff.get()) throw new java.net.SocketTimeoutException(s"no whole answer within $RequestTimeoutMs ms")
+      if (cutOff.get()) throw cutShort()
       (status, body.getOrElse(""))
     } catch {
       case NonFatal(_) if cutOff.get() =>
-        throw new java.net.SocketTimeoutException(s"no whole answer within $RequestTimeoutMs ms")
+        throw cutShort()
     } finally watchdog.cancel(false)
   }
 }
 
 object NoticeWatcher {
+  /** The failure of a request whose answer was not whole within [[RequestTimeoutMs]]. */
+  private def cutShort() = new java.net.SocketTimeoutException(s"no whole answer within $RequestTimeoutMs ms")
+
   /** All of `in`, unless it is not over by `deadline` (System.nanoTime) or longer than [[MaxAnswerBytes]]. */
   private def readBefore(in: java.io.InputStream, deadline: Long): Array[Byte] = {
     val out = new java.io.ByteArrayOutputStream()
@@ -303,7 +306,7 @@ object NoticeWatcher {
     while (n >= 0) {
       out.write(buffer, 0, n)
       if (System.nanoTime() - deadline > 0 || out.size() > MaxAnswerBytes) {
-        throw new java.net.SocketTimeoutException(s"no whole answer within $RequestTimeoutMs ms")
+        throw cutShort()
       }
       n = in.read(buffer)
     }
