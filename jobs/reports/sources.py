@@ -48,6 +48,7 @@ time. {_SIM} A run that does not finish within 20x the stable time counts as 20 
 ))
 
 _SWEEP_FLAGS = "--vms 10 --scale 0.01 --runs 200 --workers 2 --period 1 --no-duplication"
+_SWEEP_FLAGS_ONE_WORKER = _SWEEP_FLAGS.replace("--workers 2", "--workers 1")
 
 ENGINE = Report("engine", "Policy engine in the simulator", f"""
 The engine's policies driven by the simulator through `bench/engine_sweep.py` and
@@ -56,13 +57,8 @@ The engine's policies driven by the simulator through `bench/engine_sweep.py` an
 tasks as the driver does. `python bench/engine_targets.py docs/results/engine_sweep.csv` judges
 the sweep against the design targets.
 
-These sweeps ran on the code each one names. `engine_sweep.csv` was measured with today's
-simulator, which fails a running reader stage only when one of its tasks still fetches a lost
-block, as Spark does, and so were `engine_belt.csv`, `engine_robustness.csv` and
-`engine_ablation.csv`. The frontier sweep predates that rule: its simulator failed such a
-stage as soon as a block it reads was lost, and ran a partition twice when one eviction lost it
-in parent and child. Runs that lose blocks come out differently under today's rule (`never`'s
-mostly shorter), so its figures are not today's; the other four are.
+Every sweep here was measured with today's simulator, which fails a running reader stage only
+when one of its tasks still fetches a lost block, as Spark does; each names the code it ran on.
 """, (
     Source("engine_sweep.csv",
            "python bench/engine_sweep.py --exp stability \\\n"
@@ -76,18 +72,18 @@ mostly shorter), so its figures are not today's; the other four are.
            "![slowdowns](engine_sweep.png)\n\nMean slowdown; 200 paired runs per point, 50 for `tr-local`."),
     Source("engine_frontier.csv",
            f"python bench/engine_sweep.py --exp frontier --workloads tpcds bing cortana --stabilities 50 \\\n"
-           f"    {_SWEEP_FLAGS} --csv f50.csv\n"
-           f"python bench/engine_sweep.py --exp frontier --workloads tpcds --stabilities 20 5 {_SWEEP_FLAGS}\n"
-           "# tpcds at 50 and 20 again: --workloads tpcds --stabilities 50 20, the same flags but --workers 1",
-           "2026-11-25; tpcds at stabilities 50 and 20: 2026-11-28, 22:00-22:32 UTC",
-           "e4cc443 (the `fifo order` rows: f75cc0c); tpcds at stabilities 50 and 20: 8e68d35",
-           MACHINE + "; shared with other work on 2026-11-28 (simulated times do not depend on it)",
+           f"    {_SWEEP_FLAGS_ONE_WORKER} --csv f50.csv\n"
+           f"python bench/engine_sweep.py --exp frontier --workloads tpcds --stabilities 20 5 \\\n"
+           f"    {_SWEEP_FLAGS_ONE_WORKER} --csv f20.csv\n"
+           "# f50.csv then f20.csv, committed as engine_frontier.csv; stopped after stability 5's x100 point",
+           "2026-12-06, 10:10-11:10 UTC", "3454bf8",
+           MACHINE + ", shared with other work (simulated times do not depend on the load)",
            columns("workload", "stability", "policy", "variant", "slowdown_mean", "slowdown_ci_lo",
                    "slowdown_ci_hi", "failed_runs", "recomputed_tasks_mean", "backups_local_mean",
                    "backups_remote_mean"),
            "`tr` (safety belt off) told a mean lifetime from 0.5x to 1000x the true one, with the "
-           "stall weight on (weighted) or off, next to `never` and `always`. Stability 5 stops "
-           "after the x100 point. A `tr` told a mean far too long prices peer copies at a shared peer's "
+           "stall weight on (weighted) or off, next to `never` and `always`. Stability 5 has the weighted "
+           "points up to x100 only (x100 ran 5 minutes; the sweep was stopped in x1000). A `tr` told a mean far too long prices peer copies at a shared peer's "
            "bandwidth and re-runs more tasks, as `engine_belt.csv` shows."),
     Source("engine_robustness.csv",
            "python bench/engine_sweep.py --exp robustness --runs 20 --workers 1 --period 1 --no-duplication",
