@@ -52,6 +52,7 @@ from numpy.typing import NDArray
 from .lifetimes.base import FloatArray
 from .lineage import REMOTE, Executor
 from .recompute import Recompute
+from .windows import Windows
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,37 @@ class PeerPrices:
     """:math:`C_P(Y)` (s) per peer."""
     position: dict[str, int]
     """Executor id -> its index in :attr:`peers`."""
+    slots: NDArray[np.int64]
+    """The failure-table slot of each peer."""
+
+
+class RemoteOption:
+    """The copy of one block to remote storage (:meth:`BackupCosts.remote_option`), read before anything changes.
+
+    :attr:`floor` is a lower bound of the option's ``total`` from the two values of X's
+    failure law already evaluated; :meth:`cost` adds the two windows and the ``Er``
+    interpolation, which a caller can skip when the bound already rules the option out.
+    """
+
+    __slots__ = ("_costs", "_block", "_f_bt", "_f_t")
+
+    def __init__(self, costs: BackupCosts, block: _Block, f_bt: float, f_t: float) -> None:
+        self._costs, self._block, self._f_bt, self._f_t = costs, block, f_bt, f_t
+
+    @property
+    def floor(self) -> float:
+        """:math:`C_{B2}` alone (s), as :meth:`cost` computes it.
+
+        :math:`C_{B1}` and :math:`C_R` are sums of failure masses times non-negative times, so
+        only rounding (~1e-16 relative) can take them below 0.
+        """
+        return _copy_after(self._block.seconds, self._f_bt, self._f_t)
+
+    def cost(self) -> BackupCost:
+        """:math:`C_{BR}` (s): :math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}` of the copy."""
+        block = self._block
+        er = self._costs.recompute.er(block.shuffle_id, block.map_index)
+        return self._costs._source_terms(block, self._f_bt, self._f_t, er, REMOTE)
 
 
 def shared_remote_bandwidth(per_executor: float, total_cap: float, concurrent: int) -> float:
@@ -138,6 +170,7 @@ class BackupCosts:
         if not (isinstance(latency, int | float) and math.isfinite(latency) and latency >= 0.0):
             raise ValueError(f"backup cost: 'latency' must be a finite number >= 0 seconds, got {latency!r}")
         self.latency = float(latency)
+        self._windows = Windows(recompute.grid)
         self._peers_version = -1
         self._peers: dict[frozenset[str], tuple[list[Executor], NDArray[np.int64], dict[str, int]]] = {}
 
@@ -147,24 +180,18 @@ class BackupCosts:
 
     def remote(self, shuffle_id: Hashable, map_index: int, t_max: float, concurrent: int = 0) -> BackupCost:
         """:math:`C_{BR}`: copy to remote storage with ``concurrent`` other remote copies in flight."""
-        block, ends = self._remote_block(shuffle_id, map_index, t_max, concurrent)
-        return self._source_terms(block, ends, REMOTE)
+        return self.remote_option(shuffle_id, map_index, t_max, concurrent).cost()
 
     def remote_floor(self, shuffle_id: Hashable, map_index: int, t_max: float, concurrent: int = 0) -> float:
-        """A lower bound (s) of :meth:`remote`'s ``total``: its :math:`C_{B2}` alone, as :meth:`remote` computes it.
+        """A lower bound (s) of :meth:`remote`'s ``total``: its :math:`C_{B2}` alone (:attr:`RemoteOption.floor`)."""
+        return self.remote_option(shuffle_id, map_index, t_max, concurrent).floor
 
-        :math:`C_{B1}` and :math:`C_R` are sums of failure masses times non-negative times, so
-        only rounding (~1e-16 relative) can take them below 0. One model call instead of the
-        two windows and the ``Er`` interpolation of the full option.
-        """
-        block, ends = self._remote_block(shuffle_id, map_index, t_max, concurrent)
-        return _copy_after(block.seconds, float(ends[0]), float(ends[1]))
-
-    def _remote_block(self, shuffle_id: Hashable, map_index: int, t_max: float, concurrent: int) -> tuple[_Block, FloatArray]:
-        """The block copied to the remote store and :math:`(F_X(BT), F_X(T))` of its executor."""
+    def remote_option(self, shuffle_id: Hashable, map_index: int, t_max: float, concurrent: int = 0) -> RemoteOption:
+        """The copy to remote storage, its :math:`F_X(BT)` and :math:`F_X(T)` evaluated and the rest left to :meth:`RemoteOption.cost`."""
         bandwidth = shared_remote_bandwidth(self.remote_bandwidth, self.remote_cap, concurrent)
         block = self._block(shuffle_id, map_index, t_max, bandwidth)
-        return block, self.recompute.table.cdf_at(np.array([block.seconds, t_max]), [block.slot])[0]
+        f_bt, f_t = self.recompute.table.cdf_at_slot(np.array([block.seconds, t_max]), block.slot).tolist()
+        return RemoteOption(self, block, f_bt, f_t)
 
     def local(self, shuffle_id: Hashable, map_index: int, t_max: float, peers: Sequence[str]) -> list[BackupCost]:
         """:math:`C_{BL}(Y)` for each peer ``Y`` in ``peers`` (live executors other than the block's)."""
@@ -217,7 +244,17 @@ class BackupCosts:
         if not peers:
             return None
         base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, slots, bandwidth)
-        return PeerPrices(base, peers, peer_loss, position)
+        return PeerPrices(base, peers, peer_loss, position, slots)
+
+    def price_peers(
+        self, shuffle_id: Hashable, map_index: int, t_max: float, slots: NDArray[np.int64], bandwidth: float | None = None,
+    ) -> tuple[BackupCost, FloatArray]:
+        """The peer-independent terms (target ``"peer"``) and :math:`C_P(Y)` (s) of the live executors in ``slots``.
+
+        The executors must not hold the block (e.g. some of :attr:`PeerPrices.slots`); copies at
+        ``bandwidth`` bytes/s, default the local bandwidth.
+        """
+        return self._local_costs(shuffle_id, map_index, t_max, slots, bandwidth)
 
     def _peers_of(self, holders: frozenset[str]) -> tuple[list[Executor], NDArray[np.int64], dict[str, int]]:
         """Every live executor but ``holders``, their slots and positions; kept until executors come or go."""
@@ -255,34 +292,28 @@ class BackupCosts:
         rate = self.local_bandwidth if bandwidth is None else _check_bandwidth("bandwidth", bandwidth)
         block = self._block(shuffle_id, map_index, t_max, rate)
         peer_slots = np.asarray(peer_slots, dtype=np.int64)
-        times = np.array([block.seconds, t_max])
-        # F at BT and T: exact for X. For the peers only F(T) matters -- F(BT) bounds cells that X
-        # cannot fail in (p^X = 0 there) -- so it is interpolated from the failure table, without
-        # model calls, unless T lies in the grid's first cell.
-        table = rc.table
-        peers_cdf = table.cdf_interpolated if t_max >= rc.grid.edges[1] else table.cdf_at
-        ends = np.concatenate((table.cdf_at(times, [block.slot]), peers_cdf(times, peer_slots)))
-        base = self._source_terms(block, ends[0], "peer")
-        return base, self._peer_loss(block, peer_slots, ends)
+        f_bt, f_t = rc.table.cdf_at_slot(np.array([block.seconds, t_max]), block.slot).tolist()
+        er = rc.er(shuffle_id, map_index)
+        return self._source_terms(block, f_bt, f_t, er, "peer"), self._peer_loss(block, peer_slots, f_bt, f_t, er)
 
-    def _source_terms(self, block: _Block, ends: FloatArray, target: str) -> BackupCost:
-        """:math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}`; ``ends`` = :math:`(F_X(BT), F_X(T))`."""
+    def _source_terms(self, block: _Block, f_bt: float, f_t: float, er: FloatArray, target: str) -> BackupCost:
+        """:math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}`; :math:`F_X(BT) =` ``f_bt``, :math:`F_X(T) =` ``f_t``, ``er`` on the grid."""
         rc = self.recompute
-        seconds, t_max, slot = block.seconds, block.t_max, [block.slot]
-        f_bt, f_t = float(ends[0]), float(ends[1])
+        seconds, t_max, slot = block.seconds, block.t_max, block.slot
+        table, windows = rc.table, self._windows
         # C_B1 and C_R share the window [0, BT] (C_R stops at T).
-        edges, cdf = rc.window(slot, 0.0, seconds, ends=np.array([[0.0, f_bt]]))
-        probs = _diff(cdf[0])
+        edges, cdf = windows.row(table, slot, 0.0, seconds, 0.0, f_bt)
+        probs = cdf[1:] - cdf[:-1]
         b1 = float(probs @ (0.5 * (edges[:-1] + edges[1:])))
         if seconds > t_max:
-            edges, cdf = rc.window(slot, 0.0, t_max, ends=np.array([[0.0, f_t]]))
-            probs = _diff(cdf[0])
-        er = rc.er_at(block.shuffle_id, block.map_index, edges)
-        redo = float(probs @ (0.5 * (er[:-1] + er[1:])))
+            edges, cdf = windows.row(table, slot, 0.0, t_max, 0.0, f_t)
+            probs = cdf[1:] - cdf[:-1]
+        er_at = np.interp(edges, rc.grid.edges, er)
+        redo = float(probs @ (0.5 * (er_at[:-1] + er_at[1:])))
         return BackupCost(target, seconds, b1, redo, _copy_after(seconds, f_bt, f_t))
 
-    def _peer_loss(self, block: _Block, peer_slots: NDArray[np.int64], ends: FloatArray) -> FloatArray:
-        """:math:`C_P(Y)` (s) for the peers in ``peer_slots`` (``ends[0]`` is X's row), see the module docstring.
+    def _peer_loss(self, block: _Block, peer_slots: NDArray[np.int64], f_bt: float, f_t: float, er: FloatArray) -> FloatArray:
+        """:math:`C_P(Y)` (s) for the peers in ``peer_slots``, see the module docstring; X's ends and ``er`` as for :meth:`_source_terms`.
 
         The double sum is linear in :math:`F_Y` at the window edges,
 
@@ -292,29 +323,42 @@ class BackupCosts:
                    + \\sum_j p^Y_j \\overline{Er}_j \\sum_{i<j} p^X_i = \\sum_m w_m F_Y(g_m),
 
         so every peer costs one dot product with the same weights :math:`w` (one matrix-vector
-        product with the failure table for all of them).
+        product with the failure table for all of them). Inside the horizon a peer's :math:`F_Y`
+        at the window edges is :math:`F_Y(BT)`, table values, then :math:`F_Y(T)`, the ends
+        interpolated from the table (:meth:`FailureTable.cdf_interpolated`) unless ``T`` lies
+        in the grid's first cell: :math:`F_Y(BT)` only bounds cells that X cannot fail in.
         """
-        if block.t_max <= block.seconds:
+        seconds, t_max = block.seconds, block.t_max
+        if t_max <= seconds:
             return np.zeros(peer_slots.size)
-        rc = self.recompute
-        window, f_x = rc.window([block.slot], block.seconds, block.t_max, ends=ends[:1])
-        er = rc.er_at(block.shuffle_id, block.map_index, window)
-        er_cell = 0.5 * (er[:-1] + er[1:])
-        p_x = _diff(f_x[0])
-        before = np.concatenate(([0.0], np.cumsum(p_x)[:-1]))  # sum_{i<j} p^X_i
+        rc, windows = self.recompute, self._windows
+        table, grid = rc.table, rc.grid
+        window, f_x = windows.row(table, block.slot, seconds, t_max, f_bt, f_t)
+        er_cell = np.interp(window, grid.edges, er)
+        er_cell = 0.5 * (er_cell[:-1] + er_cell[1:])
+        p_x = f_x[1:] - f_x[:-1]
+        before = np.zeros(p_x.size)  # sum_{i<j} p^X_i
+        np.add.accumulate(p_x[:-1], out=before[1:])
         weights = np.zeros(window.size)
         weights[1:] += er_cell * (p_x + before)
         weights[:-1] -= er_cell * before
-        if block.t_max > rc.grid.horizon:
-            return np.asarray(rc.window(peer_slots.tolist(), block.seconds, block.t_max, ends=ends[1:])[1] @ weights)
-        # Inside the horizon a peer's F at the window edges is F(BT), table values, then F(T).
-        grid = rc.grid.edges
-        low, high = grid <= block.seconds, grid >= block.t_max
-        inner = np.where(low | high, 0.0, weights)
-        table_part = rc.table.cdf @ inner
-        return np.asarray(
-            table_part[peer_slots] + ends[1:, 0] * weights[low].sum() + ends[1:, 1] * weights[high].sum()
-        )
+        if t_max > grid.horizon:  # the window is evaluated past the horizon, for the peers as for X
+            return np.asarray(table.cdf_at(window, peer_slots) @ weights)
+        low, high = windows.split(seconds, t_max)  # edges [:low] are <= BT, edges [high:] >= T
+        inner = weights.copy()
+        inner[:low] = 0.0
+        inner[high:] = 0.0
+        every = table.cdf @ inner
+        low_sum, high_sum = np.add.reduce(weights[:low]), np.add.reduce(weights[high:])
+        if t_max < grid.edges[1] or not table.all_continuous:
+            peers_cdf = table.cdf_interpolated if t_max >= grid.edges[1] else table.cdf_at
+            ends = peers_cdf(np.array([seconds, t_max]), peer_slots)
+            return np.asarray(every[peer_slots] + ends[:, 0] * low_sum + ends[:, 1] * high_sum)
+        ends_part = windows.interpolated(table, seconds)
+        ends_part *= low_sum
+        every += ends_part
+        every += windows.column(table, t_max) * high_sum
+        return every[peer_slots]
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,6 +68,8 @@ class FailureTable:
             self._groups.append((model, slots))
             self.cdf[slots] = self._grid_values(model, self._ages[slots], previous)
         self.cdf_padded = np.vstack((self.cdf, np.ones(edges.size)))
+        #: Whether every row is of a continuous law (:meth:`cdf_interpolated` then calls no model).
+        self.all_continuous = bool(np.logical_and.reduce(self._continuous))
 
     def _grid_values(self, model: LifetimeModel, ages: FloatArray, previous: FailureTable | None) -> FloatArray:
         """``cond_cdf`` of ``model`` at ``ages``, shape ``(len(ages), G + 1)`` or one broadcast row.
@@ -112,6 +114,15 @@ class FailureTable:
         if np.logical_or.reduce(exact):
             out[exact] = self.cdf_at(times, picked[exact].tolist())
         return np.asarray(out)
+
+    def cdf_at_slot(self, times: FloatArray, slot: int) -> FloatArray:
+        """``cdf_at(times, [slot])[0]``: :math:`F_e(t)` of one slot, shape ``(len(times),)``."""
+        group = int(self._group[slot])
+        if group < 0:
+            raise ValueError(f"FailureTable: slots [{slot}] hold no live executor")
+        model = self._groups[group][0]
+        out: FloatArray = (1.0 - model.cond_sf(self._ages[slot:slot + 1, None], times))[0]
+        return out
 
     def cdf_at(self, times: FloatArray, slots: Sequence[int] | NDArray[np.int64] | None = None) -> FloatArray:
         """:math:`F_e(t) = 1 - S_{\\tau_e}(t)` at arbitrary ``times`` (s from now), exact for point masses.

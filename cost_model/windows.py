@@ -2,10 +2,19 @@
 
 ``C_Redo`` and every backup term integrate over such a window; this module computes them and
 keeps the ones asked again within a decision.
+
+Inside the grid's horizon a window is the grid with every edge at or below ``lo`` set to
+``lo`` and every edge at or above ``hi`` set to ``hi``, and :math:`F_e` the table row with the
+same edges set to :math:`F_e(lo)` and :math:`F_e(hi)`: the two ends are found by bisection on
+the (sorted) grid and the values written into one copy of the rows. Many windows of one
+decision share ``hi`` (the consumption time ``T``), and so do many decisions of one table:
+the grid clipped at ``hi`` and the table interpolated at ``hi`` are kept per ``hi``.
 """
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,14 +26,23 @@ from .timegrid import TimeGrid
 #: Windows (holders, lo, hi) kept per failure table: blocks of one shuffle on one executor share them.
 _WINDOWS_KEPT = 4096
 
+#: Clipped grids and interpolated table columns kept (one per window end asked for).
+_ENDS_KEPT = 256
+
 
 class Windows:
     """Windows of the failure tables over one :class:`TimeGrid` (see :meth:`Recompute.window`)."""
 
     def __init__(self, grid: TimeGrid) -> None:
         self.grid = grid
+        self._edges = grid.edges
+        self._sorted = grid.edges.tolist()
+        self._horizon = self._sorted[-1]
         self._kept: dict[tuple[object, ...], tuple[FloatArray, FloatArray]] = {}
         self._table: FailureTable | None = None
+        self._clipped: dict[float, FloatArray] = {}
+        self._columns: dict[float, FloatArray] = {}
+        self._columns_of: FailureTable | None = None
 
     def get(
         self, table: FailureTable, slots: Sequence[int] | None, lo: float, hi: float, ends: FloatArray | None
@@ -50,6 +68,21 @@ class Windows:
     def _window(
         self, table: FailureTable, slots: Sequence[int] | None, lo: float, hi: float, ends: FloatArray | None
     ) -> tuple[FloatArray, FloatArray]:
+        if not self._inside(lo, hi):
+            return self._general_window(table, slots, lo, hi, ends)
+        if ends is None:
+            ends = table.cdf_at(np.array([lo, hi]), slots)
+        rows = table.cdf[list(slots)] if slots is not None else table.cdf.copy()
+        # Table rows and end values are computed separately: their differences may be off by a
+        # rounding error (~1e-16), which is harmless in the sums they feed.
+        rows[:, bisect_left(self._sorted, hi):] = ends[:, 1:2]
+        rows[:, :bisect_right(self._sorted, lo)] = ends[:, 0:1]
+        return self._window_edges(lo, hi), rows
+
+    def _general_window(
+        self, table: FailureTable, slots: Sequence[int] | None, lo: float, hi: float, ends: FloatArray | None
+    ) -> tuple[FloatArray, FloatArray]:
+        """Any window: past the horizon the window is evaluated; inside it, table values with ``ends`` at the ends."""
         edges = np.maximum(self.grid.edges_to(hi), lo)
         if hi > self.grid.horizon:
             return edges, table.cdf_at(edges, slots)
@@ -57,6 +90,67 @@ class Windows:
             ends = table.cdf_at(np.array([lo, hi]), slots)
         rows = table.cdf if slots is None else table.cdf[list(slots)]
         grid = self.grid.edges
-        # Table rows and end values are computed separately: their differences may be off by a
-        # rounding error (~1e-16), which is harmless in the sums they feed.
         return edges, np.where(grid <= lo, ends[:, 0:1], np.where(grid >= hi, ends[:, 1:2], rows))
+
+    def _inside(self, lo: float, hi: float) -> bool:
+        """Whether ``0 <= lo <= hi <= horizon`` (both finite): the windows :meth:`_window` writes into a copy of the rows."""
+        return 0.0 <= lo <= hi <= self._horizon and math.isfinite(hi)
+
+    def _window_edges(self, lo: float, hi: float) -> FloatArray:
+        """:math:`\\max(\\min(g_i, hi), lo)` (s) for ``0 <= lo <= hi <= horizon``, a new array."""
+        clipped = self.clipped(hi)
+        return clipped.copy() if lo == 0.0 else np.maximum(clipped, lo)
+
+    def split(self, lo: float, hi: float) -> tuple[int, int]:
+        """``(n, m)``: the grid edges ``[:n]`` are ``<= lo`` and the edges ``[m:]`` are ``>= hi``."""
+        return bisect_right(self._sorted, lo), bisect_left(self._sorted, hi)
+
+    def clipped(self, hi: float) -> FloatArray:
+        """:math:`\\min(g_i, hi)` (s) for ``0 <= hi <= horizon``: the edges of ``[0, hi]``, kept read-only per ``hi``."""
+        out = self._clipped.get(hi)
+        if out is None:
+            if len(self._clipped) >= _ENDS_KEPT:
+                self._clipped = {}
+            out = np.minimum(self._edges, hi)
+            out.setflags(write=False)
+            self._clipped[hi] = out
+        return out
+
+    def row(self, table: FailureTable, slot: int, lo: float, hi: float, f_lo: float, f_hi: float) -> tuple[FloatArray, FloatArray]:
+        """The window ``[lo, hi]`` of one slot with its ends ``F(lo) = f_lo``, ``F(hi) = f_hi`` given: ``(edges, cdf)``, both 1-D.
+
+        The values of ``get(table, [slot], lo, hi, ends=[[f_lo, f_hi]])`` (row 0 of its cdf). For
+        ``lo = 0`` the edges are the kept read-only :meth:`clipped` array.
+        """
+        if not self._inside(lo, hi):
+            edges, cdf = self._general_window(table, [slot], lo, hi, np.array([[f_lo, f_hi]]))
+            return edges, cdf[0]
+        values = table.cdf[slot].copy()
+        values[bisect_left(self._sorted, hi):] = f_hi
+        values[:bisect_right(self._sorted, lo)] = f_lo
+        return (self.clipped(hi) if lo == 0.0 else np.maximum(self.clipped(hi), lo)), values
+
+    def column(self, table: FailureTable, time: float) -> FloatArray:
+        """:math:`F_e(time)` of every slot of ``table`` interpolated as :meth:`FailureTable.cdf_interpolated` does.
+
+        For ``0 <= time <= horizon`` and rows of continuous laws only (the point-mass rows that
+        ``cdf_interpolated`` evaluates exactly are left interpolated here). Kept read-only per
+        ``(table, time)``.
+        """
+        if self._columns_of is not table or len(self._columns) >= _ENDS_KEPT:
+            self._columns_of, self._columns = table, {}
+        out = self._columns.get(time)
+        if out is None:
+            out = self.interpolated(table, time)
+            out.setflags(write=False)
+            self._columns[time] = out
+        return out
+
+    def interpolated(self, table: FailureTable, time: float) -> FloatArray:
+        """:meth:`column` without keeping it: :math:`F(g_{j-1})(1 - w) + F(g_j) w`, a new array."""
+        edges = self._sorted
+        right = min(max(bisect_left(edges, time), 1), len(edges) - 1)
+        weight = (time - edges[right - 1]) / (edges[right] - edges[right - 1])
+        cdf = table.cdf
+        out: FloatArray = cdf[:, right - 1] * (1.0 - weight) + cdf[:, right] * weight
+        return out

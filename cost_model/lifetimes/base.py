@@ -188,7 +188,9 @@ class LifetimeModel(ABC):
         """
         a_a = as_float_array(a)
         b_a = np.maximum(as_float_array(b), a_a)
-        return np.asarray(np.clip(self.cond_sf(age, a_a) - self.cond_sf(age, b_a), 0.0, 1.0))
+        # Clipped to [0, 1] like np.clip (its Python wrapper costs more than the two ufuncs); the
+        # difference of two exponentials is never -0.0, the one value the two would round apart.
+        return np.asarray(np.minimum(np.maximum(self.cond_sf(age, a_a) - self.cond_sf(age, b_a), 0.0), 1.0))
 
     def cell_fail_probs(self, age: ArrayLike, grid: ArrayLike) -> FloatArray:
         """Probability of failing in each cell of a time grid, given alive at age τ.

@@ -61,6 +61,16 @@ class Exponential(LifetimeModel):
         out[...] = hazard
         return out
 
+    def cond_sf(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
+        # exp(-cond_cumulative_hazard) as the base computes it, without the intermediate copies.
+        hazard = self.rate_ * np.maximum(as_float_array(t), 0.0)
+        shape = np.broadcast(np.asarray(age), hazard).shape
+        if shape == np.shape(hazard):
+            return np.exp(np.negative(hazard))
+        out = np.empty(shape)
+        np.negative(hazard, out=out)
+        return np.exp(out, out=out)
+
     def expected_lifetime(
         self, age: ArrayLike, a: ArrayLike, b: ArrayLike, *, points: int = 129
     ) -> FloatArray:

@@ -31,7 +31,8 @@ from collections.abc import Collection, Mapping, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from cost_model.backup import BackupCost, BackupCosts, PeerPrices, with_peer
+from cost_model.backup import BackupCost, BackupCosts, PeerPrices
+from cost_model.lifetimes.base import LifetimeModel
 from cost_model.lineage import Lineage
 from cost_model.recompute import Recompute
 from cost_model.timegrid import TimeGrid
@@ -49,6 +50,9 @@ LIFE_HORIZON = 1e8
 
 #: Mean lifetime (s) that sizes the time grid when every model is stable (never evicted).
 DEFAULT_MEAN = 3600.0
+
+#: ``C_B2`` values over an executor's life kept (:meth:`CostEstimator._life_b2`).
+LIFE_B2_KEPT = 4096
 
 
 class CostEstimator:
@@ -82,6 +86,7 @@ class CostEstimator:
             latency=config.backup_latency,
         )
         self._first = True
+        self._life_b2_kept: dict[tuple[LifetimeModel, float | None, float], float] = {}
 
     # ---- the clock ----------------------------------------------------------------------------
     def advance(self, now: float, *, tick: bool, forgotten: Sequence[int] = (), deadlines_pending: bool = False) -> None:
@@ -128,7 +133,7 @@ class CostEstimator:
         :math:`BT \\cdot P(BT < T_X \\le T)` -- no backup can win Algorithm 2, so the backup
         costs are not computed and reported as ``inf`` (same decision, a fraction of the work).
         Likewise ``C_BR`` is reported as ``inf`` when its ``C_B2`` alone exceeds both
-        ``C_Redo`` and ``C_BL`` (:meth:`_remote_cannot_win`). ``C_BL`` and ``C_BR`` include the
+        ``C_Redo`` and ``C_BL`` (:func:`_cannot_win`). ``C_BL`` and ``C_BR`` include the
         byte price :math:`c \\cdot \\text{size}` (core-seconds; ``backup.costPerGb``).
         """
         sid, idx = block.block_id
@@ -143,23 +148,13 @@ class CostEstimator:
         if targets in ("both", "local"):
             c_bl, peer = self.best_local(block, state, t_max, weight, peer_loads or {}, exclude)
         c_br = math.inf
-        if targets in ("both", "remote") and not self._remote_cannot_win(block, min(c_redo, c_bl), remote_in_flight):
-            remote = self.backup.remote(sid, idx, LIFE_HORIZON, concurrent=remote_in_flight)
-            c_br = remote.b1 + weight * remote.redo + remote.b2
+        if targets in ("both", "remote"):
+            remote = self.backup.remote_option(sid, idx, LIFE_HORIZON, concurrent=remote_in_flight)
+            if not _cannot_win(remote.floor, min(c_redo, c_bl)):
+                option = remote.cost()
+                c_br = option.b1 + weight * option.redo + option.b2
         # The same price on both targets: it moves the line between copying and not, not the target.
         return Costs(c_redo=c_redo, c_bl=c_bl + price, c_br=c_br + price, peer=peer)
-
-    def _remote_cannot_win(self, block: MapOutput, best: float, remote_in_flight: int) -> bool:
-        """Whether ``C_BR`` is certainly above ``best`` (s), the lower of ``C_Redo`` and ``C_BL``.
-
-        Then Algorithm 2 picks the same target with ``C_BR = inf``, and ``min(C_Redo, C_BL, C_BR)``
-        is the same. The bound is ``C_B2`` (:meth:`BackupCosts.remote_floor`); the relative
-        margin covers the rounding of the terms it leaves out.
-        """
-        if not math.isfinite(best):
-            return False
-        floor = self.backup.remote_floor(block.shuffle_id, block.map_index, LIFE_HORIZON, concurrent=remote_in_flight)
-        return floor - best > 1e-9 * abs(floor)
 
     def best_local(self, block: MapOutput, state: JobState, t_max: float, weight: float,
                    loads: Mapping[str, int], exclude: Collection[str] = ()) -> tuple[float, str | None]:
@@ -177,26 +172,25 @@ class CostEstimator:
             return math.inf, None
         base, peers, peer_loss = priced.base, priced.peers, priced.peer_loss
         source = block.backup_source(exclude)  # the holder the copy is read from: its life prices C_B2
-        first = int(np.argmin(peer_loss))
-        if not loads.get(peers[first].executor_id) and peers[first].executor_id not in exclude:
-            cheapest = with_peer(base, peers[first].executor_id, float(peer_loss[first]))
-            return self._c_bl(source, state, cheapest, weight), cheapest.target
+        first = int(peer_loss.argmin())
+        first_id = peers[first].executor_id
+        if not loads.get(first_id) and first_id not in exclude:
+            return self._c_bl(source, state, base, float(peer_loss[first]), weight), first_id
         # Within the grid a peer's C_P is its own row's: the unloaded group is a subset of the peers priced above.
         reuse = t_max <= self.grid.horizon
         out: tuple[float, str | None] = (math.inf, None)
         # An excluded peer is left out of every group, as a holder is.
         for load, positions in _load_groups(priced, [*block.holders(), *exclude], loads):
             if load == 0 and reuse:
-                best = int(positions[int(np.argmin(peer_loss[positions]))])
-                option: BackupCost | None = with_peer(base, peers[best].executor_id, float(peer_loss[best]))
+                terms, losses = base, peer_loss[positions]
             elif load and self._cannot_win(block, source, state, base, weight, load, out[0]):
                 continue
             else:
                 bandwidth = self.config.local_bandwidth / (load + 1)
-                option = self.backup.best_local_destination(sid, idx, t_max, bandwidth=bandwidth,
-                                                            candidates=[peers[p].executor_id for p in positions])
-            if option is not None and (cost := self._c_bl(source, state, option, weight)) < out[0]:
-                out = (cost, option.target)
+                terms, losses = self.backup.price_peers(sid, idx, t_max, priced.slots[positions], bandwidth)
+            best = int(losses.argmin())
+            if (cost := self._c_bl(source, state, terms, float(losses[best]), weight)) < out[0]:
+                out = (cost, peers[int(positions[best])].executor_id)
         return out
 
     def _cannot_win(self, block: MapOutput, source: str | None, state: JobState, base: BackupCost, weight: float, load: int,
@@ -212,17 +206,33 @@ class CostEstimator:
         bound = base.b1 + weight * base.redo + self._life_b2(source, state, seconds)
         return bound - best > 1e-9 * abs(best)
 
-    def _c_bl(self, source: str | None, state: JobState, option: BackupCost, weight: float) -> float:
-        """``C_BL`` (s) of one peer option: ``option.b2`` stops at T_max; over the ``source``'s life it is ``_life_b2``."""
-        return option.b1 + weight * (option.redo + option.peer_loss) + self._life_b2(source, state, option.seconds)
+    def _c_bl(self, source: str | None, state: JobState, terms: BackupCost, peer_loss: float, weight: float) -> float:
+        """``C_BL`` (s) of the copy priced by ``terms`` to a peer whose ``C_P`` is ``peer_loss``.
+
+        ``terms.b2`` stops at T_max; over the ``source``'s life it is :meth:`_life_b2`.
+        """
+        return terms.b1 + weight * (terms.redo + peer_loss) + self._life_b2(source, state, terms.seconds)
 
     def _life_b2(self, source: str | None, state: JobState, seconds: float) -> float:
-        """:math:`C_{B2} = BT \\cdot P(BT < T_X \\le T)` with ``T`` = the life of executor ``source`` (``LIFE_HORIZON``)."""
+        """:math:`C_{B2} = BT \\cdot P(BT < T_X \\le T)` with ``T`` = the life of executor ``source`` (``LIFE_HORIZON``).
+
+        Kept per (model, age, ``BT``): a decision asks for the same copy time up to twice (the
+        bound of a group of loaded peers, then its price), and copies of equal size repeat it.
+        An age-free model (:attr:`LifetimeModel.age_free`) gives the same value at every age.
+        """
         holder = state.executors.get(source or "")
         if holder is None:
             return seconds
         model = self.knowledge.model(holder)
-        return seconds * float(model.prob_fail(holder.age(state.now), seconds, LIFE_HORIZON))
+        age = holder.age(state.now)
+        key = (model, None if model.age_free else age, seconds)
+        value = self._life_b2_kept.get(key)
+        if value is None:
+            if len(self._life_b2_kept) >= LIFE_B2_KEPT:
+                self._life_b2_kept = {}
+            value = seconds * float(model.prob_fail(age, seconds, LIFE_HORIZON))
+            self._life_b2_kept[key] = value
+        return value
 
     def _fastest_bandwidth(self, remote_in_flight: int) -> float:
         out = 0.0
@@ -270,3 +280,13 @@ def _load_groups(priced: PeerPrices, skip: Sequence[str], loads: Mapping[str, in
     if unloaded.size:
         out.append((0, unloaded))
     return sorted(out, key=lambda group: group[0])
+
+
+def _cannot_win(floor: float, best: float) -> bool:
+    """Whether an option whose cost is at least ``floor`` (s) is certainly above ``best`` (s), the lower of ``C_Redo`` and ``C_BL``.
+
+    Then Algorithm 2 picks the same target with the option's cost ``inf``, and
+    ``min(C_Redo, C_BL, C_BR)`` is the same. The relative margin covers the rounding of the
+    terms the floor leaves out.
+    """
+    return math.isfinite(best) and floor - best > 1e-9 * abs(floor)
