@@ -40,6 +40,7 @@ class Exponential(LifetimeModel):
             assert rate is not None
             self._given = ("rate", check_positive(self.name, "rate", rate, "per second"))
             self.rate_ = self._given[1]
+        self._minus_rate = -self.rate_
 
     def sf(self, t: ArrayLike) -> FloatArray:
         return np.exp(-self.rate_ * np.maximum(as_float_array(t), 0.0))
@@ -62,13 +63,14 @@ class Exponential(LifetimeModel):
         return out
 
     def cond_sf(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
-        # exp(-cond_cumulative_hazard) as the base computes it, without the intermediate copies.
-        hazard = self.rate_ * np.maximum(as_float_array(t), 0.0)
-        shape = np.broadcast(np.asarray(age), hazard).shape
-        if shape == np.shape(hazard):
-            return np.exp(np.negative(hazard))
-        out = np.empty(shape)
-        np.negative(hazard, out=out)
+        # exp(-cond_cumulative_hazard) as the base computes it, without the intermediate copies:
+        # (-λ)·t is -(λ·t) exactly (rounding is symmetric), in the shape of age and t broadcast.
+        exponent = self._minus_rate * np.maximum(as_float_array(t), 0.0)
+        age_shape = np.shape(age)
+        if not age_shape or age_shape == np.shape(exponent):
+            return np.exp(exponent)
+        out = np.empty(np.broadcast(np.asarray(age), exponent).shape)
+        out[...] = exponent
         return np.exp(out, out=out)
 
     def expected_lifetime(
