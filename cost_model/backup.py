@@ -43,6 +43,7 @@ backups in flight: the store's total bandwidth is shared.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
@@ -79,19 +80,36 @@ class BackupCost:
 
 
 @dataclass(frozen=True, slots=True)
+class Peers:
+    """The live executors but some (a block's holders), in the lineage's executor order."""
+
+    executors: list[Executor]
+    """The peers."""
+    slots: NDArray[np.int64]
+    """The failure-table slot of each peer."""
+    index: dict[str, int]
+    """Executor id -> its index among *every* live executor (holders included)."""
+    skipped: list[int]
+    """The indices in :attr:`index` of the executors left out, ascending."""
+
+    def position(self, executor_id: str) -> int | None:
+        """The index of ``executor_id`` in :attr:`executors`, or None when it is not a peer."""
+        at = self.index.get(executor_id)
+        if at is None or at in self.skipped:
+            return None
+        return at - bisect_left(self.skipped, at)
+
+
+@dataclass(frozen=True, slots=True)
 class PeerPrices:
     """Every peer that could receive a copy of one block, priced at one bandwidth (:meth:`BackupCosts.every_peer`)."""
 
     base: BackupCost
     """:math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}` (s), the same for every peer; target ``"peer"``."""
-    peers: list[Executor]
-    """Live executors not holding the block, in the lineage's executor order."""
+    peers: Peers
+    """Live executors not holding the block."""
     peer_loss: FloatArray
     """:math:`C_P(Y)` (s) per peer."""
-    position: dict[str, int]
-    """Executor id -> its index in :attr:`peers`."""
-    slots: NDArray[np.int64]
-    """The failure-table slot of each peer."""
 
 
 class RemoteOption:
@@ -172,7 +190,8 @@ class BackupCosts:
         self.latency = float(latency)
         self._windows = Windows(recompute.grid)
         self._peers_version = -1
-        self._peers: dict[frozenset[str], tuple[list[Executor], NDArray[np.int64], dict[str, int]]] = {}
+        self._everyone: tuple[list[Executor], dict[str, int], NDArray[np.int64]] = ([], {}, np.zeros(0, dtype=np.int64))
+        self._peers: dict[frozenset[str], Peers] = {}
 
     def copy_seconds(self, size: float, bandwidth: float) -> float:
         """:math:`BT = L + \\text{size} / \\text{bandwidth}` (s) of one copy of ``size`` bytes."""
@@ -218,7 +237,7 @@ class BackupCosts:
             priced = self.every_peer(shuffle_id, map_index, t_max, bandwidth)
             if priced is None:
                 return None
-            base, peers, peer_loss = priced.base, priced.peers, priced.peer_loss
+            base, peers, peer_loss = priced.base, priced.peers.executors, priced.peer_loss
         else:
             lineage = self.recompute.lineage
             out = lineage.output(shuffle_id, map_index)
@@ -240,32 +259,37 @@ class BackupCosts:
         is priced by these values. None when there is no such executor.
         """
         out = self.recompute.lineage.output(shuffle_id, map_index)
-        peers, slots, position = self._peers_of(frozenset(out.locations))
-        if not peers:
+        peers = self._peers_of(frozenset(out.locations))
+        if not peers.executors:
             return None
-        base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, slots, bandwidth)
-        return PeerPrices(base, peers, peer_loss, position, slots)
+        base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, peers.slots, bandwidth)
+        return PeerPrices(base, peers, peer_loss)
 
     def price_peers(
         self, shuffle_id: Hashable, map_index: int, t_max: float, slots: NDArray[np.int64], bandwidth: float | None = None,
     ) -> tuple[BackupCost, FloatArray]:
         """The peer-independent terms (target ``"peer"``) and :math:`C_P(Y)` (s) of the live executors in ``slots``.
 
-        The executors must not hold the block (e.g. some of :attr:`PeerPrices.slots`); copies at
+        The executors must not hold the block (e.g. some of :attr:`Peers.slots`); copies at
         ``bandwidth`` bytes/s, default the local bandwidth.
         """
         return self._local_costs(shuffle_id, map_index, t_max, slots, bandwidth)
 
-    def _peers_of(self, holders: frozenset[str]) -> tuple[list[Executor], NDArray[np.int64], dict[str, int]]:
-        """Every live executor but ``holders``, their slots and positions; kept until executors come or go."""
+    def _peers_of(self, holders: frozenset[str]) -> Peers:
+        """Every live executor but ``holders``; kept until executors come or go."""
         lineage = self.recompute.lineage
         if self._peers_version != lineage.executors_version:
+            executors = lineage.executors()
+            index = {ex.executor_id: at for at, ex in enumerate(executors)}
+            self._everyone = (executors, index, np.array([ex.slot for ex in executors], dtype=np.int64))
             self._peers_version, self._peers = lineage.executors_version, {}
         cached = self._peers.get(holders)
         if cached is None:
-            peers = [ex for ex in lineage.executors() if ex.executor_id not in holders]
-            position = {ex.executor_id: index for index, ex in enumerate(peers)}
-            cached = (peers, np.array([ex.slot for ex in peers], dtype=np.int64), position)
+            executors, index, slots = self._everyone
+            skipped = sorted(index[h] for h in holders if h in index)
+            kept = [slice(lo + 1, hi) for lo, hi in zip([-1, *skipped], [*skipped, len(executors)], strict=True)]
+            cached = Peers([ex for part in kept for ex in executors[part]],
+                           np.concatenate([slots[part] for part in kept]), index, skipped)
             self._peers[holders] = cached
         return cached
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -72,6 +74,14 @@ class Exponential(LifetimeModel):
         out = np.empty(np.broadcast(np.asarray(age), exponent).shape)
         out[...] = exponent
         return np.exp(out, out=out)
+
+    def prob_fail(self, age: ArrayLike, a: ArrayLike, b: ArrayLike) -> FloatArray:
+        if not (isinstance(age, float) and isinstance(a, float) and isinstance(b, float) and math.isfinite(a + b)):
+            return super().prob_fail(age, a, b)
+        # One finite window at one age: the base's S(a) - S(max(b, a)) clipped to [0, 1], both
+        # survivals in one call (exp gives each element the value it gives it alone).
+        survival = np.exp(self._minus_rate * np.maximum(np.array([a, b if b > a else a]), 0.0)).tolist()
+        return np.asarray(min(max(survival[0] - survival[1], 0.0), 1.0))
 
     def expected_lifetime(
         self, age: ArrayLike, a: ArrayLike, b: ArrayLike, *, points: int = 129

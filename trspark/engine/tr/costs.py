@@ -31,7 +31,7 @@ from collections.abc import Collection, Mapping, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from cost_model.backup import BackupCost, BackupCosts, PeerPrices
+from cost_model.backup import BackupCost, BackupCosts, Peers
 from cost_model.lifetimes.base import LifetimeModel
 from cost_model.lineage import Lineage
 from cost_model.recompute import Recompute
@@ -53,6 +53,9 @@ DEFAULT_MEAN = 3600.0
 
 #: ``C_B2`` values over an executor's life kept (:meth:`CostEstimator._life_b2`).
 LIFE_B2_KEPT = 4096
+
+Life = tuple[LifetimeModel, float] | None
+"""A live executor's lifetime model and age (s), or None for no live executor."""
 
 
 class CostEstimator:
@@ -133,7 +136,7 @@ class CostEstimator:
         :math:`BT \\cdot P(BT < T_X \\le T)` -- no backup can win Algorithm 2, so the backup
         costs are not computed and reported as ``inf`` (same decision, a fraction of the work).
         Likewise ``C_BR`` is reported as ``inf`` when its ``C_B2`` alone exceeds both
-        ``C_Redo`` and ``C_BL`` (:func:`_cannot_win`). ``C_BL`` and ``C_BR`` include the
+        ``C_Redo`` and ``C_BL`` (:func:`_certainly_above`). ``C_BL`` and ``C_BR`` include the
         byte price :math:`c \\cdot \\text{size}` (core-seconds; ``backup.costPerGb``).
         """
         sid, idx = block.block_id
@@ -150,7 +153,7 @@ class CostEstimator:
         c_br = math.inf
         if targets in ("both", "remote"):
             remote = self.backup.remote_option(sid, idx, LIFE_HORIZON, concurrent=remote_in_flight)
-            if not _cannot_win(remote.floor, min(c_redo, c_bl)):
+            if not _certainly_above(remote.floor, min(c_redo, c_bl)):
                 option = remote.cost()
                 c_br = option.b1 + weight * option.redo + option.b2
         # The same price on both targets: it moves the line between copying and not, not the target.
@@ -171,60 +174,61 @@ class CostEstimator:
         if priced is None:
             return math.inf, None
         base, peers, peer_loss = priced.base, priced.peers, priced.peer_loss
-        source = block.backup_source(exclude)  # the holder the copy is read from: its life prices C_B2
+        life = self._life_of(block.backup_source(exclude), state)  # the holder the copy is read from: its life prices C_B2
         first = int(peer_loss.argmin())
-        first_id = peers[first].executor_id
+        first_id = peers.executors[first].executor_id
         if not loads.get(first_id) and first_id not in exclude:
-            return self._c_bl(source, state, base, float(peer_loss[first]), weight), first_id
+            return self._c_bl(life, base, float(peer_loss[first]), weight), first_id
         # Within the grid a peer's C_P is its own row's: the unloaded group is a subset of the peers priced above.
         reuse = t_max <= self.grid.horizon
+        size = self.lineage.output(sid, idx).size
         out: tuple[float, str | None] = (math.inf, None)
         # An excluded peer is left out of every group, as a holder is.
-        for load, positions in _load_groups(priced, [*block.holders(), *exclude], loads):
+        for load, positions in _load_groups(peers, [*block.holders(), *exclude], loads):
+            bandwidth = self.config.local_bandwidth / (load + 1)
             if load == 0 and reuse:
                 terms, losses = base, peer_loss[positions]
-            elif load and self._cannot_win(block, source, state, base, weight, load, out[0]):
+            elif load and self._cannot_win(life, self.backup.copy_seconds(size, bandwidth), base, weight, out[0]):
                 continue
             else:
-                bandwidth = self.config.local_bandwidth / (load + 1)
-                terms, losses = self.backup.price_peers(sid, idx, t_max, priced.slots[positions], bandwidth)
+                terms, losses = self.backup.price_peers(sid, idx, t_max, peers.slots[positions], bandwidth)
             best = int(losses.argmin())
-            if (cost := self._c_bl(source, state, terms, float(losses[best]), weight)) < out[0]:
-                out = (cost, peers[int(positions[best])].executor_id)
+            if (cost := self._c_bl(life, terms, float(losses[best]), weight)) < out[0]:
+                out = (cost, peers.executors[int(positions[best])].executor_id)
         return out
 
-    def _cannot_win(self, block: MapOutput, source: str | None, state: JobState, base: BackupCost, weight: float, load: int,
-                    best: float) -> bool:
-        """Whether every peer receiving ``load`` copies costs at least ``best`` (s).
+    def _cannot_win(self, life: Life, seconds: float, base: BackupCost, weight: float, best: float) -> bool:
+        """Whether every peer receiving copies that make this one last ``seconds`` costs at least ``best`` (s).
 
         A slower copy (longer ``BT``) has ``C_B1`` and ``C_R`` at least those of the copy at full
         bandwidth (``base``: more of X's failure mass falls inside the copy) and ``C_P >= 0``,
         so ``C_BL >= C_B1(base) + w C_R(base) + C_B2(BT)``. The relative margin covers rounding.
         """
-        size = self.lineage.output(block.shuffle_id, block.map_index).size
-        seconds = self.backup.copy_seconds(size, self.config.local_bandwidth / (load + 1))
-        bound = base.b1 + weight * base.redo + self._life_b2(source, state, seconds)
+        bound = base.b1 + weight * base.redo + self._life_b2(life, seconds)
         return bound - best > 1e-9 * abs(best)
 
-    def _c_bl(self, source: str | None, state: JobState, terms: BackupCost, peer_loss: float, weight: float) -> float:
+    def _c_bl(self, life: Life, terms: BackupCost, peer_loss: float, weight: float) -> float:
         """``C_BL`` (s) of the copy priced by ``terms`` to a peer whose ``C_P`` is ``peer_loss``.
 
-        ``terms.b2`` stops at T_max; over the ``source``'s life it is :meth:`_life_b2`.
+        ``terms.b2`` stops at T_max; over the source's ``life`` it is :meth:`_life_b2`.
         """
-        return terms.b1 + weight * (terms.redo + peer_loss) + self._life_b2(source, state, terms.seconds)
+        return terms.b1 + weight * (terms.redo + peer_loss) + self._life_b2(life, terms.seconds)
 
-    def _life_b2(self, source: str | None, state: JobState, seconds: float) -> float:
-        """:math:`C_{B2} = BT \\cdot P(BT < T_X \\le T)` with ``T`` = the life of executor ``source`` (``LIFE_HORIZON``).
+    def _life_of(self, source: str | None, state: JobState) -> Life:
+        """The lifetime model and age (s) of executor ``source`` now, or None when it is not alive."""
+        holder = state.executors.get(source or "")
+        return None if holder is None else (self.knowledge.model(holder), holder.age(state.now))
+
+    def _life_b2(self, life: Life, seconds: float) -> float:
+        """:math:`C_{B2} = BT \\cdot P(BT < T_X \\le T)` with ``T`` = the source's ``life`` (``LIFE_HORIZON``); ``BT`` without one.
 
         Kept per (model, age, ``BT``): a decision asks for the same copy time up to twice (the
         bound of a group of loaded peers, then its price), and copies of equal size repeat it.
         An age-free model (:attr:`LifetimeModel.age_free`) gives the same value at every age.
         """
-        holder = state.executors.get(source or "")
-        if holder is None:
+        if life is None:
             return seconds
-        model = self.knowledge.model(holder)
-        age = holder.age(state.now)
+        model, age = life
         key = (model, None if model.age_free else age, seconds)
         value = self._life_b2_kept.get(key)
         if value is None:
@@ -263,18 +267,15 @@ class CostEstimator:
 
 
 
-def _load_groups(priced: PeerPrices, skip: Sequence[str], loads: Mapping[str, int]) -> list[tuple[int, NDArray[np.int64]]]:
+def _load_groups(peers: Peers, skip: Sequence[str], loads: Mapping[str, int]) -> list[tuple[int, NDArray[np.int64]]]:
     """The peers but ``skip`` (holders, executors told to go), grouped by the copies they receive: ``(load, positions in executor order)``, by load."""
-    position = priced.position
-    free = np.ones(len(priced.peers), dtype=bool)
-    free[[position[h] for h in skip if h in position]] = False
+    taken = {at for executor_id in skip if (at := peers.position(executor_id)) is not None}
     groups: dict[int, list[int]] = {}
     for executor_id, load in loads.items():
-        at = position.get(executor_id)
-        if load and at is not None and free[at]:
+        if load and (at := peers.position(executor_id)) is not None and at not in taken:
             groups.setdefault(load, []).append(at)
-    for members in groups.values():
-        free[members] = False
+    free = np.ones(len(peers.executors), dtype=bool)
+    free[[*taken, *(at for members in groups.values() for at in members)]] = False
     out = [(load, np.array(sorted(members), dtype=np.int64)) for load, members in groups.items()]
     unloaded = np.flatnonzero(free)
     if unloaded.size:
@@ -282,7 +283,7 @@ def _load_groups(priced: PeerPrices, skip: Sequence[str], loads: Mapping[str, in
     return sorted(out, key=lambda group: group[0])
 
 
-def _cannot_win(floor: float, best: float) -> bool:
+def _certainly_above(floor: float, best: float) -> bool:
     """Whether an option whose cost is at least ``floor`` (s) is certainly above ``best`` (s), the lower of ``C_Redo`` and ``C_BL``.
 
     Then Algorithm 2 picks the same target with the option's cost ``inf``, and
