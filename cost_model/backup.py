@@ -360,12 +360,11 @@ class BackupCosts:
         window, f_x = windows.row(table, block.slot, seconds, t_max, f_bt, f_t)
         er_cell = np.interp(window, grid.edges, er)
         er_cell = 0.5 * (er_cell[:-1] + er_cell[1:])
-        p_x = f_x[1:] - f_x[:-1]
-        before = np.zeros(p_x.size)  # sum_{i<j} p^X_i
-        np.add.accumulate(p_x[:-1], out=before[1:])
+        # Cumulated X masses: through[i] = sum_{j<=i} p^X_j, so "before" cell i is through[i-1] (0 for i = 0).
+        through = np.add.accumulate(f_x[1:] - f_x[:-1])
         weights = np.zeros(window.size)
-        weights[1:] += er_cell * (p_x + before)
-        weights[:-1] -= er_cell * before
+        weights[1:] += er_cell * through
+        weights[1:-1] -= er_cell[1:] * through[:-1]
         if t_max > grid.horizon:  # the window is evaluated past the horizon, for the peers as for X
             return np.asarray(table.cdf_at(window, peer_slots) @ weights)
         low, high = windows.split(seconds, t_max)  # edges [:low] are <= BT, edges [high:] >= T

@@ -274,10 +274,11 @@ def _load_groups(peers: Peers, skip: Sequence[str], loads: Mapping[str, int]) ->
     for executor_id, load in loads.items():
         if load and (at := peers.position(executor_id)) is not None and at not in taken:
             groups.setdefault(load, []).append(at)
-    free = np.ones(len(peers.executors), dtype=bool)
+    free = np.empty(len(peers.executors), dtype=bool)
+    free.fill(True)
     free[[*taken, *(at for members in groups.values() for at in members)]] = False
     out = [(load, np.array(sorted(members), dtype=np.int64)) for load, members in groups.items()]
-    unloaded = np.flatnonzero(free)
+    unloaded = free.nonzero()[0]
     if unloaded.size:
         out.append((0, unloaded))
     return sorted(out, key=lambda group: group[0])
