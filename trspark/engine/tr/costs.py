@@ -136,7 +136,7 @@ class CostEstimator:
         :math:`BT \\cdot P(BT < T_X \\le T)` -- no backup can win Algorithm 2, so the backup
         costs are not computed and reported as ``inf`` (same decision, a fraction of the work).
         Likewise ``C_BR`` is reported as ``inf`` when its ``C_B2`` alone exceeds both
-        ``C_Redo`` and ``C_BL`` (:func:`_certainly_above`). ``C_BL`` and ``C_BR`` include the
+        ``C_Redo`` and ``C_BL`` (:meth:`_remote_cannot_win`). ``C_BL`` and ``C_BR`` include the
         byte price :math:`c \\cdot \\text{size}` (core-seconds; ``backup.costPerGb``).
         """
         sid, idx = block.block_id
@@ -153,11 +153,21 @@ class CostEstimator:
         c_br = math.inf
         if targets in ("both", "remote"):
             remote = self.backup.remote_option(sid, idx, LIFE_HORIZON, concurrent=remote_in_flight)
-            if not _certainly_above(remote.floor, min(c_redo, c_bl)):
+            if not self._remote_cannot_win(remote.floor, min(c_redo, c_bl)):
                 option = remote.cost()
                 c_br = option.b1 + weight * option.redo + option.b2
         # The same price on both targets: it moves the line between copying and not, not the target.
         return Costs(c_redo=c_redo, c_bl=c_bl + price, c_br=c_br + price, peer=peer)
+
+    @staticmethod
+    def _remote_cannot_win(floor: float, best: float) -> bool:
+        """Whether ``C_BR``, at least ``floor`` (s, its ``C_B2``: :attr:`RemoteOption.floor`), is certainly above ``best`` (s).
+
+        ``best`` is the lower of ``C_Redo`` and ``C_BL``. Then Algorithm 2 picks the same target
+        with ``C_BR = inf``, and ``min(C_Redo, C_BL, C_BR)`` is the same. The relative margin
+        covers the rounding of the terms the floor leaves out.
+        """
+        return math.isfinite(best) and floor - best > 1e-9 * abs(floor)
 
     def best_local(self, block: MapOutput, state: JobState, t_max: float, weight: float,
                    loads: Mapping[str, int], exclude: Collection[str] = ()) -> tuple[float, str | None]:
@@ -283,12 +293,3 @@ def _load_groups(peers: Peers, skip: Sequence[str], loads: Mapping[str, int]) ->
         out.append((0, unloaded))
     return sorted(out, key=lambda group: group[0])
 
-
-def _certainly_above(floor: float, best: float) -> bool:
-    """Whether an option whose cost is at least ``floor`` (s) is certainly above ``best`` (s), the lower of ``C_Redo`` and ``C_BL``.
-
-    Then Algorithm 2 picks the same target with the option's cost ``inf``, and
-    ``min(C_Redo, C_BL, C_BR)`` is the same. The relative margin covers the rounding of the
-    terms the floor leaves out.
-    """
-    return math.isfinite(best) and floor - best > 1e-9 * abs(floor)

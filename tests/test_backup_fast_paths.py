@@ -1,0 +1,132 @@
+"""The backup terms' shortcuts give bit for bit what the plain computations give, and their caches follow the clock."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cost_model.backup import BackupCosts
+from cost_model.lifetimes import Exponential, LifetimeModel, Weibull
+from cost_model.lineage import Lineage
+from cost_model.recompute import Recompute
+from cost_model.timegrid import TimeGrid
+from cost_model.windows import Windows
+from trspark.engine.tr.costs import CostEstimator
+
+GRID = TimeGrid.geometric(400.0, 48, first=0.05)
+
+
+def _lineage(model: LifetimeModel) -> Lineage:
+    """Six executors of ``model`` (one stable-ish Weibull among them), a two-stage lineage on three of them."""
+    lineage = Lineage()
+    for n in range(6):
+        lineage.add_executor(f"e{n}", Weibull(shape=1.4, scale=900.0) if n == 5 else model, started=-7.0 * n)
+    lineage.add_output("a", 0, "e1", 4.0, 1e8)
+    lineage.add_output("a", 1, "e2", 6.0, 3e8)
+    lineage.add_output("k", 0, "e0", 3.0, 2e9, parents=["a"])
+    lineage.add_output("k", 1, "e3", 2.0, 5e7, parents=["a"])
+    return lineage
+
+
+def _plain_window(table, grid: TimeGrid, slots, lo: float, hi: float, ends):  # type: ignore[no-untyped-def]
+    """The window as np.where picks it (the definition the fast path must reproduce)."""
+    edges = np.maximum(grid.edges_to(hi), lo)
+    if ends is None:
+        ends = table.cdf_at(np.array([lo, hi]), slots)
+    rows = table.cdf if slots is None else table.cdf[list(slots)]
+    return edges, np.where(grid.edges <= lo, ends[:, 0:1], np.where(grid.edges >= hi, ends[:, 1:2], rows))
+
+
+@pytest.mark.parametrize("model", [Exponential(mean=60.0), Weibull(shape=0.7, scale=80.0)])
+def test_windows_equal_their_definition_bit_for_bit(model: LifetimeModel) -> None:
+    table = Recompute(_lineage(model), GRID).table
+    windows = Windows(GRID)
+    rng = np.random.default_rng(3)
+    cuts = [0.0, *GRID.edges[[1, 7, 30, -1]].tolist(), *rng.uniform(0.0, 400.0, 20).tolist()]
+    for lo in cuts:
+        for hi in cuts:
+            if hi < lo:
+                continue
+            for slots in ([2], [0, 4, 5], None):
+                want = _plain_window(table, GRID, slots, lo, hi, None)
+                got = windows.get(table, slots, lo, hi, None)
+                np.testing.assert_array_equal(got[0], want[0])
+                np.testing.assert_array_equal(got[1], want[1])
+            ends = np.array([[0.25, 0.5]])
+            want = _plain_window(table, GRID, [3], lo, hi, ends)
+            edges, row = windows.row(table, 3, lo, hi, 0.25, 0.5)
+            np.testing.assert_array_equal(edges, want[0])
+            np.testing.assert_array_equal(row, want[1][0])
+    peers = np.arange(6)
+    for t in cuts:
+        np.testing.assert_array_equal(windows.column(table, t)[peers], table.cdf_interpolated(np.array([t]), peers)[:, 0])
+
+
+def test_columns_and_windows_follow_a_new_table() -> None:
+    lineage = _lineage(Weibull(shape=0.7, scale=80.0))
+    recompute = Recompute(lineage, GRID, max_staleness=1.0)
+    windows = Windows(GRID)
+    before = windows.column(recompute.table, 33.0).copy()
+    kept = windows.get(recompute.table, [1], 0.0, 33.0, None)[1].copy()
+    recompute.advance(50.0)  # older executors: other grid values
+    assert not np.array_equal(windows.column(recompute.table, 33.0), before)
+    np.testing.assert_array_equal(windows.column(recompute.table, 33.0), Windows(GRID).column(recompute.table, 33.0))
+    assert not np.array_equal(windows.get(recompute.table, [1], 0.0, 33.0, None)[1], kept)
+
+
+@pytest.mark.parametrize("model", [Exponential(mean=60.0), Weibull(shape=0.7, scale=80.0)])
+def test_backup_costs_after_a_refresh_equal_a_fresh_estimate(model: LifetimeModel) -> None:
+    lineage = _lineage(model)
+    costs = BackupCosts(Recompute(lineage, GRID, max_staleness=1.0), 4e8, 1e8, 1e12, latency=0.05)
+    for t_max in (0.01, 30.0, 120.0):
+        costs.every_peer("k", 0, t_max)
+        costs.remote("k", 1, 1e8)
+    costs.recompute.advance(25.0)
+    lineage.add_location("k", 0, "e4")
+    fresh_recompute = Recompute(lineage, GRID, now=25.0, max_staleness=1.0)
+    fresh = BackupCosts(fresh_recompute, 4e8, 1e8, 1e12, latency=0.05)
+    for t_max in (0.01, 30.0, 120.0, 1000.0):
+        got, want = costs.every_peer("k", 0, t_max), fresh.every_peer("k", 0, t_max)
+        assert got is not None and want is not None
+        assert got.base == want.base
+        np.testing.assert_array_equal(got.peer_loss, want.peer_loss)
+        assert [ex.executor_id for ex in got.peers.executors] == ["e1", "e2", "e3", "e5"]
+        assert costs.remote("k", 1, t_max, concurrent=2) == fresh.remote("k", 1, t_max, concurrent=2)
+        assert costs.remote_floor("k", 1, t_max) == fresh.remote_floor("k", 1, t_max)
+
+
+def test_peer_positions_skip_the_holders() -> None:
+    lineage = _lineage(Exponential(mean=60.0))
+    lineage.add_location("k", 0, "e4")
+    lineage.add_location("k", 0, "e2")
+    priced = BackupCosts(Recompute(lineage, GRID), 4e8, 1e8, 1e12).every_peer("k", 0, 30.0)
+    assert priced is not None
+    names = [ex.executor_id for ex in priced.peers.executors]
+    assert names == ["e1", "e3", "e5"]
+    assert [priced.peers.position(f"e{n}") for n in range(6)] == [None, 0, None, 1, None, 2]
+    assert priced.peers.slots.tolist() == [lineage.executor(name).slot for name in names]
+
+
+def test_exponential_shortcuts_equal_the_generic_formulas() -> None:
+    model = Exponential(mean=37.0)
+    rng = np.random.default_rng(11)
+    ages = rng.uniform(0.0, 500.0, (5, 1))
+    times = np.concatenate(([0.0, -1.0, 1e8], rng.exponential(40.0, 40)))
+    np.testing.assert_array_equal(model.cond_sf(ages, times), LifetimeModel.cond_sf(model, ages, times))
+    np.testing.assert_array_equal(model.cond_sf(3.0, times), LifetimeModel.cond_sf(model, 3.0, times))
+    for a, b in ((0.5, 1e8), (3.0, 2.0), (0.0, 0.0), (12.5, 40.0), (1e-9, 1e-3)):
+        assert model.prob_fail(8.0, a, b) == LifetimeModel.prob_fail(model, 8.0, a, b)
+        assert model.cond_sf(8.0, a) == LifetimeModel.cond_sf(model, 8.0, a)
+    np.testing.assert_array_equal(model.prob_fail(8.0, times, 1e8), LifetimeModel.prob_fail(model, 8.0, times, 1e8))
+
+
+def test_the_kept_life_copy_terms_equal_fresh_ones() -> None:
+    estimator = CostEstimator.__new__(CostEstimator)
+    estimator._life_b2_kept = {}
+    aged, memoryless = Weibull(shape=0.7, scale=80.0), Exponential(mean=50.0)
+    for model in (aged, memoryless):
+        for age in (0.0, 20.0, 300.0):
+            for seconds in (0.5, 4.0, 0.5):
+                want = seconds * float(model.prob_fail(age, seconds, 1e8))
+                assert estimator._life_b2((model, age), seconds) == want
+    assert estimator._life_b2(None, 4.0) == 4.0
