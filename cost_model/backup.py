@@ -43,7 +43,6 @@ backups in flight: the store's total bandwidth is shared.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
@@ -51,7 +50,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .lifetimes.base import FloatArray
-from .lineage import REMOTE, Executor
+from .lineage import REMOTE
+from .peer_sets import Peers, PeerSets
 from .recompute import Recompute
 from .windows import Windows
 
@@ -77,27 +77,6 @@ class BackupCost:
     def total(self) -> float:
         """:math:`C_B = C_{B1} + C_R + C_{B2} + C_P` in seconds."""
         return self.b1 + self.redo + self.b2 + self.peer_loss
-
-
-@dataclass(frozen=True, slots=True)
-class Peers:
-    """The live executors but some (a block's holders), in the lineage's executor order."""
-
-    executors: list[Executor]
-    """The peers."""
-    slots: NDArray[np.int64]
-    """The failure-table slot of each peer."""
-    index: dict[str, int]
-    """Executor id -> its index among *every* live executor (holders included)."""
-    skipped: list[int]
-    """The indices in :attr:`index` of the executors left out, ascending."""
-
-    def position(self, executor_id: str) -> int | None:
-        """The index of ``executor_id`` in :attr:`executors`, or None when it is not a peer."""
-        at = self.index.get(executor_id)
-        if at is None or at in self.skipped:
-            return None
-        return at - bisect_left(self.skipped, at)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,9 +168,7 @@ class BackupCosts:
             raise ValueError(f"backup cost: 'latency' must be a finite number >= 0 seconds, got {latency!r}")
         self.latency = float(latency)
         self._windows = Windows(recompute.grid)
-        self._peers_version = -1
-        self._everyone: tuple[list[Executor], dict[str, int], NDArray[np.int64]] = ([], {}, np.zeros(0, dtype=np.int64))
-        self._peers: dict[frozenset[str], Peers] = {}
+        self._peer_sets = PeerSets(recompute.lineage)
 
     def copy_seconds(self, size: float, bandwidth: float) -> float:
         """:math:`BT = L + \\text{size} / \\text{bandwidth}` (s) of one copy of ``size`` bytes."""
@@ -259,7 +236,7 @@ class BackupCosts:
         is priced by these values. None when there is no such executor.
         """
         out = self.recompute.lineage.output(shuffle_id, map_index)
-        peers = self._peers_of(frozenset(out.locations))
+        peers = self._peer_sets.without(frozenset(out.locations))
         if not peers.executors:
             return None
         base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, peers.slots, bandwidth)
@@ -274,24 +251,6 @@ class BackupCosts:
         ``bandwidth`` bytes/s, default the local bandwidth.
         """
         return self._local_costs(shuffle_id, map_index, t_max, slots, bandwidth)
-
-    def _peers_of(self, holders: frozenset[str]) -> Peers:
-        """Every live executor but ``holders``; kept until executors come or go."""
-        lineage = self.recompute.lineage
-        if self._peers_version != lineage.executors_version:
-            executors = lineage.executors()
-            index = {ex.executor_id: at for at, ex in enumerate(executors)}
-            self._everyone = (executors, index, np.array([ex.slot for ex in executors], dtype=np.int64))
-            self._peers_version, self._peers = lineage.executors_version, {}
-        cached = self._peers.get(holders)
-        if cached is None:
-            executors, index, slots = self._everyone
-            skipped = sorted(index[h] for h in holders if h in index)
-            kept = [slice(lo + 1, hi) for lo, hi in zip([-1, *skipped], [*skipped, len(executors)], strict=True)]
-            cached = Peers([ex for part in kept for ex in executors[part]],
-                           np.concatenate([slots[part] for part in kept]), index, skipped)
-            self._peers[holders] = cached
-        return cached
 
     # ---- terms -----------------------------------------------------------------------------
     def _block(self, shuffle_id: Hashable, map_index: int, t_max: float, bandwidth: float) -> _Block:
@@ -398,11 +357,6 @@ class _Block:
 def _copy_after(seconds: float, f_bt: float, f_t: float) -> float:
     """:math:`C_{B2} = BT \\cdot P(BT < T_X \\le T) = BT \\cdot \\max(F_X(T) - F_X(BT), 0)` (s)."""
     return seconds * max(f_t - f_bt, 0.0)
-
-
-def _diff(values: FloatArray) -> FloatArray:
-    """``np.diff`` of a 1-D array, without its Python wrapper (called several times per decision)."""
-    return values[1:] - values[:-1]
 
 
 def with_peer(base: BackupCost, peer: str, peer_loss: float) -> BackupCost:

@@ -31,9 +31,10 @@ from collections.abc import Collection, Mapping, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from cost_model.backup import BackupCost, BackupCosts, Peers
+from cost_model.backup import BackupCost, BackupCosts
 from cost_model.lifetimes.base import LifetimeModel
 from cost_model.lineage import Lineage
+from cost_model.peer_sets import Peers
 from cost_model.recompute import Recompute
 from cost_model.timegrid import TimeGrid
 from trspark.engine.settings import TRConfig

@@ -1,0 +1,60 @@
+"""The live executors but a block's holders: the peers a copy of it can go to, kept until executors come or go."""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .lineage import Executor, Lineage
+
+
+@dataclass(frozen=True, slots=True)
+class Peers:
+    """The live executors but some (a block's holders), in the lineage's executor order."""
+
+    executors: list[Executor]
+    """The peers."""
+    slots: NDArray[np.int64]
+    """The failure-table slot of each peer."""
+    index: dict[str, int]
+    """Executor id -> its index among *every* live executor (holders included)."""
+    skipped: list[int]
+    """The indices in :attr:`index` of the executors left out, ascending."""
+
+    def position(self, executor_id: str) -> int | None:
+        """The index of ``executor_id`` in :attr:`executors`, or None when it is not a peer."""
+        at = self.index.get(executor_id)
+        if at is None or at in self.skipped:
+            return None
+        return at - bisect_left(self.skipped, at)
+
+
+class PeerSets:
+    """:class:`Peers` of a :class:`Lineage` per set of holders, kept while its executors stay the same."""
+
+    def __init__(self, lineage: Lineage) -> None:
+        self.lineage = lineage
+        self._version = -1
+        self._everyone: tuple[list[Executor], dict[str, int], NDArray[np.int64]] = ([], {}, np.zeros(0, dtype=np.int64))
+        self._kept: dict[frozenset[str], Peers] = {}
+
+    def without(self, holders: frozenset[str]) -> Peers:
+        """Every live executor but ``holders``, in the lineage's executor order."""
+        lineage = self.lineage
+        if self._version != lineage.executors_version:
+            executors = lineage.executors()
+            index = {ex.executor_id: at for at, ex in enumerate(executors)}
+            self._everyone = (executors, index, np.array([ex.slot for ex in executors], dtype=np.int64))
+            self._version, self._kept = lineage.executors_version, {}
+        kept = self._kept.get(holders)
+        if kept is None:
+            executors, index, slots = self._everyone
+            skipped = sorted(index[h] for h in holders if h in index)
+            parts = [slice(lo + 1, hi) for lo, hi in zip([-1, *skipped], [*skipped, len(executors)], strict=True)]
+            kept = Peers([ex for part in parts for ex in executors[part]],
+                         np.concatenate([slots[part] for part in parts]), index, skipped)
+            self._kept[holders] = kept
+        return kept
