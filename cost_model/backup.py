@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -336,15 +337,17 @@ class BackupCosts:
             peers_cdf = table.cdf_interpolated if t_max >= grid.edges[1] else table.cdf_at
             ends = peers_cdf(np.array([seconds, t_max]), peer_slots)
             return np.asarray(every[peer_slots] + ends[:, 0] * low_sum + ends[:, 1] * high_sum)
-        ends_part = windows.interpolated(table, seconds)
-        ends_part *= low_sum
-        every += ends_part
+        if low_sum == 0.0:  # X cannot fail before BT: F_Y(BT) * low_sum is low_sum (F_Y is finite, >= 0)
+            every += low_sum
+        else:
+            ends_part = windows.interpolated(table, seconds)
+            ends_part *= low_sum
+            every += ends_part
         every += windows.column(table, t_max) * high_sum
         return every[peer_slots]
 
 
-@dataclass(frozen=True, slots=True)
-class _Block:
+class _Block(NamedTuple):
     """The block being priced: its key, :math:`T_{max}`, :math:`BT` (s) and the slot of X."""
 
     shuffle_id: Hashable

@@ -282,8 +282,9 @@ def _load_groups(peers: Peers, skip: Sequence[str], loads: Mapping[str, int]) ->
     """The peers but ``skip`` (holders, executors told to go), grouped by the copies they receive: ``(load, positions in executor order)``, by load."""
     taken = {at for executor_id in skip if (at := peers.position(executor_id)) is not None}
     groups: dict[int, list[int]] = {}
+    position = peers.position
     for executor_id, load in loads.items():
-        if load and (at := peers.position(executor_id)) is not None and at not in taken:
+        if load and (at := position(executor_id)) is not None and at not in taken:
             groups.setdefault(load, []).append(at)
     free = np.empty(len(peers.executors), dtype=bool)
     free.fill(True)
