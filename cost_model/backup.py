@@ -121,6 +121,29 @@ class RemoteOption:
         return self._costs._source_terms(block, self._f_bt, self._f_t, er, REMOTE)
 
 
+class PeerOption:
+    """Copies of one block to some peers at one bandwidth (:meth:`BackupCosts.peer_option`), read before anything changes.
+
+    :attr:`peer_loss` holds :math:`C_P(Y)` (s) per peer; :meth:`terms` adds the terms the same
+    for every peer, which a caller can skip when a bound already rules every peer out.
+    """
+
+    __slots__ = ("_costs", "_block", "_f_bt", "_f_t", "_er", "peer_loss")
+
+    def __init__(self, costs: BackupCosts, block: _Block, f_bt: float, f_t: float, er: FloatArray, peer_loss: FloatArray) -> None:
+        self._costs, self._block, self._f_bt, self._f_t, self._er = costs, block, f_bt, f_t, er
+        self.peer_loss = peer_loss
+
+    @property
+    def seconds(self) -> float:
+        """:math:`BT` (s) of the copy."""
+        return self._block.seconds
+
+    def terms(self) -> BackupCost:
+        """:math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}` (s) of the copy, target ``"peer"``."""
+        return self._costs._source_terms(self._block, self._f_bt, self._f_t, self._er, "peer")
+
+
 def shared_remote_bandwidth(per_executor: float, total_cap: float, concurrent: int) -> float:
     """Bandwidth (bytes/s) of one more remote backup: :math:`\\min(b, \\text{cap} / (n + 1))`.
 
@@ -243,15 +266,20 @@ class BackupCosts:
         base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, peers.slots, bandwidth)
         return PeerPrices(base, peers, peer_loss)
 
-    def price_peers(
+    def peer_option(
         self, shuffle_id: Hashable, map_index: int, t_max: float, slots: NDArray[np.int64], bandwidth: float | None = None,
-    ) -> tuple[BackupCost, FloatArray]:
-        """The peer-independent terms (target ``"peer"``) and :math:`C_P(Y)` (s) of the live executors in ``slots``.
+    ) -> PeerOption:
+        """The copy to each live executor in ``slots`` (none holding the block, e.g. some of :attr:`Peers.slots`).
 
-        The executors must not hold the block (e.g. some of :attr:`Peers.slots`); copies at
-        ``bandwidth`` bytes/s, default the local bandwidth.
+        At ``bandwidth`` bytes/s, default the local bandwidth. :math:`C_P(Y)` is evaluated, the
+        peer-independent terms are left to :meth:`PeerOption.terms`.
         """
-        return self._local_costs(shuffle_id, map_index, t_max, slots, bandwidth)
+        rc = self.recompute
+        rate = self.local_bandwidth if bandwidth is None else _check_bandwidth("bandwidth", bandwidth)
+        block = self._block(shuffle_id, map_index, t_max, rate)
+        f_bt, f_t = rc.table.cdf_at_slot(np.array([block.seconds, t_max]), block.slot).tolist()
+        er = rc.er(shuffle_id, map_index)
+        return PeerOption(self, block, f_bt, f_t, er, self._peer_loss(block, np.asarray(slots, dtype=np.int64), f_bt, f_t, er))
 
     # ---- terms -----------------------------------------------------------------------------
     def _block(self, shuffle_id: Hashable, map_index: int, t_max: float, bandwidth: float) -> _Block:

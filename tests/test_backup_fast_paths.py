@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from engine_world import MB, add_executors, feed, map_stage, run_task
 
 from cost_model.backup import BackupCosts
 from cost_model.lifetimes import Exponential, LifetimeModel, Weibull
@@ -11,6 +12,9 @@ from cost_model.lineage import Lineage
 from cost_model.recompute import Recompute
 from cost_model.timegrid import TimeGrid
 from cost_model.windows import Windows
+from trspark.engine.events import StageCompleted
+from trspark.engine.registry import make_policy
+from trspark.engine.settings import TRConfig
 from trspark.engine.tr.costs import CostEstimator
 
 GRID = TimeGrid.geometric(400.0, 48, first=0.05)
@@ -130,3 +134,27 @@ def test_the_kept_life_copy_terms_equal_fresh_ones() -> None:
                 want = seconds * float(model.prob_fail(age, seconds, 1e8))
                 assert estimator._life_b2((model, age), seconds) == want
     assert estimator._life_b2(None, 4.0) == 4.0
+
+
+@pytest.mark.parametrize("lifetime", ["exponential:mean=5.0", "exponential:mean=300.0", "weibull:shape=0.6,scale=20"])
+@pytest.mark.parametrize("t_max", [0.5, 8.0, 90.0])
+def test_loaded_peer_groups_left_out_by_their_bounds_never_were_the_cheapest(
+        lifetime: str, t_max: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A group of peers already receiving copies is priced only when its bounds (without C_P,
+    # then with its lowest C_P) let it win: the answer is that of pricing every group in full.
+    policy = make_policy("tr", TRConfig(lifetime=lifetime, duplication=False, scheduling=False))
+    names = ["a", "b", "c", "d", "e", "f"]
+    events = [*add_executors(names, cores=2), map_stage(0, 4, 0)]
+    for partition, executor in enumerate(["a", "b", "a", "c"]):
+        events += run_task(0, partition, executor, start=0.0, seconds=2.0 + partition, write=(1 + partition) * 200 * MB,
+                           shuffle_id=0)
+    events += [StageCompleted(time=6.0, stage_id=0), map_stage(1, 4, None, time=6.0, parents=[0], parent_shuffles=[0])]
+    feed(policy, events)
+    estimator, state = policy.costs, policy.state
+    blocks = [state.outputs[(0, partition)] for partition in range(4)]
+    loads_cases = [{}, {"d": 1}, {"d": 1, "e": 2}, {"b": 1, "c": 1, "d": 3, "e": 1, "f": 2},
+                   {name: 1 + n % 3 for n, name in enumerate(names)}]
+    quick = [estimator.best_local(b, state, t_max, 2.0, loads, ("f",)) for b in blocks for loads in loads_cases]
+    monkeypatch.setattr(type(estimator), "_cannot_win", lambda *args: False)
+    full = [estimator.best_local(b, state, t_max, 2.0, loads, ("f",)) for b in blocks for loads in loads_cases]
+    assert quick == full

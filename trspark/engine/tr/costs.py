@@ -199,23 +199,34 @@ class CostEstimator:
             bandwidth = self.config.local_bandwidth / (load + 1)
             if load == 0 and reuse:
                 terms, losses = base, peer_loss[positions]
+                best = int(losses.argmin())
             elif load and self._cannot_win(life, self.backup.copy_seconds(size, bandwidth), base, weight, out[0]):
                 continue
             else:
-                terms, losses = self.backup.price_peers(sid, idx, t_max, peers.slots[positions], bandwidth)
-            best = int(losses.argmin())
+                option = self.backup.peer_option(sid, idx, t_max, peers.slots[positions], bandwidth)
+                losses = option.peer_loss
+                best = int(losses.argmin())
+                if load and self._cannot_win(life, option.seconds, base, weight, out[0], float(losses[best])):
+                    continue
+                terms = option.terms()
             if (cost := self._c_bl(life, terms, float(losses[best]), weight)) < out[0]:
                 out = (cost, peers.executors[int(positions[best])].executor_id)
         return out
 
-    def _cannot_win(self, life: Life, seconds: float, base: BackupCost, weight: float, best: float) -> bool:
+    def _cannot_win(self, life: Life, seconds: float, base: BackupCost, weight: float, best: float,
+                    peer_loss: float | None = None) -> bool:
         """Whether every peer receiving copies that make this one last ``seconds`` costs at least ``best`` (s).
 
         A slower copy (longer ``BT``) has ``C_B1`` and ``C_R`` at least those of the copy at full
         bandwidth (``base``: more of X's failure mass falls inside the copy) and ``C_P >= 0``,
-        so ``C_BL >= C_B1(base) + w C_R(base) + C_B2(BT)``. The relative margin covers rounding.
+        so ``C_BL >= C_B1(base) + w C_R(base) + C_B2(BT)``; with ``peer_loss``, the lowest ``C_P``
+        of these peers at this ``BT``, ``C_BL >= C_B1(base) + w (C_R(base) + C_P) + C_B2(BT)``.
+        The relative margin covers rounding.
         """
-        bound = base.b1 + weight * base.redo + self._life_b2(life, seconds)
+        if peer_loss is None:
+            bound = base.b1 + weight * base.redo + self._life_b2(life, seconds)
+        else:
+            bound = base.b1 + weight * (base.redo + peer_loss) + self._life_b2(life, seconds)
         return bound - best > 1e-9 * abs(best)
 
     def _c_bl(self, life: Life, terms: BackupCost, peer_loss: float, weight: float) -> float:
