@@ -121,7 +121,10 @@ class FailureTable:
         if group < 0:
             raise ValueError(f"FailureTable: slots [{slot}] hold no live executor")
         model = self._groups[group][0]
-        out: FloatArray = (1.0 - model.cond_sf(self._ages[slot:slot + 1, None], times))[0]
+        if model.age_free:  # the same values at every age: the row without broadcasting an age
+            out: FloatArray = 1.0 - model.cond_sf(self._ages[slot], times)
+        else:
+            out = (1.0 - model.cond_sf(self._ages[slot:slot + 1, None], times))[0]
         return out
 
     def cdf_at(self, times: FloatArray, slots: Sequence[int] | NDArray[np.int64] | None = None) -> FloatArray:
@@ -143,6 +146,8 @@ class FailureTable:
         group = self._group[picked]
         if np.logical_or.reduce(group < 0):
             raise ValueError(f"FailureTable: slots {picked[group < 0].tolist()} hold no live executor")
+        if picked.size == 1 and times.ndim == 1:
+            return self.cdf_at_slot(times, int(picked[0])).reshape(1, times.size)
         if len(self._groups) == 1:  # one lifetime law (one pool): one call, no row sorting
             return 1.0 - self._groups[0][0].cond_sf(self._ages[picked, None], times)
         out = np.empty((picked.size, times.size))

@@ -299,8 +299,11 @@ def _load_groups(peers: Peers, skip: Sequence[str], loads: Mapping[str, int]) ->
             groups.setdefault(load, []).append(at)
     free = np.empty(len(peers.executors), dtype=bool)
     free.fill(True)
-    free[[*taken, *(at for members in groups.values() for at in members)]] = False
+    if taken:
+        free[list(taken)] = False
     out = [(load, np.array(sorted(members), dtype=np.int64)) for load, members in groups.items()]
+    for _load, members_at in out:
+        free[members_at] = False
     unloaded = free.nonzero()[0]
     if unloaded.size:
         out.append((0, unloaded))
