@@ -158,3 +158,13 @@ def test_loaded_peer_groups_left_out_by_their_bounds_never_were_the_cheapest(
     monkeypatch.setattr(type(estimator), "_cannot_win", lambda *args: False)
     full = [estimator.best_local(b, state, t_max, 2.0, loads, ("f",)) for b in blocks for loads in loads_cases]
     assert quick == full
+
+
+@pytest.mark.parametrize("model", [Exponential(mean=60.0), Weibull(shape=0.7, scale=80.0)])
+def test_one_slot_of_the_failure_cdf_equals_its_row_among_many(model: LifetimeModel) -> None:
+    table = Recompute(_lineage(model), GRID, now=13.0).table
+    times = np.array([0.0, 0.3, 7.5, 150.0, 400.0, 2e4])
+    for slot in range(6):
+        many = table.cdf_at(times, [slot, (slot + 1) % 6, (slot + 3) % 6])[0]
+        np.testing.assert_array_equal(table.cdf_at(times, [slot]), many[None, :])
+        np.testing.assert_array_equal(table.cdf_at_slot(times, slot), many)
