@@ -269,9 +269,15 @@ class Lineage:
 
     def _update(self, out: Output, change: Callable[[Output], object]) -> None:
         state = self._shuffles[out.shuffle_id]
+        group, versions = out.group, (state.version, state.multi_version)
+        aggregate = _aggregate_of(state, group)
         self._detach(state, out)
         change(out)
         self._attach(state, out)
+        if out.group == group and aggregate is not None and _aggregate_of(state, group) == aggregate:
+            # The aggregates are bit for bit what they were (e.g. a consumed output gained a copy):
+            # what the cost model derived from the old versions is still valid.
+            state.version, state.multi_version = versions
 
     def _group_of(self, out: Output) -> Group:
         if out.remote or out.consumed:
@@ -331,3 +337,16 @@ class Lineage:
         out.group = None
         state.version += 1
         self.outputs_version += 1
+
+
+def _aggregate_of(state: ShuffleState, group: Group) -> tuple[float, float] | None:
+    """What ``group`` holds in ``state`` -- (run time sum, count) -- or None if a change to it may reorder :attr:`ShuffleState.multi`."""
+    if group is None:
+        return (0.0, 0.0)
+    if isinstance(group, frozenset):
+        entry = state.multi[group]
+        # The last output of a group leaves and re-enters it at the end of the dict: the order changes.
+        return (entry[0], entry[1]) if entry[1] > 1.0 else None
+    if group == LOST:
+        return (state.lost_cost, float(state.lost_count))
+    return (float(state.single_cost[group]), float(state.single_count[group]))
