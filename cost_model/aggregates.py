@@ -68,19 +68,38 @@ class ShuffleState:
     version: int = 0
     multi_version: int = 0
     """Bumped when :attr:`multi` changes (a subset of the changes that bump :attr:`version`)."""
+    multi_keys_version: int = 0
+    """Bumped when a slot set enters or leaves :attr:`multi` (a subset of the changes that bump :attr:`multi_version`)."""
     _multi_arrays: tuple[int, NDArray[np.int64], FloatArray] | None = None
+    _multi_slots: tuple[int, NDArray[np.int64]] | None = None
 
     def multi_arrays(self) -> tuple[NDArray[np.int64], FloatArray]:
         """:attr:`multi` as arrays for vectorised use: slot sets padded with -1 ``(M, L_max)`` and costs ``(M,)``.
 
         Rows in the order of :attr:`multi`, slots ascending. Cached until :attr:`multi` changes,
         not on every change of the shuffle (an output added on one executor leaves it alone).
+        The slot array is the same object until a slot set enters or leaves :attr:`multi`
+        (a backup to a pair that already shares outputs changes only the costs), so what is
+        derived from the slots alone can be kept by identity.
         """
         cached = self._multi_arrays
         if cached is not None and cached[0] == self.multi_version:
             return cached[1], cached[2]
         multi = self.multi
         costs = np.fromiter(map(itemgetter(0), multi.values()), dtype=np.float64, count=len(multi))
+        slots_cached = self._multi_slots
+        if slots_cached is not None and slots_cached[0] == self.multi_keys_version:
+            slots = slots_cached[1]
+        else:
+            slots = self._slot_sets()
+            slots.setflags(write=False)
+            self._multi_slots = (self.multi_keys_version, slots)
+        self._multi_arrays = (self.multi_version, slots, costs)
+        return slots, costs
+
+    def _slot_sets(self) -> NDArray[np.int64]:
+        """The slot sets of :attr:`multi`, one row each, ascending, padded with -1: ``(M, L_max)``."""
+        multi = self.multi
         width = max(map(len, multi), default=0)
         if multi and min(map(len, multi)) == width:  # the usual case (one peer copy each): no loop per group
             slots = np.fromiter(chain.from_iterable(multi), dtype=np.int64, count=len(multi) * width)
@@ -90,8 +109,7 @@ class ShuffleState:
             slots = np.full((len(multi), width), -1, dtype=np.int64)
             for row, sig in enumerate(multi):
                 slots[row, : len(sig)] = sorted(sig)
-        self._multi_arrays = (self.multi_version, slots, costs)
-        return slots, costs
+        return slots
 
     def _grow(self, capacity: int) -> None:
         if self.single_cost.size < capacity:

@@ -297,7 +297,10 @@ class Lineage:
         if group is None:
             pass
         elif isinstance(group, frozenset):
-            entry = state.multi.setdefault(group, [0.0, 0.0])
+            entry = state.multi.get(group)
+            if entry is None:
+                entry = state.multi[group] = [0.0, 0.0]
+                state.multi_keys_version += 1
             entry[0] += out.run_time
             entry[1] += 1.0
             state.multi_version += 1
@@ -325,6 +328,7 @@ class Lineage:
             state.multi_version += 1
             if entry[1] <= 0.0:
                 del state.multi[group]
+                state.multi_keys_version += 1
                 for slot in group:
                     state.multi_by_slot[slot].discard(group)
         elif group == LOST:

@@ -365,7 +365,7 @@ class Recompute:
         cached = self._given.get((sid, slot))
         if cached is not None and cached[0] == state.version:
             return cached[1]
-        given = GivenFailure(self._shared_of(sid, state), state, table, slot)
+        given = GivenFailure(self._shared_of(sid, state), state, table, slot, None if cached is None else cached[1])
         self._given[(sid, slot)] = (state.version, given)
         return given
 
@@ -375,7 +375,8 @@ class Recompute:
         cached = self._shared.get(sid)
         if cached is not None and cached[0] == key:
             return cached[1]
-        shared = ShuffleTerms.build(state, self.table)
+        previous = cached[1] if cached is not None and cached[0][:2] == key[:2] else None
+        shared = ShuffleTerms.build(state, self.table, previous)
         self._shared[sid] = (key, shared)
         return shared
 

@@ -46,21 +46,39 @@ class ShuffleTerms:
     failed, and then e's own outputs are lost anyway -- counting it again as an independent
     event over-stated the need of ancestors by 2-5 % against the Monte-Carlo.
     """
+    other_loss: FloatArray
+    """:math:`C_{s,\\varnothing} + \\sum_L P_L C_{s,L}` (s): the loss of what is not on one executor."""
+    slots: NDArray[np.int64]
+    """The slot sets of the multi-location groups (:meth:`ShuffleState.multi_arrays`) these terms were built on."""
+    rows_by_slot: tuple[NDArray[np.intp], list[int]]
+    """Multi-location rows grouped by slot: slot x's rows, ascending, are ``rows[bounds[x]:bounds[x + 1]]``."""
 
     @classmethod
-    def build(cls, state: ShuffleState, table: FailureTable) -> ShuffleTerms:
+    def build(cls, state: ShuffleState, table: FailureTable, previous: ShuffleTerms | None = None) -> ShuffleTerms:
+        """The terms of ``state`` on ``table``.
+
+        ``previous``: terms of the same shuffle on a table with the same grid values for every
+        slot in a multi-location group (same :meth:`Recompute._terms_stamp`); what depends only
+        on the slot sets and those values is taken from it when the slot sets are the same.
+        """
         n_slots = table.cdf.shape[0]
         held = state.single_count[:n_slots] > 0
         _slots, costs = state.multi_arrays()
-        multi_lost = _multi_lost(state, table.cdf_padded)
+        if previous is not None and previous.slots is _slots and previous.log_keep.shape[0] == n_slots:
+            multi_lost, rows_by_slot = previous.multi_lost, previous.rows_by_slot
+        else:
+            multi_lost, rows_by_slot = _multi_lost(state, table.cdf_padded), _rows_by_slot(_slots, n_slots)
+            multi_lost.setflags(write=False)
         log_keep = np.log(np.maximum(1.0 - table.cdf, TINY))
-        loss = state.single_cost[:n_slots] @ table.cdf + state.lost_cost + costs @ multi_lost
+        multi_loss = costs @ multi_lost
+        loss = state.single_cost[:n_slots] @ table.cdf + state.lost_cost + multi_loss
         multi_free = np.asarray(~np.append(held, False)[_slots].any(axis=1))  # padding -1 -> False
         clear_base = held.astype(np.float64) @ log_keep + np.log(np.maximum(1.0 - multi_lost[multi_free], TINY)).sum(axis=0)
         if state.lost_count:
             clear_base = clear_base + _LOG_TINY
         clear_swap = np.where(held[:, None], _LOG_TINY - log_keep, 0.0)
-        return cls(loss, multi_lost, log_keep, clear_base, clear_swap, multi_free)
+        other_loss = state.lost_cost + multi_loss
+        return cls(loss, multi_lost, log_keep, clear_base, clear_swap, multi_free, other_loss, _slots, rows_by_slot)
 
 
 class GivenFailure:
@@ -70,20 +88,27 @@ class GivenFailure:
     the multi-location groups that include X: :math:`P_X \\to 1`.
     """
 
-    def __init__(self, shared: ShuffleTerms, state: ShuffleState, table: FailureTable, slot: int | None) -> None:
+    def __init__(
+        self,
+        shared: ShuffleTerms,
+        state: ShuffleState,
+        table: FailureTable,
+        slot: int | None,
+        previous: GivenFailure | None = None,
+    ) -> None:
+        """``previous``: the same shuffle's terms given the same X on a table with the same grid values
+        for the slots of its multi-location groups; X's groups are taken from it when the slot sets are the same."""
         self.shared, self.state, self.table, self.slot = shared, state, table, slot
         self.n_slots = table.cdf.shape[0]
         self.f_x = table.cdf[slot] if slot is not None else np.zeros(table.cdf.shape[1])
         self.held_x = slot is not None and bool(state.single_count[slot] > 0)
-        # Multi-location groups with a copy on X: their loss probability without X's factor.
-        slots, costs = state.multi_arrays()
-        self.rows_x = np.flatnonzero(np.logical_or.reduce(slots == slot, axis=1)) if slot is not None and slots.size else np.zeros(0, dtype=np.int64)
-        if self.rows_x.size:
-            others = slots[self.rows_x].copy()
-            others[others == slot] = -1
-            self.multi_x = np.multiply.reduce(table.cdf_padded[others], axis=1)
+        slots, costs = shared.slots, state.multi_arrays()[1]
+        self.rows_x: NDArray[np.intp]
+        self.multi_x: FloatArray
+        if previous is not None and previous.shared.slots is slots and previous.slot == slot:
+            self.rows_x, self.multi_x = previous.rows_x, previous.multi_x
         else:
-            self.multi_x = np.zeros((0, table.cdf.shape[1]))
+            self.rows_x, self.multi_x = _groups_with(shared, table, slot)
         self.costs_x = costs[self.rows_x]
         self._direct_loss: FloatArray | None = None
 
@@ -111,8 +136,7 @@ class GivenFailure:
         if self.held_x:
             assert self.slot is not None
             loss = loss + state.single_cost[self.slot] * need[self.slot] * (1.0 - self.f_x)
-        _slots, costs = state.multi_arrays()
-        other = state.lost_cost + costs @ shared.multi_lost
+        other = shared.other_loss
         if self.rows_x.size:
             other = other + self.costs_x @ (self.multi_x - shared.multi_lost[self.rows_x])
         return np.asarray(loss + need[n] * other)
@@ -175,3 +199,28 @@ def _multi_lost(state: ShuffleState, p_lost: FloatArray) -> FloatArray:
     if slots.size == 0:
         return np.zeros((slots.shape[0], p_lost.shape[1]))
     return np.asarray(np.prod(p_lost[slots], axis=1))
+
+
+def _rows_by_slot(slots: NDArray[np.int64], n_slots: int) -> tuple[NDArray[np.intp], list[int]]:
+    """The rows of ``slots`` (``(M, L)``, padded with -1) grouped by the slot they contain (see :attr:`ShuffleTerms.rows_by_slot`)."""
+    flat = slots.ravel()
+    order = np.argsort(flat, kind="stable")  # stable: each slot's rows stay ascending
+    bounds = np.searchsorted(flat[order], np.arange(n_slots + 1)).tolist()
+    return order // max(slots.shape[1], 1), bounds
+
+
+def _groups_with(shared: ShuffleTerms, table: FailureTable, slot: int | None) -> tuple[NDArray[np.intp], FloatArray]:
+    """The multi-location rows with a copy on ``slot`` and their loss probability without ``slot``'s factor, ``(K, G + 1)``."""
+    if slot is None or not shared.slots.size:
+        return np.zeros(0, dtype=np.intp), np.zeros((0, table.cdf.shape[1]))
+    rows, bounds = shared.rows_by_slot
+    rows_x = rows[bounds[slot] : bounds[slot + 1]]
+    if not rows_x.size:
+        return rows_x, np.zeros((0, table.cdf.shape[1]))
+    others = shared.slots[rows_x]
+    if others.shape[1] == 2:
+        # A pair's product without X's factor is the other member's F, exactly (x * 1 = x).
+        return rows_x, table.cdf_padded[np.where(others[:, 0] == slot, others[:, 1], others[:, 0])]
+    others = others.copy()
+    others[others == slot] = -1
+    return rows_x, np.multiply.reduce(table.cdf_padded[others], axis=1)

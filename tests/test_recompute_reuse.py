@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from cost_model.aggregates import ShuffleState
 from cost_model.lifetimes import Exponential, LifetimeModel, Weibull
 from cost_model.lineage import Lineage
 from cost_model.recompute import Recompute
@@ -78,3 +79,27 @@ def test_a_change_that_leaves_the_aggregates_keeps_the_version() -> None:
     assert (state.version, state.multi_version) == (version, multi_version)
     lineage.add_location("c", 5, "e0")  # c5 leaves e0's single-location sum for the pair {e0, e2}
     assert state.version != version and state.multi_version != multi_version
+
+
+def test_multi_slot_sets_keep_their_identity_until_a_set_enters_or_leaves() -> None:
+    lineage = _lineage(Exponential(mean=200.0))
+    state = lineage.shuffle("a")
+    slots, costs = state.multi_arrays()
+    lineage.add_location("a", 6, "e3")  # joins the pair {e0, e3}: only a cost changes
+    slots_after, costs_after = state.multi_arrays()
+    assert slots_after is slots and not np.array_equal(costs_after, costs)
+    lineage.add_location("a", 2, "e5")  # a new pair
+    slots_new, _costs = state.multi_arrays()
+    assert slots_new is not slots
+    _assert_arrays_fresh(state, slots_new)
+    lineage.remove_location("a", 1, "e2")  # no copy there, but a1's pair leaves and re-enters: the order changes
+    _assert_arrays_fresh(state, state.multi_arrays()[0])
+    lineage.remove_location("a", 2, "e5")
+    lineage.add_location("a", 2, "e4")  # as many pairs as before, one of them another
+    _assert_arrays_fresh(state, state.multi_arrays()[0])
+
+
+def _assert_arrays_fresh(state: ShuffleState, slots: np.ndarray) -> None:
+    expected = np.array([sorted(group) for group in state.multi], dtype=np.int64)
+    np.testing.assert_array_equal(slots, expected)
+    np.testing.assert_array_equal(state.multi_arrays()[1], [entry[0] for entry in state.multi.values()])
