@@ -52,6 +52,12 @@ class ShuffleTerms:
     """The slot sets of the multi-location groups (:meth:`ShuffleState.multi_arrays`) these terms were built on."""
     rows_by_slot: tuple[NDArray[np.intp], list[int]]
     """Multi-location rows grouped by slot: slot x's rows, ascending, are ``rows[bounds[x]:bounds[x + 1]]``."""
+    held_rows: NDArray[np.intp]
+    """The slots e with :math:`h_e` (single-location outputs), ascending."""
+    free_rows: NDArray[np.intp]
+    """The rows of :attr:`multi_free`, ascending."""
+    clear_weights: FloatArray
+    """:math:`h_e` as 1.0 / 0.0 per slot."""
 
     @classmethod
     def build(cls, state: ShuffleState, table: FailureTable, previous: ShuffleTerms | None = None) -> ShuffleTerms:
@@ -73,12 +79,16 @@ class ShuffleTerms:
         multi_loss = costs @ multi_lost
         loss = state.single_cost[:n_slots] @ table.cdf + state.lost_cost + multi_loss
         multi_free = np.asarray(~np.append(held, False)[_slots].any(axis=1))  # padding -1 -> False
-        clear_base = held.astype(np.float64) @ log_keep + np.log(np.maximum(1.0 - multi_lost[multi_free], TINY)).sum(axis=0)
+        clear_weights = held.astype(np.float64)
+        clear_base = clear_weights @ log_keep + np.log(np.maximum(1.0 - multi_lost[multi_free], TINY)).sum(axis=0)
         if state.lost_count:
             clear_base = clear_base + _LOG_TINY
         clear_swap = np.where(held[:, None], _LOG_TINY - log_keep, 0.0)
         other_loss = state.lost_cost + multi_loss
-        return cls(loss, multi_lost, log_keep, clear_base, clear_swap, multi_free, other_loss, _slots, rows_by_slot)
+        return cls(
+            loss, multi_lost, log_keep, clear_base, clear_swap, multi_free, other_loss, _slots, rows_by_slot,
+            np.flatnonzero(held), np.flatnonzero(multi_free), clear_weights,
+        )
 
 
 class GivenFailure:
@@ -105,11 +115,19 @@ class GivenFailure:
         slots, costs = shared.slots, state.multi_arrays()[1]
         self.rows_x: NDArray[np.intp]
         self.multi_x: FloatArray
+        self.shift_x: FloatArray
+        """:math:`P_L(t|X) - P_L(t)` of X's multi-location rows."""
         if previous is not None and previous.shared.slots is slots and previous.slot == slot:
-            self.rows_x, self.multi_x = previous.rows_x, previous.multi_x
+            self.rows_x, self.multi_x, self.shift_x = previous.rows_x, previous.multi_x, previous.shift_x
         else:
             self.rows_x, self.multi_x = _groups_with(shared, table, slot)
+            self.shift_x = self.multi_x - shared.multi_lost[self.rows_x]
         self.costs_x = costs[self.rows_x]
+        held_rows = shared.held_rows
+        self.need_rows = np.append(held_rows, self.n_slots)
+        """Rows of a need :math:`\\nu` that :meth:`needed_loss` and :meth:`needed_log_clear` read:
+        the slots holding single-location outputs, then "no e"; the others only meet zero weights."""
+        self.swap_rows = held_rows if not self.held_x else held_rows[held_rows != slot]
         self._direct_loss: FloatArray | None = None
 
     def direct_loss(self) -> FloatArray:
@@ -125,7 +143,7 @@ class GivenFailure:
             assert self.slot is not None
             loss = loss + self.state.single_cost[self.slot] * (1.0 - self.f_x)
         if self.rows_x.size:
-            loss = loss + self.costs_x @ (self.multi_x - self.shared.multi_lost[self.rows_x])
+            loss = loss + self.costs_x @ self.shift_x
         return np.asarray(loss)
 
     def needed_loss(self, need: FloatArray) -> FloatArray:
@@ -138,7 +156,7 @@ class GivenFailure:
             loss = loss + state.single_cost[self.slot] * need[self.slot] * (1.0 - self.f_x)
         other = shared.other_loss
         if self.rows_x.size:
-            other = other + self.costs_x @ (self.multi_x - shared.multi_lost[self.rows_x])
+            other = other + self.costs_x @ self.shift_x
         return np.asarray(loss + need[n] * other)
 
     def direct_log_clear(self) -> FloatArray:
@@ -163,30 +181,38 @@ class GivenFailure:
         return out
 
     def needed_log_clear(self, need: FloatArray) -> FloatArray:
-        """ln P(no output is lost-and-needed | X, e) with need :math:`\\nu(t|e)`; rows e, last row no e."""
+        """ln P(no output is lost-and-needed | X, e) with need :math:`\\nu(t|e)`; rows e, last row no e.
+
+        Only the rows :attr:`need_rows` of ``need`` are read. Rows of slots without single-location
+        outputs enter the sums with weight 0 and are left at 0: that changes no value but the sign
+        of a zero, which the need computed from these logs (a sum started at +0) does not see.
+        """
         n, slot = self.n_slots, self.slot
         p_lost = self.table.cdf
-        held = self.state.single_count[:n] > 0
-        log_keep = np.log(np.maximum(1.0 - need[:n] * p_lost, TINY))
-        if slot is not None:
+        shared = self.shared
+        held_rows = shared.held_rows
+        log_keep = np.zeros(p_lost.shape)
+        if held_rows.size:
+            log_keep[held_rows] = np.log(np.maximum(1.0 - need[held_rows] * p_lost[held_rows], TINY))
+        if self.held_x:
+            assert slot is not None
             log_keep[slot] = np.log(np.maximum(1.0 - need[slot], TINY))
-        base = held.astype(np.float64) @ log_keep
+        base = shared.clear_weights @ log_keep if held_rows.size else np.zeros(p_lost.shape[1])
         if self.state.lost_count:
             base = base + np.log(np.maximum(1.0 - need[n], TINY))
-        multi = self.shared.multi_lost
-        if self.rows_x.size:
-            multi = multi.copy()
-            multi[self.rows_x] = self.multi_x
-        multi = multi[self.shared.multi_free]
-        if multi.size:
+        free_rows = shared.free_rows
+        if free_rows.size:
+            multi = shared.multi_lost[free_rows]
+            free_x = shared.multi_free[self.rows_x]
+            if np.logical_or.reduce(free_x):
+                multi[np.searchsorted(free_rows, self.rows_x[free_x])] = self.multi_x[free_x]
             base = base + np.log(np.maximum(1.0 - need[n] * multi, TINY)).sum(axis=0)
         out = np.empty((n + 1, base.size))
         out[:] = base
         # Given e failed, e's outputs of this shuffle are lost: P_e -> 1 (X's already are).
-        swap = np.log(np.maximum(1.0 - need[:n], TINY)) - log_keep
-        if slot is not None:
-            swap[slot] = 0.0
-        out[:n] += np.where(held[:, None], swap, 0.0)
+        rows = self.swap_rows
+        if rows.size:
+            out[rows] += np.log(np.maximum(1.0 - need[rows], TINY)) - log_keep[rows]
         return out
 
 

@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 
 from cost_model.aggregates import ShuffleState
+from cost_model.failure import TINY
 from cost_model.lifetimes import Exponential, LifetimeModel, Weibull
 from cost_model.lineage import Lineage
 from cost_model.recompute import Recompute
+from cost_model.shuffle_terms import GivenFailure, ShuffleTerms
 from cost_model.timegrid import TimeGrid
 
 GRID = TimeGrid.geometric(2000.0, 64, first=1e-2)
@@ -103,3 +105,46 @@ def _assert_arrays_fresh(state: ShuffleState, slots: np.ndarray) -> None:
     expected = np.array([sorted(group) for group in state.multi], dtype=np.int64)
     np.testing.assert_array_equal(slots, expected)
     np.testing.assert_array_equal(state.multi_arrays()[1], [entry[0] for entry in state.multi.values()])
+
+
+def _needed_log_clear_reference(given: GivenFailure, need: np.ndarray) -> np.ndarray:
+    """The plain formula: every row of ``need`` and of the logs computed."""
+    n, slot, p_lost = given.n_slots, given.slot, given.table.cdf
+    held = given.state.single_count[:n] > 0
+    log_keep = np.log(np.maximum(1.0 - need[:n] * p_lost, TINY))
+    if slot is not None:
+        log_keep[slot] = np.log(np.maximum(1.0 - need[slot], TINY))
+    base = held.astype(np.float64) @ log_keep
+    if given.state.lost_count:
+        base = base + np.log(np.maximum(1.0 - need[n], TINY))
+    multi = given.shared.multi_lost.copy()
+    multi[given.rows_x] = given.multi_x
+    multi = multi[given.shared.multi_free]
+    if multi.size:
+        base = base + np.log(np.maximum(1.0 - need[n] * multi, TINY)).sum(axis=0)
+    out = np.empty((n + 1, base.size))
+    out[:] = base
+    swap = np.log(np.maximum(1.0 - need[:n], TINY)) - log_keep
+    if slot is not None:
+        swap[slot] = 0.0
+    out[:n] += np.where(held[:, None], swap, 0.0)
+    return out
+
+
+@pytest.mark.parametrize("slot_of", ["e0", "e4", None])
+def test_terms_read_only_the_need_rows_they_list(slot_of: str | None) -> None:
+    # Rows of the need outside need_rows meet zero weights: any value there gives the same terms.
+    lineage = _lineage(Weibull(shape=2.0, scale=300.0))
+    lineage.add_location("b", 0, "e3")
+    lineage.remove_executor("e5")  # b4 is lost now
+    rc = Recompute(lineage, GRID, now=0.0, max_staleness=5.0)
+    state = lineage.shuffle("b")
+    slot = None if slot_of is None else lineage.executor(slot_of).slot
+    given = GivenFailure(ShuffleTerms.build(state, rc.table), state, rc.table, slot)
+    rng = np.random.default_rng(1)
+    need = rng.uniform(0.0, 1.0, (given.n_slots + 1, GRID.edges.size))
+    only_rows = np.zeros_like(need)
+    only_rows[given.need_rows] = need[given.need_rows]
+    np.testing.assert_array_equal(given.needed_loss(only_rows), given.needed_loss(need))
+    reference = _needed_log_clear_reference(given, need)
+    np.testing.assert_array_equal(given.needed_log_clear(only_rows) + 0.0, reference + 0.0)  # up to the sign of 0
