@@ -70,8 +70,13 @@ class ShuffleState:
     """Bumped when :attr:`multi` changes (a subset of the changes that bump :attr:`version`)."""
     multi_keys_version: int = 0
     """Bumped when a slot set enters or leaves :attr:`multi` (a subset of the changes that bump :attr:`multi_version`)."""
-    _multi_arrays: tuple[int, NDArray[np.int64], FloatArray] | None = None
+    _multi_arrays: tuple[int, int, NDArray[np.int64], FloatArray] | None = None
+    """(multi version, keys version, slots, costs) of the last :meth:`multi_arrays`."""
     _multi_slots: tuple[int, NDArray[np.int64]] | None = None
+    _multi_rows: tuple[int, dict[frozenset[int], int]] | None = None
+    """(keys version, slot set -> row): where each slot set's cost is in the arrays."""
+    multi_touched: set[frozenset[int]] = field(default_factory=set)
+    """Slot sets whose entry of :attr:`multi` changed since the last :meth:`multi_arrays` (kept by :class:`Lineage`)."""
 
     def multi_arrays(self) -> tuple[NDArray[np.int64], FloatArray]:
         """:attr:`multi` as arrays for vectorised use: slot sets padded with -1 ``(M, L_max)`` and costs ``(M,)``.
@@ -84,18 +89,35 @@ class ShuffleState:
         """
         cached = self._multi_arrays
         if cached is not None and cached[0] == self.multi_version:
-            return cached[1], cached[2]
-        multi = self.multi
-        costs = np.fromiter(map(itemgetter(0), multi.values()), dtype=np.float64, count=len(multi))
+            return cached[2], cached[3]
+        multi, keys_version = self.multi, self.multi_keys_version
+        if cached is not None and cached[1] == keys_version and 4 * len(self.multi_touched) < len(multi):
+            # The same slot sets in the same order: only the touched costs change.
+            costs = cached[3].copy()
+            rows = self._rows_of_sets()
+            for group in self.multi_touched:
+                costs[rows[group]] = multi[group][0]
+        else:
+            costs = np.fromiter(map(itemgetter(0), multi.values()), dtype=np.float64, count=len(multi))
+        self.multi_touched.clear()
+        costs.setflags(write=False)
         slots_cached = self._multi_slots
-        if slots_cached is not None and slots_cached[0] == self.multi_keys_version:
+        if slots_cached is not None and slots_cached[0] == keys_version:
             slots = slots_cached[1]
         else:
             slots = self._slot_sets()
             slots.setflags(write=False)
-            self._multi_slots = (self.multi_keys_version, slots)
-        self._multi_arrays = (self.multi_version, slots, costs)
+            self._multi_slots = (keys_version, slots)
+        self._multi_arrays = (self.multi_version, keys_version, slots, costs)
         return slots, costs
+
+    def _rows_of_sets(self) -> dict[frozenset[int], int]:
+        cached = self._multi_rows
+        if cached is not None and cached[0] == self.multi_keys_version:
+            return cached[1]
+        rows = {group: row for row, group in enumerate(self.multi)}
+        self._multi_rows = (self.multi_keys_version, rows)
+        return rows
 
     def _slot_sets(self) -> NDArray[np.int64]:
         """The slot sets of :attr:`multi`, one row each, ascending, padded with -1: ``(M, L_max)``."""

@@ -282,6 +282,9 @@ class Lineage:
     def _group_of(self, out: Output) -> Group:
         if out.remote or out.consumed:
             return None
+        if len(out.locations) == 1:
+            for executor_id in out.locations:
+                return self._executors[executor_id].slot
         slots = frozenset(self._executors[e].slot for e in out.locations)
         if not slots:
             return LOST
@@ -304,6 +307,7 @@ class Lineage:
             entry[0] += out.run_time
             entry[1] += 1.0
             state.multi_version += 1
+            state.multi_touched.add(group)
             for slot in group:
                 state.multi_by_slot.setdefault(slot, set()).add(group)
         elif group == LOST:
@@ -326,6 +330,7 @@ class Lineage:
             entry[0] -= out.run_time
             entry[1] -= 1.0
             state.multi_version += 1
+            state.multi_touched.add(group)
             if entry[1] <= 0.0:
                 del state.multi[group]
                 state.multi_keys_version += 1

@@ -315,7 +315,8 @@ class Recompute:
             return float(er[0])
         holders = [self.lineage.executor(e).slot for e in sorted(out.locations)]
         edges, holders_cdf = self.window(holders, 0.0, t_max)
-        lost_cdf = np.multiply.reduce(holders_cdf, axis=0)  # np.prod without its Python wrapper (a hot path)
+        # One holder (the usual case): its row is the product over the holders.
+        lost_cdf = holders_cdf[0] if len(holders) == 1 else np.multiply.reduce(holders_cdf, axis=0)
         er_at = np.interp(edges, self.grid.edges, er)
         return float((lost_cdf[1:] - lost_cdf[:-1]) @ (0.5 * (er_at[:-1] + er_at[1:])))
 

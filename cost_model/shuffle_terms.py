@@ -58,6 +58,9 @@ class ShuffleTerms:
     """The rows of :attr:`multi_free`, ascending."""
     clear_weights: FloatArray
     """:math:`h_e` as 1.0 / 0.0 per slot."""
+    need_rows: NDArray[np.intp]
+    """Rows of a need :math:`\\nu` that :meth:`GivenFailure.needed_loss` and :meth:`GivenFailure.needed_log_clear`
+    read: :attr:`held_rows`, then "no e"; the others only meet zero weights."""
 
     @classmethod
     def build(cls, state: ShuffleState, table: FailureTable, previous: ShuffleTerms | None = None) -> ShuffleTerms:
@@ -69,6 +72,7 @@ class ShuffleTerms:
         """
         n_slots = table.cdf.shape[0]
         held = state.single_count[:n_slots] > 0
+        held_rows = np.flatnonzero(held)
         _slots, costs = state.multi_arrays()
         if previous is not None and previous.slots is _slots and previous.log_keep.shape[0] == n_slots:
             multi_lost, rows_by_slot = previous.multi_lost, previous.rows_by_slot
@@ -78,16 +82,16 @@ class ShuffleTerms:
         log_keep = np.log(np.maximum(1.0 - table.cdf, TINY))
         multi_loss = costs @ multi_lost
         loss = state.single_cost[:n_slots] @ table.cdf + state.lost_cost + multi_loss
-        multi_free = np.asarray(~np.append(held, False)[_slots].any(axis=1))  # padding -1 -> False
+        multi_free = ~np.logical_or.reduce(np.append(held, False)[_slots], axis=1)  # padding -1 -> False
         clear_weights = held.astype(np.float64)
-        clear_base = clear_weights @ log_keep + np.log(np.maximum(1.0 - multi_lost[multi_free], TINY)).sum(axis=0)
+        clear_base = clear_weights @ log_keep + np.add.reduce(np.log(np.maximum(1.0 - multi_lost[multi_free], TINY)), axis=0)
         if state.lost_count:
             clear_base = clear_base + _LOG_TINY
         clear_swap = np.where(held[:, None], _LOG_TINY - log_keep, 0.0)
         other_loss = state.lost_cost + multi_loss
         return cls(
             loss, multi_lost, log_keep, clear_base, clear_swap, multi_free, other_loss, _slots, rows_by_slot,
-            np.flatnonzero(held), np.flatnonzero(multi_free), clear_weights,
+            held_rows, np.flatnonzero(multi_free), clear_weights, np.append(held_rows, n_slots),
         )
 
 
@@ -123,11 +127,7 @@ class GivenFailure:
             self.rows_x, self.multi_x = _groups_with(shared, table, slot)
             self.shift_x = self.multi_x - shared.multi_lost[self.rows_x]
         self.costs_x = costs[self.rows_x]
-        held_rows = shared.held_rows
-        self.need_rows = np.append(held_rows, self.n_slots)
-        """Rows of a need :math:`\\nu` that :meth:`needed_loss` and :meth:`needed_log_clear` read:
-        the slots holding single-location outputs, then "no e"; the others only meet zero weights."""
-        self.swap_rows = held_rows if not self.held_x else held_rows[held_rows != slot]
+        self.need_rows = shared.need_rows
         self._direct_loss: FloatArray | None = None
 
     def direct_loss(self) -> FloatArray:
@@ -169,9 +169,10 @@ class GivenFailure:
         free = shared.multi_free[self.rows_x]
         if np.logical_or.reduce(free):
             rows = self.rows_x[free]
-            base = base + (
-                np.log(np.maximum(1.0 - self.multi_x[free], TINY)) - np.log(np.maximum(1.0 - shared.multi_lost[rows], TINY))
-            ).sum(axis=0)
+            base = base + np.add.reduce(
+                np.log(np.maximum(1.0 - self.multi_x[free], TINY)) - np.log(np.maximum(1.0 - shared.multi_lost[rows], TINY)),
+                axis=0,
+            )
         out = np.empty((self.n_slots + 1, base.size))
         out[: self.n_slots] = shared.clear_swap
         out[self.n_slots] = 0.0
@@ -206,11 +207,11 @@ class GivenFailure:
             free_x = shared.multi_free[self.rows_x]
             if np.logical_or.reduce(free_x):
                 multi[np.searchsorted(free_rows, self.rows_x[free_x])] = self.multi_x[free_x]
-            base = base + np.log(np.maximum(1.0 - need[n] * multi, TINY)).sum(axis=0)
+            base = base + np.add.reduce(np.log(np.maximum(1.0 - need[n] * multi, TINY)), axis=0)
         out = np.empty((n + 1, base.size))
         out[:] = base
         # Given e failed, e's outputs of this shuffle are lost: P_e -> 1 (X's already are).
-        rows = self.swap_rows
+        rows = held_rows[held_rows != slot] if self.held_x else held_rows
         if rows.size:
             out[rows] += np.log(np.maximum(1.0 - need[rows], TINY)) - log_keep[rows]
         return out
@@ -224,7 +225,9 @@ def _multi_lost(state: ShuffleState, p_lost: FloatArray) -> FloatArray:
     slots, _costs = state.multi_arrays()
     if slots.size == 0:
         return np.zeros((slots.shape[0], p_lost.shape[1]))
-    return np.asarray(np.prod(p_lost[slots], axis=1))
+    if slots.shape[1] == 2:
+        return p_lost[slots[:, 0]] * p_lost[slots[:, 1]]  # the product over a pair, as np.prod forms it
+    return np.asarray(np.multiply.reduce(p_lost[slots], axis=1))
 
 
 def _rows_by_slot(slots: NDArray[np.int64], n_slots: int) -> tuple[NDArray[np.intp], list[int]]:

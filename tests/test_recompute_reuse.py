@@ -148,3 +148,20 @@ def test_terms_read_only_the_need_rows_they_list(slot_of: str | None) -> None:
     np.testing.assert_array_equal(given.needed_loss(only_rows), given.needed_loss(need))
     reference = _needed_log_clear_reference(given, need)
     np.testing.assert_array_equal(given.needed_log_clear(only_rows) + 0.0, reference + 0.0)  # up to the sign of 0
+
+
+def test_costs_of_touched_slot_sets_are_updated_in_place_of_a_rebuild() -> None:
+    lineage = Lineage()
+    for i in range(8):
+        lineage.add_executor(f"e{i}", Exponential(mean=200.0))
+    for m in range(40):
+        lineage.add_output("s", m, f"e{m % 8}", 1.0 + 0.1 * m, 1e6)
+    for m in range(16):
+        lineage.add_location("s", m, f"e{(m + 1 + m // 8) % 8}")  # 16 distinct pairs
+    state = lineage.shuffle("s")
+    slots, _costs = state.multi_arrays()
+    lineage.add_location("s", 24, "e1")  # s24 on e0 joins the pair {e0, e1}
+    lineage.add_location("s", 33, "e2")  # s33 on e1 joins the pair {e1, e2}
+    lineage.mark_consumed("s", 0)  # leaves {e0, e1}
+    assert state.multi_arrays()[0] is slots
+    _assert_arrays_fresh(state, slots)
