@@ -70,7 +70,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .ancestry import Ancestry, build_ancestry
-from .failure import FailureTable
+from .failure import TINY, FailureTable
 from .lifetimes.base import FloatArray
 from .lineage import Lineage, Output, ShuffleState
 from .shuffle_terms import GivenFailure, ShuffleTerms
@@ -120,6 +120,7 @@ class Recompute:
         self._shared: dict[Hashable, tuple[tuple[int, int, int], ShuffleTerms]] = {}
         self._given: dict[tuple[Hashable, int | None], tuple[int, GivenFailure]] = {}
         self._given_stamp: tuple[int, int] | None = None
+        self._log_keep: tuple[FailureTable, FloatArray] | None = None
         self._ancestry: dict[Hashable, tuple[int, Ancestry]] = {}
         self._rest: dict[tuple[Hashable, int | None], tuple[tuple[int, ...], FloatArray, tuple[int, int, int]]] = {}
         # The last output's Er and the last ends-free window: one decision asks for each several times.
@@ -378,9 +379,17 @@ class Recompute:
         if cached is not None and cached[0] == key:
             return cached[1]
         previous = cached[1] if cached is not None and cached[0][:2] == key[:2] else None
-        shared = ShuffleTerms.build(state, self.table, previous)
+        shared = ShuffleTerms.build(state, self.table, previous, self._log_keep_of(self.table))
         self._shared[sid] = (key, shared)
         return shared
+
+    def _log_keep_of(self, table: FailureTable) -> FloatArray:
+        """:math:`\\ln(1 - F_e)` clipped at :math:`\\ln 10^{-300}` of every slot of ``table`` (one array per table)."""
+        if self._log_keep is None or self._log_keep[0] is not table:
+            log_keep = np.log(np.maximum(1.0 - table.cdf, TINY))
+            log_keep.setflags(write=False)
+            self._log_keep = (table, log_keep)
+        return self._log_keep[1]
 
     def _terms_stamp(self) -> tuple[int, int]:
         """What the per-shuffle terms read of the table: ``(table version, rows)``.

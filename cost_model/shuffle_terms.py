@@ -62,36 +62,65 @@ class ShuffleTerms:
     """Rows of a need :math:`\\nu` that :meth:`GivenFailure.needed_loss` and :meth:`GivenFailure.needed_log_clear`
     read: :attr:`held_rows`, then "no e"; the others only meet zero weights."""
 
+    held: NDArray[np.bool_]
+    """:math:`h_e` per slot."""
+    free_clear: FloatArray
+    """:math:`\\sum_L \\ln(1 - P_L)` over the groups of :attr:`multi_free`."""
+    held_clear: FloatArray
+    """:math:`\\sum_e h_e \\ell_e`."""
+
     @classmethod
-    def build(cls, state: ShuffleState, table: FailureTable, previous: ShuffleTerms | None = None) -> ShuffleTerms:
+    def build(
+        cls, state: ShuffleState, table: FailureTable, previous: ShuffleTerms | None = None, log_keep: FloatArray | None = None
+    ) -> ShuffleTerms:
         """The terms of ``state`` on ``table``.
 
         ``previous``: terms of the same shuffle on a table with the same grid values for every
         slot in a multi-location group (same :meth:`Recompute._terms_stamp`); what depends only
-        on the slot sets and those values is taken from it when the slot sets are the same.
+        on the slot sets, on which slots hold single-location outputs and on those values is
+        taken from it when they are the same. ``log_keep``: :attr:`log_keep` of ``table`` if
+        known (the same object for the same table lets ``previous``'s row sums be kept too).
         """
         n_slots = table.cdf.shape[0]
+        if log_keep is None:
+            log_keep = np.log(np.maximum(1.0 - table.cdf, TINY))
         held = state.single_count[:n_slots] > 0
-        held_rows = np.flatnonzero(held)
         _slots, costs = state.multi_arrays()
-        if previous is not None and previous.slots is _slots and previous.log_keep.shape[0] == n_slots:
+        same_slots = previous is not None and previous.slots is _slots and previous.log_keep.shape[0] == n_slots
+        same_held = previous is not None and np.array_equal(previous.held, held)
+        if same_slots:
+            assert previous is not None
             multi_lost, rows_by_slot = previous.multi_lost, previous.rows_by_slot
         else:
             multi_lost, rows_by_slot = _multi_lost(state, table.cdf_padded), _rows_by_slot(_slots, n_slots)
             multi_lost.setflags(write=False)
-        log_keep = np.log(np.maximum(1.0 - table.cdf, TINY))
+        if same_held:
+            assert previous is not None
+            held, held_rows, clear_weights, need_rows = previous.held, previous.held_rows, previous.clear_weights, previous.need_rows
+        else:
+            held_rows = np.flatnonzero(held)
+            clear_weights, need_rows = held.astype(np.float64), np.append(held_rows, n_slots)
+        if same_slots and same_held:
+            assert previous is not None
+            multi_free, free_rows, free_clear = previous.multi_free, previous.free_rows, previous.free_clear
+        else:
+            multi_free = ~np.logical_or.reduce(np.append(held, False)[_slots], axis=1)  # padding -1 -> False
+            free_rows = np.flatnonzero(multi_free)
+            free_clear = np.add.reduce(np.log(np.maximum(1.0 - multi_lost[multi_free], TINY)), axis=0)
+        if same_held and previous is not None and previous.log_keep is log_keep:
+            held_clear, clear_swap = previous.held_clear, previous.clear_swap
+        else:
+            held_clear = clear_weights @ log_keep
+            clear_swap = np.where(held[:, None], _LOG_TINY - log_keep, 0.0)
         multi_loss = costs @ multi_lost
         loss = state.single_cost[:n_slots] @ table.cdf + state.lost_cost + multi_loss
-        multi_free = ~np.logical_or.reduce(np.append(held, False)[_slots], axis=1)  # padding -1 -> False
-        clear_weights = held.astype(np.float64)
-        clear_base = clear_weights @ log_keep + np.add.reduce(np.log(np.maximum(1.0 - multi_lost[multi_free], TINY)), axis=0)
+        clear_base = held_clear + free_clear
         if state.lost_count:
             clear_base = clear_base + _LOG_TINY
-        clear_swap = np.where(held[:, None], _LOG_TINY - log_keep, 0.0)
         other_loss = state.lost_cost + multi_loss
         return cls(
             loss, multi_lost, log_keep, clear_base, clear_swap, multi_free, other_loss, _slots, rows_by_slot,
-            held_rows, np.flatnonzero(multi_free), clear_weights, np.append(held_rows, n_slots),
+            held_rows, free_rows, clear_weights, need_rows, held, free_clear, held_clear,
         )
 
 
