@@ -6,11 +6,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, ItemsView, Iterator
 
 from cost_model.lineage import Lineage
 from trspark.engine.events import REMOTE
 from trspark.engine.views import BlockId, ExecutorView, LifetimeOf, MapOutput, PlannedStage, StageView
+
+_NO_OUTPUTS: dict[BlockId, MapOutput] = {}
+"""The outputs of a shuffle without any (never changed)."""
 
 
 class JobRecords:
@@ -77,6 +80,12 @@ class JobRecords:
         """executor -> outputs it holds a copy of (as writer or peer backup): O(own) eviction."""
         self._by_shuffle: dict[int, dict[BlockId, MapOutput]] = {}
         """shuffle -> its existing outputs (the same objects as :attr:`outputs`): O(own) per shuffle."""
+        self._position: dict[BlockId, int] = {}
+        """block -> rank of its key in :attr:`outputs` (insertion order; a replaced output keeps its
+        key's place): sorts a few outputs into creation order without a scan of all of them."""
+        self._next_position = 0
+        self._naming: dict[str, set[BlockId]] = {}
+        """executor -> outputs it wrote or received the newest peer copy of (``last_peer``), held or not."""
         self.lifetimes: dict[str, list[tuple[float, bool]]] = {}
         """pool -> ``(lifetime seconds, observed eviction?)`` of executors that left (censored if not evicted)."""
         self.first_recompute_time: float | None = None
@@ -115,8 +124,21 @@ class JobRecords:
 
     def outputs_on(self, executor_id: str) -> list[MapOutput]:
         """Unconsumed outputs with a copy on ``executor_id`` (in creation order)."""
-        held = self._held.get(executor_id, set())
-        return [b for key, b in self.outputs.items() if key in held and not b.consumed]
+        return self._in_order(self._held.get(executor_id, ()))
+
+    def outputs_naming(self, executor_id: str) -> list[MapOutput]:
+        """Unconsumed outputs ``executor_id`` wrote or received the newest peer copy of (in creation order).
+
+        Whether it still holds them or not: an output keeps naming its writer after the writer was
+        lost (``source_lost``), and the peer of its newest copy after that copy was lost.
+        """
+        return self._in_order(self._naming.get(executor_id, ()))
+
+    def _in_order(self, keys: Collection[BlockId]) -> list[MapOutput]:
+        """The unconsumed outputs among ``keys``, in the order of :attr:`outputs`."""
+        outputs, position = self.outputs, self._position
+        ordered = sorted((key for key in keys if key in outputs), key=position.__getitem__)
+        return [block for block in map(outputs.__getitem__, ordered) if not block.consumed]
 
     def shuffle_outputs(self, shuffle_id: int) -> list[MapOutput]:
         """Existing outputs of one shuffle, by map index."""
@@ -126,6 +148,10 @@ class JobRecords:
     def unordered_outputs(self, shuffle_id: int) -> list[MapOutput]:
         """Existing outputs of one shuffle in no particular order (for counts, which need no sort)."""
         return list(self._by_shuffle.get(shuffle_id, {}).values())
+
+    def shuffle_items(self, shuffle_id: int) -> ItemsView[BlockId, MapOutput]:
+        """``(block id, output)`` of one shuffle's existing outputs, in no particular order: a live view, not a copy."""
+        return self._by_shuffle.get(shuffle_id, _NO_OUTPUTS).items()
 
     def holders_alive(self) -> bool:
         """Every executor holding a copy of an output is alive (a late task end of a lost one may break it)."""
@@ -189,6 +215,35 @@ class JobRecords:
         if not self._warm_tasks_done:
             return self.mean_task_seconds()
         return self._warm_seconds_done / self._warm_tasks_done
+
+    # ---- the output indexes (kept by JobState's handlers) --------------------------------------
+    def _placed(self, key: BlockId, replaced: MapOutput | None) -> None:
+        """An output was stored under ``key`` (replacing ``replaced``): keep its key's place, or give it the next."""
+        if replaced is None:
+            self._position[key] = self._next_position
+            self._next_position += 1
+        else:
+            self._unname(replaced)
+
+    def _name(self, executor_id: str, key: BlockId) -> None:
+        self._naming.setdefault(executor_id, set()).add(key)
+
+    def _unname(self, block: MapOutput, *, peer_only: bool = False) -> None:
+        """Take ``block`` out of :attr:`_naming` for its newest peer (and, unless ``peer_only``, its writer)."""
+        key, writer, peer = block.block_id, block.executor_id, block.last_peer
+        for executor_id in (peer,) if peer_only else (writer, peer):
+            if executor_id is None or (peer_only and executor_id == writer):
+                continue
+            named = self._naming.get(executor_id)
+            if named is not None:
+                named.discard(key)
+                if not named:
+                    del self._naming[executor_id]
+
+    def _removed(self, block: MapOutput) -> None:
+        """``block`` left :attr:`outputs`: out of the indexes."""
+        self._unname(block)
+        del self._position[block.block_id]
 
     # ---- forgetting what no decision needs again (see JobState._retire) --------------------
     def _retire_stage(self, stage: StageView) -> None:

@@ -245,6 +245,8 @@ class JobState(JobRecords):
             old = self.outputs.get((shuffle, e.partition))
             if old is not None:
                 self._forget_copies(old)
+            self._placed((shuffle, e.partition), old)
+            self._name(e.executor_id, (shuffle, e.partition))
             self._held.setdefault(e.executor_id, set()).add((shuffle, e.partition))
             block = self.outputs[(shuffle, e.partition)] = MapOutput(
                 shuffle_id=shuffle,
@@ -283,6 +285,9 @@ class JobState(JobRecords):
         if target_alive:
             block.backups.add(e.target)
             if e.target != REMOTE:
+                if block.last_peer != e.target:
+                    self._unname(block, peer_only=True)
+                    self._name(e.target, block.block_id)
                 block.last_peer = e.target
                 self._held.setdefault(e.target, set()).add(block.block_id)
         lineage = self.lineage
@@ -324,6 +329,7 @@ class JobState(JobRecords):
         self._forget_copies(block)
         self._by_shuffle.get(block.shuffle_id, {}).pop(block.block_id, None)
         del self.outputs[block.block_id]
+        self._removed(block)
         stage = self.stages.get(block.stage_id)
         if stage is not None:
             stage.finished.discard(block.map_index)
@@ -377,6 +383,7 @@ class JobState(JobRecords):
                 block = self.outputs.pop(key, None)
                 if block is not None:
                     self._forget_copies(block)
+                    self._removed(block)
             writer = self.writer_stage(shuffle)
             for stage in [*self.reader_stages(shuffle), *([writer] if writer is not None else [])]:
                 self._retire_stage(stage)

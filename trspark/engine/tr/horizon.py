@@ -58,13 +58,23 @@ STRAGGLER = 2.0
 Covered = Callable[[MapOutput], bool]
 """Is this output backed up or about to be (then it is not the reason to keep its parents)."""
 
+CoveredCount = Callable[[JobState, int], int]
+"""How many existing outputs of a shuffle are safe or covered (:data:`Covered`)."""
+
+
+def count_covered(covered: Covered) -> CoveredCount:
+    """The :data:`CoveredCount` of a per-output test: the outputs that pass it or are safe."""
+    def count(state: JobState, shuffle_id: int) -> int:
+        return sum(1 for b in state.unordered_outputs(shuffle_id) if covered(b) or state.is_safe(b))
+    return count
+
 
 def need_horizon(state: JobState, alpha: float, block: MapOutput, covered: Covered) -> float:
     """:math:`T_{need}` (s from now) of ``block``: until its readers finished and their outputs are covered (0: not needed)."""
     default = state.mean_task_seconds()
     active = state.active_stages()
     cores = max(1, state.total_cores())
-    chain = chain_seconds(state, block.shuffle_id, covered, {s.stage_id for s in active}, default, cores)
+    chain = chain_seconds(state, block.shuffle_id, count_covered(covered), {s.stage_id for s in active}, default, cores)
     if chain is None:
         return 0.0
     return max(default, alpha * (active_seconds(state, active, default, cores) + chain))
@@ -91,7 +101,7 @@ def active_seconds(state: JobState, active: list[StageView], default: float, cor
     return max(work / cores, longest)
 
 
-def chain_seconds(state: JobState, shuffle_id: int, covered: Covered, active: set[int], default: float,
+def chain_seconds(state: JobState, shuffle_id: int, covered: CoveredCount, active: set[int], default: float,
                   cores: int, depth: int = MAX_CHAIN, counted: set[int] | None = None) -> float | None:
     """:math:`W(s)` (s): the reader chain of ``shuffle_id`` below the active stages, level after level.
 
@@ -123,7 +133,7 @@ def chain_seconds(state: JobState, shuffle_id: int, covered: Covered, active: se
     return total if needed else None
 
 
-def _planned_seconds(state: JobState, readers: list[PlannedStage], covered: Covered, active: set[int], default: float,
+def _planned_seconds(state: JobState, readers: list[PlannedStage], covered: CoveredCount, active: set[int], default: float,
                      cores: int, depth: int, counted: set[int]) -> float:
     """Until readers Spark has not submitted yet have finished, and their own readers below (s).
 
@@ -175,14 +185,11 @@ def task_seconds(state: JobState, stage: StageView, default: float) -> float:
     return max(finished, 2.0 * running)
 
 
-def uncovered_fraction(state: JobState, stage: StageView, covered: Covered) -> float:
+def uncovered_fraction(state: JobState, stage: StageView, covered: CoveredCount) -> float:
     """Share of ``stage``'s partitions whose output is missing or neither safe nor covered (0..1)."""
     if stage.shuffle_id is None or stage.num_tasks <= 0:
         return 0.0
-    outputs = state.unordered_outputs(stage.shuffle_id)
-    # Coverage first: most outputs of a finished reader are backed up, and the test is cheaper.
-    done = sum(1 for b in outputs if covered(b) or state.is_safe(b))
-    return max(0.0, 1.0 - done / stage.num_tasks)
+    return max(0.0, 1.0 - covered(state, stage.shuffle_id) / stage.num_tasks)
 
 
 class NeedHorizon:
@@ -197,12 +204,12 @@ class NeedHorizon:
     alpha : float
         :math:`\\alpha \\ge 1`.
     covered : callable
-        Whether an output is backed up or planned to be.
+        How many outputs of a shuffle are safe, backed up or planned to be (:data:`CoveredCount`).
     ttl : float
         Seconds of driver time a cached chain estimate is reused (> 0).
     """
 
-    def __init__(self, alpha: float, covered: Covered, ttl: float = 1.0) -> None:
+    def __init__(self, alpha: float, covered: CoveredCount, ttl: float = 1.0) -> None:
         self.alpha = alpha
         self.covered = covered
         self.ttl = ttl

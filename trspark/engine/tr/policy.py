@@ -142,7 +142,7 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         self.released_gone = 0
         self.idle = IdleRelease(config.release_idle, config.release_min_executors)
         # How long a block must survive: until its readers finished and their outputs are covered.
-        self.horizon = NeedHorizon(config.alpha, self._covered, ttl=min(0.5, config.period))
+        self.horizon = NeedHorizon(config.alpha, self._covered_count, ttl=min(0.5, config.period))
 
     # ---- the event loop ---------------------------------------------------------------------
     def handle(self, event: Event) -> Sequence[Command]:
@@ -329,9 +329,16 @@ class TRPolicy(NoticeRules, Replanning, Policy):
             return REMOTE
         return self.costs.best_peer(block, self.horizon(self.state, block))
 
-    def _covered(self, block: MapOutput) -> bool:
-        """Backed up somewhere, or a backup is planned or running: its parents need not outlive it."""
-        return bool(block.backups) or self.stack.is_busy(block.block_id)
+    def _covered_count(self, state: JobState, shuffle_id: int) -> int:
+        """Outputs of ``shuffle_id`` that are covered or safe (``state.is_safe``).
+
+        Covered: backed up somewhere, or a backup is planned or running (``stack.is_busy``), so
+        its parents need not outlive it. The horizon asks this of every reader level: one pass
+        over the shuffle's outputs, the tests inlined, the cheap coverage tests first.
+        """
+        planned, in_flight, is_safe = self.stack.planned_ids(), self.stack.in_flight, state.is_safe
+        return len([key for key, block in state.shuffle_items(shuffle_id)
+                    if block.backups or key in planned or key in in_flight or is_safe(block)])
 
 
     # ---- TR-Scheduling ----------------------------------------------------------------------

@@ -97,9 +97,9 @@ class Replanning:
         risk is back to one executor's, and waiting for the next tick left it exposed. A block
         that loses an older peer copy still has two holders and waits for the tick's re-plan.
         """
-        # One pass over the outputs with the cheap tests first: planning changes none of these fields.
-        lost_copy = [block for block in self.state.outputs.values() if not block.consumed and (
-            block.last_peer == executor_id or (block.source_lost and block.executor_id == executor_id))]
+        # Listed before planning, which changes none of these fields.
+        lost_copy = [block for block in self.state.outputs_naming(executor_id) if
+                     block.last_peer == executor_id or (block.source_lost and block.executor_id == executor_id)]
         for block in lost_copy:
             if block.holders() and not block.on_remote:
                 self._plan(block)
