@@ -75,12 +75,17 @@ def test_outputs_naming_and_on_an_executor_equal_a_scan_of_every_output(seed: in
         state.apply(event)
     for step in range(400):
         state.apply(_random_event(rng, state, 1.0 + step))
-        drops = [b for b in state.outputs.values() if rng.random() < 0.02]
-        for block in drops:  # a failed backup: the source no longer holds its copy
-            state.drop_copy(block.block_id, rng.choice([block.executor_id, *sorted(block.backups)]))
+        drops = [b for b in state.outputs.values() if rng.random() < 0.05]
+        for block in drops:  # a failed backup: the source no longer holds its copy (often a backup's)
+            backups = sorted(block.backups)
+            state.drop_copy(block.block_id, rng.choice(backups) if backups and rng.random() < 0.7 else block.executor_id)
         for executor in EXECUTORS:
             assert state.outputs_naming(executor) == _scan_naming(state, executor)
             assert state.outputs_on(executor) == _scan_on(state, executor)
+        for shuffle in range(3):
+            scan = {key: b for key, b in state.shuffle_items(shuffle) if not b.backups}
+            assert state.unbacked_outputs(shuffle) == scan
+            assert state.output_count(shuffle) == len(state.shuffle_items(shuffle))
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -86,6 +86,9 @@ class JobRecords:
         self._next_position = 0
         self._naming: dict[str, set[BlockId]] = {}
         """executor -> outputs it wrote or received the newest peer copy of (``last_peer``), held or not."""
+        self._unbacked: dict[int, set[BlockId]] = {}
+        """shuffle -> its existing outputs without a finished backup (empty ``backups``): few, once a
+        stage's outputs are copied, so counting the covered ones looks at these alone."""
         self.lifetimes: dict[str, list[tuple[float, bool]]] = {}
         """pool -> ``(lifetime seconds, observed eviction?)`` of executors that left (censored if not evicted)."""
         self.first_recompute_time: float | None = None
@@ -152,6 +155,15 @@ class JobRecords:
     def shuffle_items(self, shuffle_id: int) -> ItemsView[BlockId, MapOutput]:
         """``(block id, output)`` of one shuffle's existing outputs, in no particular order: a live view, not a copy."""
         return self._by_shuffle.get(shuffle_id, _NO_OUTPUTS).items()
+
+    def output_count(self, shuffle_id: int) -> int:
+        """Existing outputs of one shuffle."""
+        return len(self._by_shuffle.get(shuffle_id, _NO_OUTPUTS))
+
+    def unbacked_outputs(self, shuffle_id: int) -> dict[BlockId, MapOutput]:
+        """The existing outputs of one shuffle without a finished backup (none on remote storage or a peer)."""
+        of_shuffle = self._by_shuffle.get(shuffle_id, _NO_OUTPUTS)
+        return {key: of_shuffle[key] for key in self._unbacked.get(shuffle_id, ())}
 
     def holders_alive(self) -> bool:
         """Every executor holding a copy of an output is alive (a late task end of a lost one may break it)."""
@@ -244,6 +256,20 @@ class JobRecords:
         """``block`` left :attr:`outputs`: out of the indexes."""
         self._unname(block)
         del self._position[block.block_id]
+        self._backed_up(block)
+
+    def _backed_up(self, block: MapOutput) -> None:
+        """``block`` got a finished backup (or left :attr:`outputs`)."""
+        unbacked = self._unbacked.get(block.shuffle_id)
+        if unbacked is not None:
+            unbacked.discard(block.block_id)
+            if not unbacked:
+                del self._unbacked[block.shuffle_id]
+
+    def _copy_gone(self, block: MapOutput) -> None:
+        """A copy of ``block`` was lost: without backups left, it is unbacked (again)."""
+        if not block.backups:
+            self._unbacked.setdefault(block.shuffle_id, set()).add(block.block_id)
 
     # ---- forgetting what no decision needs again (see JobState._retire) --------------------
     def _retire_stage(self, stage: StageView) -> None:

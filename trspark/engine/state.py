@@ -147,6 +147,7 @@ class JobState(JobRecords):
             if block is None:
                 continue
             block.backups.discard(e.executor_id)
+            self._copy_gone(block)
             if block.executor_id == e.executor_id:
                 block.source_lost = True
             if not block.consumed and not block.holders() and not block.on_remote:
@@ -247,6 +248,7 @@ class JobState(JobRecords):
                 self._forget_copies(old)
             self._placed((shuffle, e.partition), old)
             self._name(e.executor_id, (shuffle, e.partition))
+            self._unbacked.setdefault(shuffle, set()).add((shuffle, e.partition))
             self._held.setdefault(e.executor_id, set()).add((shuffle, e.partition))
             block = self.outputs[(shuffle, e.partition)] = MapOutput(
                 shuffle_id=shuffle,
@@ -284,6 +286,7 @@ class JobState(JobRecords):
         target_alive = e.target == REMOTE or (e.target in self.executors and self.executors[e.target].alive)
         if target_alive:
             block.backups.add(e.target)
+            self._backed_up(block)
             if e.target != REMOTE:
                 if block.last_peer != e.target:
                     self._unname(block, peer_only=True)
@@ -302,6 +305,7 @@ class JobState(JobRecords):
         if holder == block.executor_id:
             block.source_lost = True
         block.backups.discard(holder)
+        self._copy_gone(block)
         self._held.get(holder, set()).discard(block_id)
         if not block.consumed and not block.holders() and not block.on_remote:
             self._drop_output(block)

@@ -153,8 +153,13 @@ class MapOutput:
 
     def holders(self) -> list[str]:
         """Executors holding a copy (the writer unless lost, then peer backups)."""
-        out = [] if self.source_lost else [self.executor_id]
-        return out + sorted(b for b in self.backups if b != REMOTE)
+        backups = self.backups
+        if not backups:  # most outputs: no copy yet
+            return [] if self.source_lost else [self.executor_id]
+        peers = sorted(backups)
+        if REMOTE in backups:
+            peers.remove(REMOTE)
+        return peers if self.source_lost else [self.executor_id, *peers]
 
 
 LifetimeOf = Callable[[ExecutorView], LifetimeModel]

@@ -333,12 +333,13 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         """Outputs of ``shuffle_id`` that are covered or safe (``state.is_safe``).
 
         Covered: backed up somewhere, or a backup is planned or running (``stack.is_busy``), so
-        its parents need not outlive it. The horizon asks this of every reader level: one pass
-        over the shuffle's outputs, the tests inlined, the cheap coverage tests first.
+        its parents need not outlive it. The horizon asks this of every reader level, so every
+        output with a backup is counted at once and only those without one are tested.
         """
         planned, in_flight, is_safe = self.stack.planned_ids(), self.stack.in_flight, state.is_safe
-        return len([key for key, block in state.shuffle_items(shuffle_id)
-                    if block.backups or key in planned or key in in_flight or is_safe(block)])
+        unbacked = state.unbacked_outputs(shuffle_id)
+        return state.output_count(shuffle_id) - len(unbacked) + len(
+            [key for key, block in unbacked.items() if key in planned or key in in_flight or is_safe(block)])
 
 
     # ---- TR-Scheduling ----------------------------------------------------------------------
