@@ -238,7 +238,10 @@ class JobRecords:
             self._unname(replaced)
 
     def _name(self, executor_id: str, key: BlockId) -> None:
-        self._naming.setdefault(executor_id, set()).add(key)
+        named = self._naming.get(executor_id)
+        if named is None:
+            named = self._naming[executor_id] = set()
+        named.add(key)
 
     def _unname(self, block: MapOutput, *, peer_only: bool = False) -> None:
         """Take ``block`` out of :attr:`_naming` for its newest peer (and, unless ``peer_only``, its writer)."""

@@ -99,7 +99,8 @@ class BackupStack:
 
     def peer_loads(self, exclude: BlockId | None = None) -> dict[str, int]:
         """Peer -> released, unfinished backups to it (but ``exclude``'s): the copies that share its bandwidth."""
-        out = {target: count for target, count in self._receiving.items() if target != "remote"}
+        out = dict(self._receiving)
+        out.pop("remote", None)
         plan = self.in_flight.get(exclude) if exclude is not None else None
         if plan is not None and plan.target != "remote":
             out[plan.target] -= 1

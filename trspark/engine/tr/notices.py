@@ -9,6 +9,7 @@ with no room for a task and nothing needed on it is released before its deadline
 from __future__ import annotations
 
 import heapq
+from collections.abc import Set as AbstractSet
 
 from trspark.engine.commands import Command, ReleaseExecutor
 from trspark.engine.settings import TRConfig
@@ -19,6 +20,9 @@ from trspark.engine.tr.elastic import IdleRelease
 from trspark.engine.tr.knowledge import LifetimeKnowledge
 from trspark.engine.tr.scheduling import every_one_noticed, expected_task_seconds, has_room, shortest_task
 from trspark.engine.views import BlockId, MapOutput
+
+_NOBODY: frozenset[str] = frozenset()
+"""No executor is going (:meth:`NoticeRules._going`)."""
 
 #: Seconds from the end of a task on a noticed executor until its output's copy is reported
 #: done, on top of the copy itself: at most 0.8 s (median 0.15 s) over 40 live copies
@@ -86,8 +90,10 @@ class NoticeRules:
         self.decisions["left_to_notice"] += 1
         return True
 
-    def _going(self) -> set[str]:
+    def _going(self) -> AbstractSet[str]:
         """Executors told to go (on a notice or idle) whose loss the driver has not reported yet."""
+        if not self.released and not self.idle.released:  # most of the time: no new set per decision
+            return _NOBODY
         return self.released | self.idle.released
 
     def _source(self, block: MapOutput) -> str | None:
