@@ -229,13 +229,18 @@ class JobRecords:
         return self._warm_seconds_done / self._warm_tasks_done
 
     # ---- the output indexes (kept by JobState's handlers) --------------------------------------
-    def _placed(self, key: BlockId, replaced: MapOutput | None) -> None:
-        """An output was stored under ``key`` (replacing ``replaced``): keep its key's place, or give it the next."""
+    def _placed(self, key: BlockId, writer: str, replaced: MapOutput | None) -> None:
+        """A new output of ``writer`` (no backup yet) is stored under ``key``, replacing ``replaced``.
+
+        A replaced output's key keeps its place in :attr:`outputs`; a new key takes the next.
+        """
         if replaced is None:
             self._position[key] = self._next_position
             self._next_position += 1
         else:
             self._unname(replaced)
+        self._name(writer, key)
+        self._unbacked.setdefault(key[0], set()).add(key)
 
     def _name(self, executor_id: str, key: BlockId) -> None:
         named = self._naming.get(executor_id)
@@ -259,10 +264,10 @@ class JobRecords:
         """``block`` left :attr:`outputs`: out of the indexes."""
         self._unname(block)
         del self._position[block.block_id]
-        self._backed_up(block)
+        self._not_unbacked(block)
 
-    def _backed_up(self, block: MapOutput) -> None:
-        """``block`` got a finished backup (or left :attr:`outputs`)."""
+    def _not_unbacked(self, block: MapOutput) -> None:
+        """``block`` is no longer an unbacked output: it got a finished backup, or left :attr:`outputs`."""
         unbacked = self._unbacked.get(block.shuffle_id)
         if unbacked is not None:
             unbacked.discard(block.block_id)

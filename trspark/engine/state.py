@@ -246,9 +246,7 @@ class JobState(JobRecords):
             old = self.outputs.get((shuffle, e.partition))
             if old is not None:
                 self._forget_copies(old)
-            self._placed((shuffle, e.partition), old)
-            self._name(e.executor_id, (shuffle, e.partition))
-            self._unbacked.setdefault(shuffle, set()).add((shuffle, e.partition))
+            self._placed((shuffle, e.partition), e.executor_id, old)
             self._held.setdefault(e.executor_id, set()).add((shuffle, e.partition))
             block = self.outputs[(shuffle, e.partition)] = MapOutput(
                 shuffle_id=shuffle,
@@ -286,7 +284,7 @@ class JobState(JobRecords):
         target_alive = e.target == REMOTE or (e.target in self.executors and self.executors[e.target].alive)
         if target_alive:
             block.backups.add(e.target)
-            self._backed_up(block)
+            self._not_unbacked(block)
             if e.target != REMOTE:
                 if block.last_peer != e.target:
                     self._unname(block, peer_only=True)
