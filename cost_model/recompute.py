@@ -67,13 +67,12 @@ import math
 from collections.abc import Hashable, Sequence
 
 import numpy as np
-from numpy.typing import NDArray
 
 from .ancestry import Ancestry, build_ancestry
 from .failure import TINY, FailureTable
 from .lifetimes.base import FloatArray
 from .lineage import Lineage, Output, ShuffleState
-from .shuffle_terms import GivenFailure, ShuffleTerms
+from .shuffle_terms import GivenFailure, ShuffleTerms, need_of
 from .timegrid import TimeGrid
 from .windows import Windows
 
@@ -346,7 +345,7 @@ class Recompute:
                 need = None  # read by k's own stage: needed whenever lost
                 rest += given.direct_loss()
             else:
-                need = _need(log_clear, ancestry.readers[sid], given.need_rows)
+                need = need_of(log_clear, ancestry.readers[sid], given.need_rows)
                 rest += given.needed_loss(need)
             if ancestry.has_parents[sid]:
                 log_clear[sid] = given.direct_log_clear() if need is None else given.needed_log_clear(need)
@@ -409,29 +408,3 @@ class Recompute:
         self._ancestry[shuffle_id] = (self.lineage.structure_version, ancestry)
         return ancestry
 
-
-def _need(log_clear: dict[Hashable, FloatArray], readers: tuple[Hashable, ...], rows: NDArray[np.intp] | None = None) -> FloatArray:
-    """:math:`\\nu = 1 - \\prod_c P(\\text{nothing of } c \\text{ lost and needed}) = -\\mathrm{expm1}(\\min(\\sum_c \\ln P_c, 0))`.
-
-    Computed in one buffer, in the order ``0 + l_1 + l_2 + ...`` of Python's ``sum``, so every
-    element is rounded exactly as the plain expression would round it. ``rows``: only these rows
-    are computed (the ones the ancestor's terms read, :attr:`GivenFailure.need_rows`); the
-    others are 0.
-    """
-    if not readers:
-        return np.asarray(-np.expm1(np.minimum(0.0, 0.0)))
-    first = log_clear[readers[0]]
-    if rows is None or 2 * rows.size > first.shape[0]:
-        return _need_rows(log_clear, readers, slice(None))
-    need = np.zeros(first.shape)
-    need[rows] = _need_rows(log_clear, readers, rows)
-    return need
-
-
-def _need_rows(log_clear: dict[Hashable, FloatArray], readers: tuple[Hashable, ...], rows: NDArray[np.intp] | slice) -> FloatArray:
-    total = np.add(0.0, log_clear[readers[0]][rows])
-    for reader in readers[1:]:
-        np.add(total, log_clear[reader][rows], out=total)
-    np.minimum(total, 0.0, out=total)
-    np.expm1(total, out=total)
-    return np.negative(total, out=total)

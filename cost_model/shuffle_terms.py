@@ -9,6 +9,7 @@ All arrays are on the grid edges (shape ``G + 1`` or ``(#slots, G + 1)``).
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
@@ -282,3 +283,30 @@ def _groups_with(shared: ShuffleTerms, table: FailureTable, slot: int | None) ->
     others = others.copy()
     others[others == slot] = -1
     return rows_x, np.multiply.reduce(table.cdf_padded[others], axis=1)
+
+
+def need_of(log_clear: dict[Hashable, FloatArray], readers: tuple[Hashable, ...], rows: NDArray[np.intp] | None = None) -> FloatArray:
+    """:math:`\\nu = 1 - \\prod_c P(\\text{nothing of } c \\text{ lost and needed}) = -\\mathrm{expm1}(\\min(\\sum_c \\ln P_c, 0))`.
+
+    Computed in one buffer, in the order ``0 + l_1 + l_2 + ...`` of Python's ``sum``, so every
+    element is rounded exactly as the plain expression would round it. ``rows``: only these rows
+    are computed (the ones the ancestor's terms read, :attr:`GivenFailure.need_rows`); the
+    others are 0.
+    """
+    if not readers:
+        return np.asarray(-np.expm1(np.minimum(0.0, 0.0)))
+    first = log_clear[readers[0]]
+    if rows is None or 2 * rows.size > first.shape[0]:
+        return _need_rows(log_clear, readers, slice(None))
+    need = np.zeros(first.shape)
+    need[rows] = _need_rows(log_clear, readers, rows)
+    return need
+
+
+def _need_rows(log_clear: dict[Hashable, FloatArray], readers: tuple[Hashable, ...], rows: NDArray[np.intp] | slice) -> FloatArray:
+    total = np.add(0.0, log_clear[readers[0]][rows])
+    for reader in readers[1:]:
+        np.add(total, log_clear[reader][rows], out=total)
+    np.minimum(total, 0.0, out=total)
+    np.expm1(total, out=total)
+    return np.negative(total, out=total)
