@@ -7,17 +7,7 @@ import random
 import pytest
 from engine_world import MB, map_stage
 
-from trspark.engine.events import (
-    REMOTE,
-    BlockBackedUp,
-    BlockLost,
-    Event,
-    ExecutorAdded,
-    ExecutorLost,
-    ShuffleConsumed,
-    TaskEnded,
-    Tick,
-)
+from trspark.engine import events
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 from trspark.engine.state import JobState
@@ -32,8 +22,8 @@ def _pool(executor_id: str) -> str:
     return "ondemand" if executor_id == "d" else "spot"
 
 
-def _start() -> list[Event]:
-    return [*(ExecutorAdded(time=0.0, executor_id=e, cores=2, pool=_pool(e)) for e in EXECUTORS),
+def _start() -> list[events.Event]:
+    return [*(events.ExecutorAdded(time=0.0, executor_id=e, cores=2, pool=_pool(e)) for e in EXECUTORS),
             *(map_stage(s, 4, s, time=0.0, parents=[s - 1] if s else [], parent_shuffles=[s - 1] if s else [])
               for s in range(3))]
 
@@ -47,24 +37,24 @@ def _scan_on(state: JobState, executor_id: str) -> list[MapOutput]:
     return [b for key, b in state.outputs.items() if key in held and not b.consumed]
 
 
-def _random_event(rng: random.Random, state: JobState, time: float) -> Event:
+def _random_event(rng: random.Random, state: JobState, time: float) -> events.Event:
     executor = rng.choice(EXECUTORS)
     shuffle, partition = rng.randrange(3), rng.randrange(4)
     kind = rng.random()
     if kind < 0.35:  # a map output, new or replacing one (a re-run, a late duplicate)
-        return TaskEnded(time=time, stage_id=shuffle, partition=partition, executor_id=executor, duration=1.0,
+        return events.TaskEnded(time=time, stage_id=shuffle, partition=partition, executor_id=executor, duration=1.0,
                          shuffle_write_bytes=MB, shuffle_id=shuffle)
     if kind < 0.6:
-        return BlockBackedUp(time=time, shuffle_id=shuffle, map_index=partition,
-                             target=REMOTE if rng.random() < 0.2 else executor, bytes=MB)
+        return events.BlockBackedUp(time=time, shuffle_id=shuffle, map_index=partition,
+                                    target=events.REMOTE if rng.random() < 0.2 else executor, bytes=MB)
     if kind < 0.75:  # the same id may come back later: another executor under an old name
-        return ExecutorLost(time=time, executor_id=executor) if executor in state.executors else \
-            ExecutorAdded(time=time, executor_id=executor, cores=2, pool=_pool(executor))
+        return events.ExecutorLost(time=time, executor_id=executor) if executor in state.executors else \
+            events.ExecutorAdded(time=time, executor_id=executor, cores=2, pool=_pool(executor))
     if kind < 0.8:
-        return BlockLost(time=time, shuffle_id=shuffle, map_index=partition)
+        return events.BlockLost(time=time, shuffle_id=shuffle, map_index=partition)
     if kind < 0.83:
-        return ShuffleConsumed(time=time, shuffle_id=shuffle)
-    return Tick(time=time)
+        return events.ShuffleConsumed(time=time, shuffle_id=shuffle)
+    return events.Tick(time=time)
 
 
 @pytest.mark.parametrize("seed", range(6))
