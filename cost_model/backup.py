@@ -84,12 +84,18 @@ class BackupCost:
 class PeerPrices:
     """Every peer that could receive a copy of one block, priced at one bandwidth (:meth:`BackupCosts.every_peer`)."""
 
-    base: BackupCost
-    """:math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}` (s), the same for every peer; target ``"peer"``."""
     peers: Peers
     """Live executors not holding the block."""
+    base: BackupCost
+    """:math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}` (s), the same for every peer; target ``"peer"``."""
     peer_loss: FloatArray
     """:math:`C_P(Y)` (s) per peer."""
+    block: _Block
+    """The block priced, with :math:`BT` and :math:`T`."""
+    f_x: tuple[float, float]
+    """:math:`F_X(BT)`, :math:`F_X(T)` as the prices used them."""
+    er: FloatArray
+    """:math:`Er(t, k)` on the grid edges (s), as the prices used it."""
 
 
 class RemoteOption:
@@ -220,7 +226,7 @@ class BackupCosts:
             if peer in out.locations:
                 raise ValueError(f"backup cost: peer {peer!r} already holds map output {(shuffle_id, map_index)!r}")
         executors = [self.recompute.lineage.executor(p) for p in peers]
-        base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, [ex.slot for ex in executors])
+        base, peer_loss, *_read = self._local_costs(shuffle_id, map_index, t_max, [ex.slot for ex in executors])
         return [with_peer(base, peer, float(loss)) for peer, loss in zip(peers, peer_loss, strict=True)]
 
     def best_local_destination(
@@ -246,7 +252,7 @@ class BackupCosts:
             if not peers:
                 return None
             slots = np.array([ex.slot for ex in peers], dtype=np.int64)
-            base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, slots, bandwidth)
+            base, peer_loss, *_read = self._local_costs(shuffle_id, map_index, t_max, slots, bandwidth)
         best = int(np.argmin(peer_loss))
         return with_peer(base, peers[best].executor_id, float(peer_loss[best]))
 
@@ -263,8 +269,37 @@ class BackupCosts:
         peers = self._peer_sets.without(frozenset(out.locations))
         if not peers.executors:
             return None
-        base, peer_loss = self._local_costs(shuffle_id, map_index, t_max, peers.slots, bandwidth)
-        return PeerPrices(base, peers, peer_loss)
+        return PeerPrices(peers, *self._local_costs(shuffle_id, map_index, t_max, peers.slots, bandwidth))
+
+    def slower_peer_loss_floor(self, priced: PeerPrices, positions: NDArray[np.int64], seconds: float) -> float:
+        """A lower bound (s) of the lowest :math:`C_P(Y)` of the peers ``priced.peers[positions]`` copied in ``seconds`` (>= ``priced``'s BT).
+
+        With the terms :math:`h_i(Y) = F_Y(e_{i+1}) \\overline{Er}_i + \\sum_{j>i} p^Y_j \\overline{Er}_j`
+        of the module docstring, :math:`C_P = \\sum_i p^X_i h_i` and :math:`0 \\le h_i \\le F_Y(T) \\max Er`.
+        A slower copy :math:`BT' > BT` keeps every cell of the window right of :math:`g`, the first grid
+        edge past :math:`BT'`, and its cell :math:`[BT', g]` adds a term :math:`\\ge 0`, so
+
+        .. math::
+
+            C_P(Y; BT') \\ge C_P(Y; BT) - (F_X(g) - F_X(BT))\\, F_Y(T) \\max_{[BT, T]} Er
+
+        (:math:`F_X(T)` for :math:`g` when no edge lies in :math:`(BT', T)`). The bound is lowered by
+        1e-9 of :math:`(F_X(T) - F_X(BT)) F_Y(T) \\max Er`, a bound of every term, against rounding.
+        Computed for ``T`` inside the grid past its first cell with continuous laws only (the
+        common case, :math:`F_Y(T)` then the interpolated column), 0 otherwise.
+        """
+        block, table, windows = priced.block, self.recompute.table, self._windows
+        t_max = block.t_max
+        if not (table.all_continuous and windows.grid.edges[1] <= t_max <= windows.grid.horizon and seconds < t_max):
+            return 0.0
+        f_bt, f_t = priced.f_x
+        after_bt, at_t = windows.split(block.seconds, t_max)
+        past = windows.split(seconds, t_max)[0]
+        f_g = float(table.cdf[block.slot, past]) if past < at_t else f_t
+        er_max = float(np.maximum.reduce(priced.er[after_bt - 1:at_t + 1]))
+        drop = (f_g - f_bt + 1e-9 * (f_t - f_bt)) * er_max
+        peer_cdf = windows.column(table, t_max)[priced.peers.slots[positions]]
+        return float(np.minimum.reduce(priced.peer_loss[positions] - drop * peer_cdf))
 
     def peer_option(
         self, shuffle_id: Hashable, map_index: int, t_max: float, slots: NDArray[np.int64], bandwidth: float | None = None,
@@ -298,15 +333,16 @@ class BackupCosts:
     def _local_costs(
         self, shuffle_id: Hashable, map_index: int, t_max: float, peer_slots: Sequence[int] | NDArray[np.int64],
         bandwidth: float | None = None,
-    ) -> tuple[BackupCost, FloatArray]:
-        """The peer-independent terms and :math:`C_P(Y)` per peer slot, copying at ``bandwidth`` (bytes/s)."""
+    ) -> tuple[BackupCost, FloatArray, _Block, tuple[float, float], FloatArray]:
+        """The peer-independent terms, :math:`C_P(Y)` per peer slot, copying at ``bandwidth`` (bytes/s), and what they read (:class:`PeerPrices`)."""
         rc = self.recompute
         rate = self.local_bandwidth if bandwidth is None else _check_bandwidth("bandwidth", bandwidth)
         block = self._block(shuffle_id, map_index, t_max, rate)
         peer_slots = np.asarray(peer_slots, dtype=np.int64)
         f_bt, f_t = rc.table.cdf_at_slot(np.array([block.seconds, t_max]), block.slot).tolist()
         er = rc.er(shuffle_id, map_index)
-        return self._source_terms(block, f_bt, f_t, er, "peer"), self._peer_loss(block, peer_slots, f_bt, f_t, er)
+        base = self._source_terms(block, f_bt, f_t, er, "peer")
+        return base, self._peer_loss(block, peer_slots, f_bt, f_t, er), block, (f_bt, f_t), er
 
     def _source_terms(self, block: _Block, f_bt: float, f_t: float, er: FloatArray, target: str) -> BackupCost:
         """:math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}`; :math:`F_X(BT) =` ``f_bt``, :math:`F_X(T) =` ``f_t``, ``er`` on the grid."""

@@ -12,7 +12,7 @@ from cost_model.lineage import Lineage
 from cost_model.recompute import Recompute
 from cost_model.timegrid import TimeGrid
 from cost_model.windows import Windows
-from trspark.engine.events import StageCompleted
+from trspark.engine.events import Event, ExecutorAdded, StageCompleted
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 from trspark.engine.tr.costs import CostEstimator
@@ -168,3 +168,53 @@ def test_one_slot_of_the_failure_cdf_equals_its_row_among_many(model: LifetimeMo
         many = table.cdf_at(times, [slot, (slot + 1) % 6, (slot + 3) % 6])[0]
         np.testing.assert_array_equal(table.cdf_at(times, [slot]), many[None, :])
         np.testing.assert_array_equal(table.cdf_at_slot(times, slot), many)
+
+
+@pytest.mark.parametrize("model", [Exponential(mean=60.0), Weibull(shape=0.7, scale=80.0), Weibull(shape=2.5, scale=150.0)])
+def test_the_floor_of_a_slower_copys_peer_loss_is_below_its_price(model: LifetimeModel) -> None:
+    # The floor from the full-bandwidth prices never exceeds C_P priced in full at the slower copy.
+    rng = np.random.default_rng(17)
+    lineage = _lineage(model)
+    costs = BackupCosts(Recompute(lineage, GRID, now=float(rng.uniform(0.0, 50.0))), 4e8, 1e8, 1e12, latency=0.05)
+    pruning = 0
+    for _ in range(300):
+        block = ("k", int(rng.integers(2))) if rng.random() < 0.7 else ("a", int(rng.integers(2)))
+        t_max = float(rng.choice([rng.uniform(0.0, 2.0), rng.uniform(0.0, 60.0), rng.uniform(0.0, 400.0)]))
+        priced = costs.every_peer(*block, t_max)
+        assert priced is not None
+        positions = np.sort(rng.choice(len(priced.peers.executors), int(rng.integers(1, 4)), replace=False))
+        bandwidth = 4e8 / float(rng.choice([1.5, 2.0, 5.0, 40.0, 1e3]))
+        option = costs.peer_option(*block, t_max, priced.peers.slots[positions], bandwidth)
+        floor = costs.slower_peer_loss_floor(priced, positions, option.seconds)
+        assert floor <= float(option.peer_loss.min())
+        pruning += floor > 0.0
+    assert pruning > 30
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pruned_loaded_peer_groups_give_the_choice_of_pricing_every_group(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Random loads on peers of several laws: best_local with its bounds equals pricing every group in full.
+    rng = np.random.default_rng(seed)
+    pools = (("ondemand", "stable"), ("spot", "exponential:mean=40"), ("old", "weibull:shape=0.7,scale=60"))
+    config = TRConfig(lifetime="exponential:mean=40", pool_lifetimes=pools, knowledge="notices", duplication=False,
+                      scheduling=False)
+    policy = make_policy("tr", config)
+    names = [f"x{n}" for n in range(9)]
+    events: list[Event] = [ExecutorAdded(time=0.0, executor_id=name, cores=2, pool=pools[n % 3][0])
+                           for n, name in enumerate(names)]
+    events.append(map_stage(0, 6, 0))
+    for partition in range(6):
+        events += run_task(0, partition, names[int(rng.integers(1, 9))], start=0.0, seconds=float(rng.uniform(1.0, 9.0)),
+                           write=int(rng.uniform(1.0, 900.0) * MB), shuffle_id=0)
+    events += [StageCompleted(time=10.0, stage_id=0), map_stage(1, 6, None, time=10.0, parents=[0], parent_shuffles=[0])]
+    feed(policy, events)
+    estimator, state = policy.costs, policy.state
+    cases = []
+    for _ in range(40):
+        loads = {name: int(rng.integers(0, 6)) for name in names if rng.random() < 0.6}
+        cases.append((state.outputs[(0, int(rng.integers(6)))], float(rng.uniform(0.1, 300.0)),
+                      float(rng.uniform(0.5, 4.0)), loads, tuple(rng.choice(names, int(rng.integers(0, 2))).tolist())))
+    quick = [estimator.best_local(b, state, t_max, weight, loads, gone) for b, t_max, weight, loads, gone in cases]
+    monkeypatch.setattr(type(estimator), "_cannot_win", lambda *args: False)
+    full = [estimator.best_local(b, state, t_max, weight, loads, gone) for b, t_max, weight, loads, gone in cases]
+    assert quick == full

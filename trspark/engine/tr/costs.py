@@ -31,7 +31,7 @@ from collections.abc import Collection, Mapping, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from cost_model.backup import BackupCost, BackupCosts
+from cost_model.backup import BackupCost, BackupCosts, PeerPrices
 from cost_model.lifetimes.base import LifetimeModel
 from cost_model.lineage import Lineage
 from cost_model.peer_sets import Peers
@@ -200,7 +200,7 @@ class CostEstimator:
             if load == 0 and reuse:
                 terms, losses = base, peer_loss[positions]
                 best = int(losses.argmin())
-            elif load and self._cannot_win(life, self.backup.copy_seconds(size, bandwidth), base, weight, out[0]):
+            elif load and self._loaded_cannot_win(priced, positions, life, self.backup.copy_seconds(size, bandwidth), weight, out[0]):
                 continue
             else:
                 option = self.backup.peer_option(sid, idx, t_max, peers.slots[positions], bandwidth)
@@ -212,6 +212,19 @@ class CostEstimator:
             if (cost := self._c_bl(life, terms, float(losses[best]), weight)) < out[0]:
                 out = (cost, peers.executors[int(positions[best])].executor_id)
         return out
+
+    def _loaded_cannot_win(self, priced: PeerPrices, positions: NDArray[np.int64], life: Life, seconds: float,
+                           weight: float, best: float) -> bool:
+        """:meth:`_cannot_win` for the peers at ``positions`` copying in ``seconds``, before they are priced.
+
+        First with :math:`C_P \\ge 0`, then with the floor of their :math:`C_P` at the slower copy
+        from their prices at full bandwidth (:meth:`BackupCosts.slower_peer_loss_floor`).
+        """
+        base = priced.base
+        if self._cannot_win(life, seconds, base, weight, best):
+            return True
+        floor = self.backup.slower_peer_loss_floor(priced, positions, seconds)
+        return floor > 0.0 and self._cannot_win(life, seconds, base, weight, best, floor)
 
     def _cannot_win(self, life: Life, seconds: float, base: BackupCost, weight: float, best: float,
                     peer_loss: float | None = None) -> bool:
