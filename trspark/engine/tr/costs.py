@@ -293,7 +293,7 @@ class CostEstimator:
         if self.config.targets in ("both", "local"):
             bandwidths.append(self.config.local_bandwidth)
         seconds = np.array([self.backup.copy_seconds(block.bytes, bw) for bw in bandwidths])
-        return float(np.min(seconds * model.prob_fail(age, seconds, LIFE_HORIZON)))
+        return float(np.minimum.reduce(seconds * model.prob_fail(age, seconds, LIFE_HORIZON)))
 
     def best_peer(self, block: MapOutput, t_max: float) -> str | None:
         """The peer with the lowest ``C_BL`` (used by the safety belt in local-only mode)."""
