@@ -33,12 +33,12 @@ time. {_SIM} A run that does not finish within 20x the stable time counts as 20 
            "python bench/simulator.py --policy always --runs 50 --csv docs/results/simulator_speed.csv\n"
            "python bench/simulator.py --policy never --runs 50 --csv docs/results/simulator_speed.csv\n"
            "python bench/simulator.py --policy tr --runs 2 --workers 1 --cpu-runs 2 --csv docs/results/simulator_speed.csv",
-           "2026-12-06, 11:26-11:28 UTC",
-           "9f32e09",
-           MACHINE + ", nothing else running, load average 1.1-1.5. CPU seconds on this shared VM change with "
+           "2026-12-06, 12:00-12:02 UTC",
+           "b28032b",
+           MACHINE + ", nothing else running, load average 1.0-1.6. CPU seconds on this shared VM change with "
            "the host from day to day (`always` took 0.306 s a run on 2026-11-25 and 1.190 s on 2026-11-29, "
            "with identical simulated figures). Compare policies by the ratio the bench prints from one "
-           "process: `tr` 11.1 s, 27.5x `always`'s 0.403 s",
+           "process: `tr` 11.4 s, 27.8x `always`'s 0.411 s",
            columns("policy", "runs", "wall_seconds", "cpu_seconds_per_run", "events_per_run",
                    "events_per_second", "slowdown_mean", "failed_runs"),
            "The paper's size: a TPC-DS-shaped job of 20,100 tasks on 100 VMs x 4 cores, stability "
