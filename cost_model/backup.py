@@ -54,7 +54,6 @@ from .lifetimes.base import FloatArray
 from .lineage import REMOTE
 from .peer_sets import Peers, PeerSets
 from .recompute import Recompute
-from .windows import Windows
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,20 +133,26 @@ class PeerOption:
     for every peer, which a caller can skip when a bound already rules every peer out.
     """
 
-    __slots__ = ("_costs", "_block", "_f_bt", "_f_t", "_er", "peer_loss")
+    __slots__ = ("_costs", "block", "f_x", "er", "peer_loss")
 
     def __init__(self, costs: BackupCosts, block: _Block, f_bt: float, f_t: float, er: FloatArray, peer_loss: FloatArray) -> None:
-        self._costs, self._block, self._f_bt, self._f_t, self._er = costs, block, f_bt, f_t, er
+        self._costs = costs
+        self.block = block
+        """The block priced, with :math:`BT` and :math:`T`."""
+        self.f_x = (f_bt, f_t)
+        """:math:`F_X(BT)`, :math:`F_X(T)` as the prices used them."""
+        self.er = er
+        """:math:`Er(t, k)` on the grid edges (s), as the prices used it."""
         self.peer_loss = peer_loss
 
     @property
     def seconds(self) -> float:
         """:math:`BT` (s) of the copy."""
-        return self._block.seconds
+        return self.block.seconds
 
     def terms(self) -> BackupCost:
         """:math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}` (s) of the copy, target ``"peer"``."""
-        return self._costs._source_terms(self._block, self._f_bt, self._f_t, self._er, "peer")
+        return self._costs._source_terms(self.block, *self.f_x, self.er, "peer")
 
 
 def shared_remote_bandwidth(per_executor: float, total_cap: float, concurrent: int) -> float:
@@ -197,7 +202,6 @@ class BackupCosts:
         if not (isinstance(latency, int | float) and math.isfinite(latency) and latency >= 0.0):
             raise ValueError(f"backup cost: 'latency' must be a finite number >= 0 seconds, got {latency!r}")
         self.latency = float(latency)
-        self._windows = Windows(recompute.grid)
         self._peer_sets = PeerSets(recompute.lineage)
 
     def copy_seconds(self, size: float, bandwidth: float) -> float:
@@ -215,9 +219,7 @@ class BackupCosts:
     def remote_option(self, shuffle_id: Hashable, map_index: int, t_max: float, concurrent: int = 0) -> RemoteOption:
         """The copy to remote storage, its :math:`F_X(BT)` and :math:`F_X(T)` evaluated and the rest left to :meth:`RemoteOption.cost`."""
         bandwidth = shared_remote_bandwidth(self.remote_bandwidth, self.remote_cap, concurrent)
-        block = self._block(shuffle_id, map_index, t_max, bandwidth)
-        f_bt, f_t = self.recompute.table.cdf_at_slot(np.array([block.seconds, t_max]), block.slot).tolist()
-        return RemoteOption(self, block, f_bt, f_t)
+        return RemoteOption(self, *self._block_and_ends(shuffle_id, map_index, t_max, bandwidth))
 
     def local(self, shuffle_id: Hashable, map_index: int, t_max: float, peers: Sequence[str]) -> list[BackupCost]:
         """:math:`C_{BL}(Y)` for each peer ``Y`` in ``peers`` (live executors other than the block's)."""
@@ -288,7 +290,7 @@ class BackupCosts:
         Computed for ``T`` inside the grid past its first cell with continuous laws only (the
         common case, :math:`F_Y(T)` then the interpolated column), 0 otherwise.
         """
-        block, table, windows = priced.block, self.recompute.table, self._windows
+        block, table, windows = priced.block, self.recompute.table, self.recompute.windows
         t_max = block.t_max
         if not (table.all_continuous and windows.grid.edges[1] <= t_max <= windows.grid.horizon and seconds < t_max):
             return 0.0
@@ -309,11 +311,9 @@ class BackupCosts:
         At ``bandwidth`` bytes/s, default the local bandwidth. :math:`C_P(Y)` is evaluated, the
         peer-independent terms are left to :meth:`PeerOption.terms`.
         """
-        rc = self.recompute
         rate = self.local_bandwidth if bandwidth is None else _check_bandwidth("bandwidth", bandwidth)
-        block = self._block(shuffle_id, map_index, t_max, rate)
-        f_bt, f_t = rc.table.cdf_at_slot(np.array([block.seconds, t_max]), block.slot).tolist()
-        er = rc.er(shuffle_id, map_index)
+        block, f_bt, f_t = self._block_and_ends(shuffle_id, map_index, t_max, rate)
+        er = self.recompute.er(shuffle_id, map_index)
         return PeerOption(self, block, f_bt, f_t, er, self._peer_loss(block, np.asarray(slots, dtype=np.int64), f_bt, f_t, er))
 
     # ---- terms -----------------------------------------------------------------------------
@@ -330,25 +330,25 @@ class BackupCosts:
             raise ValueError(f"backup cost: map output {(shuffle_id, map_index)!r} has no live copy to back up")
         return _Block(shuffle_id, map_index, t_max, seconds, rc.lineage.executor(failing).slot)
 
+    def _block_and_ends(self, shuffle_id: Hashable, map_index: int, t_max: float, bandwidth: float) -> tuple[_Block, float, float]:
+        """The block copied at ``bandwidth`` (bytes/s) and :math:`F_X(BT)`, :math:`F_X(T)` of its executor X."""
+        block = self._block(shuffle_id, map_index, t_max, bandwidth)
+        f_bt, f_t = self.recompute.table.cdf_at_slot(np.array([block.seconds, t_max]), block.slot).tolist()
+        return block, f_bt, f_t
+
     def _local_costs(
         self, shuffle_id: Hashable, map_index: int, t_max: float, peer_slots: Sequence[int] | NDArray[np.int64],
         bandwidth: float | None = None,
     ) -> tuple[BackupCost, FloatArray, _Block, tuple[float, float], FloatArray]:
         """The peer-independent terms, :math:`C_P(Y)` per peer slot, copying at ``bandwidth`` (bytes/s), and what they read (:class:`PeerPrices`)."""
-        rc = self.recompute
-        rate = self.local_bandwidth if bandwidth is None else _check_bandwidth("bandwidth", bandwidth)
-        block = self._block(shuffle_id, map_index, t_max, rate)
-        peer_slots = np.asarray(peer_slots, dtype=np.int64)
-        f_bt, f_t = rc.table.cdf_at_slot(np.array([block.seconds, t_max]), block.slot).tolist()
-        er = rc.er(shuffle_id, map_index)
-        base = self._source_terms(block, f_bt, f_t, er, "peer")
-        return base, self._peer_loss(block, peer_slots, f_bt, f_t, er), block, (f_bt, f_t), er
+        option = self.peer_option(shuffle_id, map_index, t_max, np.asarray(peer_slots, dtype=np.int64), bandwidth)
+        return option.terms(), option.peer_loss, option.block, option.f_x, option.er
 
     def _source_terms(self, block: _Block, f_bt: float, f_t: float, er: FloatArray, target: str) -> BackupCost:
         """:math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}`; :math:`F_X(BT) =` ``f_bt``, :math:`F_X(T) =` ``f_t``, ``er`` on the grid."""
         rc = self.recompute
         seconds, t_max, slot = block.seconds, block.t_max, block.slot
-        table, windows = rc.table, self._windows
+        table, windows = rc.table, rc.windows
         # C_B1 and C_R share the window [0, BT] (C_R stops at T).
         edges, cdf = windows.row(table, slot, 0.0, seconds, 0.0, f_bt)
         probs = cdf[1:] - cdf[:-1]
@@ -379,8 +379,8 @@ class BackupCosts:
         seconds, t_max = block.seconds, block.t_max
         if t_max <= seconds:
             return np.zeros(peer_slots.size)
-        rc, windows = self.recompute, self._windows
-        table, grid = rc.table, rc.grid
+        rc = self.recompute
+        table, grid, windows = rc.table, rc.grid, rc.windows
         window, f_x = windows.row(table, block.slot, seconds, t_max, f_bt, f_t)
         er_cell = np.interp(window, grid.edges, er)
         er_cell = 0.5 * (er_cell[:-1] + er_cell[1:])

@@ -124,7 +124,8 @@ class Recompute:
         self._rest: dict[tuple[Hashable, int | None], tuple[tuple[int, ...], FloatArray, tuple[int, int, int]]] = {}
         # The last output's Er and the last ends-free window: one decision asks for each several times.
         self._er_memo: tuple[tuple[object, ...], FloatArray] | None = None
-        self._windows = Windows(grid)
+        self.windows = Windows(grid)
+        """Windows of the failure table, kept per table: read by :meth:`window` and by the backup terms."""
 
     def forget_shuffle(self, shuffle_id: Hashable) -> None:
         """Drop the memoised terms of a shuffle the lineage forgot (:meth:`Lineage.forget_shuffle`)."""
@@ -247,7 +248,7 @@ class Recompute:
         edges : ndarray, shape (n + 1,)
         cdf : ndarray, shape (P, n + 1)
         """
-        return self._windows.get(self.table, slots, lo, hi, ends)
+        return self.windows.get(self.table, slots, lo, hi, ends)
 
     # ---- Er and C_Redo ---------------------------------------------------------------------------
     def failing_executor(self, out: Output) -> str | None:

@@ -73,11 +73,7 @@ class Windows:
         if ends is None:
             ends = table.cdf_at(np.array([lo, hi]), slots)
         rows = table.cdf[list(slots)] if slots is not None else table.cdf.copy()
-        # Table rows and end values are computed separately: their differences may be off by a
-        # rounding error (~1e-16), which is harmless in the sums they feed.
-        rows[:, bisect_left(self._sorted, hi):] = ends[:, 1:2]
-        rows[:, :bisect_right(self._sorted, lo)] = ends[:, 0:1]
-        return self._window_edges(lo, hi), rows
+        return self._window_edges(lo, hi), self._with_ends(rows, lo, hi, ends[:, 0:1], ends[:, 1:2])
 
     def _general_window(
         self, table: FailureTable, slots: Sequence[int] | None, lo: float, hi: float, ends: FloatArray | None
@@ -97,9 +93,19 @@ class Windows:
         return 0.0 <= lo <= hi <= self._horizon and math.isfinite(hi)
 
     def _window_edges(self, lo: float, hi: float) -> FloatArray:
-        """:math:`\\max(\\min(g_i, hi), lo)` (s) for ``0 <= lo <= hi <= horizon``, a new array."""
+        """:math:`\\max(\\min(g_i, hi), lo)` (s) for ``0 <= lo <= hi <= horizon``; for ``lo = 0`` the kept read-only :meth:`clipped`."""
         clipped = self.clipped(hi)
-        return clipped.copy() if lo == 0.0 else np.maximum(clipped, lo)
+        return clipped if lo == 0.0 else np.maximum(clipped, lo)
+
+    def _with_ends(self, values: FloatArray, lo: float, hi: float, at_lo: FloatArray | float, at_hi: FloatArray | float) -> FloatArray:
+        """``values`` (table rows, last axis the grid) with the edges ``<= lo`` set to ``at_lo`` and those ``>= hi`` to ``at_hi``, in place.
+
+        Table rows and end values are computed separately: their differences may be off by a
+        rounding error (~1e-16), which is harmless in the sums they feed. ``lo`` wins where both hold.
+        """
+        values[..., bisect_left(self._sorted, hi):] = at_hi
+        values[..., :bisect_right(self._sorted, lo)] = at_lo
+        return values
 
     def split(self, lo: float, hi: float) -> tuple[int, int]:
         """``(n, m)``: the grid edges ``[:n]`` are ``<= lo`` and the edges ``[m:]`` are ``>= hi``."""
@@ -125,10 +131,7 @@ class Windows:
         if not self._inside(lo, hi):
             edges, cdf = self._general_window(table, [slot], lo, hi, np.array([[f_lo, f_hi]]))
             return edges, cdf[0]
-        values = table.cdf[slot].copy()
-        values[bisect_left(self._sorted, hi):] = f_hi
-        values[:bisect_right(self._sorted, lo)] = f_lo
-        return (self.clipped(hi) if lo == 0.0 else np.maximum(self.clipped(hi), lo)), values
+        return self._window_edges(lo, hi), self._with_ends(table.cdf[slot].copy(), lo, hi, f_lo, f_hi)
 
     def column(self, table: FailureTable, time: float) -> FloatArray:
         """:math:`F_e(time)` of every slot of ``table`` interpolated as :meth:`FailureTable.cdf_interpolated` does.
