@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import KeysView
 from dataclasses import dataclass
 
 from trspark.engine.commands import Backup, CancelBackup, Command
@@ -88,10 +87,6 @@ class BackupStack:
     def is_busy(self, block_id: BlockId) -> bool:
         """Planned or in flight."""
         return block_id in self._planned or block_id in self.in_flight
-
-    def planned_ids(self) -> KeysView[BlockId]:
-        """Blocks with a pending plan (a live view): with :attr:`in_flight`, what :meth:`is_busy` tests."""
-        return self._planned.keys()
 
     def in_flight_to(self, target: str) -> int:
         """Released, unfinished backups to ``target`` (``"remote"`` or a peer id)."""

@@ -336,10 +336,10 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         its parents need not outlive it. The horizon asks this of every reader level, so every
         output with a backup is counted at once and only those without one are tested.
         """
-        planned, in_flight, is_safe = self.stack.planned_ids(), self.stack.in_flight, state.is_safe
+        is_busy, is_safe = self.stack.is_busy, state.is_safe
         unbacked = state.unbacked_outputs(shuffle_id)
-        return state.output_count(shuffle_id) - len(unbacked) + len(
-            [key for key, block in unbacked.items() if key in planned or key in in_flight or is_safe(block)])
+        covered = sum(1 for key, block in unbacked.items() if is_busy(key) or is_safe(block))
+        return state.output_count(shuffle_id) - len(unbacked) + covered
 
 
     # ---- TR-Scheduling ----------------------------------------------------------------------

@@ -33,10 +33,8 @@ from trspark.engine.state import JobState
 
 def stall_width(state: JobState, shuffle_id: int) -> int:
     """:math:`W(S)`: the cores a loss of one output of ``shuffle_id`` holds up (>= 1)."""
-    # reader_stages / unsubmitted_readers without their sort: a sum of counts needs no order (asked per decision).
-    stages, planned = state.stages, state.planned
-    waiting = sum(stages[s].unfinished for s in state.shuffle_readers.get(shuffle_id, ()) if s in stages)
-    waiting += sum(planned[s].num_tasks for s in state.planned_readers.get(shuffle_id, ()) if s not in stages)
+    waiting = sum(r.unfinished for r in state.reader_stages(shuffle_id))
+    waiting += sum(p.num_tasks for p in state.unsubmitted_readers(shuffle_id))
     if waiting == 0 and shuffle_id not in state.shuffle_readers:
         writer = state.writer_stage(shuffle_id)
         waiting = writer.num_tasks if writer is not None else 1
