@@ -279,7 +279,38 @@ class JobRecords:
         if not block.backups:
             self._unbacked.setdefault(block.shuffle_id, set()).add(block.block_id)
 
-    # ---- forgetting what no decision needs again (see JobState._retire) --------------------
+    def _forget_copies(self, block: MapOutput) -> None:
+        """No executor holds a copy of ``block`` in the index of what each one holds."""
+        for holder in [block.executor_id, *block.backups]:
+            self._held.get(holder, set()).discard(block.block_id)
+
+    def _drop_output(self, block: MapOutput) -> None:
+        """``block`` has no copy left: out of every index, and its partition is unfinished again."""
+        self._forget_copies(block)
+        self._by_shuffle.get(block.shuffle_id, {}).pop(block.block_id, None)
+        del self.outputs[block.block_id]
+        self._removed(block)
+        stage = self.stages.get(block.stage_id)
+        if stage is not None:
+            stage.finished.discard(block.map_index)
+
+    # ---- forgetting what no decision needs again ------------------------------------------
+    # A long application (a notebook, a SQL server) runs thousands of jobs through one engine.
+    # What no decision can need again is dropped, so memory and the per-event cost stay those of
+    # the work in flight (bench/engine_long_app.py measures both).
+    def _retire(self) -> None:
+        """Drop the outputs of consumed shuffles, and their stages once nothing reads or runs them."""
+        for shuffle in sorted(self._retiring):
+            for key in self._by_shuffle.pop(shuffle, {}):
+                block = self.outputs.pop(key, None)
+                if block is not None:
+                    self._forget_copies(block)
+                    self._removed(block)
+            writer = self.writer_stage(shuffle)
+            for stage in [*self.reader_stages(shuffle), *([writer] if writer is not None else [])]:
+                self._retire_stage(stage)
+        self._retiring.clear()
+
     def _retire_stage(self, stage: StageView) -> None:
         """Forget a stage that is over: not running, its output and every input consumed.
 

@@ -323,19 +323,6 @@ class JobState(JobRecords):
             for holder in [*sorted(out.locations), *([REMOTE] if out.remote else [])]:
                 lineage.remove_location(e.shuffle_id, e.map_index, holder)
 
-    def _forget_copies(self, block: MapOutput) -> None:
-        for holder in [block.executor_id, *block.backups]:
-            self._held.get(holder, set()).discard(block.block_id)
-
-    def _drop_output(self, block: MapOutput) -> None:
-        self._forget_copies(block)
-        self._by_shuffle.get(block.shuffle_id, {}).pop(block.block_id, None)
-        del self.outputs[block.block_id]
-        self._removed(block)
-        stage = self.stages.get(block.stage_id)
-        if stage is not None:
-            stage.finished.discard(block.map_index)
-
     def _shuffle_consumed(self, e: ShuffleConsumed) -> None:
         """The readers of ``e.shuffle_id`` finished: it is consumed once no reader's output needs it.
 
@@ -373,23 +360,6 @@ class JobState(JobRecords):
             writer = self.writer_stage(shuffle)
             if writer is not None:
                 pending.extend(writer.parent_shuffle_ids)
-
-    # ---- retirement -------------------------------------------------------------------------
-    # A long application (a notebook, a SQL server) runs thousands of jobs through one engine.
-    # What no decision can need again is dropped, so memory and the per-event cost stay those of
-    # the work in flight (bench/engine_long_app.py measures both).
-    def _retire(self) -> None:
-        """Drop the outputs of consumed shuffles, and their stages once nothing reads or runs them."""
-        for shuffle in sorted(self._retiring):
-            for key in self._by_shuffle.pop(shuffle, {}):
-                block = self.outputs.pop(key, None)
-                if block is not None:
-                    self._forget_copies(block)
-                    self._removed(block)
-            writer = self.writer_stage(shuffle)
-            for stage in [*self.reader_stages(shuffle), *([writer] if writer is not None else [])]:
-                self._retire_stage(stage)
-        self._retiring.clear()
 
     def _job_ended(self, e: JobEnded) -> None:
         self.job_ended = True
