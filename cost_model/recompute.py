@@ -53,23 +53,22 @@ table changes.
 Past the grid's horizon ``Er`` is held at its horizon value (failure masses are still exact):
 choose a horizon that covers the consumption times ``T_max`` asked for.
 
-Staleness rule: the failure table :math:`F_e(g_i)` is taken at the ages of one instant
-(:attr:`Recompute.now_of_table`). It is rebuilt when executors come or go, and when
-:meth:`Recompute.advance` moves the clock by ``max_staleness`` seconds or more; in between, ages
-lag by less than ``max_staleness``; a refresh that leaves the grid values unchanged (a memoryless
-law) keeps every derived term. Output changes invalidate only the derived terms of their own
-shuffle (and the cached ``Er`` of shuffles below it, through version numbers).
+The failure table and when it is rebuilt: :mod:`cost_model.failure_clock`; a rebuild that
+leaves the grid values unchanged (a memoryless law) keeps every derived term. Output changes
+invalidate only the derived terms of their own shuffle (and the cached ``Er`` of shuffles below
+it, through version numbers).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
 
 from .ancestry import Ancestry, build_ancestry
 from .failure import TINY, FailureTable
+from .failure_clock import FailureClock
 from .lifetimes.base import FloatArray
 from .lineage import Lineage, Output, ShuffleState
 from .shuffle_terms import GivenFailure, ShuffleTerms, need_of
@@ -100,22 +99,10 @@ class Recompute:
     ) -> None:
         if not (isinstance(depth, int) and depth >= 0):
             raise ValueError(f"Recompute: 'depth' must be an integer >= 0, got {depth!r}")
-        if not (math.isfinite(max_staleness) and max_staleness > 0.0):
-            raise ValueError(f"Recompute: 'max_staleness' must be a finite number > 0 seconds, got {max_staleness!r}")
-        if not math.isfinite(now):
-            raise ValueError(f"Recompute: 'now' must be a finite time in seconds, got {now!r}")
         self.lineage = lineage
         self.grid = grid
         self.depth = depth
-        self.max_staleness = float(max_staleness)
-        self._now = float(now)
-        self._table: FailureTable | None = None
-        self._due: tuple[float, int] | None = None
-        """(clock, executors version) of a rebuild put off until the table is next read."""
-        self._table_executors = -1
-        self._occupants: dict[int, str] = {}
-        self._table_version = 0
-        """Bumped only when a grid value a memoised ``Er`` or per-shuffle term can have read changed."""
+        self.clock = FailureClock(lineage, grid, now, max_staleness)
         self._shared: dict[Hashable, tuple[tuple[int, int, int], ShuffleTerms]] = {}
         self._given: dict[tuple[Hashable, int | None], tuple[int, GivenFailure]] = {}
         self._given_stamp: tuple[int, int] | None = None
@@ -141,20 +128,10 @@ class Recompute:
 
         Returns whether it refreshed, so a caller can account for the (periodic) cost.
         """
-        if not math.isfinite(now):
-            raise ValueError(f"Recompute.advance: 'now' must be a finite time in seconds, got {now!r}")
-        self._now = float(now)
-        built = self._built_at()
-        if built is not None and self._now - built >= self.max_staleness:
+        if self.clock.move_to(now):
             self.refresh(eager)
             return True
         return False
-
-    def _built_at(self) -> float | None:
-        """The clock (s) of the table, or of its rebuild put off until the next read; None before the first."""
-        if self._due is not None:
-            return self._due[0]
-        return None if self._table is None else self._table.now
 
     def refresh(self, eager: bool = True) -> None:
         """Rebuild the failure table at the current clock and the per-shuffle products that read it.
@@ -165,59 +142,43 @@ class Recompute:
         each product when a decision first reads it (the same values), so a refresh on every
         event costs nothing until some decision needs it.
         """
-        if not eager:
-            self._due = (self._now, self.lineage.executors_version)
-            return
-        self._due = None
-        self._rebuild_table(self._now)
-        for sid in list(self.lineage.shuffle_ids()):
-            if self.lineage.is_read(sid):
-                self._shared_of(sid, self.lineage.shuffle(sid))
+        self.clock.rebuild(eager)
+        if eager:
+            for sid in list(self.lineage.shuffle_ids()):
+                if self.lineage.is_read(sid):
+                    self._shared_of(sid, self.lineage.shuffle(sid))
+
+    def build_pending(self, read_next: Iterable[Hashable] = ()) -> None:
+        """Build now, at the same clock, what the next decisions would otherwise build inside a task's decision.
+
+        That is the table, when executors came or went, and the per-shuffle products of the
+        shuffles some stage reads, plus those of ``read_next`` (the inputs of a stage just
+        submitted) and their ancestors. The values are the ones a decision would build; only the
+        moment they are paid for moves, to an executor's or a stage's event.
+        """
+        self.table  # noqa: B018 -- the read rebuilds it when executors came or went
+        lineage = self.lineage
+        wanted = [sid for sid in lineage.shuffle_ids() if lineage.is_read(sid)]
+        for parent in read_next:
+            if lineage.has_shuffle(parent):
+                wanted += (parent, *self._ancestry_of(parent).order)
+        for sid in dict.fromkeys(wanted):
+            if lineage.has_shuffle(sid):
+                self._shared_of(sid, lineage.shuffle(sid))
 
     @property
     def table(self) -> FailureTable:
-        """The current failure table (rebuilt lazily when executors changed or it went stale)."""
-        if self._due is not None:
-            # Executors that came or went since would have made the first read rebuild it at this clock.
-            at, executors = self._due
-            self._due = None
-            self._rebuild_table(at if executors == self.lineage.executors_version else self._now)
-        elif self._table is None or self._table_executors != self.lineage.executors_version:
-            self._rebuild_table(self._now)
-        assert self._table is not None
-        return self._table
+        """The current failure table (:attr:`FailureClock.table`)."""
+        return self.clock.table
 
-    def _rebuild_table(self, now: float) -> None:
-        """A failure table at clock ``now`` (s); derived terms are invalidated only as far as needed.
+    @property
+    def max_staleness(self) -> float:
+        """Seconds the clock may advance before the failure table is rebuilt."""
+        return self.clock.max_staleness
 
-        The per-shuffle products (:class:`ShuffleTerms`, one row per slot) are rebuilt whenever
-        the table's arrays differ. The memoised ``Er`` of (shuffle, X) reads the table only
-        through the grid values :math:`F_e(g_i)` of slots holding outputs of the ancestry --
-        including X's row, which enters only if X holds some (otherwise X's row is like any
-        empty one). Holdings are versioned per shuffle: an executor that leaves makes its
-        copies lost and one that gets an output changes its shuffle, both bump the versions in
-        the key. So ``Er`` stays valid when every executor still in its slot kept its grid
-        values bit for bit, whatever executors joined or left and whichever slots were reused.
-        Under a memoryless law (exponential) the grid values do not depend on the ages, so
-        periodic refreshes and executor churn keep every ``Er``.
-        """
-        old, old_occupants = self._table, self._occupants
-        table = FailureTable(self.lineage, self.grid.edges, now, previous=old)
-        occupants = {ex.slot: ex.executor_id for ex in self.lineage.executors()}
-        self._table, self._occupants = table, occupants
-        self._table_executors = self.lineage.executors_version
-        if old is not None and occupants == old_occupants and np.array_equal(old.cdf, table.cdf):
-            return  # the same arrays: every derived term stays valid
-        if old is None or not self._grid_values_kept(old, old_occupants, table, occupants):
-            self._table_version += 1
-
-    @staticmethod
-    def _grid_values_kept(
-        old: FailureTable, old_occupants: dict[int, str], new: FailureTable, occupants: dict[int, str]
-    ) -> bool:
-        """Every executor still in its slot since ``old`` has the same grid values in ``new``."""
-        kept = [slot for slot, executor_id in old_occupants.items() if occupants.get(slot) == executor_id]
-        return bool(np.array_equal(old.cdf[kept], new.cdf[kept]))
+    @max_staleness.setter
+    def max_staleness(self, seconds: float) -> None:
+        self.clock.max_staleness = seconds
 
     @property
     def now_of_table(self) -> float:
@@ -267,7 +228,7 @@ class Recompute:
         table = self.table  # first: rebuilding it (executors changed) bumps the table version
         lineage = self.lineage
         key = (shuffle_id, map_index, lineage.outputs_version, lineage.executors_version,
-               lineage.structure_version, self._table_version, id(table))
+               lineage.structure_version, self.clock.version, id(table))
         memo = self._er_memo
         if memo is not None and memo[0] == key:
             return memo[1]
@@ -327,13 +288,13 @@ class Recompute:
         table = self.table  # first: rebuilding it (executors changed) bumps the table version
         lineage = self.lineage
         # Nothing in the lineage changed since the entry was last checked: no need to list its versions.
-        stamp = (self._table_version, lineage.structure_version, lineage.outputs_version)
+        stamp = (self.clock.version, lineage.structure_version, lineage.outputs_version)
         cached = self._rest.get((shuffle_id, slot))
         if cached is not None and cached[2] == stamp:
             return cached[1]
         ancestry = self._ancestry_of(shuffle_id)
         states = [lineage.shuffle(s) for s in ancestry.order]
-        key = (self._table_version, lineage.structure_version, *(st.version for st in states))
+        key = (self.clock.version, lineage.structure_version, *(st.version for st in states))
         if cached is not None and cached[0] == key:
             self._rest[(shuffle_id, slot)] = (key, cached[1], stamp)
             return cached[1]
@@ -396,10 +357,10 @@ class Recompute:
 
         A shuffle's terms read the rows of the slots holding its outputs (and X's row only when
         X holds some), each weighted by what the slot holds, so, like ``Er``
-        (:meth:`_rebuild_table`), they stay valid while those rows keep their values; the arrays
+        (:meth:`FailureClock._rebuild_table`), they stay valid while those rows keep their values; the arrays
         they keep are as long as the table.
         """
-        return self._table_version, self.table.cdf.shape[0]
+        return self.clock.version, self.table.cdf.shape[0]
 
     def _ancestry_of(self, shuffle_id: Hashable) -> Ancestry:
         cached = self._ancestry.get(shuffle_id)

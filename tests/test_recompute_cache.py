@@ -244,3 +244,43 @@ def test_a_lazy_refresh_waits_for_a_read_and_prices_the_same(monkeypatch: pytest
                 if not (out.remote or out.consumed):
                     assert lazy.c_redo(sid, m, 300.0) == eager.c_redo(sid, m, 300.0)
         assert lazy.now_of_table == eager.now_of_table
+
+
+@pytest.mark.parametrize("model", [Exponential(mean=200.0), Weibull(shape=2.0, scale=300.0)], ids=["exponential", "weibull"])
+def test_work_built_before_a_decision_prices_the_same_and_leaves_the_decision_none(
+        model: LifetimeModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An executor's or a stage's event builds what the next decision would: the decision then
+    # builds no table and no per-shuffle terms, and prices as one that built them itself.
+    ahead_lineage, lazy_lineage = _three_stage_lineage(model), _three_stage_lineage(model)
+    ahead = Recompute(ahead_lineage, GRID, now=0.0, max_staleness=50.0)
+    lazy = Recompute(lazy_lineage, GRID, now=0.0, max_staleness=50.0)
+    for rc in (ahead, lazy):
+        rc.c_redo("c", 0, 300.0)
+    built: list[str] = []
+    table_init, terms_build = FailureTable.__init__, shuffle_terms.ShuffleTerms.build.__func__
+
+    def counting_table(self: FailureTable, *args: object, **kwargs: object) -> None:
+        built.append("table")
+        table_init(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    def counting_terms(cls: type, *args: object, **kwargs: object) -> object:
+        built.append("terms")
+        return terms_build(cls, *args, **kwargs)
+
+    monkeypatch.setattr(FailureTable, "__init__", counting_table)
+    monkeypatch.setattr(shuffle_terms.ShuffleTerms, "build", classmethod(counting_terms))
+    changes = [
+        lambda lineage: lineage.add_executor("j", model, started=3.0),
+        lambda lineage: lineage.add_location("b", 2, "j"),
+        lambda lineage: lineage.remove_executor("e1"),
+    ]
+    for change in changes:
+        for lineage in (ahead_lineage, lazy_lineage):
+            change(lineage)
+        ahead.build_pending(read_next=("b",))
+        expected = [(lazy.c_redo("c", m, 300.0), lazy.er("c", m)) for m in range(4)]
+        built.clear()
+        for m, (c_redo, er) in enumerate(expected):
+            assert ahead.c_redo("c", m, 300.0) == c_redo
+            np.testing.assert_array_equal(ahead.er("c", m), er)
+        assert built == []

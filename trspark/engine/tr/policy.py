@@ -189,6 +189,12 @@ class TRPolicy(NoticeRules, Replanning, Policy):
             out.append(released)
         if isinstance(event, (ExecutorAdded, ExecutorLost, ExecutorNotice, ExecutorRebalance, Tick)):
             self.splitter.refresh(state)
+        # Built here, not inside the next task's decision: the table after executors came or went,
+        # the terms of the shuffles a new stage reads.
+        if isinstance(event, (ExecutorAdded, ExecutorLost)):
+            self.costs.recompute.build_pending()
+        elif isinstance(event, StageSubmitted):
+            self.costs.recompute.build_pending(event.parent_shuffle_ids)
         if isinstance(event, (StageSubmitted, StageCompleted, ExecutorAdded, ExecutorLost, ExecutorNotice,
                               ExecutorRebalance)) or (
                 isinstance(event, TaskEnded) and (
