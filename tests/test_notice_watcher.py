@@ -106,6 +106,8 @@ def test_aws_answers(jvm: Jvm) -> None:
     assert notice.deadlineEpochMillis() == 1795309200000
     with_offset = endpoints.parseAws(200, '{"action": "terminate", "time": "2026-11-22T02:00:00+01:00"}')
     assert with_offset.deadlineEpochMillis() == 1795309200000
+    without_zone = endpoints.parseAws(200, '{"action": "terminate", "time": "2026-11-22T01:00:00"}')
+    assert without_zone.deadlineEpochMillis() == 1795309200000  # metadata times are UTC
     for status, body in [(200, '{"action": "terminate"}'), (200, "<html>"), (200, '{"time": "tomorrow"}'), (500, "")]:
         assert "Unusable" in endpoints.parseAws(status, body).toString()
 
@@ -160,6 +162,12 @@ def test_azure_answers(jvm: Jvm) -> None:
     assert "NoNotice" in endpoints.parseAzure(200, events(), "vm1", 0, 30000).toString()
     assert "400" in endpoints.parseAzure(400, '{"error":"Bad request"}', "vm1", 0, 30000).reason()
     assert "Unusable" in endpoints.parseAzure(200, '{"Events": 3}', "vm1", 0, 30000).toString()
+    # Resource names are case-insensitive.
+    assert endpoints.parseAzure(200, events(preempt), "VM1", 0, 30000).deadlineEpochMillis() == 1795309200000
+    # An unreadable NotBefore is still a notice, as early as it can be; it spoils no other event.
+    garbled = '{"EventType": "Terminate", "Resources": ["vm1"], "NotBefore": "soon"}'
+    assert endpoints.parseAzure(200, events(preempt, garbled), "vm1", 5000, 30000).deadlineEpochMillis() == 35000
+    assert endpoints.parseAzure(200, events(garbled, freeze), "vm1", 5000, 30000).deadlineEpochMillis() == 35000
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 package org.apache.spark.trspark
 
-import java.time.{Instant, OffsetDateTime, ZonedDateTime}
+import java.time.{Instant, LocalDateTime, OffsetDateTime, ZoneOffset, ZonedDateTime}
 import java.time.format.DateTimeFormatter
 import java.util.Locale
 
@@ -32,9 +32,9 @@ object PollResult {
  *    `FALSE` / `TRUE`. No time is given: deadline = the last `FALSE` poll's start + window
  *    (~30 s on GCP), the earliest the termination can come.
  *  - Azure `GET /metadata/scheduledevents?api-version=2020-07-01` with `Metadata: true`: JSON
- *    `Events`; a `Preempt` or `Terminate` event for this VM (or naming no VM) is a notice, due at
- *    its RFC-1123 `NotBefore` (empty `NotBefore` = already started: the last clear poll's start
- *    + window).
+ *    `Events`; a `Preempt` or `Terminate` event for this VM (or naming no VM; names compared
+ *    without case) is a notice, due at its RFC-1123 `NotBefore` (empty or unreadable `NotBefore`
+ *    = already started: the last clear poll's start + window).
  *
  * `postedAfterMs` is the earliest time a notice without a time can have been posted: the
  * watcher passes the start of its last poll that saw none, or one window before this poll if later.
@@ -143,22 +143,24 @@ object NoticeEndpoints {
         case Some(node) =>
           val deadlines = node.path("Events").elements().asScala.filter { event =>
             val resources = event.path("Resources").elements().asScala.map(_.asText()).toSeq
+            // Azure resource names are case-insensitive.
             AzureNoticeTypes.contains(event.path("EventType").asText()) &&
-              (vmName.isEmpty || resources.isEmpty || resources.contains(vmName))
+              (vmName.isEmpty || resources.isEmpty || resources.exists(_.equalsIgnoreCase(vmName)))
           }.map { event =>
-            val notBefore = event.path("NotBefore").asText("").trim
-            if (notBefore.isEmpty) Some(postedAfterMs + windowMs) else parseRfc1123(notBefore)
+            // An event whose NotBefore is empty or unreadable is still a notice: it counts as
+            // already started, the earliest it can be (a needless backup beats a missed notice).
+            parseRfc1123(event.path("NotBefore").asText("").trim).getOrElse(postedAfterMs + windowMs)
           }.toSeq
-          if (deadlines.contains(None)) PollResult.Unusable("Azure event NotBefore is not an RFC-1123 time")
-          else if (deadlines.isEmpty) PollResult.NoNotice
-          else PollResult.Notice(deadlines.flatten.min)
+          if (deadlines.isEmpty) PollResult.NoNotice else PollResult.Notice(deadlines.min)
       }
     case 400 => PollResult.Unusable("Azure metadata refused the request (400: Metadata: true header not accepted)")
     case other => PollResult.Unusable(s"Azure metadata answered HTTP $other")
   }
 
+  /** An ISO-8601 time; one without a zone is UTC, as every AWS metadata time is. */
   def parseIso(text: String): Option[Long] =
-    Try(OffsetDateTime.parse(text).toInstant.toEpochMilli).orElse(Try(Instant.parse(text).toEpochMilli)).toOption
+    Try(OffsetDateTime.parse(text).toInstant.toEpochMilli).orElse(Try(Instant.parse(text).toEpochMilli))
+      .orElse(Try(LocalDateTime.parse(text).toInstant(ZoneOffset.UTC).toEpochMilli)).toOption
 
   def parseRfc1123(text: String): Option[Long] =
     Try(ZonedDateTime.parse(text, DateTimeFormatter.RFC_1123_DATE_TIME).toInstant.toEpochMilli).toOption
