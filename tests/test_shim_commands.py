@@ -287,6 +287,8 @@ def test_a_drain_counts_once_the_scheduler_holds_it_and_not_when_ignored(cluster
     try:
         command(cluster, "SchedulingHints", drain=[victim])
         assert cluster.stat("executors_drained") == drained + 1
+        command(cluster, "SchedulingHints", drain=[victim, "no-such-executor"])  # an id Spark does not list
+        assert cluster.stat("executors_drained") == drained + 1
     finally:
         command(cluster, "SchedulingHints", drain=[])  # the executor takes tasks again
 

@@ -221,7 +221,7 @@ trait EngineCommands extends OutputLoss {
       try {
         val hints = SchedulingHints.fromJson(node)
         hooked.setHints(hints)
-        obs.drainsApplied(hints.drain)
+        obs.drainsApplied(hints.drain.filter(stillActive)) // an id Spark no longer lists drains nothing
         sc.schedulerBackend.reviveOffers() // re-offer tasks the old hints held back
       } catch { case NonFatal(e) => logWarning(s"trspark: SchedulingHints ignored, previous kept: ${e.getMessage}") }
     case _ => // a master without the hook: hints have no effect (docs/deploy.md)
