@@ -144,9 +144,7 @@ class Recompute:
         """
         self.clock.rebuild(eager)
         if eager:
-            for sid in list(self.lineage.shuffle_ids()):
-                if self.lineage.is_read(sid):
-                    self._shared_of(sid, self.lineage.shuffle(sid))
+            self.build_pending()
 
     def build_pending(self, read_next: Iterable[Hashable] = ()) -> None:
         """Build now, at the same clock, what the next decisions would otherwise build inside a task's decision.
