@@ -303,6 +303,32 @@ class BackupCosts:
         peer_cdf = windows.column(table, t_max)[priced.peers.slots[positions]]
         return float(np.minimum.reduce(priced.peer_loss[positions] - drop * peer_cdf))
 
+    def slower_copy_floor(self, priced: PeerPrices) -> BackupCost:
+        """``priced.base`` with :math:`C_{B1}` and :math:`C_R` at most those of every slower copy (:math:`BT' > BT`).
+
+        Within the horizon both discrete sums are non-decreasing in :math:`BT`, so these are
+        ``priced.base``'s: the window :math:`[0, BT']` keeps the full cells of :math:`[0, BT]`, its
+        last cell :math:`[g_k, BT]` grows (more mass: table rows accumulate masses :math:`\\ge 0`;
+        a later midpoint; a higher mean of ``Er`` at its ends) and the cells added hold terms
+        :math:`\\ge 0`. ``Er`` is non-decreasing in :math:`t`: :math:`C_k` plus sums of products
+        of non-negative, non-decreasing functions of the :math:`F_e` (:math:`F_e`, :math:`P_L`,
+        these with X's factor 1, and the need :math:`1 - \\prod (1 - \\nu_c P_g)` by induction over
+        the readers); in floating point it can drop by an ulp, far inside the callers' margins.
+        Past the horizon the cells are laid out per window end (:meth:`TimeGrid.edges_to`) and a
+        slower copy's midpoint sum there can be lower: :math:`C_{B1}` is then the grid's cells
+        plus :math:`H (F_X(BT) - F_X(H))` (every cell past :math:`H` has its midpoint
+        :math:`\\ge H`; together they hold :math:`F_X(BT') - F_X(H)`). :math:`C_R` is kept: ``Er``
+        is constant past :math:`H`, so its cells there sum to
+        :math:`Er(H) (F_X(\\min(BT', T)) - F_X(H))` whatever they are.
+        """
+        base, horizon = priced.base, self.recompute.grid.horizon
+        if base.seconds <= horizon:
+            return base
+        edges, row = self.recompute.grid.edges, self.recompute.table.cdf[priced.block.slot]
+        inside = float((row[1:] - row[:-1]) @ (0.5 * (edges[:-1] + edges[1:])))
+        b1 = inside + horizon * max(priced.f_x[0] - float(row[-1]), 0.0)
+        return BackupCost(base.target, base.seconds, b1, base.redo, base.b2)
+
     def peer_option(
         self, shuffle_id: Hashable, map_index: int, t_max: float, slots: NDArray[np.int64], bandwidth: float | None = None,
     ) -> PeerOption:

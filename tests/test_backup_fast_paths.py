@@ -7,8 +7,8 @@ import pytest
 from engine_world import MB, add_executors, feed, map_stage, run_task
 
 from cost_model.backup import BackupCosts
-from cost_model.lifetimes import Exponential, LifetimeModel, Weibull
-from cost_model.lineage import Lineage
+from cost_model.lifetimes import Deterministic, Empirical, Exponential, LifetimeModel, Notice, Stable, Weibull
+from cost_model.lineage import REMOTE, Lineage
 from cost_model.recompute import Recompute
 from cost_model.timegrid import TimeGrid
 from cost_model.windows import Windows
@@ -191,13 +191,19 @@ def test_the_floor_of_a_slower_copys_peer_loss_is_below_its_price(model: Lifetim
     assert pruning > 30
 
 
+LONG_LIVED = (("ondemand", "stable"), ("spot", "exponential:mean=40"), ("old", "weibull:shape=0.7,scale=60"))
+# Means of a few seconds: a grid horizon of 35 s, which copies of 34 s latency and more cross.
+SHORT_LIVED = (("ondemand", "stable"), ("spot", "exponential:mean=3"), ("steps", "empirical:durations=1;2;2;9;30"))
+
+
+@pytest.mark.parametrize(("pools", "latency"), [(LONG_LIVED, 0.05), (SHORT_LIVED, 0.05), (SHORT_LIVED, 34.0)])
 @pytest.mark.parametrize("seed", range(4))
-def test_pruned_loaded_peer_groups_give_the_choice_of_pricing_every_group(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pruned_loaded_peer_groups_give_the_choice_of_pricing_every_group(
+        seed: int, pools: tuple[tuple[str, str], ...], latency: float, monkeypatch: pytest.MonkeyPatch) -> None:
     # Random loads on peers of several laws: best_local with its bounds equals pricing every group in full.
     rng = np.random.default_rng(seed)
-    pools = (("ondemand", "stable"), ("spot", "exponential:mean=40"), ("old", "weibull:shape=0.7,scale=60"))
-    config = TRConfig(lifetime="exponential:mean=40", pool_lifetimes=pools, knowledge="notices", duplication=False,
-                      scheduling=False)
+    config = TRConfig(lifetime=pools[1][1], pool_lifetimes=pools, knowledge="notices", duplication=False,
+                      scheduling=False, backup_latency=latency)
     policy = make_policy("tr", config)
     names = [f"x{n}" for n in range(9)]
     events: list[Event] = [ExecutorAdded(time=0.0, executor_id=name, cores=2, pool=pools[n % 3][0])
@@ -218,3 +224,102 @@ def test_pruned_loaded_peer_groups_give_the_choice_of_pricing_every_group(seed: 
     monkeypatch.setattr(type(estimator), "_cannot_win", lambda *args: False)
     full = [estimator.best_local(b, state, t_max, weight, loads, gone) for b, t_max, weight, loads, gone in cases]
     assert quick == full
+
+
+def _random_lineage(rng: np.random.Generator) -> Lineage:
+    """Up to eight executors of assorted laws, up to four shuffles reading earlier ones, some copies, backups, losses."""
+    laws: list[LifetimeModel] = [
+        Exponential(mean=float(rng.uniform(5.0, 500.0))), Weibull(shape=float(rng.uniform(0.4, 3.0)), scale=float(rng.uniform(10.0, 400.0))),
+        Stable(), Deterministic(float(rng.uniform(1.0, 300.0))), Notice(Exponential(mean=100.0), float(rng.uniform(5.0, 200.0))),
+        Empirical([1.0, 2.0, 2.0, float(rng.uniform(5.0, 90.0))]),
+    ]
+    lineage = Lineage()
+    names = [f"e{n}" for n in range(int(rng.integers(2, 9)))]
+    for name in names:
+        lineage.add_executor(name, laws[int(rng.integers(len(laws)))], started=-float(rng.uniform(0.0, 100.0)))
+    for shuffle in range(int(rng.integers(1, 5))):
+        parents = [p for p in range(shuffle) if rng.random() < 0.6]
+        for index in range(int(rng.integers(1, 6))):
+            lineage.add_output(shuffle, index, names[int(rng.integers(len(names)))], float(rng.uniform(0.1, 20.0)),
+                               float(rng.uniform(1e6, 2e9)), parents=parents)
+            draw = rng.random()
+            if draw < 0.3:
+                for _ in range(int(rng.integers(1, 3))):
+                    lineage.add_location(shuffle, index, names[int(rng.integers(len(names)))])
+            elif draw < 0.35:
+                lineage.add_location(shuffle, index, REMOTE)
+            elif draw < 0.4:
+                lineage.mark_consumed(shuffle, index)
+    if rng.random() < 0.3 and len(names) > 2:
+        lineage.remove_executor(names[-1])  # its outputs are lost or left on their copies
+    return lineage
+
+
+def test_er_is_non_decreasing_in_time() -> None:
+    # Every term of Er is a sum of products of non-negative, non-decreasing functions of the F_e:
+    # in floating point it may drop by about an ulp, never more.
+    rng = np.random.default_rng(5)
+    checked = 0
+    for _ in range(300):
+        lineage = _random_lineage(rng)
+        grid = TimeGrid.geometric(float(rng.uniform(50.0, 2000.0)), int(rng.integers(8, 80)), first=0.05)
+        recompute = Recompute(lineage, grid, depth=int(rng.integers(0, 6)), now=float(rng.uniform(0.0, 50.0)))
+        for shuffle in lineage.shuffle_ids():
+            for index in lineage.shuffle(shuffle).outputs:
+                er = recompute.er(shuffle, index)
+                assert np.all(np.diff(er) >= -1e-14 * er[1:])
+                checked += 1
+    assert checked > 1500
+
+
+def test_a_slower_copy_costs_at_least_the_floor_of_its_copy_terms() -> None:
+    # C_B1 and C_R of a copy at a lower bandwidth are at least slower_copy_floor's: the full-bandwidth
+    # copy's own within the horizon; past it, C_B1's floor (the cells past it depend on BT).
+    rng = np.random.default_rng(23)
+    past_horizon = lower_b1 = 0
+    for _ in range(300):
+        lineage = _random_lineage(rng)
+        grid = TimeGrid.geometric(float(rng.uniform(20.0, 400.0)), int(rng.integers(8, 80)), first=0.05)
+        costs = BackupCosts(Recompute(lineage, grid, depth=3, now=float(rng.uniform(0.0, 50.0))), 4e8, 1e8, 1e12,
+                            latency=float(rng.choice([0.0, 0.05, 30.0, 300.0])))
+        for shuffle in lineage.shuffle_ids():
+            for index, out in lineage.shuffle(shuffle).outputs.items():
+                if not out.locations or out.remote or out.consumed:
+                    continue
+                t_max = float(rng.choice([rng.uniform(0.0, 5.0), rng.uniform(0.0, 100.0), rng.uniform(0.0, 1000.0)]))
+                priced = costs.every_peer(shuffle, index, t_max)
+                if priced is None:
+                    continue
+                floor = costs.slower_copy_floor(priced)
+                assert floor is priced.base or priced.base.seconds > grid.horizon
+                past_horizon += floor is not priced.base
+                for load in (1, 2, 5, 40):
+                    slower = costs.peer_option(shuffle, index, t_max, priced.peers.slots[:1], 4e8 / (load + 1)).terms()
+                    assert slower.b1 >= floor.b1 * (1.0 - 1e-12)
+                    assert slower.redo >= floor.redo * (1.0 - 1e-12)
+                    lower_b1 += slower.b1 < priced.base.b1 * (1.0 - 1e-9)
+    assert past_horizon > 50
+    assert lower_b1 > 0  # the full-bandwidth copy's own C_B1 is no floor past the horizon
+
+
+def test_a_slower_copy_with_a_lower_c_b1_past_the_horizon_is_not_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    # X dies at 2 s (90 %) or at 100 s, past the 47 s horizon; copies take 103.5 s plus 9.5 s per
+    # copy sharing the peer. Past the horizon the cells are laid out per BT, and the mass at 100 s
+    # falls in cells whose midpoints give C_B1 = 12.37, 11.85, 11.43 s at loads 0, 1, 2: the slower
+    # copy to c is the cheapest. A bound from the full-bandwidth C_B1 would leave c out.
+    config = TRConfig(lifetime="empirical:durations=2;2;2;2;2;2;2;2;2;100", duplication=False, scheduling=False,
+                      backup_latency=103.5, local_bandwidth=100 * MB / 9.5)
+    policy = make_policy("tr", config)
+    events = [*add_executors("abcdef", cores=2), map_stage(0, 1, 0),
+              *run_task(0, 0, "a", start=0.0, seconds=4.0, write=100 * MB, shuffle_id=0),
+              StageCompleted(time=6.0, stage_id=0), map_stage(1, 1, None, time=6.0, parents=[0], parent_shuffles=[0])]
+    feed(policy, events)
+    estimator, state = policy.costs, policy.state
+    block, loads = state.outputs[(0, 0)], {"b": 1, "c": 2}
+    priced = estimator.backup.every_peer(0, 0, 1.0)
+    assert priced is not None and priced.base.seconds > estimator.grid.horizon
+    slower = [estimator.backup.peer_option(0, 0, 1.0, priced.peers.slots[:1], config.local_bandwidth / n).terms() for n in (2, 3)]
+    assert priced.base.b1 > slower[0].b1 > slower[1].b1
+    quick = estimator.best_local(block, state, 1.0, 1.0, loads)
+    monkeypatch.setattr(type(estimator), "_cannot_win", lambda *args: False)
+    assert quick == estimator.best_local(block, state, 1.0, 1.0, loads) == (slower[1].b1, "c")

@@ -193,6 +193,7 @@ class CostEstimator:
         # Within the grid a peer's C_P is its own row's: the unloaded group is a subset of the peers priced above.
         reuse = t_max <= self.grid.horizon
         size = self.lineage.output(sid, idx).size
+        floor = self.backup.slower_copy_floor(priced)
         out: tuple[float, str | None] = (math.inf, None)
         # An excluded peer is left out of every group, as a holder is.
         for load, positions in _load_groups(peers, [*block.holders(), *exclude], loads):
@@ -200,46 +201,47 @@ class CostEstimator:
             if load == 0 and reuse:
                 terms, losses = base, peer_loss[positions]
                 best = int(losses.argmin())
-            elif load and self._loaded_cannot_win(priced, positions, life, self.backup.copy_seconds(size, bandwidth), weight, out[0]):
+            elif load and self._loaded_cannot_win(priced, floor, positions, life, self.backup.copy_seconds(size, bandwidth), weight,
+                                                  out[0]):
                 continue
             else:
                 option = self.backup.peer_option(sid, idx, t_max, peers.slots[positions], bandwidth)
                 losses = option.peer_loss
                 best = int(losses.argmin())
-                if load and self._cannot_win(life, option.seconds, base, weight, out[0], float(losses[best])):
+                if load and self._cannot_win(life, option.seconds, floor, weight, out[0], float(losses[best])):
                     continue
                 terms = option.terms()
             if (cost := self._c_bl(life, terms, float(losses[best]), weight)) < out[0]:
                 out = (cost, peers.executors[int(positions[best])].executor_id)
         return out
 
-    def _loaded_cannot_win(self, priced: PeerPrices, positions: NDArray[np.int64], life: Life, seconds: float,
-                           weight: float, best: float) -> bool:
+    def _loaded_cannot_win(self, priced: PeerPrices, floor: BackupCost, positions: NDArray[np.int64], life: Life,
+                           seconds: float, weight: float, best: float) -> bool:
         """:meth:`_cannot_win` for the peers at ``positions`` copying in ``seconds``, before they are priced.
 
         First with :math:`C_P \\ge 0`, then with the floor of their :math:`C_P` at the slower copy
         from their prices at full bandwidth (:meth:`BackupCosts.slower_peer_loss_floor`).
         """
-        base = priced.base
-        if self._cannot_win(life, seconds, base, weight, best):
+        if self._cannot_win(life, seconds, floor, weight, best):
             return True
-        floor = self.backup.slower_peer_loss_floor(priced, positions, seconds)
-        return floor > 0.0 and self._cannot_win(life, seconds, base, weight, best, floor)
+        peer_floor = self.backup.slower_peer_loss_floor(priced, positions, seconds)
+        return peer_floor > 0.0 and self._cannot_win(life, seconds, floor, weight, best, peer_floor)
 
-    def _cannot_win(self, life: Life, seconds: float, base: BackupCost, weight: float, best: float,
+    def _cannot_win(self, life: Life, seconds: float, floor: BackupCost, weight: float, best: float,
                     peer_loss: float | None = None) -> bool:
         """Whether every peer receiving copies that make this one last ``seconds`` costs at least ``best`` (s).
 
-        A slower copy (longer ``BT``) has ``C_B1`` and ``C_R`` at least those of the copy at full
-        bandwidth (``base``: more of X's failure mass falls inside the copy) and ``C_P >= 0``,
-        so ``C_BL >= C_B1(base) + w C_R(base) + C_B2(BT)``; with ``peer_loss``, the lowest ``C_P``
-        of these peers at this ``BT``, ``C_BL >= C_B1(base) + w (C_R(base) + C_P) + C_B2(BT)``.
+        A slower copy (longer ``BT``) has ``C_B1`` and ``C_R`` at least ``floor``'s
+        (:meth:`BackupCosts.slower_copy_floor`: those of the copy at full bandwidth within the
+        grid's horizon, where both discrete sums are non-decreasing in ``BT``) and ``C_P >= 0``,
+        so ``C_BL >= C_B1(floor) + w C_R(floor) + C_B2(BT)``; with ``peer_loss``, the lowest ``C_P``
+        of these peers at this ``BT``, ``C_BL >= C_B1(floor) + w (C_R(floor) + C_P) + C_B2(BT)``.
         The relative margin covers rounding.
         """
         if peer_loss is None:
-            bound = base.b1 + weight * base.redo + self._life_b2(life, seconds)
+            bound = floor.b1 + weight * floor.redo + self._life_b2(life, seconds)
         else:
-            bound = base.b1 + weight * (base.redo + peer_loss) + self._life_b2(life, seconds)
+            bound = floor.b1 + weight * (floor.redo + peer_loss) + self._life_b2(life, seconds)
         return bound - best > 1e-9 * abs(best)
 
     def _c_bl(self, life: Life, terms: BackupCost, peer_loss: float, weight: float) -> float:
