@@ -44,115 +44,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
+from .backup_options import BackupCost, PeerOption, PeerPrices, PricedBlock, RemoteOption, with_peer
 from .lifetimes.base import FloatArray
-from .lineage import REMOTE
-from .peer_sets import Peers, PeerSets
+from .peer_sets import PeerSets
 from .recompute import Recompute
 
-
-@dataclass(frozen=True, slots=True)
-class BackupCost:
-    """Expected cost (s) of one backup option; ``total`` is what TR-Checkpointing compares."""
-
-    target: str
-    """``"remote"`` or the peer executor id."""
-    seconds: float
-    """:math:`BT`: copy time in seconds."""
-    b1: float
-    """:math:`C_{B1}` (s)."""
-    redo: float
-    """:math:`C_R` (s)."""
-    b2: float
-    """:math:`C_{B2}` (s)."""
-    peer_loss: float = 0.0
-    """:math:`C_P(Y)` (s); 0 for remote."""
-
-    @property
-    def total(self) -> float:
-        """:math:`C_B = C_{B1} + C_R + C_{B2} + C_P` in seconds."""
-        return self.b1 + self.redo + self.b2 + self.peer_loss
-
-
-@dataclass(frozen=True, slots=True)
-class PeerPrices:
-    """Every peer that could receive a copy of one block, priced at one bandwidth (:meth:`BackupCosts.every_peer`)."""
-
-    peers: Peers
-    """Live executors not holding the block."""
-    base: BackupCost
-    """:math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}` (s), the same for every peer; target ``"peer"``."""
-    peer_loss: FloatArray
-    """:math:`C_P(Y)` (s) per peer."""
-    block: _Block
-    """The block priced, with :math:`BT` and :math:`T`."""
-    f_x: tuple[float, float]
-    """:math:`F_X(BT)`, :math:`F_X(T)` as the prices used them."""
-    er: FloatArray
-    """:math:`Er(t, k)` on the grid edges (s), as the prices used it."""
-
-
-class RemoteOption:
-    """The copy of one block to remote storage (:meth:`BackupCosts.remote_option`), read before anything changes.
-
-    :attr:`floor` is a lower bound of the option's ``total`` from the two values of X's
-    failure law already evaluated; :meth:`cost` adds the two windows and the ``Er``
-    interpolation, which a caller can skip when the bound already rules the option out.
-    """
-
-    __slots__ = ("_costs", "_block", "_f_bt", "_f_t")
-
-    def __init__(self, costs: BackupCosts, block: _Block, f_bt: float, f_t: float) -> None:
-        self._costs, self._block, self._f_bt, self._f_t = costs, block, f_bt, f_t
-
-    @property
-    def floor(self) -> float:
-        """:math:`C_{B2}` alone (s), as :meth:`cost` computes it.
-
-        :math:`C_{B1}` and :math:`C_R` are sums of failure masses times non-negative times, so
-        only rounding (~1e-16 relative) can take them below 0.
-        """
-        return _copy_after(self._block.seconds, self._f_bt, self._f_t)
-
-    def cost(self) -> BackupCost:
-        """:math:`C_{BR}` (s): :math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}` of the copy."""
-        block = self._block
-        er = self._costs.recompute.er(block.shuffle_id, block.map_index)
-        return self._costs._source_terms(block, self._f_bt, self._f_t, er, REMOTE)
-
-
-class PeerOption:
-    """Copies of one block to some peers at one bandwidth (:meth:`BackupCosts.peer_option`), read before anything changes.
-
-    :attr:`peer_loss` holds :math:`C_P(Y)` (s) per peer; :meth:`terms` adds the terms the same
-    for every peer, which a caller can skip when a bound already rules every peer out.
-    """
-
-    __slots__ = ("_costs", "block", "f_x", "er", "peer_loss")
-
-    def __init__(self, costs: BackupCosts, block: _Block, f_bt: float, f_t: float, er: FloatArray, peer_loss: FloatArray) -> None:
-        self._costs = costs
-        self.block = block
-        """The block priced, with :math:`BT` and :math:`T`."""
-        self.f_x = (f_bt, f_t)
-        """:math:`F_X(BT)`, :math:`F_X(T)` as the prices used them."""
-        self.er = er
-        """:math:`Er(t, k)` on the grid edges (s), as the prices used it."""
-        self.peer_loss = peer_loss
-
-    @property
-    def seconds(self) -> float:
-        """:math:`BT` (s) of the copy."""
-        return self.block.seconds
-
-    def terms(self) -> BackupCost:
-        """:math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}` (s) of the copy, target ``"peer"``."""
-        return self._costs._source_terms(self.block, *self.f_x, self.er, "peer")
+__all__ = ["BackupCost", "BackupCosts", "PeerOption", "PeerPrices", "RemoteOption", "shared_remote_bandwidth", "with_peer"]
 
 
 def shared_remote_bandwidth(per_executor: float, total_cap: float, concurrent: int) -> float:
@@ -219,7 +120,7 @@ class BackupCosts:
     def remote_option(self, shuffle_id: Hashable, map_index: int, t_max: float, concurrent: int = 0) -> RemoteOption:
         """The copy to remote storage, its :math:`F_X(BT)` and :math:`F_X(T)` evaluated and the rest left to :meth:`RemoteOption.cost`."""
         bandwidth = shared_remote_bandwidth(self.remote_bandwidth, self.remote_cap, concurrent)
-        return RemoteOption(self, *self._block_and_ends(shuffle_id, map_index, t_max, bandwidth))
+        return RemoteOption(self.recompute, *self._block_and_ends(shuffle_id, map_index, t_max, bandwidth))
 
     def local(self, shuffle_id: Hashable, map_index: int, t_max: float, peers: Sequence[str]) -> list[BackupCost]:
         """:math:`C_{BL}(Y)` for each peer ``Y`` in ``peers`` (live executors other than the block's)."""
@@ -340,10 +241,10 @@ class BackupCosts:
         rate = self.local_bandwidth if bandwidth is None else _check_bandwidth("bandwidth", bandwidth)
         block, f_bt, f_t = self._block_and_ends(shuffle_id, map_index, t_max, rate)
         er = self.recompute.er(shuffle_id, map_index)
-        return PeerOption(self, block, f_bt, f_t, er, self._peer_loss(block, np.asarray(slots, dtype=np.int64), f_bt, f_t, er))
+        return PeerOption(self.recompute, block, f_bt, f_t, er, self._peer_loss(block, np.asarray(slots, dtype=np.int64), f_bt, f_t, er))
 
     # ---- terms -----------------------------------------------------------------------------
-    def _block(self, shuffle_id: Hashable, map_index: int, t_max: float, bandwidth: float) -> _Block:
+    def _block(self, shuffle_id: Hashable, map_index: int, t_max: float, bandwidth: float) -> PricedBlock:
         rc = self.recompute
         if not (math.isfinite(t_max) and t_max >= 0.0):
             raise ValueError(f"backup cost: 't_max' must be a finite number >= 0 seconds, got {t_max!r}")
@@ -354,9 +255,9 @@ class BackupCosts:
         failing = rc.failing_executor(out)
         if failing is None:
             raise ValueError(f"backup cost: map output {(shuffle_id, map_index)!r} has no live copy to back up")
-        return _Block(shuffle_id, map_index, t_max, seconds, rc.lineage.executor(failing).slot)
+        return PricedBlock(shuffle_id, map_index, t_max, seconds, rc.lineage.executor(failing).slot)
 
-    def _block_and_ends(self, shuffle_id: Hashable, map_index: int, t_max: float, bandwidth: float) -> tuple[_Block, float, float]:
+    def _block_and_ends(self, shuffle_id: Hashable, map_index: int, t_max: float, bandwidth: float) -> tuple[PricedBlock, float, float]:
         """The block copied at ``bandwidth`` (bytes/s) and :math:`F_X(BT)`, :math:`F_X(T)` of its executor X."""
         block = self._block(shuffle_id, map_index, t_max, bandwidth)
         f_bt, f_t = self.recompute.table.cdf_at_slot(np.array([block.seconds, t_max]), block.slot).tolist()
@@ -365,29 +266,13 @@ class BackupCosts:
     def _local_costs(
         self, shuffle_id: Hashable, map_index: int, t_max: float, peer_slots: Sequence[int] | NDArray[np.int64],
         bandwidth: float | None = None,
-    ) -> tuple[BackupCost, FloatArray, _Block, tuple[float, float], FloatArray]:
+    ) -> tuple[BackupCost, FloatArray, PricedBlock, tuple[float, float], FloatArray]:
         """The peer-independent terms, :math:`C_P(Y)` per peer slot, copying at ``bandwidth`` (bytes/s), and what they read (:class:`PeerPrices`)."""
         option = self.peer_option(shuffle_id, map_index, t_max, np.asarray(peer_slots, dtype=np.int64), bandwidth)
         return option.terms(), option.peer_loss, option.block, option.f_x, option.er
 
-    def _source_terms(self, block: _Block, f_bt: float, f_t: float, er: FloatArray, target: str) -> BackupCost:
-        """:math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}`; :math:`F_X(BT) =` ``f_bt``, :math:`F_X(T) =` ``f_t``, ``er`` on the grid."""
-        rc = self.recompute
-        seconds, t_max, slot = block.seconds, block.t_max, block.slot
-        table, windows = rc.table, rc.windows
-        # C_B1 and C_R share the window [0, BT] (C_R stops at T).
-        edges, cdf = windows.row(table, slot, 0.0, seconds, 0.0, f_bt)
-        probs = cdf[1:] - cdf[:-1]
-        b1 = float(probs @ (0.5 * (edges[:-1] + edges[1:])))
-        if seconds > t_max:
-            edges, cdf = windows.row(table, slot, 0.0, t_max, 0.0, f_t)
-            probs = cdf[1:] - cdf[:-1]
-        er_at = np.interp(edges, rc.grid.edges, er)
-        redo = float(probs @ (0.5 * (er_at[:-1] + er_at[1:])))
-        return BackupCost(target, seconds, b1, redo, _copy_after(seconds, f_bt, f_t))
-
-    def _peer_loss(self, block: _Block, peer_slots: NDArray[np.int64], f_bt: float, f_t: float, er: FloatArray) -> FloatArray:
-        """:math:`C_P(Y)` (s) for the peers in ``peer_slots``, see the module docstring; X's ends and ``er`` as for :meth:`_source_terms`.
+    def _peer_loss(self, block: PricedBlock, peer_slots: NDArray[np.int64], f_bt: float, f_t: float, er: FloatArray) -> FloatArray:
+        """:math:`C_P(Y)` (s) for the peers in ``peer_slots``, see the module docstring; X's ends and ``er`` as for :func:`~cost_model.backup_options.source_terms`.
 
         The double sum is linear in :math:`F_Y` at the window edges,
 
@@ -435,26 +320,6 @@ class BackupCosts:
             every += ends_part
         every += windows.column(table, t_max) * high_sum
         return every[peer_slots]
-
-
-class _Block(NamedTuple):
-    """The block being priced: its key, :math:`T_{max}`, :math:`BT` (s) and the slot of X."""
-
-    shuffle_id: Hashable
-    map_index: int
-    t_max: float
-    seconds: float
-    slot: int
-
-
-def _copy_after(seconds: float, f_bt: float, f_t: float) -> float:
-    """:math:`C_{B2} = BT \\cdot P(BT < T_X \\le T) = BT \\cdot \\max(F_X(T) - F_X(BT), 0)` (s)."""
-    return seconds * max(f_t - f_bt, 0.0)
-
-
-def with_peer(base: BackupCost, peer: str, peer_loss: float) -> BackupCost:
-    """``base`` (the peer-independent terms) as the option of copying to ``peer``, whose ``C_P`` is ``peer_loss`` (s)."""
-    return BackupCost(peer, base.seconds, base.b1, base.redo, base.b2, peer_loss)
 
 
 def _check_bandwidth(name: str, value: float) -> float:

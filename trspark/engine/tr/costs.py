@@ -31,7 +31,8 @@ from collections.abc import Collection, Mapping, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from cost_model.backup import BackupCost, BackupCosts, PeerPrices
+from cost_model.backup import BackupCosts
+from cost_model.backup_options import BackupCost, PeerPrices
 from cost_model.lifetimes.base import LifetimeModel
 from cost_model.lineage import Lineage
 from cost_model.peer_sets import Peers
