@@ -74,11 +74,7 @@ from trspark.engine.tr.notices import NoticeRules
 from trspark.engine.tr.rebalance import RebalanceKnowledge
 from trspark.engine.tr.replan import Replanning
 from trspark.engine.tr.safety_belt import SafetyBeltMonitor
-from trspark.engine.tr.scheduling import (
-    GammaLimits,
-    build_limits,
-    limits_changed,
-)
+from trspark.engine.tr.scheduling import GammaLimits, build_limits, limits_changed
 from trspark.engine.tr.sizing import SizeAdvisor
 from trspark.engine.tr.stall import stall_width
 from trspark.engine.views import BlockId, MapOutput
@@ -146,47 +142,60 @@ class TRPolicy(NoticeRules, Replanning, Policy):
 
     # ---- the event loop ---------------------------------------------------------------------
     def handle(self, event: Event) -> Sequence[Command]:
+        """Fold ``event`` into the state and the cost model's clock, then answer: first what the
+        event itself asks for, then the steps any event may call for, in that order."""
         state = self.state
         state.apply(event)
         if self._copy_totals:  # an event at the same instant may have added or saved an output
             self._copy_totals.clear()
         self.costs.advance(state.now, tick=isinstance(event, Tick), forgotten=state.consumed_now,
                            deadlines_pending=bool(state.with_deadline))
-        out: list[Command] = []
+        return self._on_event(event) + self._after_event(event)
+
+    def _on_event(self, event: Event) -> list[Command]:
+        """What ``event`` itself asks for."""
+        state = self.state
         if isinstance(event, TaskEnded):
-            out += self._on_task_ended(event)
-        elif isinstance(event, BlockBackedUp):
+            return self._on_task_ended(event)
+        if isinstance(event, BlockBackedUp):
             self.stack.finished((event.shuffle_id, event.map_index), event.target)
         elif isinstance(event, BackupFailed):
             self._on_backup_failed(event)
         elif isinstance(event, ExecutorLost):
-            if event.executor_id in self.released:  # gone: an executor added later under its id is another
-                self.released.discard(event.executor_id)
-                self.released_gone += 1
-            self.stack.executor_lost(event.executor_id)
-            self.knowledge.forget(event.executor_id)
-            if self.knowledge.observe(state):
-                state.refresh_lifetimes()
-            self._replan_lost_copies(event.executor_id)
-            out += self._replan(REPLAN_ON_CHANGE)
+            return self._on_executor_lost(event)
         elif isinstance(event, (ExecutorAdded, ExecutorRebalance)):
-            out += self._replan(REPLAN_ON_CHANGE)
-        elif isinstance(event, ExecutorNotice):
-            if event.kind == "notice":
-                self._plan_noticed(event.executor_id)
-                # One already released stays released: ReleaseExecutor is sent once.
-                noticed = state.executors.get(event.executor_id)
-                if noticed is not None and noticed.alive and event.executor_id not in self.released:
-                    self._draining.add(event.executor_id)
+            return self._replan(REPLAN_ON_CHANGE)
+        elif isinstance(event, ExecutorNotice) and event.kind == "notice":
+            self._plan_noticed(event.executor_id)
+            # One already released stays released: ReleaseExecutor is sent once.
+            noticed = state.executors.get(event.executor_id)
+            if noticed is not None and noticed.alive and event.executor_id not in self.released:
+                self._draining.add(event.executor_id)
         elif isinstance(event, ShuffleConsumed):
             self.critical.forget(state.consumed_now)
-            for shuffle in state.consumed_now:
-                out += self._on_consumed(shuffle)
+            return [command for shuffle in state.consumed_now for command in self._on_consumed(shuffle)]
         elif isinstance(event, Tick):
-            out += self._on_tick()
+            return self._on_tick()
         elif isinstance(event, JobSubmitted) and (released := self.belt.job_submitted(state)) is not None:
             self.stack.max_in_flight = 0  # back to one released backup per core of the source
-            out.append(released)
+            return [released]
+        return []
+
+    def _on_executor_lost(self, event: ExecutorLost) -> list[Command]:
+        if event.executor_id in self.released:  # gone: an executor added later under its id is another
+            self.released.discard(event.executor_id)
+            self.released_gone += 1
+        self.stack.executor_lost(event.executor_id)
+        self.knowledge.forget(event.executor_id)
+        if self.knowledge.observe(self.state):
+            self.state.refresh_lifetimes()
+        self._replan_lost_copies(event.executor_id)
+        return self._replan(REPLAN_ON_CHANGE)
+
+    def _after_event(self, event: Event) -> list[Command]:
+        """The steps any event may call for: task sizes, work built ahead, hints, duplicates,
+        deferred and queued re-plans, backups released, executors let go."""
+        state, out = self.state, []
         if isinstance(event, (ExecutorAdded, ExecutorLost, ExecutorNotice, ExecutorRebalance, Tick)):
             self.splitter.refresh(state)
         # Built here, not inside the next task's decision: the table after executors came or went,
@@ -346,7 +355,6 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         unbacked = state.unbacked_outputs(shuffle_id)
         covered = sum(1 for key, block in unbacked.items() if is_busy(key) or is_safe(block))
         return state.output_count(shuffle_id) - len(unbacked) + covered
-
 
     # ---- TR-Scheduling ----------------------------------------------------------------------
     def _scheduling(self) -> list[Command]:
