@@ -243,27 +243,25 @@ class JobState(JobRecords):
         stage.read_bytes_sum += e.shuffle_read_bytes + e.input_bytes
         stage.write_bytes_sum += e.shuffle_write_bytes
         if shuffle is not None and shuffle not in self.consumed_shuffles:  # a late copy: nobody reads it
-            old = self.outputs.get((shuffle, e.partition))
-            if old is not None:
-                self._forget_copies(old)
-            self._placed((shuffle, e.partition), e.executor_id, old)
-            self._held.setdefault(e.executor_id, set()).add((shuffle, e.partition))
-            block = self.outputs[(shuffle, e.partition)] = MapOutput(
-                shuffle_id=shuffle,
-                map_index=e.partition,
-                stage_id=e.stage_id,
-                executor_id=e.executor_id,
-                bytes=e.shuffle_write_bytes,
-                seconds=e.duration,
-                created=e.time,
-                map_id=e.map_id,
-            )
-            self._by_shuffle.setdefault(shuffle, {})[block.block_id] = block
-            if self.lineage is not None:
-                # A consumed parent (a later job read it) costs nothing to lose: it stays out of the lineage.
-                parents = [s for s in stage.parent_shuffle_ids if s not in self.consumed_shuffles]
-                self.lineage.add_output(shuffle, e.partition, e.executor_id, e.duration, float(e.shuffle_write_bytes),
-                                        parents=parents)
+            self._new_output(e, stage, shuffle)
+
+    def _new_output(self, e: TaskEnded, stage: StageView, shuffle: int) -> None:
+        """The map output of a successful task: in the records, their indexes and the lineage."""
+        old = self.outputs.get((shuffle, e.partition))
+        if old is not None:
+            self._forget_copies(old)
+        self._placed((shuffle, e.partition), e.executor_id, old)
+        self._held.setdefault(e.executor_id, set()).add((shuffle, e.partition))
+        block = self.outputs[(shuffle, e.partition)] = MapOutput(
+            shuffle_id=shuffle, map_index=e.partition, stage_id=e.stage_id, executor_id=e.executor_id,
+            bytes=e.shuffle_write_bytes, seconds=e.duration, created=e.time, map_id=e.map_id,
+        )
+        self._by_shuffle.setdefault(shuffle, {})[block.block_id] = block
+        if self.lineage is not None:
+            # A consumed parent (a later job read it) costs nothing to lose: it stays out of the lineage.
+            parents = [s for s in stage.parent_shuffle_ids if s not in self.consumed_shuffles]
+            self.lineage.add_output(shuffle, e.partition, e.executor_id, e.duration, float(e.shuffle_write_bytes),
+                                    parents=parents)
 
     def _stop_copy(self, stage: StageView, partition: int, executor_id: str, now: float, *, lost: bool) -> bool:
         """Forget one running attempt; whether it was still known as running."""
