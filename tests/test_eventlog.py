@@ -130,3 +130,18 @@ def test_one_part_of_a_rolling_log_cut_between_jobs_stands_for_the_whole_log(tmp
     elsewhere.parent.mkdir()
     elsewhere.write_bytes((rolling / "events_1_app-1").read_bytes())
     assert load_eventlog(elsewhere).job.num_tasks < whole.job.num_tasks
+
+
+def test_a_compacted_part_replaces_the_parts_up_to_its_number(tmp_path: Path) -> None:
+    """The history server's compaction writes ``events_<n>_<app>[.<codec>].compact`` for parts 1..n,
+    then deletes them: between the two, or if the delete failed, the old parts must not be read again."""
+    lines = PLAIN.read_bytes().splitlines(keepends=True)
+    cut = len(lines) // 2
+    rolling = tmp_path / "eventlog_v2_app-1"
+    rolling.mkdir()
+    (rolling / "events_1_app-1").write_bytes(b"".join(lines[: cut // 2]))
+    (rolling / "events_2_app-1.zstd").write_bytes(zstandard.compress(b"".join(lines[cut // 2: cut])))
+    (rolling / "events_2_app-1.zstd.compact").write_bytes(zstandard.compress(b"".join(lines[:cut])))
+    (rolling / "events_3_app-1").write_bytes(b"".join(lines[cut:]))
+    assert list(read_events(rolling)) == list(read_events(PLAIN))
+    assert list(read_events(rolling / "events_1_app-1")) == list(read_events(PLAIN))

@@ -1,7 +1,8 @@
 """Streaming reader of Spark event logs: plain, zstd, lz4 (``LZ4Block``) or gzip, a single file or rolling.
 
 A rolling log is a directory ``eventlog_v2_<app>/`` of ``events_<n>_<app>[.<codec>]`` parts read
-in ``n`` order; one of its parts stands for the whole log. The codec is recognised by the file's first bytes, not its name, and every part
+in ``n`` order, from its last compacted part (``.compact``, which replaces the parts up to its
+number) on; one of its parts stands for the whole log. The codec is recognised by the file's first bytes, not its name, and every part
 is decompressed as a stream, so a long application's log is never held in memory whole.
 ``trspark report`` and the simulator's ``whatif`` replay both read logs through :func:`read_events`.
 """
@@ -140,10 +141,14 @@ def parts(path: Path) -> list[Path]:
     if path.is_file() and (rolling := _rolling_log_of(path)) is not None:
         path = rolling
     if path.is_dir():
-        numbered = [(int(m.group(1)), p) for p in path.iterdir() if (m := re.match(r"events_(\d+)_", p.name))]
+        # A compacted part (``....compact``) stands for every part up to its number: as Spark's own
+        # reader does, read the last one and the parts after it, never the parts it replaced.
+        numbered = sorted((int(m.group(1)), p.name.endswith(".compact"), p)
+                          for p in path.iterdir() if (m := re.match(r"events_(\d+)_", p.name)))
         if not numbered:
             raise EventLogError(f"{path}: no events_<n>_* files; not a rolling Spark event log" + _logs_in(path))
-        return [p for _, p in sorted(numbered)]
+        compacted = [i for i, (_, is_compact, _) in enumerate(numbered) if is_compact]
+        return [p for _, _, p in numbered[compacted[-1] if compacted else 0:]]
     if not path.is_file():
         raise EventLogError(f"{path}: no such file")
     return [path]
