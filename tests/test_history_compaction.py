@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,29 @@ def test_a_load_while_a_compaction_deletes_its_parts_finds_every_record(
 
     monkeypatch.setattr(history, "read_part", read_after_a_compaction)
     assert sorted(store.load("spot"), key=repr) == sorted(written, key=repr)
+
+
+def test_two_compactions_at_once_lose_no_record_and_warn_of_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Two applications start together: the second compaction lists the parts, then the first
+    # merges and deletes them before the second reads them.
+    written = _fill(str(tmp_path), {"a1": 10, "a2": 10})
+    read_part, calls = history.read_part, []
+
+    def read_after_another_compaction(fs, path):  # type: ignore[no-untyped-def]
+        calls.append(path)
+        if len(calls) == 1:
+            monkeypatch.setattr(history, "read_part", read_part)
+            assert compact_pool(HistoryStore(str(tmp_path)), "spot", "x", at_parts=1) == 20
+        return read_part(fs, path)
+
+    monkeypatch.setattr(history, "read_part", read_after_another_compaction)
+    with caplog.at_level(logging.INFO, logger="trspark.live.history"):
+        history_compaction.compact_history(HistoryStore(str(tmp_path)), "y", at_parts=1)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert sorted(HistoryStore(str(tmp_path)).load("spot"), key=repr) == sorted(written, key=repr)
+    assert [p.parent.name for p in _parts(tmp_path)] == [COMPACTED_FOLDER]
 
 
 def test_the_engine_compacts_the_history_when_it_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

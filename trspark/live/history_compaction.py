@@ -9,9 +9,9 @@ No store library merges objects, hence this module.
 A compaction reads the parts of one pool outside the running application's own folder, writes
 their records as one part under ``<url>/<pool>/_compacted/`` (under a temporary name, then
 moved), and only then deletes the parts it read. A part written meanwhile is not among them and
-stays. Two compactions at once, or one cut short between its write and its deletes, leave some
-records twice; :meth:`HistoryStore.load` drops exact duplicates, and the next compaction keeps
-one of each.
+stays, and a part another compaction deleted meanwhile is left to that one. Two compactions at
+once, or one cut short between its write and its deletes, may leave some records twice;
+:meth:`HistoryStore.load` drops exact duplicates, and the next compaction keeps one of each.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 import threading
 
-from trspark.live.history import HistoryStore, folder_name, is_part, read_parts, store_fs
+from trspark.live import history
+from trspark.live.history import HistoryStore, LifetimeRecord, folder_name, is_part, store_fs
 
 log = logging.getLogger("trspark.live.history")
 
@@ -42,16 +43,26 @@ def compact_pool(store: HistoryStore, pool_folder: str, keep_app: str, *, at_par
     parts = sorted(p for p in fs.find(folder) if is_part(p) and not p.startswith(own))
     if len(parts) < (COMPACT_AT_PARTS if at_parts is None else at_parts):
         return 0
-    records, _ = read_parts(fs, parts)
-    store.write_part(fs, f"{folder}/{COMPACTED_FOLDER}", records)
+    merged: dict[LifetimeRecord, None] = {}  # ordered, one of each
+    read: list[str] = []
     for path in parts:
+        try:
+            records, _ = history.read_part(fs, path)
+        except FileNotFoundError:
+            continue  # another compaction took it first: its merged part holds the records
+        merged.update(dict.fromkeys(records))
+        read.append(path)
+    if not read:
+        return 0
+    store.write_part(fs, f"{folder}/{COMPACTED_FOLDER}", list(merged))
+    for path in read:
         try:
             fs.rm(path)
         except FileNotFoundError:
             pass  # another compaction took it first
         except Exception as exc:  # left for the next compaction; its records are read once
             log.debug("lifetime history: part %s not deleted after compaction: %s", path, exc)
-    return len(parts)
+    return len(read)
 
 
 def compact_history(store: HistoryStore, keep_app: str, *, at_parts: int | None = None) -> None:
