@@ -12,6 +12,7 @@ executors' own metrics, written by Spark's ``CsvSink``, must add up to the drive
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import shutil
@@ -257,6 +258,18 @@ def test_the_ui_tab_shows_the_metrics_in_a_headless_browser(app: App, tmp_path: 
     assert shot.stat().st_size > 10_000
     if os.environ.get("TRSPARK_UPDATE_DOCS") == "1":
         shutil.copy(shot, DOCS / "trspark-ui-tab.png")
+
+
+def test_the_ui_tab_serves_its_figures_as_json(app: App) -> None:
+    def read_json() -> dict[str, Any]:
+        with urllib.request.urlopen(f"{app.sc.uiWebUrl}/trspark/json", timeout=TIMEOUT) as answer:
+            return json.loads(answer.read())  # type: ignore[no-any-return]
+
+    counters, shown = app.settled_around(read_json)
+    assert {name: shown["counters"][name] for name in counters} == counters
+    assert set(shown["latency_ms"]) == {"median", "p95", "max", "events"}
+    assert all(value >= 0 for value in shown["latency_ms"].values())
+    assert "SafetyBelt" in [decision["command"] for decision in shown["decisions"]]
 
 
 def test_the_executors_metrics_reach_a_sink_and_add_up_to_the_driver_counters(app: App) -> None:

@@ -3,6 +3,7 @@ package org.apache.spark.trspark
 import scala.xml.Node
 
 import jakarta.servlet.http.HttpServletRequest
+import org.json4s.{JArray, JDouble, JInt, JObject, JString, JValue}
 
 import org.apache.spark.ui.{SparkUI, SparkUITab, UIUtils, WebUIPage}
 
@@ -34,5 +35,17 @@ class TRPage(tab: TRTab, plugin: TRDriverPlugin, observer: TRObserver) extends W
       <h4>Last engine decisions (newest first, scheduling hints left out)</h4>{decisions}
     </div>
     UIUtils.headerSparkPage(request, "trspark", content, tab)
+  }
+
+  /** The page's figures at `/trspark/json`: the counters, the decision latency (ms) and the last decisions. */
+  override def renderJson(request: HttpServletRequest): JValue = {
+    val snap = observer.latency.getSnapshot
+    JObject(
+      "counters" -> JObject(observer.snapshot.map { case (name, value) => name -> JInt(value) }.toList),
+      "latency_ms" -> JObject("median" -> JDouble(snap.getMedian / 1000), "p95" -> JDouble(snap.get95thPercentile / 1000),
+        "max" -> JDouble(snap.getMax / 1000.0), "events" -> JInt(observer.latency.getCount)),
+      "decisions" -> JArray(observer.lastDecisions.map { d =>
+        JObject("time" -> JInt(d.time), "command" -> JString(d.kind), "detail" -> JString(d.detail))
+      }.toList))
   }
 }
