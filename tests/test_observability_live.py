@@ -190,7 +190,9 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
         round_with_kill(app, "never", "remote", "none")
         # Engine commands as the engine would send them: the belt goes on, an executor is drained.
         app.status.applyCommand('{"type":"SafetyBelt","on":true,"reason":"test: lifetimes shorter than believed"}')
-        app.status.applyCommand('{"type":"SchedulingHints","drain":["gone"]}')
+        drained = sorted(app.alive())[0]
+        app.status.applyCommand(f'{{"type":"SchedulingHints","drain":["{drained}"]}}')
+        app.status.applyCommand('{"type":"SchedulingHints","drain":[]}')  # it takes tasks again; the count stays
         yield app
     finally:
         app.stop()
@@ -335,7 +337,7 @@ def test_a_drained_executors_cores_leave_the_default_parallelism_until_the_drain
         # Adaptive execution coalesces a stage planned now to this many partitions: the cores that can run them.
         assert app.sc.defaultParallelism == EXECUTORS - 1
     finally:
-        app.status.applyCommand('{"type":"SchedulingHints","drain":["gone"]}')  # as the fixture left them
+        app.status.applyCommand('{"type":"SchedulingHints","drain":[]}')  # as the fixture left them
     assert app.sc.defaultParallelism == EXECUTORS
 
 
