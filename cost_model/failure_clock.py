@@ -1,9 +1,8 @@
 """The failure table of a lineage's executors, taken at the ages of one instant, and when it is rebuilt.
 
-Staleness rule: the table :math:`F_e(g_i)` is taken at the ages of one instant
-(:attr:`FailureClock.now_of_table`). It is rebuilt when executors come or go, and when the clock
-has moved ``max_staleness`` seconds or more past it; in between, ages lag by less than
-``max_staleness``. A rebuild that leaves the grid values unchanged (a memoryless law) keeps
+Staleness rule: the table :math:`F_e(g_i)` is taken at the ages of one instant (its ``now``). It
+is rebuilt when executors come or go, and when the clock has moved ``max_staleness`` seconds or
+more past it; in between, ages lag by less than ``max_staleness``. A rebuild that leaves the grid values unchanged (a memoryless law) keeps
 :attr:`FailureClock.version`, the version every term derived from the table is keyed by.
 """
 
