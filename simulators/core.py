@@ -61,14 +61,7 @@ from simulators.dag import JobSpec
 from simulators.duplicates import DuplicateDriver
 from simulators.kernel import EventKernel
 from simulators.stages import StageDriver
-from simulators.state import (
-    ACTIVE,
-    TASK_DONE,
-    TICK,
-    Executor,
-    RunResult,
-    Stage,
-)
+from simulators.state import ACTIVE, TASK_DONE, TICK, Executor, RunResult, Stage
 from simulators.transfers import Transfer, TransferSet
 from simulators.world import WorldSpec
 from trspark.engine import placement

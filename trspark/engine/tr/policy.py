@@ -72,15 +72,13 @@ from trspark.engine.tr.horizon import NeedHorizon
 from trspark.engine.tr.knowledge import LifetimeKnowledge, pool_models
 from trspark.engine.tr.notices import NoticeRules
 from trspark.engine.tr.rebalance import RebalanceKnowledge
-from trspark.engine.tr.replan import Replanning
+from trspark.engine.tr.replan import REPLAN_ON_CHANGE, Replanning
 from trspark.engine.tr.safety_belt import SafetyBeltMonitor
 from trspark.engine.tr.scheduling import GammaLimits, build_limits, limits_changed
 from trspark.engine.tr.sizing import SizeAdvisor
 from trspark.engine.tr.stall import stall_width
 from trspark.engine.views import BlockId, MapOutput
 
-#: Blocks queued for re-planning after an eviction or a new executor.
-REPLAN_ON_CHANGE = 16
 #: Queued re-plans done per event: re-planning is spread over the following events so that no
 #: single event pays for many decisions (decision latency, bench/engine.py).
 REPLANS_PER_EVENT = 1
@@ -180,17 +178,6 @@ class TRPolicy(NoticeRules, Replanning, Policy):
             self.stack.max_in_flight = 0  # back to one released backup per core of the source
             return [released]
         return []
-
-    def _on_executor_lost(self, event: ExecutorLost) -> list[Command]:
-        if event.executor_id in self.released:  # gone: an executor added later under its id is another
-            self.released.discard(event.executor_id)
-            self.released_gone += 1
-        self.stack.executor_lost(event.executor_id)
-        self.knowledge.forget(event.executor_id)
-        if self.knowledge.observe(self.state):
-            self.state.refresh_lifetimes()
-        self._replan_lost_copies(event.executor_id)
-        return self._replan(REPLAN_ON_CHANGE)
 
     def _after_event(self, event: Event) -> list[Command]:
         """The steps any event may call for: task sizes, work built ahead, hints, duplicates,

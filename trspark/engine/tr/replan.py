@@ -10,7 +10,7 @@ import heapq
 from collections import deque
 
 from trspark.engine.commands import Command
-from trspark.engine.events import REMOTE
+from trspark.engine.events import REMOTE, ExecutorLost
 from trspark.engine.state import JobState
 from trspark.engine.tr.backup_stack import BackupStack
 from trspark.engine.tr.knowledge import LifetimeKnowledge
@@ -19,6 +19,8 @@ from trspark.engine.views import BlockId, MapOutput
 #: Blocks queued for re-planning per tick (newest first): older blocks have usually been
 #: planned or are about to be consumed, and the stack serves the newest first anyway.
 REPLAN_LIMIT = 64
+#: Blocks queued for re-planning after an eviction or a new executor.
+REPLAN_ON_CHANGE = 16
 
 
 class Replanning:
@@ -31,6 +33,8 @@ class Replanning:
     _queued: set[BlockId]
     _deferred: dict[BlockId, float]
     _deferred_due: list[tuple[float, BlockId]]
+    released: set[str]
+    released_gone: int
 
     def _plan(self, block: MapOutput) -> None:
         """Algorithm 2 for one block (the policy's)."""
@@ -89,6 +93,18 @@ class Replanning:
                     return [b for k, _, b in keyed if k == floor]
         keyed.sort(key=lambda item: item[:2])  # ties stay newest first
         return [b for _, _, b in (keyed if limit is None else keyed[:limit])]
+
+    def _on_executor_lost(self, event: ExecutorLost) -> list[Command]:
+        """An executor went: forget what it was part of, refit the lifetimes, re-plan what it held."""
+        if event.executor_id in self.released:  # gone: an executor added later under its id is another
+            self.released.discard(event.executor_id)
+            self.released_gone += 1
+        self.stack.executor_lost(event.executor_id)
+        self.knowledge.forget(event.executor_id)
+        if self.knowledge.observe(self.state):
+            self.state.refresh_lifetimes()
+        self._replan_lost_copies(event.executor_id)
+        return self._replan(REPLAN_ON_CHANGE)
 
     def _replan_lost_copies(self, executor_id: str) -> None:
         """Algorithm 2 at once for the blocks whose writer or newest peer copy was on ``executor_id`` and that live on elsewhere.
