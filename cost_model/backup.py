@@ -113,10 +113,6 @@ class BackupCosts:
         """:math:`C_{BR}`: copy to remote storage with ``concurrent`` other remote copies in flight."""
         return self.remote_option(shuffle_id, map_index, t_max, concurrent).cost()
 
-    def remote_floor(self, shuffle_id: Hashable, map_index: int, t_max: float, concurrent: int = 0) -> float:
-        """A lower bound (s) of :meth:`remote`'s ``total``: its :math:`C_{B2}` alone (:attr:`RemoteOption.floor`)."""
-        return self.remote_option(shuffle_id, map_index, t_max, concurrent).floor
-
     def remote_option(self, shuffle_id: Hashable, map_index: int, t_max: float, concurrent: int = 0) -> RemoteOption:
         """The copy to remote storage, its :math:`F_X(BT)` and :math:`F_X(T)` evaluated and the rest left to :meth:`RemoteOption.cost`."""
         bandwidth = shared_remote_bandwidth(self.remote_bandwidth, self.remote_cap, concurrent)

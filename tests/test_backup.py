@@ -160,14 +160,14 @@ def test_shared_remote_bandwidth_and_its_effect() -> None:
 
 @pytest.mark.parametrize("t_max", [0.0, 60.0, 300.0, 1e8])
 @pytest.mark.parametrize("concurrent", [0, 4])
-def test_remote_floor_is_the_remote_options_b2_and_bounds_its_total(t_max: float, concurrent: int) -> None:
+def test_the_remote_options_floor_is_its_b2_and_bounds_its_total(t_max: float, concurrent: int) -> None:
     costs = BackupCosts(Recompute(_chain_lineage(), FINE), 400e6, 100e6, 250e6)
     for shuffle in ("a", "b", "k"):
         option = costs.remote(shuffle, 0, t_max, concurrent=concurrent)
-        floor = costs.remote_floor(shuffle, 0, t_max, concurrent=concurrent)
+        floor = costs.remote_option(shuffle, 0, t_max, concurrent=concurrent).floor
         assert floor == option.b2  # the same computation, not an approximation of it
         assert floor <= option.total
-    assert costs.remote_floor("k", 0, 300.0) > 0.0  # X may die after the 20 s copy and before T
+    assert costs.remote_option("k", 0, 300.0).floor > 0.0  # X may die after the 20 s copy and before T
 
 
 def test_degenerate_sizes_and_scales_are_finite() -> None:

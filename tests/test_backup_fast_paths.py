@@ -96,7 +96,7 @@ def test_backup_costs_after_a_refresh_equal_a_fresh_estimate(model: LifetimeMode
         np.testing.assert_array_equal(got.peer_loss, want.peer_loss)
         assert [ex.executor_id for ex in got.peers.executors] == ["e1", "e2", "e3", "e5"]
         assert costs.remote("k", 1, t_max, concurrent=2) == fresh.remote("k", 1, t_max, concurrent=2)
-        assert costs.remote_floor("k", 1, t_max) == fresh.remote_floor("k", 1, t_max)
+        assert costs.remote_option("k", 1, t_max).floor == fresh.remote_option("k", 1, t_max).floor
 
 
 def test_peer_positions_skip_the_holders() -> None:
