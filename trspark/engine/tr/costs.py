@@ -31,7 +31,7 @@ from collections.abc import Collection, Mapping, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from cost_model.backup import BackupCosts
+from cost_model.backup import BackupCosts, shared_remote_bandwidth
 from cost_model.backup_options import BackupCost, PeerPrices
 from cost_model.lifetimes.base import LifetimeModel
 from cost_model.lineage import Lineage
@@ -145,8 +145,9 @@ class CostEstimator:
         c_redo = weight * self.recompute.c_redo(sid, idx, t_max)
         price = self.config.backup_cost_per_gb * block.bytes / 1e9
         # The bound never exceeds the cheapest copy time, so only a small C_Redo can be pruned.
-        fastest = self.backup.copy_seconds(block.bytes, self._fastest_bandwidth(remote_in_flight)) + price
-        if c_redo < fastest and c_redo < self._backup_lower_bound(block, state, remote_in_flight) + price:
+        bandwidths = self._allowed_bandwidths(remote_in_flight)
+        fastest = self.backup.copy_seconds(block.bytes, max(bandwidths, default=0.0)) + price
+        if c_redo < fastest and c_redo < self._backup_lower_bound(block, state, bandwidths) + price:
             return Costs(c_redo=c_redo, c_bl=math.inf, c_br=math.inf, peer=None)
         targets = self.config.targets
         c_bl, peer = math.inf, None
@@ -276,25 +277,22 @@ class CostEstimator:
             self._life_b2_kept[key] = value
         return value
 
-    def _fastest_bandwidth(self, remote_in_flight: int) -> float:
-        out = 0.0
+    def _allowed_bandwidths(self, remote_in_flight: int) -> list[float]:
+        """The bandwidth (bytes/s) of a copy to each allowed target: the store's share with
+        ``remote_in_flight`` other remote copies (:func:`shared_remote_bandwidth`), a peer's."""
+        out = []
         if self.config.targets in ("both", "remote"):
-            out = max(out, min(self.config.remote_bandwidth, self.config.remote_cap / (remote_in_flight + 1)))
+            out.append(shared_remote_bandwidth(self.config.remote_bandwidth, self.config.remote_cap, remote_in_flight))
         if self.config.targets in ("both", "local"):
-            out = max(out, self.config.local_bandwidth)
+            out.append(self.config.local_bandwidth)
         return out
 
-    def _backup_lower_bound(self, block: MapOutput, state: JobState, remote_in_flight: int) -> float:
-        """:math:`\\min_x BT(x) \\cdot P(BT(x) < T_X \\le T)` over the allowed targets (s)."""
+    def _backup_lower_bound(self, block: MapOutput, state: JobState, bandwidths: Sequence[float]) -> float:
+        """:math:`\\min_x BT(x) \\cdot P(BT(x) < T_X \\le T)` over the allowed targets' ``bandwidths`` (s)."""
         holder = state.executors.get(block.holders()[0]) if block.holders() else None
         if holder is None:
             return 0.0
         model, age = self.knowledge.model(holder), holder.age(state.now)
-        bandwidths = []
-        if self.config.targets in ("both", "remote"):
-            bandwidths.append(min(self.config.remote_bandwidth, self.config.remote_cap / (remote_in_flight + 1)))
-        if self.config.targets in ("both", "local"):
-            bandwidths.append(self.config.local_bandwidth)
         seconds = np.array([self.backup.copy_seconds(block.bytes, bw) for bw in bandwidths])
         return float(np.minimum.reduce(seconds * model.prob_fail(age, seconds, LIFE_HORIZON)))
 
