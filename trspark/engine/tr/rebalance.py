@@ -55,10 +55,8 @@ class RebalanceKnowledge(LifetimeKnowledge):
         self._raised.pop(executor_id, None)
 
     def model(self, executor: ExecutorView) -> LifetimeModel:
-        if executor.rebalance_at is None or self.factor == 1.0:  # most executors: the base model (a hot path)
-            return LifetimeKnowledge.model(self, executor)
-        base = LifetimeKnowledge.model(self, executor)
-        if executor.notice_deadline is not None and self.uses_notices:
+        base = super().model(executor)
+        if executor.rebalance_at is None or self.factor == 1.0 or (executor.notice_deadline is not None and self.uses_notices):
             return base
         kept = self._raised.get(executor.executor_id)
         if kept is not None and kept[0] == executor.rebalance_at and kept[1] is base:
