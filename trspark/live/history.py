@@ -159,12 +159,22 @@ class HistoryStore:
         return out
 
 
-def read_parts(fs: fsspec.AbstractFileSystem, paths: Iterable[str]) -> tuple[list[LifetimeRecord], int]:
-    """The records of the parts at ``paths``, each exact duplicate once, and the unreadable lines."""
+def read_parts(fs: fsspec.AbstractFileSystem, paths: Iterable[str], *,
+               gone: list[str] | None = None) -> tuple[list[LifetimeRecord], int]:
+    """The records of the parts at ``paths``, each exact duplicate once, and the unreadable lines.
+
+    A part that no longer exists raises ``FileNotFoundError``, or with ``gone`` is added to it.
+    """
     out: dict[LifetimeRecord, None] = {}  # ordered, one of each
     unreadable = 0
     for path in paths:
-        records, bad = read_part(fs, path)
+        try:
+            records, bad = read_part(fs, path)
+        except FileNotFoundError:
+            if gone is None:
+                raise
+            gone.append(path)
+            continue
         out.update(dict.fromkeys(records))
         unreadable += bad
     return list(out), unreadable

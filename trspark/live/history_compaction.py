@@ -19,8 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from trspark.live import history
-from trspark.live.history import HistoryStore, LifetimeRecord, folder_name, is_part, store_fs
+from trspark.live.history import HistoryStore, folder_name, is_part, read_parts, store_fs
 
 log = logging.getLogger("trspark.live.history")
 
@@ -43,18 +42,13 @@ def compact_pool(store: HistoryStore, pool_folder: str, keep_app: str, *, at_par
     parts = sorted(p for p in fs.find(folder) if is_part(p) and not p.startswith(own))
     if len(parts) < (COMPACT_AT_PARTS if at_parts is None else at_parts):
         return 0
-    merged: dict[LifetimeRecord, None] = {}  # ordered, one of each
-    read: list[str] = []
-    for path in parts:
-        try:
-            records, _ = history.read_part(fs, path)
-        except FileNotFoundError:
-            continue  # another compaction took it first: its merged part holds the records
-        merged.update(dict.fromkeys(records))
-        read.append(path)
+    gone: list[str] = []  # another compaction took them first: its merged part holds their records
+    records, _ = read_parts(fs, parts, gone=gone)
+    missing = set(gone)
+    read = [path for path in parts if path not in missing]
     if not read:
         return 0
-    store.write_part(fs, f"{folder}/{COMPACTED_FOLDER}", list(merged))
+    store.write_part(fs, f"{folder}/{COMPACTED_FOLDER}", records)
     for path in read:
         try:
             fs.rm(path)
