@@ -291,6 +291,8 @@ def test_the_executors_metrics_reach_a_sink_and_add_up_to_the_driver_counters(ap
     assert on_executors["peer_copies_intact"] == counters["backups_to_peers"]
     assert on_executors["peer_copies_damaged"] == 0
     assert on_executors["copies_failed"] == counters["backups_failed"] == 0
+    # A delete counts only files that were there: a peer copy that landed, or one cancelled part-way.
+    assert on_executors["peer_copies_deleted"] <= on_executors["copies_to_peers"] + on_executors["copies_cancelled"]
 
 
 def poll_rates(app: App, seconds: float) -> dict[str, float]:

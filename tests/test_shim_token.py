@@ -67,8 +67,23 @@ if "--connect" in args:
                 except OSError:
                     pass  # the plugin hung up
         sys.exit(0)
+    elif case == "garbage after a job, slow history":
+        import runpy
+        from trspark.live import bridge, history
+        answer, append = bridge.Bridge.handle_line, history.HistoryStore.append
+        def handle_line(self, line):
+            lines = answer(self, line)
+            return [*lines, "this is not json"] if '"JobSubmitted"' in line else lines
+        def slow_append(self, records):
+            time.sleep({slow_store})  # the fault: a store slower than the plugin's old 2 s of grace
+            append(self, records)
+        bridge.Bridge.handle_line, history.HistoryStore.append = handle_line, slow_append
+        sys.argv = [sys.argv[0], *args[2:]]  # the real engine: python -m trspark.live --connect ...
+        runpy.run_module("trspark.live", run_name="__main__", alter_sys=True)
 os.execv(sys.executable, [sys.executable, *args])
 """
+HISTORY_CASE = "garbage after a job, slow history"
+SLOW_STORE = 4.0  # seconds each append of the lifetime history takes in that case
 REFUSALS = {
     "wrong token": "engine did not say Hello with the right token and version",
     "no token in Hello": "engine did not say Hello with the right token and version",
@@ -102,7 +117,8 @@ def application(tmp_path: Path, logging: tuple[str, Path]) -> Iterator[Callable[
         import trspark
 
         wrapper = tmp_path / "python"
-        wrapper.write_text(WRAPPER.format(python=sys.executable, case=case, timeout=ENGINE_TIMEOUT))
+        wrapper.write_text(WRAPPER.format(python=sys.executable, case=case, timeout=ENGINE_TIMEOUT,
+                                          slow_store=SLOW_STORE))
         wrapper.chmod(0o755)
         builder = (
             SparkSession.builder.master("local[1]").appName(f"trspark-token-{case.replace(' ', '-')}")
@@ -113,6 +129,8 @@ def application(tmp_path: Path, logging: tuple[str, Path]) -> Iterator[Callable[
                                   remote_path=(tmp_path / "backups").as_uri(),
                                   **(LAG_OPTIONS if case in MISBEHAVIOURS else {}),
                                   engine_start_timeout=START_TIMEOUT if case == "never connects" else SLOW_START_TIMEOUT,
+                                  **({"history_url": str(tmp_path / "history"), "pool": "token-test"}
+                                     if case == HISTORY_CASE else {}),
                                   ).getOrCreate()
         started.append(spark)
         return spark
@@ -189,3 +207,22 @@ def test_an_engine_that_misbehaves_once_connected_is_dropped(application: Callab
     # Not restarted: the engine's process is ended (a stopped one is killed), none replaces it.
     wait_for(lambda: not engine_processes(spark), what="the engine process to end", timeout=TIMEOUT)
     assert status.isFallenBack()
+
+
+def test_an_engine_dropped_alive_still_writes_its_lifetime_history(application: Callable[[str], Any],
+                                                                   logging: tuple[str, Path], tmp_path: Path) -> None:
+    from trspark.live.history import HistoryStore
+
+    log = logging[1]
+    since = len(log_lines(log))
+    spark = application(HISTORY_CASE)
+    app_id = spark.sparkContext.applicationId
+    assert run_job(spark) == [(k, sum(range(k, 600, 3))) for k in range(3)]
+    status = spark.sparkContext._jvm.org.apache.spark.trspark.TRStatus
+    wait_for(status.isFallenBack, what="the plugin to drop the engine", timeout=TIMEOUT)
+    warnings = [line for line in log_lines(log)[since:] if line.startswith("WARN") and "policy engine unavailable" in line]
+    assert len(warnings) == 1 and "engine sent garbage" in warnings[0], warnings
+    # SIGTERMed, the engine censors the executor it knew and writes it (SLOW_STORE s) before it ends.
+    wait_for(lambda: not engine_processes(spark), what="the engine process to end", timeout=TIMEOUT)
+    records = [r for r in HistoryStore(str(tmp_path / "history")).load("token-test") if r.app_id == app_id]
+    assert len(records) == 1 and not records[0].observed, records

@@ -216,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONNECT
     bridge.write_trace([trace_settings_line(config)])  # a session in the trace starts with its settings
     # At application end the plugin closes the socket, and sends SIGTERM if the engine is still
-    # running 10 s later: unwind normally so the session summary and the lifetime history are written.
+    # running 10 s later; when it drops the engine, it sends SIGTERM at once and kills 10 s later.
+    # Unwind normally so the session summary and the lifetime history are written.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(EXIT_OK))
     sock.settimeout(None)  # events may be minutes apart; the parent watch ends a dead session
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # one small write per event

@@ -168,15 +168,19 @@ class EngineBridge(
   private def fail(reason: String): Unit = {
     if (failed.compareAndSet(false, true) && !stopping) {
       onFailure(reason)
-      close()
+      // On SIGTERM the engine still writes its last lifetime-history records: it gets the grace it
+      // gets at the application's end, waited out on a thread of its own (the caller may be the
+      // listener bus).
+      thread("trspark-engine-stop")(close(StopGraceS))
     }
   }
 
-  private def close(): Unit = {
+  /** Close the socket and SIGTERM the engine; kill it if it is still there `graceS` s later. */
+  private def close(graceS: Long = 2L): Unit = {
     Option(socket).foreach(s => try s.close() catch { case NonFatal(_) => })
     Option(process).foreach { p =>
       p.destroy()
-      if (!p.waitFor(2, TimeUnit.SECONDS)) p.destroyForcibly()
+      if (!p.waitFor(graceS, TimeUnit.SECONDS)) p.destroyForcibly()
     }
   }
 
@@ -190,7 +194,8 @@ class EngineBridge(
 object EngineBridge {
   val Version = 1
   val QueueCapacity = 10000
-  /** Seconds the engine gets to end on its own at application end before it is sent SIGTERM. */
+  /** Seconds the engine gets to end on its own at application end before it is sent SIGTERM, and
+   *  after a SIGTERM on a failure before it is killed. */
   val StopGraceS = 10L
 }
 

@@ -172,10 +172,14 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     if (task.target != Target.Remote) Try(ctx.send(Wire.encode(BackupFailedMsg(ctx.executorID(), task, "cancelled"))))
   }
 
-  /** Delete the files of another executor's map output that this executor holds as a peer copy. */
+  /** Delete the files of another executor's map output that this executor holds as a peer copy.
+   *  Counted only when a file was there: the driver also asks after a cancelled copy that sent nothing. */
   private def deletePeerCopy(shuffleId: Int, mapId: Long): Unit = worker.execute { () =>
-    try { resolver.removeDataByMap(shuffleId, mapId); metrics.peerCopiesDeleted.inc() }
-    catch { case NonFatal(e) => logWarning(s"trspark: cannot delete peer copy of shuffle $shuffleId map $mapId: $e") }
+    try {
+      val held = resolver.getIndexFile(shuffleId, mapId).exists() || resolver.getDataFile(shuffleId, mapId).exists()
+      resolver.removeDataByMap(shuffleId, mapId)
+      if (held) metrics.peerCopiesDeleted.inc()
+    } catch { case NonFatal(e) => logWarning(s"trspark: cannot delete peer copy of shuffle $shuffleId map $mapId: $e") }
   }
 
   /** Re-read a peer copy this executor received and report whether it matches its source's CRC32s. */
