@@ -39,7 +39,7 @@ import json, os, signal, socket, sys, time
 args = sys.argv[1:]
 if "--connect" in args:
     case = {case!r}
-    if case == "never connects":
+    if case.startswith("never connects"):
         signal.pause()  # the fault: an engine that never connects; the plugin ends it
     if case == "wrong token":
         os.environ["TRSPARK_TOKEN"] = "0" * 32
@@ -83,6 +83,8 @@ if "--connect" in args:
 os.execv(sys.executable, [sys.executable, *args])
 """
 HISTORY_CASE = "garbage after a job, slow history"
+QUEUE_CASE = "never connects, small queue"
+QUEUE_CAPACITY = 8  # events the plugin holds for an engine that has not connected yet, in that case
 SLOW_STORE = 4.0  # seconds each append of the lifetime history takes in that case
 REFUSALS = {
     "wrong token": "engine did not say Hello with the right token and version",
@@ -131,6 +133,7 @@ def application(tmp_path: Path, logging: tuple[str, Path]) -> Iterator[Callable[
                                   engine_start_timeout=START_TIMEOUT if case == "never connects" else SLOW_START_TIMEOUT,
                                   **({"history_url": str(tmp_path / "history"), "pool": "token-test"}
                                      if case == HISTORY_CASE else {}),
+                                  **({"engine_queue_capacity": QUEUE_CAPACITY} if case == QUEUE_CASE else {}),
                                   ).getOrCreate()
         started.append(spark)
         return spark
@@ -226,3 +229,24 @@ def test_an_engine_dropped_alive_still_writes_its_lifetime_history(application: 
     wait_for(lambda: not engine_processes(spark), what="the engine process to end", timeout=TIMEOUT)
     records = [r for r in HistoryStore(str(tmp_path / "history")).load("token-test") if r.app_id == app_id]
     assert len(records) == 1 and not records[0].observed, records
+
+
+def test_events_past_the_queue_capacity_before_the_engine_connects_fall_back_naming_the_key(
+        application: Callable[[str], Any], logging: tuple[str, Path]) -> None:
+    log = logging[1]
+    since = len(log_lines(log))
+    spark = application(QUEUE_CASE)
+    jvm = spark.sparkContext._jvm
+    # The engine never connects (start timeout 120 s): the job's events fill the queue first.
+    assert run_job(spark) == [(k, sum(range(k, 600, 3))) for k in range(3)]
+    wait_for(jvm.org.apache.spark.trspark.TRStatus.isFallenBack, what="the plugin to fall back", timeout=TIMEOUT)
+    warnings = [line for line in log_lines(log)[since:] if line.startswith("WARN") and "policy engine unavailable" in line]
+    assert len(warnings) == 1, warnings
+    assert f"event queue full ({QUEUE_CAPACITY} events, spark.trspark.engine.queueCapacity)" in warnings[0]
+    # The plugin's own parse of the key refuses what the Python check refuses, with the same words.
+    for bad in ("0", "1e4", "\u0665", "99999999999"):
+        conf = jvm.org.apache.spark.SparkConf(False).set("spark.trspark.engine.queueCapacity", bad)
+        # PySpark turns the JVM's IllegalArgumentException into its own, with the same message.
+        with pytest.raises(Exception) as info:  # noqa: B017 -- the message is what is checked
+            jvm.org.apache.spark.trspark.TRConf.apply(conf)
+        assert f"spark.trspark.engine.queueCapacity='{bad}' is not valid; allowed: an integer 1..10000000" in str(info.value)

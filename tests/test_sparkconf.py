@@ -114,6 +114,8 @@ def test_an_option_given_as_none_is_left_unset(fake_jar: str) -> None:
         ({"engine.startTimeout": "soon"}, "spark.trspark.engine.startTimeout='soon' is not valid"),
         ({"engine_start_timeout": "inf"}, "spark.trspark.engine.startTimeout='inf' is not valid; allowed: seconds > 0"),
         ({"local_bandwidth": "inf"}, "spark.trspark.bandwidth.local='inf' is not valid; allowed:"),
+        ({"engine_queue_capacity": 0}, "spark.trspark.engine.queueCapacity='0' is not valid; allowed: an integer 1..10000000"),
+        ({"engine_queue_capacity": "1e4"}, "spark.trspark.engine.queueCapacity='1e4' is not valid"),
         # Finite, but a copy's time or a stage's start estimate would overflow in the engine.
         ({"local_bandwidth": "1e-300"}, "spark.trspark.bandwidth.local='1e-300' is not valid; allowed: bytes/s >= 1"),
         ({"alpha": "1e308"}, "spark.trspark.alpha='1e308' is not valid; allowed: a number 1..1000000"),

@@ -138,6 +138,9 @@ KEYS: tuple[Key, ...] = (
     Key("engine.startTimeout", "engine_start_timeout", 120.0, number(0.0, None, lo_open=True), "seconds > 0",
         "Longest wait for the engine process to start, connect and say Hello (it imports numpy, and scipy when it fits "
         "the lifetime history: slow on a loaded machine) before the shim falls back to always-checkpoint for the application."),
+    Key("engine.queueCapacity", "engine_queue_capacity", 10000, integer(1, 10_000_000), "an integer 1..10000000 (events)",
+        "Events the shim holds for the engine (while it starts, or when it falls behind) before it falls back to "
+        "always-checkpoint for the application; raise it when many tasks end in the engine's first seconds."),
     Key("history.url", "history_url", "", stripped, "an fsspec URL (local path, file://, abfs://...)",
         "Lifetime history store: the engine appends observed executor lifetimes here and fits the next application's "
         "models to them (every mode but never and always, which run no engine)."),

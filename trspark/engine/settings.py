@@ -46,6 +46,7 @@ class TRConfig:
     python: str = ""
     engine_timeout: float = 2.0
     engine_start_timeout: float = 120.0
+    engine_queue_capacity: int = 10000
     history_url: str = ""
     pool: str = "default"
     backup_throttle: float = 0.0

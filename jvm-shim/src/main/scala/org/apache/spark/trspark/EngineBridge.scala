@@ -34,12 +34,13 @@ class EngineBridge(
     confJson: String,
     engineTimeoutS: Double,
     startTimeoutS: Double,
+    queueCapacity: Int,
     onCommand: JsonNode => Unit,
     onFailure: String => Unit,
     onAck: Long => Unit) extends Logging {
   import EngineBridge._
 
-  private val queue = new ArrayBlockingQueue[ObjectNode](QueueCapacity)
+  private val queue = new ArrayBlockingQueue[ObjectNode](queueCapacity)
   private val unacked = new ConcurrentLinkedDeque[(Long, Long)]() // (seq, nanoTime sent)
   private val failed = new AtomicBoolean(false)
   @volatile private var stopping = false
@@ -100,9 +101,11 @@ class EngineBridge(
     thread("trspark-engine-write")(writeLoop())
   }
 
-  /** Queue an event; a full queue means the engine cannot keep up. */
+  /** Queue an event; a full queue means the engine cannot keep up (or is still starting). */
   def send(event: ObjectNode): Unit =
-    if (!failed.get() && !queue.offer(event)) fail(s"event queue full ($QueueCapacity events)")
+    if (!failed.get() && !queue.offer(event)) {
+      fail(s"event queue full ($queueCapacity events, spark.trspark.engine.queueCapacity)")
+    }
 
   /** Called periodically: fail when the oldest unacknowledged event waited too long. */
   def checkLag(): Unit = Option(unacked.peekFirst()).foreach { case (seq, sentNs) =>
@@ -193,7 +196,6 @@ class EngineBridge(
 
 object EngineBridge {
   val Version = 1
-  val QueueCapacity = 10000
   /** Seconds the engine gets to end on its own at application end before it is sent SIGTERM, and
    *  after a SIGTERM on a failure before it is killed. */
   val StopGraceS = 10L

@@ -22,6 +22,7 @@ case class TRConf(
     remotePath: String,
     engineTimeoutS: Double,
     engineStartTimeoutS: Double,
+    engineQueueCapacity: Int,
     periodS: Double,
     python: String,
     throttleBytesPerS: Double) {
@@ -55,6 +56,13 @@ object TRConf {
   private def positive(conf: SparkConf, key: String, default: Double): Double = {
     val raw = conf.get(Prefix + key, default.toString)
     Try(raw.trim.toDouble).toOption.filter(v => v > 0 && !v.isInfinite).getOrElse(fail(key, raw, "seconds > 0"))
+  }
+
+  private def integer(conf: SparkConf, key: String, default: Int, lo: Int, hi: Int, allowed: String): Int = {
+    val raw = conf.get(Prefix + key, default.toString)
+    // ASCII digits only: Integer.parseInt also reads other scripts' digits, which the Python check refuses.
+    Some(raw.trim).filter(_.matches("[+-]?[0-9]+")).flatMap(t => Try(t.toInt).toOption)
+      .filter(v => lo <= v && v <= hi).getOrElse(fail(key, raw, allowed))
   }
 
   /** Bytes/s from "50m", "1.5g", "400000" (k/m/g = 1e3/1e6/1e9); 0 means unlimited. */
@@ -154,6 +162,7 @@ object TRConf {
     remotePath = remotePath(conf),
     engineTimeoutS = positive(conf, "engine.timeout", 2.0),
     engineStartTimeoutS = positive(conf, "engine.startTimeout", EngineStartTimeoutS),
+    engineQueueCapacity = integer(conf, "engine.queueCapacity", 10000, 1, 10000000, "an integer 1..10000000 (events)"),
     periodS = positive(conf, "period", 5.0),
     python = conf.get(Prefix + "python", "").trim,
     throttleBytesPerS = rate(conf, "backup.throttle"))

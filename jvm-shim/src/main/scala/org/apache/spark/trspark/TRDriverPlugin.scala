@@ -201,6 +201,7 @@ class TRDriverPlugin extends EngineCommands {
 
   private def startEngine(appId: String): EngineBridge = {
     val b = new EngineBridge(enginePython, settingsJson(Some(appId)), conf.engineTimeoutS, conf.engineStartTimeoutS,
+      conf.engineQueueCapacity,
       node => { obs.command(node); command(node) }, reason => fallBack(s"policy engine unavailable ($reason)", None), obs.acked)
     b.start()
     b
