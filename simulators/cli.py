@@ -140,10 +140,10 @@ def _run_progress(runs: int) -> Iterator[Callable[[str], Callable[[], None]]]:
 
 # -------------------------------------------------------------------------------------- commands
 @click.group("simulate", cls=Group, invoke_without_command=True)
-@click.option("--workload", default=None, help="tpcds | bing | cortana | pagerank.")
-@click.option("--policy", default=None,
-              help="A registered policy (never, always, tr, ...) or oracle; or several, comma-separated, run on the "
-                   "same worlds (one column each; JSON: a list).")
+@click.option("--workload", "workloads", multiple=True, help="tpcds | bing | cortana | pagerank (one; sweep compares several).")
+@click.option("--policy", "policies", multiple=True,
+              help="A registered policy (never, always, tr, ...) or oracle; or several, comma-separated or repeated, "
+                   "run on the same worlds (one column each; JSON: a list).")
 @lifetime_options
 @workload_options
 @split_options
@@ -152,15 +152,21 @@ def _run_progress(runs: int) -> Iterator[Callable[[str], Callable[[], None]]]:
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--rows", is_flag=True, help="JSON: include one record per run.")
 @click.pass_context
-def simulate(ctx: click.Context, /, workload: str | None, policy: str | None, stability: float | None, lambda_: float | None,
-             lifetime: str | None, fmt: str, rows: bool, **kw: Any) -> None:
+def simulate(ctx: click.Context, /, workloads: tuple[str, ...], policies: tuple[str, ...], stability: float | None,
+             lambda_: float | None, lifetime: str | None, fmt: str, rows: bool, **kw: Any) -> None:
     """Simulate a Spark DAG job on evictable VMs under a policy, R runs; or `simulate sweep`."""
     if ctx.invoked_subcommand is not None:
         _refuse_options_before(ctx, ctx.invoked_subcommand, allowed=("stability", "lambda_", "lifetime"))
         ctx.obj = {"stability": stability, "lambda_": lambda_, "lifetime": lifetime, **kw}
         return
-    if workload is None or policy is None:
+    if not workloads or not policies:
         fail("simulate needs --workload and --policy (or a subcommand: sweep)")
+    if len(workloads) > 1:
+        fail(f"--workload is given {len(workloads)} times ({', '.join(workloads)}); give one, or compare "
+             "workloads with `simulate sweep --workloads`")
+    if rows and fmt != "json":
+        fail("--rows adds one record per run to the JSON output; give it with --format json")
+    workload = workloads[0]
     from simulators.runner import Experiment, run_experiment, stable_job_time
 
     _refuse_split_settings_without_split(ctx, kw["split"])
@@ -170,7 +176,7 @@ def simulate(ctx: click.Context, /, workload: str | None, policy: str | None, st
     prices = build_prices(kw, world.pool_names())
     config = build_config(kw["confs"]).with_options(lifetime=kw["believed_lifetime"] or world.default_belief())
     check_notices_expected(config, kw["notice"])
-    names = [_policy(name) for name in _split("--policy", policy)]
+    names = _policy_names(policies)
     # A split job is measured against the unsplit job's stable time, so both slowdowns share a denominator.
     stable = None if kw["split"] == "none" else stable_job_time(job, world, config.period)
     job = apply_split(job, world, kw["split"], kw["split_fraction"], kw["split_overhead"])
@@ -185,6 +191,14 @@ def simulate(ctx: click.Context, /, workload: str | None, policy: str | None, st
         click.echo(json.dumps(out[0] if len(out) == 1 else out, indent=2, sort_keys=True))
     else:
         print_table(summaries, f"{workload}: {job.num_tasks} tasks, lifetime {world.label()}")
+
+
+def _policy_names(values: tuple[str, ...]) -> list[str]:
+    """The policies of every ``--policy`` (each one name or a comma-separated list), in order."""
+    names = [_policy(name) for value in values for name in _split("--policy", value)]
+    if len(set(names)) < len(names):
+        fail(f"--policy names a policy twice: {', '.join(names)}")
+    return names
 
 
 def _split(option: str, text: str, cast: Callable[[str], Any] = str) -> list[Any]:
@@ -311,7 +325,8 @@ def _shapes(shape: float | None, shapes: str | None) -> list[float | None]:
 
 @click.command("whatif", cls=Command)
 @click.argument("eventlog", type=click.Path(path_type=Path))
-@click.option("--policy", "policies", multiple=True, help="Policies to compare (repeatable; default never, always, oracle).")
+@click.option("--policy", "policies", multiple=True,
+              help="Policies to compare, repeated or comma-separated (default never, always, oracle).")
 @lifetime_options
 @world_options
 @money_options
@@ -322,7 +337,7 @@ def whatif(eventlog: Path, policies: tuple[str, ...], stability: float | None, l
     from simulators.eventlog import EventLogError, load_eventlog
     from simulators.runner import Experiment, run_experiment
 
-    names = [_policy(name) for name in policies or ("never", "always", "oracle")]
+    names = _policy_names(policies or ("never,always,oracle",))
     settings = build_config(kw["confs"])
     check_notices_expected(settings, kw["notice"])
     # every option is checked before a long log is read: the pools come from --pool, not from the log

@@ -10,6 +10,7 @@ happens to be valid.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import shlex
@@ -262,6 +263,12 @@ def test_whatif_refuses_an_unknown_policy_before_running_the_others(monkeypatch:
     _one_error_line(result.output)
     assert "--policy='nevr' is not a policy" in result.output
     assert ran == []
+    # A comma-separated list is read as in `simulate`.
+    monkeypatch.undo()
+    result = CliRunner().invoke(cli, ["whatif", str(LOG), "--policy", "never,always", "--runs", "1", "--workers", "1",
+                                      "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert [s["policy"] for s in json.loads(result.output)["results"]] == ["never", "always"]
 
 
 def test_bench_refuses_a_notice_that_would_outlast_the_time_cap_before_any_work() -> None:

@@ -32,6 +32,14 @@ def test_simulate_json_has_the_promised_keys() -> None:
     assert summary["lifetime"].startswith("exponential:mean=")
 
 
+def test_policies_repeated_or_comma_separated_run_alike_on_the_same_worlds() -> None:
+    repeated = invoke("simulate", "--workload", "bing", "--policy", "never", "--policy", "always", *SMALL, "--format", "json")
+    listed = invoke("simulate", "--workload", "bing", "--policy", "never,always", *SMALL, "--format", "json")
+    assert repeated[0] == listed[0] == 0, repeated[1]
+    summaries = json.loads(repeated[1])
+    assert [s["policy"] for s in summaries] == ["never", "always"] and summaries == json.loads(listed[1])
+
+
 def test_simulate_table_and_lambda_and_believed_lifetime() -> None:
     code, out = invoke("simulate", "--workload", "bing", "--policy", "always", "--lambda", "0.05",
                        "--believed-lifetime", "exponential:mean=100", *SMALL)
@@ -83,6 +91,10 @@ def test_simulate_table_and_lambda_and_believed_lifetime() -> None:
         (["--workload", "tpcds", "--policy", "tr", "--conf", "lifetime=weird"],
          "--conf lifetime: the simulator sets this from --believed-lifetime"),
         (["--policy", "never"], "--workload"),
+        (["--workload", "bing", "--workload", "tpcds", "--policy", "never"],
+         "--workload is given 2 times (bing, tpcds); give one, or compare workloads with `simulate sweep --workloads`"),
+        (["--workload", "tpcds", "--policy", "never,tr", "--policy", "tr"], "--policy names a policy twice: never, tr, tr"),
+        (["--workload", "tpcds", "--policy", "never", "--rows"], "--rows adds one record per run to the JSON output"),
     ],
 )
 def test_bad_input_is_one_error_line_and_exit_2(args: list[str], fragment: str) -> None:

@@ -108,7 +108,13 @@ def test_an_option_given_as_none_is_left_unset(fake_jar: str) -> None:
         ({"gamma": -1}, "spark.trspark.gamma='-1' is not valid; allowed: a number > 0"),
         ({"recursionDepth": 100}, "allowed: an integer 0..64"),
         ({"lifetime": "gamma:k=2"}, "unknown lifetime model 'gamma'"),
-        ({"colour": "red"}, "unknown trspark option 'colour'"),
+        ({"colour": "red"}, "unknown trspark option 'colour'; known: mode,"),
+        ({"gama": 2}, "unknown trspark option 'gama' (did you mean 'gamma'?); known: mode,"),
+        ({"recursion_dept": 3}, "unknown trspark option 'recursion_dept' (did you mean 'recursion_depth'?)"),
+        # Booleans as Spark reads its own; a number's error says what the key allows, not Python's words.
+        ({"duplication": "yes"}, "spark.trspark.duplication='yes' is not valid; allowed: true | false"),
+        ({"notice_interval": "1s"}, "spark.trspark.notice.interval='1s' is not valid; allowed: seconds > 0"),
+        ({"recursion_depth": "four"}, "spark.trspark.recursionDepth='four' is not valid; allowed: an integer 0..64"),
         ({"recursion_depth": 3, "recursionDepth": 4}, "spark.trspark.recursionDepth is given twice"),
         ({"engine_start_timeout": 0}, "spark.trspark.engine.startTimeout='0' is not valid; allowed: seconds > 0"),
         ({"engine.startTimeout": "soon"}, "spark.trspark.engine.startTimeout='soon' is not valid"),
@@ -190,6 +196,21 @@ def test_configure_sparkconf_and_builder_without_starting_spark(fake_jar: str) -
     assert options["spark.jars"] == fake_jar and options["spark.trspark.mode"] == "always"
 
 
+def test_a_builder_whose_python_cannot_import_the_engine_is_refused(fake_jar: str, tmp_path: Path) -> None:
+    from pyspark.sql import SparkSession
+
+    python = tmp_path / "python3"  # as a system interpreter without numpy answers the import
+    python.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'numpy'\" >&2\nexit 1\n")
+    python.chmod(0o755)
+    builder = SparkSession.builder.appName("never-started")
+    with pytest.raises(ConfigError, match=re.escape(f"python={str(python)!r} (spark.trspark.python) cannot run the "
+                                                    "engine (ModuleNotFoundError: No module named 'numpy')")):
+        trspark.configure(builder, mode="tr", python=str(python))
+    assert "spark.plugins" not in builder._options
+    # Settings for elsewhere (a dict, spark_conf) name an interpreter of the cluster: not run here.
+    assert trspark.spark_conf(python=str(python))["spark.trspark.python"] == str(python)
+
+
 def test_configure_rejects_other_objects(fake_jar: str) -> None:
     with pytest.raises(TypeError, match="SparkSession.Builder, a SparkConf or a dict"):
         trspark.configure(42)
@@ -213,6 +234,24 @@ SESSION_SCRIPT = textwrap.dedent("""
         df = spark.range(0, 1000).selectExpr("id % 7 AS k", "id AS v").groupBy("k").sum("v").orderBy("k")
         print("ROWS", [(r[0], r[1]) for r in df.collect()])
         print("PLUGINS", spark.sparkContext.getConf().get("spark.plugins"))
+        # While it runs, getOrCreate() would return it: the same settings again are fine, others refused.
+        assert trspark.configure(SparkSession.builder, mode="tr").getOrCreate() is spark
+        try:
+            trspark.configure(SparkSession.builder, mode="always")
+        except RuntimeError as exc:
+            print("REFUSED", exc)
+    finally:
+        spark.stop()
+""")
+# A session started without trspark: configuring a builder then would change nothing.
+PLAIN_SESSION_SCRIPT = textwrap.dedent("""
+    from pyspark.sql import SparkSession
+    import trspark
+    spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+    try:
+        trspark.configure(SparkSession.builder, mode="tr")
+    except RuntimeError as exc:
+        print("REFUSED", exc)
     finally:
         spark.stop()
 """)
@@ -232,6 +271,16 @@ def test_local_session_built_with_configure_runs_a_query() -> None:
     summary = json.loads(proc.stderr.split("session ended: ", 1)[1].splitlines()[0])
     assert summary["events"] > 0 and summary["jobs_ended"] >= 1
     assert summary["malformed"] == 0 and summary["policy_errors"] == 0
+    refused = [line for line in proc.stdout.splitlines() if line.startswith("REFUSED")]
+    assert len(refused) == 1 and "is running with other values of spark.trspark.mode" in refused[0], proc.stdout
+    assert "stop it first (spark.stop())" in refused[0]
+
+
+@pytest.mark.spark
+def test_configuring_a_builder_while_a_session_without_trspark_runs_is_refused() -> None:
+    proc = subprocess.run([sys.executable, "-c", PLAIN_SESSION_SCRIPT], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "is running without the trspark plugin, and getOrCreate() would return it unchanged" in proc.stdout, proc.stdout
 
 
 def test_configure_checks_a_dicts_python_values_as_spark_will_read_them(fake_jar: str) -> None:
@@ -251,3 +300,16 @@ def test_every_key_suffix_in_snake_case_is_an_option(fake_jar: str) -> None:
     assert conf["spark.trspark.scheduling.warmFirst"] == "true"
     with pytest.raises(ConfigError, match=r"pool_lifetimes=\[\(NAME, SPEC\)"):
         trspark.spark_conf(**{"spark.trspark.pool.spot.lifetime": "stable"})
+
+
+def test_an_unknown_spark_key_names_the_closest_known_one() -> None:
+    from trspark.live.config import from_spark_conf
+
+    for given, close in (("spark.trspark.gama", "spark.trspark.gamma"),
+                         ("spark.trspark.histroy.url", "spark.trspark.history.url"),
+                         ("spark.trspark.engine.queuecapacity", "spark.trspark.engine.queueCapacity")):
+        with pytest.raises(ConfigError, match=re.escape(f"unknown setting {given!r} (did you mean {close!r}?); known settings:")):
+            from_spark_conf({given: "1"})
+    # Nothing close: no guess (the common prefix is not compared).
+    with pytest.raises(ConfigError, match=re.escape("unknown setting 'spark.trspark.bogus'; known settings:")):
+        from_spark_conf({"spark.trspark.bogus": "1"})

@@ -13,6 +13,7 @@ To add a key: append a :class:`Key` to ``KEYS`` and a field of the same (snake_c
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -263,11 +264,15 @@ def validate(config: TRConfig) -> TRConfig:
     return config
 
 
+#: Python's words for text that is not a number: the key's "allowed" says it better.
+_NOT_A_NUMBER = ("could not convert string to float", "invalid literal for int()")
+
+
 def parse_value(key: Key, raw: str) -> Any:
     try:
         return key.parse(raw)
     except (ValueError, TypeError) as exc:
-        detail = f" ({exc})" if str(exc) else ""
+        detail = f" ({exc})" if str(exc) and not str(exc).startswith(_NOT_A_NUMBER) else ""
         raise ConfigError(f"{key.full}={raw!r} is not valid{detail}; allowed: {key.allowed}") from exc
 
 
@@ -280,8 +285,20 @@ def key_for_option(option: str) -> Key:
     if option.startswith("pool.") or option.startswith("pool_") and option != "pool":
         raise ConfigError(f"unknown trspark option {option!r}: a pool's lifetime is set with "
                           "pool_lifetimes=[(NAME, SPEC), ...] (spark.trspark.pool.NAME.lifetime)")
-    raise ConfigError(f"unknown trspark option {option!r}; known: {', '.join(k.name for k in KEYS)} "
+    raise ConfigError(f"unknown trspark option {option!r}{did_you_mean(option, _option_spellings())}; "
+                      f"known: {', '.join(k.name for k in KEYS)} "
                       "(in Python, dots and capitals as underscores: lifetime.knowledge = lifetime_knowledge)")
+
+
+def did_you_mean(given: str, names: list[str], prefix: str = "") -> str:
+    """`` (did you mean 'x'?)`` for the name of ``names`` closest to ``given`` (``prefix`` put
+    before it, not compared: a long common prefix would make every name look close), or empty."""
+    close = difflib.get_close_matches(given.removeprefix(prefix), names, n=1, cutoff=0.75)
+    return f" (did you mean {prefix + close[0]!r}?)" if close else ""
+
+
+def _option_spellings() -> list[str]:
+    return [spelling for key in KEYS for spelling in dict.fromkeys((key.name, _snake_case(key.name)))]
 
 
 def _snake_case(name: str) -> str:

@@ -73,11 +73,11 @@ def integer(lo: int, hi: int) -> Callable[[str], int]:
 
 
 def boolean(raw: str) -> bool:
-    """true / 1 / yes / on, or false / 0 / no / off, in any case."""
+    """``true`` or ``false`` in any case, as Spark reads its own boolean settings."""
     value = raw.strip().lower()
-    if value in ("true", "1", "yes", "on"):
+    if value == "true":
         return True
-    if value in ("false", "0", "no", "off"):
+    if value == "false":
         return False
     raise ValueError
 

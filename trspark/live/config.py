@@ -24,6 +24,7 @@ from trspark.keys import (
     KEYS,
     PREFIX,
     ConfigError,
+    did_you_mean,
     is_pool_key,
     key_for_option,
     parse_pool_lifetime,
@@ -59,7 +60,8 @@ def from_spark_conf(conf: Mapping[str, str], base: TRConfig | None = None) -> TR
         key = BY_FULL.get(full)
         if key is None:
             known = ", ".join(k.full for k in KEYS)
-            raise ConfigError(f"unknown setting {full!r}; known settings: {known}")
+            close = did_you_mean(full, [k.name for k in KEYS], prefix=PREFIX)
+            raise ConfigError(f"unknown setting {full!r}{close}; known settings: {known}")
         values[key.field] = parse_value(key, raw)
     return validate(base.with_options(**values, pool_lifetimes=tuple(sorted(pools.items()))))
 

@@ -17,7 +17,9 @@ and the allowed values.
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any, TypeVar
@@ -96,10 +98,16 @@ def configure(target: T, **options: Any) -> T:
     ``sizing_rate`` (an option or a setting ``target`` holds), the lifetime rule's shuffle
     partition size is added through AQE (:func:`trspark.live.sizing.sql_settings`) where
     ``target`` does not set it already, from every ``spark.trspark.*`` setting ``target`` then holds.
+
+    For a builder, a ``python=`` interpreter must import the engine, and no SparkContext may be
+    running with settings that ``getOrCreate()`` would keep instead (``RuntimeError``).
     """
     get, put, items = _accessors(target)
     given = unchecked_option_settings(**options)
     _check_python(given)
+    builder = _is_builder(target)
+    if builder:  # this process starts the driver, so the engine's interpreter runs here
+        _check_engine_imports(given.get(PYTHON_KEY))
     settings = _with_plugin(given, default_python=not get(PYTHON_KEY))
     # The target's own settings with the options over them are checked once, as a whole, before any is
     # written, so a call that raises leaves the target as it was. A dict may hold Python values
@@ -107,11 +115,59 @@ def configure(target: T, **options: Any) -> T:
     ours = {name: spark_text(value) for name, value in items() if name.startswith(PREFIX)}
     ours.update((name, value) for name, value in settings.items() if name.startswith(PREFIX))
     config = check_settings(ours)
+    if builder:
+        _check_no_running_context_ignores(ours)
     for name, value in settings.items():
         put(name, merge_list(get(name), value) if name in _LIST_KEYS else value)
     for name, value in sql_settings(config, lambda key: _as_spark_text(get(key))).items():
         put(name, value)
     return target
+
+
+def _is_builder(target: Any) -> bool:
+    return isinstance(getattr(target, "_options", None), dict) and hasattr(target, "config")
+
+
+def _check_engine_imports(python: str | None) -> None:
+    """Refuse a ``python=`` other than this interpreter that cannot import the engine.
+
+    Without it the plugin's own check only warns, and the application runs without its engine
+    (always-checkpoint). A check that gives no answer in 60 s is left to the plugin.
+    """
+    if not python:
+        return
+    found = shutil.which(python)
+    if found is None or os.path.realpath(found) == os.path.realpath(sys.executable):
+        return
+    try:
+        run = subprocess.run([found, "-c", "import trspark.live.engine_process"], capture_output=True, text=True,
+                             timeout=60, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    if run.returncode != 0:
+        last = (run.stderr.strip().splitlines() or [f"exit code {run.returncode}"])[-1]
+        raise ConfigError(f"python={python!r} ({PYTHON_KEY}) cannot run the engine ({last}); give an interpreter "
+                          f"with trspark and its dependencies installed, e.g. python={sys.executable!r}")
+
+
+def _check_no_running_context_ignores(settings: dict[str, str]) -> None:
+    """Refuse to configure a builder whose ``getOrCreate()`` would return a running SparkContext
+    that lacks the plugin or holds other ``spark.trspark.*`` values: Spark would ignore them all."""
+    try:
+        from pyspark import SparkContext
+    except ImportError:
+        return
+    sc = SparkContext._active_spark_context
+    if sc is None:
+        return
+    conf = sc.getConf()
+    plugins = [p.strip() for p in (conf.get(PLUGINS_KEY) or "").split(",")]
+    differing = sorted(name for name, value in settings.items() if conf.get(name) != value)
+    if PLUGIN_CLASS in plugins and not differing:
+        return
+    what = "without the trspark plugin" if PLUGIN_CLASS not in plugins else "with other values of " + ", ".join(differing)
+    raise RuntimeError(f"trspark.configure: SparkContext {sc.applicationId} is running {what}, and getOrCreate() "
+                       "would return it unchanged; stop it first (spark.stop()), then configure and build the session")
 
 
 def _as_spark_text(value: Any) -> str | None:
