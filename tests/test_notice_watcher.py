@@ -80,7 +80,8 @@ def test_settings_defaults_per_source(jvm: Jvm) -> None:
         ("source", "oracle", "allowed: none | aws | gcp | azure"),
         ("interval", "0", "allowed: seconds > 0"),
         ("window", "soon", "allowed: seconds > 0"),
-        ("url", "ftp://x", "allowed: an http:// base URL"),
+        ("url", "ftp://x", "allowed: an http:// or https:// base URL"),
+        ("interval", "5 sec", "allowed: seconds > 0: a number, or with a unit: 500ms, 30s, 2min, 1h"),
         ("signal", "SIG-PWR", "allowed: a signal name"),
     ],
 )
@@ -92,6 +93,21 @@ def test_bad_setting_names_key_and_allowed_values(jvm: Jvm, key: str, value: str
     message = info.value.java_exception.getMessage()
     assert message.startswith(f"trspark: spark.trspark.notice.{key}='{value}' is not valid")
     assert allowed in message
+
+
+def test_durations_with_spark_units_read_the_same_on_both_sides(jvm: Jvm) -> None:
+    from trspark.setting_parsers import seconds
+
+    parse = seconds(0.0)
+    for raw, value in (("30", 30.0), ("0.5", 0.5), ("500ms", 0.5), ("30s", 30.0), ("2min", 120.0), ("2m", 120.0),
+                       ("1h", 3600.0), ("1d", 86400.0), ("250us", 250e-6), ("1e-3s", 1e-3), (" 2MIN ", 120.0)):
+        jvm_value = jvm.trspark.TRConf.seconds(raw)
+        assert parse(raw) == value and jvm_value.isDefined() and jvm_value.get() == value, raw
+    for raw in ("", "s", "1x", "5 sec", "infs", "nan", "1_0s"):
+        with pytest.raises(ValueError):
+            parse(raw)
+        assert not jvm.trspark.TRConf.seconds(raw).isDefined(), raw
+    assert jvm.trspark.NoticeSettings.apply(spark_conf(jvm, interval="500ms", window="2min")).windowS() == 120.0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -113,7 +113,8 @@ def test_an_option_given_as_none_is_left_unset(fake_jar: str) -> None:
         ({"recursion_dept": 3}, "unknown trspark option 'recursion_dept' (did you mean 'recursion_depth'?)"),
         # Booleans as Spark reads its own; a number's error says what the key allows, not Python's words.
         ({"duplication": "yes"}, "spark.trspark.duplication='yes' is not valid; allowed: true | false"),
-        ({"notice_interval": "1s"}, "spark.trspark.notice.interval='1s' is not valid; allowed: seconds > 0"),
+        ({"notice_interval": "1x"}, "spark.trspark.notice.interval='1x' is not valid; allowed: seconds > 0: a number, "
+                                    "or with a unit: 500ms, 30s, 2min, 1h"),
         ({"recursion_depth": "four"}, "spark.trspark.recursionDepth='four' is not valid; allowed: an integer 0..64"),
         ({"recursion_depth": 3, "recursionDepth": 4}, "spark.trspark.recursionDepth is given twice"),
         ({"engine_start_timeout": 0}, "spark.trspark.engine.startTimeout='0' is not valid; allowed: seconds > 0"),

@@ -22,6 +22,7 @@ from typing import Any
 from trspark.engine.settings import TRConfig
 from trspark.setting_parsers import (
     POOL_NAME_RULE,
+    SECONDS_EXAMPLE,
     SIGNALS,
     boolean,
     choice,
@@ -35,6 +36,7 @@ from trspark.setting_parsers import (
     parse_bandwidth,
     pool_name,
     rate_or_zero,
+    seconds,
     signal_name,
     stripped,
 )
@@ -100,7 +102,7 @@ KEYS: tuple[Key, ...] = (
         "Depth limit of the cascading re-computation estimate Er."),
     Key("gridSize", "grid_size", 64, integer(4, 4096), "an integer 4..4096",
         "Time-grid points used to integrate C_Redo and the backup costs."),
-    Key("period", "period", 5.0, number(0.0, None, lo_open=True), "seconds > 0",
+    Key("period", "period", 5.0, seconds(0.0, lo_open=True), f"seconds > 0: {SECONDS_EXAMPLE}",
         "Periodic re-planning interval (seconds)."),
     Key("bandwidth.local", "local_bandwidth", 400e6, parse_bandwidth, "bytes/s >= 1, e.g. 400m",
         "Peer-to-peer copy bandwidth per executor (bytes/s)."),
@@ -108,7 +110,7 @@ KEYS: tuple[Key, ...] = (
         "Remote-store write bandwidth per executor (bytes/s)."),
     Key("bandwidth.remoteCap", "remote_cap", 10e9, parse_bandwidth, "bytes/s >= 1, e.g. 10g",
         "Total remote-store bandwidth shared by all concurrent backups (bytes/s)."),
-    Key("backup.latency", "backup_latency", 0.05, number(0.0), "seconds >= 0",
+    Key("backup.latency", "backup_latency", 0.05, seconds(0.0), f"seconds >= 0: {SECONDS_EXAMPLE}",
         "Fixed time of one backup copy whatever its size (open, commit, register with the driver); "
         "priced into every backup so that tiny outputs are copied only when their loss is likely."),
     Key("backup.costPerGb", "backup_cost_per_gb", 0.0, number(0.0), "core-seconds >= 0",
@@ -133,10 +135,10 @@ KEYS: tuple[Key, ...] = (
         "a folder on each executor's own host: shared only by executors on one host (local-cluster)."),
     Key("python", "python", "", stripped, "path to a Python interpreter",
         "Interpreter that runs the engine (python -m trspark.live); empty = the PySpark driver's."),
-    Key("engine.timeout", "engine_timeout", 2.0, number(0.0, None, lo_open=True), "seconds > 0",
+    Key("engine.timeout", "engine_timeout", 2.0, seconds(0.0, lo_open=True), f"seconds > 0: {SECONDS_EXAMPLE}",
         "Longest wait for the engine's answer to an event before the shim falls back to always-checkpoint, "
         "checked every spark.trspark.period (start-up has its own limit, engine.startTimeout)."),
-    Key("engine.startTimeout", "engine_start_timeout", 120.0, number(0.0, None, lo_open=True), "seconds > 0",
+    Key("engine.startTimeout", "engine_start_timeout", 120.0, seconds(0.0, lo_open=True), f"seconds > 0: {SECONDS_EXAMPLE}",
         "Longest wait for the engine process to start, connect and say Hello (it imports numpy, and scipy when it fits "
         "the lifetime history: slow on a loaded machine) before the shim falls back to always-checkpoint for the application."),
     Key("engine.queueCapacity", "engine_queue_capacity", 10000, integer(1, 10_000_000), "an integer 1..10000000 (events)",
@@ -153,14 +155,14 @@ KEYS: tuple[Key, ...] = (
     Key("notice.source", "notice_source", "none", choice(*NOTICE_SOURCES), " | ".join(NOTICE_SOURCES),
         "Cloud metadata service each executor polls for termination notices (AWS spot instance-action, "
         "GCP preempted, Azure Scheduled Events); none = only the signal."),
-    Key("notice.url", "notice_url", "", http_url, "an http:// base URL, e.g. http://169.254.169.254 (empty = the cloud's default)",
+    Key("notice.url", "notice_url", "", http_url, "an http:// or https:// base URL, e.g. http://169.254.169.254 (empty = the cloud's default)",
         "Base URL of that metadata service; empty = http://169.254.169.254 (AWS, Azure) or http://metadata.google.internal (GCP). "
         "{executorId} in it becomes the executor's id (tests: executors on one host standing for different VMs)."),
-    Key("notice.interval", "notice_interval", 1.0, number(0.0, None, lo_open=True), "seconds > 0",
+    Key("notice.interval", "notice_interval", 1.0, seconds(0.0, lo_open=True), f"seconds > 0: {SECONDS_EXAMPLE}",
         "Seconds between two polls of the metadata service (a poll is one link-local HTTP request)."),
-    Key("notice.window", "notice_window", 30.0, number(0.0, None, lo_open=True), "seconds > 0",
+    Key("notice.window", "notice_window", 30.0, seconds(0.0, lo_open=True), f"seconds > 0: {SECONDS_EXAMPLE}",
         "Seconds between a notice and the end when the source gives no time (GCP, the signal, an Azure event without NotBefore)."),
-    Key("notice.margin", "notice_margin", 3.0, number(0.0), "seconds >= 0",
+    Key("notice.margin", "notice_margin", 3.0, seconds(0.0), f"seconds >= 0: {SECONDS_EXAMPLE}",
         "Backups of an executor with a termination notice start this long (plus one period and their copy time) "
         "before its deadline, not at the notice: outputs consumed meanwhile are not copied. It covers a notice seen "
         "late (up to notice.interval) and the time from a decision to a finished copy (0.8 s at most, measured "
@@ -186,7 +188,7 @@ KEYS: tuple[Key, ...] = (
         "Task sizing: bytes of input one task processes per second. With it, trspark.configure sets "
         "spark.sql.adaptive.advisoryPartitionSizeInBytes (and a larger initial partition number) unless you set "
         "them; 0 = the engine advises from the rate it measures."),
-    Key("release.idle", "release_idle", 0.0, number(0.0), "seconds >= 0 (0 = off)",
+    Key("release.idle", "release_idle", 0.0, seconds(0.0), f"seconds >= 0 (0 = off): {SECONDS_EXAMPLE}",
         "With dynamic allocation: release an executor idle this long once every output it holds that may still be read "
         "is saved elsewhere, instead of keeping it for its shuffle data. The plugin sets it to "
         "spark.dynamicAllocation.executorIdleTimeout, unless you set it, when dynamic allocation and shuffle tracking "

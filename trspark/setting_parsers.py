@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -54,6 +55,27 @@ def number(lo: float | None = None, hi: float | None = None, *, lo_open: bool = 
         if lo is not None and (value < lo or (lo_open and value == lo)):
             raise ValueError
         if hi is not None and value > hi:
+            raise ValueError
+        return value
+
+    return parse
+
+
+#: Spark's time suffixes (as in ``spark.network.timeout=120s``) in seconds; a bare number is seconds.
+TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_WITH_UNIT = re.compile(r"(.*?)(us|ms|min|s|m|h|d)")
+SECONDS_EXAMPLE = "a number, or with a unit: 500ms, 30s, 2min, 1h"
+
+
+def seconds(lo: float, *, lo_open: bool = False) -> Callable[[str], float]:
+    """A parser of a duration in seconds, ``>= lo`` (``> lo`` with ``lo_open``): ``30``, ``0.5``, ``30s``, ``2min``."""
+
+    def parse(raw: str) -> float:
+        text = java_number(raw).strip().lower()
+        match = _WITH_UNIT.fullmatch(text)
+        number, scale = (match.group(1), TIME_UNITS[match.group(2)]) if match else (text, 1.0)
+        value = float(number) * scale
+        if not math.isfinite(value) or value < lo or (lo_open and value == lo):
             raise ValueError
         return value
 

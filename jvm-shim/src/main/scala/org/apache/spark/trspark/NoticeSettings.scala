@@ -47,7 +47,7 @@ object NoticeSettings {
 
   private def seconds(conf: SparkConf, key: String, default: Double): Double = {
     val raw = conf.get(Prefix + key, default.toString)
-    Try(raw.trim.toDouble).toOption.filter(v => v > 0 && !v.isInfinite).getOrElse(fail(key, raw, "seconds > 0"))
+    TRConf.seconds(raw).filter(_ > 0).getOrElse(fail(key, raw, s"seconds > 0: ${TRConf.SecondsExample}"))
   }
 
   /** Parse and validate; a bad value throws one line naming the key and what is allowed. */
@@ -60,7 +60,7 @@ object NoticeSettings {
       // URI takes any port number; the executors' connections refuse one above 65535 at every poll.
       val ok = Try(new URI(rawUrl.replace(ExecutorIdToken, "0"))).toOption
         .exists(u => Set("http", "https").contains(u.getScheme) && u.getHost != null && u.getPort <= 65535)
-      if (!ok) fail("url", rawUrl, "an http:// base URL, e.g. http://169.254.169.254 (empty = the cloud's default)")
+      if (!ok) fail("url", rawUrl, "an http:// or https:// base URL, e.g. http://169.254.169.254 (empty = the cloud's default)")
       rawUrl.stripSuffix("/")
     }
     val rawSignal = conf.get(Prefix + "signal", DefaultSignal).trim

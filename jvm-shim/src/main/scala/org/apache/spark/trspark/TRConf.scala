@@ -55,7 +55,20 @@ object TRConf {
 
   private def positive(conf: SparkConf, key: String, default: Double): Double = {
     val raw = conf.get(Prefix + key, default.toString)
-    Try(raw.trim.toDouble).toOption.filter(v => v > 0 && !v.isInfinite).getOrElse(fail(key, raw, "seconds > 0"))
+    seconds(raw).filter(_ > 0).getOrElse(fail(key, raw, s"seconds > 0: $SecondsExample"))
+  }
+
+  /** Spark's time suffixes in seconds (`trspark/setting_parsers.py` TIME_UNITS), longest first where one ends another. */
+  val TimeUnits: Seq[(String, Double)] =
+    Seq("us" -> 1e-6, "ms" -> 1e-3, "min" -> 60.0, "s" -> 1.0, "m" -> 60.0, "h" -> 3600.0, "d" -> 86400.0)
+  val SecondsExample = "a number, or with a unit: 500ms, 30s, 2min, 1h"
+
+  /** Finite seconds from "30", "0.5", "500ms", "30s", "2min" or "1h" (a bare number is seconds); None otherwise. */
+  def seconds(raw: String): Option[Double] = {
+    val text = raw.trim.toLowerCase(java.util.Locale.ROOT)
+    val (number, scale) = TimeUnits.collectFirst { case (unit, factor) if text.endsWith(unit) =>
+      (text.dropRight(unit.length), factor) }.getOrElse((text, 1.0))
+    Try(number.toDouble * scale).toOption.filter(v => !v.isInfinite && !v.isNaN)
   }
 
   private def integer(conf: SparkConf, key: String, default: Int, lo: Int, hi: Int, allowed: String): Int = {
