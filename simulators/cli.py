@@ -288,7 +288,8 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
             sweeping.write_csv(done, out)  # the rows so far: a sweep cut short keeps what it measured
             share = "" if point.on_demand_share is None else f" {point.on_demand_share:g}% od"
             form = "" if point.shape is None else f" k={point.shape:g}"
-            label = f"{point.workload} {point.policy} S={point.stability:g}{share}{form}: {row['slowdown_mean']:.2f}x"
+            failed = f", {row['failed_runs']} of {row['runs']} runs failed" if row["failed_runs"] else ""
+            label = f"{point.workload} {point.policy} S={point.stability:g}{share}{form}: {row['slowdown_mean']:.2f}x{failed}"
             progress.update(bar, advance=1, description=label)
             if not console.is_terminal:
                 minutes, seconds = divmod(int(time.monotonic() - started), 60)

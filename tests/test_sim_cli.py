@@ -118,8 +118,15 @@ def test_sweep_writes_csv_and_plot(tmp_path: Path) -> None:
     assert all(float(r["slowdown_mean"]) >= 1.0 for r in rows)
     assert {r["notice"] for r in rows} == {""}  # no --notice
     # Not a terminal: one progress line per point, as it finishes.
-    progress = [line for line in out.splitlines() if re.fullmatch(r"\[\d+:\d\d\] \w+ \w+ S=\d+: [\d.]+x \(\d/8\)", line)]
+    progress = [line for line in out.splitlines()
+                if re.fullmatch(r"\[\d+:\d\d\] \w+ \w+ S=\d+: [\d.]+x(, \d of 3 runs failed)? \(\d/8\)", line)]
     assert [line.rsplit(" ", 1)[1] for line in progress] == [f"({i}/8)" for i in range(1, 9)], out
+    # A point whose runs failed says how many (they count at the slowdown where they stopped).
+    failed = {(r["workload"], r["policy"], r["stability"]): int(r["failed_runs"]) for r in rows}
+    for line in progress:
+        workload, policy, stability = re.match(r"\S+ (\w+) (\w+) S=(\d+)", line).groups()  # type: ignore[union-attr]
+        count = failed[(workload, policy, f"{float(stability)}")]
+        assert (f", {count} of 3 runs failed" in line) == (count > 0), line
     assert out_png.stat().st_size > 10_000 and out_png.read_bytes()[:4] == b"\x89PNG"
 
 
