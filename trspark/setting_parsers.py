@@ -49,16 +49,20 @@ def number(lo: float | None = None, hi: float | None = None, *, lo_open: bool = 
     """A parser of a finite number in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``); either bound may be None."""
 
     def parse(raw: str) -> float:
-        value = float(java_number(raw))
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError
-        if lo is not None and (value < lo or (lo_open and value == lo)):
-            raise ValueError
-        if hi is not None and value > hi:
-            raise ValueError
-        return value
+        return _within(float(java_number(raw)), lo, hi, lo_open=lo_open)
 
     return parse
+
+
+def _within(value: float, lo: float | None, hi: float | None, *, lo_open: bool) -> float:
+    """``value`` when it is finite and in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``); else ValueError."""
+    if not math.isfinite(value):
+        raise ValueError
+    if lo is not None and (value < lo or (lo_open and value == lo)):
+        raise ValueError
+    if hi is not None and value > hi:
+        raise ValueError
+    return value
 
 
 #: Spark's time suffixes (as in ``spark.network.timeout=120s``) in seconds; a bare number is seconds.
@@ -74,10 +78,7 @@ def seconds(lo: float, *, lo_open: bool = False) -> Callable[[str], float]:
         text = java_number(raw).strip().lower()
         match = _WITH_UNIT.fullmatch(text)
         number, scale = (match.group(1), TIME_UNITS[match.group(2)]) if match else (text, 1.0)
-        value = float(number) * scale
-        if not math.isfinite(value) or value < lo or (lo_open and value == lo):
-            raise ValueError
-        return value
+        return _within(float(number) * scale, lo, None, lo_open=lo_open)
 
     return parse
 

@@ -180,9 +180,9 @@ def _accessors(
     """(read one, write one, every setting) of a Builder, a SparkConf or a mapping."""
     if isinstance(target, MutableMapping):
         return target.get, target.__setitem__, lambda: list(target.items())
-    builder_options = getattr(target, "_options", None)
-    if isinstance(builder_options, dict) and hasattr(target, "config"):
+    if _is_builder(target):
         # SparkSession.Builder keeps what .config() was given in _options (no public getter).
+        builder_options: dict[str, str] = target._options
         return builder_options.get, lambda k, v: target.config(k, v), lambda: list(builder_options.items())
     if callable(getattr(target, "get", None)) and callable(getattr(target, "set", None)):
         return lambda k: target.get(k, None), target.set, lambda: list(target.getAll())  # SparkConf

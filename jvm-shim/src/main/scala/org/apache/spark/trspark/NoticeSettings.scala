@@ -42,13 +42,10 @@ object NoticeSettings {
     case _ => "http://169.254.169.254"
   }
 
-  private def fail(key: String, raw: String, allowed: String): Nothing =
-    throw new IllegalArgumentException(s"trspark: $Prefix$key='$raw' is not valid; allowed: $allowed")
+  private def fail(key: String, raw: String, allowed: String): Nothing = TRConf.fail("notice." + key, raw, allowed)
 
-  private def seconds(conf: SparkConf, key: String, default: Double): Double = {
-    val raw = conf.get(Prefix + key, default.toString)
-    TRConf.seconds(raw).filter(_ > 0).getOrElse(fail(key, raw, s"seconds > 0: ${TRConf.SecondsExample}"))
-  }
+  private def seconds(conf: SparkConf, key: String, default: Double): Double =
+    TRConf.positiveSeconds(conf, "notice." + key, default)
 
   /** Parse and validate; a bad value throws one line naming the key and what is allowed. */
   def apply(conf: SparkConf): NoticeSettings = {

@@ -53,7 +53,8 @@ object TRConf {
     value
   }
 
-  private def positive(conf: SparkConf, key: String, default: Double): Double = {
+  /** `spark.trspark.<key>` as seconds > 0, or the one-line error naming the key. */
+  def positiveSeconds(conf: SparkConf, key: String, default: Double): Double = {
     val raw = conf.get(Prefix + key, default.toString)
     seconds(raw).filter(_ > 0).getOrElse(fail(key, raw, s"seconds > 0: $SecondsExample"))
   }
@@ -173,10 +174,10 @@ object TRConf {
     mode = choice(conf, "mode", "tr", Modes),
     targets = choice(conf, "backup.targets", "both", Targets),
     remotePath = remotePath(conf),
-    engineTimeoutS = positive(conf, "engine.timeout", 2.0),
-    engineStartTimeoutS = positive(conf, "engine.startTimeout", EngineStartTimeoutS),
+    engineTimeoutS = positiveSeconds(conf, "engine.timeout", 2.0),
+    engineStartTimeoutS = positiveSeconds(conf, "engine.startTimeout", EngineStartTimeoutS),
     engineQueueCapacity = integer(conf, "engine.queueCapacity", 10000, 1, 10000000, "an integer 1..10000000 (events)"),
-    periodS = positive(conf, "period", 5.0),
+    periodS = positiveSeconds(conf, "period", 5.0),
     python = conf.get(Prefix + "python", "").trim,
     throttleBytesPerS = rate(conf, "backup.throttle"))
 }
