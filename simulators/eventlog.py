@@ -72,7 +72,8 @@ def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
         seen_spark = True
         yield event
     if not seen_spark:
-        raise EventLogError(f"{path}: empty; not a Spark event log")
+        raise EventLogError(f"{path}: the event log is empty; it was cut before its application started, "
+                            "or is not a Spark application's log")
 
 
 # ---------------------------------------------------------------------------------------- parsing
@@ -155,7 +156,7 @@ def load_eventlog(path: str | Path, local_bandwidth: float = 400e6) -> Replay:
         elif kind == "SparkListenerApplicationStart":
             app_name = str(event.get("App Name", ""))
     if not all_tasks:
-        raise EventLogError(f"{path}: the log has no successful tasks to replay")
+        raise EventLogError(f"{path}: the event log has no successful tasks to replay")
     unfinished = [job_id for job_id, (_start, end) in job_spans.items() if math.isnan(end)]
     if unfinished:
         raise EventLogError(f"{path}: Spark job {unfinished[0]} starts but never ends: the log is cut off (its "

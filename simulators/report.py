@@ -6,6 +6,7 @@ Kept apart from :mod:`simulators.cli` (the commands) and :mod:`simulators.option
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,9 @@ F = Callable[..., Any]
 # Columns of stdout when it is neither a terminal nor given $COLUMNS: wider than any table printed,
 # which rich then draws at its natural width.
 UNWRAPPED_WIDTH = 10_000
+
+
+_LONG_DECIMAL = re.compile(r"(?<![\w.])\d+\.\d{4,}(?:e[+-]?\d+)?(?![\w.])")
 
 
 def stdout_console() -> Console:
@@ -84,7 +88,7 @@ def print_table(summaries: list[dict[str, Any]], title: str) -> None:
 
     from simulators.pricing import GB
 
-    table = Table(title=title)
+    table = Table(title=readable_numbers(title))
     table.add_column("metric")
     for s in summaries:
         table.add_column(str(s["policy"]), justify="right")
@@ -97,6 +101,14 @@ def print_table(summaries: list[dict[str, Any]], title: str) -> None:
             cells.append(fmt.format(value))
         table.add_row(label, *cells)
     stdout_console().print(table)
+
+
+def readable_numbers(text: str) -> str:
+    """``text`` with each decimal of four or more digits after the point shown to 4 significant digits.
+
+    Lifetime specs keep full precision (they round-trip in JSON); a title only needs to be read.
+    """
+    return _LONG_DECIMAL.sub(lambda m: f"{float(m.group()):.4g}", text)
 
 
 def public_summary(summary: dict[str, Any], rows: bool) -> dict[str, Any]:

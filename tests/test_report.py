@@ -142,8 +142,11 @@ def test_prices_add_the_cost_of_each_pools_executor_hours() -> None:
     assert summary.cost() == pytest.approx(0.5 * hours["default"])
     assert summarize(LOG).cost() is None
     assert summarize(LOG, prices={"other": 1.0}).cost() is None
-    assert ("cost", "unknown: no --price for pool default (priced: other)") in summarize(LOG, prices={"other": 1.0}).lines()
+    assert ("cost", "unknown: no --price for pool default (priced: other); no executor was in priced pool other"
+            ) in summarize(LOG, prices={"other": 1.0}).lines()
     assert all(label != "cost" for label, _ in summarize(LOG).lines())
+    with_typo = dict(summarize(LOG, prices={"default": 0.5, "spto": 0.1}).lines())["cost"]
+    assert with_typo == f"${summary.cost():.4f}; no executor was in priced pool spto"
 
 
 
@@ -346,3 +349,11 @@ def test_the_timeline_of_thousands_of_stages_keeps_its_size_and_leaves_the_calle
         matplotlib.use(before)
     height = matplotlib.image.imread(out).shape[0]
     assert height <= (3 + 0.35 * MAX_ROWS) * 90
+
+
+def test_a_retried_stage_gets_a_row_per_attempt_labelled_by_its_retry() -> None:
+    from trspark.reporting.timeline import _stage_labels
+
+    summary = summarize(LOG)
+    summary.stages = [(0, "map", 0.0, 1.0), (1, "reduce", 1.0, 2.0), (1, "reduce", 3.0, 4.0), (1, "reduce", 5.0, 6.0)]
+    assert _stage_labels(summary) == ["stage 0", "stage 1", "stage 1 retry 1", "stage 1 retry 2"]

@@ -47,6 +47,17 @@ def test_simulate_table_and_lambda_and_believed_lifetime() -> None:
     assert "slowdown (mean)" in out and "exponential:rate=0.05" in out
 
 
+def test_the_table_title_rounds_the_lifetime_that_json_keeps_whole() -> None:
+    args = ("simulate", "--workload", "bing", "--policy", "never", "--stability", "7", *SMALL)
+    code, text = invoke(*args)
+    assert code == 0, text
+    text = " ".join(text.split())  # rich wraps a title wider than its table
+    spec = json.loads(invoke(*args, "--format", "json")[1])["lifetime"]
+    mean = float(spec.removeprefix("exponential:mean="))
+    assert len(spec) > len(f"exponential:mean={mean:.4g}")  # there is something to round
+    assert f"lifetime exponential:mean={mean:.4g}" in text and spec not in text
+
+
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [

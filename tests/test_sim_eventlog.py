@@ -106,7 +106,7 @@ def test_lz4_block_and_gzip_logs(tmp_path: Path) -> None:
     [
         (b'{"hello": "world"}\n', "not a Spark listener event"),
         (b"\x00\x01garbage\xff", "not JSON"),
-        (b"", "empty"),
+        (b"", "the event log is empty; it was cut before its application started"),
         (b"\x28\xb5\x2f\xfd" + b"\xff" * 20, "cannot decompress"),
     ],
 )

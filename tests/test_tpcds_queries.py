@@ -79,6 +79,9 @@ def test_parse_list() -> None:
     assert len(parse_list("all")) == len(available()) - len(EXCLUDED)
     with pytest.raises(QueryError, match="unknown query 'q999'"):
         parse_list("q3,q999")
+    assert parse_list("Q3,Chain4") == ("q3", "chain4") and parse_list("ALL") == parse_list("all")
+    with pytest.raises(QueryError, match="unknown query 'ChainX'"):  # quoted as typed
+        parse_list("q3,ChainX")
     for empty in (",", "", "  "):  # an empty --queries is a mistake, not the default set
         with pytest.raises(QueryError, match="empty list"):
             parse_list(empty)

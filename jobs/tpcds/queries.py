@@ -133,17 +133,18 @@ def parse_list(text: str, *, default: tuple[str, ...] = DEFAULT_QUERIES) -> tupl
 
     A list may also name a long-lineage chain job, ``chainN`` (:mod:`jobs.tpcds.chain`).
     """
-    text = text.strip().lower()
-    if text == "default":
+    text = text.strip()
+    if text.lower() == "default":
         return default
-    if text == "all":
+    if text.lower() == "all":
         return runnable()
     names = []
     for part in filter(None, (p.strip() for p in text.split(","))):
-        if chain.is_chain(part):
-            names.append(part)
+        lowered = part.lower()  # the error quotes what was typed
+        if chain.is_chain(lowered):
+            names.append(lowered)
             continue
-        name = part if part.startswith("q") else "q" + part
+        name = lowered if lowered.startswith("q") else "q" + lowered
         if name not in available():
             raise QueryError(f"--queries: unknown query {part!r}; allowed: all, default, or names like q3,q14a "
                              f"and chainN (N from 1 to {chain.MAX_ITERATIONS})")

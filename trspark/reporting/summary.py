@@ -125,11 +125,17 @@ class Summary:
         ]
         rows += [(f"VM-hours ({pool})", f"{h:.4f}") for pool, h in self.vm_hours().items()]
         if (cost := self.cost()) is not None:
-            rows.append(("cost", f"${cost:.4f}"))
+            rows.append(("cost", f"${cost:.4f}" + self._unused_prices()))
         elif self.prices:  # a price was asked for: say which pools it misses rather than print nothing
             missing = ", ".join(p for p in self.vm_hours() if p not in self.prices)
-            rows.append(("cost", f"unknown: no --price for pool {missing} (priced: {', '.join(sorted(self.prices))})"))
+            rows.append(("cost", f"unknown: no --price for pool {missing} (priced: {', '.join(sorted(self.prices))})"
+                         + self._unused_prices()))
         return rows
+
+    def _unused_prices(self) -> str:
+        """A note naming priced pools that no executor of this log was in (a typo is the likely cause)."""
+        unused = sorted(p for p in self.prices if p not in self.vm_hours())
+        return f"; no executor was in priced pool {', '.join(unused)}" if unused else ""
 
     def text(self) -> str:
         width = max(len(label) for label, _ in self.lines())

@@ -40,7 +40,7 @@ def draw(summary: Summary, path: str | Path) -> Path:
         "height_ratios": [max(1, min(len(summary.stages), MAX_ROWS)), max(1, min(len(rows), MAX_ROWS))]})
     for i, (_, _, start, end) in enumerate(summary.stages):
         top.broken_barh([(start, max(end - start, 0.05))], (i - 0.4, 0.8), color="tab:gray")
-    _label_rows(top, [f"stage {s[0]}" for s in summary.stages])
+    _label_rows(top, _stage_labels(summary))
     top.set_title(f"{summary.app_name}: stages")
 
     pools = sorted({e.pool for e in summary.executors.values()})
@@ -66,6 +66,16 @@ def draw(summary: Summary, path: str | Path) -> Path:
     out = Path(path)
     fig.savefig(out, dpi=90)
     return out
+
+
+def _stage_labels(summary: Summary) -> list[str]:
+    """``stage N`` per row; a stage's later attempts (a retry after a lost output) are ``stage N retry k``."""
+    seen: dict[int, int] = {}
+    labels = []
+    for stage_id, *_ in summary.stages:
+        seen[stage_id] = seen.get(stage_id, -1) + 1
+        labels.append(f"stage {stage_id}" + (f" retry {seen[stage_id]}" if seen[stage_id] else ""))
+    return labels
 
 
 def _label_rows(ax: Any, labels: list[str]) -> None:
