@@ -131,14 +131,13 @@ the demo's executors share 2 cores, so an idle executor is no idle capacity ther
 would take CPU from the task it copies (on a cluster where each executor has its own cores, keep
 it). JVM options for a small shared host (:data:`SMALL_HOST_JVM_OPTIONS`)."""
 SLOWDOWN_GUESS = {"never": 2.2, "always": 2.2, "tr": 2.2}
-"""Expected evicted slowdowns for the budget (the demo's medians per job and kill seed: never
-1.6-3.8x, always 1.7-4.1x, tr 1.2-2.2x; with these guesses the estimate, 7.0 minutes, stays above
-the runs' 6.4)."""
+"""Expected evicted slowdowns for the budget, set near the top of the demo's measured medians per job
+and kill seed so that the estimate stays above a run's elapsed time."""
 
 
 @dataclass(frozen=True)
 class DemoPlan:
-    """What the demo runs (the defaults take about 6 minutes on a 2-core machine, see :func:`estimate_seconds`)."""
+    """What the demo runs (the defaults are estimated at about 7 minutes on a 2-core machine, see :func:`estimate_seconds`)."""
 
     sf: float = 0.1
     workloads: tuple[str, ...] = DEMO_WORKLOADS
@@ -150,10 +149,8 @@ class DemoPlan:
     max_kills: int = 2
     warmup_rounds: int = 2
     """Two warm-up passes, then the stable runs, for every policy: each policy's evicted runs
-    start after as many passes as vanilla Spark's. With the JVMs' default compilers, after one
-    pass the runs still sped up by a quarter over the stable runs (q29: 5.8, 5.2, 4.2 s), and
-    evicted runs came out faster than the reference; after three, by a tenth (3.8, 3.2, 2.8 s),
-    for about 40 s more of the plan. The reference is their median."""
+    start after as many passes as vanilla Spark's. With fewer passes the JVMs are still compiling
+    during the stable runs, so the reference (their median) comes out slower than warm evicted runs."""
     first_kill_within: float = 0.5
     """Without ``reclaim_within``: a kill schedule is redrawn until its first kill comes within this
     fraction of the stable time (a run the kills miss shows nothing of what they cost)."""
@@ -165,7 +162,7 @@ class DemoPlan:
     rewarm: bool = True
     """One unrecorded run after each run with kills (but the last), so that the next schedule's kills
     meet warm executors. Without it, the two replacement JVMs are so cold that the one warm executor
-    runs every task of the next run (73 of 73 in a ``chain4`` run measured so): its kills take no
+    runs nearly every task of the next run: its kills take no
     map output, and every policy's run measures a cold start, not what a kill costs."""
     executors: int = 3
     on_demand: int = 1

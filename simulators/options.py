@@ -260,7 +260,7 @@ SET_BY_OPTIONS = {
 
 #: Settings only the live adapter reads (the engine process, its bridge, the shim): the simulator has none of them.
 LIVE_ONLY_SETTINGS = frozenset({
-    "remote_path", "python", "engine_timeout", "engine_start_timeout", "history_url", "notice_source",
+    "remote_path", "python", "engine_timeout", "engine_start_timeout", "engine_queue_capacity", "history_url", "notice_source",
     "notice_url", "notice_interval", "notice_signal", "backup_throttle", "pool",
 })
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 import csv
 import json
 import re
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from simulators.options import LIVE_ONLY_SETTINGS
 from trspark.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SMALL = ["--scale", "0.02", "--vms", "4", "--cores", "2", "--runs", "3", "--workers", "1", "--seed", "2"]
 
@@ -197,8 +201,6 @@ def test_sweep_rejects_bad_shapes(tmp_path: Path, args: list[str], fragment: str
 
 def test_conf_keys_refused_are_the_ones_the_world_replaces() -> None:
     """The --conf keys refused as set by other options match what ``Experiment.policy_config`` replaces."""
-    from dataclasses import fields
-
     from simulators.options import SET_BY_OPTIONS
     from simulators.runner import Experiment
     from simulators.workloads import WorkloadParams, make_workload
@@ -211,6 +213,18 @@ def test_conf_keys_refused_are_the_ones_the_world_replaces() -> None:
     replaced = {f.name for f in fields(TRConfig) if getattr(given, f.name) != getattr(told, f.name)}
     # mode and lifetime are set by --policy and --believed-lifetime before the world is consulted.
     assert replaced == set(SET_BY_OPTIONS) - {"mode", "lifetime"}
+
+
+def test_every_setting_neither_the_engine_nor_the_simulator_reads_is_refused_as_live_only() -> None:
+    from trspark.engine.settings import TRConfig
+
+    sources = [p for package in ("trspark/engine", "simulators", "cost_model") for p in (ROOT / package).rglob("*.py")
+               if p.name not in ("options.py", "settings.py")]  # where the settings are declared, not read
+    text = "\n".join(p.read_text() for p in sources)
+    unread = {f.name for f in fields(TRConfig) if not re.search(rf"\b{f.name}\b", text)}
+    assert unread and unread <= LIVE_ONLY_SETTINGS, unread - LIVE_ONLY_SETTINGS
+    code, out = invoke("simulate", "--workload", "bing", "--policy", "tr", "--conf", "engine.queueCapacity=5", *SMALL)
+    assert code == 2 and "only a live Spark application reads this" in out
 
 
 def test_a_piped_table_keeps_each_row_on_one_line_unless_columns_says_otherwise(

@@ -293,7 +293,7 @@ def _oracle_run(job: JobSpec, strategy: object, *, vms: int, cores: int, lifetim
 def test_oracle_starts_no_task_on_a_vm_that_dies_before_it_ends() -> None:
     # VM0 dies at 5 s, VM1 never. The only task takes 10 s. Without scheduling it starts on VM0
     # (first free core), dies with it at 5 s and re-runs on VM1 (or VM0's replacement): 15 s.
-    # The clairvoyant γ rule sends it to VM1 at once: 10 s (the old oracle took 15 s).
+    # The clairvoyant γ rule sends it to VM1 at once: 10 s.
     from simulators.oracle import Strategy
     from simulators.oracle_family import FAMILY
 

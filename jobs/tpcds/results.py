@@ -3,8 +3,9 @@
 Columns (units in the names where they have one):
 
 ``query, policy, sf, seed, repeat, scenario``
-    What ran. ``scenario`` is ``stable`` (no kills: the reference time and the policy's overhead)
-    or ``evicted`` (the drawn kill schedule, the same for every policy: a paired comparison).
+    What ran. ``scenario`` is ``stable`` (no kills: the reference time and the policy's overhead),
+    ``evicted`` (the drawn kill schedule, the same for every policy: a paired comparison) or
+    ``real`` (an existing cluster given with ``--master``, no injected kills).
 ``seconds``
     Wall-clock time of the query (collect included), or the time cap when it timed out.
 ``stable_seconds, slowdown``
@@ -21,8 +22,8 @@ Columns (units in the names where they have one):
     Map outputs backed up by the plugin (0 for policies without it).
 ``notices, executors_drained, executors_released``
     Termination notices the plugin received, executors its engine stopped giving tasks to, and
-    executors it released before their deadline (0 for policies without the plugin). Files
-    written before these columns existed read back with 0 in them.
+    executors it released before their deadline (0 for policies without the plugin). A file
+    without these columns reads back with 0 in them.
 ``plugin_fallback``
     The plugin had fallen back to always-checkpoint by the end of the run (its policy engine did
     not connect within ``spark.trspark.engine.startTimeout`` or lagged behind): such a ``tr`` run
@@ -73,7 +74,7 @@ class RunRow:
 COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunRow))
 _TYPES: dict[str, Any] = {f.name: f.type for f in dataclasses.fields(RunRow)}
 
-#: Columns that results files written by older versions lack; they read back as their defaults.
+#: Columns a results file may lack; they read back as their defaults.
 LATER_COLUMNS = ("notices", "executors_drained", "executors_released")
 
 

@@ -1,6 +1,6 @@
 """``trspark report``: what trspark did in an application, from its Spark event log.
 
-:func:`summarize` reads a log (plain, zstd, lz4 or rolling) into a :class:`Summary`;
+:func:`summarize` reads a log (plain, zstd, lz4, gzip or rolling) into a :class:`Summary`;
 :func:`write_report` also writes ``summary.txt``, ``timeline.png`` and ``report.html`` (the
 page holds the picture, so it is one file to share).
 """

@@ -10,7 +10,8 @@ def status(spark: Any) -> dict[str, int]:
     """Every trspark metric of ``spark``'s running application, by its metric name.
 
     The same numbers as the driver's ``trspark`` metrics source and its UI tab: counters since
-    the application started, and the ``engine_fallback`` / ``safety_belt`` gauges (1 = on).
+    the application started (``engine_decisions`` among them), and the ``engine_fallback`` /
+    ``safety_belt`` gauges (1 = on).
     Empty when the trspark plugin is not active in this application.
     """
     from py4j.java_gateway import JavaClass
