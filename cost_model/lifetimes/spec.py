@@ -63,7 +63,7 @@ def from_spec(spec: str) -> LifetimeModel:
     if name == Notice.name:
         return _notice(spec, args)
     if name not in _REGISTRY:
-        known = ", ".join([*sorted(_REGISTRY), Notice.name])
+        known = ", ".join([*sorted(_REGISTRY), f"{Notice.name} (as {Notice.name}:deadline_age=<s>|<spec>)"])
         raise ValueError(f"unknown lifetime model {name!r} in spec {spec!r}; known: {known}")
     factory: Callable[..., LifetimeModel] = getattr(import_module(f".{name}", __package__), _REGISTRY[name])
     kwargs = _parse_params(spec, args)
