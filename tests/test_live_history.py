@@ -6,7 +6,10 @@ experiment (fit within 20 % of the true mean) is ``bench/history_apps.py``."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -115,3 +118,42 @@ def test_live_application_records_each_kill_and_censors_survivors(azure_history:
         # A replacement that registers as the application stops is censored at 0 s: still a record.
         assert 1 <= len(censored) <= 3 and all(r.duration >= 0 for r in censored)
         assert fit_lifetime(mine.values(), "exponential:mean=600").events == len(kills)
+
+
+ENDS_WITHOUT_STOP = textwrap.dedent("""
+    import sys
+    from pyspark.sql import SparkSession
+    import trspark
+
+    history, events, local_dir = sys.argv[1:]
+    builder = (SparkSession.builder.master("local-trcluster[2,1,1024]").appName("ends-without-stop")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", events)
+               .config("spark.local.dir", local_dir)
+               .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
+               .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s"))
+    trspark.configure(builder, mode="tr", history_url=history, pool="ends", remote_path="file://" + local_dir + "/backups")
+    sc = builder.getOrCreate().sparkContext
+    pairs = sc.parallelize(range(600), 4).map(lambda x: (x % 4, 1)).reduceByKey(lambda a, b: a + b, 2)
+    assert sorted(pairs.collect()) == [(k, 150) for k in range(4)]
+    assert not sc._jvm.org.apache.spark.trspark.TRStatus.isFallenBack(), "the policy engine never started"
+    # no spark.stop(): the JVM's shutdown hooks stop the cluster and then the SparkContext
+""")
+
+
+@pytest.mark.spark
+def test_an_application_that_ends_without_stop_censors_its_executors_and_reports_no_kill(tmp_path: Path) -> None:
+    from jobs.tpcds.session import spark_home
+    from trspark.reporting import summarize
+
+    history, events = tmp_path / "history", tmp_path / "events"
+    events.mkdir()
+    env = {**os.environ, "SPARK_HOME": str(spark_home())}
+    ran = subprocess.run([sys.executable, "-c", ENDS_WITHOUT_STOP, str(history), events.as_uri(), str(tmp_path)],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    records = HistoryStore(str(history)).load("ends")
+    assert len(records) == 2 and not any(r.observed for r in records), records
+    (log,) = events.iterdir()
+    summary = summarize(log)
+    assert len(summary.executors) == 2 and summary.kills == 0, summary.text()

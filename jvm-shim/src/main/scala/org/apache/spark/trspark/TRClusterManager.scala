@@ -5,6 +5,7 @@ import org.apache.spark.deploy.LocalSparkCluster
 import org.apache.spark.internal.Logging
 import org.apache.spark.scheduler._
 import org.apache.spark.scheduler.cluster.StandaloneSchedulerBackend
+import org.apache.spark.util.ShutdownHookManager
 
 /**
  * Master URLs whose task scheduler knows about evictions:
@@ -65,7 +66,10 @@ class TRTaskScheduler(sc: SparkContext) extends TaskSchedulerImpl(sc) with Hinte
 
   override def executorLost(executorId: String, reason: ExecutorLossReason): Unit = {
     val rewritten = TRTaskScheduler.asEviction(reason)
-    if (rewritten ne reason) logInfo(s"trspark: executor $executorId lost by eviction ($reason)")
+    // In the driver's shutdown its own cluster stops the executors: no eviction to report.
+    if ((rewritten ne reason) && !ShutdownHookManager.inShutdown()) {
+      logInfo(s"trspark: executor $executorId lost by eviction ($reason)")
+    }
     Guard.run("TRTaskScheduler.executorLost")(TRDriverPlugin.active.foreach(_.outputsLost(executorId, "executor lost", dead = true)))
     super.executorLost(executorId, TRTaskScheduler.asDecommission(rewritten))
   }

@@ -5,6 +5,7 @@ import scala.collection.mutable
 import org.apache.spark.{ExceptionFailure, ExecutorLostFailure, FetchFailed, SparkContext, Success, TaskKilled}
 import org.apache.spark.scheduler._
 import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd
+import org.apache.spark.util.ShutdownHookManager
 
 /**
  * Records Spark's scheduler events as the engine's protocol events (`trspark/engine/events.py`,
@@ -206,10 +207,16 @@ object TRListener {
    */
   val RemovedByDriver: Seq[String] = Seq(ExecutorKilled.message, "Executor decommission: spark scale down")
 
-  /** The engine's ExecutorLost reason from Spark's loss message (see [[TRTaskScheduler.asEviction]]). */
-  def lossKind(reason: String): String = {
+  /**
+   * The engine's ExecutorLost reason from Spark's loss message (see [[TRTaskScheduler.asEviction]]).
+   * While the driver's JVM shuts down (an application that ends without `spark.stop()`), a
+   * cluster in that JVM stops its executors with SIGTERM: that is the application's end ("app",
+   * a censored lifetime), not an eviction.
+   */
+  def lossKind(reason: String, driverShuttingDown: Boolean = ShutdownHookManager.inShutdown()): String = {
     val exit = """exited with code (\d+)""".r.findFirstMatchIn(reason).map(_.group(1).toInt)
-    if (reason.contains("trspark") && reason.contains("eviction")) "evicted"
+    if (driverShuttingDown) "app"
+    else if (reason.contains("trspark") && reason.contains("eviction")) "evicted"
     else if (RemovedByDriver.exists(reason.startsWith)) "removed"
     else if (reason.toLowerCase(java.util.Locale.ROOT).contains("decommission")) "decommissioned"
     else if (exit.exists(_ >= 128) || reason.contains("disassociated") || reason.contains("Remote RPC client")) "evicted"
