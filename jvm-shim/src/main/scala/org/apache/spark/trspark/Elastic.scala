@@ -35,8 +35,17 @@ object Elastic extends Logging {
       conf.set(IdleKey, (idleMs / 1000.0).toString)
     }
     if (!conf.contains(MinKey)) conf.set(MinKey, conf.getInt("spark.dynamicAllocation.minExecutors", 0).toString)
-    logInfo(s"trspark: dynamic allocation with shuffle tracking: idle executors whose outputs are saved go after " +
-      s"${conf.get(IdleKey)} s (at least ${conf.get(MinKey)} executors stay)")
+    if (TRConf.seconds(conf.get(IdleKey)).contains(0.0)) {
+      logInfo(s"trspark: dynamic allocation with shuffle tracking: early release of idle executors is off ($IdleKey=0)")
+    } else {
+      logInfo(s"trspark: dynamic allocation with shuffle tracking: idle executors whose outputs are saved go after " +
+        s"${TRConf.seconds(conf.get(IdleKey)).fold(conf.get(IdleKey))(v => s"$v s")} (at least ${conf.get(MinKey)} " +
+        "executors stay)")
+    }
+  } else if (conf.contains(IdleKey) && !TRConf.seconds(conf.get(IdleKey)).contains(0.0)) {
+    logWarning(s"trspark: $IdleKey=${conf.get(IdleKey)} has no effect: executors are released early only under " +
+      "dynamic allocation with shuffle tracking (spark.dynamicAllocation.enabled=true, " +
+      "spark.dynamicAllocation.shuffleTracking.enabled=true, spark.shuffle.service.enabled=false)")
   }
 
   /**
