@@ -186,12 +186,12 @@ def test_gc_on_azurite_deletes_a_crashed_applications_backups_and_keeps_the_rest
     dry = CliRunner().invoke(cli, ["gc", "--path", url, "--older-than", "2s", "--dry-run"])
     assert dry.exit_code == 0, dry.output
     assert dry.output.splitlines() == [f"looking in {url}", f"would delete abfs://backups/{crashed}",
-                                       "1 application directory found"]
+                                       "1 application directory found; 1 written to less than 2s ago kept"]
     assert sorted(container.list_blob_names()) == before
 
     result = CliRunner().invoke(cli, ["gc", "--path", url, "--older-than", "2s"])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [f"looking in {url}", f"deleting abfs://backups/{crashed}",
-                                          "1 application directory deleted"]
+                                          "1 application directory deleted; 1 written to less than 2s ago kept"]
     assert sorted(container.list_blob_names()) == [n for n in before if not n.startswith(crashed + "/")]
     assert len(before) - len(list(container.list_blob_names())) == 3

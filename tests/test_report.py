@@ -357,3 +357,33 @@ def test_a_retried_stage_gets_a_row_per_attempt_labelled_by_its_retry() -> None:
     summary = summarize(LOG)
     summary.stages = [(0, "map", 0.0, 1.0), (1, "reduce", 1.0, 2.0), (1, "reduce", 3.0, 4.0), (1, "reduce", 5.0, 6.0)]
     assert _stage_labels(summary) == ["stage 0", "stage 1", "stage 1 retry 1", "stage 1 retry 2"]
+
+
+def test_a_log_without_an_application_end_says_its_numbers_stop_at_its_last_event() -> None:
+    whole = summarize(LOG)
+    cut = summarize_events(e for e in read_events(LOG) if e["Event"] != "SparkListenerApplicationEnd")
+    assert whole.ended and not cut.ended and cut.duration <= whole.duration
+    assert "no application end" not in dict(whole.lines())["application"]
+    assert dict(cut.lines())["application"].endswith(
+        "s up to its last event (no application end in the log: still running, or crashed)")
+
+
+def test_a_restored_output_whose_task_ran_again_anyway_avoided_no_re_run() -> None:
+    # Both outputs of the running map stage were restored at 3 s; Spark still re-ran partition 1
+    # (a copy on a peer of the lost executor's host, for a stage still running).
+    def task_end(partition: int, task_id: int, reason: str, launch: int, finish: int) -> dict:
+        return {"Event": "SparkListenerTaskEnd", "Stage ID": 3, "Stage Attempt ID": 0,
+                "Task Type": "ShuffleMapTask", "Task End Reason": {"Reason": reason},
+                "Task Info": {"Task ID": task_id, "Index": partition, "Partition ID": partition,
+                              "Launch Time": launch, "Finish Time": finish}}
+
+    events = [{"Event": "SparkListenerApplicationStart", "Timestamp": 0, "App Name": "a", "App ID": "app-1"},
+              {"Event": "SparkListenerJobStart", "Job ID": 0, "Submission Time": 0,
+               "Stage Infos": [{"Stage ID": 3, "RDD Info": [{"RDD ID": 7}]}]},
+              task_end(0, 20, "Success", 0, 1_000), task_end(1, 21, "Success", 0, 2_500),
+              {"Event": "org.apache.spark.trspark.TRRestore", "time": 3_000, "executorId": "1",
+               "why": "executor lost", "restoredMapIds": [20, 21], "lostMapIds": []},
+              task_end(1, 21, "Resubmitted", 0, 2_500), task_end(1, 22, "Success", 3_100, 5_100)]
+    summary = summarize_events(events)
+    assert (summary.outputs_restored, summary.outputs_restored_read, summary.recomputed_tasks) == (2, 2, 1)
+    assert summary.rerun_avoided_task_seconds == pytest.approx(1.0)  # task 20's only

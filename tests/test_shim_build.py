@@ -63,16 +63,17 @@ def test_gc_deletes_only_stale_applications(tmp_path: Path) -> None:
     fresh = _app_dir(tmp_path, "app-running", age_s=10)
     result = CliRunner().invoke(cli, ["gc", "--path", f"file://{tmp_path}", "--older-than", "1h"])
     assert result.exit_code == 0, result.output
-    assert "1 application directory deleted" in result.output
+    assert "1 application directory deleted; 1 written to less than 1h ago kept" in result.output
     assert not stale.exists()
     assert fresh.exists()
 
 
 def test_gc_dry_run_keeps_everything(tmp_path: Path) -> None:
     stale = _app_dir(tmp_path, "app-crashed", age_s=7200)
-    result = CliRunner().invoke(cli, ["gc", "--path", str(tmp_path), "--older-than", "30m", "--dry-run"])
-    assert result.exit_code == 0, result.output
-    assert "would delete" in result.output
+    for older_than in ("30m", "2min", "7200000ms"):  # Spark's duration units, as in spark.trspark.*
+        result = CliRunner().invoke(cli, ["gc", "--path", str(tmp_path), "--older-than", older_than, "--dry-run"])
+        assert result.exit_code == 0, result.output
+        assert "would delete" in result.output and "1 application directory found" in result.output
     assert stale.exists()
 
 
@@ -80,7 +81,7 @@ def test_gc_rejects_a_bad_duration(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["gc", "--path", str(tmp_path), "--older-than", "soon"])
     assert result.exit_code == 2
     assert "--older-than" in result.output
-    assert "30m" in result.output
+    assert "2min" in result.output
 
 
 def test_gc_looks_where_the_plugin_writes_by_default_and_says_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,6 +33,8 @@ from typing import Any
 
 import click
 
+from trspark.setting_parsers import SECONDS_EXAMPLE, seconds
+
 PLUGIN_CLASS = "org.apache.spark.trspark.TRSparkPlugin"
 STALE_JAR_SECONDS = 86_400.0
 # The sources and the jar cache stay at the top of the trspark package (package data there).
@@ -175,17 +177,6 @@ def build_shim_command() -> None:
     click.echo(f"built {path} in {time.monotonic() - started:.1f} s")
 
 
-def _parse_age(text: str) -> float:
-    """Seconds from ``"90s"``, ``"30m"``, ``"12h"``, ``"7d"`` or a bare number of seconds."""
-    units = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-    raw = text.strip().lower()
-    scale = units.get(raw[-1:], 1.0)
-    value = float(raw[:-1] if raw[-1:] in units else raw)
-    if not value >= 0:
-        raise ValueError(text)
-    return value * scale
-
-
 def default_remote_path(local_dir: str | None = None) -> str:
     """Where the plugin writes remote backups when ``spark.trspark.remote.path`` is empty.
 
@@ -210,7 +201,12 @@ BACKUP_DIR = re.compile(r"\d+(?:/\d+)?")
 
 
 def stale_app_dirs(url: str, older_than: float, now: float | None = None) -> list[str]:
-    """Application directories under ``url`` whose newest file is older than ``older_than`` s.
+    """Application directories under ``url`` whose newest file is older than ``older_than`` s."""
+    return [app_dir for app_dir, idle in app_dirs_idle(url, now) if idle >= older_than]
+
+
+def app_dirs_idle(url: str, now: float | None = None) -> list[tuple[str, float]]:
+    """Each application directory under ``url`` with the seconds since its newest file was written.
 
     The plugin writes backups to ``<url>/<appId>/<shuffleId>/<hash>/<file>`` and deletes
     ``<url>/<appId>`` when the application ends; what is left belongs to crashed applications.
@@ -221,14 +217,14 @@ def stale_app_dirs(url: str, older_than: float, now: float | None = None) -> lis
 
     fs, root = fsspec.core.url_to_fs(url)
     now = time.time() if now is None else now
-    stale = []
+    found = []
     for entry in fs.ls(root, detail=True):
         if entry["type"] != "directory" or not APP_ID.fullmatch(entry["name"].rstrip("/").rsplit("/", 1)[-1]):
             continue
         newest = _newest_backup(fs, entry["name"])
-        if newest is not None and now - newest >= older_than:
-            stale.append(fs.unstrip_protocol(entry["name"]))
-    return stale
+        if newest is not None:
+            found.append((fs.unstrip_protocol(entry["name"]), now - newest))
+    return found
 
 
 def _newest_backup(fs: Any, app_dir: str) -> float | None:
@@ -260,7 +256,7 @@ def _newest_backup(fs: Any, app_dir: str) -> float | None:
 @click.option("--local-dir", default=None,
               help="Your spark.local.dir, for the plugin's default path <spark.local.dir>/trspark-backups "
                    "(default: the JVM's temp folder, /tmp on Linux).")
-@click.option("--older-than", default="1h", show_default=True, help="Only delete apps idle this long: 90s, 30m, 12h, 7d.")
+@click.option("--older-than", default="1h", show_default=True, help="Only delete apps idle this long: 90s, 30min, 12h, 7d.")
 @click.option("--dry-run", is_flag=True, help="List what would be deleted.")
 def gc_command(url: str | None, local_dir: str | None, older_than: str, dry_run: bool) -> None:
     """Delete remote backups left behind by crashed applications.
@@ -271,9 +267,10 @@ def gc_command(url: str | None, local_dir: str | None, older_than: str, dry_run:
     import fsspec
 
     try:
-        age = _parse_age(older_than)
+        age = seconds(0.0)(older_than)
     except ValueError:
-        raise click.BadParameter(f"{older_than!r}; allowed: a duration like 90s, 30m, 12h, 7d", param_hint="--older-than") from None
+        raise click.BadParameter(f"{older_than!r}; allowed: seconds >= 0, {SECONDS_EXAMPLE}, 7d",
+                                 param_hint="--older-than") from None
     given = url is not None
     url = url or default_remote_path(local_dir)
     click.echo(f"looking in {url}")
@@ -282,13 +279,14 @@ def gc_command(url: str | None, local_dir: str | None, older_than: str, dry_run:
         if not fs.isdir(root):
             if given or fs.exists(root):  # the default folder is only made by a first backup on this host
                 raise click.BadParameter(f"{url!r} is not a directory", param_hint="--path")
-            stale = []
+            found = []
         else:
-            stale = stale_app_dirs(url, age)
+            found = app_dirs_idle(url)
     except (ValueError, ImportError, OSError) as exc:
         # A library that cannot load its native part (libjvm for hdfs://) lists every path it tried: its first line says it.
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise click.BadParameter(f"{url!r} cannot be listed ({reason})", param_hint="--path") from None
+    stale = [app_dir for app_dir, idle in found if idle >= age]
     failed = 0
     for app_dir in stale:
         click.echo(("would delete " if dry_run else "deleting ") + app_dir)
@@ -299,6 +297,8 @@ def gc_command(url: str | None, local_dir: str | None, older_than: str, dry_run:
                 failed += 1
                 click.echo(f"cannot delete {app_dir}: {exc}", err=True)
     done = len(stale) - failed
-    click.echo(f"{done} application director{'y' if done == 1 else 'ies'} {'found' if dry_run else 'deleted'}")
+    kept = len(found) - len(stale)  # a running application's, or one that crashed less than --older-than ago
+    click.echo(f"{done} application director{'y' if done == 1 else 'ies'} {'found' if dry_run else 'deleted'}"
+               + (f"; {kept} written to less than {older_than} ago kept" if kept else ""))
     if failed:
         raise SystemExit(1)

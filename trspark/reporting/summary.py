@@ -42,6 +42,8 @@ class Summary:
     app_name: str = ""
     app_id: str = ""
     duration: float = 0.0
+    ended: bool = True
+    """False for a log without ``SparkListenerApplicationEnd``: a running or crashed application's."""
     executors: dict[str, Executor] = field(default_factory=dict)
     stages: list[tuple[int, str, float, float]] = field(default_factory=list)
     """(stage id, name, submitted, completed) of every stage attempt that ran."""
@@ -57,7 +59,8 @@ class Summary:
     outputs_lost_read: int = 0
     """Outputs lost without a copy that such a job reads: the ones Spark had to recompute."""
     rerun_avoided_task_seconds: float = 0.0
-    """Run time (task-s) of the restored outputs that were read again."""
+    """Run time (task-s) of the restored outputs that were read again and never written again
+    (Spark re-runs a running stage's output whose copy is on the lost executor's host anyway)."""
     recomputed_tasks: int = 0
     recomputed_task_seconds: float = 0.0
     releases: int = 0
@@ -111,7 +114,8 @@ class Summary:
         """(label, value) rows of the text summary, in order."""
         peers, remote = self.backup_bytes
         rows = [
-            ("application", f"{self.app_name} ({self.app_id}), {self.duration:.1f} s"),
+            ("application", f"{self.app_name} ({self.app_id}), {self.duration:.1f} s"
+             + ("" if self.ended else " up to its last event (no application end in the log: still running, or crashed)")),
             ("executors", f"{len(self.executors)} started, {self.kills} killed, {self.releases} released early"),
             ("notices", str(len(self.notices))),
             ("map outputs backed up", f"{len(self.backups)} ({self.backups_failed} failed)"),
@@ -309,6 +313,7 @@ class _Builder:
         s.restores = [(t - t0, x, n) for t, x, n in s.restores]
         # An unfinished log (no ApplicationEnd) lasts until the last thing it saw.
         s.duration = self.end - t0 if self.end else max(self.latest - t0, 0.0)
+        s.ended = bool(self.end)
         outputs = [(self._output_key(stage_id), partition, task_id, seconds)
                    for stage_id, partition, task_id, seconds in self.map_tasks]
         self._count_recomputed(outputs)
@@ -352,7 +357,18 @@ class _Builder:
             self.s.outputs_lost_read += sum(read_again(i, at) for i in lost_ids)
         self.s.outputs_restored_read = len(restored)
         seconds_of_task = {task_id: seconds for _, _, task_id, seconds in outputs}
-        self.s.rerun_avoided_task_seconds = sum(seconds_of_task.get(i, 0.0) for i in restored)
+        self.s.rerun_avoided_task_seconds = sum(seconds_of_task.get(i, 0.0) for i in restored - _written_again(outputs))
+
+
+def _written_again(outputs: list[_MapOutput]) -> set[int]:
+    """Task ids of map outputs that a later attempt wrote again (outputs in the order they ended)."""
+    last_writer: dict[tuple[tuple[str, int], int], int] = {}
+    earlier = set()
+    for key, partition, task_id, _ in outputs:
+        if (previous := last_writer.get((key, partition))) is not None:
+            earlier.add(previous)
+        last_writer[(key, partition)] = task_id
+    return earlier
 
 
 def _event_time(e: dict[str, Any]) -> float:

@@ -138,7 +138,7 @@ object TRMetrics {
     ("map_tasks_rerun", "maps_rerun", "map outputs written again by a later attempt"),
     ("notices", "notices", "termination notices received"),
     ("executors_drained", "executors_drained", "executors the engine stopped giving tasks to"),
-    ("executors_released", "executors_released", "executors released before their deadline"),
+    ("executors_released", "executors_released", "executors released early (before a notice's deadline, or idle)"),
     ("internal_errors", "internal_errors", "failures of trspark's own code on Spark's paths (each falls back)"))
 }
 
