@@ -355,6 +355,24 @@ def test_a_noticed_executor_takes_the_tasks_that_fit_before_its_deadline_then_dr
     assert not allowed("a", 0, later[-1])
 
 
+def test_an_executor_that_outlives_its_notice_takes_tasks_again_and_is_no_eviction() -> None:
+    """Noticed at 3 s for 4.5 s: past 4.5 + max(1.5, 10) s, still alive, the notice was not carried out."""
+    from trspark.engine.views import NOTICE_EXPIRY_MIN_SECONDS, observed_lifetime
+
+    policy, out = _noticed_policy("notice", deadline=4.5)
+    assert [c for c in out if isinstance(c, SchedulingHints)][-1].drain == ("a",)
+    expiry = 4.5 + NOTICE_EXPIRY_MIN_SECONDS
+    before = [c for c in feed(policy, [Tick(time=expiry - 0.5)]) if isinstance(c, SchedulingHints)]
+    assert all(h.drain == ("a",) for h in before) and policy.state.executors["a"].draining
+    hints = [c for c in feed(policy, [Tick(time=expiry)]) if isinstance(c, SchedulingHints)]
+    assert hints and hints[-1].drain == () and allowed("a", 0, hints[-1])
+    a = policy.state.executors["a"]
+    assert (a.draining, a.notice_deadline, policy.state.with_deadline) == (False, None, set())
+    assert policy.knowledge.model(a).spec() == "exponential:mean=10000000.0"  # its pool's law again
+    # Let go later for another reason, it is a censored lifetime, not an eviction at the deadline.
+    assert observed_lifetime(a, ExecutorLost(time=30.0, executor_id="a", reason="removed")) == (30.0, False)
+
+
 def test_known_lifetime_is_not_a_drain() -> None:
     """The same deadline known from the start (spot block): the γ rule may bind, no drain."""
     policy, out = _noticed_policy("lifetime")

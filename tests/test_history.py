@@ -137,6 +137,21 @@ def test_observer_records_evicted_and_censored_from_engine_events(tmp_path):
     assert spec.startswith("exponential") and "configured" in account and reachable  # 1 eviction < 5: keep configured
 
 
+def test_observer_counts_a_noticed_executor_evicted_at_its_deadline_unless_it_outlived_the_notice(tmp_path):
+    from trspark.engine.events import ExecutorAdded, ExecutorLost, ExecutorNotice
+    from trspark.live.recorder import HistoryObserver
+
+    store = HistoryStore(str(tmp_path))
+    obs = HistoryObserver(LifetimeRecorder(store, pool="p", app_id="app-1"))
+    for executor_id in ("0", "1"):
+        obs(ExecutorAdded(0.0, executor_id))
+        obs(ExecutorNotice(10.0, executor_id, deadline=40.0))  # 30 s ahead: withdrawn from 70 s on
+    obs(ExecutorLost(20.0, "0", reason="released"))  # let go early: evicted at its deadline
+    obs(ExecutorLost(75.0, "1", reason="removed"))  # outlived its notice: removed, censored
+    obs.close()
+    assert {r.executor_id: (r.duration, r.observed) for r in store.load("p")} == {"0": (40.0, True), "1": (75.0, False)}
+
+
 def test_prior_from_history_fits_once_enough_evictions(tmp_path):
     from trspark.live.history import prior_from_history
 

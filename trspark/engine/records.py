@@ -76,6 +76,8 @@ class JobRecords:
         copy there is as safe as one on remote storage."""
         self.with_deadline: set[str] = set()
         """Alive executors whose death time is known (an ``ExecutorNotice`` with a deadline)."""
+        self.notices_expired_now: list[str] = []
+        """Executors whose termination notice expired at the current event (they outlived it)."""
         self._held: dict[str, set[BlockId]] = {}
         """executor -> outputs it holds a copy of (as writer or peer backup): O(own) eviction."""
         self._by_shuffle: dict[int, dict[BlockId, MapOutput]] = {}

@@ -42,6 +42,7 @@ from trspark.engine.views import (
     PlannedStage,
     StageView,
     never_evicted,
+    notice_expired,
     observed_lifetime,
 )
 
@@ -61,6 +62,10 @@ class JobState(JobRecords):
         self.now = max(self.now, event.time)
         if self._retiring:
             self._retire()
+        if self.notices_expired_now:
+            self.notices_expired_now = []
+        if self.with_deadline:
+            self._expire_notices()
         if self.consumed_now:
             self.consumed_now = []
         handler = _HANDLERS.get(type(event))
@@ -79,7 +84,7 @@ class JobState(JobRecords):
         if old is not None and old.alive:
             # A repeated ExecutorAdded names the pool found later: what happened meanwhile stays.
             view.running, view.tasks_done = old.running, old.tasks_done
-            view.notice_deadline, view.draining = old.notice_deadline, old.draining
+            view.notice_deadline, view.draining, view.noticed_at = old.notice_deadline, old.draining, old.noticed_at
             view.rebalance_at = old.rebalance_at
         self.executors[e.executor_id] = view
         lineage, lifetime_of = self.lineage, self._lifetime_of
@@ -102,9 +107,24 @@ class JobState(JobRecords):
         ex = self.executors.get(e.executor_id)
         if ex is not None and ex.alive:
             ex.notice_deadline = e.deadline
-            ex.draining = ex.draining or e.kind == "notice"
+            if e.kind == "notice":
+                ex.draining = True
+                ex.noticed_at = e.time if ex.noticed_at is None else ex.noticed_at
             if e.deadline is not None:
                 self.with_deadline.add(e.executor_id)
+            self.refresh_lifetimes()
+
+    def _expire_notices(self) -> None:
+        """Forget the termination notice of an executor that outlived it (:func:`notice_expired`):
+        it takes tasks again, and its lifetime model is its pool's once more."""
+        expired = [ex for ex in (self.executors.get(i) for i in self.with_deadline)
+                   if ex is not None and ex.noticed_at is not None and ex.notice_deadline is not None
+                   and notice_expired(ex.noticed_at, ex.notice_deadline, self.now)]
+        for ex in expired:
+            ex.notice_deadline, ex.noticed_at, ex.draining = None, None, False
+            self.with_deadline.discard(ex.executor_id)
+            self.notices_expired_now.append(ex.executor_id)
+        if expired:
             self.refresh_lifetimes()
 
     def _executor_rebalance(self, e: ExecutorRebalance) -> None:

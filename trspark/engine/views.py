@@ -39,6 +39,8 @@ class ExecutorView:
     """Absolute time the executor will be gone (termination notice / spot block), if known."""
     draining: bool = False
     """A termination notice came (``ExecutorNotice.kind == "notice"``): no new tasks go here."""
+    noticed_at: float | None = None
+    """Time that termination notice came (None without one, or once it expired: :func:`notice_expired`)."""
     rebalance_at: float | None = None
     """Time the cloud recommended moving work off this executor (``ExecutorRebalance``), if it did."""
     lost: float | None = None
@@ -172,6 +174,21 @@ EVER = 1e8
 def never_evicted(model: LifetimeModel) -> bool:
     """:math:`P(T > \text{EVER}) = 1`: capacity that is never taken away (``stable``, on-demand)."""
     return float(model.cond_sf(0.0, EVER)) >= 1.0
+
+
+NOTICE_EXPIRY_MIN_SECONDS = 10.0
+"""Shortest wait (s) past a notice's deadline before it counts as withdrawn: a driver learns of
+an executor's end a few seconds after it."""
+
+
+def notice_expired(noticed_at: float, deadline: float, now: float) -> bool:
+    """Has an executor outlived its termination notice, so that no eviction is coming after all?
+
+    True once ``now >= deadline + max(deadline - noticed_at, NOTICE_EXPIRY_MIN_SECONDS)``
+    (all in s): it outlived its deadline by as long as the notice gave, which a cloud's notice
+    that was carried out does not allow (a withdrawn notice, a VM kept after all).
+    """
+    return now >= deadline + max(deadline - noticed_at, NOTICE_EXPIRY_MIN_SECONDS)
 
 
 def observed_lifetime(executor: ExecutorView, lost: ExecutorLost) -> tuple[float, bool]:

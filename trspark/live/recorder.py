@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 
 from trspark.engine.events import ExecutorAdded, ExecutorLost, ExecutorNotice
+from trspark.engine.views import notice_expired
 from trspark.live.history import HistoryStore, LifetimeRecord
 
 # The store's logger: one name quiets or raises every warning about the lifetime history.
@@ -159,7 +160,8 @@ class HistoryObserver:
     def __init__(self, recorder: LifetimeRecorder) -> None:
         self.recorder = recorder
         self.last_time = 0.0
-        self._deadlines: dict[str, float] = {}
+        self._notices: dict[str, tuple[float, float]] = {}
+        """executor -> (time of its termination notice, deadline)"""
 
     def __call__(self, event: object) -> None:
         time = getattr(event, "time", None)
@@ -170,10 +172,13 @@ class HistoryObserver:
             # "default" is the protocol's "no pool named": the recorder's own pool then.
             self.recorder.executor_added(event.executor_id, start, None if event.pool == "default" else event.pool)
         elif isinstance(event, ExecutorNotice) and event.kind == "notice":
-            self._deadlines[event.executor_id] = event.deadline
+            noticed_at = self._notices.get(event.executor_id, (event.time, 0.0))[0]
+            self._notices[event.executor_id] = (noticed_at, event.deadline)
         elif isinstance(event, ExecutorLost):
-            deadline = self._deadlines.pop(event.executor_id, None)
-            if deadline is not None and event.reason != "evicted":
+            noticed_at, deadline = self._notices.pop(event.executor_id, (0.0, None))
+            # An executor that outlived its notice was not evicted at the deadline (the engine's rule).
+            if (deadline is not None and event.reason != "evicted"
+                    and not notice_expired(noticed_at, deadline, event.time)):
                 self.recorder.executor_lost(event.executor_id, max(deadline, event.time), evicted=True)
             else:
                 self.recorder.executor_lost(event.executor_id, event.time, evicted=event.reason == "evicted")

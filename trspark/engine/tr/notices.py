@@ -160,7 +160,7 @@ class NoticeRules:
         until_next_look = 0.0 if state.job_stages or state.active_stages() else self.config.period
         for executor_id in sorted(self._draining):
             ex = state.executors.get(executor_id)
-            if ex is None or not ex.alive:
+            if ex is None or not ex.alive or not ex.draining:  # gone, or it outlived its notice
                 self._draining.discard(executor_id)
             elif (self.config.notice_release and unnoticed
                   and not has_room(ex, state.now, allowance, shortest + until_next_look)

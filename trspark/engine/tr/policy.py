@@ -192,7 +192,7 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         elif isinstance(event, StageSubmitted):
             self.costs.recompute.build_pending(event.parent_shuffle_ids)
         if isinstance(event, (StageSubmitted, StageCompleted, ExecutorAdded, ExecutorLost, ExecutorNotice,
-                              ExecutorRebalance)) or (
+                              ExecutorRebalance)) or state.notices_expired_now or (
                 isinstance(event, TaskEnded) and (
                     self._draining  # a noticed executor's room shrinks
                     or self.critical.active  # a stable core freed: the wait for it changed
