@@ -55,7 +55,8 @@ LOSS_REASONS = ("evicted", "decommissioned", "released", "removed", "killed", "a
 decommissioning, e.g. a cluster manager's notice), ``released`` (the driver let it go after a
 :class:`~trspark.engine.commands.ReleaseExecutor`), ``removed`` (dynamic allocation's scale-down or
 the user's ``killExecutors``: Spark's "Executor killed by driver." or a "spark scale down"
-decommissioning), ``killed`` (another kill by the driver), ``app`` (the application's fault)."""
+decommissioning), ``killed`` (another kill by the driver), ``app`` (the application's fault, or its
+end: executors stopped while the driver's JVM shuts down)."""
 
 
 @dataclass(frozen=True, slots=True)
