@@ -5,61 +5,31 @@ tasks again."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from live_app import read_trace
 from test_chaos import wait_for
 
 from jobs.harness.executors import driver_pid, find_executors
-from jobs.tpcds.session import forget_local_dirs
+from tests.test_live_pools import live_cluster
 
 WINDOW = 2.0
 
 
 @pytest.fixture(scope="module")
 def session() -> Iterator[tuple[Any, Path]]:
-    from pyspark.sql import SparkSession
-
-    import trspark
-    from jobs.tpcds.session import spark_home
-
-    os.environ.setdefault("SPARK_HOME", str(spark_home()))
-    with tempfile.TemporaryDirectory(prefix="trspark-notice-expiry-") as tmp:
-        trace = Path(tmp) / "trace.jsonl"
-        # The engine's interpreter, wrapped to record its events and commands (TRSPARK_TRACE).
-        traced = Path(tmp) / "python-traced"
-        traced.write_text(f'#!/bin/sh\nexport TRSPARK_TRACE="{trace}"\nexec "{sys.executable}" "$@"\n')
-        traced.chmod(0o755)
-        settings = trspark.spark_conf(mode="tr", remote_path=(Path(tmp) / "backups").as_uri(), notice_window=WINDOW,
-                                      notice_release=False, period=1.0, python=str(traced))
-        builder = (SparkSession.builder.master("local-trcluster[2,1,1024]").appName("trspark-notice-expiry")
-                   .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.local.dir", str(Path(tmp) / "local"))
-                   .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
-                   .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s"))
-        for key, value in settings.items():
-            builder = builder.config(key, value)
-        spark = builder.getOrCreate()
-        try:
-            yield spark, trace
-        finally:
-            spark.stop()
-            forget_local_dirs(spark.sparkContext)
+    with live_cluster(2, dict(mode="tr", notice_window=WINDOW, notice_release=False, period=1.0)) as (spark, trace):
+        yield spark, trace
 
 
 def _drains(trace: Path, executor_id: str) -> list[bool]:
     """For each SchedulingHints the engine sent, in order: does it drain ``executor_id``?"""
-    if not trace.exists():
-        return []
-    lines = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [executor_id in line.get("drain", ()) for line in lines if line.get("type") == "SchedulingHints"]
+    return [executor_id in line.get("drain", ()) for line in read_trace(trace) if line.get("type") == "SchedulingHints"]
 
 
 def _executor_pids_of_tasks(sc: Any, tasks: int) -> set[int]:

@@ -200,11 +200,6 @@ BACKUP_FILE = re.compile(
 BACKUP_DIR = re.compile(r"\d+(?:/\d+)?")
 
 
-def stale_app_dirs(url: str, older_than: float, now: float | None = None) -> list[str]:
-    """Application directories under ``url`` whose newest file is older than ``older_than`` s."""
-    return [app_dir for app_dir, idle in app_dirs_idle(url, now) if idle >= older_than]
-
-
 def app_dirs_idle(url: str, now: float | None = None) -> list[tuple[str, float]]:
     """Each application directory under ``url`` with the seconds since its newest file was written.
 

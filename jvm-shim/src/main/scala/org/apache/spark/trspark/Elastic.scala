@@ -29,23 +29,27 @@ object Elastic extends Logging {
    * timeout and floor, unless the user set them: the engine then lets an executor whose outputs
    * are saved go when dynamic allocation would let one without shuffle data go.
    */
-  def configure(conf: SparkConf): Unit = if (tracksShuffles(conf)) {
-    if (!conf.contains(IdleKey)) {
-      val idleMs = conf.getTimeAsMs("spark.dynamicAllocation.executorIdleTimeout", "60s")
-      conf.set(IdleKey, (idleMs / 1000.0).toString)
+  def configure(conf: SparkConf): Unit = {
+    // Read after the fill-in below; a value that does not parse is the Python check's to refuse.
+    def idleSeconds: Option[Double] = conf.getOption(IdleKey).flatMap(TRConf.seconds)
+    if (tracksShuffles(conf)) {
+      if (!conf.contains(IdleKey)) {
+        val idleMs = conf.getTimeAsMs("spark.dynamicAllocation.executorIdleTimeout", "60s")
+        conf.set(IdleKey, (idleMs / 1000.0).toString)
+      }
+      if (!conf.contains(MinKey)) conf.set(MinKey, conf.getInt("spark.dynamicAllocation.minExecutors", 0).toString)
+      idleSeconds match {
+        case Some(0.0) =>
+          logInfo(s"trspark: dynamic allocation with shuffle tracking: early release of idle executors is off ($IdleKey=0)")
+        case idle =>
+          logInfo(s"trspark: dynamic allocation with shuffle tracking: idle executors whose outputs are saved go after " +
+            s"${idle.fold(conf.get(IdleKey))(v => s"$v s")} (at least ${conf.get(MinKey)} executors stay)")
+      }
+    } else if (conf.contains(IdleKey) && !idleSeconds.contains(0.0)) {
+      logWarning(s"trspark: $IdleKey=${conf.get(IdleKey)} has no effect: executors are released early only under " +
+        "dynamic allocation with shuffle tracking (spark.dynamicAllocation.enabled=true, " +
+        "spark.dynamicAllocation.shuffleTracking.enabled=true, spark.shuffle.service.enabled=false)")
     }
-    if (!conf.contains(MinKey)) conf.set(MinKey, conf.getInt("spark.dynamicAllocation.minExecutors", 0).toString)
-    if (TRConf.seconds(conf.get(IdleKey)).contains(0.0)) {
-      logInfo(s"trspark: dynamic allocation with shuffle tracking: early release of idle executors is off ($IdleKey=0)")
-    } else {
-      logInfo(s"trspark: dynamic allocation with shuffle tracking: idle executors whose outputs are saved go after " +
-        s"${TRConf.seconds(conf.get(IdleKey)).fold(conf.get(IdleKey))(v => s"$v s")} (at least ${conf.get(MinKey)} " +
-        "executors stay)")
-    }
-  } else if (conf.contains(IdleKey) && !TRConf.seconds(conf.get(IdleKey)).contains(0.0)) {
-    logWarning(s"trspark: $IdleKey=${conf.get(IdleKey)} has no effect: executors are released early only under " +
-      "dynamic allocation with shuffle tracking (spark.dynamicAllocation.enabled=true, " +
-      "spark.dynamicAllocation.shuffleTracking.enabled=true, spark.shuffle.service.enabled=false)")
   }
 
   /**
