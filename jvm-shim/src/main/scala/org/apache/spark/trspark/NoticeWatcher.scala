@@ -261,6 +261,10 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
    * second (much of it JIT compilation, still at work 90 s after a job). Reading the whole body
    * and closing the stream, without `disconnect()`, returns the connection to the JDK's
    * keep-alive cache for the next poll. Metadata services must never be asked through a proxy.
+   *
+   * A request takes at most 2 x [[RequestTimeoutMs]]: the watchdog cuts off headers that are not
+   * in by the deadline, and the body is read until the deadline, each read bounded by the read
+   * timeout.
    */
   private def request(method: String, path: String, headers: Seq[(String, String)]): (Int, String) = {
     val connection = uri(path).toURL.openConnection(Proxy.NO_PROXY).asInstanceOf[HttpURLConnection]
@@ -270,31 +274,34 @@ class NoticeWatcher(settings: NoticeSettings, onNotice: (Long, String) => Unit,
     connection.setUseCaches(false)
     connection.setRequestMethod(method)
     headers.foreach { case (k, v) => connection.setRequestProperty(k, v) }
-    // The read timeout bounds each read only: a service that trickles its answer is cut off here,
-    // and one that trickles its headers by the watchdog, which closes the connection at the deadline.
     val deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(RequestTimeoutMs)
-    val cutOff = new AtomicBoolean(false)
-    val watchdog = Watchdog.schedule((() => { cutOff.set(true); connection.disconnect() }): Runnable,
+    // The read timeout bounds each read only, so headers that trickle in are cut off by the
+    // watchdog. It must not close a body being read: the JDK then drains the body on its
+    // cleaner thread under the stream's lock, and a read of this thread would wait for that
+    // drain (as long as the service trickles, up to minutes).
+    val phase = new AtomicInteger(Headers)
+    val watchdog = Watchdog.schedule((() => if (phase.compareAndSet(Headers, CutOff)) connection.disconnect()): Runnable,
       RequestTimeoutMs.toLong, TimeUnit.MILLISECONDS)
     try {
-      val status = connection.getResponseCode
+      val status = try connection.getResponseCode catch { case NonFatal(_) if phase.get() == CutOff => throw cutShort() }
+      if (!phase.compareAndSet(Headers, Body)) throw cutShort()
       val stream = Option(if (status >= 400) connection.getErrorStream else connection.getInputStream)
       val body = stream.map { in =>
         try new String(readBefore(in, deadline), StandardCharsets.UTF_8)
-        catch { case e: java.net.SocketTimeoutException => connection.disconnect(); throw e }
+        catch { case e: java.io.IOException => connection.disconnect(); throw e }
         finally in.close()
       }
-      // A stream closed by the watchdog may end as if the answer were over: it is cut short.
-      if (cutOff.get()) throw cutShort()
       (status, body.getOrElse(""))
-    } catch {
-      case NonFatal(_) if cutOff.get() =>
-        throw cutShort()
     } finally watchdog.cancel(false)
   }
 }
 
 object NoticeWatcher {
+  // A request's phases: the watchdog may cut it off only while it waits for headers.
+  private val Headers = 0
+  private val Body = 1
+  private val CutOff = 2
+
   /** The failure of a request whose answer was not whole within [[RequestTimeoutMs]]. */
   private def cutShort() = new java.net.SocketTimeoutException(s"no whole answer within $RequestTimeoutMs ms")
 
@@ -331,7 +338,7 @@ object NoticeWatcher {
    */
   val RebalanceEveryPolls = 5
 
-  /** Closes connections whose answer is not over in time; one thread for every watcher of the JVM. */
+  /** Closes connections whose headers are not in by the deadline; one thread for every watcher of the JVM. */
   private lazy val Watchdog: ScheduledExecutorService =
     Executors.newSingleThreadScheduledExecutor(daemon("trspark-notice-watchdog"))
 
