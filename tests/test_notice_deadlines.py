@@ -122,7 +122,7 @@ def test_an_unanswered_token_request_is_not_repeated_at_every_poll(jvm: Jvm) -> 
         started = time.monotonic()
         for _ in range(3):
             w.pollOnce()
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started < 2.5  # three polls that each waited for a token: 3 s
         assert w.problem() == "" and server.token_requests == 1
         server.post_notice(120)
         w.pollOnce()
