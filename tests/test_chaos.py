@@ -152,6 +152,8 @@ def test_on_demand_executors_are_spared_and_not_ranked(cluster: FakeCluster) -> 
     with EvictionInjector(cluster.driver, schedule=[(0.0, 0), (0.2, 3), (0.4, 0)], spare=lambda e: e == "0",
                           poll=0.02) as injector:
         wait_for(lambda: len(injector.records) == 2, what="two kills")
+        # Until the second victim has exited, the model would still see it and draw its death.
+        wait_for(lambda: cluster.alive_ids() == ["0"], what="the two kills to take effect")
         model = EvictionInjector(cluster.driver, model="exponential:mean=0.01", rng=1, spare=lambda e: e == "0",
                                  min_alive=0, poll=0.02).start()
         try:

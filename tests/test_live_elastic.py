@@ -29,7 +29,7 @@ def _check_no_eviction(row, history: Path, out: Path) -> None:  # type: ignore[n
 def test_idle_executors_released_early_are_no_evictions(tmp_path: Path) -> None:
     history = tmp_path / "history"
     s = ElasticSettings(executors=2, gap=12.0, idle_timeout=2.0, rows=200_000, partitions=4,
-                        trspark_options={"history_url": str(history)})
+                        trspark_options={"history_url": str(history), "engine_timeout": 30})
     row = run_policy("tr", s, tmp_path)
     assert row.executors_released >= 1, "trspark released the idle executors in the gap"
     assert row.executors_started > 2, "dynamic allocation started executors again for the second query"
@@ -42,7 +42,7 @@ def test_executors_dynamic_allocation_removes_are_no_evictions(tmp_path: Path) -
     # trspark's release off: dynamic allocation removes them itself once shuffleTracking.timeout passed.
     history = tmp_path / "history"
     s = ElasticSettings(executors=2, gap=12.0, idle_timeout=2.0, rows=200_000, partitions=4, shuffle_timeout=2.0,
-                        trspark_options={"history_url": str(history), "release_idle": 0.0})
+                        trspark_options={"history_url": str(history), "release_idle": 0.0, "engine_timeout": 30})
     row = run_policy("tr", s, tmp_path)
     assert row.executors_removed >= 1 and row.executors_released == 0
     _check_no_eviction(row, history, tmp_path / "elastic.csv")
@@ -60,7 +60,7 @@ def test_idle_executors_holding_cached_blocks_stay(tmp_path: Path) -> None:
     events.mkdir()
     spec = session.ClusterSpec(executors=2, cores=1, memory_mb=1024, extra_conf=dynamic_allocation_conf(s, events))
     spark, work = session.start(spec, "tr", app_name="trspark-elastic-cache",
-                                trspark_options={"lifetime": "exponential:mean=3600"})
+                                trspark_options={"lifetime": "exponential:mean=3600", "engine_timeout": 30})
     try:
         cached = spark.range(0, 200_000, numPartitions=4).repartition(4).cache()
         assert cached.count() == 200_000

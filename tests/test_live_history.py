@@ -61,7 +61,7 @@ def start_session(url: str, local_dir: str) -> Any:
                .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
                .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s"))
     settings = trspark.spark_conf(mode="tr", lifetime="exponential:mean=600", history_url=url, pool=POOL,
-                                  remote_path=Path(local_dir, "backups").as_uri())
+                                  remote_path=Path(local_dir, "backups").as_uri(), engine_timeout=30)
     for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
@@ -132,7 +132,8 @@ ENDS_WITHOUT_STOP = textwrap.dedent("""
                .config("spark.local.dir", local_dir)
                .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
                .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "180s"))
-    trspark.configure(builder, mode="tr", history_url=history, pool="ends", remote_path="file://" + local_dir + "/backups")
+    trspark.configure(builder, mode="tr", history_url=history, pool="ends", remote_path="file://" + local_dir + "/backups",
+                  engine_timeout=30)
     sc = builder.getOrCreate().sparkContext
     pairs = sc.parallelize(range(600), 4).map(lambda x: (x % 4, 1)).reduceByKey(lambda a, b: a + b, 2)
     assert sorted(pairs.collect()) == [(k, 150) for k in range(4)]

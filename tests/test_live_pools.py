@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from live_app import read_trace
 
 from jobs.harness.notice_endpoints import NoticeServer
 from jobs.tpcds.session import forget_local_dirs
@@ -45,7 +46,9 @@ def live_cluster(executors: int, settings: dict[str, Any], spark_settings: dict[
         traced = Path(tmp) / "python-traced"
         traced.write_text(f'#!/bin/sh\nexport TRSPARK_TRACE="{trace}"\nexec "{sys.executable}" "$@"\n')
         traced.chmod(0o755)
-        conf = trspark.spark_conf(remote_path=(Path(tmp) / "backups").as_uri(), python=str(traced), **settings)
+        # A generous engine.timeout: a fallback must not come from the loaded machine.
+        conf = trspark.spark_conf(remote_path=(Path(tmp) / "backups").as_uri(), python=str(traced),
+                                  **{"engine_timeout": 30, **settings})
         builder = (SparkSession.builder.master(f"local-trcluster[{executors},1,1024]").appName("trspark-live-pools")
                    .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                    .config("spark.local.dir", str(Path(tmp) / "local"))
@@ -63,7 +66,7 @@ def live_cluster(executors: int, settings: dict[str, Any], spark_settings: dict[
 
 
 def engine_events(trace: Path) -> list[dict[str, Any]]:
-    return [e for e in map(json.loads, trace.read_text(encoding="utf-8").splitlines()) if "seq" in e]
+    return [e for e in read_trace(trace) if "seq" in e]
 
 
 def pools_seen_first(events: list[dict[str, Any]]) -> dict[str, str]:
@@ -109,11 +112,14 @@ def test_each_executor_takes_its_pool_from_its_own_metadata() -> None:
 
 
 def test_the_environment_variable_wins_over_the_metadata() -> None:
+    from tests.jvm_gateway import wait_for
+
     with NoticeServer() as server:  # every VM answers spot
         settings = dict(mode="tr", notice_source="gcp", notice_url=server.url + "/vm-{executorId}",
                         pool_lifetimes={"reserved": "stable"})
         with live_cluster(2, settings, {"spark.executorEnv.TRSPARK_POOL": "reserved"}) as (spark, trace):
             assert shuffle_job(spark) == sum(range(6000))
+            wait_for(lambda: any(e["type"] == "JobEnded" for e in engine_events(trace)), what="JobEnded", timeout=30)
             first = pools_seen_first(engine_events(trace))
     assert first == {"0": "reserved", "1": "reserved"}
 

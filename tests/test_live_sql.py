@@ -56,7 +56,15 @@ def test_a_sql_querys_shuffles_are_consumed_only_when_the_query_ends() -> None:
     spark_settings = {"spark.sql.autoBroadcastJoinThreshold": "-1", "spark.sql.shuffle.partitions": "3"}
     with live_cluster(2, dict(mode="tr", lifetime="exponential:mean=600"), spark_settings) as (spark, trace):
         assert spark.sql(CHAIN).collect()[0]["items"] == 41
-        jobs = [e for e in engine_events(trace) if e["type"] == "JobSubmitted"]
+
+        def query_jobs() -> list[dict[str, Any]] | None:
+            """The jobs the engine was told of, once it has heard of each one's end (it hears late)."""
+            events = engine_events(trace)
+            ended = {e["job_id"] for e in events if e["type"] == "JobEnded"}
+            submitted = [e for e in events if e["type"] == "JobSubmitted"]
+            return submitted if len(submitted) >= 3 and all(job["job_id"] in ended for job in submitted) else None
+
+        jobs = wait_for(query_jobs, what="the query's jobs and their ends", timeout=30)
         written = {s for job in jobs if job["sql_execution"] is not None for s in job["shuffle_ids"] if s is not None}
         # The listener bus is asynchronous: the query's end reaches the engine a moment later.
         wait_for(lambda: written <= {e["shuffle_id"] for e in engine_events(trace) if e["type"] == "ShuffleConsumed"},

@@ -4,6 +4,7 @@ take, and which deadline a notice without a time gets when the polls before it s
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -14,11 +15,22 @@ from jobs.harness.notice_endpoints import NoticeServer
 from tests.jvm_gateway import Jvm, plain_jvm
 from tests.trickling_service import trickling_service
 
+# The bounds below leave room for a loaded machine; the failures they catch take 10 s or more.
+POLL_BOUND_S = 5.0
+
 
 @pytest.fixture(scope="module")
 def jvm() -> Iterator[Jvm]:
     with plain_jvm() as j:
+        # One poll outside the timed ones loads the HTTP and logging classes.
+        idle_watcher(j, "gcp", f"http://127.0.0.1:{closed_port()}")[0].pollOnce()
         yield j
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def idle_watcher(jvm: Jvm, source: str, url: str, *, interval: float = 0.05, window: float = 30.0) -> tuple[Any, Any]:
@@ -40,12 +52,12 @@ def test_a_poll_is_cut_off_while_the_headers_trickle(jvm: Jvm, trickling_headers
     w, recorder = idle_watcher(jvm, "gcp", trickling_headers)
     started = time.monotonic()
     w.pollOnce()
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < POLL_BOUND_S
     assert "1000 ms" in w.problem()
     assert recorder.calls() == 0
 
 
-def test_polls_of_a_service_that_trickles_its_body_each_end_within_twice_the_request_timeout(jvm: Jvm) -> None:
+def test_polls_of_a_service_that_trickles_its_body_are_cut_off_and_never_wait_for_the_rest(jvm: Jvm) -> None:
     """A body is cut off by the poll's own reads, never closed under them: a close would leave the
     rest of the body to the JDK's cleaner thread, and the next read would wait for that drain."""
     head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n"
@@ -54,7 +66,7 @@ def test_polls_of_a_service_that_trickles_its_body_each_end_within_twice_the_req
             w, recorder = idle_watcher(jvm, "gcp", url)
             started = time.monotonic()
             w.pollOnce()
-            assert time.monotonic() - started < 2.5
+            assert time.monotonic() - started < POLL_BOUND_S
             assert "no whole answer within 1000 ms" in w.problem()
             assert recorder.calls() == 0
 
@@ -65,7 +77,7 @@ def test_a_body_that_stops_is_cut_off_by_the_read_timeout(jvm: Jvm) -> None:
         w, recorder = idle_watcher(jvm, "gcp", url)
         started = time.monotonic()
         w.pollOnce()
-        assert time.monotonic() - started < 2.5
+        assert time.monotonic() - started < POLL_BOUND_S
         assert "timed out" in w.problem()
         assert recorder.calls() == 0
 
@@ -75,7 +87,7 @@ def test_the_pool_lookup_at_start_is_cut_off_while_the_headers_trickle(jvm: Jvm,
     w, _ = idle_watcher(jvm, "gcp", trickling_headers)
     started = time.monotonic()
     assert not w.metadataPool().isDefined()
-    assert time.monotonic() - started < 4.0
+    assert time.monotonic() - started < 2 * POLL_BOUND_S
 
 
 def test_a_notice_after_failed_polls_is_not_due_before_it_was_seen(jvm: Jvm) -> None:

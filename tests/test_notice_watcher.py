@@ -412,6 +412,7 @@ def live_notices() -> Iterator[tuple[Any, NoticeServer]]:
             .config("spark.plugins", "org.apache.spark.trspark.TRSparkPlugin")
             .config("spark.trspark.mode", "tr")
             .config("spark.trspark.python", sys.executable)
+            .config("spark.trspark.engine.timeout", "30")  # a fallback must not come from the loaded machine
             .config("spark.trspark.notice.source", "gcp")
             .config("spark.trspark.notice.url", server.url + "/vm-{executorId}")
             .config("spark.trspark.notice.interval", "0.2")

@@ -44,6 +44,7 @@ def test_engine_latency_decisions_and_fallback_show_in_the_metrics(tmp_path: Pat
         .config("spark.trspark.mode", "tr")
         .config("spark.trspark.lifetime", "exponential:mean=30")
         .config("spark.trspark.python", sys.executable)
+        .config("spark.trspark.engine.timeout", "30")  # a fallback must not come from the loaded machine
         .config("spark.trspark.remote.path", f"file://{tmp_path / 'backups'}")
         .config("spark.metrics.conf.*.sink.prometheusServlet.class", "org.apache.spark.metrics.sink.PrometheusServlet")
         .config("spark.metrics.conf.*.sink.prometheusServlet.path", "/metrics/prometheus")

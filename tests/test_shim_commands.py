@@ -329,7 +329,7 @@ def test_a_copy_that_lands_after_spark_gave_up_on_its_source_keeps_its_readers(c
 
     (path,) = data_files(cluster, shuffle_a, map_id)
     started, done = cluster.stat("backups_started"), cluster.stat("backups_done")
-    cluster.status.setBuiltin("never", "local", os.path.getsize(path) / 20)  # a copy of about 20 s
+    cluster.status.setBuiltin("never", "local", os.path.getsize(path) / 40)  # a copy of about 40 s
     try:
         command(cluster, "Backup", shuffle_id=shuffle_a, map_index=output["partitionId"], source=source, target=peer)
         wait_for(lambda: cluster.stat("backups_started") > started, what="the copy to start")

@@ -130,9 +130,10 @@ def active(app: App, predicate: Any) -> bool:
     return any(info is not None and predicate(info) for info in map(tracker.getStageInfo, tracker.getActiveStageIds()))
 
 
-def test_repeated_kills_of_one_slot_then_of_the_oldest_and_the_youngest_lose_no_job(app: App) -> None:
+def test_repeated_kills_of_one_slot_then_of_the_oldest_and_the_youngest_lose_no_job(app: App, tmp_path: Path) -> None:
     """Within one job, the executor of one worker slot is killed three times (each time its
-    replacement on that slot once it has registered); then the oldest executor and the youngest."""
+    replacement on that slot once it has registered); then the oldest executor and the youngest.
+    The reduce tasks hold until the last kill, however long replacements take to register."""
     import threading
 
     from jobs.harness.executors import find_executors
@@ -140,21 +141,26 @@ def test_repeated_kills_of_one_slot_then_of_the_oldest_and_the_youngest_lose_no_
     app.wait_full(EXECUTORS)
     app.status.setBuiltin("never", "both", 0.0)
     result: dict[str, Any] = {}
-    job = threading.Thread(target=lambda: result.update(answer=dict(slow_sums(app.sc, 6000, 40, 1.5).collect())))
+    release = tmp_path / "release-the-reduce-tasks"
+    sums = held(slow_sums(app.sc, 6000, 40, 1.5), release)
+    job = threading.Thread(target=lambda: result.update(answer=dict(sums.collect())))
     job.start()
     slot = worker_of(find_executors(app.driver_pid())[0].pid)
     killed, during_job = [], []
-    for _ in range(3):
-        victim = next(e for e in find_executors(app.driver_pid()) if worker_of(e.pid) == slot)
+    try:
+        for _ in range(3):
+            victim = next(e for e in find_executors(app.driver_pid()) if worker_of(e.pid) == slot)
+            during_job.append(job.is_alive())
+            kill(app, victim)
+            killed.append(victim.executor_id)
+        oldest = find_executors(app.driver_pid())[0]
         during_job.append(job.is_alive())
-        kill(app, victim)
-        killed.append(victim.executor_id)
-    oldest = find_executors(app.driver_pid())[0]
-    during_job.append(job.is_alive())
-    kill(app, oldest)
-    youngest = find_executors(app.driver_pid())[-1]
-    during_job.append(job.is_alive())
-    kill(app, youngest)
+        kill(app, oldest)
+        youngest = find_executors(app.driver_pid())[-1]
+        during_job.append(job.is_alive())
+        kill(app, youngest)
+    finally:
+        release.touch()
     job.join(timeout=600)
     assert result.get("answer") == EXPECTED
     assert len(set(killed)) == 3, killed  # three executors, one after another, on the same slot
@@ -166,6 +172,11 @@ def held_reduce_sums(sc: Any, release: Path) -> Any:
     ``release`` exists (at most 300 s). A reduce task re-run after its executor died must read
     the map outputs lost with the executors, so Spark retries the map stage; the test decides
     when the reduce tasks may finish, so no kill can come too late."""
+    return held(slow_sums(sc, 6000, 8, 1.0), release)
+
+
+def held(sums: Any, release: Path) -> Any:
+    """``sums`` whose reduce tasks each hold until the file ``release`` exists (at most 300 s)."""
     path = str(release)
 
     def held_read(rows: Iterator[tuple[int, int]]) -> Iterator[tuple[int, int]]:
@@ -177,7 +188,7 @@ def held_reduce_sums(sc: Any, release: Path) -> Any:
             time.sleep(0.05)  # polling the test's release file, bounded by the deadline
         return iter(list(rows))
 
-    return slow_sums(sc, 6000, 8, 1.0).mapPartitions(held_read)
+    return sums.mapPartitions(held_read)
 
 
 def stage_attempts(app: App) -> set[tuple[int, int]]:

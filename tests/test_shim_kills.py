@@ -111,7 +111,8 @@ def test_the_safety_belt_fires_on_a_job_that_re_runs_too_much_and_is_released_fo
     # The next job, alone: measured afresh, the belt is released and nothing is backed up.
     start = app.trace.stat().st_size
     assert dict(slow_sums(app.sc, ROWS, 4, 0.0).collect()) == expected_sums(ROWS)
-    second = read_trace(app.trace, start)
+    second = wait_for(lambda: (events := read_trace(app.trace, start)) and any(e["type"] == "JobEnded" for e in events)
+                      and events, "the second job's end in the engine's trace", timeout=TIMEOUT)
     submitted = next(i for i, e in enumerate(second) if e["type"] == "JobSubmitted")
     released = belt_commands(second, False)
     assert released and released[0] == submitted + 1 and "measured afresh" in second[released[0]]["reason"]

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.spark
 
 EXECUTORS = 2
 ROWS = 6000
-COPY_SECONDS = 12.0  # how long a throttled peer copy lasts: a kill lands while it is in flight
+COPY_SECONDS = 30.0  # how long a throttled peer copy lasts: a kill lands while it is in flight
 
 
 class App(LiveApp):

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from driver_log import driver_log
+from jvm_gateway import wait_for
 from live_app import LiveApp, expected_sums, read_trace, slow_sums, trcluster_builder
 
 pytestmark = pytest.mark.spark
@@ -76,7 +77,10 @@ def test_executors_registered_before_the_engine_started_are_announced_to_it(app:
     live, trace = app
     live.wait_full(EXECUTORS)
     assert dict(slow_sums(live.sc, ROWS, TASKS, SECONDS).collect()) == expected_sums(ROWS)
-    events: list[dict[str, Any]] = read_trace(trace)
+    # The engine hears of the job a moment after it ends: its trace is read once it has.
+    events: list[dict[str, Any]] = wait_for(
+        lambda: (found := read_trace(trace)) and any(e.get("type") == "JobEnded" for e in found) and found,
+        "the job's end in the engine's trace", timeout=60)
     added = [e for e in events if e.get("type") == "ExecutorAdded"]
     # The scenario happened: an executor registered seconds before the engine heard of it.
     assert any(e.get("vm_started") is not None and e["time"] - e["vm_started"] > 5.0 for e in added), added

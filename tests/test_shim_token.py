@@ -129,7 +129,8 @@ def application(tmp_path: Path, logging: tuple[str, Path]) -> Iterator[Callable[
         )
         spark = trspark.configure(builder, mode="tr", lifetime="exponential:mean=600", python=str(wrapper),
                                   remote_path=(tmp_path / "backups").as_uri(),
-                                  **(LAG_OPTIONS if case in MISBEHAVIOURS else {}),
+                                  # A generous engine.timeout unless the case is about it: no fallback from the loaded machine.
+                                  **(LAG_OPTIONS if case in MISBEHAVIOURS else {"engine_timeout": 30}),
                                   engine_start_timeout=START_TIMEOUT if case == "never connects" else SLOW_START_TIMEOUT,
                                   **({"history_url": str(tmp_path / "history"), "pool": "token-test"}
                                      if case == HISTORY_CASE else {}),
