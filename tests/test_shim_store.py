@@ -91,7 +91,8 @@ def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
     try:
         yield mount
     finally:
-        subprocess.run(["umount", str(mount)], check=False)
+        # Lazily: the executors may still hold files there, and a busy mount would be left behind.
+        subprocess.run(["umount", "--lazy", str(mount)], check=False)
 
 
 def job(app: App) -> Callable[[], dict[int, int]]:
