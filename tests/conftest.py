@@ -127,15 +127,24 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     binary = _azurite_binary()
     if binary is None:
         missing("Azurite is not installed (run `make azurite`: npm install azurite@3.35)")
-    port = _free_port()
     location = tmp_path_factory.mktemp("azurite")
-    proc = subprocess.Popen(
-        [binary, "--silent", "--disableTelemetry", "--location", str(location), "--blobHost", "127.0.0.1",
-         "--blobPort", str(port), "--skipApiVersionCheck"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
+    for attempt in range(3):
+        port = _free_port()
+        proc = subprocess.Popen(
+            [binary, "--silent", "--disableTelemetry", "--location", str(location), "--blobHost", "127.0.0.1",
+             "--blobPort", str(port), "--skipApiVersionCheck"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        try:
+            _wait_for_port(port, proc, timeout=60)
+            break
+        except RuntimeError:
+            # Another process (the other xdist worker's Spark) may have taken the free port first.
+            proc.kill()
+            proc.wait(timeout=10)
+            if attempt == 2:
+                raise
     try:
-        _wait_for_port(port, proc, timeout=60)
         yield (
             "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
             f"AccountKey={AZURITE_ACCOUNT_KEY};BlobEndpoint=http://127.0.0.1:{port}/devstoreaccount1;"
