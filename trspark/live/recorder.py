@@ -172,14 +172,14 @@ class HistoryObserver:
             # "default" is the protocol's "no pool named": the recorder's own pool then.
             self.recorder.executor_added(event.executor_id, start, None if event.pool == "default" else event.pool)
         elif isinstance(event, ExecutorNotice) and event.kind == "notice":
-            noticed_at = self._notices.get(event.executor_id, (event.time, 0.0))[0]
-            self._notices[event.executor_id] = (noticed_at, event.deadline)
+            # A repeated notice keeps the time of the first, as the engine's state does.
+            first = self._notices.get(event.executor_id)
+            self._notices[event.executor_id] = (event.time if first is None else first[0], event.deadline)
         elif isinstance(event, ExecutorLost):
-            noticed_at, deadline = self._notices.pop(event.executor_id, (0.0, None))
+            notice = self._notices.pop(event.executor_id, None)
             # An executor that outlived its notice was not evicted at the deadline (the engine's rule).
-            if (deadline is not None and event.reason != "evicted"
-                    and not notice_expired(noticed_at, deadline, event.time)):
-                self.recorder.executor_lost(event.executor_id, max(deadline, event.time), evicted=True)
+            if notice is not None and event.reason != "evicted" and not notice_expired(*notice, event.time):
+                self.recorder.executor_lost(event.executor_id, max(notice[1], event.time), evicted=True)
             else:
                 self.recorder.executor_lost(event.executor_id, event.time, evicted=event.reason == "evicted")
 
