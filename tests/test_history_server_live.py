@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -19,17 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spark_daemons import started_port
 from test_shim_live import wait_for
 
 pytestmark = pytest.mark.spark
 
 FIXTURE = Path(__file__).parent / "fixtures" / "observability"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get(url: str) -> Any:
@@ -46,17 +40,16 @@ def test_history_server_replays_a_log_with_trspark_events(tmp_path: Path) -> Non
     logs = tmp_path / "logs"
     shutil.copytree(FIXTURE / "eventlog", logs)
     app_id = next(p.name for p in logs.iterdir()).removeprefix("eventlog_v2_")
-    port = free_port()
     spark_home = Path(pyspark.__file__).parent
     env = dict(os.environ, SPARK_HOME=str(spark_home), SPARK_LOCAL_IP="127.0.0.1",
-               SPARK_HISTORY_OPTS=f"-Dspark.history.fs.logDirectory=file://{logs} -Dspark.history.ui.port={port} "
+               SPARK_HISTORY_OPTS=f"-Dspark.history.fs.logDirectory=file://{logs} -Dspark.history.ui.port=0 "
                                   "-Dspark.history.fs.update.interval=1s")
     out = tmp_path / "history.log"
     with out.open("wb") as sink:
         server = subprocess.Popen([str(spark_home / "bin" / "spark-class"), "org.apache.spark.deploy.history.HistoryServer"],
                                   env=env, stdout=sink, stderr=subprocess.STDOUT)
     try:
-        base = f"http://127.0.0.1:{port}/api/v1/applications"
+        base = f"http://127.0.0.1:{started_port(out, 'HistoryServerUI')}/api/v1/applications"
         apps = wait_for(lambda: get(base), timeout=240, what="the History Server to list the application")
         assert [a["id"] for a in apps] == [app_id]
         assert apps[0]["attempts"][0]["completed"] is True

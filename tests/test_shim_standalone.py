@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -20,17 +19,12 @@ from typing import Any
 
 import psutil
 import pytest
+from spark_daemons import started_port
 from test_shim_live import Cluster, expected_sums, reruns_of, run_job, shuffled, wait_for
 
 pytestmark = pytest.mark.spark
 
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def master_state(ui_port: int) -> dict[str, Any]:
@@ -48,21 +42,23 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
 
     spark_class = str(Path(pyspark.__file__).resolve().parent / "bin" / "spark-class")
     work = tmp_path_factory.mktemp("standalone")
-    port, ui_port = free_port(), free_port()
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_WORKER_DIR=str(work / "work"))
     logs = [open(work / name, "wb") for name in ("master.log", "worker.log")]  # noqa: SIM115 -- closed below
-    master = subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                               "--port", str(port), "--webui-port", str(ui_port)],
-                              env=env, stdout=logs[0], stderr=subprocess.STDOUT)
-    worker = subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                               "--cores", "2", "--memory", "2g", "--webui-port", "0", "--work-dir", str(work / "work"),
-                               f"spark://127.0.0.1:{port}"],
-                              env=env, stdout=logs[1], stderr=subprocess.STDOUT)
+    procs = [subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", "0", "--webui-port", "0"],
+                              env=env, stdout=logs[0], stderr=subprocess.STDOUT)]
     try:
+        # Port 0: the Master binds ports the kernel picks; the Worker is started once they are logged.
+        port, ui_port = started_port(work / "master.log", "sparkMaster"), started_port(work / "master.log", "MasterUI")
+        worker = subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                                   "--cores", "2", "--memory", "2g", "--webui-port", "0", "--work-dir", str(work / "work"),
+                                   f"spark://127.0.0.1:{port}"],
+                                  env=env, stdout=logs[1], stderr=subprocess.STDOUT)
+        procs.insert(0, worker)
         wait_for(lambda: master_state(ui_port).get("aliveworkers") == 1, what="the worker to register")
         yield f"spark-tr://127.0.0.1:{port}", psutil.Process(worker.pid)
     finally:
-        for proc in (worker, master):
+        for proc in procs:
             proc.terminate()
             try:
                 proc.wait(timeout=30)
