@@ -212,6 +212,36 @@ def test_a_released_executor_is_billed_until_its_release_not_until_spark_lists_i
     assert summary.cost() == pytest.approx(9.0 + 14.0 + 16.0)
     assert summary.releases == 1  # the refused idle release is not counted
 
+def test_without_trspark_records_spark_loss_messages_during_the_work_count_as_kills() -> None:
+    # Mode never or vanilla Spark: only Spark's own messages (those of a local-cluster run with a SIGKILL).
+    def removed(ms: int, executor: str, reason: str) -> dict[str, object]:
+        return {"Event": "SparkListenerExecutorRemoved", "Timestamp": ms, "Executor ID": executor, "Removed Reason": reason}
+
+    events = [
+        {"Event": "SparkListenerApplicationStart", "Timestamp": 1_000, "App Name": "a", "App ID": "app-1"},
+        *({"Event": "SparkListenerExecutorAdded", "Timestamp": 2_000, "Executor ID": str(i)} for i in range(6)),
+        {"Event": "SparkListenerJobStart", "Submission Time": 3_000, "Job ID": 0, "Stage Infos": []},
+        removed(4_000, "0", "Command exited with code 137"),
+        removed(4_500, "1", "Remote RPC client disassociated. Likely due to containers exceeding thresholds"),
+        removed(5_000, "2", "Executor killed by driver."),
+        removed(5_500, "3", "Command exited with code 1"),
+        {"Event": "SparkListenerJobEnd", "Completion Time": 9_000, "Job ID": 0},
+        # Spark stops the others with SIGTERM once the work is done: the application's end.
+        removed(9_500, "4", "Command exited with code 143"),
+        removed(9_600, "99", "java.lang.IllegalStateException: Shutdown hooks cannot be modified during shutdown."),
+        {"Event": "SparkListenerApplicationEnd", "Timestamp": 10_000},
+    ]
+    summary = summarize_events(events)
+    assert {e.executor_id: e.reason for e in summary.executors.values()} == {
+        "0": "evicted", "1": "evicted", "2": "removed", "3": "", "4": "", "5": ""}
+    assert (summary.kills, summary.removed) == (2, 1)
+
+
+def test_the_committed_run_without_trspark_records_shows_the_same_kills() -> None:
+    plain = [e for e in read_events(LOG) if ".trspark." not in e["Event"]]
+    assert summarize_events(plain).kills == summarize(LOG).kills == 3
+
+
 @pytest.mark.parametrize("codec", ["plain", "lz4", "zstd", "gzip"])
 def test_a_single_file_log_in_each_codec_reads_like_the_rolling_one(codec: str, tmp_path: Path) -> None:
     import zstandard

@@ -7,6 +7,7 @@ started; task-seconds are sums of task run times (finish - launch).
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -17,9 +18,26 @@ from trspark.eventlog import partition_of
 # trspark's executor end reasons that mean the executor was taken away, not let go.
 KILL_REASONS = ("evicted", "decommissioned")
 # Spark's loss messages for an executor the driver removed itself (dynamic allocation's scale-down,
-# or the user's killExecutors), as the plugin reads them (TRListener.RemovedByDriver): an
-# application without the plugin gets the reason "removed" from these.
+# or the user's killExecutors), as the plugin reads them (TRListener.RemovedByDriver).
 DRIVER_REMOVALS = ("Executor killed by driver.", "Executor decommission: spark scale down")
+_EXIT_CODE = re.compile(r"exited with code (\d+)")
+
+
+def spark_loss_kind(reason: str) -> str:
+    """An executor's end reason from Spark's loss message, as the plugin classifies it (``TRListener.lossKind``).
+
+    For the executors trspark recorded nothing of (mode ``never``, vanilla Spark): ``removed``
+    by the driver; ``decommissioned``; ``evicted`` when the process died of a signal (exit code
+    >= 128) or its connection dropped; else ``""`` (an exit Spark explains otherwise, not a kill).
+    """
+    exit_code = _EXIT_CODE.search(reason)
+    if reason.startswith(DRIVER_REMOVALS):
+        return "removed"
+    if "decommission" in reason.lower():
+        return "decommissioned"
+    if (exit_code and int(exit_code.group(1)) >= 128) or "disassociated" in reason or "Remote RPC client" in reason:
+        return "evicted"
+    return ""
 
 
 # One successful map task attempt: (what it wrote: shuffle or RDD key, partition, task id, run time in s).
@@ -33,6 +51,8 @@ class Executor:
     end: float | None = None
     pool: str = "default"
     reason: str = ""
+    removed_reason: str = ""
+    """Spark's loss message (``SparkListenerExecutorRemoved``), read when trspark recorded no reason."""
 
 
 @dataclass
@@ -200,8 +220,7 @@ class _Builder:
     def _on_SparkListenerExecutorRemoved(self, e: dict[str, Any]) -> None:
         if (ex := self.s.executors.get(e["Executor ID"])) is not None:
             ex.end = self.t(e["Timestamp"])
-            if not ex.reason and str(e.get("Removed Reason", "")).startswith(DRIVER_REMOVALS):
-                ex.reason = "removed"
+            ex.removed_reason = str(e.get("Removed Reason", ""))
 
     def _on_TRExecutorStarted(self, e: dict[str, Any]) -> None:
         # A pool report handled while the listener announced the executor is logged before this record.
@@ -297,7 +316,12 @@ class _Builder:
         if self.start is None:
             raise NoApplicationStart("the event log has no SparkListenerApplicationStart")
         s, t0 = self.s, self.start
+        work_end = self._work_end()
         for ex in s.executors.values():
+            if not ex.reason and ex.end is not None:  # no trspark record: Spark's message says what it can
+                ex.reason = spark_loss_kind(ex.removed_reason)
+                if ex.reason in KILL_REASONS and ex.end > work_end:
+                    ex.reason = ""  # the application's end: Spark stops its executors with a signal too
             # A released executor's process is gone at its release; Spark may list it for a few
             # seconds more (standalone waits before it reports an executor lost that disconnected).
             # An idle release Spark refused (the executor took a task) ends it later, not "released".
@@ -319,6 +343,12 @@ class _Builder:
         self._count_recomputed(outputs)
         self._count_reads(outputs)
         return self.s
+
+    def _work_end(self) -> float:
+        """Epoch seconds at which the application's last job ended (inf while one runs; -inf with none)."""
+        if any(job_id not in self.job_end for job_id in self.job_stages):
+            return float("inf")
+        return max(self.job_end.values(), default=float("-inf"))
 
     def _count_recomputed(self, outputs: list[_MapOutput]) -> None:
         """Map tasks that wrote an output some earlier attempt had written: recomputation."""
