@@ -10,8 +10,9 @@ go once every output it holds that may still be read is saved elsewhere
 ``executor_seconds``
     :math:`\\sum_e (end_e - start_e)` over its executors (s; the application's end for those
     still there): what the application was billed for.
-``executors_started, executors_removed, executors_released, evictions``
-    Executors registered; removed by the driver (dynamic allocation); released by trspark;
+``executors_started, executors_removed, executors_released, executors_released_idle, evictions``
+    Executors registered; removed by the driver (dynamic allocation); released by trspark, and
+    of those the idle ones (the driver's metric; 0 for ``never``);
     evicted (always 0 here: nothing is killed, and no removal may count as one).
 ``stage_resubmissions, map_tasks_rerun``
     Stage attempts after the first, and map tasks run again for a partition that already had an
@@ -45,6 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import trspark
+
 POLICIES = ("never", "tr")
 
 
@@ -75,6 +78,8 @@ class ElasticRow:
     executors_started: int = 0
     executors_removed: int = 0
     executors_released: int = 0
+    executors_released_idle: int = 0
+    """Of ``executors_released``, the idle ones: the driver's metric, read before the application stops."""
     evictions: int = 0
     stage_resubmissions: int = 0
     map_tasks_rerun: int = 0
@@ -142,6 +147,7 @@ def run_policy(policy: str, s: ElasticSettings, work: Path) -> ElasticRow:
         row.gap_seconds = time.perf_counter() - gap_start
         row.q2_seconds, rows = _timed_collect(second)
         row.answer = hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
+        row.executors_released_idle = trspark.status(spark).get("executors_released_idle", 0)
     finally:
         session.stop(spark, work_dir)
     (log,) = [p for p in events.iterdir() if not p.name.startswith(".")]

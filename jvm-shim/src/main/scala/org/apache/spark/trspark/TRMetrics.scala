@@ -139,6 +139,8 @@ object TRMetrics {
     ("notices", "notices", "termination notices received"),
     ("executors_drained", "executors_drained", "executors the engine stopped giving tasks to"),
     ("executors_released", "executors_released", "executors released early (before a notice's deadline, or idle)"),
+    ("executors_released_idle", "executors_released_idle",
+      "of executors_released, those released idle with their outputs saved (spark.trspark.release.idle)"),
     ("internal_errors", "internal_errors", "failures of trspark's own code on Spark's paths (each falls back)"))
 }
 
