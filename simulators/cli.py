@@ -87,6 +87,14 @@ def _check_picture_format(option: str, path: Path) -> None:
              f"{', '.join('.' + f for f in sorted(formats))}")
 
 
+def _share_pools(shares: list[Any], vms: int) -> set[str]:
+    """The pools some point of these on-demand shares has: ``spot`` below 100 %, ``ondemand`` above 0 % (a price for neither is an error)."""
+    from simulators.sweep import on_demand_vms
+
+    counts = [on_demand_vms(share, vms) for share in shares]
+    return {name for name, present in (("spot", any(n < vms for n in counts)), ("ondemand", any(counts))) if present}
+
+
 def _check_on_demand_shares(shares: list[float | None], vms: int) -> None:
     """Fail on a share that gives no on-demand VM; say which shares run as a rounded VM count."""
     from simulators.sweep import on_demand_vms
@@ -265,7 +273,7 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
              "give e.g. --pool spot=8 without @SPEC")
     # Shares of on-demand VMs make the pools "ondemand" and "spot" (sweep.with_on_demand_share); the 0 % point's
     # VMs are all spot VMs and pay the spot pool's price.
-    pools = world.pool_names() if on_demand_shares is None else ("ondemand", "spot")
+    pools = world.pool_names() if on_demand_shares is None else _share_pools(shares, world.vms)
     prices = build_prices(kw, pools)
     config = build_config(kw["confs"])
     check_notices_expected(config, kw["notice"])

@@ -263,6 +263,12 @@ LIVE_ONLY_SETTINGS = frozenset({
     "remote_path", "python", "engine_timeout", "engine_start_timeout", "engine_queue_capacity", "history_url", "notice_source",
     "notice_url", "notice_interval", "notice_signal", "backup_throttle", "pool",
 })
+#: Engine settings whose events no simulated world sends: why each would change nothing there.
+UNUSED_BY_SIMULATOR = {
+    "release_idle": "idle executors are released only under Spark's dynamic allocation, which the simulator has not",
+    "release_min_executors": "idle executors are released only under Spark's dynamic allocation, which the simulator has not",
+    "rebalance_hazard_factor": "rebalance recommendations come from AWS instance metadata, which no simulated VM sends",
+}
 
 
 def check_notices_expected(config: TRConfig, notice: float | None) -> None:
@@ -291,6 +297,8 @@ def build_config(confs: tuple[str, ...]) -> TRConfig:
             fail(f"--conf {name.strip()}: the simulator sets this from {SET_BY_OPTIONS[key.field]}; use that option")
         if key.field in LIVE_ONLY_SETTINGS:
             fail(f"--conf {name.strip()}: only a live Spark application reads this; the simulator has no such setting")
+        if key.field in UNUSED_BY_SIMULATOR:
+            fail(f"--conf {name.strip()}: would change nothing here: {UNUSED_BY_SIMULATOR[key.field]}")
         try:
             values[key.field] = parse_value(key, raw)
         except ConfigError as exc:

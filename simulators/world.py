@@ -59,9 +59,14 @@ def parse_pool(text: str) -> Pool:
         number = int(count)
     except ValueError:
         raise ValueError(f"{text!r}: COUNT must be an integer >= 1, got {count.strip()!r}") from None
+    if number < 1:
+        raise ValueError(f"{text!r}: COUNT must be an integer >= 1, got {number}")
     if at and not spec.strip():
         raise ValueError(f"{text!r}: a lifetime spec must follow '@'")
-    return Pool(name.strip(), number, spec.strip() if at else None)
+    try:
+        return Pool(name.strip(), number, spec.strip() if at else None)
+    except ValueError as exc:  # a bad name or lifetime spec: say which --pool it came from
+        raise ValueError(f"{text!r}: {exc}") from None
 
 
 @dataclass(frozen=True)

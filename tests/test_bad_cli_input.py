@@ -100,7 +100,7 @@ def test_any_text_for_any_option_is_accepted_or_refused_in_one_line_with_exit_2(
     (RUN_FOR_REAL[("simulate",)] + ["--local-bw", "inf"], "--local-bw"),
     (RUN_FOR_REAL[("simulate",)] + ["--max-slowdown", "0.5"], "--max-slowdown=0.5 is not valid; allowed: a finite number > 1"),
     (RUN_FOR_REAL[("simulate",)] + ["--split-overhead", "0.1"], "--split-overhead given without --split lifetime"),
-    (RUN_FOR_REAL[("size",)] + ["--rate", "inf"], "sizing.rate='inf' is not valid"),
+    (RUN_FOR_REAL[("size",)] + ["--rate", "inf"], "--rate='inf' is not valid"),
     (RUN_FOR_REAL[("report",)] + ["--price", "default=nan"], "expected POOL=USD_PER_HOUR"),
     # NaN passes every "< 0" check: a replacement at time NaN stalled the event loop for good.
     (RUN_FOR_REAL[("simulate",)] + ["--replace-delay", "nan"], "--replace-delay=nan is not valid"),
@@ -119,7 +119,7 @@ def test_infinite_and_nan_numbers_are_refused_in_one_line(tmp_path: Path, args: 
 
 @pytest.mark.parametrize(("args", "message"), [
     # The loss fraction r(L) of an exponential law peaks at ~0.298: above it every length would pass.
-    (RUN_FOR_REAL[("size",)] + ["--fraction", "0.3"], "sizing.lossFraction=0.3 is not below"),
+    (RUN_FOR_REAL[("size",)] + ["--fraction", "0.3"], "--fraction=0.3 is not below the largest expected loss fraction --lifetime="),
     (RUN_FOR_REAL[("simulate",)] + ["--split", "lifetime", "--split-fraction", "0.5"], "--split-fraction=0.5 is not below"),
     (RUN_FOR_REAL[("report",)] + ["--price", "default=-1"], "Invalid value for --price"),
     (RUN_FOR_REAL[("report",)] + ["--out", str(LOG / "report")], "Invalid value for --out: cannot make the folder"),

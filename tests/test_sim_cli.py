@@ -227,6 +227,12 @@ def test_every_setting_neither_the_engine_nor_the_simulator_reads_is_refused_as_
     assert code == 2 and "only a live Spark application reads this" in out
 
 
+@pytest.mark.parametrize("item", ["release.idle=0.5", "release.minExecutors=1", "rebalance.hazardFactor=1000"])
+def test_a_setting_for_events_no_simulated_world_sends_is_refused(item: str) -> None:
+    code, out = invoke("simulate", "--workload", "bing", "--policy", "tr", "--conf", item, *SMALL)
+    assert code == 2 and f"--conf {item.partition('=')[0]}: would change nothing here" in out, out
+
+
 def test_a_piped_table_keeps_each_row_on_one_line_unless_columns_says_otherwise(
         monkeypatch: pytest.MonkeyPatch) -> None:
     args = ["simulate", "--workload", "cortana", "--policy", "never,always,oracle,tr", "--stability", "20", *SMALL]

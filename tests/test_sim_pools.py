@@ -39,8 +39,9 @@ def test_pool_syntax() -> None:
     assert parse_pool("ondemand=2@stable") == Pool("ondemand", 2, "stable")
     assert parse_pool(" spot = 8 @ weibull:shape=0.6,scale=33") == Pool("spot", 8, "weibull:shape=0.6,scale=33")
     assert parse_pool("spot=8") == Pool("spot", 8, None)
-    for bad, message in [("spot", "NAME=COUNT"), ("spot=x", "COUNT must be an integer"), ("spot=0", "count must be >= 1"),
-                         ("spot=2@", "must follow '@'"), ("sp ot=2", "pool name"), ("spot=2@weird", "unknown lifetime")]:
+    for bad, message in [("spot", "NAME=COUNT"), ("spot=x", "COUNT must be an integer"), ("spot=0", "COUNT must be an integer >= 1"),
+                         ("spot=2@", "must follow '@'"), ("sp ot=2", "pool name"), ("spot=2@weird", "unknown lifetime"),
+                         ("spot=2@weibull:shape=-1,scale=3", "^'spot=2@weibull:shape=-1,scale=3': weibull: 'shape'")]:
         with pytest.raises(ValueError, match=message):
             parse_pool(bad)
     with pytest.raises(ValueError, match="hold 3 VMs but vms is 4"):
@@ -333,6 +334,10 @@ def test_a_spot_price_also_prices_the_all_spot_point_of_a_sweep_over_on_demand_s
     code, text = invoke("simulate", "sweep", "--workloads", "bing", "--policies", "never", "--stabilities", "20",
                         "--vms", "4", "--on-demand-shares", "25", "--price", "default=0.01", "--out", str(out))
     assert code == 2 and "no pool 'default' in this world; pools: ondemand, spot" in text, text
+    for shares, pool, left in (("0", "ondemand", "spot"), ("100", "spot", "ondemand")):  # a pool no point of the sweep has
+        code, text = invoke("simulate", "sweep", "--workloads", "bing", "--policies", "never", "--stabilities", "20",
+                            "--vms", "4", "--on-demand-shares", shares, "--price", f"{pool}=0.01", "--out", str(out))
+        assert code == 2 and f"no pool '{pool}' in this world; pools: {left}" in text, text
 
 
 def test_the_tables_gb_are_the_gb_the_remote_store_is_priced_per() -> None:

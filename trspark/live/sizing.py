@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Callable
 
 import click
@@ -72,6 +73,20 @@ def sql_settings(config: TRConfig, existing: Callable[[str], str | None]) -> dic
     return out
 
 
+# The Spark keys the command's options stand for, as an error names them.
+_OPTION_OF_KEY = ((re.compile(r"spark\.trspark\.pool\.([^.=\s]+)\.lifetime="), r"--pool \1="),
+                  (re.compile(r"spark\.trspark\.sizing\.lossFraction="), "--fraction="),
+                  (re.compile(r"spark\.trspark\.sizing\.rate="), "--rate="),
+                  (re.compile(r"spark\.trspark\.lifetime="), "--lifetime="))
+
+
+def _in_options(message: str) -> str:
+    """``message`` with each ``spark.trspark.*=value`` of the command's options written as the option."""
+    for pattern, option in _OPTION_OF_KEY:
+        message = pattern.sub(option, message)
+    return message
+
+
 @click.command("size")
 @click.option("--lifetime", default="exponential:mean=3600", show_default=True, help="Lifetime spec (spark.trspark.lifetime).")
 @click.option("--pool", "pools", multiple=True, metavar="NAME=SPEC", help="A pool's lifetime (repeatable), e.g. ondemand=stable.")
@@ -94,7 +109,7 @@ def size_command(lifetime: str, pools: tuple[str, ...], fraction: str, rate: str
         config = from_spark_conf(settings)
         check_sizing(config)
     except ConfigError as exc:
-        raise click.UsageError(str(exc)) from None
+        raise click.UsageError(_in_options(str(exc))) from None
     limit = configured_limit(config)
     longest = f"{limit:.1f} s" if math.isfinite(limit) else "no limit"
     click.echo(f"longest task: {longest} (expected loss <= {percent(config.sizing_fraction)} of its work)")

@@ -54,7 +54,9 @@ def draw(summary: Summary, path: str | Path) -> Path:
             bottom.plot(e.end, row_of[eid], "x", color="red", markersize=10, mew=2)
     _marks(bottom, [(t, row_of[x]) for t, x in summary.notices if x in row_of], "v", "orange", "notice")
     _marks(bottom, [(t, row_of[src]) for t, src, _, _ in summary.backups if src in row_of], "o", "green", "backup")
-    _marks(bottom, [(t, row_of[x]) for t, x, n in summary.restores if x in row_of and n], "D", "tab:blue", "restore")
+    # Over the kill's cross (a restore is logged at the loss): both stay visible.
+    _marks(bottom, [(t, row_of[x]) for t, x, n in summary.restores if x in row_of and n], "D", "tab:blue", "restore",
+           size=7, zorder=3)
     bottom.plot([], [], "x", color="red", label="kill")
     for pool in pools:
         bottom.broken_barh([], (0, 0), color=colors[pool], alpha=0.45, label=f"pool {pool}")
@@ -84,7 +86,9 @@ def _label_rows(ax: Any, labels: list[str]) -> None:
     ax.set_yticks(range(0, len(labels), step), labels[::step], fontsize=7)
 
 
-def _marks(ax: object, points: list[tuple[float, int]], marker: str, color: str, label: str) -> None:
+def _marks(ax: object, points: list[tuple[float, int]], marker: str, color: str, label: str, size: float = 5,
+           zorder: float = 2) -> None:
     xs = [p[0] for p in points]
     ys = [p[1] for p in points]
-    ax.plot(xs, ys, marker, color=color, markersize=5, linestyle="none", label=label)  # type: ignore[attr-defined]
+    ax.plot(xs, ys, marker, color=color, markersize=size, linestyle="none", label=label,  # type: ignore[attr-defined]
+            zorder=zorder)
