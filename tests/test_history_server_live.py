@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_daemons import started_port
+from spark_daemons import daemon_env, started_port
 from test_shim_live import wait_for
 
 pytestmark = pytest.mark.spark
@@ -41,9 +41,9 @@ def test_history_server_replays_a_log_with_trspark_events(tmp_path: Path) -> Non
     shutil.copytree(FIXTURE / "eventlog", logs)
     app_id = next(p.name for p in logs.iterdir()).removeprefix("eventlog_v2_")
     spark_home = Path(pyspark.__file__).parent
-    env = dict(os.environ, SPARK_HOME=str(spark_home), SPARK_LOCAL_IP="127.0.0.1",
-               SPARK_HISTORY_OPTS=f"-Dspark.history.fs.logDirectory=file://{logs} -Dspark.history.ui.port=0 "
-                                  "-Dspark.history.fs.update.interval=1s")
+    env = daemon_env(dict(os.environ, SPARK_HOME=str(spark_home), SPARK_LOCAL_IP="127.0.0.1",
+                          SPARK_HISTORY_OPTS=f"-Dspark.history.fs.logDirectory=file://{logs} -Dspark.history.ui.port=0 "
+                                             "-Dspark.history.fs.update.interval=1s"), tmp_path)
     out = tmp_path / "history.log"
     with out.open("wb") as sink:
         server = subprocess.Popen([str(spark_home / "bin" / "spark-class"), "org.apache.spark.deploy.history.HistoryServer"],

@@ -19,7 +19,7 @@ from typing import Any
 
 import psutil
 import pytest
-from spark_daemons import started_port
+from spark_daemons import daemon_env, started_port
 from test_shim_live import Cluster, expected_sums, reruns_of, run_job, shuffled, wait_for
 
 pytestmark = pytest.mark.spark
@@ -42,7 +42,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
 
     spark_class = str(Path(pyspark.__file__).resolve().parent / "bin" / "spark-class")
     work = tmp_path_factory.mktemp("standalone")
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_WORKER_DIR=str(work / "work"))
+    env = daemon_env(dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_WORKER_DIR=str(work / "work")), work)
     logs = [open(work / name, "wb") for name in ("master.log", "worker.log")]  # noqa: SIM115 -- closed below
     procs = [subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                "--port", "0", "--webui-port", "0"],
