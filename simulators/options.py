@@ -265,8 +265,8 @@ LIVE_ONLY_SETTINGS = frozenset({
 })
 #: Engine settings whose events no simulated world sends: why each would change nothing there.
 UNUSED_BY_SIMULATOR = {
-    "release_idle": "idle executors are released only under Spark's dynamic allocation, which the simulator has not",
-    "release_min_executors": "idle executors are released only under Spark's dynamic allocation, which the simulator has not",
+    "release_idle": "idle executors are released only under Spark's dynamic allocation, which the simulator does not model",
+    "release_min_executors": "idle executors are released only under Spark's dynamic allocation, which the simulator does not model",
     "rebalance_hazard_factor": "rebalance recommendations come from AWS instance metadata, which no simulated VM sends",
 }
 

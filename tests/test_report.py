@@ -212,6 +212,7 @@ def test_a_released_executor_is_billed_until_its_release_not_until_spark_lists_i
     assert summary.cost() == pytest.approx(9.0 + 14.0 + 16.0)
     assert summary.releases == 1  # the refused idle release is not counted
 
+
 def test_without_trspark_records_spark_loss_messages_during_the_work_count_as_kills() -> None:
     # Mode never or vanilla Spark: only Spark's own messages (those of a local-cluster run with a SIGKILL).
     def removed(ms: int, executor: str, reason: str) -> dict[str, object]:
