@@ -3,8 +3,8 @@
 The tests start them on port 0, so the kernel picks a free port at bind time. A port picked
 free beforehand can be taken by another process before the daemon binds it, and Spark then
 moves to the next port without telling the test. The daemons get Spark's default log level, INFO,
-from a log4j2 configuration of their own: the line that names the port is an INFO line, and the
-environment's ``SPARK_HOME`` (another test module may set it) can bring a quieter configuration.
+from a log4j2 configuration of their own (:mod:`console_log4j`): the line that names the port is
+an INFO line.
 """
 
 from __future__ import annotations
@@ -12,23 +12,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from console_log4j import write_console_log4j
 from jvm_gateway import wait_for
-
-_LOG4J = """\
-rootLogger.level = info
-rootLogger.appenderRef.stderr.ref = stderr
-appender.stderr.type = Console
-appender.stderr.name = stderr
-appender.stderr.target = SYSTEM_ERR
-appender.stderr.layout.type = PatternLayout
-appender.stderr.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
-"""
 
 
 def daemon_env(env: dict[str, str], folder: Path) -> dict[str, str]:
     """``env`` for a daemon started by ``spark-class``, with a log4j2 configuration (written to ``folder``) that logs its ports."""
-    config = folder / "daemon-log4j2.properties"
-    config.write_text(_LOG4J)
+    config = write_console_log4j(folder / "daemon-log4j2.properties", "info")
     options = f"{env.get('SPARK_DAEMON_JAVA_OPTS', '')} -Dlog4j2.configurationFile={config.as_uri()}".strip()
     return {**env, "SPARK_DAEMON_JAVA_OPTS": options}
 

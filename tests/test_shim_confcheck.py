@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from console_log4j import write_console_log4j
 
 import trspark
 from trspark.live.confcheck import EXIT_BAD, EXIT_OK, main
@@ -89,21 +90,6 @@ APP = textwrap.dedent(
 )
 
 
-# The tests read trspark's INFO lines; SPARK_HOME's own log4j2.properties (if another test module
-# set SPARK_HOME) may log at WARN only, so the submissions bring their own configuration.
-LOG4J = """\
-rootLogger.level = warn
-rootLogger.appenderRef.stderr.ref = stderr
-appender.stderr.type = Console
-appender.stderr.name = stderr
-appender.stderr.target = SYSTEM_ERR
-appender.stderr.layout.type = PatternLayout
-appender.stderr.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
-logger.trspark.name = org.apache.spark.trspark
-logger.trspark.level = info
-"""
-
-
 def spark_submit(app: Path, settings: dict[str, str]) -> subprocess.CompletedProcess[str]:
     import pyspark
 
@@ -114,8 +100,8 @@ def spark_submit(app: Path, settings: dict[str, str]) -> subprocess.CompletedPro
              for arg in ("--conf", f"{key}={value}")]
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
-    log4j = app.with_name("log4j2.properties")
-    log4j.write_text(LOG4J)
+    # The tests read trspark's INFO lines, so the submissions bring their own configuration.
+    log4j = write_console_log4j(app.with_name("log4j2.properties"), "warn", {"org.apache.spark.trspark": "info"})
     command = [str(submit), "--master", "local[1]", "--jars", str(jar_path()),
                "--driver-java-options", f"-Dlog4j2.configurationFile={log4j.as_uri()}", *confs, str(app)]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
