@@ -294,7 +294,7 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
             row["settings"] = settings  # the row run_sweep returns: every row passes through here
             done.append(row)
             sweeping.write_csv(done, out)  # the rows so far: a sweep cut short keeps what it measured
-            share = "" if point.on_demand_share is None else f" {point.on_demand_share:g}% od"
+            share = "" if row["on_demand_share"] == "" else f" {row['on_demand_share']:g}% od"
             form = "" if point.shape is None else f" k={point.shape:g}"
             failed = f", {row['failed_runs']} of {row['runs']} runs failed" if row["failed_runs"] else ""
             label = f"{point.workload} {point.policy} S={point.stability:g}{share}{form}: {row['slowdown_mean']:.2f}x{failed}"

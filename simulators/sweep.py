@@ -39,7 +39,8 @@ is Student's t). ``tr_ratio``: ``tr``'s mean slowdown over this row's, on the sa
 with its paired bootstrap interval (empty without a ``tr`` row in the cell). ``shape``: the Weibull
 shape of the lifetimes the stability sets (empty: exponential). ``settings``: the ``--conf KEY=VALUE``
 items the sweep ran with, space-separated (empty: the defaults). ``notice``: seconds of warning before
-each death (``--notice``; empty: none)."""
+each death (``--notice``; empty: none). ``on_demand_share``: the percent of the VMs on demand as run, in whole
+VMs (25 % of 10 VMs runs and is recorded as 20.0; empty: the world as given)."""
 
 #: What a cell of the sweep is: the rows of every policy on the same worlds.
 Cell = tuple[str, str, str, float]
@@ -81,6 +82,12 @@ def on_demand_vms(percent: float, vms: int) -> int:
         raise ValueError(f"an on-demand share of {percent:g} % of {vms} VMs rounds to no VM; "
                          f"allowed: 0 or at least {100.0 / vms:g} % (one VM)")
     return count
+
+
+def run_share(percent: float | None, vms: int) -> float | str:
+    """The on-demand share (%) a point of ``percent`` % of ``vms`` VMs runs with: whole VMs
+    (:func:`on_demand_vms`), so 25 % of 10 VMs is 20.0; "" for a point without a share."""
+    return "" if percent is None else 100.0 * on_demand_vms(percent, vms) / vms
 
 
 def with_on_demand_share(world: WorldSpec, percent: float | None) -> WorldSpec:
@@ -146,7 +153,7 @@ def run_sweep(
         row = {c: summary.get(c) for c in COLUMNS}
         boot_low, boot_high = bootstrap_ci((slowdowns,), np.mean)
         row.update(workload=point.workload, policy=point.policy, stability=point.stability,
-                   on_demand_share="" if point.on_demand_share is None else point.on_demand_share,
+                   on_demand_share=run_share(point.on_demand_share, world.vms),
                    shape="" if point_shape is None else point_shape,
                    notice="" if point_world.notice is None else point_world.notice,
                    slowdown_ci95_low=summary["slowdown_ci95"][0], slowdown_ci95_high=summary["slowdown_ci95"][1],

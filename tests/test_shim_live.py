@@ -249,7 +249,7 @@ def stages_of_last_job(cluster: Cluster) -> str:
 def test_backup_cut_off_by_a_kill_is_never_used(cluster: Cluster) -> None:
     """Throttled backups; kill a source mid-copy: its partial copy is not committed nor read."""
     cluster.full_strength()
-    cluster.status.setBuiltin("always", "remote", 60_000.0)  # ~2 MB outputs take ~35 s each
+    cluster.status.setBuiltin("always", "remote", 150_000.0)  # ~2 MB outputs take ~14 s each
     rows = 30_000
     rdd = shuffled(cluster, rows=rows, payload=400)
     try:

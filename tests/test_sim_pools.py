@@ -275,6 +275,9 @@ def test_an_on_demand_share_runs_as_whole_vms_and_never_as_none(tmp_path: Path) 
                         "--on-demand-shares", "25", "--vms", "10", "--scale", "0.02", "--runs", "1", "--workers", "1",
                         "--out", str(tmp_path / "s.csv"))
     assert code == 0 and "an on-demand share of 25 % of 10 VMs runs as 2 VMs (20 %)" in text, text
+    # the row, the progress line and the plots' legends name the share that ran
+    assert [row["on_demand_share"] for row in csv.DictReader((tmp_path / "s.csv").open())] == ["20.0"]
+    assert "S=20 20% od:" in text and "25% od" not in text
 
 
 GOLDEN = Path(__file__).parent / "fixtures" / "sim" / "golden_pools_small.json"
