@@ -97,7 +97,7 @@ def _share_pools(shares: list[Any], vms: int) -> set[str]:
 
 def _check_on_demand_shares(shares: list[float | None], vms: int) -> None:
     """Fail on a share that gives no on-demand VM; say which shares run as a rounded VM count."""
-    from simulators.sweep import on_demand_vms
+    from simulators.sweep import on_demand_vms, run_share
 
     for share in shares:
         if share is None:
@@ -108,7 +108,7 @@ def _check_on_demand_shares(shares: list[float | None], vms: int) -> None:
             fail(f"--on-demand-shares: {exc}")
         if count * 100.0 != share * vms:
             click.echo(f"note: an on-demand share of {share:g} % of {vms} VMs runs as {count} VMs "
-                       f"({100.0 * count / vms:g} %)", err=True)
+                       f"({run_share(share, vms):g} %)", err=True)
 
 
 def _make_job(workload: str, scale: float, task_seconds: float, write_mb: float, seed: int,

@@ -263,10 +263,11 @@ LIVE_ONLY_SETTINGS = frozenset({
     "remote_path", "python", "engine_timeout", "engine_start_timeout", "engine_queue_capacity", "history_url", "notice_source",
     "notice_url", "notice_interval", "notice_signal", "backup_throttle", "pool",
 })
+_NO_DYNAMIC_ALLOCATION = "idle executors are released only under Spark's dynamic allocation, which the simulator does not model"
 #: Engine settings whose events no simulated world sends: why each would change nothing there.
 UNUSED_BY_SIMULATOR = {
-    "release_idle": "idle executors are released only under Spark's dynamic allocation, which the simulator does not model",
-    "release_min_executors": "idle executors are released only under Spark's dynamic allocation, which the simulator does not model",
+    "release_idle": _NO_DYNAMIC_ALLOCATION,
+    "release_min_executors": _NO_DYNAMIC_ALLOCATION,
     "rebalance_hazard_factor": "rebalance recommendations come from AWS instance metadata, which no simulated VM sends",
 }
 
