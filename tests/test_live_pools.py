@@ -111,6 +111,20 @@ def test_each_executor_takes_its_pool_from_its_own_metadata() -> None:
     assert set(report.vm_hours()) == {"ondemand", "spot"} and report.cost() is not None
 
 
+@pytest.mark.parametrize("mode", ["always", "never"])
+def test_the_modes_without_the_engine_bill_each_executor_to_its_own_pool(mode: str) -> None:
+    with NoticeServer() as server:
+        server.set_pool("ondemand", vm="vm-0")
+        settings = dict(mode=mode, notice_source="aws", notice_url=server.url + "/vm-{executorId}")
+        with tempfile.TemporaryDirectory(prefix="trspark-live-pools-log-") as logs:
+            event_log = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": Path(logs).as_uri()}
+            with live_cluster(2, settings, event_log) as (spark, _trace):
+                assert shuffle_job(spark) == sum(range(6000))
+            report = summarize(next(Path(logs).iterdir()), prices={"ondemand": 1.0, "spot": 0.3})
+    assert {e.executor_id: e.pool for e in report.executors.values()} == {"0": "ondemand", "1": "spot"}
+    assert set(report.vm_hours()) == {"ondemand", "spot"} and report.cost() is not None
+
+
 def test_the_environment_variable_wins_over_the_metadata() -> None:
     from tests.jvm_gateway import wait_for
 

@@ -53,16 +53,17 @@ class TRExecutorPlugin extends ExecutorPlugin with Logging {
     ctx = context
     conf = TRConf(context.conf())
     metrics = new ExecutorMetrics(context.metricRegistry())
+    val settings = NoticeSettings(context.conf()).forExecutor(context.executorID())
+    val watcher = new NoticeWatcher(settings,
+      (deadline, source) => { wake(); ctx.send(Wire.encode(TerminationNotice(ctx.executorID(), deadline, source))) },
+      (at, _) => ctx.send(Wire.encode(RebalanceRecommendation(ctx.executorID(), at))))
+    // Every mode reports the pool: the event log then bills each executor's hours to its own pool.
+    reportPool(watcher, settings.source)
     if (conf.usesEngine) {
-      val settings = NoticeSettings(context.conf()).forExecutor(context.executorID())
-      val watcher = new NoticeWatcher(settings,
-        (deadline, source) => { wake(); ctx.send(Wire.encode(TerminationNotice(ctx.executorID(), deadline, source))) },
-        (at, _) => ctx.send(Wire.encode(RebalanceRecommendation(ctx.executorID(), at))))
-      reportPool(watcher, settings.source)
       watcher.start()
       watcher.installSignalHandler()
       notices = Some(watcher)
-    }
+    } else watcher.stop() // only the engine acts on notices
     if (conf.backupsEnabled) {
       poller.scheduleWithFixedDelay(() => beat(), TRExecutorPlugin.PollMs, TRExecutorPlugin.PollMs,
         TimeUnit.MILLISECONDS)
