@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 from missing_tool import missing
+from ports import unused_port
 
 # Derandomized: a failing example fails on every run, in CI as on a laptop.
 settings.register_profile("fixed", derandomize=True, deadline=None)
@@ -52,12 +53,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return first_of_module[getattr(item, "module", None)], item.get_closest_marker("stops_app") is not None, index
 
     items[:] = [item for _, item in sorted(enumerate(items), key=module_then_stops)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
@@ -129,7 +124,7 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         missing("Azurite is not installed (run `make azurite`: npm install azurite@3.35)")
     location = tmp_path_factory.mktemp("azurite")
     for attempt in range(3):
-        port = _free_port()
+        port = unused_port()
         proc = subprocess.Popen(
             [binary, "--silent", "--disableTelemetry", "--location", str(location), "--blobHost", "127.0.0.1",
              "--blobPort", str(port), "--skipApiVersionCheck"],

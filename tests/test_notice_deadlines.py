@@ -4,7 +4,6 @@ take, and which deadline a notice without a time gets when the polls before it s
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 
 from jobs.harness.notice_endpoints import NoticeServer
 from tests.jvm_gateway import Jvm, plain_jvm
+from tests.ports import unused_port
 from tests.trickling_service import trickling_service
 
 # The bounds below leave room for a loaded machine; the failures they catch take 10 s or more.
@@ -23,14 +23,8 @@ POLL_BOUND_S = 5.0
 def jvm() -> Iterator[Jvm]:
     with plain_jvm() as j:
         # One poll outside the timed ones loads the HTTP and logging classes.
-        idle_watcher(j, "gcp", f"http://127.0.0.1:{closed_port()}")[0].pollOnce()
+        idle_watcher(j, "gcp", f"http://127.0.0.1:{unused_port()}")[0].pollOnce()
         yield j
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def idle_watcher(jvm: Jvm, source: str, url: str, *, interval: float = 0.05, window: float = 30.0) -> tuple[Any, Any]:

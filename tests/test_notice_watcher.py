@@ -17,6 +17,7 @@ import pytest
 from jobs.harness.executors import driver_pid
 from jobs.harness.notice_endpoints import AZURE_NAME_PATH, NoticeServer
 from tests.jvm_gateway import Jvm, plain_jvm, wait_for
+from tests.ports import unused_port
 from tests.trickling_service import trickling_service
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGPWR"), reason="SIGPWR is Linux-only")
@@ -44,12 +45,6 @@ def watcher(jvm: Jvm, source: str, url: str, *, window: float = 30.0, signal_nam
     w = jvm.trspark.NoticeWatcher(settings, recorder)
     w.start()
     return w, recorder
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,7 +323,7 @@ def test_stopped_watcher_reports_nothing(jvm: Jvm, server: NoticeServer) -> None
 
 @pytest.mark.parametrize("source", SOURCES)
 def test_unreachable_service_is_no_notice_and_no_crash(jvm: Jvm, source: str) -> None:
-    w, recorder = watcher(jvm, source, f"http://127.0.0.1:{closed_port()}")
+    w, recorder = watcher(jvm, source, f"http://127.0.0.1:{unused_port()}")
     try:
         wait_for(lambda: w.polls() >= 3, "three polls of a closed port")
         assert "unreachable" in w.problem()

@@ -5,7 +5,6 @@ against loopback imitations of the AWS, GCP and Azure instance metadata, and the
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 
 from jobs.harness.notice_endpoints import AWS_REBALANCE_PATH, NoticeServer
 from tests.jvm_gateway import Jvm, plain_jvm
+from tests.ports import unused_port
 from trspark.engine.pool_baselines import EFMPolicy, PadoPolicy
 from trspark.keys import ConfigError
 from trspark.live import confcheck
@@ -63,9 +63,7 @@ def test_refused_or_absent_metadata_names_no_pool(jvm: Jvm, source: str) -> None
     with NoticeServer() as server:
         server.refuse_metadata = True
         assert metadata_pool(jvm, source, server.url) is None
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    closed = f"http://127.0.0.1:{unused_port()}"
     assert metadata_pool(jvm, source, closed) is None
     assert metadata_pool(jvm, "none", closed) is None
 
