@@ -145,3 +145,20 @@ def test_a_compacted_part_replaces_the_parts_up_to_its_number(tmp_path: Path) ->
     (rolling / "events_3_app-1").write_bytes(b"".join(lines[cut:]))
     assert list(read_events(rolling)) == list(read_events(PLAIN))
     assert list(read_events(rolling / "events_1_app-1")) == list(read_events(PLAIN))
+
+
+@pytest.mark.parametrize("kept", [(1, 3), (2, 3)])
+def test_a_rolling_log_with_a_part_missing_is_refused_naming_it(tmp_path: Path, kept: tuple[int, ...]) -> None:
+    """Read past the gap, the log would pass for whole with the missing part's jobs never run."""
+    lines = PLAIN.read_bytes().splitlines(keepends=True)
+    third = len(lines) // 3
+    rolling = tmp_path / "eventlog_v2_app-1"
+    rolling.mkdir()
+    for n in kept:
+        (rolling / f"events_{n}_app-1").write_bytes(b"".join(lines[(n - 1) * third: n * third if n < 3 else None]))
+    missing = sorted({1, 2} - set(kept))
+    for path in (rolling, rolling / "events_3_app-1"):
+        with pytest.raises(EventLogError, match=f"part {missing[0]} of this rolling event log is missing"):
+            list(read_events(path))
+        with pytest.raises(EventLogError, match="is missing"):
+            load_eventlog(path)

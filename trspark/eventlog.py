@@ -148,10 +148,25 @@ def parts(path: Path) -> list[Path]:
         if not numbered:
             raise EventLogError(f"{path}: no events_<n>_* files; not a rolling Spark event log" + _logs_in(path))
         compacted = [i for i, (_, is_compact, _) in enumerate(numbered) if is_compact]
-        return [p for _, _, p in numbered[compacted[-1] if compacted else 0:]]
+        kept = numbered[compacted[-1] if compacted else 0:]
+        _check_no_part_missing(path, [n for n, _, _ in kept], compacted=bool(compacted))
+        return [p for _, _, p in kept]
     if not path.is_file():
         raise EventLogError(f"{path}: no such file")
     return [path]
+
+
+def _check_no_part_missing(path: Path, numbers: list[int], *, compacted: bool) -> None:
+    """Refuse a rolling log whose parts from the first kept on (1 without a compacted part) skip a number.
+
+    Read past a gap, the log would look whole while the jobs and executors of the missing part
+    never appear: Spark deletes a part only once a compacted part stands for it.
+    """
+    expected = range(numbers[0] if compacted else 1, numbers[-1] + 1)
+    missing = sorted(set(expected) - set(numbers))
+    if missing:
+        raise EventLogError(f"{path}: part{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of this rolling "
+                            f"event log {'are' if len(missing) > 1 else 'is'} missing (found {', '.join(map(str, sorted(set(numbers))))})")
 
 
 def _rolling_log_of(part: Path) -> Path | None:
