@@ -163,6 +163,9 @@ def test_commands_that_start_spark_refuse_settings_they_cannot_use_before_any_wo
     ("demo --notice 1e9", "is not in the range 0<=x<240"),
     ("bench tpcds --out ''", "is a folder; allowed: a file's path"),
     ("bench verify --csv /proc/trspark/verdicts.csv", "nothing can be written in '/proc'"),
+    # The chart was written only after the whole benchmark, and a failure to write it left exit code 0.
+    ("bench tpcds --plot chart.foo", "no picture format named by its extension; allowed: "),
+    ("bench tpcds --plot chart", "no picture format named by its extension; allowed: "),
 ])
 def test_bench_and_demo_options_that_would_fail_late_are_refused_before_any_work(command_line: str, message: str) -> None:
     *path, option, value = shlex.split(command_line)
@@ -296,3 +299,16 @@ def test_bench_plot_of_a_csv_without_runs_under_kills_says_so() -> None:
     assert result.exit_code == 2, result.output
     _one_error_line(result.output)
     assert "no runs under kills or on a real cluster, so no slowdown to plot" in result.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["bench", "tpcds", "--out", "r.png", "--plot", "r.png"], "Invalid value for '--plot': 'r.png' is also --out's path"),
+    (["bench", "tpcds", "--out", "r.csv", "--spark-log", "./r.csv"], "Invalid value for '--spark-log': 'r.csv' is also --out's path"),
+    (["bench", "verify", "--out", "v.md", "--csv", "v.md"], "Invalid value for '--csv': 'v.md' is also --out's path"),
+])
+def test_bench_refuses_two_outputs_in_one_file_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                args: list[str], message: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and message in result.output
+    assert list(tmp_path.iterdir()) == []

@@ -16,6 +16,7 @@ import click
 from jobs.tpcds.options import (
     POSITIVE,
     check_confs,
+    check_distinct_outputs,
     check_lifetime,
     check_queries,
     check_sf,
@@ -117,6 +118,7 @@ def verify_command(sf: float, queries: tuple[str, ...], executors: int, cores: i
     With --csv, the queries the CSV already has a verdict for are not run again (a timed-out one
     is: it has no verdict), and the table is written from the CSV, also when the run is interrupted.
     """
+    check_distinct_outputs(**{"--out": out, "--csv": csv_path})
     from rich.console import Console
 
     from jobs.tpcds import verify

@@ -14,6 +14,7 @@ from jobs.tpcds.check_commands import overhead_command, verify_command
 from jobs.tpcds.options import (
     POSITIVE,
     check_confs,
+    check_distinct_outputs,
     check_fractions,
     check_lifetime,
     check_master,
@@ -23,6 +24,7 @@ from jobs.tpcds.options import (
     check_sf,
     cluster_options,
     executors_of_pools,
+    picture_path,
     writable_path,
 )
 from jobs.tpcds.session import POLICIES
@@ -88,8 +90,8 @@ def datagen_command(sf: float, cache: Path | None) -> None:
               help="Seconds after which a run is cancelled and recorded as failed.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), callback=writable_path, default=Path("results.csv"),
               show_default=True, help="CSV to append one row per run to.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), callback=writable_path, default=None,
-              help="Also write a slowdown chart (PNG) from --out.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), callback=picture_path, default=None,
+              help="Also write a slowdown chart from --out (PNG, SVG, PDF, ...: by its extension).")
 @click.option("--master", default=None, callback=check_master,
               help="Run on this existing cluster (spark://HOST:PORT, k8s://..., yarn) instead of a local-cluster; no kills are injected.")
 @click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, help="TPC-DS data cache root.")
@@ -144,6 +146,7 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
                   rewarm: bool, rewarm_passes: int, hold_replacements: bool, interleave: bool,
                   executor_cpus: float | None, spark_log: Path | None) -> None:
     """Run TPC-DS queries per policy, stable and under the same executor kills; one CSV row per run."""
+    check_distinct_outputs(**{"--out": out, "--plot": plot_path, "--spark-log": spark_log})
     if lifetime is not None and stability is not None:
         raise click.UsageError("give --lifetime or --stability, not both")
     if notice >= time_cap:  # each noticed run would wait for a deadline past its own cap
@@ -301,7 +304,8 @@ def targets_command(csv_path: Path, executors: int, pools: tuple[tuple[str, int]
 
 @bench.command("plot")
 @click.argument("csv_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), callback=writable_path, default=Path("slowdown.png"), show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), callback=picture_path, default=Path("slowdown.png"), show_default=True,
+              help="The chart (PNG, SVG, PDF, ...: by its extension).")
 def plot_command(csv_path: Path, out: Path) -> None:
     """Plot median slowdown per query and policy from a results CSV."""
     from jobs.tpcds.plot import plot

@@ -176,6 +176,29 @@ def cluster_options(command: Callable[..., None]) -> Callable[..., None]:
     return command
 
 
+def picture_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """:func:`writable_path` for a chart: its extension must name a format matplotlib writes."""
+    from matplotlib.figure import Figure
+
+    value = writable_path(ctx, param, value)
+    formats = Figure().canvas.get_supported_filetypes()
+    if value is not None and value.suffix.lower().lstrip(".") not in formats:
+        raise click.BadParameter(f"{str(value)!r}: no picture format named by its extension; allowed: "
+                                 f"{', '.join('.' + f for f in sorted(formats))}")
+    return value
+
+
+def check_distinct_outputs(**paths: Path | None) -> None:
+    """Fail when two outputs (option name -> path) are one file: the later write would replace or mix into the other."""
+    seen: dict[Path, str] = {}
+    for option, path in paths.items():
+        if path is None:
+            continue
+        if (other := seen.get(path.resolve())) is not None:
+            raise click.BadParameter(f"{str(path)!r} is also {other}'s path; give each output its own", param_hint=f"'{option}'")
+        seen[path.resolve()] = option
+
+
 def writable_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
     """An output path whose folder exists or can be made (its nearest existing ancestor is a
     writable folder): checked before data generation and clusters, not at the first write. For
