@@ -32,14 +32,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from simulators.dag import JobSpec, StageSpec
-from trspark.eventlog import EventLogError, partition_of
+from trspark.eventlog import MALFORMED, EventLogError, malformed_event, partition_of
 from trspark.eventlog import read_events as _read_log
 
 __all__ = ["EventLogError", "Replay", "load_eventlog", "read_events"]
@@ -116,56 +116,72 @@ def _max_concurrency(tasks: list[_Task]) -> int:
     return max(best, 1)
 
 
-def load_eventlog(path: str | Path, local_bandwidth: float = 400e6) -> Replay:
-    """Parse an event log into a :class:`Replay` (see the module docstring for what is used)."""
-    stages: dict[int, _Stage] = {}
-    tasks: dict[int, dict[int, _Task]] = {}
-    all_tasks: list[_Task] = []
-    job_spans: dict[int, list[float]] = {}
-    job_order: list[int] = []
-    stage_span: dict[int, tuple[float, float]] = {}
-    executors: dict[str, int] = {}
+@dataclass
+class _Parsed:
+    """What :func:`load_eventlog` gathers from the events, one event at a time (:meth:`add`)."""
+
+    stages: dict[int, _Stage] = field(default_factory=dict)
+    tasks: dict[int, dict[int, _Task]] = field(default_factory=dict)
+    all_tasks: list[_Task] = field(default_factory=list)
+    job_spans: dict[int, list[float]] = field(default_factory=dict)
+    job_order: list[int] = field(default_factory=list)
+    stage_span: dict[int, tuple[float, float]] = field(default_factory=dict)
+    executors: dict[str, int] = field(default_factory=dict)
     # Replacements of evicted executors are added too: the cluster is the most alive at once.
-    alive: set[str] = set()
-    most_alive = 0
-    master = ""
-    app_name = ""
-    for event in read_events(path):
+    alive: set[str] = field(default_factory=set)
+    most_alive: int = 0
+    master: str = ""
+    app_name: str = ""
+
+    def add(self, event: dict[str, Any]) -> None:
         kind = event["Event"]
         if kind == "SparkListenerJobStart":
-            _job_start(event, stages, job_order, job_spans)
+            _job_start(event, self.stages, self.job_order, self.job_spans)
         elif kind == "SparkListenerJobEnd":
-            span = job_spans.get(int(event["Job ID"]))
+            span = self.job_spans.get(int(event["Job ID"]))
             if span is not None:
                 span[1] = float(event.get("Completion Time", 0)) / 1000.0
         elif kind == "SparkListenerTaskEnd":
-            _task_end(event, stages, tasks, all_tasks)
+            _task_end(event, self.stages, self.tasks, self.all_tasks)
         elif kind == "SparkListenerStageCompleted":
             info = event.get("Stage Info") or {}
             if "Submission Time" in info and "Completion Time" in info:
-                stage_span[int(info["Stage ID"])] = (float(info["Submission Time"]) / 1000.0,
-                                                     float(info["Completion Time"]) / 1000.0)
+                self.stage_span[int(info["Stage ID"])] = (float(info["Submission Time"]) / 1000.0,
+                                                          float(info["Completion Time"]) / 1000.0)
         elif kind == "SparkListenerExecutorAdded":
-            executors[str(event["Executor ID"])] = int((event.get("Executor Info") or {}).get("Total Cores", 1))
-            alive.add(str(event["Executor ID"]))
-            most_alive = max(most_alive, len(alive - {"driver"}))
+            self.executors[str(event["Executor ID"])] = int((event.get("Executor Info") or {}).get("Total Cores", 1))
+            self.alive.add(str(event["Executor ID"]))
+            self.most_alive = max(self.most_alive, len(self.alive - {"driver"}))
         elif kind == "SparkListenerExecutorRemoved":
-            alive.discard(str(event["Executor ID"]))
+            self.alive.discard(str(event["Executor ID"]))
         elif kind == "SparkListenerEnvironmentUpdate":
-            master = str((event.get("Spark Properties") or {}).get("spark.master", ""))
+            self.master = str((event.get("Spark Properties") or {}).get("spark.master", ""))
         elif kind == "SparkListenerApplicationStart":
-            app_name = str(event.get("App Name", ""))
+            self.app_name = str(event.get("App Name", ""))
+
+
+def load_eventlog(path: str | Path, local_bandwidth: float = 400e6) -> Replay:
+    """Parse an event log into a :class:`Replay` (see the module docstring for what is used)."""
+    parsed = _Parsed()
+    for number, event in enumerate(read_events(path), 1):
+        try:
+            parsed.add(event)
+        except EventLogError:
+            raise
+        except MALFORMED as exc:
+            raise malformed_event(path, number, event, exc) from None
+    stages, tasks, all_tasks, job_spans = parsed.stages, parsed.tasks, parsed.all_tasks, parsed.job_spans
     if not all_tasks:
         raise EventLogError(f"{path}: the event log has no successful tasks to replay")
     unfinished = [job_id for job_id, (_start, end) in job_spans.items() if math.isnan(end)]
     if unfinished:
         raise EventLogError(f"{path}: Spark job {unfinished[0]} starts but never ends: the log is cut off (its "
                             "application is still running, or it crashed); give a finished application's log")
-    overheads = _overheads(stages, tasks, stage_span, job_spans)
-    job = _build_job(Path(path).name, stages, tasks, job_order, local_bandwidth, overheads)
-    n_exec, cores = _cluster(executors, most_alive, master, all_tasks)
+    overheads = _overheads(stages, tasks, parsed.stage_span, job_spans)
+    job = _build_job(Path(path).name, stages, tasks, parsed.job_order, local_bandwidth, overheads)
+    n_exec, cores = _cluster(parsed.executors, parsed.most_alive, parsed.master, all_tasks)
     recorded = sum(end - start for start, end in job_spans.values() if end == end)
-    return Replay(job=job, executors=n_exec, cores=cores, recorded_seconds=recorded, app_name=app_name)
+    return Replay(job=job, executors=n_exec, cores=cores, recorded_seconds=recorded, app_name=parsed.app_name)
 
 
 def _job_start(event: dict[str, Any], stages: dict[int, _Stage], job_order: list[int],

@@ -418,3 +418,55 @@ def test_a_restored_output_whose_task_ran_again_anyway_avoided_no_re_run() -> No
     summary = summarize_events(events)
     assert (summary.outputs_restored, summary.outputs_restored_read, summary.recomputed_tasks) == (2, 2, 1)
     assert summary.rerun_avoided_task_seconds == pytest.approx(1.0)  # task 20's only
+
+
+def _without(events: list[dict], at: int, path: tuple[str, ...], value: object = None) -> list[dict]:
+    """``events`` with field ``path`` of event ``at`` removed (``value`` None) or set to ``value``."""
+    changed = json.loads(json.dumps(events[at]))
+    node = changed
+    for key in path[:-1]:
+        node = node[key]
+    if value is None:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return [*events[:at], changed, *events[at + 1:]]
+
+
+def test_an_event_without_a_field_it_needs_is_refused_naming_the_event() -> None:
+    """Every field of the first event of each kind, and of its objects, removed in turn: the
+    summary is made or refused with an EventLogError, never a KeyError or TypeError."""
+    events = list(read_events(LOG))
+    first: dict[str, int] = {}
+    for at, event in enumerate(events):
+        first.setdefault(event["Event"], at)
+    refused = 0
+    for at in first.values():
+        event = events[at]
+        paths = [(k,) for k in event if k != "Event"] + [(k, inner) for k, v in event.items() if isinstance(v, dict) for inner in v]
+        for path in paths:
+            try:
+                summarize_events(_without(events, at, path), path="log")
+            except EventLogError as exc:
+                assert f"log: event {at + 1} ({event['Event']})" in str(exc)
+                refused += 1
+    assert refused >= 20  # the fields the summary reads
+
+
+@pytest.mark.parametrize(("commands", "kind", "path", "value", "message"), [
+    # whatif reads no application start time.
+    (("report",), "SparkListenerApplicationStart", ("Timestamp",), None, "(SparkListenerApplicationStart) has no field 'Timestamp'"),
+    (("report", "whatif"), "SparkListenerJobStart", ("Job ID",), None, "(SparkListenerJobStart) has no field 'Job ID'"),
+    (("report", "whatif"), "SparkListenerTaskEnd", ("Task Info",), "x", "(SparkListenerTaskEnd) has a field of the wrong type"),
+])
+def test_report_and_whatif_refuse_a_malformed_event_in_one_line(tmp_path: Path, commands: tuple[str, ...], kind: str,
+                                                                  path: tuple[str, ...], value: object, message: str) -> None:
+    events = list(read_events(LOG))
+    at = next(i for i, e in enumerate(events) if e["Event"] == kind)
+    log = tmp_path / "app.json"
+    log.write_text("".join(json.dumps(e) + "\n" for e in _without(events, at, path, value)))
+    options = {"report": ["--out", str(tmp_path / "report")], "whatif": ["--runs", "1", "--workers", "1"]}
+    for args in ([command, str(log), *options[command]] for command in commands):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert f"event {at + 1} {message}" in result.output and "Traceback" not in result.output

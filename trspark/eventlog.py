@@ -30,6 +30,18 @@ class EventLogError(ValueError):
     """The path is not a readable Spark event log (the message says why)."""
 
 
+#: What a reader of events raises on an event without a field it needs or with a value of the wrong type.
+MALFORMED = (KeyError, TypeError, AttributeError, ValueError)
+
+
+def malformed_event(path: object, number: int, event: object, error: Exception) -> EventLogError:
+    """The error for event ``number`` (from 1) of the log at ``path``, which a reader failed on with ``error`` (one of :data:`MALFORMED`)."""
+    kind = event.get("Event") if isinstance(event, dict) else None
+    what = f"has no field {error.args[0]!r}" if isinstance(error, KeyError) else f"has a field of the wrong type ({error})"
+    return EventLogError(f"{path}: event {number} ({kind if isinstance(kind, str) else 'of no kind'}) {what}; "
+                         "not a well-formed Spark event log")
+
+
 class _Lz4Blocks:
     """Decoded blocks of lz4-java's ``LZ4BlockOutputStream`` (Spark's lz4 codec); :attr:`complete` at its end mark."""
 

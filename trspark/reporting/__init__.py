@@ -25,7 +25,7 @@ def summarize(path: str | Path, prices: Mapping[str, float] | None = None) -> Su
             yield event
 
     try:
-        return summarize_events(counted(), prices)
+        return summarize_events(counted(), prices, path)
     except NoApplicationStart:
         what = "is empty" if not read[0] else f"has no SparkListenerApplicationStart in its {read[0]} event(s)"
         raise EventLogError(f"{path}: the event log {what}; it was cut before its application started, "

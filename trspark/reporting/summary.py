@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trspark.eventlog import partition_of
+from trspark.eventlog import MALFORMED, EventLogError, malformed_event, partition_of
 
 # trspark's executor end reasons that mean the executor was taken away, not let go.
 KILL_REASONS = ("evicted", "decommissioned")
@@ -415,9 +415,19 @@ def _rdd_key(info: dict[str, Any]) -> int:
     return int(max((r["RDD ID"] for r in info.get("RDD Info", [])), default=-info["Stage ID"]))
 
 
-def summarize_events(events: Iterable[dict[str, Any]], prices: Mapping[str, float] | None = None) -> Summary:
-    """The :class:`Summary` of an application's events (``prices``: pool -> $ per executor-hour)."""
+def summarize_events(events: Iterable[dict[str, Any]], prices: Mapping[str, float] | None = None,
+                     path: object = "events") -> Summary:
+    """The :class:`Summary` of an application's events (``prices``: pool -> $ per executor-hour).
+
+    Raises :class:`~trspark.eventlog.EventLogError` naming the event (and ``path``) that lacks a
+    field the summary reads or has one of the wrong type.
+    """
     builder = _Builder(prices or {})
-    for event in events:
-        builder.add(event)
+    for number, event in enumerate(events, 1):
+        try:
+            builder.add(event)
+        except EventLogError:
+            raise
+        except MALFORMED as exc:
+            raise malformed_event(path, number, event, exc) from None
     return builder.finish()
