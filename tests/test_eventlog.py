@@ -26,10 +26,28 @@ def test_a_gzip_log_gives_the_events_of_the_plain_one(tmp_path: Path) -> None:
 
 
 def test_a_corrupt_gzip_log_is_an_event_log_error(tmp_path: Path) -> None:
+    data = bytearray(gzip.compress(PLAIN.read_bytes()))
+    data[100:400] = bytes(300)
     path = tmp_path / "app-1.gz"
-    path.write_bytes(gzip.compress(PLAIN.read_bytes())[:200])
-    with pytest.raises(EventLogError, match="cannot"):
+    path.write_bytes(bytes(data))
+    with pytest.raises(EventLogError, match="cannot decompress"):
         list(read_events(path))
+
+
+def test_a_cut_gzip_log_is_read_to_its_last_whole_event_and_refused_by_the_replay(tmp_path: Path) -> None:
+    """As a cut zstd or lz4 log is: a crashed application's log, gzipped, still has a report."""
+    data = gzip.compress(PLAIN.read_bytes())
+    path = tmp_path / "app-1.gz"
+    path.write_bytes(data[: len(data) // 2])
+    events = list(read_events(path))
+    assert 0 < len(events) < len(list(read_events(PLAIN)))
+    assert events == list(read_events(PLAIN))[: len(events)]
+    with pytest.raises(EventLogError, match=r"in the middle of an event \(its application is still running, or it crashed\)"):
+        list(read_events(path, unfinished_last_line=False))
+    path.write_bytes(data[:-8])  # whole lines, without the member's trailer
+    assert list(read_events(path)) == list(read_events(PLAIN))
+    with pytest.raises(EventLogError, match="ends without its end mark: the log is cut off"):
+        list(read_events(path, unfinished_last_line=False))
 
 
 def test_an_unfinished_last_line_is_skipped_by_the_report_and_refused_by_the_replay(tmp_path: Path) -> None:

@@ -9,13 +9,13 @@ is decompressed as a stream, so a long application's log is never held in memory
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import re
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 LZ4_MAGIC = b"LZ4Block"
@@ -89,24 +89,25 @@ class _ChunkReader(io.RawIOBase):
         return n
 
 
-class _ZstdFrames:
-    """Decoded chunks of concatenated zstd frames; :attr:`complete` once the stream ended on a frame's end.
+class _Members:
+    """Decoded chunks of concatenated zstd frames or gzip members; :attr:`complete` once the stream ended on one's end.
 
     A cut-off file may end on a whole line: the end mark of the last frame (of the last block
-    for lz4) is what tells a whole log from a cut one, or from one still being written.
+    for lz4) is what tells a whole log from a cut one, or from one still being written. Gzip is
+    read this way too, not with :class:`gzip.GzipFile`, which refuses a cut-off file whole.
     """
 
-    def __init__(self, raw: IO[bytes]) -> None:
+    def __init__(self, raw: IO[bytes], decompressor: Callable[[], Any]) -> None:
         self.raw = raw
+        self.decompressor = decompressor
+        """A new decoder of one frame or member, with ``decompress``, ``eof`` and ``unused_data``."""
         self.complete = True
 
     def __iter__(self) -> Iterator[bytes]:
-        import zstandard
-
         decoder = None
         while chunk := self.raw.read(1 << 16):
             while chunk:
-                decoder = decoder or zstandard.ZstdDecompressor().decompressobj()
+                decoder = decoder or self.decompressor()
                 if out := decoder.decompress(chunk):  # an empty chunk would read as the end of the stream
                     yield out
                 chunk = decoder.unused_data if decoder.eof else b""
@@ -114,19 +115,28 @@ class _ZstdFrames:
         self.complete = decoder is None
 
 
-def _open(part: Path, raw: IO[bytes]) -> tuple[IO[bytes], _ZstdFrames | _Lz4Blocks | None]:
-    """The decoded stream of one part, and for zstd and lz4 the decoder that tells whether it ended whole."""
+def _zstd_decoder() -> Any:
+    import zstandard
+
+    return zstandard.ZstdDecompressor().decompressobj()
+
+
+def _gzip_decoder() -> Any:
+    return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # 16 +: a gzip header and trailer around the deflate data
+
+
+def _open(part: Path, raw: IO[bytes]) -> tuple[IO[bytes], _Members | _Lz4Blocks | None]:
+    """The decoded stream of one part, and for zstd, lz4 and gzip the decoder that tells whether it ended whole."""
     head = raw.read(8)
     raw.seek(0)
-    decoder = _ZstdFrames(raw) if head.startswith(ZSTD_MAGIC) else _Lz4Blocks(raw) if head.startswith(LZ4_MAGIC) else None
+    decoder = (_Members(raw, _zstd_decoder) if head.startswith(ZSTD_MAGIC) else _Lz4Blocks(raw) if head.startswith(LZ4_MAGIC)
+               else _Members(raw, _gzip_decoder) if head.startswith(GZIP_MAGIC) else None)
     if decoder is not None:
         return io.BufferedReader(_ChunkReader(iter(decoder))), decoder
     return _open_other(part, raw, head), None
 
 
 def _open_other(part: Path, raw: IO[bytes], head: bytes) -> IO[bytes]:
-    if head.startswith(GZIP_MAGIC):
-        return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
     if head.startswith(LZ4_FRAME_MAGIC):
         raise EventLogError(f"{part}: an lz4 frame (the lz4 tool's format) is not a Spark event log codec; "
                             "decompress it (lz4 -d) or give the log Spark wrote")
@@ -216,7 +226,7 @@ def read_events(path: str | Path, *, unfinished_last_line: bool = True) -> Itera
                 yield from _part_events(part, raw, unfinished_last_line, read)
         except EventLogError:
             raise
-        except OSError as exc:  # unreadable file, or a corrupt gzip stream (BadGzipFile)
+        except OSError as exc:  # an unreadable file
             raise EventLogError(f"{part}: cannot read ({exc.strerror or exc})") from exc
         except Exception as exc:  # each codec raises its own error type
             raise EventLogError(f"{part}: cannot decompress ({type(exc).__name__}: {exc})") from exc
