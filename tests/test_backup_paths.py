@@ -135,6 +135,19 @@ def test_gc_on_a_path_that_is_no_directory_stops_naming_it(tmp_path: Path, what:
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (["--path", "file:///tmp", "--local-dir", "/tmp"], "--local-dir finds the plugin's default path; with --path it would be ignored"),
+    (["--local-dir", "{tmp}/nowhere"], "Invalid value for --local-dir: '{tmp}/nowhere': no such folder"),
+    (["--local-dir", "{tmp}/local"], "Invalid value for --local-dir: 'file://{tmp}/local/trspark-backups' is not a directory"),
+])
+def test_gc_refuses_a_local_dir_it_cannot_use_naming_it(tmp_path: Path, args: list[str], message: str) -> None:
+    (tmp_path / "local").mkdir()
+    (tmp_path / "local" / "trspark-backups").write_text("x")  # a file where the plugin's folder would be
+    result = CliRunner().invoke(cli, ["gc", "--dry-run", *(a.format(tmp=tmp_path) for a in args)])
+    assert result.exit_code == 2, result.output
+    assert message.format(tmp=tmp_path) in result.output
+
+
 
 def test_gc_on_a_store_whose_library_cannot_load_gives_its_first_line(monkeypatch: pytest.MonkeyPatch) -> None:
     # pyarrow's hdfs:// without a JVM raises one error listing each of some 90 paths it tried

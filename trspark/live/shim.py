@@ -267,20 +267,25 @@ def gc_command(url: str | None, local_dir: str | None, older_than: str, dry_run:
         raise click.BadParameter(f"{older_than!r}; allowed: seconds >= 0, {SECONDS_EXAMPLE}, 7d",
                                  param_hint="--older-than") from None
     given = url is not None
+    if given and local_dir is not None:
+        raise click.UsageError("--local-dir finds the plugin's default path; with --path it would be ignored: give one of them")
+    if local_dir is not None and not Path(local_dir.split(",")[0]).is_dir():
+        raise click.BadParameter(f"{local_dir!r}: no such folder; allowed: your spark.local.dir", param_hint="--local-dir")
     url = url or default_remote_path(local_dir)
+    hint = "--path" if given else "--local-dir"  # the option the path came from, also when it is the default
     click.echo(f"looking in {url}")
     try:
         fs, root = fsspec.core.url_to_fs(url)
         if not fs.isdir(root):
             if given or fs.exists(root):  # the default folder is only made by a first backup on this host
-                raise click.BadParameter(f"{url!r} is not a directory", param_hint="--path")
+                raise click.BadParameter(f"{url!r} is not a directory", param_hint=hint)
             found = []
         else:
             found = app_dirs_idle(url)
     except (ValueError, ImportError, OSError) as exc:
         # A library that cannot load its native part (libjvm for hdfs://) lists every path it tried: its first line says it.
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise click.BadParameter(f"{url!r} cannot be listed ({reason})", param_hint="--path") from None
+        raise click.BadParameter(f"{url!r} cannot be listed ({reason})", param_hint=hint) from None
     stale = [app_dir for app_dir, idle in found if idle >= age]
     failed = 0
     for app_dir in stale:
