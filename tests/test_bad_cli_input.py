@@ -166,6 +166,11 @@ def test_commands_that_start_spark_refuse_settings_they_cannot_use_before_any_wo
     # The chart was written only after the whole benchmark, and a failure to write it left exit code 0.
     ("bench tpcds --plot chart.foo", "no picture format named by its extension; allowed: "),
     ("bench tpcds --plot chart", "no picture format named by its extension; allowed: "),
+    # Refused as simulate refuses them, not dropped.
+    ("bench tpcds --queries q3,,q7", "'q3,,q7' has an empty item"),
+    ("bench tpcds --queries q3,3", "'q3,3' names a query twice"),
+    ("bench tpcds --policies tr,tr", "'tr,tr' names a policy twice"),
+    ("bench tpcds --policies tr,", "'tr,' has an empty item"),
 ])
 def test_bench_and_demo_options_that_would_fail_late_are_refused_before_any_work(command_line: str, message: str) -> None:
     *path, option, value = shlex.split(command_line)
@@ -285,6 +290,7 @@ def test_bench_refuses_a_notice_that_would_outlast_the_time_cap_before_any_work(
     (["--master", "spark://h:7077", "--max-kills", "2", "--stability", "3"],
      "--max-kills, --stability: no kills are injected on --master's cluster"),
     (["--reclaim-within", "0.3,0.6", "--lifetime", "exponential:mean=60"], "--reclaim-within times the kills instead"),
+    (["--no-rewarm", "--rewarm-passes", "3"], "with --no-rewarm no unrecorded pass runs"),
 ])
 def test_bench_refuses_kill_options_it_would_ignore_before_any_work(args: list[str], message: str) -> None:
     result = CliRunner().invoke(cli, ["bench", "tpcds", *args])

@@ -75,7 +75,11 @@ def test_adaptations_apply_to_the_right_copy() -> None:
 
 def test_parse_list() -> None:
     assert parse_list("default") == DEFAULT_QUERIES
-    assert parse_list("q3, 19,q3") == ("q3", "q19")
+    assert parse_list("q3, 19") == ("q3", "q19")
+    with pytest.raises(QueryError, match="'q3, 19,q3' names a query twice"):
+        parse_list("q3, 19,q3")
+    with pytest.raises(QueryError, match="'q3,,q19' has an empty item"):
+        parse_list("q3,,q19")
     assert len(parse_list("all")) == len(available()) - len(EXCLUDED)
     with pytest.raises(QueryError, match="unknown query 'q999'"):
         parse_list("q3,q999")

@@ -26,7 +26,9 @@ from jobs.tpcds.session import (
 
 
 def test_parse_policies() -> None:
-    assert parse_policies(" never, TR,never ") == ("never", "tr")
+    assert parse_policies(" never, TR ") == ("never", "tr")
+    with pytest.raises(ValueError, match="names a policy twice"):
+        parse_policies(" never, TR,never ")
     with pytest.raises(ValueError, match="sometimes; allowed: comma-separated never, always, decommission, efm, pado, tr"):
         parse_policies("never,sometimes")
     with pytest.raises(ValueError, match="empty"):

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 @click.command("overhead")
 @click.option("--sf", type=float, default=1.0, show_default=True, callback=check_sf, help="TPC-DS scale factor.")
 @click.option("--queries", "queries", default="default", show_default=True, callback=check_queries,
-              help="'default', 'all', or a list like q3,q7,q19.")
+              help="'default', 'all', 'verified' (those that passed `trspark bench verify`), or a list like q3,q7,q19.")
 @click.option("--rounds", type=click.IntRange(1, 100), default=3, show_default=True,
               help="Interleaved rounds: each query once per configuration per round.")
 @click.option("--lifetime", default=None, callback=check_lifetime,

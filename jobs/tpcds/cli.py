@@ -165,6 +165,8 @@ def tpcds_command(sf: float, queries: tuple[str, ...], policies: tuple[str, ...]
         executors = executors_of_pools(pools, executors)
     if executor_cpus is not None:
         _check_executor_cpus(master)
+    if not rewarm and rewarm_passes > 1:
+        raise click.BadParameter("with --no-rewarm no unrecorded pass runs; give one of them", param_hint="'--rewarm-passes'")
     if interleave and master is not None:
         raise click.BadParameter("policies take turns on local clusters, one each; not with --master",
                                  param_hint="'--interleave'")

@@ -138,6 +138,8 @@ def parse_list(text: str, *, default: tuple[str, ...] = DEFAULT_QUERIES) -> tupl
         return default
     if text.lower() == "all":
         return runnable()
+    if any(p.strip() for p in text.split(",")) and not all(p.strip() for p in text.split(",")):
+        raise QueryError(f"--queries: {text!r} has an empty item; give a comma-separated list")
     names = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         lowered = part.lower()  # the error quotes what was typed
@@ -153,7 +155,9 @@ def parse_list(text: str, *, default: tuple[str, ...] = DEFAULT_QUERIES) -> tupl
         names.append(name)
     if not names:
         raise QueryError("--queries: empty list; allowed: all, default, or names like q3,q14a")
-    return tuple(dict.fromkeys(names))
+    if len(set(names)) < len(names):
+        raise QueryError(f"--queries: {text!r} names a query twice")
+    return tuple(names)
 
 
 def _strip_statement(text: str) -> str:

@@ -39,10 +39,15 @@ PLUGIN_POLICIES = frozenset({"always", "efm", "pado", "tr"})
 
 def parse_policies(text: str) -> tuple[str, ...]:
     """Parse ``"never,tr"``; raises ``ValueError`` naming the bad entries and the allowed ones."""
-    names = tuple(dict.fromkeys(p.strip().lower() for p in text.split(",") if p.strip()))
+    items = [p.strip().lower() for p in text.split(",")]
+    names = tuple(dict.fromkeys(p for p in items if p))
     bad = [p for p in names if p not in POLICIES]
     if bad or not names:
         raise ValueError(f"{', '.join(bad) or 'empty'}; allowed: comma-separated {', '.join(POLICIES)}")
+    if not all(items):
+        raise ValueError(f"{text!r} has an empty item; give a comma-separated list")
+    if len(names) < len(items):
+        raise ValueError(f"{text!r} names a policy twice")
     return names
 
 
