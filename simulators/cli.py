@@ -27,6 +27,7 @@ from simulators.options import (
     lifetime_options,
     positive,
     true_lifetime,
+    weibull_shape,
     workload_options,
     world_options,
 )
@@ -260,7 +261,7 @@ def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str
     stabs = _split("--stabilities", stabilities, float)
     for s in stabs:
         positive("--stabilities", s)
-    positive("--shape", shape)
+    weibull_shape("--shape", shape)
     shares = [None] if on_demand_shares is None else _split("--on-demand-shares", on_demand_shares, float)
     if any(share is not None and not 0.0 <= share <= 100.0 for share in shares):
         fail(f"--on-demand-shares={on_demand_shares!r} is not valid; allowed: percentages in [0, 100]")
@@ -327,7 +328,7 @@ def _shapes(shape: float | None, shapes: str | None) -> list[float | None]:
             value = None if text == "exp" else float(text)
         except ValueError:
             fail(f"--shapes={shapes!r}: {text!r} is not 'exp' or a number > 0")
-        positive("--shapes", value)
+        weibull_shape("--shapes", value)
         out.append(value)
     return out
 

@@ -199,6 +199,18 @@ def positive(option: str, value: float | None, integer: bool = False) -> None:
         fail(f"{option}={value!r} is not valid; allowed: {'an integer' if integer else 'a finite number'} > 0")
 
 
+#: The smallest Weibull shape a stability may set: below about 0.0058, Γ(1 + 1/shape) (the mean's factor) is past float range.
+MIN_WEIBULL_SHAPE = 0.006
+
+
+def weibull_shape(option: str, value: float | None) -> None:
+    """Fail unless ``value`` is None or a Weibull shape of finite mean, at least :data:`MIN_WEIBULL_SHAPE`."""
+    positive(option, value)
+    if value is not None and value < MIN_WEIBULL_SHAPE:
+        fail(f"{option}={value!r} is not valid; allowed: a Weibull shape >= {MIN_WEIBULL_SHAPE} "
+             "(below it the mean lifetime is past float range)")
+
+
 def _pools(kw: dict[str, Any]) -> tuple[Any, ...]:
     from simulators.world import parse_pool
 

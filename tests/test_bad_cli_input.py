@@ -318,3 +318,15 @@ def test_bench_refuses_two_outputs_in_one_file_before_any_work(tmp_path: Path, m
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2 and message in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    # Γ(1 + 1/shape) overflowed: a traceback once every other check had passed.
+    (["--shapes", "exp,0.001"], "--shapes=0.001 is not valid; allowed: a Weibull shape >= 0.006"),
+    (["--shape", "0.005"], "--shape=0.005 is not valid; allowed: a Weibull shape >= 0.006"),
+])
+def test_a_sweep_refuses_a_weibull_shape_whose_mean_is_past_float_range(tmp_path: Path, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(cli, ["simulate", *SWEEP, *args, "--out", str(tmp_path / "s.csv")])
+    assert result.exit_code == 2, result.output
+    _one_error_line(result.output)
+    assert message in result.output

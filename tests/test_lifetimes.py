@@ -505,11 +505,19 @@ def test_from_spec_builds_the_model(spec: str, expect: LifetimeModel) -> None:
         ("empirical:durations=10;x", "'durations' must be a number"),
         ("bathtub:late_prob=1", "'late_prob' must be a probability in \\[0, 1\\)"),
         ("stable:mean=60", "unknown parameter 'mean' for stable"),
+        ("weibull:shape=0.005,scale=10", "the mean lifetime is beyond float range; allowed: a larger shape"),
+        ("lognormal:median=60,sigma=40", "the mean lifetime is beyond float range; allowed: a smaller sigma"),
+        ("notice:deadline_age=10|weibull:shape=0.005,scale=10", "beyond float range"),
     ],
 )
 def test_from_spec_errors_are_clear(spec: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         from_spec(spec)
+
+
+@pytest.mark.parametrize("spec", ["weibull:shape=0.006,scale=31536000", "lognormal:median=31536000,sigma=35"])
+def test_the_smallest_shape_and_largest_sigma_the_error_allows_are_accepted(spec: str) -> None:
+    assert math.isfinite(from_spec(spec).mean())
 
 
 # ---- properties ----------------------------------------------------------------------------------

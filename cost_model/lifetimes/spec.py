@@ -25,6 +25,7 @@ Every model's ``spec()`` output parses back to an equal model.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from importlib import import_module
 
@@ -44,6 +45,10 @@ _REGISTRY = {
 }
 
 _Value = float | list[float]
+
+#: The models whose parameters can put the mean past float range, and what brings it back.
+_FINITE_MEAN = {"weibull": "a larger shape (0.006 or more keeps it finite at any scale up to a year)",
+                "lognormal": "a smaller sigma (35 or less keeps it finite at any median up to a year)"}
 
 
 def from_spec(spec: str) -> LifetimeModel:
@@ -68,7 +73,13 @@ def from_spec(spec: str) -> LifetimeModel:
     factory: Callable[..., LifetimeModel] = getattr(import_module(f".{name}", __package__), _REGISTRY[name])
     kwargs = _parse_params(spec, args)
     _check_names(spec, name, factory, kwargs)
-    return factory(**kwargs)
+    model = factory(**kwargs)
+    # A mean past float range (a tiny Weibull shape, a huge log-normal sigma) is no spot market:
+    # nearly every VM dies at once and the rest never do, and the costs lose every digit.
+    if name in _FINITE_MEAN and not math.isfinite(model.mean()):
+        raise ValueError(f"lifetime spec {spec!r}: the mean lifetime is beyond float range; allowed: "
+                         f"{_FINITE_MEAN[name]}")
+    return model
 
 
 def _notice(spec: str, args: str) -> LifetimeModel:
