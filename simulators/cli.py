@@ -156,7 +156,7 @@ def _run_progress(runs: int) -> Iterator[Callable[[str], Callable[[], None]]]:
 @lifetime_options
 @workload_options
 @split_options
-@world_options
+@world_options("simulate")
 @money_options
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--rows", is_flag=True, help="JSON: include one record per run.")
@@ -242,7 +242,7 @@ def _split(option: str, text: str, cast: Callable[[str], Any] = str) -> list[Any
               help="Several lifetime shapes, comma-separated, each swept in full: 'exp' (exponential) or a Weibull "
                    "shape with the stability's mean, e.g. exp,0.6. With --on-demand-shares they set the spot pool.")
 @workload_options
-@world_options
+@world_options("sweep")
 @money_options
 @click.pass_context
 def sweep(ctx: click.Context, /, workloads: str, policies: str, stabilities: str, out: Path, plot_path: Path | None,
@@ -338,7 +338,7 @@ def _shapes(shape: float | None, shapes: str | None) -> list[float | None]:
 @click.option("--policy", "policies", multiple=True,
               help="Policies to compare, repeated or comma-separated (default never, always, oracle).")
 @lifetime_options
-@world_options
+@world_options("whatif")
 @money_options
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def whatif(eventlog: Path, policies: tuple[str, ...], stability: float | None, lambda_: float | None,

@@ -93,19 +93,28 @@ def _bw(name: str) -> Callable[[click.Context, click.Parameter, str | None], flo
     return parse
 
 
-def world_options(f: F) -> F:
-    """Cluster, lifetime and policy-belief options shared by simulate, sweep and whatif."""
+def world_options(command: str) -> Callable[[F], F]:
+    """Cluster, lifetime and policy-belief options shared by simulate, sweep and whatif (``command``: their help differs)."""
+    def decorate(f: F) -> F:
+        return _with_world_options(f, command)
+    return decorate
+
+
+def _with_world_options(f: F, command: str) -> F:
+    from_log = command == "whatif"
+    vms_default = "the log's executors" if from_log else "100"
+    point = ("each --stabilities point (so --pool ondemand=2@stable --pool spot=8 --stabilities 20 scales only the spot pool)"
+             if command == "sweep" else
+             "--stability/--lambda/--lifetime (so --pool ondemand=2@stable --pool spot=8 --stability 20 scales only the spot pool)")
     options = [
         click.option("--vms", type=int, default=None,
-                     help="Number of VMs (default 100, or the sum of the --pool counts; whatif: from the log)."),
+                     help=f"Number of VMs (default {vms_default}, or the sum of the --pool counts)."),
         click.option("--pool", "pools", multiple=True, metavar="NAME=COUNT[@SPEC]",
                      help="A pool of VMs with its own true lifetime, repeatable, e.g. --pool ondemand=2@stable "
                           "--pool spot=8@weibull:shape=0.6,scale=33. An evicted VM is replaced in its pool. A pool "
-                          "without @SPEC takes the lifetime of --stability/--lambda/--lifetime (sweep: of each "
-                          "--stabilities point), so --pool ondemand=2@stable --pool spot=8 --stability 20 scales "
-                          "only the spot pool. tr believes each pool's own lifetime (stable pools: never evicted); "
-                          "--believed-lifetime replaces the evictable pools' belief."),
-        click.option("--cores", type=int, default=None, help="Cores per VM (default 4; whatif: from the log)."),
+                          f"without @SPEC takes the lifetime of {point}. tr believes each pool's own lifetime "
+                          "(stable pools: never evicted); --believed-lifetime replaces the evictable pools' belief."),
+        click.option("--cores", type=int, default=None, help=f"Cores per VM (default {'from the log' if from_log else '4'})."),
         click.option("--local-bw", callback=_bw("local-bw"), default=None, help="Peer bandwidth per VM, e.g. 400m (bytes/s)."),
         click.option("--remote-bw", callback=_bw("remote-bw"), default=None, help="Remote bandwidth per VM, e.g. 100m."),
         click.option("--remote-cap", callback=_bw("remote-cap"), default=None, help="Total remote bandwidth, e.g. 10g."),
