@@ -122,6 +122,7 @@ def test_infinite_and_nan_numbers_are_refused_in_one_line(tmp_path: Path, args: 
     (RUN_FOR_REAL[("size",)] + ["--fraction", "0.3"], "--fraction=0.3 is not below the largest expected loss fraction --lifetime="),
     (RUN_FOR_REAL[("simulate",)] + ["--split", "lifetime", "--split-fraction", "0.5"], "--split-fraction=0.5 is not below"),
     (RUN_FOR_REAL[("report",)] + ["--price", "default=-1"], "Invalid value for --price"),
+    (RUN_FOR_REAL[("size",)] + ["--pool", "ondemand=2@stable"], "--pool ondemand=2@stable: size takes NAME=SPEC, no VM count"),
     (RUN_FOR_REAL[("report",)] + ["--out", str(LOG / "report")], "Invalid value for --out: cannot make the folder"),
 ])
 def test_values_the_command_cannot_use_are_refused_in_one_line_naming_the_option(args: list[str], message: str) -> None:

@@ -101,6 +101,10 @@ def size_command(lifetime: str, pools: tuple[str, ...], fraction: str, rate: str
         pairs = [tuple(p.split("=", 1)) for p in pools]
         if any(len(p) != 2 for p in pairs):
             raise ConfigError(f"--pool expects NAME=SPEC, got {', '.join(pools)}")
+        counted = [p for p, (_name, spec) in zip(pools, pairs, strict=True) if re.match(r"\s*\d+\s*@", spec)]
+        if counted:  # the simulator's NAME=COUNT@SPEC: a task's length does not depend on how many VMs a pool has
+            raise ConfigError(f"--pool {counted[0]}: size takes NAME=SPEC, no VM count (that is simulate's "
+                              "NAME=COUNT@SPEC), e.g. ondemand=stable")
         if len({name for name, _spec in pairs}) < len(pairs):
             raise ConfigError(f"--pool names a pool twice: {', '.join(pools)}")
         from trspark.live.config import check_sizing, from_spark_conf
