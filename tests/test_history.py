@@ -263,6 +263,17 @@ def test_bad_config_fails_before_spark_starts_through_spark_conf_and_configure(o
     assert settings == {}  # configure() failed before writing anything
 
 
+def test_checking_a_local_history_url_makes_no_folder_and_refuses_one_that_cannot_be_made(tmp_path: Path) -> None:
+    import trspark
+    from trspark.keys import ConfigError
+
+    trspark.spark_conf(history_url=str(tmp_path / "a" / "b"))
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="is not reachable: NotADirectoryError: .*/file' is not a folder"):
+        trspark.spark_conf(history_url=str(tmp_path / "file" / "h"))
+
+
 def test_unreachable_history_at_run_time_degrades_to_the_configured_model(tmp_path, caplog):
     from trspark.engine.settings import TRConfig
     from trspark.live.engine_process import with_history_prior

@@ -26,6 +26,7 @@ import json
 import logging
 import math
 import os
+import tempfile
 import uuid
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -75,6 +76,10 @@ def check_url(url: str) -> None:
     """Fail fast (``HistoryError`` naming the key) if ``spark.trspark.history.url`` is unusable."""
     try:
         fs, root = store_fs(url)
+        if _is_local(fs) and not fs.exists(root):
+            # Checking a setting makes no folder: the first record written makes it.
+            _check_local_folder_can_be_made(root)
+            return
         # Object stores have no real folders: prove we can write, list and delete one probe object.
         probe = f"{root}/_probe-{uuid.uuid4().hex}"
         fs.makedirs(root, exist_ok=True)
@@ -86,6 +91,24 @@ def check_url(url: str) -> None:
             f"spark.trspark.history.url={url!r} is not reachable: {type(exc).__name__}: {exc}; "
             "allowed: an fsspec URL the driver can list and write (local path, file://, abfs://container/prefix)"
         ) from exc
+
+
+def _is_local(fs: fsspec.AbstractFileSystem) -> bool:
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+    return "file" in protocols or "local" in protocols
+
+
+def _check_local_folder_can_be_made(root: str) -> None:
+    """Raise ``OSError`` unless a folder can be made in the nearest existing folder above ``root``.
+
+    Proven by making one and removing it: permission bits say nothing to root, or in ``/proc``.
+    """
+    ancestor = os.path.dirname(os.path.abspath(root))
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        raise NotADirectoryError(f"{ancestor!r} is not a folder")
+    os.rmdir(tempfile.mkdtemp(prefix="_probe-", dir=ancestor))
 
 
 class HistoryStore:
