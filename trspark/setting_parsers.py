@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from urllib.parse import urlsplit
+
+from trspark import java_uri
 
 POOL_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 POOL_NAME_RULE = "letters, digits, _, - and . (not first)"
@@ -119,10 +120,12 @@ def stripped(raw: str) -> str:
 
 
 def filesystem_url(raw: str) -> str:
-    """A URL with a scheme (``file:///mnt/b``, ``s3a://bucket/p``), or empty (= the default); as the plugin checks it."""
+    """A URL with a scheme and a path (``file:///mnt/b``, ``s3a://bucket/p``), or empty (= the default); as the plugin checks it."""
     text = java_trim(raw)
-    if text and not urlsplit(text).scheme:
-        raise ValueError("a URL with a scheme, e.g. file:///mnt/backups")
+    if text:
+        uri = java_uri.parse(text)
+        if uri.scheme is None or uri.path is None:
+            raise ValueError("a URL with a scheme and a path, e.g. file:///mnt/backups")
     return text
 
 
@@ -182,10 +185,13 @@ def http_url(raw: str) -> str:
     """
     text = java_trim(raw).rstrip("/")
     if text:
-        parts = urlsplit(text.replace("{executorId}", "0"))
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError
-        _ = parts.port  # raises ValueError for a port outside 0..65535 or not a number
+        uri = java_uri.parse(text.replace("{executorId}", "0"))
+        if uri.scheme not in ("http", "https"):
+            raise ValueError(f"the scheme is {uri.scheme!r} (lower case http or https)")
+        if uri.host is None:
+            raise ValueError("no host name, IPv4 or [IPv6] address (a host name has letters, digits and '-' only)")
+        if uri.port > 65535:
+            raise ValueError(f"port {uri.port} is above 65535")
     return text
 
 

@@ -1,0 +1,85 @@
+"""The URL settings the plugin parses with ``java.net.URI`` (``spark.trspark.remote.path`` and
+``spark.trspark.notice.url``): the check before Spark starts takes exactly the values the plugin
+takes, each value run through both."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.jvm_gateway import Jvm, plain_jvm
+from trspark import java_uri
+from trspark.keys import ConfigError
+from trspark.live.config import from_spark_conf
+
+REMOTE_PATHS = [
+    # taken
+    "file:///tmp/backups", "file:/tmp/backups", "hdfs://nn:8020/trspark", "s3a://bucket", "s3a://bucket/p", "s3a:///p",
+    "abfs://c@acct.dfs.core.windows.net/p", "file:///tmp/b%20c", "file:///tmp/caf\u00e9", "hdfs://name_node/p",
+    "file:///tmp/x?y=1", "file:///tmp/x#frag", "wasb://c@a.blob.core.windows.net/", "hdfs://[::1]:8020/p",
+    # refused by the plugin: no path, no scheme, or not a URI
+    "file:", "s3a://", "foo:bar", "C:\\b", "file:///tmp/x%zz", "file:///tmp/{x}", "file:///tmp/my backups",
+    "/tmp/backups", "file:///a#b#c", "hdfs://[nn]/p", "1file:///x", "://x",
+]
+NOTICE_URLS = [
+    # taken
+    "http://169.254.169.254", "http://127.0.0.1:8080/vm-{executorId}", "https://metadata.google.internal",
+    "http://localhost:65535", "http://[::1]:80", "http://h/a%20b", "http://user@h", "http://010.0.0.1",
+    "http://a-b.example.com.", "http://h:", "http://h/",
+    # refused by the plugin
+    "HTTP://h", "http://metadata_svc:8080", "http://h/a b", "http://h:65536", "http://h:99999999999",
+    "ftp://h", "http://", "http://-h", "http://h-", "http://1.2.3", "http://a.1b", "http://h:x", "http:h",
+    "http://h/{x}",
+]
+
+
+@pytest.fixture(scope="module")
+def jvm() -> Iterator[Jvm]:
+    with plain_jvm() as j:
+        yield j
+
+
+def _jvm_takes(jvm: Jvm, key: str, value: str, parse: Any) -> bool:
+    from py4j.protocol import Py4JJavaError
+
+    conf = jvm.gateway.jvm.org.apache.spark.SparkConf(False)
+    conf.set(key, value)
+    try:
+        parse(conf)
+    except Py4JJavaError as exc:
+        assert "IllegalArgumentException" in str(exc.java_exception.getClass().getName())
+        return False
+    return True
+
+
+def _python_takes(key: str, value: str) -> bool:
+    try:
+        from_spark_conf({key: value})
+    except ConfigError as exc:
+        assert key in str(exc) and "allowed:" in str(exc) and "\n" not in str(exc)
+        return False
+    return True
+
+
+@pytest.mark.parametrize(("key", "values"), [("spark.trspark.remote.path", REMOTE_PATHS),
+                                             ("spark.trspark.notice.url", NOTICE_URLS)])
+def test_the_check_and_the_plugin_take_the_same_urls(jvm: Jvm, key: str, values: list[str]) -> None:
+    parse = jvm.trspark.TRConf.apply if key.endswith("remote.path") else jvm.trspark.NoticeSettings.apply
+    python = {v: _python_takes(key, v) for v in values}
+    plugin = {v: _jvm_takes(jvm, key, v, parse) for v in values}
+    assert python == plugin
+    assert sum(python.values()) >= 10 and sum(not taken for taken in python.values()) >= 10
+
+
+def test_a_refused_url_says_why() -> None:
+    for key, value, why in [
+        ("spark.trspark.remote.path", "file:///tmp/my backups", "' ' at index 14 is not allowed in a URL (escape it as %20)"),
+        ("spark.trspark.remote.path", "foo:bar", "a URL with a scheme and a path"),
+        ("spark.trspark.notice.url", "HTTP://h", "the scheme is 'HTTP' (lower case http or https)"),
+        ("spark.trspark.notice.url", "http://metadata_svc:8080", "a host name has letters, digits and '-' only"),
+    ]:
+        with pytest.raises(ConfigError, match=f"{key}=.*{why}".replace("(", r"\(").replace(")", r"\)")):
+            from_spark_conf({key: value})
+    assert java_uri.parse("hdfs://nn:8020/p?x") == java_uri.JavaUri("hdfs", "nn", 8020, "/p")
