@@ -5,6 +5,7 @@ takes, each value run through both."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -83,3 +84,30 @@ def test_a_refused_url_says_why() -> None:
         with pytest.raises(ConfigError, match=f"{key}=.*{why}".replace("(", r"\(").replace(")", r"\)")):
             from_spark_conf({key: value})
     assert java_uri.parse("hdfs://nn:8020/p?x") == java_uri.JavaUri("hdfs", "nn", 8020, "/p")
+
+
+def test_the_default_remote_path_is_absolute_and_a_local_dir_no_url_can_hold_stops_start_up(jvm: Jvm, tmp_path: Path,
+                                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver hands its default to the executors: a relative spark.local.dir read as ``file://sparktmp/...``
+    named a host, and every copy failed; a space failed start-up blaming remote.path, a key never set."""
+    from py4j.protocol import Py4JJavaError
+
+    from trspark.live.shim import default_remote_path
+
+    def remote_path(**entries: str) -> str:
+        conf = jvm.gateway.jvm.org.apache.spark.SparkConf(False)
+        for key, value in entries.items():
+            conf.set(key, value)
+        return str(jvm.trspark.TRConf.apply(conf).remotePath())
+
+    cwd = jvm.gateway.jvm.java.lang.System.getProperty("user.dir")
+    assert remote_path(**{"spark.local.dir": "sparktmp,/other"}) == f"file://{cwd}/sparktmp/trspark-backups"
+    assert remote_path(**{"spark.local.dir": "/tmp/"}) == "file:///tmp/trspark-backups"
+    with pytest.raises(Py4JJavaError) as failure:
+        remote_path(**{"spark.local.dir": "/tmp/sp dir"})
+    message = str(failure.value.java_exception.getMessage())
+    assert message.startswith("trspark: spark.local.dir='/tmp/sp dir' gives no default spark.trspark.remote.path")
+    assert "allowed: set spark.trspark.remote.path" in message
+    assert remote_path(**{"spark.local.dir": "/tmp/sp dir", "spark.trspark.mode": "never"})  # no backups, no need
+    monkeypatch.chdir(tmp_path)  # `trspark gc --local-dir` looks where the plugin writes
+    assert default_remote_path("sparktmp") == f"file://{tmp_path}/sparktmp/trspark-backups"

@@ -131,7 +131,7 @@ KEYS: tuple[Key, ...] = (
     Key("safetyBelt", "safety_belt", True, boolean, "true | false", "Safety belt on/off."),
     Key("duplication", "duplication", True, boolean, "true | false", "Duplicate running tasks on idle executors (paper §5)."),
     Key("remote.path", "remote_path", "", filesystem_url, "a Hadoop FileSystem URL (file://, hdfs://, s3a://, abfs://)",
-        "Where remote backups are written; empty = file://<spark.local.dir, else java.io.tmpdir>/trspark-backups, "
+        "Where remote backups are written; empty = file://<spark.local.dir (made absolute), else java.io.tmpdir>/trspark-backups, "
         "a folder on each executor's own host: shared only by executors on one host (local-cluster)."),
     Key("python", "python", "", stripped, "path to a Python interpreter",
         "Interpreter that runs the engine (python -m trspark.live); empty = the PySpark driver's."),

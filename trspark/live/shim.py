@@ -180,12 +180,12 @@ def build_shim_command() -> None:
 def default_remote_path(local_dir: str | None = None) -> str:
     """Where the plugin writes remote backups when ``spark.trspark.remote.path`` is empty.
 
-    ``file://<spark.local.dir>/trspark-backups`` (its first folder), else under the JVM's
-    ``java.io.tmpdir``: ``/tmp`` on Linux whatever ``TMPDIR`` says, the platform's temp folder elsewhere.
+    ``file://<spark.local.dir>/trspark-backups`` (its first folder, made absolute), else under the
+    JVM's ``java.io.tmpdir``: ``/tmp`` on Linux whatever ``TMPDIR`` says, the platform's temp folder elsewhere.
     """
     if not local_dir:
         local_dir = "/tmp" if sys.platform.startswith("linux") else tempfile.gettempdir()
-    return f"file://{local_dir.split(',')[0]}/trspark-backups"
+    return f"file://{os.path.abspath(local_dir.split(',')[0].strip())}/trspark-backups"
 
 
 # An application id the plugin accepts as a backup directory name (RemoteBackups.isAppId).

@@ -96,14 +96,29 @@ object TRConf {
 
   private def remotePath(conf: SparkConf): String = {
     val raw = conf.get(Prefix + "remote.path", "").trim
-    if (raw.isEmpty) {
-      val localDir = conf.get("spark.local.dir", System.getProperty("java.io.tmpdir")).split(",").head
-      s"file://$localDir/trspark-backups"
-    } else {
+    if (raw.isEmpty) defaultRemotePath(conf)
+    else {
       val ok = Try(new URI(raw)).toOption.exists(u => u.getScheme != null && u.getPath != null)
       if (!ok) fail("remote.path", raw, "a Hadoop FileSystem URL (file://, hdfs://, s3a://, abfs://)")
       raw.stripSuffix("/")
     }
+  }
+
+  /**
+   * `file://<first spark.local.dir>/trspark-backups`, the folder made absolute: the driver hands
+   * this value to the executors, and a relative folder would read as a host name there. With
+   * backups on, a folder a URL cannot hold (a space) stops start-up naming `spark.local.dir`.
+   */
+  private def defaultRemotePath(conf: SparkConf): String = {
+    val localDir = conf.get("spark.local.dir", System.getProperty("java.io.tmpdir")).split(",").head.trim
+    val path = s"file://${new java.io.File(localDir).getAbsolutePath}/trspark-backups"
+    val backupsOn = conf.get(Prefix + "mode", "tr").trim.toLowerCase(java.util.Locale.ROOT) != "never"
+    Try(new URI(path)).failed.toOption.filter(_ => backupsOn).foreach { e =>
+      throw new IllegalArgumentException(s"trspark: spark.local.dir='$localDir' gives no default " +
+        s"${Prefix}remote.path ('$path': ${e.getMessage}); allowed: set ${Prefix}remote.path, or a " +
+        "spark.local.dir whose path has no space or other character a URL cannot hold")
+    }
+    path
   }
 
   /**
