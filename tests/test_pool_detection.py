@@ -102,6 +102,13 @@ def test_pool_lifetimes_reach_the_engine_settings() -> None:
     assert dotted.pool == "m5.xlarge-spot" and dotted.stable_pools() == ("m5.xlarge-spot",)
 
 
+def test_pool_lifetimes_that_name_a_pool_twice_are_refused_not_left_to_the_last() -> None:
+    import trspark
+
+    with pytest.raises(ConfigError, match="pool_lifetimes names pool 'spot' twice; allowed: one lifetime per pool"):
+        trspark.spark_conf(pool_lifetimes=[("spot", "stable"), ("spot", "exponential:mean=60")])
+
+
 @pytest.mark.parametrize(
     ("key", "value", "allowed"),
     [

@@ -233,11 +233,16 @@ def pool_settings(pool_lifetimes: Any) -> dict[str, str]:
     try:
         if isinstance(pool_lifetimes, str):
             raise TypeError
-        pairs = pool_lifetimes.items() if isinstance(pool_lifetimes, Mapping) else pool_lifetimes
-        return {f"{POOL_KEY_PREFIX}{name}{POOL_KEY_SUFFIX}": str(spec) for name, spec in pairs}
+        pairs = list(pool_lifetimes.items() if isinstance(pool_lifetimes, Mapping) else pool_lifetimes)
+        settings = {f"{POOL_KEY_PREFIX}{name}{POOL_KEY_SUFFIX}": str(spec) for name, spec in pairs}
     except (TypeError, ValueError):
         raise ConfigError(f"pool_lifetimes={pool_lifetimes!r} is not valid; allowed: a mapping {{pool: lifetime spec}} "
                           "or (pool, spec) pairs, e.g. {'ondemand': 'stable', 'spot': 'exponential:mean=600'}") from None
+    if len(settings) < len(pairs):  # the last would silently win
+        names = [name for name, _spec in pairs]
+        twice = next(name for name in names if names.count(name) > 1)
+        raise ConfigError(f"pool_lifetimes names pool {twice!r} twice; allowed: one lifetime per pool")
+    return settings
 
 
 def spark_text(value: Any) -> str:
