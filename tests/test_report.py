@@ -470,3 +470,22 @@ def test_report_and_whatif_refuse_a_malformed_event_in_one_line(tmp_path: Path, 
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 2, (args, result.output)
         assert f"event {at + 1} {message}" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(("prices", "message"), [
+    ({"default": -5}, "prices['default']=-5 is not valid; allowed: a pool name and a finite number of USD"),
+    ({"default": float("nan")}, "prices['default']=nan is not valid"),
+    ({"default": "3"}, "prices['default']='3' is not valid"),
+    ({"": 1.0}, "prices['']=1.0 is not valid"),
+    ([("default", 1.0)], "prices=[('default', 1.0)] is not valid; allowed: a mapping"),
+])
+def test_the_python_report_checks_prices_as_the_command_does(prices: object, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        trspark.report(str(LOG), prices=prices)
+
+
+@pytest.mark.parametrize(("path", "message"), [("", "no event log given: the path is empty"),
+                                               ("/dev/null", "/dev/null: not a regular file")])
+def test_a_path_that_names_no_log_file_is_refused_saying_so(path: str, message: str) -> None:
+    with pytest.raises(EventLogError, match=re.escape(message)):
+        trspark.report(path)

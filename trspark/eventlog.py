@@ -174,7 +174,7 @@ def parts(path: Path) -> list[Path]:
         _check_no_part_missing(path, [n for n, _, _ in kept], compacted=bool(compacted))
         return [p for _, _, p in kept]
     if not path.is_file():
-        raise EventLogError(f"{path}: no such file")
+        raise EventLogError(f"{path}: {'not a regular file' if path.exists() else 'no such file'}")
     return [path]
 
 
@@ -219,6 +219,8 @@ def read_events(path: str | Path, *, unfinished_last_line: bool = True) -> Itera
     JSON lines of Spark listener events. An unfinished last line (an in-progress log) is skipped,
     or refused with ``unfinished_last_line=False``.
     """
+    if not str(path).strip():  # Path("") is the working folder
+        raise EventLogError("no event log given: the path is empty")
     read = [0]  # events of the parts before: a rolling log's newest part may begin with a half-written line
     for part in parts(Path(path)):
         try:

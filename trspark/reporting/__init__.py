@@ -7,6 +7,7 @@ page holds the picture, so it is one file to share).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,8 @@ from trspark.reporting.summary import NoApplicationStart, Summary, summarize_eve
 
 
 def summarize(path: str | Path, prices: Mapping[str, float] | None = None) -> Summary:
-    """The summary of the event log at ``path`` (``prices``: pool -> $ per executor-hour)."""
+    """The summary of the event log at ``path`` (``prices``: pool -> $ per executor-hour, finite and >= 0)."""
+    prices = checked_prices(prices)
     read = [0]
 
     def counted() -> Iterator[dict[str, Any]]:
@@ -30,6 +32,22 @@ def summarize(path: str | Path, prices: Mapping[str, float] | None = None) -> Su
         what = "is empty" if not read[0] else f"has no SparkListenerApplicationStart in its {read[0]} event(s)"
         raise EventLogError(f"{path}: the event log {what}; it was cut before its application started, "
                             "or is not a Spark application's log") from None
+
+
+def checked_prices(prices: Mapping[str, float] | None) -> dict[str, float] | None:
+    """``prices`` as floats; ``ValueError`` naming the pool whose price is not a finite number of USD >= 0."""
+    if prices is None:
+        return None
+    if not isinstance(prices, Mapping):
+        raise ValueError(f"prices={prices!r} is not valid; allowed: a mapping {{pool: USD per executor-hour}}")
+    out = {}
+    for pool, price in prices.items():
+        number = price if isinstance(price, int | float) and not isinstance(price, bool) else math.nan
+        if not (isinstance(pool, str) and pool and math.isfinite(number) and number >= 0):
+            raise ValueError(f"prices[{pool!r}]={price!r} is not valid; allowed: a pool name and a finite number "
+                             "of USD per executor-hour >= 0, e.g. {'default': 0.12}")
+        out[pool] = float(number)
+    return out
 
 
 def write_report(path: str | Path, out_dir: str | Path, prices: Mapping[str, float] | None = None) -> Summary:
