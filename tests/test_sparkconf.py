@@ -237,6 +237,8 @@ SESSION_SCRIPT = textwrap.dedent("""
         print("PLUGINS", spark.sparkContext.getConf().get("spark.plugins"))
         # While it runs, getOrCreate() would return it: the same settings again are fine, others refused.
         assert trspark.configure(SparkSession.builder, mode="tr").getOrCreate() is spark
+        # Values that mean the running ones are the same settings: another spelling, or the default of one unset.
+        assert trspark.configure(SparkSession.builder, mode="TR", period=5.0).getOrCreate() is spark
         try:
             trspark.configure(SparkSession.builder, mode="always")
         except RuntimeError as exc:

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any, TypeVar
 
-from trspark.keys import PREFIX, ConfigError, spark_text
+from trspark.keys import BY_FULL, PREFIX, ConfigError, spark_text
 from trspark.live.config import check_settings, option_settings, unchecked_option_settings
 from trspark.live.sizing import sql_settings
 
@@ -162,12 +162,26 @@ def _check_no_running_context_ignores(settings: dict[str, str]) -> None:
         return
     conf = sc.getConf()
     plugins = [p.strip() for p in (conf.get(PLUGINS_KEY) or "").split(",")]
-    differing = sorted(name for name, value in settings.items() if conf.get(name) != value)
+    differing = sorted(name for name, value in settings.items() if not _same_setting(name, conf.get(name), value))
     if PLUGIN_CLASS in plugins and not differing:
         return
     what = "without the trspark plugin" if PLUGIN_CLASS not in plugins else "with other values of " + ", ".join(differing)
     raise RuntimeError(f"trspark.configure: SparkContext {sc.applicationId} is running {what}, and getOrCreate() "
                        "would return it unchanged; stop it first (spark.stop()), then configure and build the session")
+
+
+def _same_setting(name: str, running: str | None, wanted: str) -> bool:
+    """Whether a running context's value of ``name`` (None: unset) means ``wanted``: a trspark key
+    compares parsed values (``TR`` is ``tr``, ``5.0`` is ``5``), its default standing for an unset one."""
+    if running == wanted:
+        return True
+    key = BY_FULL.get(name)
+    if key is None:
+        return False
+    try:
+        return bool(key.parse(wanted) == (key.default if running is None else key.parse(running)))
+    except (ValueError, TypeError):
+        return False
 
 
 def _as_spark_text(value: Any) -> str | None:
