@@ -69,8 +69,15 @@ object TRConf {
     val text = raw.trim.toLowerCase(java.util.Locale.ROOT)
     val (number, scale) = TimeUnits.collectFirst { case (unit, factor) if text.endsWith(unit) =>
       (text.dropRight(unit.length), factor) }.getOrElse((text, 1.0))
-    Try(number.toDouble * scale).toOption.filter(v => !v.isInfinite && !v.isNaN)
+    decimal(number).map(_ * scale).filter(v => !v.isInfinite && !v.isNaN)
   }
+
+  /**
+   * `text` as a number where Python's `float` reads it the same: Java's parser alone also takes a
+   * type suffix (`1f`, `2d`) and hexadecimal (`0x1p3`), which the Python check refuses.
+   */
+  private def decimal(text: String): Option[Double] =
+    if (text.exists("fFdDxXpP".contains(_))) None else Try(text.toDouble).toOption
 
   private def integer(conf: SparkConf, key: String, default: Int, lo: Int, hi: Int, allowed: String): Int = {
     val raw = conf.get(Prefix + key, default.toString)
@@ -90,7 +97,7 @@ object TRConf {
       case _ => 1.0
     }
     val number = if (scale != 1.0) text.dropRight(1) else text
-    Try(number.toDouble * scale).toOption.filter(v => v >= 0 && !v.isInfinite)
+    decimal(number).map(_ * scale).filter(v => v >= 0 && !v.isInfinite)
       .getOrElse(fail(key, raw, "bytes/s >= 0 (0 = unlimited), e.g. 50m"))
   }
 
