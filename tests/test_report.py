@@ -360,6 +360,8 @@ def test_status_without_the_plugin_or_after_stop_is_empty() -> None:
         trspark=SimpleNamespace(TRMetricsStatus=package)))))
     assert trspark.status(SimpleNamespace(sparkContext=SimpleNamespace(_jvm=jvm))) == {}
     assert trspark.status(SimpleNamespace(sparkContext=SimpleNamespace(_jvm=None))) == {}
+    with pytest.raises(TypeError, match="trspark.status takes a SparkSession or a SparkContext, got NoneType"):
+        trspark.status(None)
 
 
 def test_the_timeline_of_thousands_of_stages_keeps_its_size_and_leaves_the_callers_pyplot_alone(tmp_path: Path) -> None:

@@ -17,6 +17,8 @@ def status(spark: Any) -> dict[str, int]:
     from py4j.java_gateway import JavaClass
 
     context = getattr(spark, "sparkContext", spark)
+    if not hasattr(context, "_jvm"):
+        raise TypeError(f"trspark.status takes a SparkSession or a SparkContext, got {type(spark).__name__}")
     jvm = context._jvm  # noqa: SLF001 - py4j is the only way into the driver's JVM from PySpark
     if jvm is None:
         return {}  # the context was stopped
