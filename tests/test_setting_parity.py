@@ -118,3 +118,16 @@ def test_the_default_remote_path_is_absolute_and_a_local_dir_no_url_can_hold_sto
     assert remote_path(**{"spark.local.dir": "/tmp/sp dir", "spark.trspark.mode": "never"})  # no backups, no need
     monkeypatch.chdir(tmp_path)  # `trspark gc --local-dir` looks where the plugin writes
     assert default_remote_path("sparktmp") == f"file://{tmp_path}/sparktmp/trspark-backups"
+
+
+def test_the_plugin_says_why_it_refuses_a_remote_path(jvm: Jvm) -> None:
+    """Under spark-submit without the Python check, the plugin's own line is all a user sees."""
+    from py4j.protocol import Py4JJavaError
+
+    conf = jvm.gateway.jvm.org.apache.spark.SparkConf(False)
+    for value, why in [("file:///tmp/my backups", "(Illegal character in path at index 14: file:///tmp/my backups)"),
+                       ("foo:bar", "(a URL with a scheme and a path, e.g. file:///mnt/backups)")]:
+        conf.set("spark.trspark.remote.path", value)
+        with pytest.raises(Py4JJavaError) as failure:
+            jvm.trspark.TRConf.apply(conf)
+        assert f"spark.trspark.remote.path='{value}' is not valid {why}; allowed:" in str(failure.value.java_exception.getMessage())

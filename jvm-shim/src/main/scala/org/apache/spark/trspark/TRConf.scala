@@ -43,8 +43,8 @@ object TRConf {
    *  connect and say Hello (it imports numpy/scipy, slow on a loaded machine). */
   val EngineStartTimeoutS = 120.0
 
-  def fail(key: String, raw: String, allowed: String): Nothing =
-    throw new IllegalArgumentException(s"trspark: $Prefix$key='$raw' is not valid; allowed: $allowed")
+  def fail(key: String, raw: String, allowed: String, why: String = ""): Nothing =
+    throw new IllegalArgumentException(s"trspark: $Prefix$key='$raw' is not valid${if (why.isEmpty) "" else s" ($why)"}; allowed: $allowed")
 
   private def choice(conf: SparkConf, key: String, default: String, options: Seq[String]): String = {
     val raw = conf.get(Prefix + key, default)
@@ -105,8 +105,9 @@ object TRConf {
     val raw = conf.get(Prefix + "remote.path", "").trim
     if (raw.isEmpty) defaultRemotePath(conf)
     else {
-      val ok = Try(new URI(raw)).toOption.exists(u => u.getScheme != null && u.getPath != null)
-      if (!ok) fail("remote.path", raw, "a Hadoop FileSystem URL (file://, hdfs://, s3a://, abfs://)")
+      val why = Try(new URI(raw)).fold(_.getMessage, u =>
+        if (u.getScheme != null && u.getPath != null) "" else "a URL with a scheme and a path, e.g. file:///mnt/backups")
+      if (why.nonEmpty) fail("remote.path", raw, "a Hadoop FileSystem URL (file://, hdfs://, s3a://, abfs://)", why)
       raw.stripSuffix("/")
     }
   }
