@@ -460,6 +460,11 @@ def test_an_event_without_a_field_it_needs_is_refused_naming_the_event() -> None
     (("report",), "SparkListenerApplicationStart", ("Timestamp",), None, "(SparkListenerApplicationStart) has no field 'Timestamp'"),
     (("report", "whatif"), "SparkListenerJobStart", ("Job ID",), None, "(SparkListenerJobStart) has no field 'Job ID'"),
     (("report", "whatif"), "SparkListenerTaskEnd", ("Task Info",), "x", "(SparkListenerTaskEnd) has a field of the wrong type"),
+    # Kept as read, a pool that is no text failed later, when the hours were summed by pool.
+    (("report",), "org.apache.spark.trspark.TRExecutorStarted", ("pool",), 5,
+     "(org.apache.spark.trspark.TRExecutorStarted) has a field of the wrong type (field 'pool' is 5, not text)"),
+    (("report",), "SparkListenerApplicationStart", ("App Name",), ["x"],
+     "(SparkListenerApplicationStart) has a field of the wrong type (field 'App Name' is ['x'], not text)"),
 ])
 def test_report_and_whatif_refuse_a_malformed_event_in_one_line(tmp_path: Path, commands: tuple[str, ...], kind: str,
                                                                   path: tuple[str, ...], value: object, message: str) -> None:

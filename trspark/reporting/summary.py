@@ -207,14 +207,14 @@ class _Builder:
         self.latest = max(self.latest, _event_time(e))
         if kind == "SparkListenerApplicationStart":
             self.start = self.t(e["Timestamp"])
-            self.s.app_name, self.s.app_id = e.get("App Name", ""), e.get("App ID", "")
+            self.s.app_name, self.s.app_id = _text(e, "App Name", ""), _text(e, "App ID", "")
         elif kind == "SparkListenerApplicationEnd":
             self.end = self.t(e["Timestamp"])
         elif (handler := getattr(self, f"_on_{kind}", None)) is not None:
             handler(e)
 
     def _on_SparkListenerExecutorAdded(self, e: dict[str, Any]) -> None:
-        eid = e["Executor ID"]
+        eid = _text(e, "Executor ID")
         self.s.executors[eid] = Executor(eid, self.t(e["Timestamp"]))
 
     def _on_SparkListenerExecutorRemoved(self, e: dict[str, Any]) -> None:
@@ -225,29 +225,29 @@ class _Builder:
     def _on_TRExecutorStarted(self, e: dict[str, Any]) -> None:
         # A pool report handled while the listener announced the executor is logged before this record.
         if (ex := self.s.executors.get(e["executorId"])) is not None and ex.executor_id not in self.reported:
-            ex.pool = e["pool"]
+            ex.pool = _text(e, "pool")
 
     def _on_TRExecutorPool(self, e: dict[str, Any]) -> None:
         """An executor reports its pool (environment, instance metadata) after Spark announced it."""
         if (ex := self.s.executors.get(e["executorId"])) is not None:
-            ex.pool = e["pool"]
+            ex.pool = _text(e, "pool")
             self.reported.add(ex.executor_id)
 
     def _on_TRExecutorEnded(self, e: dict[str, Any]) -> None:
         if (ex := self.s.executors.get(e["executorId"])) is not None:
-            ex.reason = e["reason"]
+            ex.reason = _text(e, "reason")
 
     def _on_TRNotice(self, e: dict[str, Any]) -> None:
-        self.s.notices.append((self.t(e["time"]), e["executorId"]))
+        self.s.notices.append((self.t(e["time"]), _text(e, "executorId")))
 
     def _on_TRBackup(self, e: dict[str, Any]) -> None:
-        self.s.backups.append((self.t(e["time"]), e["source"], e["target"], int(e["bytes"])))
+        self.s.backups.append((self.t(e["time"]), _text(e, "source"), _text(e, "target"), int(e["bytes"])))
 
     def _on_TRBackupFailed(self, e: dict[str, Any]) -> None:
         self.s.backups_failed += 1
 
     def _on_TRRestore(self, e: dict[str, Any]) -> None:
-        self.s.restores.append((self.t(e["time"]), e["executorId"], len(e["restoredMapIds"])))
+        self.s.restores.append((self.t(e["time"]), _text(e, "executorId"), len(e["restoredMapIds"])))
         self.s.outputs_lost += len(e["lostMapIds"])
         self.losses.append((self.t(e["time"]), [int(i) for i in e["restoredMapIds"]], [int(i) for i in e["lostMapIds"]]))
 
@@ -407,6 +407,14 @@ def _event_time(e: dict[str, Any]) -> float:
     task, stage = e.get("Task Info") or {}, e.get("Stage Info") or {}
     times += [task.get("Launch Time"), task.get("Finish Time"), stage.get("Submission Time"), stage.get("Completion Time")]
     return max((float(t) / 1000.0 for t in times if isinstance(t, (int, float)) and not isinstance(t, bool)), default=0.0)
+
+
+def _text(e: dict[str, Any], key: str, default: str | None = None) -> str:
+    """Field ``key`` of event ``e``, which must be text (``default`` when absent, if given)."""
+    value = e[key] if default is None else e.get(key, default)
+    if not isinstance(value, str):
+        raise TypeError(f"field {key!r} is {value!r}, not text")
+    return value
 
 
 def _rdd_key(info: dict[str, Any]) -> int:
