@@ -138,6 +138,7 @@ def test_gc_on_a_path_that_is_no_directory_stops_naming_it(tmp_path: Path, what:
 @pytest.mark.parametrize(("args", "message"), [
     (["--path", "file:///tmp", "--local-dir", "/tmp"], "--local-dir finds the plugin's default path; with --path it would be ignored"),
     (["--local-dir", "{tmp}/nowhere"], "Invalid value for --local-dir: '{tmp}/nowhere': no such folder"),
+    (["--local-dir", ""], "Invalid value for --local-dir: '': no such folder"),  # not the working folder
     (["--local-dir", "{tmp}/local"], "Invalid value for --local-dir: 'file://{tmp}/local/trspark-backups' is not a directory"),
 ])
 def test_gc_refuses_a_local_dir_it_cannot_use_naming_it(tmp_path: Path, args: list[str], message: str) -> None:

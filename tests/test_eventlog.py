@@ -34,6 +34,16 @@ def test_a_corrupt_gzip_log_is_an_event_log_error(tmp_path: Path) -> None:
         list(read_events(path))
 
 
+def test_a_gzip_log_padded_with_zeros_reads_as_gzip_reads_it(tmp_path: Path) -> None:
+    """Zeros after a member (a tape or block device's padding) are skipped, also across read blocks."""
+    half = len(PLAIN.read_bytes()) // 2
+    data = gzip.compress(PLAIN.read_bytes()[:half]) + bytes(100_000) + gzip.compress(PLAIN.read_bytes()[half:]) + bytes(70_000)
+    path = tmp_path / "app-1.gz"
+    path.write_bytes(data)
+    assert gzip.decompress(data) == PLAIN.read_bytes()
+    assert list(read_events(path, unfinished_last_line=False)) == list(read_events(PLAIN))
+
+
 def test_a_cut_gzip_log_is_read_to_its_last_whole_event_and_refused_by_the_replay(tmp_path: Path) -> None:
     """As a cut zstd or lz4 log is: a crashed application's log, gzipped, still has a report."""
     data = gzip.compress(PLAIN.read_bytes())

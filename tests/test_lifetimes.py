@@ -505,8 +505,9 @@ def test_from_spec_builds_the_model(spec: str, expect: LifetimeModel) -> None:
         ("empirical:durations=10;x", "'durations' must be a number"),
         ("bathtub:late_prob=1", "'late_prob' must be a probability in \\[0, 1\\)"),
         ("stable:mean=60", "unknown parameter 'mean' for stable"),
-        ("weibull:shape=0.005,scale=10", "the mean lifetime is beyond float range; allowed: a larger shape"),
-        ("lognormal:median=60,sigma=40", "the mean lifetime is beyond float range; allowed: a smaller sigma"),
+        ("weibull:shape=0.005,scale=10", "the mean lifetime is beyond float range; allowed: a larger shape or a smaller scale"),
+        ("weibull:shape=1,scale=1e308", "allowed: a larger shape or a smaller scale"),
+        ("lognormal:median=60,sigma=40", "the mean lifetime is beyond float range; allowed: a smaller sigma or median"),
         ("notice:deadline_age=10|weibull:shape=0.005,scale=10", "beyond float range"),
     ],
 )

@@ -491,6 +491,15 @@ def test_the_python_report_checks_prices_as_the_command_does(prices: object, mes
         trspark.report(str(LOG), prices=prices)
 
 
+def test_the_python_report_takes_any_kind_of_number_as_a_price() -> None:
+    from decimal import Decimal
+
+    import numpy as np
+
+    costs = {trspark.report(str(LOG), prices={"default": price}).cost() for price in (0.5, np.float32(0.5), Decimal("0.5"), np.int64(1) / 2)}
+    assert len(costs) == 1 and costs.pop() > 0
+
+
 @pytest.mark.parametrize(("path", "message"), [("", "no event log given: the path is empty"),
                                                ("/dev/null", "/dev/null: not a regular file")])
 def test_a_path_that_names_no_log_file_is_refused_saying_so(path: str, message: str) -> None:

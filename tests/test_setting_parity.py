@@ -21,24 +21,29 @@ REMOTE_PATHS = [
     "file:///tmp/backups", "file:/tmp/backups", "hdfs://nn:8020/trspark", "s3a://bucket", "s3a://bucket/p", "s3a:///p",
     "abfs://c@acct.dfs.core.windows.net/p", "file:///tmp/b%20c", "file:///tmp/caf\u00e9", "hdfs://name_node/p",
     "file:///tmp/x?y=1", "file:///tmp/x#frag", "wasb://c@a.blob.core.windows.net/", "hdfs://[::1]:8020/p",
+    "hdfs://nn/p?x=[1]", "file:///tmp/x#[1]", "s3a://us\u00e9r@bucket/p", "hdfs://caf\u00e9/p", "file://#",
+    "hdfs://[fe80::1%eth0]/p", "hdfs://[::ffff:1.2.3.4]/p",
     # refused by the plugin: no path, no scheme, or not a URI
     "file:", "s3a://", "foo:bar", "C:\\b", "file:///tmp/x%zz", "file:///tmp/{x}", "file:///tmp/my backups",
-    "/tmp/backups", "file:///a#b#c", "hdfs://[nn]/p", "1file:///x", "://x",
+    "/tmp/backups", "file:///a#b#c", "hdfs://[nn]/p", "1file:///x", "://x", "hdfs://[::1]:8020/p[x]", "file:/a//[x]/b",
+    "hdfs://[fe80::1%]/p", "hdfs://[fe80::1%e-0]/p",
 ]
 NOTICE_URLS = [
     # taken
     "http://169.254.169.254", "http://127.0.0.1:8080/vm-{executorId}", "https://metadata.google.internal",
     "http://localhost:65535", "http://[::1]:80", "http://h/a%20b", "http://user@h", "http://010.0.0.1",
-    "http://a-b.example.com.", "http://h:", "http://h/",
+    "http://a-b.example.com.", "http://h:", "http://h/", "http://h/?a=[1]", "http://[fe80::1%eth0]",
+    "http://[fe80::1%25eth0]:80",
     # refused by the plugin
     "HTTP://h", "http://metadata_svc:8080", "http://h/a b", "http://h:65536", "http://h:99999999999",
     "ftp://h", "http://", "http://-h", "http://h-", "http://1.2.3", "http://a.1b", "http://h:x", "http:h",
-    "http://h/{x}",
+    "http://h/{x}", "http://[1]", "http://[1:2]", "http://[::1::]", "http://[12345::1]", "http://[:]",
+    "http://\u0661.\u0661.\u0661.\u0661", "http://h:\u0661",
 ]
 
 
-PERIODS = ["5", "0.5", "500ms", "2min", "1h", "1e3", "1.", "1f", "0x1p3", "2D", "1_0", "5 s", "inf", "NaN", "-1", "0", "s"]
-THROTTLES = ["0", "50m", "1.5g", "400000", "50mb/s", "1e3k", "1f", "0x10", "1d", "-1", "Infinity", "m"]
+PERIODS = ["5", "\x015", "0.5", "500ms", "2min", "1h", "1e3", "1.", "1f", "0x1p3", "2D", "1_0", "5 s", "inf", "NaN", "-1", "0", "s"]
+THROTTLES = ["0", "\x0150m", "50m", "1.5g", "400000", "50mb/s", "1e3k", "1f", "0x10", "1d", "-1", "Infinity", "m"]
 
 
 @pytest.fixture(scope="module")

@@ -316,3 +316,14 @@ def test_an_unknown_spark_key_names_the_closest_known_one() -> None:
     # Nothing close: no guess (the common prefix is not compared).
     with pytest.raises(ConfigError, match=re.escape("unknown setting 'spark.trspark.bogus'; known settings:")):
         from_spark_conf({"spark.trspark.bogus": "1"})
+
+
+def test_a_running_sessions_setting_is_the_same_when_it_means_the_same() -> None:
+    from trspark.live.sparkconf import _same_setting
+
+    assert _same_setting("spark.trspark.mode", "tr", "TR") and _same_setting("spark.trspark.period", None, "5.0")
+    # The driver writes the remote path back without its trailing '/'.
+    assert _same_setting("spark.trspark.remote.path", "file:///mnt/b", "file:///mnt/b/")
+    assert not _same_setting("spark.trspark.remote.path", "file:///mnt/b", "file:///mnt/c")
+    assert not _same_setting("spark.trspark.mode", "tr", "always") and not _same_setting("spark.trspark.gamma", None, "2")
+    assert not _same_setting("spark.app.name", "a", "b")

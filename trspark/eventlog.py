@@ -97,21 +97,26 @@ class _Members:
     read this way too, not with :class:`gzip.GzipFile`, which refuses a cut-off file whole.
     """
 
-    def __init__(self, raw: IO[bytes], decompressor: Callable[[], Any]) -> None:
+    def __init__(self, raw: IO[bytes], decompressor: Callable[[], Any], padding: bytes = b"") -> None:
         self.raw = raw
         self.decompressor = decompressor
         """A new decoder of one frame or member, with ``decompress``, ``eof`` and ``unused_data``."""
+        self.padding = padding
+        """Bytes skipped between members (gzip's zeros, which :class:`gzip.GzipFile` skips too)."""
         self.complete = True
 
     def __iter__(self) -> Iterator[bytes]:
         decoder = None
         while chunk := self.raw.read(1 << 16):
             while chunk:
-                decoder = decoder or self.decompressor()
+                if decoder is None:  # between members: skip the padding, if any, and start the next one
+                    chunk = chunk.lstrip(self.padding)
+                    if not chunk:
+                        break
+                    decoder = self.decompressor()
                 if out := decoder.decompress(chunk):  # an empty chunk would read as the end of the stream
                     yield out
-                chunk = decoder.unused_data if decoder.eof else b""
-                decoder = None if decoder.eof else decoder
+                chunk, decoder = (decoder.unused_data, None) if decoder.eof else (b"", decoder)
         self.complete = decoder is None
 
 
@@ -130,7 +135,7 @@ def _open(part: Path, raw: IO[bytes]) -> tuple[IO[bytes], _Members | _Lz4Blocks 
     head = raw.read(8)
     raw.seek(0)
     decoder = (_Members(raw, _zstd_decoder) if head.startswith(ZSTD_MAGIC) else _Lz4Blocks(raw) if head.startswith(LZ4_MAGIC)
-               else _Members(raw, _gzip_decoder) if head.startswith(GZIP_MAGIC) else None)
+               else _Members(raw, _gzip_decoder, b"\0") if head.startswith(GZIP_MAGIC) else None)
     if decoder is not None:
         return io.BufferedReader(_ChunkReader(iter(decoder))), decoder
     return _open_other(part, raw, head), None

@@ -10,20 +10,22 @@ port and path.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import unicodedata
 from typing import NamedTuple
 
 _ALPHANUM = "a-zA-Z0-9"
-_UNRESERVED = _ALPHANUM + r"\-_.!~*'()"
+# The JDK takes any non-ASCII character that is no space or control (its "other" class) where these are taken.
+_OTHER = "\u0080-\U0010ffff"
+_UNRESERVED = _ALPHANUM + r"\-_.!~*'()" + _OTHER
 _SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+\-.]*")
 _USERINFO = re.compile(rf"(?:[{_UNRESERVED};:&=+$,]|%[0-9a-fA-F]{{2}})*")
 _REG_NAME = re.compile(rf"(?:[{_UNRESERVED}$,;:@&=+]|%[0-9a-fA-F]{{2}})+")
-_IPV4 = re.compile(r"\d+\.\d+\.\d+\.\d+")  # and each number <= 255 (_is_ipv4); leading zeros are taken
+_IPV4 = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+")  # and each number <= 255 (_is_ipv4); leading zeros are taken
 _LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9\-]*[a-zA-Z0-9])?"
 # A host name of several labels has a last label that starts with a letter (RFC 2396 toplabel).
 _HOSTNAME = re.compile(rf"{_LABEL}|(?:{_LABEL}\.)+[a-zA-Z](?:[a-zA-Z0-9\-]*[a-zA-Z0-9])?\.?|{_LABEL}\.")
-_IPV6 = re.compile(r"\[[0-9a-fA-F:.]+\]")
 #: ASCII characters that appear nowhere in a URI unescaped (besides controls and space).
 _NEVER = frozenset('"<>\\^`{|}')
 
@@ -40,7 +42,7 @@ class JavaUri(NamedTuple):
 def parse(text: str) -> JavaUri:
     """``text`` parsed as ``new java.net.URI(text)`` parses it; ``ValueError`` (saying why) where that throws."""
     _check_characters(text)
-    rest, _, _fragment = text.partition("#")
+    rest, has_fragment, _fragment = text.partition("#")
     scheme = None
     if (colon := _scheme_end(rest)) is not None:
         scheme = rest[:colon]
@@ -48,30 +50,35 @@ def parse(text: str) -> JavaUri:
             raise ValueError(f"{scheme!r} is not a scheme name")
         rest = rest[colon + 1:]
         if not rest.startswith("/"):
-            if not rest and not _fragment:
+            if not rest:
                 raise ValueError(f"nothing follows {scheme + ':'!r}")
             return JavaUri(scheme, None, -1, None)  # opaque, like mailto:x: no path
     host, port = None, -1
     if rest.startswith("//"):
         end = next((i for i, ch in enumerate(rest[2:], 2) if ch in "/?"), len(rest))
         authority, rest = rest[2:end], rest[end:]
-        if not authority and not rest and not _fragment:
+        if not authority and not rest and not has_fragment:
             raise ValueError("the authority (host) is missing")
         host, port = _server(authority) if authority else (None, -1)
-    return JavaUri(scheme, host, port, rest.partition("?")[0])
+    path = rest.partition("?")[0]
+    if "[" in path or "]" in path:
+        raise ValueError("'[' and ']' are only allowed around an IPv6 host, in a query or a fragment")
+    return JavaUri(scheme, host, port, path)
 
 
 def _check_characters(text: str) -> None:
     if text.count("#") > 1:
         raise ValueError("'#' may appear once")
+    # An IPv6 host's zone follows a '%' of its own ([fe80::1%eth0]); _is_ipv6 checks it.
+    bracket = re.match(r"[^/?#]*//[^/?#\[]*(\[[^\]/?#]*\])", text)
+    ipv6_host = bracket.span(1) if bracket else (-1, -1)
     for at, ch in enumerate(text):
         if ch in _NEVER or ch == " " or (ord(ch) < 0x80 and not ch.isprintable()) or \
                 (ord(ch) >= 0x80 and unicodedata.category(ch) in ("Zs", "Zl", "Zp", "Cc")):
-            raise ValueError(f"{ch!r} at index {at} is not allowed in a URL (escape it as %{ord(ch):02X})")
-        if ch == "%" and not re.fullmatch(r"[0-9a-fA-F]{2}", text[at + 1:at + 3]):
+            escaped = "".join(f"%{byte:02X}" for byte in ch.encode())
+            raise ValueError(f"{ch!r} at index {at} is not allowed in a URL (escape it as {escaped})")
+        if ch == "%" and not re.fullmatch(r"[0-9a-fA-F]{2}", text[at + 1:at + 3]) and not ipv6_host[0] < at < ipv6_host[1]:
             raise ValueError(f"'%' at index {at} does not start an escape %XX")
-        if ch in "[]" and "[" not in text.partition("//")[2].split("/")[0]:
-            raise ValueError(f"{ch!r} at index {at} is only allowed around an IPv6 host")
 
 
 def _scheme_end(text: str) -> int | None:
@@ -93,8 +100,10 @@ def _server(authority: str) -> tuple[str | None, int]:
     if not colon:
         host, port_text = hostport, ""
     if host.startswith("["):
-        if not _IPV6.fullmatch(host):
+        if not _is_ipv6(host):
             raise ValueError(f"{host!r} is not an IPv6 address")
+    elif "[" in host or "]" in host:
+        raise ValueError(f"{host!r}: '[' and ']' are only allowed around an IPv6 host")
     elif not (_is_ipv4(host) or _HOSTNAME.fullmatch(host)):
         return _registry(authority)
     if port_text and not (port_text.isascii() and port_text.isdigit()):
@@ -103,6 +112,19 @@ def _server(authority: str) -> tuple[str | None, int]:
     if port > 2**31 - 1:  # the JDK's Integer.parseInt fails: a registry authority
         return _registry(authority)
     return host, port
+
+
+def _is_ipv6(host: str) -> bool:
+    """``[address]`` or ``[address%zone]``, an IPv6 address as the JDK reads it (``ipaddress`` parses the same forms)."""
+    inner = host[1:-1] if host.endswith("]") else ""
+    address, _, zone = inner.partition("%")
+    if not address.isascii() or ("%" in inner and not re.fullmatch(r"(?:[a-zA-Z0-9_.]|%[0-9a-fA-F]{2})+", zone)):
+        return False
+    try:
+        ipaddress.IPv6Address(address)
+    except ValueError:
+        return False
+    return True
 
 
 def _is_ipv4(host: str) -> bool:

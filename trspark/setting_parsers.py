@@ -41,9 +41,10 @@ def choice(*options: str) -> Callable[[str], str]:
 def java_number(raw: str) -> str:
     """``raw`` unless the plugin's JVM would not read it as a number: Python takes ``1_0``, other
     scripts' digits (``１０``) and spaces (U+3000), Java does not."""
-    if "_" in raw or not raw.isascii():
+    text = java_trim(raw)
+    if "_" in text or not text.isascii():
         raise ValueError
-    return raw
+    return text
 
 
 def number(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> Callable[[str], float]:

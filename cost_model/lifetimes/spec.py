@@ -47,8 +47,8 @@ _REGISTRY = {
 _Value = float | list[float]
 
 #: The models whose parameters can put the mean past float range, and what brings it back.
-_FINITE_MEAN = {"weibull": "a larger shape (0.006 or more keeps it finite at any scale up to a year)",
-                "lognormal": "a smaller sigma (35 or less keeps it finite at any median up to a year)"}
+_FINITE_MEAN = {"weibull": "a larger shape or a smaller scale (a shape of 0.006 or more keeps it finite at any scale up to a year)",
+                "lognormal": "a smaller sigma or median (a sigma of 35 or less keeps it finite at any median up to a year)"}
 
 
 def from_spec(spec: str) -> LifetimeModel:

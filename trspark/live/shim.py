@@ -185,7 +185,14 @@ def default_remote_path(local_dir: str | None = None) -> str:
     """
     if not local_dir:
         local_dir = "/tmp" if sys.platform.startswith("linux") else tempfile.gettempdir()
-    return f"file://{os.path.abspath(local_dir.split(',')[0].strip())}/trspark-backups"
+    return f"file://{_java_absolute(local_dir.split(',')[0].strip())}/trspark-backups"
+
+
+def _java_absolute(path: str) -> str:
+    """``path`` as Java's ``File.getAbsolutePath`` gives it: joined to the working folder, ``..`` kept
+    (across a symbolic link it names another folder than a resolved one would)."""
+    joined = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    return re.sub("/+", "/", joined).rstrip("/") or "/"
 
 
 # An application id the plugin accepts as a backup directory name (RemoteBackups.isAppId).
@@ -269,7 +276,7 @@ def gc_command(url: str | None, local_dir: str | None, older_than: str, dry_run:
     given = url is not None
     if given and local_dir is not None:
         raise click.UsageError("--local-dir finds the plugin's default path; with --path it would be ignored: give one of them")
-    if local_dir is not None and not Path(local_dir.split(",")[0]).is_dir():
+    if local_dir is not None and not (local_dir.split(",")[0].strip() and Path(local_dir.split(",")[0].strip()).is_dir()):
         raise click.BadParameter(f"{local_dir!r}: no such folder; allowed: your spark.local.dir", param_hint="--local-dir")
     url = url or default_remote_path(local_dir)
     hint = "--path" if given else "--local-dir"  # the option the path came from, also when it is the default

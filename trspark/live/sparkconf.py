@@ -179,9 +179,12 @@ def _same_setting(name: str, running: str | None, wanted: str) -> bool:
     if key is None:
         return False
     try:
-        return bool(key.parse(wanted) == (key.default if running is None else key.parse(running)))
+        wanted_value, running_value = key.parse(wanted), key.default if running is None else key.parse(running)
     except (ValueError, TypeError):
         return False
+    if name == PREFIX + "remote.path":  # the driver writes the path back without its trailing '/'
+        return bool(wanted_value.rstrip("/") == running_value.rstrip("/"))
+    return bool(wanted_value == running_value)
 
 
 def _as_spark_text(value: Any) -> str | None:

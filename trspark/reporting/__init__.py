@@ -42,12 +42,20 @@ def checked_prices(prices: Mapping[str, float] | None) -> dict[str, float] | Non
         raise ValueError(f"prices={prices!r} is not valid; allowed: a mapping {{pool: USD per executor-hour}}")
     out = {}
     for pool, price in prices.items():
-        number = price if isinstance(price, int | float) and not isinstance(price, bool) else math.nan
+        number = math.nan if isinstance(price, str | bytes | bool) else _as_float(price)
         if not (isinstance(pool, str) and pool and math.isfinite(number) and number >= 0):
             raise ValueError(f"prices[{pool!r}]={price!r} is not valid; allowed: a pool name and a finite number "
                              "of USD per executor-hour >= 0, e.g. {'default': 0.12}")
         out[pool] = float(number)
     return out
+
+
+def _as_float(value: Any) -> float:
+    """``float(value)`` for any number (numpy's, a ``Decimal``), NaN for what is none."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def write_report(path: str | Path, out_dir: str | Path, prices: Mapping[str, float] | None = None) -> Summary:
