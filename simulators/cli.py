@@ -25,6 +25,7 @@ from simulators.options import (
     check_notices_expected,
     fail,
     lifetime_options,
+    picture_format_problem,
     positive,
     true_lifetime,
     weibull_shape,
@@ -75,17 +76,8 @@ def _check_writable(*paths: tuple[str, Path | None]) -> None:
         if path.resolve() in seen:
             fail(f"{option}={str(path)!r} is also {seen[path.resolve()]}'s path; give each output its own")
         seen[path.resolve()] = option
-        if option != "--out":
-            _check_picture_format(option, path)
-
-
-def _check_picture_format(option: str, path: Path) -> None:
-    from matplotlib.figure import Figure
-
-    formats = Figure().canvas.get_supported_filetypes()
-    if path.suffix.lower().lstrip(".") not in formats:
-        fail(f"{option}={str(path)!r}: no picture format named by its extension; allowed: "
-             f"{', '.join('.' + f for f in sorted(formats))}")
+        if option != "--out" and (problem := picture_format_problem(path)) is not None:
+            fail(f"{option}={str(path)!r}: {problem}")
 
 
 def _share_pools(shares: list[Any], vms: int) -> set[str]:

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from simulators.dag import JobSpec, StageSpec
-from trspark.eventlog import MALFORMED, EventLogError, malformed_event, partition_of
+from trspark.eventlog import EventLogError, feed, partition_of
 from trspark.eventlog import read_events as _read_log
 
 __all__ = ["EventLogError", "Replay", "load_eventlog", "read_events"]
@@ -163,13 +163,7 @@ class _Parsed:
 def load_eventlog(path: str | Path, local_bandwidth: float = 400e6) -> Replay:
     """Parse an event log into a :class:`Replay` (see the module docstring for what is used)."""
     parsed = _Parsed()
-    for number, event in enumerate(read_events(path), 1):
-        try:
-            parsed.add(event)
-        except EventLogError:
-            raise
-        except MALFORMED as exc:
-            raise malformed_event(path, number, event, exc) from None
+    feed(read_events(path), parsed.add, path)
     stages, tasks, all_tasks, job_spans = parsed.stages, parsed.tasks, parsed.all_tasks, parsed.job_spans
     if not all_tasks:
         raise EventLogError(f"{path}: the event log has no successful tasks to replay")

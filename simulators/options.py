@@ -208,6 +208,16 @@ def positive(option: str, value: float | None, integer: bool = False) -> None:
         fail(f"{option}={value!r} is not valid; allowed: {'an integer' if integer else 'a finite number'} > 0")
 
 
+def picture_format_problem(path: Path) -> str | None:
+    """Why ``path`` names no picture format matplotlib writes (by its extension), or None when it names one."""
+    from matplotlib.figure import Figure
+
+    formats = Figure().canvas.get_supported_filetypes()
+    if path.suffix.lower().lstrip(".") in formats:
+        return None
+    return f"no picture format named by its extension; allowed: {', '.join('.' + f for f in sorted(formats))}"
+
+
 #: The smallest Weibull shape a stability may set: below about 0.0058, Γ(1 + 1/shape) (the mean's factor) is past float range.
 MIN_WEIBULL_SHAPE = 0.006
 

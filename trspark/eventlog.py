@@ -13,7 +13,7 @@ import io
 import json
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -34,7 +34,18 @@ class EventLogError(ValueError):
 MALFORMED = (KeyError, TypeError, AttributeError, ValueError)
 
 
-def malformed_event(path: object, number: int, event: object, error: Exception) -> EventLogError:
+def feed(events: Iterable[dict[str, Any]], add: Callable[[dict[str, Any]], None], path: object) -> None:
+    """``add(event)`` for each event; an event ``add`` fails on (:data:`MALFORMED`) raises :class:`EventLogError` naming it."""
+    for number, event in enumerate(events, 1):
+        try:
+            add(event)
+        except EventLogError:
+            raise
+        except MALFORMED as exc:
+            raise _malformed_event(path, number, event, exc) from None
+
+
+def _malformed_event(path: object, number: int, event: object, error: Exception) -> EventLogError:
     """The error for event ``number`` (from 1) of the log at ``path``, which a reader failed on with ``error`` (one of :data:`MALFORMED`)."""
     kind = event.get("Event") if isinstance(event, dict) else None
     what = f"has no field {error.args[0]!r}" if isinstance(error, KeyError) else f"has a field of the wrong type ({error})"

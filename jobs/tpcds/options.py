@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from jobs.tpcds.session import parse_policies
-from simulators.options import FiniteFloatRange, can_write_in
+from simulators.options import FiniteFloatRange, can_write_in, picture_format_problem
 
 
 def check_policies(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -178,13 +178,9 @@ def cluster_options(command: Callable[..., None]) -> Callable[..., None]:
 
 def picture_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
     """:func:`writable_path` for a chart: its extension must name a format matplotlib writes."""
-    from matplotlib.figure import Figure
-
     value = writable_path(ctx, param, value)
-    formats = Figure().canvas.get_supported_filetypes()
-    if value is not None and value.suffix.lower().lstrip(".") not in formats:
-        raise click.BadParameter(f"{str(value)!r}: no picture format named by its extension; allowed: "
-                                 f"{', '.join('.' + f for f in sorted(formats))}")
+    if value is not None and (problem := picture_format_problem(value)) is not None:
+        raise click.BadParameter(f"{str(value)!r}: {problem}")
     return value
 
 

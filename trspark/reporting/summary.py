@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trspark.eventlog import MALFORMED, EventLogError, malformed_event, partition_of
+from trspark.eventlog import feed, partition_of
 
 # trspark's executor end reasons that mean the executor was taken away, not let go.
 KILL_REASONS = ("evicted", "decommissioned")
@@ -431,11 +431,5 @@ def summarize_events(events: Iterable[dict[str, Any]], prices: Mapping[str, floa
     field the summary reads or has one of the wrong type.
     """
     builder = _Builder(prices or {})
-    for number, event in enumerate(events, 1):
-        try:
-            builder.add(event)
-        except EventLogError:
-            raise
-        except MALFORMED as exc:
-            raise malformed_event(path, number, event, exc) from None
+    feed(events, builder.add, path)
     return builder.finish()
