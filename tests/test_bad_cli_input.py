@@ -164,7 +164,7 @@ def test_commands_that_start_spark_refuse_settings_they_cannot_use_before_any_wo
     ("demo --notice 1e9", "is not in the range 0<=x<240"),
     ("bench tpcds --out ''", "is a folder; allowed: a file's path"),
     ("bench verify --csv /proc/trspark/verdicts.csv", "nothing can be written in '/proc'"),
-    # The chart was written only after the whole benchmark, and a failure to write it left exit code 0.
+    # The chart is written after the whole benchmark: a name it cannot take must fail before.
     ("bench tpcds --plot chart.foo", "no picture format named by its extension; allowed: "),
     ("bench tpcds --plot chart", "no picture format named by its extension; allowed: "),
     # Refused as simulate refuses them, not dropped.
@@ -322,7 +322,7 @@ def test_bench_refuses_two_outputs_in_one_file_before_any_work(tmp_path: Path, m
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    # Γ(1 + 1/shape) overflowed: a traceback once every other check had passed.
+    # Below it Γ(1 + 1/shape) overflows when the stability sets the scale.
     (["--shapes", "exp,0.001"], "--shapes=0.001 is not valid; allowed: a Weibull shape >= 0.006"),
     (["--shape", "0.005"], "--shape=0.005 is not valid; allowed: a Weibull shape >= 0.006"),
 ])

@@ -460,7 +460,7 @@ def test_an_event_without_a_field_it_needs_is_refused_naming_the_event() -> None
     (("report",), "SparkListenerApplicationStart", ("Timestamp",), None, "(SparkListenerApplicationStart) has no field 'Timestamp'"),
     (("report", "whatif"), "SparkListenerJobStart", ("Job ID",), None, "(SparkListenerJobStart) has no field 'Job ID'"),
     (("report", "whatif"), "SparkListenerTaskEnd", ("Task Info",), "x", "(SparkListenerTaskEnd) has a field of the wrong type"),
-    # Kept as read, a pool that is no text failed later, when the hours were summed by pool.
+    # A pool that is no text would fail only later, when the hours are summed by pool.
     (("report",), "org.apache.spark.trspark.TRExecutorStarted", ("pool",), 5,
      "(org.apache.spark.trspark.TRExecutorStarted) has a field of the wrong type (field 'pool' is 5, not text)"),
     (("report",), "SparkListenerApplicationStart", ("App Name",), ["x"],

@@ -101,7 +101,7 @@ def test_a_refused_url_says_why() -> None:
 def test_the_default_remote_path_is_absolute_and_a_local_dir_no_url_can_hold_stops_start_up(jvm: Jvm, tmp_path: Path,
                                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The driver hands its default to the executors: a relative spark.local.dir read as ``file://sparktmp/...``
-    named a host, and every copy failed; a space failed start-up blaming remote.path, a key never set."""
+    would name a host, and every copy would fail; a space must stop start-up naming spark.local.dir, not remote.path."""
     from py4j.protocol import Py4JJavaError
 
     from trspark.live.shim import default_remote_path
