@@ -170,6 +170,38 @@ class BackupCosts:
             return None
         return PeerPrices(peers, *self._local_costs(shuffle_id, map_index, t_max, peers.slots, bandwidth))
 
+    def peer_loss_floor(self, shuffle_id: Hashable, map_index: int, t_max: float) -> tuple[float, float] | None:
+        """``(BT, floor)``: the copy time (s) at the local bandwidth and a lower bound (s) of every peer's :math:`C_P(Y)` at it.
+
+        With :math:`\\overline{Er}` non-decreasing (:meth:`slower_copy_floor`) and :math:`p^Y_j \\ge 0`,
+        each bracket of the module docstring's sum is at least
+        :math:`\\overline{Er}_i F_Y(g_{i+1}) + \\overline{Er}_{i+1} (F_Y(T) - F_Y(g_{i+1})) \\ge \\overline{Er}_i F_Y(T)`, so
+
+        .. math::
+
+            C_P(Y) \\ge Er(BT)\\, \\min_Y F_Y(T)\\, (F_X(T) - F_X(BT)).
+
+        :math:`Er(BT)` is taken at the grid edge at or below :math:`BT` and lowered by 1e-9 of
+        :math:`\\max Er = Er(H)` against rounding (every term of the sum is at most
+        :math:`\\max Er\\, F_Y(T) (F_X(T) - F_X(BT))`); the minimum runs over every live executor,
+        the holders too. Computed for ``T`` inside the grid past its first cell with continuous
+        laws only, where :math:`F_Y(T)` is the interpolated column as :meth:`_peer_loss` reads it;
+        0 otherwise. None when no live executor but the block's holders could receive the copy,
+        as for :meth:`every_peer`.
+        """
+        live = self._peer_sets.live_slots(self.recompute.lineage.output(shuffle_id, map_index).locations)
+        if live is None:
+            return None
+        block, f_bt, f_t = self._block_and_ends(shuffle_id, map_index, t_max, self.local_bandwidth)
+        table, windows = self.recompute.table, self.recompute.windows
+        if not (table.all_continuous and windows.grid.edges[1] <= t_max <= windows.grid.horizon and block.seconds < t_max):
+            return block.seconds, 0.0
+        er = self.recompute.er(shuffle_id, map_index)
+        below = windows.split(block.seconds, t_max)[0]  # the edges [:below] are <= BT
+        er_floor = float(er[below - 1]) - 1e-9 * float(er[-1])
+        f_peers = float(np.minimum.reduce(windows.column(table, t_max)[live]))
+        return block.seconds, max(er_floor * f_peers * (f_t - f_bt), 0.0)
+
     def slower_peer_loss_floor(self, priced: PeerPrices, positions: NDArray[np.int64], seconds: float) -> float:
         """A lower bound (s) of the lowest :math:`C_P(Y)` of the peers ``priced.peers[positions]`` copied in ``seconds`` (>= ``priced``'s BT).
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,14 +42,28 @@ class PeerSets:
         self._everyone: tuple[list[Executor], dict[str, int], NDArray[np.int64]] = ([], {}, np.zeros(0, dtype=np.int64))
         self._kept: dict[frozenset[str], Peers] = {}
 
-    def without(self, holders: frozenset[str]) -> Peers:
-        """Every live executor but ``holders``, in the lineage's executor order."""
+    def _refresh(self) -> None:
         lineage = self.lineage
         if self._version != lineage.executors_version:
             executors = lineage.executors()
             index = {ex.executor_id: at for at, ex in enumerate(executors)}
             self._everyone = (executors, index, np.array([ex.slot for ex in executors], dtype=np.int64))
             self._version, self._kept = lineage.executors_version, {}
+
+    def live_slots(self, holders: Collection[str]) -> NDArray[np.int64] | None:
+        """The failure-table slots of every live executor, or None when all of them are among ``holders``.
+
+        A superset of :meth:`without`'s slots, for bounds over the peers without listing them.
+        """
+        self._refresh()
+        _executors, index, slots = self._everyone
+        if sum(1 for executor_id in holders if executor_id in index) >= slots.size:
+            return None
+        return slots
+
+    def without(self, holders: frozenset[str]) -> Peers:
+        """Every live executor but ``holders``, in the lineage's executor order."""
+        self._refresh()
         kept = self._kept.get(holders)
         if kept is None:
             executors, index, slots = self._everyone

@@ -191,6 +191,34 @@ def test_the_floor_of_a_slower_copys_peer_loss_is_below_its_price(model: Lifetim
     assert pruning > 30
 
 
+@pytest.mark.parametrize("model", [Exponential(mean=60.0), Weibull(shape=0.7, scale=80.0), Weibull(shape=2.5, scale=150.0)])
+def test_the_floor_of_every_peers_loss_is_below_each_price(model: LifetimeModel) -> None:
+    # The floor, read before any peer is priced, never exceeds the C_P of a peer priced in full.
+    rng = np.random.default_rng(23)
+    lineage = _lineage(model)
+    costs = BackupCosts(Recompute(lineage, GRID, now=float(rng.uniform(0.0, 50.0))), 4e8, 1e8, 1e12, latency=0.05)
+    pruning = 0
+    for _ in range(300):
+        block = ("k", int(rng.integers(2))) if rng.random() < 0.7 else ("a", int(rng.integers(2)))
+        t_max = float(rng.choice([rng.uniform(0.0, 2.0), rng.uniform(0.0, 60.0), rng.uniform(0.0, 400.0), 900.0]))
+        priced = costs.every_peer(*block, t_max)
+        found = costs.peer_loss_floor(*block, t_max)
+        assert priced is not None and found is not None
+        seconds, floor = found
+        assert seconds == priced.block.seconds
+        assert 0.0 <= floor <= float(priced.peer_loss.min())
+        pruning += floor > 0.0
+    assert pruning > 100
+
+
+def test_no_floor_when_every_live_executor_holds_the_block() -> None:
+    lineage = Lineage()
+    lineage.add_executor("a", Exponential(mean=60.0), started=0.0)
+    lineage.add_output("s", 0, "a", 2.0, 1e8)
+    costs = BackupCosts(Recompute(lineage, GRID), 4e8, 1e8, 1e12)
+    assert costs.peer_loss_floor("s", 0, 30.0) is None and costs.every_peer("s", 0, 30.0) is None
+
+
 LONG_LIVED = (("ondemand", "stable"), ("spot", "exponential:mean=40"), ("old", "weibull:shape=0.7,scale=60"))
 # Means of a few seconds: a grid horizon of 35 s, which copies of 34 s latency and more cross.
 SHORT_LIVED = (("ondemand", "stable"), ("spot", "exponential:mean=3"), ("steps", "empirical:durations=1;2;2;9;30"))

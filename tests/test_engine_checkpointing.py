@@ -177,6 +177,29 @@ def test_remote_is_priced_only_when_it_can_change_the_choice(mean_lifetime: floa
         assert skipped == len(blocks)  # a peer copy is the clear choice: C_BR is never priced
 
 
+@pytest.mark.parametrize("mean_lifetime", [3.0, 10.0, 30.0, 300.0, 1e5])
+@pytest.mark.parametrize("t_max", [0.5, 6.0, 60.0])
+@pytest.mark.parametrize("price", [0.0, 40.0])
+def test_peers_are_priced_only_when_they_can_change_the_choice(mean_lifetime: float, t_max: float, price: float,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # C_BL is left out when a floor of every peer's exceeds min(C_Redo, C_BR): the target and the
+    # cheapest cost must be those of pricing every peer.
+    policy = make_policy("tr", TRConfig(lifetime=f"exponential:mean={mean_lifetime}", duplication=False,
+                                        scheduling=False, backup_latency=0.0, backup_cost_per_gb=price))
+    feed(policy, [*add_executors(["a", "b", "c"], cores=2), *_chain_events()])
+    blocks = [policy.state.outputs[key] for key in ((0, 0), (0, 1), (1, 0), (1, 1))]
+    quick = [policy.costs.costs(b, policy.state, t_max, weight=1.0, remote_in_flight=0) for b in blocks]
+    monkeypatch.setattr(type(policy.costs), "_peers_floor", lambda *args: 0.0)
+    full = [policy.costs.costs(b, policy.state, t_max, weight=1.0, remote_in_flight=0) for b in blocks]
+    for got, want in zip(quick, full, strict=True):
+        assert decide(got) == decide(want)
+        assert min(got.c_redo, got.c_bl, got.c_br) == min(want.c_redo, want.c_bl, want.c_br)
+        assert got.c_bl in (want.c_bl, INF)
+    skipped = sum(got.c_bl == INF and math.isfinite(want.c_bl) for got, want in zip(quick, full, strict=True))
+    if (mean_lifetime, t_max) == (30.0, 6.0):
+        assert skipped == len(blocks)  # every peer dies as likely as the source: the store is the clear choice
+
+
 def test_remote_only_variant_goes_remote() -> None:
     backups = _one_block_job(10.0, targets="remote")
     assert [b.target for b in backups] == [REMOTE]

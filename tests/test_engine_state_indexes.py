@@ -58,7 +58,7 @@ def _random_event(rng: random.Random, state: JobState, time: float) -> events.Ev
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_outputs_naming_and_on_an_executor_equal_a_scan_of_every_output(seed: int) -> None:
+def test_the_output_indexes_equal_a_scan_of_every_output(seed: int) -> None:
     rng = random.Random(seed)
     state = JobState()
     for event in _start():
@@ -76,6 +76,8 @@ def test_outputs_naming_and_on_an_executor_equal_a_scan_of_every_output(seed: in
             scan = {key: b for key, b in state.shuffle_items(shuffle) if not b.backups}
             assert state.unbacked_outputs(shuffle) == scan
             assert state.output_count(shuffle) == len(state.shuffle_items(shuffle))
+        exposed = [b for b in reversed(state.outputs.values()) if not b.consumed and not b.on_remote]
+        assert state.outputs_off_remote() == exposed
 
 
 @pytest.mark.parametrize("seed", range(4))

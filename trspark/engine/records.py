@@ -91,6 +91,9 @@ class JobRecords:
         self._unbacked: dict[int, set[BlockId]] = {}
         """shuffle -> its existing outputs without a finished backup (empty ``backups``): few, once a
         stage's outputs are copied, so counting the covered ones looks at these alone."""
+        self._off_remote: set[BlockId] = set()
+        """Existing outputs that may be unconsumed without a copy on the remote store: a superset,
+        pruned as it is read, so a re-plan looks at these and not at every output of the job."""
         self.lifetimes: dict[str, list[tuple[float, bool]]] = {}
         """pool -> ``(lifetime seconds, observed eviction?)`` of executors that left (censored if not evicted)."""
         self.first_recompute_time: float | None = None
@@ -144,6 +147,13 @@ class JobRecords:
         outputs, position = self.outputs, self._position
         ordered = sorted((key for key in keys if key in outputs), key=position.__getitem__)
         return [block for block in map(outputs.__getitem__, ordered) if not block.consumed]
+
+    def outputs_off_remote(self) -> list[MapOutput]:
+        """Unconsumed outputs without a copy on the remote store, newest first (the reverse order of :attr:`outputs`)."""
+        outputs, kept = self.outputs, self._off_remote
+        for key in [key for key in kept if (block := outputs.get(key)) is None or block.consumed or block.on_remote]:
+            kept.discard(key)
+        return self._in_order(kept)[::-1]
 
     def shuffle_outputs(self, shuffle_id: int) -> list[MapOutput]:
         """Existing outputs of one shuffle, by map index."""
@@ -243,6 +253,7 @@ class JobRecords:
             self._unname(replaced)
         self._name(writer, key)
         self._unbacked.setdefault(key[0], set()).add(key)
+        self._off_remote.add(key)
 
     def _name(self, executor_id: str, key: BlockId) -> None:
         named = self._naming.get(executor_id)
@@ -267,6 +278,7 @@ class JobRecords:
         self._unname(block)
         del self._position[block.block_id]
         self._not_unbacked(block)
+        self._off_remote.discard(block.block_id)
 
     def _not_unbacked(self, block: MapOutput) -> None:
         """``block`` is no longer an unbacked output: it got a finished backup, or left :attr:`outputs`."""
@@ -280,6 +292,7 @@ class JobRecords:
         """A copy of ``block`` was lost: without backups left, it is unbacked (again)."""
         if not block.backups:
             self._unbacked.setdefault(block.shuffle_id, set()).add(block.block_id)
+        self._off_remote.add(block.block_id)  # the remote copy may be the one lost
 
     def _forget_copies(self, block: MapOutput) -> None:
         """No executor holds a copy of ``block`` in the index of what each one holds."""

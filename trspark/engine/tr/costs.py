@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from cost_model.backup import BackupCosts, shared_remote_bandwidth
-from cost_model.backup_options import BackupCost, PeerPrices
+from cost_model.backup_options import BackupCost, PeerPrices, RemoteOption
 from cost_model.lifetimes.base import LifetimeModel
 from cost_model.lineage import Lineage
 from cost_model.peer_sets import Peers
@@ -137,8 +137,10 @@ class CostEstimator:
         When ``C_Redo`` is below a lower bound of every allowed backup cost -- ``C_B2`` alone,
         :math:`BT \\cdot P(BT < T_X \\le T)` -- no backup can win Algorithm 2, so the backup
         costs are not computed and reported as ``inf`` (same decision, a fraction of the work).
-        Likewise ``C_BR`` is reported as ``inf`` when its ``C_B2`` alone exceeds both
-        ``C_Redo`` and ``C_BL`` (:meth:`_remote_cannot_win`). ``C_BL`` and ``C_BR`` include the
+        Likewise a target is reported as ``inf`` when a lower bound of its cost exceeds both
+        ``C_Redo`` and the other target's cost, priced first when its own bound is the lower:
+        ``C_B2`` alone for ``C_BR`` (:meth:`_remote_cannot_win`), :meth:`_peers_floor` for
+        ``C_BL``. ``C_BL`` and ``C_BR`` include the
         byte price :math:`c \\cdot \\text{size}` (core-seconds; ``backup.costPerGb``).
         """
         sid, idx = block.block_id
@@ -149,28 +151,58 @@ class CostEstimator:
         fastest = self.backup.copy_seconds(block.bytes, max(bandwidths, default=0.0)) + price
         if c_redo < fastest and c_redo < self._backup_lower_bound(block, state, bandwidths) + price:
             return Costs(c_redo=c_redo, c_bl=math.inf, c_br=math.inf, peer=None)
-        targets = self.config.targets
-        c_bl, peer = math.inf, None
-        if targets in ("both", "local"):
-            c_bl, peer = self.best_local(block, state, t_max, weight, peer_loads or {}, exclude)
-        c_br = math.inf
-        if targets in ("both", "remote"):
-            remote = self.backup.remote_option(sid, idx, LIFE_HORIZON, concurrent=remote_in_flight)
-            if not self._remote_cannot_win(remote.floor, min(c_redo, c_bl)):
-                option = remote.cost()
-                c_br = option.b1 + weight * option.redo + option.b2
         # The same price on both targets: it moves the line between copying and not, not the target.
+        best = c_redo - price
+        targets, loads = self.config.targets, peer_loads or {}
+        remote = self.backup.remote_option(sid, idx, LIFE_HORIZON, concurrent=remote_in_flight) if targets != "local" else None
+        local_floor = self._peers_floor(block, state, t_max, weight, loads, exclude) if targets != "remote" else math.inf
+        c_bl, peer, c_br = math.inf, None, math.inf
+        # The target with the lower bound is priced first; its cost may rule the other one out.
+        if remote is not None and remote.floor < local_floor:
+            c_br = self._remote_cost(remote, weight, best)
+            if not _above(local_floor, min(best, c_br)):
+                c_bl, peer = self.best_local(block, state, t_max, weight, loads, exclude)
+        else:
+            if not _above(local_floor, best):
+                c_bl, peer = self.best_local(block, state, t_max, weight, loads, exclude)
+            if remote is not None:
+                c_br = self._remote_cost(remote, weight, min(best, c_bl))
         return Costs(c_redo=c_redo, c_bl=c_bl + price, c_br=c_br + price, peer=peer)
+
+    def _remote_cost(self, remote: RemoteOption, weight: float, best: float) -> float:
+        """``C_BR`` (s, price left out), or ``inf`` when it certainly exceeds ``best`` (s)."""
+        if self._remote_cannot_win(remote.floor, best):
+            return math.inf
+        option = remote.cost()
+        return option.b1 + weight * option.redo + option.b2
 
     @staticmethod
     def _remote_cannot_win(floor: float, best: float) -> bool:
         """Whether ``C_BR``, at least ``floor`` (s, its ``C_B2``: :attr:`RemoteOption.floor`), is certainly above ``best`` (s).
 
-        ``best`` is the lower of ``C_Redo`` and ``C_BL``. Then Algorithm 2 picks the same target
+        ``best`` is the lower of ``C_Redo`` and ``C_BL`` (price left out). Then Algorithm 2 picks the same target
         with ``C_BR = inf``, and ``min(C_Redo, C_BL, C_BR)`` is the same. The relative margin
         covers the rounding of the terms the floor leaves out.
         """
         return math.isfinite(best) and floor - best > 1e-9 * abs(floor)
+
+    def _peers_floor(self, block: MapOutput, state: JobState, t_max: float, weight: float,
+                     loads: Mapping[str, int], exclude: Collection[str]) -> float:
+        """A lower bound (s) of every peer's ``C_BL`` (price left out), before any peer is priced; ``inf`` with no peer.
+
+        :math:`C_{BL} = C_{B1} + w (C_R + C_P) + C_{B2} \\ge w \\, C_P^{floor} + C_{B2}`
+        (:meth:`BackupCosts.peer_loss_floor`; :math:`C_{B1}, C_R \\ge 0` as sums of failure masses
+        times non-negative values). A peer receiving other copies gets a slower copy whose
+        :math:`C_{B2}` this bound does not cover, so then the bound is 0.
+        """
+        if any(loads.values()):
+            return 0.0
+        sid, idx = block.block_id
+        floor = self.backup.peer_loss_floor(sid, idx, t_max)
+        if floor is None:
+            return math.inf
+        seconds, peer_loss = floor
+        return weight * peer_loss + self._life_b2(self._life_of(block.backup_source(exclude), state), seconds)
 
     def best_local(self, block: MapOutput, state: JobState, t_max: float, weight: float,
                    loads: Mapping[str, int], exclude: Collection[str] = ()) -> tuple[float, str | None]:
@@ -301,6 +333,11 @@ class CostEstimator:
         best = self.backup.best_local_destination(block.shuffle_id, block.map_index, t_max)
         return None if best is None else best.target
 
+
+
+def _above(bound: float, best: float) -> bool:
+    """Whether a cost of at least ``bound`` (s) is certainly above ``best`` (s); the relative margin covers rounding."""
+    return math.isfinite(best) and bound - best > 1e-9 * abs(best)
 
 
 def _load_groups(peers: Peers, skip: Sequence[str], loads: Mapping[str, int]) -> list[tuple[int, NDArray[np.int64]]]:

@@ -60,7 +60,7 @@ class Replanning:
         """The unsafe, not in-flight blocks with a live copy, most exposed first (all, or the first ``limit``).
 
         Sort key: the largest mean residual life among the block's holders; ties newest first
-        (insertion order of ``state.outputs`` is creation order). No key is below the smallest
+        (:meth:`~trspark.engine.records.JobRecords.outputs_off_remote`). No key is below the smallest
         residual life of an alive executor when every holder is alive, so once ``limit`` blocks
         with that key are found, newest first, they are the answer and the scan stops (under a
         memoryless belief every block has that key).
@@ -73,7 +73,7 @@ class Replanning:
         in_flight = self.stack.in_flight
         keyed: list[tuple[float, int, MapOutput]] = []
         at_floor = 0
-        for block in reversed(state.outputs.values()):
+        for block in state.outputs_off_remote():
             backups = block.backups
             if block.consumed or REMOTE in backups or block.block_id in in_flight:
                 continue
