@@ -57,6 +57,8 @@ class Lineage:
         self.structure_version = 0
         #: Bumped by every change to an output's aggregates (any shuffle): keys what is derived per output.
         self.outputs_version = 0
+        #: Bumped by those of the shuffles another one reads: what an output's ancestors contribute depends on these alone.
+        self.read_outputs_version = 0
 
     # ---- executors ---------------------------------------------------------------------------
     @property
@@ -318,6 +320,8 @@ class Lineage:
             state.single_count[group] += 1
         state.version += 1
         self.outputs_version += 1
+        if out.shuffle_id in self._read:
+            self.read_outputs_version += 1
 
     def _detach(self, state: ShuffleState, out: Output) -> None:
         group = out.group
@@ -346,6 +350,8 @@ class Lineage:
         out.group = None
         state.version += 1
         self.outputs_version += 1
+        if out.shuffle_id in self._read:
+            self.read_outputs_version += 1
 
 
 def _aggregate_of(state: ShuffleState, group: Group) -> tuple[float, float] | None:

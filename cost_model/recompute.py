@@ -280,13 +280,29 @@ class Recompute:
         er_at = np.interp(edges, self.grid.edges, er)
         return float((lost_cdf[1:] - lost_cdf[:-1]) @ (0.5 * (er_at[:-1] + er_at[1:])))
 
+    def c_redo_floor(self, shuffle_id: Hashable, map_index: int, t_max: float) -> float:
+        """A lower bound (s) of :meth:`c_redo` for an output with one live copy, without its window.
+
+        :math:`C_{Redo} = \\sum_i p_i \\overline{Er}_i \\ge Er(0, k)\\, F_X(T_{max})`: the cell masses
+        add up to :math:`F_X(T_{max})` and ``Er`` is non-decreasing in :math:`t`
+        (:meth:`BackupCosts.slower_copy_floor <cost_model.backup.BackupCosts.slower_copy_floor>`);
+        :math:`Er(0)` is lowered by 1e-9 of :math:`\\max Er` against rounding. 0 for any other output.
+        """
+        out = self.lineage.output(shuffle_id, map_index)
+        if out.remote or out.consumed or len(out.locations) != 1 or not (math.isfinite(t_max) and t_max >= 0.0):
+            return 0.0
+        er = self.er(shuffle_id, map_index)
+        (holder,) = out.locations
+        f_t = float(self.table.cdf_at_slot(np.array([t_max]), self.lineage.executor(holder).slot)[0])
+        return max((float(er[0]) - 1e-9 * float(er[-1])) * f_t, 0.0)
+
     # ---- the ancestors' part of Er, memoised per (shuffle, failing executor) --------------------
     def _rest_of(self, shuffle_id: Hashable, slot: int | None) -> FloatArray:
         """:math:`Er(t,k) - C_k` (s, on the grid edges) for outputs of ``shuffle_id`` lost with executor slot ``slot``."""
         table = self.table  # first: rebuilding it (executors changed) bumps the table version
         lineage = self.lineage
-        # Nothing in the lineage changed since the entry was last checked: no need to list its versions.
-        stamp = (self.clock.version, lineage.structure_version, lineage.outputs_version)
+        # No ancestor (a shuffle read by another) changed since the entry was last checked: no need to list their versions.
+        stamp = (self.clock.version, lineage.structure_version, lineage.read_outputs_version)
         cached = self._rest.get((shuffle_id, slot))
         if cached is not None and cached[2] == stamp:
             return cached[1]

@@ -138,3 +138,28 @@ def test_the_limit_is_computed_on_executor_events_and_ticks_never_in_a_task_deci
     assert len(computed) == 5
     feed(policy, [ExecutorLost(time=REFRESH_SECONDS + 3.0, executor_id="b")])
     assert len(computed) == 6
+
+
+@pytest.mark.parametrize(("lifetime", "computations"), [("exponential:mean=600", 2), ("weibull:shape=0.7,scale=600", 7)])
+def test_memoryless_executors_replaced_by_like_ones_keep_the_limit(lifetime: str, computations: int,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # With memoryless laws L* depends on the laws and cores alone; with a memory, on the ages too.
+    computed: list[float] = []
+
+    def counted(placement: object, fraction: float) -> float:
+        computed.append(largest_task_seconds(placement, fraction))  # type: ignore[arg-type]
+        return computed[-1]
+
+    monkeypatch.setattr(sizing, "largest_task_seconds", counted)
+    policy = make_policy("tr", TRConfig(lifetime=lifetime, duplication=False))
+    splitter = policy.splitter  # type: ignore[attr-defined]
+    feed(policy, [*add_executors(["a", "b"]), map_stage(0, 8, 0)])
+    replaced = [ExecutorLost(time=40.0, executor_id="b"), ExecutorAdded(time=40.5, executor_id="c"),
+                Tick(time=REFRESH_SECONDS + 41.0), ExecutorLost(time=90.0, executor_id="a"),
+                ExecutorAdded(time=90.5, executor_id="d")]
+    feed(policy, replaced)
+    assert len(computed) == computations
+    fresh = make_policy("tr", TRConfig(lifetime=lifetime, duplication=False))
+    feed(fresh, add_executors(["c", "d"], time=90.5))
+    if computations == 2:
+        assert splitter.limit(policy.state) == fresh.splitter.limit(fresh.state)  # type: ignore[attr-defined]

@@ -19,7 +19,9 @@ class Costs:
     """Expected costs of one block (seconds of re-computation or backup work).
 
     ``c_bl`` is ``inf`` when there is no usable peer (or local backups are disabled), ``c_br``
-    is ``inf`` when remote backups are disabled.
+    is ``inf`` when remote backups are disabled. A cost that certainly cannot change
+    :func:`decide` or the lowest of the three may be left out (``inf``), and ``c_redo`` may be a
+    lower bound of it that already exceeds a backup's cost.
     """
 
     c_redo: float

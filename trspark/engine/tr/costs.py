@@ -134,7 +134,9 @@ class CostEstimator:
         (:meth:`best_local`); the executors in ``exclude`` (told to go) receive no copy.
         ``state`` is only read (the holders' ages).
 
-        When ``C_Redo`` is below a lower bound of every allowed backup cost -- ``C_B2`` alone,
+        When a floor of ``C_Redo`` (:meth:`Recompute.c_redo_floor`) already exceeds a backup's
+        cost, that floor is reported for ``C_Redo``: Algorithm 2 decides the same. When ``C_Redo``
+        is below a lower bound of every allowed backup cost -- ``C_B2`` alone,
         :math:`BT \\cdot P(BT < T_X \\le T)` -- no backup can win Algorithm 2, so the backup
         costs are not computed and reported as ``inf`` (same decision, a fraction of the work).
         Likewise a target is reported as ``inf`` when a lower bound of its cost exceeds both
@@ -144,17 +146,32 @@ class CostEstimator:
         byte price :math:`c \\cdot \\text{size}` (core-seconds; ``backup.costPerGb``).
         """
         sid, idx = block.block_id
-        c_redo = weight * self.recompute.c_redo(sid, idx, t_max)
         price = self.config.backup_cost_per_gb * block.bytes / 1e9
         # The bound never exceeds the cheapest copy time, so only a small C_Redo can be pruned.
         bandwidths = self._allowed_bandwidths(remote_in_flight)
         fastest = self.backup.copy_seconds(block.bytes, max(bandwidths, default=0.0)) + price
+        loads = peer_loads or {}
+        redo_floor = weight * self.recompute.c_redo_floor(sid, idx, t_max)
+        if redo_floor >= fastest:
+            # C_Redo is priced only when its floor does not already lose to a copy.
+            c_bl, peer, c_br = self._backups(block, state, t_max, weight, math.inf, remote_in_flight, loads, exclude)
+            if _above(redo_floor - price, min(c_bl, c_br)):
+                return Costs(c_redo=redo_floor, c_bl=c_bl + price, c_br=c_br + price, peer=peer)
+            return Costs(c_redo=weight * self.recompute.c_redo(sid, idx, t_max), c_bl=c_bl + price, c_br=c_br + price, peer=peer)
+        c_redo = weight * self.recompute.c_redo(sid, idx, t_max)
         if c_redo < fastest and c_redo < self._backup_lower_bound(block, state, bandwidths) + price:
             return Costs(c_redo=c_redo, c_bl=math.inf, c_br=math.inf, peer=None)
         # The same price on both targets: it moves the line between copying and not, not the target.
-        best = c_redo - price
-        targets, loads = self.config.targets, peer_loads or {}
-        remote = self.backup.remote_option(sid, idx, LIFE_HORIZON, concurrent=remote_in_flight) if targets != "local" else None
+        c_bl, peer, c_br = self._backups(block, state, t_max, weight, c_redo - price, remote_in_flight, loads, exclude)
+        return Costs(c_redo=c_redo, c_bl=c_bl + price, c_br=c_br + price, peer=peer)
+
+    def _backups(self, block: MapOutput, state: JobState, t_max: float, weight: float, best: float,
+                 remote_in_flight: int, loads: Mapping[str, int], exclude: Collection[str]) -> tuple[float, str | None, float]:
+        """``(C_BL, its peer, C_BR)`` (s, price left out), either ``inf`` when it certainly exceeds ``best`` or the other."""
+        targets = self.config.targets
+        remote = None
+        if targets != "local":
+            remote = self.backup.remote_option(*block.block_id, LIFE_HORIZON, concurrent=remote_in_flight)
         local_floor = self._peers_floor(block, state, t_max, weight, loads, exclude) if targets != "remote" else math.inf
         c_bl, peer, c_br = math.inf, None, math.inf
         # The target with the lower bound is priced first; its cost may rule the other one out.
@@ -167,7 +184,7 @@ class CostEstimator:
                 c_bl, peer = self.best_local(block, state, t_max, weight, loads, exclude)
             if remote is not None:
                 c_br = self._remote_cost(remote, weight, min(best, c_bl))
-        return Costs(c_redo=c_redo, c_bl=c_bl + price, c_br=c_br + price, peer=peer)
+        return c_bl, peer, c_br
 
     def _remote_cost(self, remote: RemoteOption, weight: float, best: float) -> float:
         """``C_BR`` (s, price left out), or ``inf`` when it certainly exceeds ``best`` (s)."""

@@ -28,6 +28,12 @@ from trspark.engine.state import JobState
 from trspark.engine.tr.knowledge import LifetimeKnowledge
 from trspark.engine.views import ExecutorView, StageView, never_evicted
 
+Mixture = frozenset[tuple[tuple[LifetimeModel | None, int], int]]
+"""Executors counted per (lifetime law, or None for a stable pool; cores)."""
+
+#: Memoryless mixtures whose :math:`L^*` is kept.
+MIXTURES_KEPT = 64
+
 #: The largest byte count a Spark setting holds (a Java long).
 JAVA_LONG_MAX = 2**63 - 1
 
@@ -96,36 +102,63 @@ class SizeAdvisor:
         self.stable_pools = frozenset(config.stable_pools())
         self.knowledge = knowledge
         self.advised: set[int] = set()
-        # (time, executors, their models' identities, limit): a notice or a rebalance changes a model.
-        self._cached: tuple[float, frozenset[str], frozenset[tuple[str, int]], float] | None = None
+        # (time, executors, their models' identities, the mixture when memoryless, limit): a notice
+        # or a rebalance changes a model.
+        self._cached: tuple[float, frozenset[str], frozenset[tuple[str, int]], Mixture | None, float] | None = None
+        # L* of each memoryless mixture met: an evicted executor and its replacement move between two.
+        self._memoryless: dict[Mixture, float] = {}
 
     def refresh(self, state: JobState) -> None:
         """Recompute :math:`L^*` if the executors or their models changed, or it is :data:`REFRESH_SECONDS` old.
 
         Called on executor events and ticks, so that the mixture (a root search over the
-        lifetime laws) is not computed inside a task's backup decision.
+        lifetime laws) is not computed inside a task's backup decision. With memoryless laws
+        only, :math:`L^*` depends on the laws and cores alone, not on which executors hold them
+        or their ages: it is kept per such mixture.
         """
         executors = state.alive_executors()
         models = self._models(executors)
         cached = self._cached
-        if cached is None or cached[2] != models or state.now - cached[0] >= REFRESH_SECONDS:
-            self._store(state, executors, models)
+        if cached is not None and cached[2] == models and state.now - cached[0] < REFRESH_SECONDS:
+            return
+        mixture = self._mixture(executors)
+        if cached is not None and mixture is not None and cached[3] == mixture:
+            self._cached = (cached[0], frozenset(e.executor_id for e in executors), models, mixture, cached[4])
+            return
+        self._store(state, executors, models, mixture)
 
     def limit(self, state: JobState) -> float:
         """:math:`L^*` (s) over the alive executors (``inf``: no limit): the last refresh's while they stay the same."""
         executors = state.alive_executors()
         cached = self._cached
         if cached is not None and cached[1] == frozenset(e.executor_id for e in executors):
-            return cached[3]
-        return self._store(state, executors, self._models(executors))
+            return cached[4]
+        return self._store(state, executors, self._models(executors), self._mixture(executors))
 
     def _models(self, executors: list[ExecutorView]) -> frozenset[tuple[str, int]]:
         """Each executor with its model's identity (a notice, a rebalance or a refit gives it another)."""
         return frozenset((e.executor_id, id(self.knowledge.model(e))) for e in executors)
 
-    def _store(self, state: JobState, executors: list[ExecutorView], models: frozenset[tuple[str, int]]) -> float:
-        limit = self._compute(executors, state.now) if executors else math.inf
-        self._cached = (state.now, frozenset(e.executor_id for e in executors), models, limit)
+    def _mixture(self, executors: list[ExecutorView]) -> Mixture | None:
+        """How many executors of each (law, cores), or None when some law has a memory (then ages count)."""
+        counts: dict[tuple[LifetimeModel | None, int], int] = {}
+        for ex in executors:
+            model = None if ex.pool in self.stable_pools else self.knowledge.model(ex)
+            if model is not None and not model.age_free:
+                return None
+            counts[(model, ex.cores)] = counts.get((model, ex.cores), 0) + 1
+        return frozenset(counts.items())
+
+    def _store(self, state: JobState, executors: list[ExecutorView], models: frozenset[tuple[str, int]],
+               mixture: Mixture | None) -> float:
+        limit = self._memoryless.get(mixture) if mixture is not None else None
+        if limit is None:
+            limit = self._compute(executors, state.now) if executors else math.inf
+            if mixture is not None:
+                if len(self._memoryless) >= MIXTURES_KEPT:
+                    self._memoryless.clear()
+                self._memoryless[mixture] = limit
+        self._cached = (state.now, frozenset(e.executor_id for e in executors), models, mixture, limit)
         return limit
 
     def _compute(self, executors: list[ExecutorView], now: float) -> float:
