@@ -77,7 +77,7 @@ def test_the_output_indexes_equal_a_scan_of_every_output(seed: int) -> None:
             assert state.unbacked_outputs(shuffle) == scan
             assert state.output_count(shuffle) == len(state.shuffle_items(shuffle))
         exposed = [b for b in reversed(state.outputs.values()) if not b.consumed and not b.on_remote]
-        assert state.outputs_off_remote() == exposed
+        assert list(state.outputs_off_remote()) == exposed
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -92,8 +92,8 @@ class JobRecords:
         """shuffle -> its existing outputs without a finished backup (empty ``backups``): few, once a
         stage's outputs are copied, so counting the covered ones looks at these alone."""
         self._off_remote: set[BlockId] = set()
-        """Existing outputs that may be unconsumed without a copy on the remote store: a superset,
-        pruned as it is read, so a re-plan looks at these and not at every output of the job."""
+        """Existing unconsumed outputs without a copy on the remote store (and any whose remote copy
+        was lost): a re-plan looks at these and not at every output of the job."""
         self.lifetimes: dict[str, list[tuple[float, bool]]] = {}
         """pool -> ``(lifetime seconds, observed eviction?)`` of executors that left (censored if not evicted)."""
         self.first_recompute_time: float | None = None
@@ -148,12 +148,16 @@ class JobRecords:
         ordered = sorted((key for key in keys if key in outputs), key=position.__getitem__)
         return [block for block in map(outputs.__getitem__, ordered) if not block.consumed]
 
-    def outputs_off_remote(self) -> list[MapOutput]:
-        """Unconsumed outputs without a copy on the remote store, newest first (the reverse order of :attr:`outputs`)."""
+    def outputs_off_remote(self) -> Iterator[MapOutput]:
+        """Unconsumed outputs without a copy on the remote store, newest first (the reverse order of :attr:`outputs`).
+
+        A few among many are sorted; when they are most of the outputs, a scan newest first
+        stops wherever the caller stops.
+        """
         outputs, kept = self.outputs, self._off_remote
-        for key in [key for key in kept if (block := outputs.get(key)) is None or block.consumed or block.on_remote]:
-            kept.discard(key)
-        return self._in_order(kept)[::-1]
+        if 4 * len(kept) >= len(outputs):
+            return (b for b in reversed(outputs.values()) if b.block_id in kept and not b.consumed and not b.on_remote)
+        return (b for b in reversed(self._in_order(kept)) if not b.on_remote)
 
     def shuffle_outputs(self, shuffle_id: int) -> list[MapOutput]:
         """Existing outputs of one shuffle, by map index."""

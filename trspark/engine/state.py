@@ -303,6 +303,8 @@ class JobState(JobRecords):
         if target_alive:
             block.backups.add(e.target)
             self._not_unbacked(block)
+            if e.target == REMOTE:
+                self._off_remote.discard(block.block_id)
             if e.target != REMOTE:
                 if block.last_peer != e.target:
                     self._unname(block, peer_only=True)
@@ -372,6 +374,7 @@ class JobState(JobRecords):
                 self.lineage.forget_shuffle(shuffle)
             for block in self._by_shuffle.get(shuffle, {}).values():
                 block.consumed = True
+                self._off_remote.discard(block.block_id)
             # Policies still see the consumed outputs while they handle this event (to drop
             # their backups); the next event retires them.
             self._retiring.add(shuffle)
