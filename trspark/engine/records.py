@@ -296,7 +296,8 @@ class JobRecords:
         """A copy of ``block`` was lost: without backups left, it is unbacked (again)."""
         if not block.backups:
             self._unbacked.setdefault(block.shuffle_id, set()).add(block.block_id)
-        self._off_remote.add(block.block_id)  # the remote copy may be the one lost
+        if not block.on_remote and not block.consumed:  # the remote copy may be the one lost
+            self._off_remote.add(block.block_id)
 
     def _forget_copies(self, block: MapOutput) -> None:
         """No executor holds a copy of ``block`` in the index of what each one holds."""
