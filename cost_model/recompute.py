@@ -284,9 +284,9 @@ class Recompute:
         """A lower bound (s) of :meth:`c_redo` for an output with one live copy, without its window.
 
         :math:`C_{Redo} = \\sum_i p_i \\overline{Er}_i \\ge Er(0, k)\\, F_X(T_{max})`: the cell masses
-        add up to :math:`F_X(T_{max})` and ``Er`` is non-decreasing in :math:`t`
-        (:meth:`BackupCosts.slower_copy_floor <cost_model.backup.BackupCosts.slower_copy_floor>`);
-        :math:`Er(0)` is lowered by 1e-9 of :math:`\\max Er` against rounding. 0 for any other output.
+        add up to :math:`F_X(T_{max})` and ``Er`` is non-decreasing in :math:`t` (shown in
+        :meth:`cost_model.backup.BackupCosts.slower_copy_floor`). :math:`Er(0)` is lowered by 1e-9
+        of :math:`\\max Er` against rounding. 0 for any other output.
         """
         out = self.lineage.output(shuffle_id, map_index)
         if out.remote or out.consumed or len(out.locations) != 1 or not (math.isfinite(t_max) and t_max >= 0.0):

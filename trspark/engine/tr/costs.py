@@ -142,8 +142,8 @@ class CostEstimator:
         Likewise a target is reported as ``inf`` when a lower bound of its cost exceeds both
         ``C_Redo`` and the other target's cost, priced first when its own bound is the lower:
         ``C_B2`` alone for ``C_BR`` (:meth:`_remote_cannot_win`), :meth:`_peers_floor` for
-        ``C_BL``. ``C_BL`` and ``C_BR`` include the
-        byte price :math:`c \\cdot \\text{size}` (core-seconds; ``backup.costPerGb``).
+        ``C_BL``. ``C_BL`` and ``C_BR`` include the byte price :math:`c \\cdot \\text{size}`
+        (core-seconds; ``backup.costPerGb``).
         """
         sid, idx = block.block_id
         price = self.config.backup_cost_per_gb * block.bytes / 1e9
@@ -167,7 +167,7 @@ class CostEstimator:
 
     def _backups(self, block: MapOutput, state: JobState, t_max: float, weight: float, best: float,
                  remote_in_flight: int, loads: Mapping[str, int], exclude: Collection[str]) -> tuple[float, str | None, float]:
-        """``(C_BL, its peer, C_BR)`` (s, price left out), either ``inf`` when it certainly exceeds ``best`` or the other."""
+        """``(C_BL, its peer, C_BR)`` (s, price left out); a cost is ``inf`` when it certainly exceeds ``best`` (s) or the other's."""
         targets = self.config.targets
         remote = None
         if targets != "local":
@@ -197,9 +197,9 @@ class CostEstimator:
     def _remote_cannot_win(floor: float, best: float) -> bool:
         """Whether ``C_BR``, at least ``floor`` (s, its ``C_B2``: :attr:`RemoteOption.floor`), is certainly above ``best`` (s).
 
-        ``best`` is the lower of ``C_Redo`` and ``C_BL`` (price left out). Then Algorithm 2 picks the same target
-        with ``C_BR = inf``, and ``min(C_Redo, C_BL, C_BR)`` is the same. The relative margin
-        covers the rounding of the terms the floor leaves out.
+        ``best`` is the lower of ``C_Redo`` and ``C_BL``, the price left out of both. Then
+        Algorithm 2 picks the same target with ``C_BR = inf``, and ``min(C_Redo, C_BL, C_BR)`` is
+        the same. The relative margin covers the rounding of the terms the floor leaves out.
         """
         return math.isfinite(best) and floor - best > 1e-9 * abs(floor)
 
