@@ -5,7 +5,8 @@ Drives the real engine with the simulator (``simulators.core``) on the TPC-DS-sh
 stability (mean VM lifetime / mean task time), and times every ``Policy.handle`` call with
 ``time.perf_counter`` (wall) and ``time.process_time`` (CPU of this process: on a shared,
 loaded machine the wall time includes waiting for a core). Prints p50 / p99 / max per event
-type and over all events, and the share of events above the 2 ms target. No assertions: it
+type and over all events, and the share of events above 1 ms. The target is a p99 of at most
+1 ms per decision (a task end: each map output's decision is made there). No assertions: it
 prints figures.
 
 Run: ``python bench/engine.py [--scale 1] [--stability 50] [--policy tr]``.
@@ -30,7 +31,8 @@ from trspark.engine.interface import Policy
 from trspark.engine.registry import make_policy
 from trspark.engine.settings import TRConfig
 
-TARGET_P99_MS = 2.0
+#: p99 (ms) of one decision, a ``TaskEnded`` event's handling.
+TARGET_P99_MS = 1.0
 
 
 class TimedPolicy(Policy):
@@ -90,15 +92,17 @@ def main(argv: Sequence[str] | None = None) -> None:
           f"backups local/remote {result.backups_local}/{result.backups_remote}, safety belt fired "
           f"{result.safety_belt_firings}x; wall {wall:.1f} s")
     for label, table in (("wall", policy.seconds), ("cpu", policy.cpu_seconds)):
-        print(f"[{label}] {'event':<10} {'count':>8} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'>2 ms':>8}")
+        print(f"[{label}] {'event':<10} {'count':>8} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {f'>{TARGET_P99_MS:g} ms':>8}")
         everything: list[float] = []
         for name in sorted(table):
             print(_row(name, table[name]))
             everything += table[name]
         print(_row("ALL", everything))
-        p99 = float(np.percentile(np.asarray(everything) * 1e3, 99))
-        verdict = "met" if p99 <= TARGET_P99_MS else "NOT met"
-        print(f"[{label}] target p99 <= {TARGET_P99_MS:g} ms per event: {verdict} (p99 = {p99:.3f} ms)")
+        decisions = table.get("TaskEnded", [])
+        if decisions:
+            p99 = float(np.percentile(np.asarray(decisions) * 1e3, 99))
+            verdict = "met" if p99 <= TARGET_P99_MS else "NOT met"
+            print(f"[{label}] target p99 <= {TARGET_P99_MS:g} ms per decision (TaskEnded): {verdict} (p99 = {p99:.3f} ms)")
 
 
 if __name__ == "__main__":
