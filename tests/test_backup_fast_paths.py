@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 from engine_world import MB, add_executors, feed, map_stage, run_task
@@ -170,16 +172,25 @@ def test_one_slot_of_the_failure_cdf_equals_its_row_among_many(model: LifetimeMo
         np.testing.assert_array_equal(table.cdf_at_slot(times, slot), many)
 
 
-@pytest.mark.parametrize("model", [Exponential(mean=60.0), Weibull(shape=0.7, scale=80.0), Weibull(shape=2.5, scale=150.0)])
-def test_the_floor_of_a_slower_copys_peer_loss_is_below_its_price(model: LifetimeModel) -> None:
-    # The floor from the full-bandwidth prices never exceeds C_P priced in full at the slower copy.
-    rng = np.random.default_rng(17)
-    lineage = _lineage(model)
-    costs = BackupCosts(Recompute(lineage, GRID, now=float(rng.uniform(0.0, 50.0))), 4e8, 1e8, 1e12, latency=0.05)
-    pruning = 0
+FLOOR_MODELS = [Exponential(mean=60.0), Weibull(shape=0.7, scale=80.0), Weibull(shape=2.5, scale=150.0)]
+
+
+def _random_blocks(model: LifetimeModel, seed: int, more_ends: tuple[float, ...] = ()
+                   ) -> Iterator[tuple[BackupCosts, np.random.Generator, tuple[str, int], float]]:
+    """300 random (block, T) of :func:`_lineage`'s outputs, with the costs over them and the generator that drew them."""
+    rng = np.random.default_rng(seed)
+    costs = BackupCosts(Recompute(_lineage(model), GRID, now=float(rng.uniform(0.0, 50.0))), 4e8, 1e8, 1e12, latency=0.05)
     for _ in range(300):
         block = ("k", int(rng.integers(2))) if rng.random() < 0.7 else ("a", int(rng.integers(2)))
-        t_max = float(rng.choice([rng.uniform(0.0, 2.0), rng.uniform(0.0, 60.0), rng.uniform(0.0, 400.0)]))
+        t_max = float(rng.choice([rng.uniform(0.0, 2.0), rng.uniform(0.0, 60.0), rng.uniform(0.0, 400.0), *more_ends]))
+        yield costs, rng, block, t_max
+
+
+@pytest.mark.parametrize("model", FLOOR_MODELS)
+def test_the_floor_of_a_slower_copys_peer_loss_is_below_its_price(model: LifetimeModel) -> None:
+    # The floor from the full-bandwidth prices never exceeds C_P priced in full at the slower copy.
+    pruning = 0
+    for costs, rng, block, t_max in _random_blocks(model, 17):
         priced = costs.every_peer(*block, t_max)
         assert priced is not None
         positions = np.sort(rng.choice(len(priced.peers.executors), int(rng.integers(1, 4)), replace=False))
@@ -191,16 +202,11 @@ def test_the_floor_of_a_slower_copys_peer_loss_is_below_its_price(model: Lifetim
     assert pruning > 30
 
 
-@pytest.mark.parametrize("model", [Exponential(mean=60.0), Weibull(shape=0.7, scale=80.0), Weibull(shape=2.5, scale=150.0)])
+@pytest.mark.parametrize("model", FLOOR_MODELS)
 def test_the_floor_of_every_peers_loss_is_below_each_price(model: LifetimeModel) -> None:
     # The floor, read before any peer is priced, never exceeds the C_P of a peer priced in full.
-    rng = np.random.default_rng(23)
-    lineage = _lineage(model)
-    costs = BackupCosts(Recompute(lineage, GRID, now=float(rng.uniform(0.0, 50.0))), 4e8, 1e8, 1e12, latency=0.05)
     pruning = 0
-    for _ in range(300):
-        block = ("k", int(rng.integers(2))) if rng.random() < 0.7 else ("a", int(rng.integers(2)))
-        t_max = float(rng.choice([rng.uniform(0.0, 2.0), rng.uniform(0.0, 60.0), rng.uniform(0.0, 400.0), 900.0]))
+    for costs, _rng, block, t_max in _random_blocks(model, 23, more_ends=(900.0,)):
         priced = costs.every_peer(*block, t_max)
         found = costs.peer_loss_floor(*block, t_max)
         assert priced is not None and found is not None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 from engine_world import MB, add_executors, feed, map_stage, run_task
@@ -155,26 +156,34 @@ def test_stall_weight_multiplies_recomputation_terms_and_not_copy_times() -> Non
     assert w.c_br - p.c_br == pytest.approx(3 * r.redo) and r.redo > 0
 
 
+def _skipped_by_a_bound(config: TRConfig, t_max: float, remote_in_flight: int, monkeypatch: pytest.MonkeyPatch,
+                       bound: str, without_it: Callable[..., object], target: str) -> int:
+    """The chain's blocks priced as the policy prices them and with its method ``bound`` replaced by
+    ``without_it``: the same choice and lowest cost; returns how often ``target`` (``c_bl`` or ``c_br``)
+    was left out (``inf``) where pricing it gives a finite cost."""
+    policy = make_policy("tr", config)
+    feed(policy, [*add_executors(["a", "b", "c"], cores=2), *_chain_events()])
+    blocks = [policy.state.outputs[key] for key in ((0, 0), (0, 1), (1, 0), (1, 1))]
+    quick = [policy.costs.costs(b, policy.state, t_max, weight=1.0, remote_in_flight=remote_in_flight) for b in blocks]
+    monkeypatch.setattr(type(policy.costs), bound, without_it)
+    full = [policy.costs.costs(b, policy.state, t_max, weight=1.0, remote_in_flight=remote_in_flight) for b in blocks]
+    for got, want in zip(quick, full, strict=True):
+        assert decide(got) == decide(want)
+        assert min(got.c_redo, got.c_bl, got.c_br) == min(want.c_redo, want.c_bl, want.c_br)
+        assert getattr(got, target) in (getattr(want, target), INF)
+    return sum(getattr(got, target) == INF and math.isfinite(getattr(want, target)) for got, want in zip(quick, full, strict=True))
+
+
 @pytest.mark.parametrize("mean_lifetime", [3.0, 10.0, 30.0, 300.0, 1e5])
 @pytest.mark.parametrize("t_max", [0.5, 6.0, 60.0])
 def test_remote_is_priced_only_when_it_can_change_the_choice(mean_lifetime: float, t_max: float,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     # C_BR is left out when its C_B2 alone exceeds min(C_Redo, C_BL): the target and the
     # cheapest cost (what critical placement reads) must be those of the full computation.
-    policy = make_policy("tr", TRConfig(lifetime=f"exponential:mean={mean_lifetime}", duplication=False,
-                                        scheduling=False, backup_latency=0.0))
-    feed(policy, [*add_executors(["a", "b", "c"], cores=2), *_chain_events()])
-    blocks = [policy.state.outputs[key] for key in ((0, 0), (0, 1), (1, 0), (1, 1))]
-    quick = [policy.costs.costs(b, policy.state, t_max, weight=1.0, remote_in_flight=3) for b in blocks]
-    monkeypatch.setattr(type(policy.costs), "_remote_cannot_win", lambda *args: False)
-    full = [policy.costs.costs(b, policy.state, t_max, weight=1.0, remote_in_flight=3) for b in blocks]
-    for got, want in zip(quick, full, strict=True):
-        assert decide(got) == decide(want)
-        assert min(got.c_redo, got.c_bl, got.c_br) == min(want.c_redo, want.c_bl, want.c_br)
-        assert got.c_br in (want.c_br, INF)
-    skipped = sum(got.c_br == INF and math.isfinite(want.c_br) for got, want in zip(quick, full, strict=True))
+    config = TRConfig(lifetime=f"exponential:mean={mean_lifetime}", duplication=False, scheduling=False, backup_latency=0.0)
+    skipped = _skipped_by_a_bound(config, t_max, 3, monkeypatch, "_remote_cannot_win", lambda *args: False, "c_br")
     if (mean_lifetime, t_max) == (30.0, 0.5):
-        assert skipped == len(blocks)  # a peer copy is the clear choice: C_BR is never priced
+        assert skipped == 4  # a peer copy is the clear choice: C_BR is never priced
 
 
 @pytest.mark.parametrize("mean_lifetime", [3.0, 10.0, 30.0, 300.0, 1e5])
@@ -184,20 +193,11 @@ def test_peers_are_priced_only_when_they_can_change_the_choice(mean_lifetime: fl
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     # C_BL is left out when a floor of every peer's exceeds min(C_Redo, C_BR): the target and the
     # cheapest cost must be those of pricing every peer.
-    policy = make_policy("tr", TRConfig(lifetime=f"exponential:mean={mean_lifetime}", duplication=False,
-                                        scheduling=False, backup_latency=0.0, backup_cost_per_gb=price))
-    feed(policy, [*add_executors(["a", "b", "c"], cores=2), *_chain_events()])
-    blocks = [policy.state.outputs[key] for key in ((0, 0), (0, 1), (1, 0), (1, 1))]
-    quick = [policy.costs.costs(b, policy.state, t_max, weight=1.0, remote_in_flight=0) for b in blocks]
-    monkeypatch.setattr(type(policy.costs), "_peers_floor", lambda *args: 0.0)
-    full = [policy.costs.costs(b, policy.state, t_max, weight=1.0, remote_in_flight=0) for b in blocks]
-    for got, want in zip(quick, full, strict=True):
-        assert decide(got) == decide(want)
-        assert min(got.c_redo, got.c_bl, got.c_br) == min(want.c_redo, want.c_bl, want.c_br)
-        assert got.c_bl in (want.c_bl, INF)
-    skipped = sum(got.c_bl == INF and math.isfinite(want.c_bl) for got, want in zip(quick, full, strict=True))
+    config = TRConfig(lifetime=f"exponential:mean={mean_lifetime}", duplication=False, scheduling=False,
+                      backup_latency=0.0, backup_cost_per_gb=price)
+    skipped = _skipped_by_a_bound(config, t_max, 0, monkeypatch, "_peers_floor", lambda *args: 0.0, "c_bl")
     if (mean_lifetime, t_max) == (30.0, 6.0):
-        assert skipped == len(blocks)  # every peer dies as likely as the source: the store is the clear choice
+        assert skipped == 4  # every peer dies as likely as the source: the store is the clear choice
 
 
 def test_remote_only_variant_goes_remote() -> None:

@@ -108,8 +108,8 @@ def test_no_task_length_fits_gives_no_advice_and_no_error() -> None:
     assert splitter.check(policy.state) == []  # type: ignore[attr-defined]
 
 
-def test_the_limit_is_computed_on_executor_events_and_ticks_never_in_a_task_decision(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def _count_limits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Every L* the advisor computes from now on, in order."""
     computed: list[float] = []
 
     def counted(placement: object, fraction: float) -> float:
@@ -117,6 +117,12 @@ def test_the_limit_is_computed_on_executor_events_and_ticks_never_in_a_task_deci
         return computed[-1]
 
     monkeypatch.setattr(sizing, "largest_task_seconds", counted)
+    return computed
+
+
+def test_the_limit_is_computed_on_executor_events_and_ticks_never_in_a_task_decision(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    computed = _count_limits(monkeypatch)
     policy = make_policy("tr", TRConfig(lifetime="exponential:mean=600", duplication=False))
     splitter = policy.splitter  # type: ignore[attr-defined]
     checks: list[float] = []
@@ -144,13 +150,7 @@ def test_the_limit_is_computed_on_executor_events_and_ticks_never_in_a_task_deci
 def test_memoryless_executors_replaced_by_like_ones_keep_the_limit(lifetime: str, computations: int,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     # With memoryless laws L* depends on the laws and cores alone; with a memory, on the ages too.
-    computed: list[float] = []
-
-    def counted(placement: object, fraction: float) -> float:
-        computed.append(largest_task_seconds(placement, fraction))  # type: ignore[arg-type]
-        return computed[-1]
-
-    monkeypatch.setattr(sizing, "largest_task_seconds", counted)
+    computed = _count_limits(monkeypatch)
     policy = make_policy("tr", TRConfig(lifetime=lifetime, duplication=False))
     splitter = policy.splitter  # type: ignore[attr-defined]
     feed(policy, [*add_executors(["a", "b"]), map_stage(0, 8, 0)])

@@ -92,8 +92,8 @@ class JobRecords:
         """shuffle -> its existing outputs without a finished backup (empty ``backups``): few, once a
         stage's outputs are copied, so counting the covered ones looks at these alone."""
         self._off_remote: set[BlockId] = set()
-        """Existing unconsumed outputs without a copy on the remote store (and any whose remote copy
-        was lost): a re-plan looks at these and not at every output of the job."""
+        """Existing unconsumed outputs without a copy on the remote store (kept exact by the state's
+        handlers): a re-plan looks at these and not at every output of the job."""
         self.lifetimes: dict[str, list[tuple[float, bool]]] = {}
         """pool -> ``(lifetime seconds, observed eviction?)`` of executors that left (censored if not evicted)."""
         self.first_recompute_time: float | None = None
@@ -156,8 +156,8 @@ class JobRecords:
         """
         outputs, kept = self.outputs, self._off_remote
         if 4 * len(kept) >= len(outputs):
-            return (b for b in reversed(outputs.values()) if b.block_id in kept and not b.consumed and not b.on_remote)
-        return (b for b in reversed(self._in_order(kept)) if not b.on_remote)
+            return (b for b in reversed(outputs.values()) if b.block_id in kept)
+        return reversed(self._in_order(kept))
 
     def shuffle_outputs(self, shuffle_id: int) -> list[MapOutput]:
         """Existing outputs of one shuffle, by map index."""

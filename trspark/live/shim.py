@@ -276,7 +276,8 @@ def gc_command(url: str | None, local_dir: str | None, older_than: str, dry_run:
     given = url is not None
     if given and local_dir is not None:
         raise click.UsageError("--local-dir finds the plugin's default path; with --path it would be ignored: give one of them")
-    if local_dir is not None and not (local_dir.split(",")[0].strip() and Path(local_dir.split(",")[0].strip()).is_dir()):
+    first_dir = None if local_dir is None else local_dir.split(",")[0].strip()
+    if first_dir is not None and not (first_dir and Path(first_dir).is_dir()):
         raise click.BadParameter(f"{local_dir!r}: no such folder; allowed: your spark.local.dir", param_hint="--local-dir")
     url = url or default_remote_path(local_dir)
     hint = "--path" if given else "--local-dir"  # the option the path came from, also when it is the default

@@ -155,9 +155,9 @@ class CostEstimator:
         if redo_floor >= fastest:
             # C_Redo is priced only when its floor does not already lose to a copy.
             c_bl, peer, c_br = self._backups(block, state, t_max, weight, math.inf, remote_in_flight, loads, exclude)
-            if _above(redo_floor - price, min(c_bl, c_br)):
-                return Costs(c_redo=redo_floor, c_bl=c_bl + price, c_br=c_br + price, peer=peer)
-            return Costs(c_redo=weight * self.recompute.c_redo(sid, idx, t_max), c_bl=c_bl + price, c_br=c_br + price, peer=peer)
+            beaten = _above(redo_floor - price, min(c_bl, c_br))
+            c_redo = redo_floor if beaten else weight * self.recompute.c_redo(sid, idx, t_max)
+            return Costs(c_redo=c_redo, c_bl=c_bl + price, c_br=c_br + price, peer=peer)
         c_redo = weight * self.recompute.c_redo(sid, idx, t_max)
         if c_redo < fastest and c_redo < self._backup_lower_bound(block, state, bandwidths) + price:
             return Costs(c_redo=c_redo, c_bl=math.inf, c_br=math.inf, peer=None)
