@@ -118,6 +118,22 @@ class BackupCosts:
         bandwidth = shared_remote_bandwidth(self.remote_bandwidth, self.remote_cap, concurrent)
         return RemoteOption(self.recompute, *self._block_and_ends(shuffle_id, map_index, t_max, bandwidth))
 
+    def evaluate_ends(self, shuffle_id: Hashable, map_index: int, t_max: float, remote_t_max: float, concurrent: int = 0) -> None:
+        """Evaluate :math:`F_X` at every end the prices of one decision read, in one model call; the table keeps them.
+
+        The ends: :math:`T` (``t_max``), :math:`BT` to a peer and to the store (``concurrent``
+        other remote copies in flight), and ``remote_t_max``, the store copy's :math:`T`. Nothing
+        when the block has no live copy.
+        """
+        rc = self.recompute
+        failing = rc.failing_executor(rc.lineage.output(shuffle_id, map_index))
+        if failing is None:
+            return
+        size = rc.lineage.output(shuffle_id, map_index).size
+        remote = shared_remote_bandwidth(self.remote_bandwidth, self.remote_cap, concurrent)
+        times = (t_max, self.copy_seconds(size, self.local_bandwidth), self.copy_seconds(size, remote), remote_t_max)
+        rc.table.cdf_points(rc.lineage.executor(failing).slot, times)
+
     def local(self, shuffle_id: Hashable, map_index: int, t_max: float, peers: Sequence[str]) -> list[BackupCost]:
         """:math:`C_{BL}(Y)` for each peer ``Y`` in ``peers`` (live executors other than the block's)."""
         out = self.recompute.lineage.output(shuffle_id, map_index)
@@ -184,9 +200,9 @@ class BackupCosts:
         :math:`Er(BT)` is taken at the grid edge at or below :math:`BT` and lowered by 1e-9 of
         :math:`\\max Er = Er(H)` against rounding (every term of the sum is at most
         :math:`\\max Er\\, F_Y(T) (F_X(T) - F_X(BT))`); the minimum runs over every live executor,
-        the holders too. Computed for ``T`` inside the grid past its first cell with continuous
-        laws only, where :math:`F_Y(T)` is the interpolated column as :meth:`_peer_loss` reads it;
-        0 otherwise. None when no live executor but the block's holders could receive the copy,
+        the holders too, and is itself bounded below (:meth:`Windows.lowest_at`). Computed for
+        ``T`` inside the grid past its first cell with continuous laws only, where :math:`F_Y(T)`
+        is the interpolated column as :meth:`_peer_loss` reads it; 0 otherwise. None when no live executor but the block's holders could receive the copy,
         as for :meth:`every_peer`.
         """
         live = self._peer_sets.live_slots(self.recompute.lineage.output(shuffle_id, map_index).locations)
@@ -199,7 +215,7 @@ class BackupCosts:
         er = self.recompute.er(shuffle_id, map_index)
         below = windows.split(block.seconds, t_max)[0]  # the edges [:below] are <= BT
         er_floor = float(er[below - 1]) - 1e-9 * float(er[-1])
-        f_peers = float(np.minimum.reduce(windows.column(table, t_max)[live]))
+        f_peers = windows.lowest_at(table, live, t_max)
         return block.seconds, max(er_floor * f_peers * (f_t - f_bt), 0.0)
 
     def slower_peer_loss_floor(self, priced: PeerPrices, positions: NDArray[np.int64], seconds: float) -> float:
@@ -288,7 +304,7 @@ class BackupCosts:
     def _block_and_ends(self, shuffle_id: Hashable, map_index: int, t_max: float, bandwidth: float) -> tuple[PricedBlock, float, float]:
         """The block copied at ``bandwidth`` (bytes/s) and :math:`F_X(BT)`, :math:`F_X(T)` of its executor X."""
         block = self._block(shuffle_id, map_index, t_max, bandwidth)
-        f_bt, f_t = self.recompute.table.cdf_at_slot(np.array([block.seconds, t_max]), block.slot).tolist()
+        f_bt, f_t = self.recompute.table.cdf_points(block.slot, (block.seconds, t_max))
         return block, f_bt, f_t
 
     def _local_costs(

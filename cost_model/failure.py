@@ -12,6 +12,8 @@ from .lineage import Lineage
 
 #: Floor of survival probabilities before taking logs (keeps ``log`` finite; exp(-690) ~ 0).
 TINY = 1e-300
+#: Values of :meth:`FailureTable.cdf_points` one table keeps (a decision reads a few per output).
+POINTS_KEPT = 4096
 
 
 def cond_cdf(model: LifetimeModel, ages: FloatArray, edges: FloatArray) -> FloatArray:
@@ -60,6 +62,7 @@ class FailureTable:
         self._groups: list[tuple[LifetimeModel, NDArray[np.int64]]] = []
         self._age_free_rows: dict[int, tuple[LifetimeModel, FloatArray]] = {}
         self._continuous = np.ones(capacity, dtype=bool)
+        self._points: dict[tuple[int, float], float] = {}
         for index, (model, members) in enumerate(lineage.executor_groups()):
             slots = np.array([ex.slot for ex in members], dtype=np.int64)
             self._ages[slots] = np.maximum(self.now - np.array([ex.started for ex in members]), 0.0)
@@ -126,6 +129,21 @@ class FailureTable:
         else:
             out = (1.0 - model.cond_sf(self._ages[slot:slot + 1, None], times))[0]
         return out
+
+    def cdf_points(self, slot: int, times: Sequence[float]) -> list[float]:
+        """:math:`F_e(t)` of one slot at each of ``times`` (s from now), as :meth:`cdf_at_slot` gives them.
+
+        Kept per table (the table never changes): a decision reads one executor's row at a few
+        ends, and the ones not yet kept are evaluated in one model call.
+        """
+        kept = self._points
+        missing = [t for t in times if (slot, t) not in kept]
+        if missing:
+            if len(kept) + len(missing) > POINTS_KEPT:
+                kept.clear()
+            for time, value in zip(missing, self.cdf_at_slot(np.array(missing), slot).tolist(), strict=True):
+                kept[(slot, time)] = value
+        return [kept[(slot, t)] for t in times]
 
     def cdf_at(self, times: FloatArray, slots: Sequence[int] | NDArray[np.int64] | None = None) -> FloatArray:
         """:math:`F_e(t) = 1 - S_{\\tau_e}(t)` at arbitrary ``times`` (s from now), exact for point masses.

@@ -57,7 +57,8 @@ class PeerSets:
         """
         self._refresh()
         _executors, index, slots = self._everyone
-        if sum(1 for executor_id in holders if executor_id in index) >= slots.size:
+        # Fewer holders than live executors (the usual case) leave one out without counting.
+        if len(holders) >= slots.size and sum(1 for executor_id in holders if executor_id in index) >= slots.size:
             return None
         return slots
 

@@ -293,7 +293,7 @@ class Recompute:
             return 0.0
         er = self.er(shuffle_id, map_index)
         (holder,) = out.locations
-        f_t = float(self.table.cdf_at_slot(np.array([t_max]), self.lineage.executor(holder).slot)[0])
+        (f_t,) = self.table.cdf_points(self.lineage.executor(holder).slot, (t_max,))
         return max((float(er[0]) - 1e-9 * float(er[-1])) * f_t, 0.0)
 
     # ---- the ancestors' part of Er, memoised per (shuffle, failing executor) --------------------

@@ -18,6 +18,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .failure import FailureTable
 from .lifetimes.base import FloatArray
@@ -43,6 +44,7 @@ class Windows:
         self._clipped: dict[float, FloatArray] = {}
         self._columns: dict[float, FloatArray] = {}
         self._columns_of: FailureTable | None = None
+        self._lowest: tuple[FailureTable | None, NDArray[np.int64] | None, list[float]] = (None, None, [])
 
     def get(
         self, table: FailureTable, slots: Sequence[int] | None, lo: float, hi: float, ends: FloatArray | None
@@ -148,6 +150,23 @@ class Windows:
             out.setflags(write=False)
             self._columns[time] = out
         return out
+
+    def lowest_at(self, table: FailureTable, slots: NDArray[np.int64], time: float) -> float:
+        """A lower bound of :math:`\\min_e F_e(time)` over ``slots`` as :meth:`column` interpolates it, for ``0 <= time <= horizon``.
+
+        The rows' minimum at each grid edge, :math:`m_j = \\min_e F_e(g_j)`, interpolated:
+        :math:`m_{j-1}(1 - w) + m_j w \\le F_e(g_{j-1})(1 - w) + F_e(g_j) w` for every row, as
+        :math:`w \\in [0, 1]`; equal when the rows are (one age-free law). The minima are kept
+        per ``(table, slots)`` object, so one pass over the rows serves every decision of a table.
+        """
+        kept_table, kept_slots, minima = self._lowest
+        if kept_table is not table or kept_slots is not slots:
+            minima = np.minimum.reduce(table.cdf[slots], axis=0).tolist()
+            self._lowest = (table, slots, minima)
+        edges = self._sorted
+        right = min(max(bisect_left(edges, time), 1), len(edges) - 1)
+        weight = (time - edges[right - 1]) / (edges[right] - edges[right - 1])
+        return float(minima[right - 1] * (1.0 - weight) + minima[right] * weight)
 
     def interpolated(self, table: FailureTable, time: float) -> FloatArray:
         """:meth:`column` without keeping it: :math:`F(g_{j-1})(1 - w) + F(g_j) w`, a new array."""

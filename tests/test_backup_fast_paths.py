@@ -172,6 +172,35 @@ def test_one_slot_of_the_failure_cdf_equals_its_row_among_many(model: LifetimeMo
         np.testing.assert_array_equal(table.cdf_at_slot(times, slot), many)
 
 
+@pytest.mark.parametrize("model", [Exponential(mean=60.0), Weibull(shape=0.7, scale=80.0)])
+def test_points_of_one_slot_are_kept_and_the_missing_ones_evaluated_in_one_call(model: LifetimeModel,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    table = Recompute(_lineage(model), GRID, now=13.0).table
+    calls: list[int] = []
+    evaluate = table.cdf_at_slot
+    monkeypatch.setattr(table, "cdf_at_slot", lambda times, slot: calls.append(times.size) or evaluate(times, slot))
+    expected = evaluate(np.array([0.3, 7.5, 150.0, 2e4]), 2).tolist()
+    assert table.cdf_points(2, (7.5, 0.3, 150.0)) == [expected[1], expected[0], expected[2]]
+    assert table.cdf_points(2, (150.0, 2e4, 7.5)) == [expected[2], expected[3], expected[1]]
+    assert calls == [3, 1]  # only 2e4 was missing the second time
+    assert table.cdf_points(3, (7.5,)) == evaluate(np.array([7.5]), 3).tolist() and calls == [3, 1, 1]
+
+
+@pytest.mark.parametrize("model", [Exponential(mean=60.0), Weibull(shape=0.7, scale=80.0)])
+def test_the_lowest_interpolated_cdf_bounds_every_rows_from_below(model: LifetimeModel) -> None:
+    # Weibull rows differ with the executors' ages: the bound may be lower than the least row.
+    # Exponential rows (but the sixth executor's) are one row: the bound is the least row exactly.
+    table = Recompute(_lineage(model), GRID, now=13.0).table
+    windows = Windows(GRID)
+    for slots in (np.arange(6), np.arange(5)):
+        for time in np.linspace(GRID.edges[1], GRID.horizon, 97):
+            least = float(windows.column(table, float(time))[slots].min())
+            bound = windows.lowest_at(table, slots, float(time))
+            assert bound <= least
+            if isinstance(model, Exponential) and slots.size == 5:
+                assert bound == least
+
+
 FLOOR_MODELS = [Exponential(mean=60.0), Weibull(shape=0.7, scale=80.0), Weibull(shape=2.5, scale=150.0)]
 
 

@@ -195,7 +195,7 @@ def test_peers_are_priced_only_when_they_can_change_the_choice(mean_lifetime: fl
     # cheapest cost must be those of pricing every peer.
     config = TRConfig(lifetime=f"exponential:mean={mean_lifetime}", duplication=False, scheduling=False,
                       backup_latency=0.0, backup_cost_per_gb=price)
-    skipped = _skipped_by_a_bound(config, t_max, 0, monkeypatch, "_peers_floor", lambda *args: 0.0, "c_bl")
+    skipped = _skipped_by_a_bound(config, t_max, 0, monkeypatch, "_peers_floor", lambda *args: (0.0, lambda: 0.0), "c_bl")
     if (mean_lifetime, t_max) == (30.0, 6.0):
         assert skipped == 4  # every peer dies as likely as the source: the store is the clear choice
 

@@ -26,7 +26,7 @@ network and disk it shares with the job, or the store's bill), which the terms a
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -151,6 +151,7 @@ class CostEstimator:
         bandwidths = self._allowed_bandwidths(remote_in_flight)
         fastest = self.backup.copy_seconds(block.bytes, max(bandwidths, default=0.0)) + price
         loads = peer_loads or {}
+        self.backup.evaluate_ends(sid, idx, t_max, LIFE_HORIZON, remote_in_flight)
         redo_floor = weight * self.recompute.c_redo_floor(sid, idx, t_max)
         if redo_floor >= fastest:
             # C_Redo is priced only when its floor does not already lose to a copy.
@@ -172,9 +173,18 @@ class CostEstimator:
         remote = None
         if targets != "local":
             remote = self.backup.remote_option(*block.block_id, LIFE_HORIZON, concurrent=remote_in_flight)
-        local_floor = self._peers_floor(block, state, t_max, weight, loads, exclude) if targets != "remote" else math.inf
+        loss_floor, copy_after = self._peers_floor(block, state, t_max, weight, loads, exclude) if targets != "remote" else (math.inf, _no_copy)
         c_bl, peer, c_br = math.inf, None, math.inf
-        # The target with the lower bound is priced first; its cost may rule the other one out.
+        # The target with the lower bound is priced first; its cost may rule the other one out. The
+        # peers' floor is their loss part plus C_B2, which is evaluated only when the loss part
+        # alone decides nothing (a cost above one bound is above every higher one).
+        if remote is not None and remote.floor < loss_floor:
+            c_br = self._remote_cost(remote, weight, best)
+            bar = min(best, c_br)
+            if not _above(loss_floor, bar) and not _above(loss_floor + copy_after(), bar):
+                c_bl, peer = self.best_local(block, state, t_max, weight, loads, exclude)
+            return c_bl, peer, c_br
+        local_floor = loss_floor + copy_after()
         if remote is not None and remote.floor < local_floor:
             c_br = self._remote_cost(remote, weight, best)
             if not _above(local_floor, min(best, c_br)):
@@ -204,22 +214,23 @@ class CostEstimator:
         return math.isfinite(best) and floor - best > 1e-9 * abs(floor)
 
     def _peers_floor(self, block: MapOutput, state: JobState, t_max: float, weight: float,
-                     loads: Mapping[str, int], exclude: Collection[str]) -> float:
-        """A lower bound (s) of every peer's ``C_BL`` (price left out), before any peer is priced; ``inf`` with no peer.
+                     loads: Mapping[str, int], exclude: Collection[str]) -> tuple[float, Callable[[], float]]:
+        """A lower bound (s) of every peer's ``C_BL`` (price left out), before any peer is priced, in two parts: ``(w C_P^floor, C_B2)``.
 
         :math:`C_{BL} = C_{B1} + w (C_R + C_P) + C_{B2} \\ge w \\, C_P^{floor} + C_{B2}`
         (:meth:`BackupCosts.peer_loss_floor`; :math:`C_{B1}, C_R \\ge 0` as sums of failure masses
-        times non-negative values). A peer receiving other copies gets a slower copy whose
+        times non-negative values). :math:`C_{B2}` comes as a function, evaluated when asked. With
+        no peer the first part is ``inf``. A peer receiving other copies gets a slower copy whose
         :math:`C_{B2}` this bound does not cover, so then the bound is 0.
         """
         if any(loads.values()):
-            return 0.0
+            return 0.0, _no_copy
         sid, idx = block.block_id
         floor = self.backup.peer_loss_floor(sid, idx, t_max)
         if floor is None:
-            return math.inf
+            return math.inf, _no_copy
         seconds, peer_loss = floor
-        return weight * peer_loss + self._life_b2(self._life_of(block.backup_source(exclude), state), seconds)
+        return weight * peer_loss, lambda: self._life_b2(self._life_of(block.backup_source(exclude), state), seconds)
 
     def best_local(self, block: MapOutput, state: JobState, t_max: float, weight: float,
                    loads: Mapping[str, int], exclude: Collection[str] = ()) -> tuple[float, str | None]:
@@ -350,6 +361,11 @@ class CostEstimator:
         best = self.backup.best_local_destination(block.shuffle_id, block.map_index, t_max)
         return None if best is None else best.target
 
+
+
+def _no_copy() -> float:
+    """``C_B2`` (s) of no copy."""
+    return 0.0
 
 
 def _above(bound: float, best: float) -> bool:
