@@ -83,6 +83,26 @@ class RemoteOption:
         """
         return copy_after(self._block.seconds, self._f_bt, self._f_t)
 
+    def ceiling(self, weight: float) -> float:
+        """An upper bound (s) of :meth:`cost`'s :math:`C_{B1} + w\\, C_R + C_{B2}`, for ``weight`` :math:`w \\ge 0`, without its windows.
+
+        The window's cell masses add up to :math:`F_X(BT)` (to :math:`F_X(T) \\le F_X(BT)` when
+        :math:`T < BT`), each cell's midpoint is at most :math:`BT`, and its mean ``Er`` at most
+        ``Er`` at the first grid edge :math:`g \\ge BT` (``Er`` is non-decreasing), so
+
+        .. math::
+
+            C_{B1} + w\\, C_R \\le (BT + w\\, Er(g))\\, F_X(BT).
+
+        ``Er(g)`` is raised by 1e-9 of :math:`\\max Er`, the mass by 1e-9 of itself and by 1e-12
+        (the table's values and :math:`F_X(BT)` are evaluated apart), against rounding.
+        """
+        block = self._block
+        er = self._recompute.er(block.shuffle_id, block.map_index)
+        edge = min(self._recompute.windows.split(block.seconds, block.seconds)[1], er.size - 1)
+        er_top = float(er[edge]) + 1e-9 * float(er[-1])
+        return self.floor + (block.seconds + weight * er_top) * (self._f_bt * (1.0 + 1e-9) + 1e-12)
+
     def cost(self) -> BackupCost:
         """:math:`C_{BR}` (s): :math:`C_{B1}`, :math:`C_R`, :math:`C_{B2}` of the copy."""
         block = self._block

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +31,26 @@ class Peers:
         if at is None or at in self.skipped:
             return None
         return at - bisect_left(self.skipped, at)
+
+    def load_groups(self, skip: Sequence[str], loads: Mapping[str, int]) -> list[tuple[int, NDArray[np.int64]]]:
+        """The peers but ``skip`` grouped by the copies they receive (``loads``): ``(load, positions in executor order)``, by load."""
+        position = self.position
+        taken = {at for executor_id in skip if (at := position(executor_id)) is not None}
+        groups: dict[int, list[int]] = {}
+        for executor_id, load in loads.items():
+            if load and (at := position(executor_id)) is not None and at not in taken:
+                groups.setdefault(load, []).append(at)
+        free = np.empty(len(self.executors), dtype=bool)
+        free.fill(True)
+        if taken:
+            free[list(taken)] = False
+        out = [(load, np.array(sorted(members), dtype=np.int64)) for load, members in groups.items()]
+        for _load, members_at in out:
+            free[members_at] = False
+        unloaded = free.nonzero()[0]
+        if unloaded.size:
+            out.append((0, unloaded))
+        return sorted(out, key=lambda group: group[0])
 
 
 class PeerSets:

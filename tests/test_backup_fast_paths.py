@@ -246,6 +246,21 @@ def test_the_floor_of_every_peers_loss_is_below_each_price(model: LifetimeModel)
     assert pruning > 100
 
 
+@pytest.mark.parametrize("model", FLOOR_MODELS)
+def test_the_ceiling_of_a_copy_to_the_store_is_above_its_price(model: LifetimeModel) -> None:
+    # The bound read without the windows never falls below C_BR priced in full, at any weight.
+    near = 0
+    for costs, rng, block, t_max in _random_blocks(model, 29, more_ends=(1e8,)):
+        option = costs.remote_option(*block, t_max, concurrent=int(rng.integers(4)))
+        priced = option.cost()
+        weight = float(rng.choice([1.0, 3.0, 40.0]))
+        exact = priced.b1 + weight * priced.redo + priced.b2
+        ceiling = option.ceiling(weight)
+        assert exact <= ceiling
+        near += ceiling <= 1.5 * exact
+    assert near > 150  # a bound close enough to decide with
+
+
 def test_no_floor_when_every_live_executor_holds_the_block() -> None:
     lineage = Lineage()
     lineage.add_executor("a", Exponential(mean=60.0), started=0.0)

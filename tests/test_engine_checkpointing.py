@@ -200,6 +200,30 @@ def test_peers_are_priced_only_when_they_can_change_the_choice(mean_lifetime: fl
         assert skipped == 4  # every peer dies as likely as the source: the store is the clear choice
 
 
+@pytest.mark.parametrize("mean_lifetime", [3.0, 10.0, 30.0, 300.0, 1e5])
+@pytest.mark.parametrize("t_max", [0.5, 6.0, 60.0])
+@pytest.mark.parametrize("targets", ["both", "remote"])
+def test_a_certain_store_is_bounded_only_when_no_one_reads_the_lowest_cost(mean_lifetime: float, t_max: float,
+                                                                          targets: str) -> None:
+    # Without exact_lowest, a store that certainly wins may carry an upper bound of C_BR: the
+    # choice stays, and the bound is at least the exact cost.
+    config = TRConfig(lifetime=f"exponential:mean={mean_lifetime}", duplication=False, scheduling=False,
+                      backup_latency=0.0, targets=targets)
+    policy = make_policy("tr", config)
+    feed(policy, [*add_executors(["a", "b", "c"], cores=2), *_chain_events()])
+    bounded = 0
+    for key in ((0, 0), (0, 1), (1, 0), (1, 1)):
+        block = policy.state.outputs[key]
+        for weight in (1.0, 6.0):
+            exact = policy.costs.costs(block, policy.state, t_max, weight=weight, remote_in_flight=1)
+            quick = policy.costs.costs(block, policy.state, t_max, weight=weight, remote_in_flight=1, exact_lowest=False)
+            assert decide(quick) == decide(exact)
+            assert quick.c_br >= exact.c_br
+            bounded += quick.c_br > exact.c_br
+    if (mean_lifetime, t_max, targets) == (10.0, 60.0, "remote"):
+        assert bounded == 8  # every output is worth a copy to the store, which is the only target
+
+
 def test_remote_only_variant_goes_remote() -> None:
     backups = _one_block_job(10.0, targets="remote")
     assert [b.target for b in backups] == [REMOTE]

@@ -35,7 +35,6 @@ from cost_model.backup import BackupCosts, shared_remote_bandwidth
 from cost_model.backup_options import BackupCost, PeerPrices, RemoteOption
 from cost_model.lifetimes.base import LifetimeModel
 from cost_model.lineage import Lineage
-from cost_model.peer_sets import Peers
 from cost_model.recompute import Recompute
 from cost_model.timegrid import TimeGrid
 from trspark.engine.settings import TRConfig
@@ -124,7 +123,7 @@ class CostEstimator:
     # ---- costs --------------------------------------------------------------------------
     def costs(self, block: MapOutput, state: JobState, t_max: float, *, weight: float,
               remote_in_flight: int, peer_loads: Mapping[str, int] | None = None,
-              exclude: Collection[str] = ()) -> Costs:
+              exclude: Collection[str] = (), exact_lowest: bool = True) -> Costs:
         """``C_Redo``, best ``C_BL`` and ``C_BR`` (s) of ``block`` consumed ``t_max`` s from now.
 
         Every re-computation term (``C_Redo``, ``C_R``, ``C_P``) is multiplied by ``weight``, the
@@ -142,8 +141,10 @@ class CostEstimator:
         Likewise a target is reported as ``inf`` when a lower bound of its cost exceeds both
         ``C_Redo`` and the other target's cost, priced first when its own bound is the lower:
         ``C_B2`` alone for ``C_BR`` (:meth:`_remote_cannot_win`), :meth:`_peers_floor` for
-        ``C_BL``. ``C_BL`` and ``C_BR`` include the byte price :math:`c \\cdot \\text{size}`
-        (core-seconds; ``backup.costPerGb``).
+        ``C_BL``. Without ``exact_lowest`` (no caller reads the lowest cost), a store that
+        certainly wins -- an upper bound of ``C_BR`` (:meth:`RemoteOption.ceiling`) below both
+        floors -- is reported with that bound. ``C_BL`` and ``C_BR`` include the byte price
+        :math:`c \\cdot \\text{size}` (core-seconds; ``backup.costPerGb``).
         """
         sid, idx = block.block_id
         price = self.config.backup_cost_per_gb * block.bytes / 1e9
@@ -155,7 +156,8 @@ class CostEstimator:
         redo_floor = weight * self.recompute.c_redo_floor(sid, idx, t_max)
         if redo_floor >= fastest:
             # C_Redo is priced only when its floor does not already lose to a copy.
-            c_bl, peer, c_br = self._backups(block, state, t_max, weight, math.inf, remote_in_flight, loads, exclude)
+            c_bl, peer, c_br = self._backups(block, state, t_max, weight, math.inf, remote_in_flight, loads, exclude,
+                                             None if exact_lowest else redo_floor - price)
             beaten = _above(redo_floor - price, min(c_bl, c_br))
             c_redo = redo_floor if beaten else weight * self.recompute.c_redo(sid, idx, t_max)
             return Costs(c_redo=c_redo, c_bl=c_bl + price, c_br=c_br + price, peer=peer)
@@ -167,8 +169,13 @@ class CostEstimator:
         return Costs(c_redo=c_redo, c_bl=c_bl + price, c_br=c_br + price, peer=peer)
 
     def _backups(self, block: MapOutput, state: JobState, t_max: float, weight: float, best: float,
-                 remote_in_flight: int, loads: Mapping[str, int], exclude: Collection[str]) -> tuple[float, str | None, float]:
-        """``(C_BL, its peer, C_BR)`` (s, price left out); a cost is ``inf`` when it certainly exceeds ``best`` (s) or the other's."""
+                 remote_in_flight: int, loads: Mapping[str, int], exclude: Collection[str],
+                 redo_floor: float | None = None) -> tuple[float, str | None, float]:
+        """``(C_BL, its peer, C_BR)`` (s, price left out); a cost is ``inf`` when it certainly exceeds ``best`` (s) or the other's.
+
+        With ``redo_floor`` (a lower bound of ``C_Redo``, price left out), ``C_BR`` may be an upper
+        bound of it that is certainly below that floor and every peer's.
+        """
         targets = self.config.targets
         remote = None
         if targets != "local":
@@ -179,6 +186,10 @@ class CostEstimator:
         # peers' floor is their loss part plus C_B2, which is evaluated only when the loss part
         # alone decides nothing (a cost above one bound is above every higher one).
         if remote is not None and remote.floor < loss_floor:
+            if redo_floor is not None:
+                ceiling = remote.ceiling(weight)
+                if _above(redo_floor, ceiling) and _above(loss_floor, ceiling):
+                    return math.inf, None, ceiling
             c_br = self._remote_cost(remote, weight, best)
             bar = min(best, c_br)
             if not _above(loss_floor, bar) and not _above(loss_floor + copy_after(), bar):
@@ -258,7 +269,7 @@ class CostEstimator:
         floor = self.backup.slower_copy_floor(priced)
         out: tuple[float, str | None] = (math.inf, None)
         # An excluded peer is left out of every group, as a holder is.
-        for load, positions in _load_groups(peers, [*block.holders(), *exclude], loads):
+        for load, positions in peers.load_groups([*block.holders(), *exclude], loads):
             bandwidth = self.config.local_bandwidth / (load + 1)
             if load == 0 and reuse:
                 terms, losses = base, peer_loss[positions]
@@ -362,7 +373,6 @@ class CostEstimator:
         return None if best is None else best.target
 
 
-
 def _no_copy() -> float:
     """``C_B2`` (s) of no copy."""
     return 0.0
@@ -371,25 +381,4 @@ def _no_copy() -> float:
 def _above(bound: float, best: float) -> bool:
     """Whether a cost of at least ``bound`` (s) is certainly above ``best`` (s); the relative margin covers rounding."""
     return math.isfinite(best) and bound - best > 1e-9 * abs(best)
-
-
-def _load_groups(peers: Peers, skip: Sequence[str], loads: Mapping[str, int]) -> list[tuple[int, NDArray[np.int64]]]:
-    """The peers but ``skip`` (holders, executors told to go), grouped by the copies they receive: ``(load, positions in executor order)``, by load."""
-    taken = {at for executor_id in skip if (at := peers.position(executor_id)) is not None}
-    groups: dict[int, list[int]] = {}
-    position = peers.position
-    for executor_id, load in loads.items():
-        if load and (at := position(executor_id)) is not None and at not in taken:
-            groups.setdefault(load, []).append(at)
-    free = np.empty(len(peers.executors), dtype=bool)
-    free.fill(True)
-    if taken:
-        free[list(taken)] = False
-    out = [(load, np.array(sorted(members), dtype=np.int64)) for load, members in groups.items()]
-    for _load, members_at in out:
-        free[members_at] = False
-    unloaded = free.nonzero()[0]
-    if unloaded.size:
-        out.append((0, unloaded))
-    return sorted(out, key=lambda group: group[0])
 

@@ -120,6 +120,11 @@ class StablePlacement:
         """Did the last :meth:`restrict` keep spot executors off, or after stable ones, for some stage?"""
 
     @property
+    def reads_costs(self) -> bool:
+        """Does :meth:`observe` read the lowest cost of a block (some pool is stable)?"""
+        return bool(self.stable_pools)
+
+    @property
     def active(self) -> bool:
         """Is some stage restricted now (then every freed core changes the waits)?"""
         return self.restricting

@@ -322,7 +322,8 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         t_max = self.horizon(state, block)
         weight = float(stall_width(state, block.shuffle_id)) if self.config.stall_weight else 1.0
         costs = self.costs.costs(block, state, t_max, weight=weight, remote_in_flight=self.stack.in_flight_to(REMOTE),
-                                 peer_loads=self.stack.peer_loads(exclude=block.block_id), exclude=self._going())
+                                 peer_loads=self.stack.peer_loads(exclude=block.block_id), exclude=self._going(),
+                                 exact_lowest=self.critical.reads_costs)
         self.critical.observe(block, state, costs)
         return costs
 
