@@ -141,6 +141,7 @@ class FailureTable:
         if missing:
             if len(kept) + len(missing) > POINTS_KEPT:
                 kept.clear()
+                missing = list(times)
             for time, value in zip(missing, self.cdf_at_slot(np.array(missing), slot).tolist(), strict=True):
                 kept[(slot, time)] = value
         return [kept[(slot, t)] for t in times]

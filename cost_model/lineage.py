@@ -22,9 +22,8 @@ invalidate what it derived from it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Iterable, Iterator
-
-import numpy as np
 
 from .aggregates import LOST, Executor, Group, Output, ShuffleState
 from .lifetimes.base import LifetimeModel
@@ -70,7 +69,7 @@ class Lineage:
         """Register a live executor whose lifetime clock started at ``started`` (s) and follows ``model``."""
         if executor_id in self._executors:
             raise ValueError(f"executor {executor_id!r} is already registered")
-        if not np.isfinite(started):
+        if not math.isfinite(started):
             raise ValueError(f"executor {executor_id!r}: 'started' must be a finite time in seconds, got {started!r}")
         if not isinstance(model, LifetimeModel):
             raise ValueError(f"executor {executor_id!r}: 'model' must be a LifetimeModel, got {type(model).__name__}")
@@ -142,9 +141,9 @@ class Lineage:
         output for the same key (a re-run) replaces the first.
         """
         self._executor(executor_id)
-        if not (np.isfinite(run_time) and run_time >= 0.0):
+        if not (math.isfinite(run_time) and run_time >= 0.0):
             raise ValueError(f"output {(shuffle_id, map_index)!r}: 'run_time' must be a finite number >= 0 seconds, got {run_time!r}")
-        if not (np.isfinite(size) and size >= 0.0):
+        if not (math.isfinite(size) and size >= 0.0):
             raise ValueError(f"output {(shuffle_id, map_index)!r}: 'size' must be a finite number >= 0 bytes, got {size!r}")
         state = self._shuffle_state(shuffle_id)
         new_parents = set(parents) - state.parents

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from engine_world import MB, add_executors, feed, map_stage, run_task
 
+from cost_model import failure
 from cost_model.backup import BackupCosts
 from cost_model.lifetimes import Deterministic, Empirical, Exponential, LifetimeModel, Notice, Stable, Weibull
 from cost_model.lineage import REMOTE, Lineage
@@ -184,6 +185,10 @@ def test_points_of_one_slot_are_kept_and_the_missing_ones_evaluated_in_one_call(
     assert table.cdf_points(2, (150.0, 2e4, 7.5)) == [expected[2], expected[3], expected[1]]
     assert calls == [3, 1]  # only 2e4 was missing the second time
     assert table.cdf_points(3, (7.5,)) == evaluate(np.array([7.5]), 3).tolist() and calls == [3, 1, 1]
+    # Full: the values kept are dropped, those asked for evaluated again together.
+    monkeypatch.setattr(failure, "POINTS_KEPT", 5)
+    assert table.cdf_points(2, (0.3, 2e4, 99.0)) == [expected[0], expected[3], *evaluate(np.array([99.0]), 2).tolist()]
+    assert calls == [3, 1, 1, 3]
 
 
 @pytest.mark.parametrize("model", [Exponential(mean=60.0), Weibull(shape=0.7, scale=80.0)])
