@@ -35,13 +35,13 @@ time. {_SIM} A run that does not finish within 20x the stable time counts as 20 
            "python bench/simulator.py --policy tr --runs 2 --workers 1 --cpu-runs 2 --csv docs/results/simulator_speed.csv\n"
            "python bench/simulator.py --policy tr --believed-lifetime exponential:mean=3600 --runs 2 --workers 1 \\\n"
            "    --cpu-runs 2 --csv docs/results/simulator_speed.csv",
-           "2026-12-07, 08:31-08:34 UTC",
-           "83bcdc1",
+           "2026-12-07, 11:30-11:34 UTC",
+           "4a900a7",
            MACHINE + ", nothing else running, load average 1.1-1.7. CPU seconds on this shared VM change with "
-           "the host from day to day (`always` took 0.306 s a run on 2026-11-25, 1.014 s on 2026-12-06 and "
-           "0.762 s here, with identical simulated figures). Compare policies by the ratio to `always`'s "
-           "CPU seconds in the same process (`always_cpu_seconds_per_run`): `tr` 7.8x when it believes the "
-           "world's lifetimes, 24.2x when it believes a mean lifetime of 3,600 s",
+           "the host from day to day and hour to hour (`always` took 0.306 s a run on 2026-11-25, 1.014 s on "
+           "2026-12-06 and 0.72-1.04 s on 2026-12-07, with identical simulated figures). Compare policies by "
+           "the ratio to `always`'s CPU seconds in the same process (`always_cpu_seconds_per_run`): `tr` 6.6x "
+           "when it believes the world's lifetimes, 28.4x when it believes a mean lifetime of 3,600 s",
            columns("policy", "believed_lifetime", "runs", "wall_seconds", "cpu_seconds_per_run",
                    "always_cpu_seconds_per_run", "events_per_run", "events_per_second", "slowdown_mean",
                    "failed_runs"),
