@@ -202,8 +202,8 @@ class BackupCosts:
         :math:`\\max Er\\, F_Y(T) (F_X(T) - F_X(BT))`); the minimum runs over every live executor,
         the holders too, and is itself bounded below (:meth:`Windows.lowest_at`). Computed for
         ``T`` inside the grid past its first cell with continuous laws only, where :math:`F_Y(T)`
-        is the interpolated column as :meth:`_peer_loss` reads it; 0 otherwise. None when no live executor but the block's holders could receive the copy,
-        as for :meth:`every_peer`.
+        is the interpolated column as :meth:`_peer_loss` reads it; 0 otherwise. None when no live
+        executor but the block's holders could receive the copy, as for :meth:`every_peer`.
         """
         live = self._peer_sets.live_slots(self.recompute.lineage.output(shuffle_id, map_index).locations)
         if live is None:

@@ -21,7 +21,9 @@ class Costs:
     ``c_bl`` is ``inf`` when there is no usable peer (or local backups are disabled), ``c_br``
     is ``inf`` when remote backups are disabled. A cost that certainly cannot change
     :func:`decide` or the lowest of the three may be left out (``inf``), and ``c_redo`` may be a
-    lower bound of it that already exceeds a backup's cost.
+    lower bound of it that already exceeds a backup's cost. When no one reads the lowest of the
+    three, ``c_br`` may be an upper bound of a copy to the store that certainly wins
+    (:meth:`~trspark.engine.tr.costs.CostEstimator.costs`, ``exact_lowest``).
     """
 
     c_redo: float
