@@ -126,12 +126,12 @@ class BackupCosts:
         when the block has no live copy.
         """
         rc = self.recompute
-        failing = rc.failing_executor(rc.lineage.output(shuffle_id, map_index))
+        out = rc.lineage.output(shuffle_id, map_index)
+        failing = rc.failing_executor(out)
         if failing is None:
             return
-        size = rc.lineage.output(shuffle_id, map_index).size
         remote = shared_remote_bandwidth(self.remote_bandwidth, self.remote_cap, concurrent)
-        times = (t_max, self.copy_seconds(size, self.local_bandwidth), self.copy_seconds(size, remote), remote_t_max)
+        times = (t_max, self.copy_seconds(out.size, self.local_bandwidth), self.copy_seconds(out.size, remote), remote_t_max)
         rc.table.cdf_points(rc.lineage.executor(failing).slot, times)
 
     def local(self, shuffle_id: Hashable, map_index: int, t_max: float, peers: Sequence[str]) -> list[BackupCost]:

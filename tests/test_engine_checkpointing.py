@@ -27,7 +27,9 @@ from trspark.engine.state import JobState
 from trspark.engine.tr.checkpointing import Costs, decide
 from trspark.engine.tr.costs import LIFE_HORIZON
 from trspark.engine.tr.horizon import need_horizon, task_seconds
+from trspark.engine.tr.policy import TRPolicy
 from trspark.engine.tr.stall import stall_width
+from trspark.engine.views import MapOutput
 
 INF = math.inf
 
@@ -156,14 +158,20 @@ def test_stall_weight_multiplies_recomputation_terms_and_not_copy_times() -> Non
     assert w.c_br - p.c_br == pytest.approx(3 * r.redo) and r.redo > 0
 
 
+def _chain_policy(config: TRConfig) -> tuple[TRPolicy, list[MapOutput]]:
+    """A ``tr`` policy of ``config`` that saw the chain run on three 2-core executors, and the chain's four outputs."""
+    policy = make_policy("tr", config)
+    assert isinstance(policy, TRPolicy)
+    feed(policy, [*add_executors(["a", "b", "c"], cores=2), *_chain_events()])
+    return policy, [policy.state.outputs[key] for key in ((0, 0), (0, 1), (1, 0), (1, 1))]
+
+
 def _skipped_by_a_bound(config: TRConfig, t_max: float, remote_in_flight: int, monkeypatch: pytest.MonkeyPatch,
                        bound: str, without_it: Callable[..., object], target: str) -> int:
     """The chain's blocks priced as the policy prices them and with its method ``bound`` replaced by
     ``without_it``: the same choice and lowest cost; returns how often ``target`` (``c_bl`` or ``c_br``)
     was left out (``inf``) where pricing it gives a finite cost."""
-    policy = make_policy("tr", config)
-    feed(policy, [*add_executors(["a", "b", "c"], cores=2), *_chain_events()])
-    blocks = [policy.state.outputs[key] for key in ((0, 0), (0, 1), (1, 0), (1, 1))]
+    policy, blocks = _chain_policy(config)
     quick = [policy.costs.costs(b, policy.state, t_max, weight=1.0, remote_in_flight=remote_in_flight) for b in blocks]
     monkeypatch.setattr(type(policy.costs), bound, without_it)
     full = [policy.costs.costs(b, policy.state, t_max, weight=1.0, remote_in_flight=remote_in_flight) for b in blocks]
@@ -209,11 +217,9 @@ def test_a_certain_store_is_bounded_only_when_no_one_reads_the_lowest_cost(mean_
     # choice stays, and the bound is at least the exact cost.
     config = TRConfig(lifetime=f"exponential:mean={mean_lifetime}", duplication=False, scheduling=False,
                       backup_latency=0.0, targets=targets)
-    policy = make_policy("tr", config)
-    feed(policy, [*add_executors(["a", "b", "c"], cores=2), *_chain_events()])
+    policy, blocks = _chain_policy(config)
     bounded = 0
-    for key in ((0, 0), (0, 1), (1, 0), (1, 1)):
-        block = policy.state.outputs[key]
+    for block in blocks:
         for weight in (1.0, 6.0):
             exact = policy.costs.costs(block, policy.state, t_max, weight=weight, remote_in_flight=1)
             quick = policy.costs.costs(block, policy.state, t_max, weight=weight, remote_in_flight=1, exact_lowest=False)

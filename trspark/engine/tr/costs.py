@@ -182,29 +182,24 @@ class CostEstimator:
             remote = self.backup.remote_option(*block.block_id, LIFE_HORIZON, concurrent=remote_in_flight)
         loss_floor, copy_after = self._peers_floor(block, state, t_max, weight, loads, exclude) if targets != "remote" else (math.inf, _no_copy)
         c_bl, peer, c_br = math.inf, None, math.inf
-        # The target with the lower bound is priced first; its cost may rule the other one out. The
-        # peers' floor is their loss part plus C_B2, which is evaluated only when the loss part
-        # alone decides nothing (a cost above one bound is above every higher one).
-        if remote is not None and remote.floor < loss_floor:
-            if redo_floor is not None:
+        # The target with the lower floor is priced first; its cost may rule the other one out. The
+        # peers' floor is their loss part plus C_B2, whose sum (``whole``) is evaluated only when
+        # the loss part alone decides nothing: a cost above one bound is above every higher one.
+        whole: float | None = None
+        if remote is not None and (remote.floor < loss_floor or remote.floor < (whole := loss_floor + copy_after())):
+            if redo_floor is not None and whole is None:
                 ceiling = remote.ceiling(weight)
                 if _above(redo_floor, ceiling) and _above(loss_floor, ceiling):
                     return math.inf, None, ceiling
             c_br = self._remote_cost(remote, weight, best)
             bar = min(best, c_br)
-            if not _above(loss_floor, bar) and not _above(loss_floor + copy_after(), bar):
+            if not _above(loss_floor, bar) and not _above(loss_floor + copy_after() if whole is None else whole, bar):
                 c_bl, peer = self.best_local(block, state, t_max, weight, loads, exclude)
             return c_bl, peer, c_br
-        local_floor = loss_floor + copy_after()
-        if remote is not None and remote.floor < local_floor:
-            c_br = self._remote_cost(remote, weight, best)
-            if not _above(local_floor, min(best, c_br)):
-                c_bl, peer = self.best_local(block, state, t_max, weight, loads, exclude)
-        else:
-            if not _above(local_floor, best):
-                c_bl, peer = self.best_local(block, state, t_max, weight, loads, exclude)
-            if remote is not None:
-                c_br = self._remote_cost(remote, weight, min(best, c_bl))
+        if not _above(loss_floor + copy_after() if whole is None else whole, best):
+            c_bl, peer = self.best_local(block, state, t_max, weight, loads, exclude)
+        if remote is not None:
+            c_br = self._remote_cost(remote, weight, min(best, c_bl))
         return c_bl, peer, c_br
 
     def _remote_cost(self, remote: RemoteOption, weight: float, best: float) -> float:
