@@ -53,6 +53,8 @@ from .lifetimes.base import FloatArray
 from .peer_sets import PeerSets
 from .recompute import Recompute
 
+_NUMBER = (int, float)
+
 __all__ = ["BackupCost", "BackupCosts", "PeerOption", "PeerPrices", "RemoteOption", "shared_remote_bandwidth", "with_peer"]
 
 
@@ -70,6 +72,11 @@ def shared_remote_bandwidth(per_executor: float, total_cap: float, concurrent: i
     """
     _check_bandwidth("per_executor", per_executor)
     _check_bandwidth("total_cap", total_cap)
+    return _shared(per_executor, total_cap, concurrent)
+
+
+def _shared(per_executor: float, total_cap: float, concurrent: int) -> float:
+    """:func:`shared_remote_bandwidth` of bandwidths already checked."""
     if not (isinstance(concurrent, int) and concurrent >= 0):
         raise ValueError(f"shared_remote_bandwidth: 'concurrent' must be an integer >= 0, got {concurrent!r}")
     return min(per_executor, total_cap / (concurrent + 1))
@@ -100,7 +107,7 @@ class BackupCosts:
         self.local_bandwidth = _check_bandwidth("local_bandwidth", local_bandwidth)
         self.remote_bandwidth = _check_bandwidth("remote_bandwidth", remote_bandwidth)
         self.remote_cap = _check_bandwidth("remote_cap", remote_cap)
-        if not (isinstance(latency, int | float) and math.isfinite(latency) and latency >= 0.0):
+        if not (isinstance(latency, _NUMBER) and math.isfinite(latency) and latency >= 0.0):
             raise ValueError(f"backup cost: 'latency' must be a finite number >= 0 seconds, got {latency!r}")
         self.latency = float(latency)
         self._peer_sets = PeerSets(recompute.lineage)
@@ -109,13 +116,17 @@ class BackupCosts:
         """:math:`BT = L + \\text{size} / \\text{bandwidth}` (s) of one copy of ``size`` bytes."""
         return self.latency + size / bandwidth
 
+    def remote_share(self, concurrent: int) -> float:
+        """Bandwidth (bytes/s) of one more copy to the store with ``concurrent`` others in flight (:func:`shared_remote_bandwidth`)."""
+        return _shared(self.remote_bandwidth, self.remote_cap, concurrent)
+
     def remote(self, shuffle_id: Hashable, map_index: int, t_max: float, concurrent: int = 0) -> BackupCost:
         """:math:`C_{BR}`: copy to remote storage with ``concurrent`` other remote copies in flight."""
         return self.remote_option(shuffle_id, map_index, t_max, concurrent).cost()
 
     def remote_option(self, shuffle_id: Hashable, map_index: int, t_max: float, concurrent: int = 0) -> RemoteOption:
         """The copy to remote storage, its :math:`F_X(BT)` and :math:`F_X(T)` evaluated and the rest left to :meth:`RemoteOption.cost`."""
-        bandwidth = shared_remote_bandwidth(self.remote_bandwidth, self.remote_cap, concurrent)
+        bandwidth = self.remote_share(concurrent)
         return RemoteOption(self.recompute, *self._block_and_ends(shuffle_id, map_index, t_max, bandwidth))
 
     def evaluate_ends(self, shuffle_id: Hashable, map_index: int, t_max: float, remote_t_max: float, concurrent: int = 0) -> None:
@@ -130,7 +141,7 @@ class BackupCosts:
         failing = rc.failing_executor(out)
         if failing is None:
             return
-        remote = shared_remote_bandwidth(self.remote_bandwidth, self.remote_cap, concurrent)
+        remote = self.remote_share(concurrent)
         times = (t_max, self.copy_seconds(out.size, self.local_bandwidth), self.copy_seconds(out.size, remote), remote_t_max)
         rc.table.cdf_points(rc.lineage.executor(failing).slot, times)
 
@@ -367,6 +378,6 @@ class BackupCosts:
 
 
 def _check_bandwidth(name: str, value: float) -> float:
-    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0.0):
+    if not (isinstance(value, _NUMBER) and math.isfinite(value) and value > 0.0):
         raise ValueError(f"backup cost: {name!r} must be a finite number > 0 bytes/s, got {value!r}")
     return float(value)

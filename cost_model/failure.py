@@ -120,31 +120,39 @@ class FailureTable:
 
     def cdf_at_slot(self, times: FloatArray, slot: int) -> FloatArray:
         """``cdf_at(times, [slot])[0]``: :math:`F_e(t)` of one slot, shape ``(len(times),)``."""
+        model, age = self._law_of(slot)
+        out: FloatArray = (1.0 - model.cond_sf(age, times)).reshape(-1)
+        return out
+
+    def cdf_points(self, slot: int, times: Sequence[float]) -> list[float]:
+        """:math:`F_e(t)` of one slot at each of ``times`` (s from now): :meth:`cdf_at_slot`'s values, up to rounding.
+
+        Kept per table (the table never changes): a decision reads one executor's row at a few
+        ends, and the ones not yet kept are evaluated in one model call
+        (:meth:`LifetimeModel.cond_cdf_values`).
+        """
+        kept = self._points
+        try:
+            return [kept[(slot, t)] for t in times]
+        except KeyError:
+            pass
+        missing = [t for t in times if (slot, t) not in kept]
+        if len(kept) + len(missing) > POINTS_KEPT:
+            kept.clear()
+            missing = list(times)
+        model, age = self._law_of(slot)
+        for time, value in zip(missing, model.cond_cdf_values(age, missing), strict=True):
+            kept[(slot, time)] = value
+        return [kept[(slot, t)] for t in times]
+
+    def _law_of(self, slot: int) -> tuple[LifetimeModel, float | FloatArray]:
+        """The lifetime law of ``slot`` and its age as :meth:`LifetimeModel.cond_sf` takes it for one row."""
         group = int(self._group[slot])
         if group < 0:
             raise ValueError(f"FailureTable: slots [{slot}] hold no live executor")
         model = self._groups[group][0]
-        if model.age_free:  # the same values at every age: the row without broadcasting an age
-            out: FloatArray = 1.0 - model.cond_sf(self._ages[slot], times)
-        else:
-            out = (1.0 - model.cond_sf(self._ages[slot:slot + 1, None], times))[0]
-        return out
-
-    def cdf_points(self, slot: int, times: Sequence[float]) -> list[float]:
-        """:math:`F_e(t)` of one slot at each of ``times`` (s from now), as :meth:`cdf_at_slot` gives them.
-
-        Kept per table (the table never changes): a decision reads one executor's row at a few
-        ends, and the ones not yet kept are evaluated in one model call.
-        """
-        kept = self._points
-        missing = [t for t in times if (slot, t) not in kept]
-        if missing:
-            if len(kept) + len(missing) > POINTS_KEPT:
-                kept.clear()
-                missing = list(times)
-            for time, value in zip(missing, self.cdf_at_slot(np.array(missing), slot).tolist(), strict=True):
-                kept[(slot, time)] = value
-        return [kept[(slot, t)] for t in times]
+        # An age-free law has the same values at every age: the row without broadcasting an age.
+        return model, (float(self._ages[slot]) if model.age_free else self._ages[slot:slot + 1, None])
 
     def cdf_at(self, times: FloatArray, slots: Sequence[int] | NDArray[np.int64] | None = None) -> FloatArray:
         """:math:`F_e(t) = 1 - S_{\\tau_e}(t)` at arbitrary ``times`` (s from now), exact for point masses.

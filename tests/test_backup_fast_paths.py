@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import numpy as np
@@ -11,6 +12,7 @@ from engine_world import MB, add_executors, feed, map_stage, run_task
 from cost_model import failure
 from cost_model.backup import BackupCosts
 from cost_model.lifetimes import Deterministic, Empirical, Exponential, LifetimeModel, Notice, Stable, Weibull
+from cost_model.lifetimes.lognormal import LogNormal
 from cost_model.lineage import REMOTE, Lineage
 from cost_model.recompute import Recompute
 from cost_model.timegrid import TimeGrid
@@ -178,17 +180,30 @@ def test_points_of_one_slot_are_kept_and_the_missing_ones_evaluated_in_one_call(
                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     table = Recompute(_lineage(model), GRID, now=13.0).table
     calls: list[int] = []
-    evaluate = table.cdf_at_slot
-    monkeypatch.setattr(table, "cdf_at_slot", lambda times, slot: calls.append(times.size) or evaluate(times, slot))
-    expected = evaluate(np.array([0.3, 7.5, 150.0, 2e4]), 2).tolist()
-    assert table.cdf_points(2, (7.5, 0.3, 150.0)) == [expected[1], expected[0], expected[2]]
-    assert table.cdf_points(2, (150.0, 2e4, 7.5)) == [expected[2], expected[3], expected[1]]
+    evaluate = model.cond_cdf_values
+    monkeypatch.setattr(model, "cond_cdf_values", lambda age, times: calls.append(len(times)) or evaluate(age, times))
+    expected = table.cdf_at_slot(np.array([0.3, 7.5, 150.0, 2e4]), 2)
+    first = table.cdf_points(2, (7.5, 0.3, 150.0))
+    np.testing.assert_allclose(first, expected[[1, 0, 2]], rtol=1e-14, atol=0.0)
+    assert table.cdf_points(2, (150.0, 2e4, 7.5)) == [first[2], *table.cdf_points(2, (2e4,)), first[0]]
     assert calls == [3, 1]  # only 2e4 was missing the second time
-    assert table.cdf_points(3, (7.5,)) == evaluate(np.array([7.5]), 3).tolist() and calls == [3, 1, 1]
+    np.testing.assert_allclose(table.cdf_points(3, (7.5,)), table.cdf_at_slot(np.array([7.5]), 3), rtol=1e-14, atol=0.0)
+    assert calls == [3, 1, 1]
     # Full: the values kept are dropped, those asked for evaluated again together.
     monkeypatch.setattr(failure, "POINTS_KEPT", 5)
-    assert table.cdf_points(2, (0.3, 2e4, 99.0)) == [expected[0], expected[3], *evaluate(np.array([99.0]), 2).tolist()]
-    assert calls == [3, 1, 1, 3]
+    again = table.cdf_points(2, (0.3, 2e4, 99.0))
+    assert again[:2] == [first[1], table.cdf_points(2, (2e4,))[0]] and calls == [3, 1, 1, 3]
+
+
+@pytest.mark.parametrize("model", [Exponential(mean=60.0), Exponential(rate=3e-3), Stable(),
+                                   Weibull(shape=0.7, scale=80.0), LogNormal(median=40.0, sigma=1.2)])
+def test_the_few_ends_of_one_decision_are_the_laws_values(model: LifetimeModel) -> None:
+    # A closed form (exponential, stable) gives what the arrays give, up to the exp's rounding.
+    times = [0.0, -1.0, 1e-6, 0.3, 7.5, 150.0, 2e4, math.inf]
+    for age in (0.0, 13.0, 400.0):
+        arrays = (1.0 - model.cond_sf(np.array([[age]]), np.array(times)))[0]
+        np.testing.assert_allclose(model.cond_cdf_values(age, times), arrays, rtol=1e-15, atol=0.0)
+        assert all(0.0 <= value <= 1.0 for value in model.cond_cdf_values(age, times))
 
 
 @pytest.mark.parametrize("model", [Exponential(mean=60.0), Weibull(shape=0.7, scale=80.0)])

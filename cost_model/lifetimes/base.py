@@ -37,6 +37,7 @@ Conventions every model follows
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -166,6 +167,15 @@ class LifetimeModel(ABC):
         ``t > 0``.
         """
         return np.exp(-self.cond_cumulative_hazard(age, t))
+
+    def cond_cdf_values(self, age: float | FloatArray, times: Sequence[float]) -> list[float]:
+        """:math:`1 - S(\\tau + t) / S(\\tau)` at each of ``times`` (s from now), as floats, for one executor.
+
+        ``age`` (s) as :meth:`cond_sf` takes it: a number, or shape ``(1, 1)``. For the few ends one
+        decision reads; a law with a closed form computes them without arrays.
+        """
+        out = 1.0 - self.cond_sf(age, np.array(times, dtype=np.float64))
+        return (out.reshape(-1)).tolist()
 
     def cond_pdf(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
         """Failure density ``t`` s from now given alive at τ: :math:`f(\\tau+t)/S(\\tau) = h(\\tau+t)\\,S(\\tau+t)/S(\\tau)` (1/s).

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -37,6 +39,9 @@ class Stable(LifetimeModel):
 
     def cond_cumulative_hazard(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
         return np.zeros(np.broadcast_shapes(np.shape(age), np.shape(t)), dtype=np.float64)
+
+    def cond_cdf_values(self, age: float | FloatArray, times: Sequence[float]) -> list[float]:
+        return [0.0] * len(times)
 
     def cond_ppf(self, age: ArrayLike, q: ArrayLike) -> FloatArray:
         # The generic bracket search would double its bound 2200 times before reaching inf.

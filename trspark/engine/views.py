@@ -128,10 +128,11 @@ class MapOutput:
     last_peer: str | None = None
     """The peer that received the latest peer copy (a driver may keep only that one)."""
     consumed: bool = False
+    block_id: BlockId = field(init=False, repr=False, compare=False)
+    """``(shuffle_id, map_index)``, read on every decision: built once."""
 
-    @property
-    def block_id(self) -> BlockId:
-        return (self.shuffle_id, self.map_index)
+    def __post_init__(self) -> None:
+        self.block_id = (self.shuffle_id, self.map_index)
 
     @property
     def on_remote(self) -> bool:

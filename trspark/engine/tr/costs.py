@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from cost_model.backup import BackupCosts, shared_remote_bandwidth
+from cost_model.backup import BackupCosts
 from cost_model.backup_options import BackupCost, PeerPrices, RemoteOption
 from cost_model.lifetimes.base import LifetimeModel
 from cost_model.lineage import Lineage
@@ -345,10 +345,10 @@ class CostEstimator:
 
     def _allowed_bandwidths(self, remote_in_flight: int) -> list[float]:
         """The bandwidth (bytes/s) of a copy to each allowed target: the store's share with
-        ``remote_in_flight`` other remote copies (:func:`shared_remote_bandwidth`), a peer's."""
+        ``remote_in_flight`` other remote copies (:meth:`BackupCosts.remote_share`), a peer's."""
         out = []
         if self.config.targets in ("both", "remote"):
-            out.append(shared_remote_bandwidth(self.config.remote_bandwidth, self.config.remote_cap, remote_in_flight))
+            out.append(self.backup.remote_share(remote_in_flight))
         if self.config.targets in ("both", "local"):
             out.append(self.config.local_bandwidth)
         return out

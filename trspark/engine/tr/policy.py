@@ -86,7 +86,15 @@ REPLANS_PER_EVENT = 1
 
 #: Events after which a noticed executor may have nothing left to do (a task or copy ended, a
 #: shuffle was consumed, a deferred plan came due on a tick, the notice itself).
-_MAY_FREE_AN_EXECUTOR = (TaskEnded, BlockBackedUp, BackupFailed, ShuffleConsumed, StageCompleted, Tick, ExecutorNotice)
+_MAY_FREE_AN_EXECUTOR = frozenset({TaskEnded, BlockBackedUp, BackupFailed, ShuffleConsumed, StageCompleted, Tick,
+                                   ExecutorNotice})
+#: Events that change the executors' outlook: task sizes are chosen again.
+_OUTLOOK_CHANGED = frozenset({ExecutorAdded, ExecutorLost, ExecutorNotice, ExecutorRebalance, Tick})
+#: Events after which the scheduling hints are computed again (besides expired notices and the
+#: task ends :meth:`TRPolicy._task_end_reschedules`).
+_RESCHEDULE_ON = frozenset({StageSubmitted, StageCompleted, ExecutorAdded, ExecutorLost, ExecutorNotice, ExecutorRebalance})
+#: Events after which duplicates may have to give their cores back (tasks start waiting).
+_DUPLICATES_CHECKED_ON = frozenset({StageSubmitted, StageCompleted, TaskEnded, ExecutorLost, Tick})
 
 
 class TRPolicy(NoticeRules, Replanning, Policy):
@@ -182,25 +190,23 @@ class TRPolicy(NoticeRules, Replanning, Policy):
     def _after_event(self, event: Event) -> list[Command]:
         """The steps any event may call for: task sizes, work built ahead, hints, duplicates,
         deferred and queued re-plans, backups released, executors let go."""
-        state, out = self.state, []
-        if isinstance(event, (ExecutorAdded, ExecutorLost, ExecutorNotice, ExecutorRebalance, Tick)):
+        # Events are final classes: their type picks the steps (one set lookup, not a chain of
+        # isinstance checks on every event).
+        state, out, kind = self.state, [], type(event)
+        if kind in _OUTLOOK_CHANGED:
             self.splitter.refresh(state)
         # Built here, not inside the next task's decision: the table after executors came or went,
         # the terms of the shuffles a new stage reads.
-        if isinstance(event, (ExecutorAdded, ExecutorLost)):
+        if kind is ExecutorAdded or kind is ExecutorLost:
             self.costs.recompute.build_pending()
         elif isinstance(event, StageSubmitted):
             self.costs.recompute.build_pending(event.parent_shuffle_ids)
-        if isinstance(event, (StageSubmitted, StageCompleted, ExecutorAdded, ExecutorLost, ExecutorNotice,
-                              ExecutorRebalance)) or state.notices_expired_now or (
-                isinstance(event, TaskEnded) and (
-                    self._draining  # a noticed executor's room shrinks
-                    or self.critical.active  # a stable core freed: the wait for it changed
-                    or (self.config.warm_first and self._first_task_of(event)))):  # a fresh executor is warm now
+        if kind in _RESCHEDULE_ON or state.notices_expired_now or (
+                isinstance(event, TaskEnded) and self._task_end_reschedules(event)):
             out += self._scheduling()
         # Tasks start waiting when a stage is submitted or becomes runnable (a parent completed),
         # a task fails or an executor goes: copies then give their cores back.
-        if self.config.duplication and isinstance(event, (StageSubmitted, StageCompleted, TaskEnded, ExecutorLost, Tick)):
+        if self.config.duplication and kind in _DUPLICATES_CHECKED_ON:
             out += self.duplicator.kill_if_needed(state)
         if self._deferred_due and self._deferred_due[0][0] <= state.now:
             self._plan_due()
@@ -208,13 +214,19 @@ class TRPolicy(NoticeRules, Replanning, Policy):
         self._work_queue(0 if self._planned_now else REPLANS_PER_EVENT)
         self._planned_now = False
         out += self.stack.release(state)
-        if self._draining and isinstance(event, _MAY_FREE_AN_EXECUTOR):
+        if self._draining and kind in _MAY_FREE_AN_EXECUTOR:
             out += self._releases()
         if self.idle.enabled:
             self.idle.observe(event, state)
-            if isinstance(event, Tick):
+            if kind is Tick:
                 out += self.idle.releases(state, self.stack, self.released)
         return out
+
+    def _task_end_reschedules(self, event: TaskEnded) -> bool:
+        """Whether a task's end changes the scheduling hints."""
+        return bool(self._draining  # a noticed executor's room shrinks
+                    or self.critical.active  # a stable core freed: the wait for it changed
+                    or (self.config.warm_first and self._first_task_of(event)))  # a fresh executor is warm now
 
     def _on_task_ended(self, event: TaskEnded) -> list[Command]:
         if not event.successful:
