@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -33,7 +34,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--believed-lifetime", help="Lifetime spec the policy believes (default: the world's own).")
-    parser.add_argument("--cpu-runs", type=int, default=3, help="Runs timed in-process by CPU time (load-independent).")
+    parser.add_argument("--cpu-runs", type=int, default=3,
+                        help="Runs timed in-process by CPU time, each paired with an always-checkpoint run of its seed.")
     parser.add_argument("--csv", type=Path, help="Append one row of figures to this CSV (written with a header if new).")
     args = parser.parse_args()
 
@@ -45,11 +47,12 @@ def main() -> None:
     world_at = with_stability(world, job, args.stability)
     belief = args.believed_lifetime or world_at.default_belief()
     exp = Experiment(job, world_at, args.policy, TRConfig().with_options(lifetime=belief), runs=args.runs, seed=args.seed)
-    seeds = np.random.SeedSequence(args.seed).spawn(args.runs)
-    cpu_per_run, cpu_events = _cpu_per_run(exp, seeds[:args.cpu_runs], stable)
+    seeds = np.random.SeedSequence(args.seed).spawn(max(args.runs, args.cpu_runs))
     # The same runs under always-checkpoint, in this process: the engine's cost is the difference.
     always = replace(exp, policy="always")
-    always_per_run = cpu_per_run if args.policy == "always" else _cpu_per_run(always, seeds[:args.cpu_runs], stable)[0]
+    cpu_times, always_times, cpu_events = _paired_cpu(exp, always, seeds[:args.cpu_runs], stable)
+    cpu_per_run, always_per_run = statistics.median(cpu_times), statistics.median(always_times)
+    ratios = [mine / theirs for mine, theirs in zip(cpu_times, always_times, strict=True)]
     t0 = time.perf_counter()
     summary = run_experiment(exp, workers=args.workers, stable_time=stable)
     wall = time.perf_counter() - t0
@@ -59,32 +62,49 @@ def main() -> None:
     print(f"stable run: {stable:.2f} s simulated in {t_stable:.2f} s")
     print(f"{args.runs} runs on {args.workers} workers: {wall:.2f} s wall, {wall * args.workers / args.runs:.3f} s per run "
           f"(worker time), {events / wall:,.0f} events/s, {events / args.runs:,.0f} events per run")
-    print(f"CPU time: {cpu_per_run:.3f} s per run ({cpu_events / args.cpu_runs / cpu_per_run:,.0f} events per CPU-second); "
+    print(f"CPU time: {cpu_per_run:.3f} s per run ({cpu_events / sum(cpu_times):,.0f} events per CPU-second); "
           f"{args.runs} runs on {args.workers} idle cores would take ~{cpu_per_run * args.runs / args.workers:.1f} s")
-    print(f"CPU s per run, side by side ({args.cpu_runs} run(s) each, one process): always {always_per_run:.3f}, "
-          f"{args.policy} {cpu_per_run:.3f}, ratio {cpu_per_run / always_per_run:.1f}x")
+    print(f"CPU s per run, side by side ({args.cpu_runs} paired run(s) each, interleaved in one process; medians): "
+          f"always {always_per_run:.3f}, {args.policy} {cpu_per_run:.3f} (runs {min(cpu_times):.3f}-{max(cpu_times):.3f}), "
+          f"ratio {cpu_per_run / always_per_run:.1f}x (pairs {min(ratios):.1f}-{max(ratios):.1f}x)")
     print(f"slowdown mean {summary['slowdown_mean']:.3f}, p95 {summary['slowdown_p95']:.3f}, failed {summary['failed_runs']}")
     print(f"load average during the run: {os.getloadavg()[0]:.1f} (the CPU is shared)")
     if args.csv is not None:
         append_row(args.csv, {
             "policy": args.policy, "believed_lifetime": belief, "runs": args.runs, "wall_seconds": f"{wall:.2f}",
             "cpu_seconds_per_run": f"{cpu_per_run:.3f}", "always_cpu_seconds_per_run": f"{always_per_run:.3f}",
-            "cpu_ratio_to_always": f"{cpu_per_run / always_per_run:.1f}", "events_per_run": round(events / args.runs),
+            "cpu_ratio_to_always": f"{cpu_per_run / always_per_run:.1f}", "cpu_runs": len(cpu_times),
+            "cpu_seconds_range": f"{min(cpu_times):.3f}-{max(cpu_times):.3f}",
+            "cpu_ratio_range": f"{min(ratios):.1f}-{max(ratios):.1f}", "events_per_run": round(events / args.runs),
             "events_per_second": round(events / wall), "slowdown_mean": f"{summary['slowdown_mean']:.3f}",
             "failed_runs": summary["failed_runs"],
         })
 
 
-def _cpu_per_run(exp: Experiment, seeds: list[np.random.SeedSequence], stable: float) -> tuple[float, int]:
-    """CPU seconds per run of ``exp`` over ``seeds`` (in this process), and the events simulated.
+def _paired_cpu(exp: Experiment, always: Experiment, seeds: list[np.random.SeedSequence],
+                stable: float) -> tuple[list[float], list[float], int]:
+    """CPU seconds of each run of ``exp`` and of ``always`` on ``seeds`` (in this process), and ``exp``'s events.
 
-    One untimed run first: the modules a policy imports on first use are a one-time start-up
-    cost, not a run's.
+    The two policies alternate seed by seed, so a change in the host's speed (this VM is shared)
+    falls on both of a pair. One untimed run of each first: the modules a policy imports on first
+    use are a one-time start-up cost, not a run's. With ``exp`` itself always-checkpoint, its
+    times stand for both.
     """
-    simulate_run(exp, seeds[0], stable)
-    c0 = time.process_time()
-    events = sum(simulate_run(exp, seed, stable).events for seed in seeds)
-    return (time.process_time() - c0) / len(seeds), events
+    same = exp.policy == always.policy
+    for warm in (exp,) if same else (exp, always):
+        simulate_run(warm, seeds[0], stable)
+    mine: list[float] = []
+    theirs: list[float] = []
+    events = 0
+    for seed in seeds:
+        c0 = time.process_time()
+        events += simulate_run(exp, seed, stable).events
+        mine.append(time.process_time() - c0)
+        if not same:
+            c0 = time.process_time()
+            simulate_run(always, seed, stable)
+            theirs.append(time.process_time() - c0)
+    return mine, theirs if not same else list(mine), events
 
 
 if __name__ == "__main__":
