@@ -35,20 +35,23 @@ time. {_SIM} A run that does not finish within 20x the stable time counts as 20 
            "python bench/simulator.py --policy tr --runs 2 --workers 1 --cpu-runs 5 --csv docs/results/simulator_speed.csv\n"
            "python bench/simulator.py --policy tr --believed-lifetime exponential:mean=3600 --runs 2 --workers 1 \\\n"
            "    --cpu-runs 5 --csv docs/results/simulator_speed.csv",
-           "2026-12-07, 11:30-11:34 UTC",
-           "4a900a7",
-           MACHINE + ", nothing else running, load average 1.1-1.7. CPU seconds on this shared VM change with "
-           "the host from day to day and hour to hour (`always` took 0.306 s a run on 2026-11-25, 1.014 s on "
-           "2026-12-06 and 0.72-1.04 s on 2026-12-07, with identical simulated figures). Compare policies by "
-           "the ratio to `always`'s CPU seconds in the same process (`always_cpu_seconds_per_run`): `tr` 6.6x "
-           "when it believes the world's lifetimes, 28.4x when it believes a mean lifetime of 3,600 s",
+           "2026-12-07, 14:27-14:34 UTC",
+           "37927a2",
+           MACHINE + ", nothing else running, load average 0.6-1.1. CPU seconds on this shared VM change with "
+           "the host from day to day and minute to minute (`always` took 0.306 s a run on 2026-11-25, "
+           "1.014 s on 2026-12-06 and 0.72-1.33 s on 2026-12-07, with identical simulated figures), and "
+           "the seeds differ in the work they make. Compare policies by the ratio to `always`'s CPU "
+           "seconds on the same seeds, run alternately in one process: `tr` 6.0x (pairs 4.9-9.1x) when "
+           "it believes the world's lifetimes, 17.6x (pairs 15.2-22.2x) when it believes a mean lifetime "
+           "of 3,600 s",
            columns("policy", "believed_lifetime", "runs", "wall_seconds", "cpu_runs", "cpu_seconds_per_run",
                    "cpu_seconds_range", "always_cpu_seconds_per_run", "cpu_ratio_to_always", "cpu_ratio_range",
                    "events_per_run", "events_per_second", "slowdown_mean", "failed_runs"),
            "The paper's size: a TPC-DS-shaped job of 20,100 tasks on 100 VMs x 4 cores, stability "
            "100 (exponential lifetimes of mean 106 s), runs spread over both cores. Every `never` run "
-           "fails here and runs to the 20x cap. For `tr` the CPU seconds per run (process time of runs in "
-           "one process) are the figure to read, beside `always`'s CPU seconds of the same runs. The "
+           "fails here and runs to the 20x cap. For `tr` the CPU seconds per run (process time of "
+           "`cpu_runs` runs in one process, their median and range) are the figure to read, beside "
+           "`always`'s CPU seconds on the same seeds, timed alternately with them. The "
            "policy believes the world's own lifetime model, as `trspark simulate` and its sweeps do. The "
            "last row gives it the plugin's default belief instead, a mean of 3,600 s, 34 times the true "
            "one: `tr` then copies to peers that die, re-plans and re-runs more (103,044 events against "
