@@ -79,7 +79,8 @@ def _shared(per_executor: float, total_cap: float, concurrent: int) -> float:
     """:func:`shared_remote_bandwidth` of bandwidths already checked."""
     if not (isinstance(concurrent, int) and concurrent >= 0):
         raise ValueError(f"shared_remote_bandwidth: 'concurrent' must be an integer >= 0, got {concurrent!r}")
-    return min(per_executor, total_cap / (concurrent + 1))
+    share = total_cap / (concurrent + 1)
+    return share if share < per_executor else per_executor  # min(), written out: it runs on every price
 
 
 class BackupCosts:
@@ -227,7 +228,8 @@ class BackupCosts:
         below = windows.split(block.seconds, t_max)[0]  # the edges [:below] are <= BT
         er_floor = float(er[below - 1]) - 1e-9 * float(er[-1])
         f_peers = windows.lowest_at(table, live, t_max)
-        return block.seconds, max(er_floor * f_peers * (f_t - f_bt), 0.0)
+        floor = er_floor * f_peers * (f_t - f_bt)
+        return block.seconds, (0.0 if floor < 0.0 else floor)  # max(floor, 0), inlined on every decision
 
     def slower_peer_loss_floor(self, priced: PeerPrices, positions: NDArray[np.int64], seconds: float) -> float:
         """A lower bound (s) of the lowest :math:`C_P(Y)` of the peers ``priced.peers[positions]`` copied in ``seconds`` (>= ``priced``'s BT).

@@ -99,7 +99,8 @@ class RemoteOption:
         """
         block = self._block
         er = self._recompute.er(block.shuffle_id, block.map_index)
-        edge = min(self._recompute.windows.split(block.seconds, block.seconds)[1], er.size - 1)
+        edge = self._recompute.windows.split(block.seconds, block.seconds)[1]
+        edge = er.size - 1 if edge > er.size - 1 else edge  # min(edge, last), inlined on every decision
         er_top = float(er[edge]) + 1e-9 * float(er[-1])
         return self.floor + (block.seconds + weight * er_top) * (self._f_bt * (1.0 + 1e-9) + 1e-12)
 
@@ -167,7 +168,8 @@ class PricedBlock(NamedTuple):
 
 def copy_after(seconds: float, f_bt: float, f_t: float) -> float:
     """:math:`C_{B2} = BT \\cdot P(BT < T_X \\le T) = BT \\cdot \\max(F_X(T) - F_X(BT), 0)` (s)."""
-    return seconds * max(f_t - f_bt, 0.0)
+    gap = f_t - f_bt
+    return seconds * (0.0 if gap < 0.0 else gap)  # max(gap, 0), inlined: two of these per decision
 
 
 def with_peer(base: BackupCost, peer: str, peer_loss: float) -> BackupCost:

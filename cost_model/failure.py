@@ -141,8 +141,9 @@ class FailureTable:
             kept.clear()
             missing = list(times)
         model, age = self._law_of(slot)
-        for time, value in zip(missing, model.cond_cdf_values(age, missing), strict=True):
-            kept[(slot, time)] = value
+        values = model.cond_cdf_values(age, missing)
+        for at, time in enumerate(missing):  # not zip(strict=True): its keyword is parsed on every call
+            kept[(slot, time)] = values[at]
         return [kept[(slot, t)] for t in times]
 
     def _law_of(self, slot: int) -> tuple[LifetimeModel, float | FloatArray]:

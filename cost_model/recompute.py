@@ -294,7 +294,8 @@ class Recompute:
         er = self.er(shuffle_id, map_index)
         (holder,) = out.locations
         (f_t,) = self.table.cdf_points(self.lineage.executor(holder).slot, (t_max,))
-        return max((float(er[0]) - 1e-9 * float(er[-1])) * f_t, 0.0)
+        floor = (float(er[0]) - 1e-9 * float(er[-1])) * f_t
+        return 0.0 if floor < 0.0 else floor  # max(floor, 0), inlined on every decision
 
     # ---- the ancestors' part of Er, memoised per (shuffle, failing executor) --------------------
     def _rest_of(self, shuffle_id: Hashable, slot: int | None) -> FloatArray:

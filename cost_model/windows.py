@@ -164,14 +164,21 @@ class Windows:
             minima = np.minimum.reduce(table.cdf[slots], axis=0).tolist()
             self._lowest = (table, slots, minima)
         edges = self._sorted
-        right = min(max(bisect_left(edges, time), 1), len(edges) - 1)
+        right = self._cell_end(time)
         weight = (time - edges[right - 1]) / (edges[right] - edges[right - 1])
         return float(minima[right - 1] * (1.0 - weight) + minima[right] * weight)
+
+    def _cell_end(self, time: float) -> int:
+        """The index of the right edge of the grid cell holding ``time``, the first or last cell beyond the grid."""
+        right = bisect_left(self._sorted, time)
+        last = len(self._sorted) - 1
+        # min(max(right, 1), last), written out: the builtins' argument parsing outweighs two comparisons.
+        return 1 if right < 1 else (last if right > last else right)
 
     def interpolated(self, table: FailureTable, time: float) -> FloatArray:
         """:meth:`column` without keeping it: :math:`F(g_{j-1})(1 - w) + F(g_j) w`, a new array."""
         edges = self._sorted
-        right = min(max(bisect_left(edges, time), 1), len(edges) - 1)
+        right = self._cell_end(time)
         weight = (time - edges[right - 1]) / (edges[right] - edges[right - 1])
         cdf = table.cdf
         out: FloatArray = cdf[:, right - 1] * (1.0 - weight) + cdf[:, right] * weight

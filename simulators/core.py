@@ -211,7 +211,8 @@ class Simulator(ClusterDriver, StageDriver, BackupDriver, DuplicateDriver):
     def _next_limit(self) -> float:
         limit = float("inf") if self.deadline is None else self.deadline
         if self.stall_seconds is not None:
-            limit = min(limit, self._last_progress + self.stall_seconds)
+            stalled_at = self._last_progress + self.stall_seconds
+            limit = stalled_at if stalled_at < limit else limit  # min(), written out: every instant
         return limit
 
     def _check_limits(self, t: float) -> bool:

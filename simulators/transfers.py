@@ -66,7 +66,10 @@ class TransferSet:
     def _uplink(self) -> float:
         """Remote bandwidth of one uploading VM (bytes/s)."""
         m = len(self._remote_count)
-        return self.remote_bandwidth if m == 0 else min(self.remote_bandwidth, self.remote_cap / m)
+        if m == 0:
+            return self.remote_bandwidth
+        share = self.remote_cap / m  # min(bandwidth, share), written out: it runs on every transfer
+        return share if share < self.remote_bandwidth else self.remote_bandwidth
 
     def _affected(self, source: Any, uplink_before: float) -> set[Transfer]:
         affected = set(self._by_source.get(source, ()))
@@ -84,7 +87,8 @@ class TransferSet:
                 spent = min(t.setup, elapsed)
                 t.setup -= spent
                 elapsed -= spent
-            t.remaining = max(0.0, t.remaining - t.rate * elapsed)
+            remaining = t.remaining - t.rate * elapsed
+            t.remaining = remaining if remaining > 0.0 else 0.0
             t.since = now
             n_remote = self._remote_count.get(t.source, 0)
             if t.target is None:

@@ -80,7 +80,7 @@ class Exponential(LifetimeModel):
         # Memoryless: 1 - e^{-λ max(t, 0)} at any age, one exp per end rather than an array round
         # trip. numpy's float64 exp is libm's unless it runs its AVX-512 loop, then within an ulp.
         minus_rate = self._minus_rate
-        return [1.0 - math.exp(minus_rate * max(t, 0.0)) for t in times]
+        return [1.0 - math.exp(minus_rate * (0.0 if t < 0.0 else t)) for t in times]  # max(t, 0), inlined
 
     def prob_fail(self, age: ArrayLike, a: ArrayLike, b: ArrayLike) -> FloatArray:
         if not (isinstance(age, float) and isinstance(a, float) and isinstance(b, float) and math.isfinite(a + b)):

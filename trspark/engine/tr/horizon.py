@@ -224,7 +224,8 @@ class NeedHorizon:
             self._active = None
             self._at = state.now
         default = state.mean_task_seconds()
-        cores = max(1, state.total_cores())
+        cores = state.total_cores()
+        cores = cores if cores > 1 else 1  # max(1, cores), inlined on every decision
         if self._active is None:
             active = state.active_stages()
             self._active = (active_seconds(state, active, default, cores), {s.stage_id for s in active})
@@ -235,7 +236,8 @@ class NeedHorizon:
             self._chain[block.shuffle_id] = chain
         if chain is None:
             return 0.0  # no longer needed: nothing to protect it for
-        return max(default, self.alpha * (self._active[0] + chain))
+        need = self.alpha * (self._active[0] + chain)
+        return need if need > default else default  # max(default, need), inlined on every decision
 
 
 def _stand_in(state: JobState, shuffle_id: int, default: float, cores: int) -> float:

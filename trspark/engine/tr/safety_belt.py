@@ -48,7 +48,8 @@ class SafetyBeltMonitor:
 
     def spent(self, state: JobState) -> float:
         """Re-computation spent in the measured job so far, in cluster seconds."""
-        return (state.recompute_seconds - self._baseline) / max(1, state.total_cores())
+        cores = state.total_cores()
+        return (state.recompute_seconds - self._baseline) / (cores if cores > 1 else 1)  # max(1, cores), inlined
 
     def job_submitted(self, state: JobState) -> SafetyBelt | None:
         """A job was submitted (``state`` has applied it): measure it alone if no other job runs.

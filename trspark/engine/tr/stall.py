@@ -38,4 +38,7 @@ def stall_width(state: JobState, shuffle_id: int) -> int:
     if waiting == 0 and shuffle_id not in state.shuffle_readers:
         writer = state.writer_stage(shuffle_id)
         waiting = writer.num_tasks if writer is not None else 1
-    return max(1, min(state.total_cores(), waiting))
+    cores = state.total_cores()
+    # max(1, min(cores, waiting)), written out: it runs on every decision.
+    width = waiting if waiting < cores else cores
+    return width if width > 1 else 1
