@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
-from simulators.kernel import EventKernel
+import pytest
+
+from simulators.kernel import EventKernel, cycles_collected_after
 
 
 class Log(EventKernel):
@@ -57,3 +60,26 @@ def test_finishing_stops_at_once_and_a_limit_stops_before_the_clock_moves() -> N
     limited._push(2.0, 0, "y")
     limited.run_events([limited.handler(0)])
     assert limited.log == [(1.0, 0, "x"), (1.0, "instant", None)] and limited.now == 1.0
+
+
+def test_the_cyclic_collector_is_paused_while_a_run_lasts_and_restored_after() -> None:
+    seen: list[bool] = []
+    k = Log()
+    k._push(1.0, 0, "x")
+    k._push(2.0, 0, "end")
+    handle = k.handler(0)
+    k.run_events([lambda payload: seen.append(gc.isenabled()) or handle(payload)])
+    assert seen == [False, False] and gc.isenabled()
+    # A handler that raises leaves the collector as it found it; a paused one stays paused.
+    failing = Log()
+    failing._push(1.0, 0, "x")
+    with pytest.raises(RuntimeError):
+        failing.run_events([lambda payload: (_ for _ in ()).throw(RuntimeError("handler failed"))])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with cycles_collected_after():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
