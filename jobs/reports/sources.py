@@ -35,14 +35,14 @@ time. {_SIM} A run that does not finish within 20x the stable time counts as 20 
            "python bench/simulator.py --policy tr --runs 2 --workers 1 --cpu-runs 5 --csv docs/results/simulator_speed.csv\n"
            "python bench/simulator.py --policy tr --believed-lifetime exponential:mean=3600 --runs 2 --workers 1 \\\n"
            "    --cpu-runs 5 --csv docs/results/simulator_speed.csv",
-           "2026-12-07, 14:27-14:34 UTC",
-           "37927a2",
-           MACHINE + ", nothing else running, load average 0.6-1.1. CPU seconds on this shared VM change with "
+           "2026-12-07, 15:05-15:11 UTC",
+           "0bd022f",
+           MACHINE + ", nothing else running, load average 1.0-1.2. CPU seconds on this shared VM change with "
            "the host from day to day and minute to minute (`always` took 0.306 s a run on 2026-11-25, "
            "1.014 s on 2026-12-06 and 0.72-1.33 s on 2026-12-07, with identical simulated figures), and "
            "the seeds differ in the work they make. Compare policies by the ratio to `always`'s CPU "
-           "seconds on the same seeds, run alternately in one process: `tr` 6.0x (pairs 4.9-9.1x) when "
-           "it believes the world's lifetimes, 17.6x (pairs 15.2-22.2x) when it believes a mean lifetime "
+           "seconds on the same seeds, run alternately in one process: `tr` 5.2x (pairs 4.8-7.2x) when "
+           "it believes the world's lifetimes, 24.2x (pairs 17.2-29.2x) when it believes a mean lifetime "
            "of 3,600 s",
            columns("policy", "believed_lifetime", "runs", "wall_seconds", "cpu_runs", "cpu_seconds_per_run",
                    "cpu_seconds_range", "always_cpu_seconds_per_run", "cpu_ratio_to_always", "cpu_ratio_range",
