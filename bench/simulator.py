@@ -104,7 +104,7 @@ def _paired_cpu(exp: Experiment, always: Experiment, seeds: list[np.random.SeedS
             c0 = time.process_time()
             simulate_run(always, seed, stable)
             theirs.append(time.process_time() - c0)
-    return mine, theirs if not same else list(mine), events
+    return mine, (list(mine) if same else theirs), events
 
 
 if __name__ == "__main__":

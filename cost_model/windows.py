@@ -169,7 +169,7 @@ class Windows:
         return float(minima[right - 1] * (1.0 - weight) + minima[right] * weight)
 
     def _cell_end(self, time: float) -> int:
-        """The index of the right edge of the grid cell holding ``time``, the first or last cell beyond the grid."""
+        """The index (1 .. G) of the right edge of the grid cell holding ``time``: the first cell before the grid, the last past it."""
         right = bisect_left(self._sorted, time)
         last = len(self._sorted) - 1
         # min(max(right, 1), last), written out: the builtins' argument parsing outweighs two comparisons.

@@ -175,7 +175,7 @@ class LifetimeModel(ABC):
         decision reads; a law with a closed form computes them without arrays.
         """
         out = 1.0 - self.cond_sf(age, np.array(times, dtype=np.float64))
-        return (out.reshape(-1)).tolist()
+        return out.reshape(-1).tolist()
 
     def cond_pdf(self, age: ArrayLike, t: ArrayLike) -> FloatArray:
         """Failure density ``t`` s from now given alive at τ: :math:`f(\\tau+t)/S(\\tau) = h(\\tau+t)\\,S(\\tau+t)/S(\\tau)` (1/s).
