@@ -14,6 +14,7 @@ from trspark.engine.events import (
     ExecutorLost,
     ExecutorNotice,
     JobSubmitted,
+    ReleaseKept,
     ShuffleConsumed,
     StageCompleted,
     TaskStarted,
@@ -140,6 +141,27 @@ def test_protocol_carries_removals_and_idle_releases() -> None:
     release = ReleaseExecutor("3", reason="idle", idle=True)
     assert '"idle":true' in to_json(release) and from_json(to_json(release)) == release
     assert from_json('{"type":"ReleaseExecutor","executor_id":"3"}') == ReleaseExecutor("3")
+    kept = ReleaseKept(time=2.0, executor_id="3")
+    assert from_json('{"type":"ReleaseKept","time":2.0,"executor_id":"3"}') == kept == from_json(to_json(kept))
+
+
+def test_an_executor_spark_kept_is_asked_again_after_another_idle_spell_and_serves_as_a_peer_meanwhile() -> None:
+    # Spark keeps an idle executor with cached blocks, or one its dynamic allocation target counts on.
+    policy = _one_output_on_a()
+    assert _released(feed(policy, [Tick(time=4.5)])) == ["b"]
+    assert _released(feed(policy, [ReleaseKept(time=5.0, executor_id="b"), Tick(time=7.9)])) == [], \
+        "idle again from 5 s: not 3 s yet"
+    assert policy.summary()["executors_released_idle"] == 0 and policy.summary()["idle_releases_kept"] == 1
+    assert _released(feed(policy, [Tick(time=8.0)])) == ["b"], "asked again"
+    feed(policy, [ExecutorLost(time=8.5, executor_id="b", reason="released")])
+    assert policy.summary()["executors_released_idle"] == 1
+    # While it stays, b is a peer like any other: a's output is copied there before a goes.
+    noticed = [ExecutorNotice(time=7.95, executor_id="a", deadline=10.0), Tick(time=7.97)]
+    kept, told = _one_output_on_a(), _one_output_on_a()
+    feed(kept, [Tick(time=4.5), ReleaseKept(time=5.0, executor_id="b")])
+    assert [c.target for c in feed(kept, noticed) if isinstance(c, Backup)] == ["b"]
+    feed(told, [Tick(time=4.5)])  # b told to go, and not kept: the copy goes elsewhere
+    assert [c.target for c in feed(told, noticed) if isinstance(c, Backup)] == ["remote"]
 
 
 def test_release_keys_parse_and_refuse_bad_values() -> None:

@@ -51,9 +51,12 @@ def test_executors_dynamic_allocation_removes_are_no_evictions(tmp_path: Path) -
 
 @pytest.mark.spark
 @pytest.mark.timeout(1800)
-def test_idle_executors_holding_cached_blocks_stay(tmp_path: Path) -> None:
+def test_idle_executors_holding_cached_blocks_stay_and_go_once_the_cache_is_dropped(tmp_path: Path) -> None:
     # Dynamic allocation keeps an idle executor with cached blocks (cachedExecutorIdleTimeout,
     # unbounded by default) whatever its shuffle data: an early release would drop the cache.
+    # The driver keeps them and tells the engine (ReleaseKept); once the cache is dropped, the
+    # engine asks again and the executors, still holding shuffle data, go.
+    import trspark
     from jobs.tpcds import session
 
     s = ElasticSettings(executors=2, idle_timeout=2.0, partitions=4)
@@ -68,6 +71,14 @@ def test_idle_executors_holding_cached_blocks_stay(tmp_path: Path) -> None:
         time.sleep(12.0)  # idle: past the idle timeout, with the repartition's outputs no longer read
         infos = spark.sparkContext._jsc.sc().getRDDStorageInfo()
         kept = sum(info.numCachedPartitions() for info in infos)
+        while_cached = trspark.status(spark)
+        cached.unpersist(blocking=True)
+        deadline = time.monotonic() + 120.0
+        while (released := trspark.status(spark).get("executors_released_idle", 0)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
     finally:
         session.stop(spark, work)
     assert kept == 4, f"{kept} of 4 cached partitions left after the idle gap"
+    assert while_cached.get("executors_released_idle", 0) == 0
+    assert while_cached.get("idle_releases_kept", 0) >= 2, "the driver told the engine it kept both"
+    assert released == 2, "both executors went once their cache was dropped"

@@ -87,6 +87,16 @@ class ExecutorRebalance:
 
 
 @dataclass(frozen=True, slots=True)
+class ReleaseKept:
+    """The driver kept an executor told to go while idle (``ReleaseExecutor(idle=True)``): Spark did
+    not find it idle (a task took it, it holds cached blocks, or dynamic allocation's target counts
+    on it)."""
+
+    time: float
+    executor_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class JobSubmitted:
     """A job's whole stage graph, known when it starts (Spark's ``SparkListenerJobStart.stageInfos``).
 
@@ -229,6 +239,7 @@ Event = (
     | ExecutorLost
     | ExecutorNotice
     | ExecutorRebalance
+    | ReleaseKept
     | JobSubmitted
     | StageSubmitted
     | StageCompleted

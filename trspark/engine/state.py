@@ -28,6 +28,7 @@ from trspark.engine.events import (
     ExecutorRebalance,
     JobEnded,
     JobSubmitted,
+    ReleaseKept,
     ShuffleConsumed,
     StageCompleted,
     StageSubmitted,
@@ -399,6 +400,7 @@ _HANDLERS: dict[type, Callable[[JobState, Any], None]] = {
     ExecutorNotice: JobState._executor_notice,
     ExecutorRebalance: JobState._executor_rebalance,
     ExecutorLost: JobState._executor_lost,
+    ReleaseKept: _ignore,  # only the idle release's clocks change (tr.elastic)
     JobSubmitted: JobState._job_submitted,
     StageSubmitted: JobState._stage_submitted,
     StageCompleted: JobState._stage_completed,

@@ -20,13 +20,16 @@ An executor ``e`` is released at time ``t`` when
 * at least ``release_min_executors`` executors stay (``spark.dynamicAllocation.minExecutors``).
 
 The driver removes it as dynamic allocation does, without asking for a replacement, and only if
-it is still idle there; its loss comes back as ``ExecutorLost(reason="released")``.
+it is still idle there; its loss comes back as ``ExecutorLost(reason="released")``. When Spark
+keeps it (a task took it, it holds cached blocks, dynamic allocation's target counts on it), the
+driver says so with ``ReleaseKept``: the executor stays, its idle clock starts again, and it is
+asked again once idle that long, as dynamic allocation keeps checking its own idle executors.
 """
 
 from __future__ import annotations
 
 from trspark.engine.commands import ReleaseExecutor
-from trspark.engine.events import Event, ExecutorAdded, ExecutorLost, TaskEnded, TaskStarted
+from trspark.engine.events import Event, ExecutorAdded, ExecutorLost, ReleaseKept, TaskEnded, TaskStarted
 from trspark.engine.state import JobState
 from trspark.engine.tr.backup_stack import BackupStack
 
@@ -53,6 +56,8 @@ class IdleRelease:
         """Executors told to go whose loss has not arrived yet."""
         self.gone = 0
         """Executors released here whose loss (``reason="released"``) arrived."""
+        self.kept = 0
+        """Releases the driver did not carry out (``ReleaseKept``)."""
 
     @property
     def enabled(self) -> bool:
@@ -67,6 +72,12 @@ class IdleRelease:
             # A task started there after all: the driver found it busy and kept it.
             self.released.discard(event.executor_id)
         elif isinstance(event, TaskEnded):
+            executor = state.executors.get(event.executor_id)
+            if executor is not None and not executor.running:
+                self.idle_since[event.executor_id] = event.time
+        elif isinstance(event, ReleaseKept):
+            self.released.discard(event.executor_id)
+            self.kept += 1
             executor = state.executors.get(event.executor_id)
             if executor is not None and not executor.running:
                 self.idle_since[event.executor_id] = event.time

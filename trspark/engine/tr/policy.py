@@ -390,6 +390,7 @@ class TRPolicy(NoticeRules, Replanning, Policy):
             "decisions_left_to_notice": self.decisions["left_to_notice"],
             "executors_released": self.released_gone + len(self.released),
             "executors_released_idle": self.idle.gone + len(self.idle.released),
+            "idle_releases_kept": self.idle.kept,
             "backups_released": self.stack.released,
             "backups_dropped_consumers_safe": self.stack.dropped,
             "safety_belt": self.belt.on,

@@ -52,7 +52,7 @@ abstract class DriverBase extends DriverPlugin with Logging {
     "backups_bytes" -> 0L, "backups_failed" -> 0L, "backups_cancelled" -> 0L, "backups_rejected" -> 0L,
     "outputs_repointed" -> 0L, "outputs_lost" -> 0L, "notices" -> 0L,
     "duplicates_launched" -> 0L, "duplicates_killed" -> 0L, "executors_released" -> 0L, "executors_released_idle" -> 0L,
-    "internal_errors" -> 0L)
+    "idle_releases_kept" -> 0L, "internal_errors" -> 0L)
   /** Executors let go on the engine's `ReleaseExecutor` (their loss is reported as `released`). */
   protected val released = java.util.concurrent.ConcurrentHashMap.newKeySet[String]()
   /**

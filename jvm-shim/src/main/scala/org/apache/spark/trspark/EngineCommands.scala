@@ -182,13 +182,22 @@ trait EngineCommands extends OutputLoss {
    * `ReleaseExecutor` with `idle`: dynamic allocation's scale-down of an idle executor whose
    * outputs are saved elsewhere. Only if Spark finds it idle too; its outputs move to their
    * copies first (no reader is sent to it any more), then Spark removes it without a
-   * replacement. If it took a task meanwhile, Spark keeps it and so does trspark.
+   * replacement. If Spark keeps it (it took a task meanwhile, holds cached blocks, or dynamic
+   * allocation's target counts on it), so does trspark, and the engine hears `ReleaseKept`: it
+   * asks again after another idle spell.
    */
   private def idleRelease(id: String, reason: String): Unit = {
-    if (deadExecutors.contains(id) || !Elastic.idle(sc, id) || !released.add(id)) {
-      logDebug(s"trspark: idle release of executor $id skipped (gone, busy, or released already)")
+    if (deadExecutors.contains(id) || released.contains(id)) {
+      logDebug(s"trspark: idle release of executor $id skipped (gone, or released already)")
       return
     }
+    if (!Elastic.idle(sc, id)) {
+      // Asked again after every idle spell while, say, its cache lasts: not worth a line each time.
+      logDebug(s"trspark: executor $id kept: Spark does not find it idle")
+      releaseKept(id)
+      return
+    }
+    if (!released.add(id)) return
     logInfo(s"trspark: releasing idle executor $id ($reason)")
     offThread(releaser, s"releasing idle executor $id") { // off the reader thread, as in releaseExecutor
       releaseOutputs(id)
@@ -201,12 +210,19 @@ trait EngineCommands extends OutputLoss {
       else if (stillActive(id)) {
         deadExecutors.remove(id)
         released.remove(id)
-        logInfo(s"trspark: executor $id kept: Spark did not remove it (it took a task)")
+        logInfo(s"trspark: executor $id kept: Spark did not remove it (a task took it, or dynamic allocation needs it)")
+        releaseKept(id)
       } else {
         released.remove(id) // lost meanwhile (an eviction, or dynamic allocation's own removal): it stays dead
         logInfo(s"trspark: executor $id was lost before its idle release")
       }
     }
+  }
+
+  /** Tell the engine that Spark keeps `id` after an idle release, and count it. */
+  private def releaseKept(id: String): Unit = {
+    count("idle_releases_kept")
+    emit(event("ReleaseKept").put("executor_id", id))
   }
 
   /** Whether Spark still counts `id` among its live executors. */

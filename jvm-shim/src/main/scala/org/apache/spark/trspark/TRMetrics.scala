@@ -141,6 +141,8 @@ object TRMetrics {
     ("executors_released", "executors_released", "executors released early (before a notice's deadline, or idle)"),
     ("executors_released_idle", "executors_released_idle",
       "of executors_released, those released idle with their outputs saved (spark.trspark.release.idle)"),
+    ("idle_releases_kept", "idle_releases_kept",
+      "idle releases Spark did not carry out (a task took the executor, it holds cached blocks, or dynamic allocation needs it)"),
     ("internal_errors", "internal_errors", "failures of trspark's own code on Spark's paths (each falls back)"))
 }
 
