@@ -158,3 +158,22 @@ print(json.dumps({"work_dirs": work_dirs, "in_use": in_use}))
     for work_dir, in_use in zip(result["work_dirs"], result["in_use"], strict=True):
         assert in_use.startswith(work_dir + "/local/")
         assert not Path(work_dir).exists()
+
+
+@pytest.mark.spark
+def test_a_later_session_in_the_same_jvm_does_not_inherit_the_first_sessions_settings() -> None:
+    # A fresh process: PySpark launches the driver JVM with the first session's settings as
+    # --conf options, which become system properties that a later SparkConf would load.
+    script = """
+import json
+from jobs.tpcds import session
+first, work_dir = session.start(session.ClusterSpec(master="local[1]", extra_conf={"spark.first.only": "1"}), "never")
+session.stop(first, work_dir)
+second, work_dir = session.start(session.ClusterSpec(master="local[1]", extra_conf={"spark.second.only": "2"}), "never")
+conf = dict(second.sparkContext.getConf().getAll())
+session.stop(second, work_dir)
+print(json.dumps([conf.get("spark.first.only"), conf.get("spark.second.only")]))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [None, "2"]

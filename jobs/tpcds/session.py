@@ -204,6 +204,7 @@ def start(spec: ClusterSpec, policy: str, *, app_name: str = "trspark-tpcds",
         **policy_conf(policy, work_dir, trspark_options),
         **spec.extra_conf,
     }
+    forget_earlier_session_conf()
     builder = SparkSession.builder.master(spec.master_for(policy)).appName(f"{app_name}-{policy}")
     for key, value in conf.items():
         if value is not None:
@@ -214,6 +215,30 @@ def start(spec: ClusterSpec, policy: str, *, app_name: str = "trspark-tpcds",
     # (e.g. INFO) shows what the scheduler and the plugin did, for a run being investigated.
     spark.sparkContext.setLogLevel(os.environ.get("TRSPARK_LOG_LEVEL", "ERROR"))
     return spark, work_dir
+
+
+LAUNCHER_KEYS = ("spark.submit.", "spark.app.submitTime")
+"""System properties that PySpark's launcher sets for itself, kept by :func:`forget_earlier_session_conf`."""
+
+
+def forget_earlier_session_conf() -> None:
+    """Clear the ``spark.*`` settings an earlier session left in this process's driver JVM.
+
+    PySpark starts the driver JVM with the first session's settings as ``--conf`` options, so they
+    become Java system properties, which every later ``SparkConf`` in that JVM loads: a later
+    session would inherit each setting it does not give itself (seen: one test's
+    ``spark.trspark.release.idle=0`` and ``shuffleTracking.timeout`` in the next test's
+    application). Without a JVM yet there is nothing to clear.
+    """
+    from pyspark import SparkContext
+
+    jvm = SparkContext._jvm
+    if jvm is None:
+        return
+    system = jvm.java.lang.System
+    for key in list(system.getProperties().stringPropertyNames()):
+        if key.startswith("spark.") and not key.startswith(LAUNCHER_KEYS):
+            system.clearProperty(key)
 
 
 def stop(spark: SparkSession, work_dir: Path) -> None:
