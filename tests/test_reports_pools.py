@@ -111,3 +111,36 @@ def test_the_byte_price_report_counts_cells_under_half_of_always_and_slower_than
             "above always's or efm's mean in 1" in text)
     assert "| tpcds | exponential | 25 | 20 | 1.100 / 75% | 1.110 / 62% | 1.150 / 45% | 1.200 | 1.150 | 0% |" in text
     assert "| 0 | 20 |" not in text
+
+
+def test_the_byte_price_report_finds_the_lowest_price_meeting_all_three_targets_or_says_which_it_misses(tmp_path: Path) -> None:
+    from jobs.reports.byte_price import byte_price
+
+    def base_cell(stability: float, tr: float, tr_gb: float, oracle_gb: float) -> list[dict[str, object]]:
+        slowdowns = {"never": 2.0, "always": 1.2, "efm": 1.15, "pado": 1.5, "tr": tr, "oracle": 1.0, "oracle-backup": 1.0}
+        return cell(stability, 25, tr, slowdowns, {"always": 4.0, "efm": 4.0, "tr": tr_gb, "oracle": oracle_gb})
+
+    def priced_cell(price: float, stability: float, tr: float, tr_gb: float,
+                    ratio_ci: dict[str, tuple[float, float]] | None = None) -> list[dict[str, object]]:
+        slowdowns = {"never": 2.0, "always": 1.2, "efm": 1.15, "pado": 1.5, "tr": tr}
+        rows = cell(stability, 25, tr, slowdowns, {"always": 4.0, "efm": 4.0, "tr": tr_gb}, ratio_ci)
+        return [{**r, "settings": f"backup.costPerGb={price}"} for r in rows]
+
+    sweep = write(tmp_path / "sweep.csv", base_cell(5, 1.05, 1.0, 3.0) + base_cell(10, 1.05, 3.0, 1.0)
+                  + base_cell(20, 1.05, 3.0, 1.0) + base_cell(50, 1.05, 3.5, 3.5))
+    priced = (priced_cell(100, 10, 1.06, 1.9)  # halved, as fast as the baselines, near the bound: met at 100
+              + priced_cell(100, 20, 1.06, 2.5) + priced_cell(300, 20, 1.16, 1.5, {"efm": (1.005, 1.02)})
+              + priced_cell(100, 50, 1.05, 3.2) + priced_cell(300, 50, 1.07, 2.9))
+    text = byte_price(sweep)(write(tmp_path / "priced.csv", priced, (*FIELDS, "settings")))
+    last = {line.split("|")[4].strip(): line.rstrip().rsplit("|", 2)[1].strip() for line in text.splitlines()
+            if line.startswith("| tpcds")}
+    assert last["5"] == "0"
+    assert last["10"] == "100"
+    # halved at 300, but slower than efm outside the paired interval and 16 % slower than the oracle
+    assert last["20"] == ("none: at 300, baselines (tr slower than efm (tr/efm 1.009 [1.005, 1.020])); "
+                          "clairvoyant (tr/oracle 1.160)")
+    assert last["50"] == "none: bytes above half up to 300"
+    assert "mean slowdown +1.0%; all three targets met in 1\n- 300 core-s/GB" in text and text.count("targets met in 0") == 1
+    assert ("- all three targets at one price: at price 0 in 1 of 4 cells, at a higher price in 1 (most often 100); "
+            "the bytes halved only by missing a speed target in 1; the bytes above half at every price in 1. "
+            "In 1 of these 2 cells the clairvoyant `oracle` copies more than half of `always`'s bytes.") in text

@@ -142,7 +142,7 @@ def _ratio(by: dict[str, dict[str, str]], other: str) -> tuple[float, float, flo
     return number(row, "tr_ratio"), number(row, "tr_ratio_ci95_low"), number(row, "tr_ratio_ci95_high")
 
 
-def _baselines(by: dict[str, dict[str, str]]) -> Verdict:
+def judge_baselines(by: dict[str, dict[str, str]]) -> Verdict:
     missing = [p for p in (*BASELINES, "tr") if p not in by]
     if missing:
         return "baselines", None, f"no {', '.join(missing)}"
@@ -154,10 +154,14 @@ def _baselines(by: dict[str, dict[str, str]]) -> Verdict:
     return "baselines", not worse, "tr slower than " + ", ".join(worse) if worse else "tr <= each or within the interval"
 
 
-def _clairvoyant(stability: float, by: dict[str, dict[str, str]]) -> Verdict:
+def judge_clairvoyant(stability: float, by: dict[str, dict[str, str]], tr: dict[str, str] | None = None) -> Verdict:
+    """The clairvoyant target; ``tr``: a row of ``tr`` from another sweep of the same worlds, judged by the ratio of means."""
     bound = "oracle" if stability >= ORACLE_FROM else "oracle-backup"
-    if bound not in by or "tr" not in by:
+    if bound not in by or (tr is None and "tr" not in by):
         return "clairvoyant", None, f"no {bound} or tr"
+    if tr is not None:
+        ratio = number(tr, "slowdown_mean") / number(by[bound], "slowdown_mean")
+        return "clairvoyant", ratio <= NEAR, f"tr/{bound} {ratio:.3f}"
     ratio, low, high = _ratio(by, bound)
     return "clairvoyant", ratio <= NEAR, f"tr/{bound} {ratio:.3f} [{low:.3f}, {high:.3f}]"
 
@@ -168,7 +172,7 @@ def _share_of_always(by: dict[str, dict[str, str]], policy: str) -> float:
     return mine / always if always > 0 else (0.0 if mine == 0 else math.inf)
 
 
-def _bytes(by: dict[str, dict[str, str]]) -> Verdict:
+def judge_bytes(by: dict[str, dict[str, str]]) -> Verdict:
     if "always" not in by or "tr" not in by:
         return "bytes", None, "no always or tr"
     share, always = _share_of_always(by, "tr"), copied(by["always"])
@@ -202,7 +206,7 @@ def _regression(cell: Cell, by: dict[str, dict[str, str]], engine: dict[tuple[st
 def verdicts(cell: Cell, by: dict[str, dict[str, str]], engine: dict[tuple[str, float], tuple[float, float, float]]) -> list[Verdict]:
     """Every target that applies to ``cell``."""
     if cell[2] >= MIN_SHARE:
-        return [_baselines(by), _clairvoyant(cell[3], by), _bytes(by)]
+        return [judge_baselines(by), judge_clairvoyant(cell[3], by), judge_bytes(by)]
     if cell[2] == 0:
         return [_regression(cell, by, engine)]
     return []
