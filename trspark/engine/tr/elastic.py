@@ -72,20 +72,22 @@ class IdleRelease:
             # A task started there after all: the driver found it busy and kept it.
             self.released.discard(event.executor_id)
         elif isinstance(event, TaskEnded):
-            executor = state.executors.get(event.executor_id)
-            if executor is not None and not executor.running:
-                self.idle_since[event.executor_id] = event.time
+            self._idle_from(event.executor_id, event.time, state)
         elif isinstance(event, ReleaseKept):
             self.released.discard(event.executor_id)
             self.kept += 1
-            executor = state.executors.get(event.executor_id)
-            if executor is not None and not executor.running:
-                self.idle_since[event.executor_id] = event.time
+            self._idle_from(event.executor_id, event.time, state)
         elif isinstance(event, ExecutorLost):
             self.idle_since.pop(event.executor_id, None)
             if event.executor_id in self.released and event.reason == "released":
                 self.gone += 1
             self.released.discard(event.executor_id)
+
+    def _idle_from(self, executor_id: str, time: float, state: JobState) -> None:
+        """Start ``executor_id``'s idle clock at ``time`` (s) if it is alive and runs no task."""
+        executor = state.executors.get(executor_id)
+        if executor is not None and not executor.running:
+            self.idle_since[executor_id] = time
 
     def releases(self, state: JobState, stack: BackupStack, exclude: set[str]) -> list[ReleaseExecutor]:
         """``ReleaseExecutor(idle=True)`` for each executor that may go now, oldest idle first.
